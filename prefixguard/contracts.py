@@ -1,0 +1,71 @@
+"""Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+
+@cache
+def providers() -> dict[str, Any]:
+    return tomllib.loads(files("rules").joinpath("providers.toml").read_text("utf-8"))
+
+
+def provider_for(api: str, model: str | None = None) -> str:
+    """The contract that applies to an API shape: 'anthropic', 'openai', or 'compatible'."""
+    for name, table in providers().items():
+        if api in table.get("apis", ()):
+            if name == "openai" and model and not _known(table, model):
+                return "compatible"  # an OpenAI-shaped request to a model OpenAI does not sell
+            return name
+    return "compatible"
+
+
+def _known(table: dict[str, Any], model: str) -> bool:
+    return any(model.startswith(m["prefix"]) for m in table.get("models", ()))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelContract:
+    provider: str
+    model: str | None
+    min_cacheable_tokens: int
+    input_per_mtok: float
+    output_per_mtok: float
+    read_multiplier: float            # price of a cached token over the base input price
+    write_multiplier: dict[str, float]  # by TTL ("5m", "1h"); OpenAI: {"default": x}
+    confirmed: bool
+
+    def cost(self, uncached: int = 0, cache_read: int = 0, write_5m: int = 0, write_1h: int = 0,
+             output: int = 0) -> float:
+        """USD for one request's tokens by class."""
+        w = self.write_multiplier
+        per_token = self.input_per_mtok / 1e6
+        return (uncached * per_token + cache_read * per_token * self.read_multiplier
+                + write_5m * per_token * w.get("5m", w.get("default", 1.0))
+                + write_1h * per_token * w.get("1h", w.get("default", 1.0))
+                + output * self.output_per_mtok / 1e6)
+
+
+@cache
+def model_contract(api: str, model: str | None) -> ModelContract:
+    name = provider_for(api, model)
+    table = providers()[name]
+    row = dict(table.get("default_model", {}))
+    confirmed = row.get("confirmed", True)
+    best = max((m for m in table.get("models", ()) if model and model.startswith(m["prefix"])),
+               key=lambda m: len(m["prefix"]), default=None)
+    if best is not None:
+        row = {**row, "confirmed": True, **best}
+        confirmed = row["confirmed"]
+    if "read_multiplier" in table:
+        read = table["read_multiplier"]
+        writes = dict(table["write_multiplier"])
+    else:
+        read = 1.0 - row.get("cached_discount", 0.0)
+        writes = {"default": row.get("write_multiplier", 1.0)}
+    return ModelContract(name, model, row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0)),
+                         row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0), read, writes,
+                         bool(confirmed))

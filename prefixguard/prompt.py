@@ -1,0 +1,53 @@
+"""The cache-relevant view of one request: ordered segments plus the settings that key the cache.
+
+Every wire adapter (prefixguard/wire/) produces a Prompt; everything downstream (fingerprint, compare,
+lint, proxy, replay) reads only this, never a provider's field names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVELS = ("tools", "system", "messages")  # the order every provider builds its prefix in
+
+
+@dataclass(slots=True)
+class Segment:
+    """One cacheable part of a request: a tool definition, a system block, a message content block."""
+
+    level: str                 # "tools" | "system" | "messages"
+    pointer: str               # RFC 6901 JSON pointer into the body, e.g. "/messages/3/content/0"
+    kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
+    role: str | None           # message role for level "messages" (and "system"/"developer" messages)
+    value: Any                 # the parsed JSON of this part
+    start: int                 # offset of this part in Prompt.text (character offset)
+    end: int                   # end offset (exclusive) in Prompt.text
+    canon: bytes               # what the provider's renderer sees: compact JSON, key order as sent,
+                               # prefixed by role/message-boundary markers; the fingerprint hashes this
+    tokens: int = 0            # token count of this segment (estimated when Prompt.tokens_estimated)
+    breakpoint: str | None = None  # cache_control TTL on this block: "5m" | "1h" | None
+    message_index: int | None = None  # index of the message this block belongs to (level "messages")
+
+
+@dataclass(slots=True)
+class Prompt:
+    api: str                              # "anthropic" | "openai-chat" | "openai-responses"
+    model: str | None
+    segments: list[Segment]
+    settings: dict[str, Any] = field(default_factory=dict)  # cache-keying settings: thinking, effort,
+                                          # tool_choice, speed, images, prompt_cache_key, betas, ...
+    auto_breakpoint: str | None = None    # Anthropic top-level (automatic) cache_control TTL, if any
+    text: str = ""                        # the body as decoded text (segment offsets index into it)
+    source: str | None = None             # file path or flow id, for messages
+    tokens_estimated: bool = False        # True when no tokenizer could load: counts are estimates
+    chain: list[bytes] = field(default_factory=list)  # fingerprint chain: chain[i] covers segments 0..i
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(s.tokens for s in self.segments)
+
+    def byte_offset(self, char_offset: int) -> int:
+        """Byte offset in the original body of a character offset in self.text."""
+        if self.text.isascii():
+            return char_offset
+        return len(self.text[:char_offset].encode("utf-8"))

@@ -1,0 +1,19 @@
+"""Provider usage normalized to one shape: what was read from cache, written to it, and not cached."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_total: int = 0      # all prompt tokens: cache_read + cache_write + uncached
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    uncached: int = 0          # neither read nor written
+    output: int = 0
+    reported: bool = False     # False when the provider sent no cache field at all: never a miss
+
+    @property
+    def cache_write(self) -> int:
+        return self.cache_write_5m + self.cache_write_1h
