@@ -1,0 +1,80 @@
+"""Anthropic Messages (POST /v1/messages): request options, response body, SSE events, error bodies.
+
+Usage follows Anthropic's additive convention: input_tokens (neither read nor written) +
+cache_creation_input_tokens + cache_read_input_tokens = all prompt tokens.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.api_common import Options, flag, integer, model_of, new_id, number, sse
+from prefixguard.errors import InputError
+from prefixguard.usage import Usage
+
+ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
+              429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+
+
+def error(status: int, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": ERROR_TYPE.get(status, "api_error"), "message": message}}
+
+
+class Messages:
+    """One message being answered, as a whole body or as the stream of events."""
+
+    API = "anthropic"
+    STOP_REASON = {"stop": "end_turn", "length": "max_tokens"}
+
+    @staticmethod
+    def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        max_tokens = integer(body, "max_tokens", None, minimum=1)
+        if max_tokens is None:
+            raise InputError("'max_tokens' is required")
+        return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=1.0),
+                       flag(body, "stream"))
+
+    @staticmethod
+    def usage_json(usage: Usage) -> dict[str, Any]:
+        return {"input_tokens": usage.uncached,
+                "cache_creation_input_tokens": usage.cache_write,
+                "cache_read_input_tokens": usage.cache_read,
+                "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_write_5m,
+                                   "ephemeral_1h_input_tokens": usage.cache_write_1h},
+                "output_tokens": usage.output,
+                "service_tier": "standard"}
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.id = new_id("msg_")
+        self.created = int(time.time())
+
+    def _stop_reason(self, finish: str) -> str:
+        return self.STOP_REASON.get(finish, "end_turn")
+
+    def _message(self, content: list[dict[str, Any]], usage: Usage, finish: str | None) -> dict[str, Any]:
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
+                "content": content, "stop_reason": self._stop_reason(finish) if finish else None,
+                "stop_sequence": None, "usage": self.usage_json(usage)}
+
+    def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
+        return self._message([{"type": "text", "text": text}], usage, finish)
+
+    def start(self, usage: Usage) -> list[str]:
+        block = {"type": "text", "text": ""}
+        return [sse({"type": "message_start", "message": self._message([], usage, None)}, "message_start"),
+                sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"),
+                sse({"type": "ping"}, "ping")]
+
+    def delta(self, text: str) -> str:
+        return sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                   "content_block_delta")
+
+    def end(self, usage: Usage, finish: str) -> list[str]:
+        # message_delta repeats the cumulative usage, the prompt's counts included, as the API does now.
+        tail = self.usage_json(usage)
+        del tail["cache_creation"], tail["service_tier"]
+        delta = {"stop_reason": self._stop_reason(finish), "stop_sequence": None}
+        return [sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+                sse({"type": "message_delta", "delta": delta, "usage": tail}, "message_delta"),
+                sse({"type": "message_stop"}, "message_stop")]

@@ -1,0 +1,163 @@
+"""OpenAI Chat Completions (POST /v1/chat/completions) and Responses (POST /v1/responses): request
+options, response bodies, SSE events, error bodies.
+
+Usage follows OpenAI's subset convention: cached_tokens is a part of prompt_tokens / input_tokens.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.api_common import Options, flag, integer, model_of, new_id, number, sse
+from prefixguard.errors import InputError
+from prefixguard.usage import Usage
+
+ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),
+         413: ("invalid_request_error", "context_length_exceeded"), 429: ("requests", "rate_limit_exceeded"),
+         500: ("server_error", None)}
+
+
+def error(status: int, message: str) -> dict[str, Any]:
+    kind, code = ERROR.get(status, ("server_error", None))
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class Chat:
+    API = "openai-chat"
+    FINISH = {"stop": "stop", "length": "length"}
+
+    @staticmethod
+    def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        if integer(body, "n", 1, minimum=1) != 1:
+            raise InputError("'n' must be 1: this server makes one choice per request")
+        max_tokens = integer(body, "max_completion_tokens", None, minimum=1)
+        if max_tokens is None:
+            max_tokens = integer(body, "max_tokens", default_max_tokens, minimum=1)
+        stream_options = body.get("stream_options") or {}
+        if not isinstance(stream_options, dict):
+            raise InputError("'stream_options' must be an object")
+        return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=2.0),
+                       flag(body, "stream"), flag(stream_options, "include_usage"),
+                       integer(body, "seed", None, minimum=-(2 ** 63)))
+
+    @staticmethod
+    def usage_json(usage: Usage) -> dict[str, Any]:
+        return {"prompt_tokens": usage.prompt_total, "completion_tokens": usage.output,
+                "total_tokens": usage.prompt_total + usage.output,
+                "prompt_tokens_details": {"cached_tokens": usage.cache_read, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                              "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.id = new_id("chatcmpl-")
+        self.created = int(time.time())
+
+    def _head(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.opts.model,
+                "service_tier": "default", "system_fingerprint": "fp_prefixguard"}
+
+    def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
+        message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+        return {**self._head("chat.completion"),
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": self.FINISH.get(finish, "stop")}],
+                "usage": self.usage_json(usage)}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        chunk = {**self._head("chat.completion.chunk"),
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if self.opts.include_usage:
+            chunk["usage"] = None  # every chunk but the last carries a null usage, as OpenAI sends
+        return sse(chunk)
+
+    def start(self, usage: Usage) -> list[str]:
+        return [self._chunk({"role": "assistant", "content": "", "refusal": None})]
+
+    def delta(self, text: str) -> str:
+        return self._chunk({"content": text})
+
+    def end(self, usage: Usage, finish: str) -> list[str]:
+        frames = [self._chunk({}, self.FINISH.get(finish, "stop"))]
+        if self.opts.include_usage:
+            frames.append(sse({**self._head("chat.completion.chunk"), "choices": [],
+                               "usage": self.usage_json(usage)}))
+        frames.append("data: [DONE]\n\n")
+        return frames
+
+
+class Responses:
+    API = "openai-responses"
+
+    @staticmethod
+    def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        return Options(model_of(body), integer(body, "max_output_tokens", default_max_tokens, minimum=1),
+                       number(body, "temperature", 1.0, low=0.0, high=2.0), flag(body, "stream"))
+
+    @staticmethod
+    def usage_json(usage: Usage) -> dict[str, Any]:
+        return {"input_tokens": usage.prompt_total,
+                "input_tokens_details": {"cached_tokens": usage.cache_read},
+                "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage.prompt_total + usage.output}
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.id = new_id("resp_")
+        self.item_id = new_id("msg_")
+        self.created = int(time.time())
+        self.text = ""
+        self._seq = 0
+
+    def _response(self, status: str, output: list[dict[str, Any]], usage: Usage | None) -> dict[str, Any]:
+        return {"id": self.id, "object": "response", "created_at": self.created, "status": status,
+                "error": None,
+                "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+                "instructions": None, "max_output_tokens": self.opts.max_tokens, "model": self.opts.model,
+                "output": output, "parallel_tool_calls": True, "previous_response_id": None,
+                "reasoning": {"effort": None, "summary": None}, "store": False,
+                "temperature": self.opts.temperature, "text": {"format": {"type": "text"}},
+                "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
+                "usage": None if usage is None else self.usage_json(usage), "metadata": {}}
+
+    def _item(self, status: str) -> dict[str, Any]:
+        content = [self._part()] if status == "completed" else []
+        return {"id": self.item_id, "type": "message", "status": status, "role": "assistant",
+                "content": content}
+
+    def _part(self) -> dict[str, Any]:
+        return {"type": "output_text", "annotations": [], "logprobs": [], "text": self.text}
+
+    def _event(self, kind: str, **fields: Any) -> str:
+        frame = sse({"type": kind, "sequence_number": self._seq, **fields}, kind)
+        self._seq += 1
+        return frame
+
+    @staticmethod
+    def _status(finish: str) -> str:
+        return "incomplete" if finish == "length" else "completed"
+
+    def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
+        self.text = text
+        return self._response(self._status(finish), [self._item("completed")], usage)
+
+    def start(self, usage: Usage) -> list[str]:
+        at = {"item_id": self.item_id, "output_index": 0, "content_index": 0}
+        return [self._event("response.created", response=self._response("in_progress", [], None)),
+                self._event("response.in_progress", response=self._response("in_progress", [], None)),
+                self._event("response.output_item.added", output_index=0, item=self._item("in_progress")),
+                self._event("response.content_part.added", **at, part=self._part())]
+
+    def delta(self, text: str) -> str:
+        self.text += text
+        return self._event("response.output_text.delta", item_id=self.item_id, output_index=0,
+                           content_index=0, delta=text, logprobs=[])
+
+    def end(self, usage: Usage, finish: str) -> list[str]:
+        at = {"item_id": self.item_id, "output_index": 0, "content_index": 0}
+        status = self._status(finish)
+        return [self._event("response.output_text.done", **at, text=self.text, logprobs=[]),
+                self._event("response.content_part.done", **at, part=self._part()),
+                self._event("response.output_item.done", output_index=0, item=self._item("completed")),
+                self._event(f"response.{status}",
+                            response=self._response(status, [self._item("completed")], usage))]

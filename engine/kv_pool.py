@@ -1,0 +1,85 @@
+"""Paged KV memory: one preallocated tensor per layer for K and V, split into pages of `page_size`
+token slots, and an allocator that hands each page to one owner at a time."""
+from __future__ import annotations
+
+import torch
+
+from engine.config import ModelConfig
+
+
+class OutOfPages(RuntimeError):
+    pass
+
+
+class PageAllocator:
+    """Free list of page ids. Never hands out a page twice; freeing a page that is not allocated
+    raises, so a double free is caught where it happens."""
+
+    def __init__(self, num_pages: int) -> None:
+        if num_pages < 1:
+            raise ValueError("the KV pool needs at least one page")
+        self.num_pages = num_pages
+        self._free = list(range(num_pages - 1, -1, -1))   # pop() hands out low ids first
+        self._used = bytearray(num_pages)
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_pages - len(self._free)
+
+    def alloc(self, n: int) -> list[int]:
+        if n > len(self._free):
+            raise OutOfPages(f"asked for {n} pages, {len(self._free)} free")
+        pages = [self._free.pop() for _ in range(n)]
+        for p in pages:
+            self._used[p] = 1
+        return pages
+
+    def free(self, pages) -> None:
+        for p in pages:
+            if not self._used[p]:
+                raise RuntimeError(f"page {p} freed twice or never allocated")
+            self._used[p] = 0
+            self._free.append(p)
+
+    def is_used(self, page: int) -> bool:
+        return bool(self._used[page])
+
+
+class KVPool:
+    """K and V for every layer: [num_layers, num_pages * page_size, num_kv_heads, head_dim].
+    A token at position i of a sequence lives in slot pages[i // page_size] * page_size + i % page_size."""
+
+    def __init__(self, config: ModelConfig, num_pages: int, page_size: int, dtype: torch.dtype,
+                 device: str | torch.device = "cpu") -> None:
+        if not 1 <= page_size <= 64:
+            raise ValueError(f"page_size must be 1..64, got {page_size}")
+        self.page_size = page_size
+        self.allocator = PageAllocator(num_pages)
+        shape = (config.num_layers, num_pages * page_size, config.num_kv_heads, config.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
+    @staticmethod
+    def page_bytes(config: ModelConfig, page_size: int, dtype: torch.dtype) -> int:
+        return int(config.kv_bytes_per_token(torch.finfo(dtype).bits // 8) * page_size)
+
+    @property
+    def num_pages(self) -> int:
+        return self.allocator.num_pages
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+
+    @property
+    def bytes_per_page(self) -> int:
+        return self.nbytes // self.num_pages
+
+    def slots(self, pages: list[int], start: int, end: int) -> list[int]:
+        """Cache slots of token positions start..end-1 of a sequence that owns `pages`."""
+        ps = self.page_size
+        return [pages[i // ps] * ps + i % ps for i in range(start, end)]

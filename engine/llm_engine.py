@@ -1,0 +1,214 @@
+"""The engine: requests in, tokens out. add_request/abort may be called from any thread (they go
+through an inbox); one thread calls step() in a loop."""
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from engine.attention import AttnBatch, PrefillSeq
+from engine.config import ModelConfig, resolve
+from engine.kv_pool import KVPool
+from engine.model import build_model
+from engine.sampler import sample
+from engine.scheduler import Plan, RequestTooLarge, Scheduler
+from engine.sequence import Sequence, Status
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+DEFAULT_KV_TOKENS = 16384
+
+
+def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pages: int | None,
+                  kv_memory_bytes: int | None) -> int:
+    if kv_pages is not None:
+        return kv_pages
+    if kv_memory_bytes is not None:
+        return kv_memory_bytes // KVPool.page_bytes(config, page_size, dtype)
+    return -(-DEFAULT_KV_TOKENS // page_size)
+
+
+class LLMEngine:
+    def __init__(self, model: str | ModelConfig = "tiny", *, device: str = "cpu", dtype: str = "float32",
+                 page_size: int = 16, kv_pages: int | None = None, kv_memory_bytes: int | None = None,
+                 prefill_chunk: int = 2048, max_batch: int = 64, schedule: str = "fcfs",
+                 prefix_reuse: bool = True, seed: int = 0, weights: str | None = None,
+                 keep_logits: bool = False) -> None:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if weights is not None and not isinstance(model, ModelConfig):
+            from engine.loader import load_config
+            self.config = load_config(weights)
+        else:
+            self.config = resolve(model)
+        self.device = torch.device(device)
+        self.dtype = DTYPES[dtype]
+        self.model = build_model(self.config, device=device, dtype=self.dtype, seed=seed, weights=weights)
+        pages = kv_page_count(self.config, page_size, self.dtype, kv_pages, kv_memory_bytes)
+        self.pool = KVPool(self.config, pages, page_size, self.dtype, device)
+        self.page_size = page_size
+        self.scheduler = Scheduler(self.pool.allocator, page_size, prefix_reuse=prefix_reuse,
+                                   prefill_chunk=prefill_chunk, max_batch=max_batch, policy=schedule)
+        self.keep_logits = keep_logits
+        self._inbox: list[tuple[str, Sequence | int]] = []
+        self._lock = threading.Lock()
+        self._seqs: dict[int, Sequence] = {}
+        self._totals = {"requests": 0, "finished": 0, "prompt_tokens": 0, "cached_tokens": 0,
+                        "prefill_tokens": 0, "decode_tokens": 0}
+
+    # -- requests (any thread) ------------------------------------------------------------------
+    def add_request(self, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
+                    stop_token_ids=(), reuse_limit: int | None = None, seed: int | None = None) -> Sequence:
+        if not prompt_ids:
+            raise ValueError("empty prompt")
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        if len(prompt_ids) + max_tokens > self.config.max_position:
+            raise RequestTooLarge(f"prompt of {len(prompt_ids)} tokens plus {max_tokens} new tokens exceeds the "
+                                  f"model's context of {self.config.max_position}")
+        if self.scheduler.pages_for(len(prompt_ids)) > self.pool.num_pages:
+            raise RequestTooLarge(f"prompt of {len(prompt_ids)} tokens exceeds the KV pool of "
+                                  f"{self.pool.num_pages * self.page_size} tokens")
+        bad = [t for t in prompt_ids if not 0 <= t < self.config.vocab_size]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary of {self.config.vocab_size}")
+        seq = Sequence(prompt_ids, max_tokens=max_tokens, temperature=temperature,
+                       stop_token_ids=stop_token_ids, reuse_limit=reuse_limit, seed=seed)
+        if temperature > 0:
+            seq.generator = torch.Generator(device=self.device)
+            seq.generator.manual_seed(seed if seed is not None else seq.seq_id)
+        with self._lock:
+            self._inbox.append(("add", seq))
+        return seq
+
+    def abort(self, seq_id: int) -> None:
+        with self._lock:
+            self._inbox.append(("abort", seq_id))
+
+    def has_unfinished(self) -> bool:
+        return bool(self._inbox) or self.scheduler.has_work()
+
+    # -- the loop (one thread) ------------------------------------------------------------------
+    def step(self) -> list[Sequence]:
+        """One scheduling step. Returns the sequences that got a token or finished."""
+        self._drain_inbox()
+        plan = self.scheduler.schedule()
+        touched = []
+        if plan is not None:
+            touched = self._run(plan)
+        ended, self.scheduler.ended = self.scheduler.ended, []
+        for seq in ended:
+            self._retire(seq)
+        return touched + [s for s in ended if s not in touched]
+
+    def generate(self, prompts: list[list[int]], **kw) -> list[Sequence]:
+        seqs = [self.add_request(p, **kw) for p in prompts]
+        while self.has_unfinished():
+            self.step()
+        return seqs
+
+    def cached_prefix_len(self, prompt_ids: list[int]) -> int:
+        tree = self.scheduler.tree
+        return 0 if tree is None else tree.peek(prompt_ids[:len(prompt_ids) - 1])
+
+    def _drain_inbox(self) -> None:
+        with self._lock:
+            inbox, self._inbox = self._inbox, []
+        for kind, item in inbox:
+            if kind == "add":
+                self._seqs[item.seq_id] = item
+                self._totals["requests"] += 1
+                self.scheduler.add(item)
+            elif (seq := self._seqs.get(item)) is not None and not seq.finished:
+                self.scheduler.abort(seq)
+
+    def _retire(self, seq: Sequence) -> None:
+        seq.finish_time = time.perf_counter()
+        self._seqs.pop(seq.seq_id, None)
+        self._totals["finished"] += 1
+
+    @torch.inference_mode()
+    def _run(self, plan: Plan) -> list[Sequence]:
+        t0 = time.perf_counter()
+        ids, positions, slot_map, ctx_slots, prefill = [], [], [], [], []
+        for c in plan.chunks:
+            seq = c.seq
+            if seq.first_scheduled_time is None:
+                seq.first_scheduled_time = t0
+                self._totals["prompt_tokens"] += len(seq.prompt_ids)
+                self._totals["cached_tokens"] += seq.cached_tokens or 0
+            ids += seq.tokens[c.start:c.end]
+            positions += range(c.start, c.end)
+            slots = self._slots(seq.pages, c.end)
+            slot_map.append(slots[c.start:])
+            ctx_slots.append(slots)
+            if not plan.decode:
+                prefill.append(PrefillSeq(len(ids) - (c.end - c.start), c.end - c.start, slots))
+        dev = self.device
+        batch = AttnBatch(self.pool.k, self.pool.v, torch.cat(slot_map))
+        if plan.decode:
+            lens = [c.end for c in plan.chunks]
+            width = max(lens)
+            table = torch.zeros(len(lens), width, dtype=torch.long, device=dev)
+            for i, slots in enumerate(ctx_slots):
+                table[i, :len(slots)] = slots
+            batch.decode_slots = table
+            batch.decode_mask = (torch.arange(width, device=dev)[None, :] < torch.tensor(lens, device=dev)[:, None])[:, None, None, :]
+        else:
+            batch.prefill = prefill
+        hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
+        rows, sampling = [], []
+        end = 0
+        for c in plan.chunks:
+            end += c.end - c.start
+            c.seq.num_computed = c.end
+            if c.samples:
+                rows.append(end - 1)
+                sampling.append(c.seq)
+        tokens = []
+        if sampling:
+            logits = self.model.compute_logits(hidden[torch.tensor(rows, device=dev)])
+            tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
+        elif dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        now = time.perf_counter()
+        key = "decode_tokens" if plan.decode else "prefill_tokens"
+        self._totals[key] += len(ids)
+        if not plan.decode:
+            for c in plan.chunks:
+                c.seq.prefill_seconds += now - t0
+                self.scheduler.cache_progress(c.seq)
+        for i, (seq, tok) in enumerate(zip(sampling, tokens)):
+            if self.keep_logits:
+                seq.logits.append(logits[i].cpu())
+            seq.output_ids.append(tok)
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+            if tok in seq.stop_token_ids:
+                self.scheduler.finish(seq, "stop")
+            elif len(seq.output_ids) >= seq.max_tokens or len(seq) >= self.config.max_position:
+                self.scheduler.finish(seq, "length")
+        return sampling
+
+    def _slots(self, pages: list[int], n: int) -> torch.Tensor:
+        ps = self.page_size
+        p = torch.tensor(pages[:-(-n // ps)], dtype=torch.long, device=self.device)
+        return (p[:, None] * ps + torch.arange(ps, device=self.device)[None, :]).flatten()[:n]
+
+    # -- numbers --------------------------------------------------------------------------------
+    @property
+    def stats(self) -> dict:
+        t = self._totals
+        tree = self.scheduler.tree
+        alloc = self.pool.allocator
+        return {
+            **t,
+            "hit_rate": t["cached_tokens"] / t["prompt_tokens"] if t["prompt_tokens"] else 0.0,
+            "pool_pages_used": alloc.num_used, "pool_pages_total": alloc.num_pages,
+            "page_size": self.page_size, "pool_bytes": self.pool.nbytes,
+            "tree_pages": tree.total_pages if tree else 0,
+            "evicted_pages": tree.stats.evicted_pages if tree else 0,
+            "preemptions": self.scheduler.preemptions,
+            "waiting": len(self.scheduler.waiting) + len(self._inbox), "running": len(self.scheduler.running),
+        }

@@ -1,0 +1,334 @@
+"""The engine as an HTTP provider: OpenAI- and Anthropic-compatible APIs with real cache usage fields.
+
+Each request: body -> Prompt (prefixguard's wire adapters, the same parser the proxy uses) -> token ids
+(chat_template) -> the cache policy says how much of the prefix may be read -> the engine generates,
+reusing at most that much of its radix tree -> usage reports what the tree really matched.
+
+--cache-policy radix reuses any cached prefix (what vLLM or SGLang do). anthropic and openai follow
+those providers' contracts (prefixguard.policy), so the proxy's verdicts can be tested against an
+upstream that behaves like the real one.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from engine import api_anthropic, api_openai, chat_template
+from engine.api_common import sse
+from engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
+from prefixguard.errors import InputError
+from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire import parse_request
+
+SHAPES = {"/v1/messages": (api_anthropic.Messages, api_anthropic.error),
+          "/v1/chat/completions": (api_openai.Chat, api_openai.error),
+          "/v1/responses": (api_openai.Responses, api_openai.error)}
+
+
+class Histogram:
+    """A Prometheus histogram (cumulative buckets, sum, count)."""
+
+    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.help, self.buckets = name, help_text, buckets
+        self.counts = [0] * len(buckets)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+        self.sum += value
+        self.count += 1
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        lines += [f'{self.name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets, self.counts)]
+        lines += [f'{self.name}_bucket{{le="+Inf"}} {self.count}', f"{self.name}_sum {self.sum:.6f}",
+                  f"{self.name}_count {self.count}"]
+        return lines
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, int], int] = {}
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.output_tokens = 0
+        seconds = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+        self.ttft = Histogram("prefixguard_engine_ttft_seconds", "Time to first token.", seconds)
+        self.prefill = Histogram("prefixguard_engine_prefill_seconds", "Prefill compute per request.", seconds)
+        self.decode = Histogram("prefixguard_engine_decode_tokens_per_second",
+                                "Decode rate after the first token, per request.",
+                                (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500))
+
+    def count(self, api: str, status: int) -> None:
+        self.requests[(api, status)] = self.requests.get((api, status), 0) + 1
+
+    def finished(self, event: Event, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_total
+        self.cached_tokens += usage.cache_read
+        self.output_tokens += usage.output
+        if event.ttft is not None:
+            self.ttft.observe(event.ttft)
+        if event.prefill_seconds is not None:
+            self.prefill.observe(event.prefill_seconds)
+        if event.decode_tps is not None:
+            self.decode.observe(event.decode_tps)
+
+    def render(self, runner: Runner) -> str:
+        hit = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        lines = ["# HELP prefixguard_engine_requests_total Requests answered, by API and HTTP status.",
+                 "# TYPE prefixguard_engine_requests_total counter"]
+        lines += [f'prefixguard_engine_requests_total{{api="{api}",status="{status}"}} {n}'
+                  for (api, status), n in sorted(self.requests.items())]
+        for name, kind, value, help_text in (
+                ("prompt_tokens_total", "counter", self.prompt_tokens, "Prompt tokens of finished requests."),
+                ("cached_tokens_total", "counter", self.cached_tokens, "Prompt tokens read from the radix tree."),
+                ("output_tokens_total", "counter", self.output_tokens, "Tokens generated."),
+                ("prefix_hit_rate", "gauge", hit, "Cached over prompt tokens since start."),
+                ("requests_in_flight", "gauge", runner.in_flight, "Requests admitted and not finished."),
+                ("queue_depth", "gauge", runner.waiting, "Requests admitted with no token yet."),
+                ("queue_capacity", "gauge", runner.max_queue, "Requests in flight before 429."),
+                *_pool_lines(runner.engine)):
+            lines += [f"# HELP prefixguard_engine_{name} {help_text}", f"# TYPE prefixguard_engine_{name} {kind}",
+                      f"prefixguard_engine_{name} {value:g}" if isinstance(value, float) else
+                      f"prefixguard_engine_{name} {value}"]
+        for histogram in (self.ttft, self.prefill, self.decode):
+            lines += histogram.render()
+        return "\n".join(lines) + "\n"
+
+
+def _pool_lines(engine: Any) -> list[tuple[str, str, float, str]]:
+    stats = engine.stats
+    total, used = stats["pool_pages_total"], stats["pool_pages_used"]
+    return [("kv_pool_pages", "gauge", total, "KV pages in the pool."),
+            ("kv_pool_used_ratio", "gauge", used / total if total else 0.0,
+             "Share of KV pages in use, radix tree included."),
+            ("kv_evicted_pages_total", "counter", stats["evicted_pages"], "Tree pages evicted for room.")]
+
+
+def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: int) -> Usage:
+    """Usage from what the tree really matched. The policy says what this request writes (Anthropic:
+    up to its breakpoints); tokens it expected to read but the tree no longer had are written again."""
+    read = cached
+    writes = dict(expected.write_by_ttl) if expected else {}
+    if expected and (expected.read_tokens or expected.write_tokens) and expected.read_tokens > read:
+        ttl = expected.ttl or "5m"
+        writes[ttl] = writes.get(ttl, 0) + expected.read_tokens - read
+    w5, w1 = writes.get("5m", 0), writes.get("1h", 0)
+    return Usage(prompt_total=prompt_total, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
+                 uncached=prompt_total - read - w5 - w1, output=output, reported=True)
+
+
+CACHE_POLICIES = ("auto", *POLICIES)
+
+
+class Served:
+    """What a request needs from the app: engine bridge, cache policies, metrics, defaults."""
+
+    def __init__(self, runner: Runner, cache_policy: str, default_max_tokens: int) -> None:
+        if cache_policy not in CACHE_POLICIES:
+            raise ValueError(f"unknown cache policy {cache_policy!r} (one of {', '.join(CACHE_POLICIES)})")
+        self.runner = runner
+        self.cache_policy = cache_policy
+        self.default_max_tokens = default_max_tokens
+        self.metrics = Metrics()
+        self._policies: dict[str, CachePolicy] = {}
+
+    def policy_for(self, prompt: Prompt) -> CachePolicy | None:
+        """The contract this request is served under; None: reuse any cached prefix (radix).
+        auto: the contract of the provider whose API shape and model the request names."""
+        name = self.cache_policy
+        if name == "auto":
+            name = policy_name(prompt.api, prompt.model)
+        if name == "radix":
+            return None
+        if name not in self._policies:
+            self._policies[name] = make_policy(name)
+        return self._policies[name]
+
+
+def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,
+               default_max_tokens: int = 64) -> FastAPI:
+    """The ASGI app. It owns the engine thread: started on startup, stopped on shutdown."""
+    runner = Runner(engine, max_queue=max_queue)
+    served = Served(runner, cache_policy, default_max_tokens)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runner.start()
+        try:
+            yield
+        finally:
+            runner.close()
+
+    app = FastAPI(title="prefixguard engine", lifespan=lifespan)
+    app.state.served = served
+
+    for path, (shape, error) in SHAPES.items():
+        app.add_api_route(path, _endpoint(served, path, shape, error), methods=["POST"])
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        try:
+            prompt = parse_request(await request.body(), path="/v1/messages", headers=request.headers)
+        except InputError as e:
+            return _error(api_anthropic.error, 400, str(e))
+        return JSONResponse({"input_tokens": len(chat_template.render(prompt.segments))})
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {"id": model_name, "object": "model", "type": "model", "created": 0,
+                "created_at": "1970-01-01T00:00:00Z", "display_name": model_name, "owned_by": "prefixguard"}
+        return {"object": "list", "data": [card], "has_more": False, "first_id": model_name,
+                "last_id": model_name}
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "cache_policy": cache_policy,
+                "in_flight": runner.in_flight}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(served.metrics.render(runner), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _error(error: Any, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error(status, message), status_code=status, headers=headers)
+
+
+def _endpoint(served: Served, path: str, shape: Any, error: Any) -> Any:
+    async def endpoint(request: Request) -> Response:
+        response = await _answer(served, request, path, shape, error)
+        served.metrics.count(shape.API, response.status_code)
+        return response
+
+    endpoint.__name__ = shape.API.replace("-", "_")
+    return endpoint
+
+
+async def _answer(served: Served, request: Request, path: str, shape: Any, error: Any) -> Response:
+    body = await request.body()
+    try:
+        prompt = parse_request(body, path=path, headers=request.headers)
+        opts = shape.options(json.loads(body), served.default_max_tokens)
+    except InputError as e:
+        return _error(error, 400, str(e))
+    if not any(s.level == "messages" for s in prompt.segments):
+        return _error(error, 400, "at least one message (input item) is required")
+    ids = chat_template.render(prompt.segments)
+    now = time.time()
+    policy = served.policy_for(prompt)
+    expected = policy.lookup(prompt, now) if policy else None
+    try:
+        stream = served.runner.submit(ids, max_tokens=opts.max_tokens, temperature=opts.temperature,
+                                      stop_token_ids=chat_template.stop_ids(), seed=opts.seed,
+                                      reuse_limit=expected.read_tokens if expected else None)
+    except Overloaded as e:
+        return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
+    except ValueError as e:  # the engine: over the model's context, or more than the whole KV pool
+        return _error(error, 413, str(e))
+    generation = Generation(served, policy, prompt, now, expected, stream)
+    reply = shape(opts)
+    if opts.stream:
+        return StreamingResponse(generation.frames(reply, error), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache"})
+    try:
+        text = await generation.text()
+    except EngineFailed as e:
+        return _error(error, 500, str(e))
+    return JSONResponse(reply.body(text, generation.usage, generation.finish))
+
+
+class Generation:
+    """One request's tokens as they come, turned into text and usage."""
+
+    def __init__(self, served: Served, policy: CachePolicy | None, prompt: Prompt, now: float,
+                 expected: Expected | None, stream: Stream) -> None:
+        self.served, self.policy, self.prompt, self.now = served, policy, prompt, now
+        self.expected, self.stream = expected, stream
+        self.detok = chat_template.Detokenizer()
+        self.output = 0
+        self.finish = "stop"
+        self.usage = Usage()
+
+    async def pieces(self) -> AsyncIterator[tuple[bool, str]]:
+        """(first, text) per engine step; ends after the last. Frees the request however it ends."""
+        first = True
+        try:
+            async for event in self.stream.events():
+                if first and self.policy:
+                    # the response has begun: from now on its cache writes are readable (Anthropic)
+                    self.policy.commit(self.prompt, self.now)
+                self.output += len(event.token_ids)
+                self.usage = usage_of(self.expected, event.cached_tokens or 0, self.stream.prompt_tokens,
+                                      self.output)
+                text = self.detok.feed(event.token_ids)
+                if event.finished:
+                    text += self.detok.flush()
+                    self.finish = event.finish_reason or "stop"
+                    self.served.metrics.finished(event, self.usage)
+                yield first, text
+                first = False
+        finally:
+            self.stream.abort()  # a no-op once finished; frees pages and tree locks if the client left
+
+    async def text(self) -> str:
+        return "".join([text async for _, text in self.pieces()])
+
+    async def frames(self, reply: Any, error: Any) -> AsyncIterator[str]:
+        try:
+            async for first, text in self.pieces():
+                if first:
+                    for frame in reply.start(self.usage):
+                        yield frame
+                if text:
+                    yield reply.delta(text)
+        except EngineFailed as e:  # the status line is sent: the error goes in the stream, shaped per API
+            yield sse(error(500, str(e)), "error" if reply.API == api_anthropic.Messages.API else None)
+            return
+        for frame in reply.end(self.usage, self.finish):
+            yield frame
+
+
+def listen(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A bound socket for uvicorn; port 0 picks a free one (read it with getsockname)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve an app on a free loopback port in a background thread; yields its base URL (tests, bench)."""
+    import uvicorn
+
+    sock = listen(host, 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        if not server.started:
+            raise RuntimeError("the server did not start")
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

@@ -1,0 +1,272 @@
+"""`prefixguard demo`: a cache break and its fix, end to end, on this machine, in about a minute.
+
+It starts the local engine (the tiny random-weight model, on CPU) as an Anthropic- and
+OpenAI-compatible server that caches the way those providers do (--cache-policy auto), starts the
+prefixguard proxy in front of it, and runs the example agent (examples/app/agent.py: the real anthropic
+and openai SDKs) through the proxy twice as written, then twice with the fixes prefixguard suggests.
+Each run is a new process, as after a restart; the demo pins each process's hash seed so that the
+output is the same every time. Then it prints what the proxy's capture store holds: per-request
+verdicts and causes, hit rate, TTFT, prefill time and input cost, before and after.
+
+Every process it starts is stopped when it ends, on error and on Ctrl-C too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+APP = Path(__file__).resolve().parent.parent / "examples" / "app" / "agent.py"
+CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
+# (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
+PHASES = (("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
+REQUESTS_PER_RUN = 8            # 4 turns with each SDK
+START_TIMEOUT = 120.0
+LISTENING = re.compile(r"listening on (http://[\w.:\[\]-]+)")
+
+
+class DemoError(click.ClickException):
+    exit_code = 1
+
+
+class Child:
+    """A server subprocess: started, its URL read from its output, stopped for sure."""
+
+    def __init__(self, name: str, args: list[str]) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self._url: str | None = None
+        self._found = threading.Event()
+        # own session: a Ctrl-C reaches the demo only, which then stops its children in order
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stdout:  # keep reading so a chatty child never blocks on a full pipe
+            self.lines.append(line.rstrip())
+            found = LISTENING.search(line)
+            if found and self._url is None:
+                self._url = found.group(1)
+                self._found.set()
+        self._found.set()
+
+    def url(self) -> str:
+        self._found.wait(START_TIMEOUT)
+        if self._url is None:
+            tail = " | ".join(self.lines[-3:]) or "no output"
+            raise DemoError(f"the {self.name} did not start: {tail}")
+        return self._url
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class Phase:
+    name: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    prefill_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        reqs = self.requests
+        prompt = sum(r["prompt_tokens"] for r in reqs)
+        ttfts = [r["ttft_s"] for r in reqs if r["ttft_s"] is not None]
+        return {"requests": reqs, "hit_rate": sum(r["cache_read"] for r in reqs) / prompt if prompt else 0.0,
+                "prompt_tokens": prompt, "cached_tokens": sum(r["cache_read"] for r in reqs),
+                "ttft_mean_s": sum(ttfts) / len(ttfts) if ttfts else None,
+                "prefill_s": self.prefill_s, "input_cost_usd": round(sum(r["input_cost_usd"] for r in reqs), 6),
+                "verdicts": dict(Counter(r["verdict"] for r in reqs))}
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@click.option("--store", type=click.Path(dir_okay=False, path_type=Path),
+              help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
+def demo(as_json: bool, store: Path | None) -> None:
+    """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
+    if not APP.is_file():
+        raise DemoError(f"{APP}: the example app is missing (run the demo from a prefixguard checkout)")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="prefixguard-demo-") as tmp:
+        path = store or Path(tmp) / "capture.db"
+        if path.exists():
+            raise click.UsageError(f"{path}: exists; give a new file to --store")
+        phases = _run(path, quiet=as_json)
+    result = {"before": phases[0].summary(), "after": phases[1].summary(),
+              "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1)}
+    if store:
+        result["store"] = str(store)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _print(result)
+
+
+def _run(store: Path, *, quiet: bool) -> list[Phase]:
+    say = (lambda _: None) if quiet else (lambda text: click.echo(text, err=True))
+    children: list[Child] = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children on kill too
+    try:
+        say("starting the engine (tiny model, CPU) and the proxy in front of it ...")
+        engine = Child("engine", [*CLI, "engine", "serve", "--model", "tiny", "--port", "0",
+                                  "--cache-policy", "auto", "--max-tokens", "16"])
+        children.append(engine)
+        engine_url = engine.url()
+        proxy = Child("proxy", [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q"])
+        children.append(proxy)
+        proxy_url = proxy.url()
+        phases, expected = [], 0
+        for name, flags, seeds in PHASES:
+            phase = Phase(name)
+            prefill_before = _prefill_seconds(engine_url)
+            for run, seed in enumerate(seeds, 1):
+                say(f"{name}: app run {run} of {len(seeds)} ({'with the fixes' if flags else 'as written'})")
+                _run_app(proxy_url, f"demo-{name}", flags, seed)
+                expected += REQUESTS_PER_RUN
+                records = _wait_for_rows(store, expected)
+                for turn, rec in enumerate(records[expected - REQUESTS_PER_RUN:], 1):
+                    phase.requests.append(_request_row(rec, run, turn))
+            phase.prefill_s = round(_prefill_seconds(engine_url) - prefill_before, 4)
+            phases.append(phase)
+        return phases
+    finally:
+        for child in reversed(children):
+            child.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_app(proxy_url: str, api_key: str, flags: list[str], seed: str) -> None:
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    args = [sys.executable, str(APP), "--base-url", proxy_url, "--api-key", api_key, *flags]
+    try:
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise DemoError("the example app took over 300 s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DemoError(f"the example app failed: {last}")
+
+
+def _prefill_seconds(engine_url: str) -> float:
+    """Prefill compute so far, from the engine's /metrics."""
+    with urllib.request.urlopen(engine_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = re.search(r"^prefixguard_engine_prefill_seconds_sum ([\d.e+-]+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def _wait_for_rows(path: Path, count: int, timeout: float = 60.0) -> list[Any]:
+    """The capture's records once the proxy has written `count` (its analysis runs beside the traffic)."""
+    from prefixguard.store import open_store
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if path.exists():
+            with open_store(path) as store:
+                if len(store) >= count:
+                    return list(store.records())
+        if time.monotonic() > deadline:
+            raise DemoError(f"the proxy stored fewer than {count} requests within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
+    from prefixguard.contracts import model_contract
+
+    u = rec.usage
+    cost = model_contract(rec.api or "", rec.model).cost(uncached=u.uncached, cache_read=u.cache_read,
+                                                          write_5m=u.cache_write_5m, write_1h=u.cache_write_1h)
+    return {"run": run, "request": turn, "api": rec.api, "model": rec.model, "verdict": rec.verdict,
+            "cause": rec.cause, "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
+            "cache_write": u.cache_write, "ttft_s": rec.ttft_s, "reprefill_tokens": rec.reprefill_tokens or 0,
+            "input_cost_usd": round(cost, 6)}
+
+
+def _cause_names(cause: str | None) -> list[str]:
+    return cause.split(" at ", 1)[0].split("+") if cause else []
+
+
+def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each cause the proxy found, how often, the tokens it made the engine prefill again, and its fix."""
+    from prefixguard.compare import FIXES
+
+    found: dict[str, dict[str, Any]] = {}
+    for r in requests:
+        for name in _cause_names(r["cause"]):
+            entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0,
+                                            "fix": FIXES.get(name, "").format(what="it", level="prefix")})
+            entry["requests"] += 1
+            entry["reprefill_tokens"] += r["reprefill_tokens"]
+    return sorted(found.values(), key=lambda e: -e["reprefill_tokens"])
+
+
+def _print(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    before, after = result["before"], result["after"]
+    table = Table(title="The example agent through the prefixguard proxy, before and after the fixes",
+                  title_justify="left")
+    for name in ("run", "request", "before: verdict (cause)", "read / prompt", "after: verdict", "read / prompt "):
+        table.add_column(name, justify="right" if "read" in name or name in ("run", "request") else "left")
+    for b, a in zip(before["requests"], after["requests"]):
+        label = f"{'claude' if b['api'] == 'anthropic' else 'gpt'} {b['request'] - 4 * (b['request'] > 4)}"
+        table.add_row(str(b["run"]), label, _verdict(b), f"{b['cache_read']} / {b['prompt_tokens']}",
+                      _verdict(a), f"{a['cache_read']} / {a['prompt_tokens']}")
+    console.print(table)
+
+    summary = Table(title="What fixing it bought", title_justify="left")
+    for name in ("", "before", "after", "change"):
+        summary.add_column(name, justify="left" if not name else "right")
+    rows = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", None),
+            ("mean TTFT (through the proxy)", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
+             _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
+            ("engine prefill time", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
+             _ratio(before["prefill_s"], after["prefill_s"])),
+            ("input cost at list prices", f"${before['input_cost_usd']:.4f}", f"${after['input_cost_usd']:.4f}",
+             _ratio(before["input_cost_usd"], after["input_cost_usd"])))
+    for row in rows:
+        summary.add_row(*(cell or "" for cell in row))
+    console.print(summary)
+    console.print("[bold]What broke the cache, and the fix[/bold]")
+    for c in result["causes"]:
+        console.print(f"- [bold]{c['cause']}[/bold] in {c['requests']} requests, {c['reprefill_tokens']} tokens "
+                      f"prefilled again. {c['fix']}")
+    console.print(f"[dim]{result['seconds']} s. Code: examples/app/agent.py (see --fixed). "
+                  f"Details of one request: prefixguard report on a capture kept with --store.[/dim]")
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    names = _cause_names(r["cause"])
+    return f"{r['verdict']} ({', '.join(names)})" if names else str(r["verdict"])
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _ratio(before: float | None, after: float | None) -> str | None:
+    if not before or not after:
+        return None
+    return f"{before / after:.1f}x less"

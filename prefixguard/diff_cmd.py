@@ -1,0 +1,101 @@
+"""`prefixguard diff A.json B.json`: does request B reuse request A's cached prefix? Where and why not.
+
+Exit status: 0 when B reuses A's prefix whole, 1 when it breaks it, 2 on any error (one line on stderr).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from prefixguard import tokens
+from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.wire import MAX_BYTES, parse_request
+
+EXIT_REUSED, EXIT_BROKEN, EXIT_ERROR = 0, 1, 2
+
+
+@click.command()
+@click.argument("a", metavar="A.json", type=click.Path(dir_okay=True, path_type=Path))
+@click.argument("b", metavar="B.json", type=click.Path(dir_okay=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Human text, or one JSON object.")
+@click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
+def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
+    """Compare an earlier request A with a later request B (same session): does B reuse A's cached
+    prefix? If not: where it first diverges (level, JSON pointer, byte and token offset), why (the
+    cause), what must be prefilled again, what that costs, and the fix.
+
+    Exit status: 0 B reuses A's prefix whole, 1 the prefix breaks, 2 error.
+    """
+    try:
+        pa, pb = load(a, not no_tokens), load(b, not no_tokens)
+    except InputError as err:
+        click.echo(f"prefixguard: error: {err}", err=True)
+        sys.exit(EXIT_ERROR)
+    result = compare(pa, pb)
+    if fmt == "json":
+        out = result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result)}
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_text(result, pa, pb))
+    sys.exit(EXIT_BROKEN if result.broken else EXIT_REUSED)
+
+
+def load(path: Path, count_tokens: bool) -> Prompt:
+    """Read and parse one request file; every failure is an InputError naming the file."""
+    try:
+        size = os.stat(path).st_size
+        if path.is_dir():
+            raise InputError("is a directory, not a request file", str(path))
+        if size > MAX_BYTES:
+            raise InputError(f"file is {size / 2**20:.1f} MiB, over the {MAX_BYTES // 2**20} MiB limit", str(path))
+        with open(path, "rb") as f:  # bounded: a device or a pipe may never end
+            data = f.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise InputError((err.strerror or str(err)).lower(), str(path)) from None
+    return parse_request(data, source=str(path), count_tokens=count_tokens)
+
+
+def tokenizer_name(result: Comparison) -> str:
+    return "estimate" if result.tokens_estimated else tokens.encoding_name()
+
+
+def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
+    """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
+    counted = (f"estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
+               else f"counted with {tokenizer_name(r)}")
+    total = b.total_tokens
+    if not r.broken:
+        lines = [click.style("OK", fg="green", bold=True) + f"  B reuses A's cached prefix whole ({r.causes[0]})",
+                 f"  {r.detail}.",
+                 f"  tokens    {r.reused_tokens:,} reused of {total:,} in B ({counted})"]
+        lines += [f"  note      {x}" for x in r.extra]
+        return "\n".join(lines)
+    d = r.divergence
+    assert d is not None
+    cause = ", ".join(r.causes)
+    lines = [
+        click.style("BREAK", fg="red", bold=True) + f"  B does not reuse A's cached prefix: {cause}",
+        f"  {DESCRIPTIONS[r.causes[0]]}" + (f": {r.setting}" if r.setting else "") + ".",
+        "",
+        f"  where     {d.level} level, {d.pointer} in B (byte {d.byte_offset:,}, token {d.token_offset:,})",
+    ]
+    if r.before or r.after:
+        lines += [f"  A         {r.before}", f"  B         {r.after}"]
+    if r.detail:
+        lines.append(f"  changed   {r.detail}")
+    share = f" ({r.reprefill_tokens / total:.0%} of B)" if total else ""
+    lines += [
+        f"  tokens    {r.reused_tokens:,} reused, {r.reprefill_tokens:,} to prefill again{share}; {counted}",
+        f"  cost      ${r.cost_usd:.4f} more than reading them from cache, at {r.model or 'unknown model'} prices"
+        f" (${r.cost_usd * 1000:,.2f} per 1,000 such requests)",
+        f"  fix       {r.fix}",
+    ]
+    lines += [f"  also      {x}" for x in r.extra]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""`prefixguard engine serve`: the local engine as an OpenAI- and Anthropic-compatible HTTP server."""
+from __future__ import annotations
+
+import click
+
+from prefixguard.policy import POLICIES
+
+
+@click.group()
+def engine() -> None:
+    """The local inference engine (PyTorch) with radix-tree prefix KV reuse."""
+
+
+@engine.command()
+@click.option("--model", default="tiny", show_default=True, help="Model preset (tiny, small, 1b).")
+@click.option("--weights", type=click.Path(exists=True), help="Local safetensors checkpoint folder.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="0: a free port, printed on start.")
+@click.option("--cache-policy", type=click.Choice(["auto", *sorted(POLICIES)]), default="radix",
+              show_default=True, help="radix: reuse any cached prefix; anthropic / openai: follow that "
+              "provider's contract; auto: the contract of the provider each request's API shape names.")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--dtype", default="float32", show_default=True)
+@click.option("--page-size", type=click.IntRange(1), default=1, show_default=True,
+              help="Tokens per KV page; 1 makes cache reads token-exact, as the providers report them.")
+@click.option("--kv-pages", type=click.IntRange(1), help="KV pool size in pages (default: 16k tokens).")
+@click.option("--max-batch", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--max-queue", type=click.IntRange(1), default=64, show_default=True,
+              help="Requests in flight before the server answers 429.")
+@click.option("--max-tokens", "default_max_tokens", type=click.IntRange(1), default=64, show_default=True,
+              help="Output tokens when an OpenAI request sets no limit.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
+def serve(model: str, weights: str | None, host: str, port: int, cache_policy: str, device: str, dtype: str,
+          page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
+          seed: int) -> None:
+    """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
+    import uvicorn
+
+    from engine.llm_engine import LLMEngine
+    from engine.server import create_app, listen
+
+    try:
+        llm = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
+                        max_batch=max_batch, seed=seed, weights=weights)
+    except (ValueError, OSError, RuntimeError) as e:
+        raise click.UsageError(f"cannot start the engine: {e}") from None
+    app = create_app(llm, cache_policy=cache_policy, model_name=model, max_queue=max_queue,
+                     default_max_tokens=default_max_tokens)
+    try:
+        sock = listen(host, port)
+    except OSError as e:
+        raise click.UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    bound = sock.getsockname()[1]
+    click.echo(f"prefixguard engine: model {model}, cache policy {cache_policy}, "
+               f"listening on http://{host}:{bound}")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server.run(sockets=[sock])

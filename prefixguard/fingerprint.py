@@ -1,0 +1,83 @@
+"""Hash chain over a prompt's segments, and a longest-prefix index over chains.
+
+chain[i] = blake2b(chain[i-1] + canon of segment i), so equal chain[i] means equal segments 0..i:
+"how much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from hashlib import blake2b
+from typing import Any
+
+from prefixguard.prompt import Segment
+
+DIGEST_SIZE = 16
+
+
+def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
+    """Fingerprints of each prefix: element i covers segments 0..i (segments or their canon bytes)."""
+    out: list[bytes] = []
+    prev = b""
+    for seg in segments:
+        canon = seg if isinstance(seg, bytes) else seg.canon
+        h = blake2b(prev, digest_size=DIGEST_SIZE)
+        h.update(canon)
+        prev = h.digest()
+        out.append(prev)
+    return out
+
+
+def common_prefix(a: list[bytes], b: list[bytes]) -> int:
+    """Number of leading segments two chains share (binary search: chain[i] implies chain[:i])."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[mid - 1] == b[mid - 1]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixIndex:
+    """Longest-prefix match over the chains added so far, bounded to the max_chains latest added.
+
+    Every prefix fingerprint maps to the latest chain that has it, so a lookup is a binary search of
+    dict probes. The oldest chain goes first; a fingerprint it still owns is held by no younger chain,
+    so dropping it is exact. (A proxy adds every request it sees, so live sessions stay young.)
+    """
+
+    def __init__(self, max_chains: int = 10_000) -> None:
+        self.max_chains = max_chains
+        self._chains: OrderedDict[int, tuple[list[bytes], Any]] = OrderedDict()
+        self._owner: dict[bytes, int] = {}    # fingerprint -> id of the latest chain holding it
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    def add(self, chain: list[bytes], item: Any) -> None:
+        cid = self._next_id
+        self._next_id += 1
+        self._chains[cid] = (chain, item)
+        for fp in chain:
+            self._owner[fp] = cid
+        while len(self._chains) > self.max_chains:
+            old_id, (old_chain, _) = self._chains.popitem(last=False)
+            for fp in old_chain:
+                if self._owner.get(fp) == old_id:
+                    del self._owner[fp]
+
+    def longest(self, chain: list[bytes]) -> tuple[int, Any | None]:
+        """(leading segments shared with the best earlier chain, that chain's item); most recent on ties."""
+        lo, hi = 0, len(chain)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if chain[mid - 1] in self._owner:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo == 0:
+            return 0, None
+        return lo, self._chains[self._owner[chain[lo - 1]]][1]

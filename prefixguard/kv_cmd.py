@@ -1,0 +1,88 @@
+"""`prefixguard kv`: how much KV-cache memory a model needs, and what fits in a given memory."""
+from __future__ import annotations
+
+import json
+import re
+
+import click
+
+from engine import kvmath
+
+_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> float:
+    """'80GiB', '24GB', '1.5e9' -> bytes."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size (examples: 80GiB, 24GB, 1e9)", param_hint="--memory")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@click.command()
+@click.option("--model", "-m", "model_name", help="Model name (see --list).")
+@click.option("--context", "-c", type=click.IntRange(min=1), default=8192, show_default=True, help="Tokens per sequence.")
+@click.option("--concurrency", "-n", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences at once.")
+@click.option("--kv-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", show_default=True)
+@click.option("--weight-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", show_default=True)
+@click.option("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
+@click.option("--page-size", type=click.IntRange(1, 64), default=1, show_default=True, help="KV page size of a paged pool.")
+@click.option("--list", "list_models", is_flag=True, help="List the known models and exit.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def kv(model_name, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models, fmt) -> None:
+    """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""
+    models = kvmath.load_models()
+    if list_models:
+        rows = [{"model": a.name, "attention": a.attention, "params": a.params, "kv_heads": a.kv_heads,
+                 "heads": a.heads, "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a), "source": a.source}
+                for a in models.values()]
+        if fmt == "json":
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                click.echo(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
+                           f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
+        return
+    if not model_name:
+        raise click.UsageError("give --model NAME (or --list to see the names)")
+    if model_name not in models:
+        raise click.UsageError(f"unknown model {model_name!r}; known: {', '.join(models)}")
+    mem = parse_size(memory) if memory else None
+    out = kvmath.plan(models[model_name], context=context, concurrency=concurrency, kv_dtype=kv_dtype,
+                      weight_dtype=weight_dtype, memory=mem, page_size=page_size)
+    if fmt == "json":
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(render(out))
+
+
+def render(p: dict) -> str:
+    lines = [
+        f"{p['model']}: {p['layers']} layers, {p['heads']} heads, {p['kv_heads']} KV heads ({p['attention']}), "
+        f"head_dim {p['head_dim']}, {p['params'] / 1e9:.2f}B params",
+        f"KV per token       {human(p['kv_bytes_per_token'])} ({p['kv_dtype']})",
+        f"KV per sequence    {human(p['kv_bytes_per_sequence'])} at {p['context']} tokens",
+        f"KV total           {human(p['kv_bytes'])} for {p['concurrency']} sequence(s)",
+        f"  if MHA           {human(p['kv_bytes_if_mha'])} ({p['attention']} saves {p['gqa_saving']:.0%})",
+        "  by KV dtype      " + ", ".join(f"{d} {human(b)}" for d, b in p["kv_bytes_by_dtype"].items()),
+        f"Weights            {human(p['weight_bytes'])} ({p['weight_dtype']})",
+    ]
+    if "memory" in p:
+        lines += [
+            f"Memory             {human(p['memory'])}: {human(p['kv_memory'])} left for KV -> "
+            f"{'fits' if p['fits'] else 'does NOT fit'}",
+            f"  max sequences    {p['max_concurrency']} at {p['context']} tokens",
+            f"  max context      {p['max_context']} tokens at {p['concurrency']} sequence(s)",
+        ]
+    if "warning" in p:
+        lines.append(f"warning: {p['warning']}")
+    return "\n".join(lines)

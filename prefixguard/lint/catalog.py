@@ -1,0 +1,96 @@
+"""The rule catalog (rules/catalog.toml): every rule as data, and selection of rules by code or name."""
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+
+SEVERITIES = ("error", "warning", "info")   # most severe first
+_CODE = re.compile(r"PG\d{3}")
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_PREFIX = re.compile(r"PG\d{0,3}", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    providers: tuple[str, ...]
+    summary: str
+    why: str
+    bad: str
+    good: str
+    fix: str
+    family: str
+    cause: str | None = None                       # sequence rules: the compare cause they report
+    variants: dict[str, str] = field(default_factory=dict)  # named case -> severity
+
+    def severity_of(self, variant: str | None) -> str:
+        return self.variants.get(variant, self.severity) if variant else self.severity
+
+
+@cache
+def rules() -> tuple[Rule, ...]:
+    """All rules, in code order. Raises ValueError on a malformed catalog (a packaging bug)."""
+    data = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    families = data["families"]
+    out = []
+    for row in data["rule"]:
+        code, name = row["code"], row["name"]
+        if not _CODE.fullmatch(code) or not _NAME.fullmatch(name):
+            raise ValueError(f"rules/catalog.toml: bad code or name {code!r} {name!r}")
+        severities = [row["severity"], *row.get("variants", {}).values()]
+        if any(s not in SEVERITIES for s in severities):
+            raise ValueError(f"rules/catalog.toml: {code} has an unknown severity")
+        out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
+                        summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
+                        good=row["good"].strip(), fix=row["fix"], family=families[code[:3]],
+                        cause=row.get("cause"), variants=dict(row.get("variants", {}))))
+    out.sort(key=lambda r: r.code)
+    if len({r.code for r in out}) != len(out) or len({r.name for r in out}) != len(out):
+        raise ValueError("rules/catalog.toml: duplicate code or name")
+    return tuple(out)
+
+
+@cache
+def _by_key() -> dict[str, Rule]:
+    return {key: r for r in rules() for key in (r.code, r.name)}
+
+
+def get(key: str) -> Rule | None:
+    """A rule by code (any case) or by name."""
+    return _by_key().get(key.upper() if key[:2].lower() == "pg" else key)
+
+
+def by_cause() -> dict[str, Rule]:
+    """Sequence rules keyed by the compare cause they report."""
+    return {r.cause: r for r in rules() if r.cause}
+
+
+def resolve(selector: str) -> frozenset[str]:
+    """Codes a selector names: "ALL", a code prefix ("PG", "PG1", "PG10", "PG101") or a rule name.
+
+    Raises ValueError for a selector that names nothing (so a typo in config is caught, not ignored).
+    """
+    key = selector.strip()
+    if key.upper() == "ALL":
+        return frozenset(r.code for r in rules())
+    if _PREFIX.fullmatch(key):
+        codes = frozenset(r.code for r in rules() if r.code.startswith(key.upper()))
+    else:
+        rule = _by_key().get(key)
+        codes = frozenset([rule.code]) if rule else frozenset()
+    if not codes:
+        raise ValueError(f"unknown rule selector '{selector}'")
+    return codes
+
+
+def resolve_all(selectors: Iterable[str]) -> frozenset[str]:
+    out: frozenset[str] = frozenset()
+    for s in selectors:
+        out |= resolve(s)
+    return out

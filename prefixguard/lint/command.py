@@ -1,0 +1,176 @@
+"""`prefixguard lint`, `prefixguard rule`, `prefixguard rules`.
+
+Exit status of lint: 0 no findings (or --exit-zero), 1 findings, 2 usage or input error (one line on
+stderr per error, never a traceback).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from prefixguard import tokens
+from prefixguard.errors import InputError
+from prefixguard.lint import baseline, catalog, config, formats, runner
+from prefixguard.lint.sarif import sarif
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FORMATS: dict[str, formats.Formatter] = {
+    "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,
+    "sarif": sarif,
+}
+HUMAN = ("text", "concise")
+
+
+class Command(click.Command):
+    """Usage errors in one line on stderr, exit 2 (click would print the usage block too)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:
+            _fail(err.format_message())
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"prefixguard: error: {message}", err=True)
+    raise click.exceptions.Exit(EXIT_ERROR)
+
+
+def _version() -> str:
+    try:
+        return version("prefixguard")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@click.command(cls=Command)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
+              help="Output format.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to this file instead of standard output.")
+@click.option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated).")
+@click.option("--extend-select", multiple=True, help="Rules to run on top of the selection.")
+@click.option("--ignore", multiple=True, help="Rules not to run.")
+@click.option("--exclude", multiple=True, help="Glob of files or folders to skip when walking directories.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Accepted findings: written when missing (or with --write-baseline), else applied.")
+@click.option("--write-baseline", is_flag=True, help="(Re)write the --baseline file from this run and exit 0.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
+@click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
+def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tuple[str, ...],
+         extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], config_file: Path | None,
+         baseline_file: Path | None, write_baseline: bool, exit_zero: bool, statistics: bool,
+         no_tokens: bool) -> None:
+    """Check LLM request bodies for prompt-cache hazards.
+
+    PATH: request files (*.json), captures (*.jsonl: one request per line, or the proxy's export; each
+    request is also compared with its best earlier match), directories (walked for both), globs, or
+    '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
+    options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
+    """
+    if write_baseline and baseline_file is None:
+        _fail("--write-baseline needs --baseline FILE")
+    cli = config.Layer(config.split_selectors(select) or None, config.split_selectors(extend_select),
+                       config.split_selectors(ignore))
+    try:
+        settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
+        result = runner.lint(list(paths), settings, count_tokens=not no_tokens)
+    except InputError as err:
+        _fail(str(err))
+    for error in result.errors:
+        click.echo(f"prefixguard: error: {error}", err=True)
+    findings = result.findings
+    run = formats.Run(_version(), result.files, result.requests, result.errors,
+                      "estimate" if no_tokens else tokens.encoding_name())
+    if baseline_file is not None:
+        if write_baseline or not baseline_file.exists():
+            if result.errors:
+                sys.exit(EXIT_ERROR)  # a baseline of a partial run would hide the unread files' findings
+            try:
+                baseline.write(baseline_file, findings)
+            except InputError as err:
+                _fail(str(err))
+            click.echo(f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
+                       err=True)
+            sys.exit(EXIT_CLEAN)
+        try:
+            findings, run.baselined = baseline.apply(findings, baseline.load(baseline_file))
+        except InputError as err:
+            _fail(str(err))
+    _emit(_report(findings, run, fmt, statistics), output_file)
+    if result.errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+
+
+def _report(findings: list[Any], run: formats.Run, fmt: str, statistics: bool) -> str:
+    if statistics:
+        rows = runner.statistics(findings)
+        if fmt in HUMAN:
+            return "\n".join(x for x in (formats.statistics_text(rows), formats.summary(findings, run)) if x)
+        return json.dumps(rows, indent=2)
+    body = FORMATS[fmt](findings, run)
+    if fmt in HUMAN:
+        return "\n\n".join(x for x in (body, formats.summary(findings, run)) if x)
+    return body
+
+
+def _emit(report: str, output_file: Path | None) -> None:
+    if output_file is None:
+        if report:
+            click.echo(report)
+        return
+    try:
+        output_file.write_text(report + "\n" if report else "", "utf-8")
+    except OSError as err:
+        _fail(f"{output_file}: {(err.strerror or str(err)).lower()}")
+
+
+# ---------------------------------------------------------------------------------------- the catalog
+
+def _rule_dict(r: catalog.Rule) -> dict[str, Any]:
+    return {k: v for k, v in asdict(r).items() if v not in (None, {})} | {"providers": list(r.providers)}
+
+
+def explain(r: catalog.Rule) -> str:
+    """One rule for people, like `ruff rule`."""
+    variants = "".join(f"; {sev} when {name}" for name, sev in r.variants.items())
+    head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
+           f"Providers: {', '.join(r.providers)}."
+    cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
+    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```json\n{r.bad}\n```\n\n"
+            f"## Good\n```json\n{r.good}\n```\n\n## Fix\n{r.fix}")
+
+
+@click.command(cls=Command)
+@click.argument("key", metavar="CODE|NAME")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rule(key: str, fmt: str) -> None:
+    """Explain one rule: what it finds, why it costs money or latency, a bad and a good example, the fix."""
+    r = catalog.get(key)
+    if r is None:
+        _fail(f"unknown rule '{key}' (see `prefixguard rules`)")
+    click.echo(json.dumps(_rule_dict(r), indent=2, ensure_ascii=False) if fmt == "json" else explain(r))
+
+
+@click.command(cls=Command)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules(fmt: str) -> None:
+    """List every rule of the catalog."""
+    if fmt == "json":
+        click.echo(json.dumps([_rule_dict(r) for r in catalog.rules()], indent=2, ensure_ascii=False))
+        return
+    width = max(len(r.name) for r in catalog.rules())
+    for r in catalog.rules():
+        click.echo(f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {r.summary}")

@@ -1,0 +1,160 @@
+"""Lint settings: [tool.prefixguard] in the nearest pyproject.toml, then the command line on top.
+
+    [tool.prefixguard]
+    select = ["PG1", "PG3"]            # codes, code prefixes or rule names; default: every rule
+    extend-select = ["tools-unsorted"]
+    ignore = ["PG202"]
+    exclude = ["fixtures/responses/*"]  # skipped when walking directories
+    per-file-ignores = { "tests/fixtures/*.json" = ["below-minimum"] }
+    extra-volatile-patterns = { order-number = 'ORD-\\d{8}' }
+
+Selection is resolved like ruff's: each layer (the file, then the command line) may replace the
+selection (select), add to it (extend-select) and remove from it (ignore), in that order.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path, PurePath
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.lint import catalog
+
+KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns"}
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    root: Path                                   # per-file-ignores, exclude and fingerprints are relative to it
+    enabled: frozenset[str]
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    extra_patterns: dict[str, str] = field(default_factory=dict)
+    config: Path | None = None                   # the pyproject.toml read, if any
+
+    def relative(self, path: Path) -> str:
+        """path relative to the root, in / form (absolute when outside it)."""
+        resolved = path.resolve()
+        try:
+            return resolved.relative_to(self.root).as_posix()
+        except ValueError:
+            return resolved.as_posix()
+
+    def codes_for(self, path: Path | None) -> frozenset[str]:
+        if path is None:
+            return self.enabled
+        rel = self.relative(path)
+        out = self.enabled
+        for pattern, codes in self.per_file_ignores:
+            if matches(rel, pattern):
+                out -= codes
+        return out
+
+    def excluded(self, path: Path) -> bool:
+        rel = self.relative(path)
+        return any(matches(rel, p) for p in self.exclude)
+
+
+def matches(rel: str, pattern: str) -> bool:
+    """Glob match on the root-relative path, or on the file name for a pattern without a '/'."""
+    return fnmatch(rel, pattern) or ("/" not in pattern and fnmatch(PurePath(rel).name, pattern))
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above start that has a [tool.prefixguard] table."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and "prefixguard" in _read(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise InputError(f"cannot read config: {err}", str(path)) from None
+
+
+def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tuple[str, ...] = ()) -> Settings:
+    """Settings from a pyproject.toml (found from cwd when config is None) with the CLI layer on top;
+    exclude: more patterns to skip when walking directories."""
+    cwd = (cwd or Path.cwd()).resolve()
+    path = config if config is not None else find_pyproject(cwd)
+    table: dict[str, Any] = {}
+    if path is not None:
+        data = _read(path)
+        table = data.get("tool", {}).get("prefixguard", {})
+        if not isinstance(table, dict):
+            raise InputError("[tool.prefixguard] must be a table", str(path))
+    where = str(path) if path else "command line"
+    unknown = set(table) - KEYS
+    if unknown:
+        raise InputError(f"[tool.prefixguard] unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KEYS))})",
+                         where)
+    file_layer = Layer(_opt_list(table, "select", where), tuple(_list(table, "extend-select", where)),
+                       tuple(_list(table, "ignore", where)))
+    try:
+        enabled = _apply(frozenset(r.code for r in catalog.rules()), file_layer)
+        per_file = tuple((pattern, catalog.resolve_all(_strs(codes, f"per-file-ignores '{pattern}'", where)))
+                         for pattern, codes in _table(table, "per-file-ignores", where).items())
+    except ValueError as err:
+        raise InputError(str(err), where) from None
+    try:
+        enabled = _apply(enabled, cli)
+    except ValueError as err:
+        raise InputError(f"{err} on the command line") from None
+    patterns = {str(k): v for k, v in _table(table, "extra-volatile-patterns", where).items()}
+    for name, regex in patterns.items():
+        if not isinstance(regex, str):
+            raise InputError(f"extra-volatile-patterns '{name}' must be a string", where)
+        try:
+            re.compile(regex)
+        except re.error as err:
+            raise InputError(f"extra-volatile-patterns '{name}' is not a valid regex: {err}", where) from None
+    root = path.parent.resolve() if path is not None else cwd
+    return Settings(root, enabled, per_file, (*_list(table, "exclude", where), *exclude), patterns, path)
+
+
+def _apply(enabled: frozenset[str], layer: Layer) -> frozenset[str]:
+    if layer.select is not None:
+        enabled = catalog.resolve_all(layer.select)
+    return (enabled | catalog.resolve_all(layer.extend_select)) - catalog.resolve_all(layer.ignore)
+
+
+def _strs(value: Any, what: str, where: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{what} must be a list of strings", where)
+    return value
+
+
+def _list(table: dict[str, Any], key: str, where: str) -> list[str]:
+    return _strs(table.get(key, []), key, where)
+
+
+def _opt_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    return tuple(_list(table, key, where)) if key in table else None
+
+
+def _table(table: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = table.get(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"{key} must be a table", where)
+    return value
+
+
+def split_selectors(values: tuple[str, ...]) -> tuple[str, ...]:
+    """--select A,B --select C -> (A, B, C)."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())

@@ -1,0 +1,59 @@
+"""What a check reports (Hit: a rule, a JSON pointer, a message) and what lint prints (Finding: a Hit
+placed in a file, with line, column and a fingerprint that survives edits elsewhere in the file)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from hashlib import sha256
+from typing import Any
+
+from prefixguard.lint.catalog import Rule
+
+
+@dataclass(slots=True)
+class Hit:
+    rule: str                          # rule name (see rules/catalog.toml)
+    pointer: str                       # JSON pointer into the request body
+    message: str
+    key: str = ""                      # what identifies this hit besides its pointer (a pattern name,
+                                       # a cause): part of the fingerprint, so never a volatile value
+    inner: tuple[int, int] | None = None  # character span inside the string at pointer
+    offset: int | None = None          # exact character offset in the body, when known (a first difference)
+    variant: str | None = None         # a named case with its own severity (catalog `variants`)
+    fix: str | None = None             # a fix more precise than the catalog's
+    data: dict[str, Any] = field(default_factory=dict)  # numbers for machine output (tokens, cost)
+
+
+@dataclass(slots=True)
+class Finding:
+    rule: Rule
+    severity: str
+    message: str
+    fix: str
+    path: str                          # the file as named on the command line ("-" for stdin)
+    pointer: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    record: int | None = None          # JSONL: the line of the request this finding is about
+    fingerprint: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    snippet: tuple[str, int, int] | None = None  # (excerpt of the line, caret offset in it, caret width)
+
+    @property
+    def code(self) -> str:
+        return self.rule.code
+
+    @property
+    def name(self) -> str:
+        return self.rule.name
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return self.path, self.line, self.column, self.rule.code
+
+
+def fingerprint(code: str, relpath: str, pointer: str, key: str) -> str:
+    """Stable across edits that move a finding: no line numbers, no matched values, only where it is
+    in the request (the pointer) and what it is (the key). Equal findings in several JSONL records
+    share a fingerprint; baselines count them."""
+    return sha256("\x00".join((code, relpath, pointer, key)).encode("utf-8")).hexdigest()[:20]

@@ -1,0 +1,98 @@
+"""Output formats of `prefixguard lint`: text, concise, json, github (and sarif, in sarif.py).
+
+Every format is a function (findings, context) -> str, so the command picks one by name.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefixguard.lint.finding import Finding
+
+JSON_SCHEMA_VERSION = 1   # bump when a field of the json format changes meaning or goes away
+
+
+@dataclass(slots=True)
+class Run:
+    """What a format may say besides the findings."""
+
+    version: str
+    files: int = 0
+    requests: int = 0
+    errors: list[str] = field(default_factory=list)
+    tokenizer: str = ""
+    baselined: int = 0
+
+
+Formatter = Callable[[list[Finding], Run], str]
+
+
+def concise(findings: list[Finding], run: Run) -> str:
+    return "\n".join(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.name}] {f.message}" for f in findings)
+
+
+def text(findings: list[Finding], run: Run) -> str:
+    """Like ruff's full output: the location line, the source line with a caret, the fix."""
+    blocks = []
+    for f in findings:
+        lines = [f"{f.path}:{f.line}:{f.column}: {f.code} [{f.name}] {f.message}"]
+        if f.snippet is not None:
+            excerpt, caret, width = f.snippet
+            gutter = " " * len(str(f.line))
+            lines += [f"{gutter} |", f"{f.line} | {excerpt}", f"{gutter} | {' ' * caret}{'^' * width} {f.severity}"]
+            lines.append(f"{gutter} = fix: {f.fix}")
+        else:
+            lines.append(f"  = fix: {f.fix}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def summary(findings: list[Finding], run: Run) -> str:
+    """The closing line of the human formats."""
+    base = f" ({run.baselined} more in the baseline)" if run.baselined else ""
+    if not findings:
+        return f"All checks passed: {run.requests} request{'s' * (run.requests != 1)} in {run.files} file{'s' * (run.files != 1)}{base}."
+    return f"Found {len(findings)} finding{'s' * (len(findings) != 1)} in {run.requests} request{'s' * (run.requests != 1)}{base}."
+
+
+def as_dict(f: Finding) -> dict[str, Any]:
+    return {"code": f.code, "name": f.name, "severity": f.severity, "path": f.path, "pointer": f.pointer,
+            "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
+            "record": f.record, "message": f.message, "fix": f.fix, "fingerprint": f.fingerprint,
+            "data": f.data}
+
+
+def json_format(findings: list[Finding], run: Run) -> str:
+    """Versioned: see prefixguard/lint/lint-output.schema.json for the fields."""
+    doc = {"schema_version": JSON_SCHEMA_VERSION, "tool": {"name": "prefixguard", "version": run.version},
+           "tokenizer": run.tokenizer, "files": run.files, "requests": run.requests, "baselined": run.baselined,
+           "findings": [as_dict(f) for f in findings], "errors": run.errors}
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(findings: list[Finding], run: Run) -> str:
+    """GitHub Actions workflow commands: each finding becomes an annotation on the file and line."""
+    out = []
+    for f in findings:
+        props = (f"file={_escape_property(f.path)},line={f.line},col={f.column},endLine={f.end_line},"
+                 f"endColumn={f.end_column},title={_escape_property(f'{f.code} {f.name}')}")
+        out.append(f"::{GITHUB_LEVELS[f.severity]} {props}::{_escape_data(f'{f.message} (fix: {f.fix})')}")
+    return "\n".join(out)
+
+
+def statistics_text(rows: list[dict[str, Any]]) -> str:
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    return "\n".join(f"{r['count']:>{width}}\t{r['code']}\t[{r['name']}]" for r in rows)

@@ -1,0 +1,219 @@
+"""Run the rules over files: find the inputs, read each request (a .json file, or each line of a
+.jsonl capture), run the single-request checks and, for captures, sequence mode, and place every hit
+in the file as written (line, column, snippet, fingerprint)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Collection
+
+from prefixguard.errors import InputError
+from prefixguard.lint import catalog
+from prefixguard.lint.checks import CHECKS, Context
+from prefixguard.lint.config import Settings
+from prefixguard.lint.finding import Finding, Hit, fingerprint
+from prefixguard.lint.position import Document, Locator, string_offset
+from prefixguard.lint.sequence import Sequence
+from prefixguard.prompt import Prompt
+from prefixguard.wire import MAX_BYTES, parse_request
+
+SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+STDIN = "-"
+
+
+@dataclass(slots=True)
+class Result:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)   # one line each, naming the file
+    files: int = 0
+    requests: int = 0
+
+
+def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None) -> list[Hit]:
+    """The single-request rules among `codes` that apply to this prompt's provider, run on it."""
+    ctx = Context(prompt, extra_patterns)
+    hits: list[Hit] = []
+    for rule in catalog.rules():
+        check = CHECKS.get(rule.name)
+        if check is not None and rule.code in codes and ctx.provider in rule.providers:
+            hits.extend(check(ctx))
+    return hits
+
+
+def discover(args: list[str], settings: Settings) -> list[str]:
+    """Files to lint: named files as they are, directories walked for *.json/*.jsonl, globs expanded."""
+    out: list[str] = []
+    for arg in args:
+        if arg == STDIN or os.path.isfile(arg):
+            out.append(arg)
+        elif os.path.isdir(arg):
+            out.extend(_walk(Path(arg), settings))
+        elif glob.has_magic(arg):
+            found = sorted(glob.glob(arg, recursive=True))
+            if not found:
+                raise InputError("no files match", arg)
+            for name in found:
+                out.extend(_walk(Path(name), settings) if os.path.isdir(name) else [name])
+        else:
+            raise InputError("no such file or directory", arg)
+    return list(dict.fromkeys(out))
+
+
+def _walk(root: Path, settings: Settings) -> Iterator[str]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not settings.excluded(Path(folder, d)))
+        for name in sorted(files):
+            path = Path(folder, name)
+            if path.suffix in SUFFIXES and not settings.excluded(path):
+                yield str(path)
+
+
+def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Result:
+    result = Result()
+    for name in discover(args, settings):
+        result.files += 1
+        try:
+            lint_file(name, settings, result, count_tokens)
+        except InputError as err:
+            result.errors.append(str(err))
+    result.findings.sort(key=Finding.sort_key)
+    return result
+
+
+def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool = True) -> None:
+    path = None if name == STDIN else Path(name)
+    text = _read(name)
+    codes = settings.codes_for(path)
+    relpath = settings.relative(path) if path else STDIN
+    jsonl = (path is not None and SUFFIXES.get(path.suffix) == "jsonl") or (path is None and _looks_jsonl(text))
+    if not jsonl:
+        prompt = parse_request(text, source=name, count_tokens=count_tokens)
+        result.requests += 1
+        doc = Document(text)
+        place = Placer(name, relpath, doc, _locator(prompt, lambda o: o), None)
+        result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
+        return
+    sequence = Sequence(codes)
+    for line_no, line in _lines(text):
+        record = _record(line, f"{name}:{line_no}", count_tokens)
+        if record is None:
+            continue
+        prompt, to_line, tenant = record
+        result.requests += 1
+        place = Placer(name, relpath, Document(line), _locator(prompt, to_line), line_no)
+        hits = check_prompt(prompt, codes, settings.extra_patterns) + sequence.add(prompt, line_no, tenant)
+        result.findings.extend(place(h) for h in hits)
+
+
+def _read(name: str) -> str:
+    try:
+        if name == STDIN:
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            if os.path.getsize(name) > MAX_BYTES:
+                raise InputError(f"file is {os.path.getsize(name) / 2**20:.1f} MiB, over the "
+                                 f"{MAX_BYTES // 2**20} MiB limit", name)
+            data = Path(name).read_bytes()
+    except OSError as err:
+        raise InputError((err.strerror or str(err)).lower(), name) from None
+    if len(data) > MAX_BYTES:
+        raise InputError(f"input over the {MAX_BYTES // 2**20} MiB limit", name)
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text (binary data?): bad byte at offset {err.start}", name) from None
+
+
+def _looks_jsonl(text: str) -> bool:
+    """Standard input: JSON lines when it holds more than one non-empty line that each parse alone."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        json.loads(lines[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    for i, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            yield i, line
+
+
+def _record(line: str, source: str, count_tokens: bool) -> tuple[Prompt, Callable[[int], int], str] | None:
+    """A JSONL line -> (prompt, body offset -> line offset, tenant). A line is a request body, or an
+    export row of the capture store (`request` holds the body, as an object or as the text sent).
+    None for a row captured without its body."""
+    if '"request"' not in line:  # a bare body (the cheap test spares a second parse of every line)
+        return parse_request(line, source=source, count_tokens=count_tokens), _same, ""
+    try:
+        row = json.loads(line)
+    except ValueError as err:
+        raise InputError(f"not valid JSON: {err}", source) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", source) from None
+    if not isinstance(row, dict) or "request" not in row or "messages" in row or "input" in row:
+        return parse_request(line, source=source, count_tokens=count_tokens), _same, ""
+    body = row["request"]
+    if body is None:
+        return None
+    path = row.get("path") if isinstance(row.get("path"), str) else None
+    headers = row.get("headers") if isinstance(row.get("headers"), dict) else None
+    tenant = str(row.get("tenant") or "")
+    start, end = Locator(line).span("/request")
+    if isinstance(body, str):
+        prompt = parse_request(body, path=path, headers=headers, source=source, count_tokens=count_tokens)
+        return prompt, lambda o: string_offset(line, start, o), tenant
+    if not isinstance(body, dict):
+        raise InputError("'request' must be a JSON object or the body text", source)
+    prompt = parse_request(line[start:end], path=path, headers=headers, source=source, count_tokens=count_tokens)
+    return prompt, lambda o: start + o, tenant
+
+
+def _same(offset: int) -> int:
+    return offset
+
+
+def _locator(prompt: Prompt, to_file: Callable[[int], int]) -> Locator:
+    return Locator(prompt.text, {s.pointer: (s.start, s.end) for s in prompt.segments}, to_file)
+
+
+class Placer:
+    """Turns hits on one request into findings in its file."""
+
+    def __init__(self, path: str, relpath: str, doc: Document, locator: Locator, record: int | None) -> None:
+        self.path, self.relpath, self.doc, self.locator, self.record = path, relpath, doc, locator, record
+
+    def __call__(self, hit: Hit) -> Finding:
+        rule = catalog.get(hit.rule)
+        assert rule is not None, f"a check reported an unknown rule {hit.rule!r}"
+        if hit.offset is not None:
+            start = end = self.locator.to_file(hit.offset)
+        else:
+            start, end = self.locator.file_span(hit.pointer, hit.inner)
+        end = max(end, start + 1)  # a region covers at least one character
+        line, col = self.doc.line_col(start)
+        end_line, end_col = self.doc.line_col(end)
+        snippet = self.doc.excerpt(start, end)
+        if self.record is not None:  # a JSONL line: its Document holds that line only
+            line, end_line = self.record, self.record + end_line - line
+        return Finding(rule, rule.severity_of(hit.variant), hit.message, hit.fix or rule.fix, self.path,
+                       hit.pointer, line, col, end_line, end_col, self.record,
+                       fingerprint(rule.code, self.relpath, hit.pointer, hit.key), dict(hit.data), snippet)
+
+
+def statistics(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Count of findings per rule, most frequent first."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.code] = counts.get(f.code, 0) + 1
+    return [{"code": code, "name": catalog.get(code).name, "count": n}
+            for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

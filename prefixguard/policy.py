@@ -1,0 +1,267 @@
+"""What a provider's prompt cache should read for a request, given what it saw before.
+
+One policy per provider contract (rules/providers.toml), its state keyed by (tenant, model), at segment
+granularity: a cache entry is a prefix fingerprint (an element of Prompt.chain) and the tokens it covers.
+- radix ("compatible"): any earlier prefix is cached, no minimum, no expiry (vLLM, SGLang, the engine).
+- openai: automatic; prompts of at least the minimum are cached; reads round down to the token step;
+  an entry lives for the retention time after its last use.
+- anthropic: entries are written only at breakpoints (explicit, plus the automatic one); a breakpoint
+  looks back a fixed number of blocks for an earlier entry; a minimum per model; the TTL counts from the
+  last read or write.
+The proxy's verdicts, the engine server's --cache-policy and replay's sim target all use this module.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from itertools import accumulate
+from typing import Any
+
+from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.prompt import LEVELS, Prompt
+
+MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
+
+REASONS = ("hit", "partial", "cold", "ttl_expired", "below_minimum", "no_breakpoint")
+
+
+@dataclass(slots=True)
+class Expected:
+    """What the provider should report for one request."""
+
+    read_tokens: int
+    write_tokens: int
+    uncached_tokens: int
+    reason: str                 # one of REASONS
+    ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
+    write_by_ttl: dict[str, int] = field(default_factory=dict)  # write_tokens split by TTL (Anthropic)
+
+
+class CachePolicy:
+    """Base: bounded LRU state and the settings that key the cache. Subclasses decide reads and writes."""
+
+    provider: str
+
+    def __init__(self) -> None:
+        table = providers()[self.provider]
+        self._invalidates: dict[str, str] = table.get("invalidates", {})
+        self._entries: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+        """What the provider should read now; changes nothing."""
+        with self._lock:
+            return self._plan(prompt, now, tenant, commit=False)
+
+    def commit(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+        """lookup, then record this request's reads and writes (refreshing the TTLs it touched)."""
+        with self._lock:
+            return self._plan(prompt, now, tenant, commit=True)
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        raise NotImplementedError
+
+    def _get(self, key: tuple[str, str, bytes]) -> Any:
+        return self._entries.get(key)
+
+    def _put(self, key: tuple[str, str, bytes], value: Any) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > MAX_ENTRIES:
+            self._entries.popitem(last=False)
+
+    def keyed_chain(self, prompt: Prompt) -> list[bytes]:
+        """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
+        a changed `thinking` makes every message entry new while tools and system still match."""
+        salts = {}
+        for i, level in enumerate(LEVELS):
+            keyed = {k: v for k, v in prompt.settings.items()
+                     if k in self._invalidates and LEVELS.index(self._invalidates[k]) <= i and v not in (None, False)}
+            salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
+        if not any(salts.values()):
+            return prompt.chain
+        return [blake2b(fp + salts[seg.level], digest_size=len(fp)).digest() if salts[seg.level] else fp
+                for fp, seg in zip(prompt.chain, prompt.segments)]
+
+
+def _longest(chain: list[bytes], alive: Any) -> int:
+    """Leading segments whose prefix passes alive(); a binary search, as alive is prefix-closed."""
+    lo, hi = 0, len(chain)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if alive(chain[mid - 1]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixPolicy(CachePolicy):
+    """Automatic prefix caching: every prefix of a served prompt is cached (OpenAI, radix servers)."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        super().__init__()
+        table = providers()[provider]
+        self.minimum: int = table.get("min_cacheable_tokens", 0)
+        self.step: int = max(1, table.get("token_step", 1))
+        self.retention: dict[str, float] = table.get("retention_seconds", {})
+        self.default_retention: str | None = table.get("default_retention")
+
+    def _ttl(self, prompt: Prompt) -> float:
+        if not self.retention:
+            return float("inf")
+        wanted = str(prompt.settings.get("prompt_cache_retention") or self.default_retention).replace("-", "_")
+        return self.retention.get(wanted, self.retention[self.default_retention])
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        total = prompt.total_tokens
+        if total == 0 or total < self.minimum:
+            return Expected(0, 0, total, "below_minimum" if total else "cold")
+        chain = self.keyed_chain(prompt)
+        cum = list(accumulate(s.tokens for s in prompt.segments))
+        owner = (tenant, prompt.model or "")
+        ttl = self._ttl(prompt)
+
+        def stored(fp: bytes) -> bool:
+            return self._get((*owner, fp)) is not None
+
+        def alive(fp: bytes) -> bool:
+            last = self._get((*owner, fp))
+            return last is not None and now - last <= ttl
+
+        n_alive = _longest(chain, alive)
+        read = self._rounded(cum[n_alive - 1]) if n_alive else 0
+        if read:
+            reason = "hit"
+        else:
+            n_any = _longest(chain, stored)
+            reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
+        if commit:
+            for fp in chain:
+                self._put((*owner, fp), now)
+        return Expected(read, 0, total - read, reason)
+
+    def _rounded(self, tokens: int) -> int:
+        if tokens < max(self.minimum, 1):
+            return 0
+        return tokens - (tokens - self.minimum) % self.step
+
+
+@dataclass(slots=True)
+class _Entry:
+    ttl: str
+    expires: float
+
+
+class AnthropicPolicy(CachePolicy):
+    """Breakpoint caching: entries written at breakpoints only, reached by a bounded lookback."""
+
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        super().__init__()
+        table = providers()["anthropic"]
+        self.lookback: int = table["lookback_blocks"]
+        self.ttl_seconds: dict[str, float] = table["ttl_seconds"]
+        self.default_ttl: str = table["default_ttl"]
+        self.ineligible: set[str] = set(table.get("breakpoint_ineligible_kinds", ()))
+
+    def breakpoints(self, prompt: Prompt) -> list[tuple[int, str]]:
+        """(segment index, TTL) of each breakpoint, the automatic one on the last eligible block."""
+        points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
+        if prompt.auto_breakpoint:
+            last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
+                         if prompt.segments[i].kind not in self.ineligible), None)
+            if last is not None:
+                points.setdefault(last, prompt.auto_breakpoint)
+        return sorted(points.items())
+
+    def _seconds(self, ttl: str) -> float:
+        return self.ttl_seconds.get(ttl, self.ttl_seconds[self.default_ttl])
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        total = prompt.total_tokens
+        points = self.breakpoints(prompt)
+        if not points:
+            return Expected(0, 0, total, "no_breakpoint")
+        chain = self.keyed_chain(prompt)
+        cum = list(accumulate(s.tokens for s in prompt.segments))
+        owner = (tenant, prompt.model or "")
+        minimum = model_contract("anthropic", prompt.model).min_cacheable_tokens
+
+        read_at, expired_at, read_entries = -1, -1, []
+        for idx, _ in points:
+            for j in range(idx, max(idx - self.lookback, -1), -1):
+                entry = self._get((*owner, chain[j]))
+                if entry is None:
+                    continue
+                if entry.expires > now:
+                    read_entries.append(j)
+                    read_at = max(read_at, j)
+                    break
+                expired_at = max(expired_at, j)
+        read = cum[read_at] if read_at >= 0 else 0
+
+        writes = [(idx, ttl) for idx, ttl in points if idx > read_at and cum[idx] >= minimum]
+        by_ttl: dict[str, int] = {}
+        done = read
+        for idx, ttl in writes:
+            by_ttl[ttl] = by_ttl.get(ttl, 0) + cum[idx] - done
+            done = cum[idx]
+        written = done - read
+
+        # How far this prompt runs inside some live entry: past what was read, no breakpoint reached it.
+        known = _longest(chain, lambda fp: (e := self._get((*owner, b"k" + fp))) is not None and e > now)
+        if read:
+            reason = "partial" if known > read_at + 1 else "hit"
+        elif expired_at >= 0:
+            reason = "ttl_expired"
+        elif all(cum[idx] < minimum for idx, _ in points):
+            reason = "below_minimum"
+        elif any(self._alive(owner, chain[j], now) for j in range(known)):
+            reason = "no_breakpoint"  # an entry on this prompt's path, beyond every breakpoint's lookback
+        else:
+            reason = "cold"
+        last_ttl = writes[-1][1] if writes else (self._get((*owner, chain[read_at])).ttl if read_at >= 0 else None)
+
+        if commit:
+            for j in read_entries:
+                entry = self._get((*owner, chain[j]))
+                self._touch(owner, chain, j, entry.ttl, now)
+            for idx, ttl in writes:
+                self._touch(owner, chain, idx, ttl, now)
+        return Expected(read, written, total - read - written, reason, last_ttl, by_ttl)
+
+    def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
+        entry = self._get((*owner, fp))
+        return entry is not None and entry.expires > now
+
+    def _touch(self, owner: tuple[str, str], chain: list[bytes], idx: int, ttl: str, now: float) -> None:
+        expires = now + self._seconds(ttl)
+        self._put((*owner, chain[idx]), _Entry(ttl, expires))
+        # "k" + fingerprint: the prefixes some live entry covers, to tell a partial read from a full one
+        for fp in chain[: idx + 1]:
+            key = (*owner, b"k" + fp)
+            if (self._get(key) or 0) < expires:
+                self._put(key, expires)
+
+
+POLICIES = {"radix": lambda: PrefixPolicy("compatible"), "openai": lambda: PrefixPolicy("openai"),
+            "anthropic": AnthropicPolicy}
+
+
+def make_policy(name: str) -> CachePolicy:
+    """A fresh policy: "radix" (any cached prefix), "anthropic" or "openai"."""
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise ValueError(f"unknown cache policy {name!r} (one of {', '.join(POLICIES)})") from None
+
+
+def policy_name(api: str, model: str | None) -> str:
+    """The policy of the provider that serves this API shape and model."""
+    return {"anthropic": "anthropic", "openai": "openai"}.get(provider_for(api, model), "radix")

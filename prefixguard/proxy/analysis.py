@@ -1,0 +1,192 @@
+"""The per-request analysis behind the proxy, in three steps that run on one worker thread, in order:
+
+1. `request`: parse, fingerprint, find the best earlier request of the same tenant and model, compare,
+   and ask the provider's policy what it should read (lookup).
+2. `finish`: usage from the response (JSON or the tapped stream), timings, the final verdict; commit the
+   request's reads and writes to the policy; one console line and one store row.
+Token counts come from our tokenizer, not the provider's: the policy sees them scaled by the ratio of
+the prompt tokens the provider last reported for the model to our count (so minimums hold).
+It knows nothing of mitmproxy: the addon fills a FlowState and hands it over.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+
+from prefixguard.compare import Comparison, compare
+from prefixguard.errors import InputError
+from prefixguard.fingerprint import PrefixIndex
+from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
+from prefixguard.prompt import Prompt
+from prefixguard.proxy import verdict as verdicts
+from prefixguard.proxy.redact import redact_body, redact_text
+from prefixguard.proxy.tap import StreamTap
+from prefixguard.store import Record, Store
+from prefixguard.usage import Usage
+from prefixguard.wire import parse_request, parse_response
+
+logger = logging.getLogger("prefixguard.proxy")
+
+KEEP_KEYS = 256           # (tenant, model) pairs whose history is kept (least recently used dropped)
+KEEP_PER_KEY = 64         # earlier requests kept per (tenant, model) for comparison
+MAX_RATIO = 2.0           # bound on the tokenizer calibration (a wrong report must not skew it wildly)
+
+
+def _scaled(prompt: Prompt, ratio: float) -> Prompt:
+    """The prompt with segment token counts in the provider's tokens (approximately)."""
+    if ratio == 1.0:
+        return prompt
+    return replace(prompt, segments=[replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments])
+
+
+@dataclass(slots=True)
+class FlowState:
+    """One request as the proxy saw it; the addon fills the transport fields, the analysis the rest."""
+
+    id: str
+    ts: float                          # clock() at arrival: unix seconds (or a test's clock)
+    sent: float                        # time.monotonic() when handed on upstream
+    path: str                          # redacted
+    method: str = "POST"
+    upstream: str | None = None
+    tenant: str = ""
+    secrets: list[str] = field(default_factory=list)   # this request's keys: scrubbed, never stored
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
+    # response side (set by the addon)
+    status: int | None = None
+    headers_at: float | None = None
+    ended_at: float | None = None
+    encoding: str | None = None
+    response: bytes | None = None      # whole body when not streamed
+    tap: StreamTap | None = None
+    error: str | None = None
+    # analysis (set on the worker)
+    pending: Future | None = None      # step 1, for the response headers to check without waiting
+    prompt: Prompt | None = None
+    skip: str | None = None            # why the request was not analysed
+    expected: Expected | None = None
+    comparison: Comparison | None = None
+    previous_id: str | None = None
+    early: verdicts.Verdict | None = None
+    record: Record | None = None
+
+
+def _line(rec: Record) -> str:
+    """One concise console line for a finished request."""
+    u = rec.usage
+    parts = [time.strftime("%H:%M:%S", time.localtime(rec.ts)), rec.tenant or "-", rec.model or "-",
+             str(rec.status or "---"), rec.verdict or "-"]
+    if rec.cause:
+        parts.append(f"({rec.cause})")
+    if u.reported:
+        parts.append(f"read {u.cache_read} write {u.cache_write} of {u.prompt_total}")
+    if rec.expected_cached is not None:
+        parts.append(f"exp {rec.expected_cached}")
+    if rec.reprefill_tokens:
+        parts.append(f"re-prefill {rec.reprefill_tokens} tok ${rec.cost_usd or 0:.4f}")
+    if rec.ttft_s is not None:
+        parts.append(f"ttft {rec.ttft_s:.3f}s")
+    if rec.decode_tps is not None:
+        parts.append(f"{rec.decode_tps:.1f} tok/s")
+    if rec.total_s is not None:
+        parts.append(f"total {rec.total_s:.3f}s")
+    return "prefixguard " + " ".join(parts)
+
+
+class Analyzer:
+    def __init__(self, *, store: Store | None = None, bodies: bool = True, policy: str | None = None,
+                 console: Callable[[str], None] | None = None) -> None:
+        self.store = store
+        self.bodies = bodies
+        self.console = console
+        self.forced_policy = policy
+        self._policies: dict[str, CachePolicy] = {}
+        self._ratio: dict[str | None, float] = {}  # model -> provider prompt tokens / our count
+        self._history: OrderedDict[tuple[str, str | None], tuple[PrefixIndex, list[tuple[str, Prompt]]]] = OrderedDict()
+
+    def policy_for(self, prompt: Prompt) -> CachePolicy:
+        name = self.forced_policy or policy_name(prompt.api, prompt.model)
+        if name not in self._policies:
+            self._policies[name] = make_policy(name)
+        return self._policies[name]
+
+    # ---- step 1
+    def request(self, flow: FlowState) -> None:
+        try:
+            prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
+        except InputError as err:
+            flow.skip = redact_text(str(err), flow.secrets)
+            return
+        flow.prompt = prompt
+        key = (flow.tenant, prompt.model)
+        index, latest = self._history.pop(key, None) or (PrefixIndex(KEEP_PER_KEY), [])
+        self._history[key] = (index, latest)
+        while len(self._history) > KEEP_KEYS:
+            self._history.popitem(last=False)
+        shared, best = index.longest(prompt.chain)
+        if best is None and latest:  # nothing shared at all (the first tool changed): compare with the last one
+            best = latest[-1]
+        if best is not None:
+            flow.previous_id, earlier = best
+            flow.comparison = compare(earlier, prompt)
+        scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
+        flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
+        flow.early = verdicts.early(flow.expected, flow.comparison)
+        index.add(prompt.chain, (flow.id, prompt))
+        latest[:] = [(flow.id, prompt)]
+
+    # ---- step 2
+    def finish(self, flow: FlowState) -> Record:
+        prompt = flow.prompt
+        api = prompt.api if prompt else None
+        usage, first, output = Usage(), None, 0
+        if api and flow.tap is not None:
+            stream, first = flow.tap.read(api, flow.encoding)
+            usage = stream.usage()
+            output = usage.output or stream.output_chunks
+        elif api and flow.response and flow.status is not None and 200 <= flow.status < 300:
+            usage = parse_response(flow.response, api)
+            first = flow.headers_at  # a whole JSON body: its first token arrives with the last
+        rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
+                     api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
+                     request_bytes=len(flow.body), status=flow.status, error=flow.error, usage=usage)
+        if self.bodies:
+            rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
+        if prompt is not None:
+            rec.fingerprints = b"".join(prompt.chain)
+            rec.segments = [[s.level, s.pointer, s.tokens] for s in prompt.segments]
+        end = flow.ended_at or time.monotonic()
+        rec.total_s = end - flow.sent
+        if first is not None:
+            rec.ttft_s = first - flow.sent
+            last = flow.tap.last_at if flow.tap is not None else None
+            if output and last is not None and last > first:
+                rec.decode_tps = output / (last - first)
+        if prompt is None:
+            rec.cause = flow.skip
+        else:
+            v = verdicts.final(flow.expected, flow.comparison, usage, flow.status, flow.error)
+            rec.verdict, rec.cause = v.verdict, v.cause
+            if flow.expected is not None:
+                rec.expected_cached, rec.expected_reason = flow.expected.read_tokens, flow.expected.reason
+            rec.previous_id = flow.previous_id
+            cmp = flow.comparison
+            if cmp is not None and cmp.broken:
+                rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
+                rec.detail = redact_text(cmp.detail, flow.secrets)
+        if prompt is not None and flow.status is not None and 200 <= flow.status < 300 and not flow.error:
+            if usage.prompt_total and prompt.total_tokens:
+                self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
+            scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
+            self.policy_for(prompt).commit(scaled, flow.ts, flow.tenant)
+        flow.record = rec
+        if self.store is not None:
+            self.store.add(rec)
+        if self.console is not None and prompt is not None:
+            self.console(_line(rec))
+        return rec

@@ -1,0 +1,80 @@
+"""`prefixguard proxy` and `prefixguard capture export`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from prefixguard.errors import InputError
+
+EXIT_USAGE = 2
+
+
+@click.command()
+@click.option("--upstream", "upstreams", multiple=True, required=True, metavar="[PREFIX=]URL",
+              help="Where requests go, e.g. https://api.anthropic.com; repeat with a path prefix for more, "
+                   "e.g. /openai=https://api.openai.com (the prefix is removed).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port; the real one is printed).")
+@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
+@click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
+@click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
+@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]),
+              help="Cache policy for expectations (default: the provider's, from the API shape and model).")
+@click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
+def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
+          no_headers: bool, policy: str | None, quiet: bool) -> None:
+    """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
+
+    Point the app's base URL at it (e.g. ANTHROPIC_BASE_URL=http://127.0.0.1:8080). Bodies pass through
+    byte for byte and streams chunk by chunk; the analysis runs beside the traffic, never in its way.
+    """
+    from prefixguard.proxy.addon import PrefixGuard
+    from prefixguard.proxy.route import Route
+    from prefixguard.proxy.run import serve
+
+    for spec in upstreams:
+        try:
+            Route.parse(spec)
+        except ValueError as err:
+            _fail(f"--upstream: {err}")
+    if store is not None and not store.parent.exists():
+        _fail(f"{store}: directory {store.parent} does not exist")
+    settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
+                "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
+                "prefixguard_policy": policy or ""}
+
+    def listening(real_port: int) -> None:
+        click.echo(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", err=True)
+
+    try:
+        serve(list(upstreams), host=host, port=port, addon=PrefixGuard(), settings=settings, on_listen=listening)
+    except KeyboardInterrupt:
+        pass
+    except (OSError, InputError) as err:
+        _fail(str(err), code=1)
+
+
+@click.group()
+def capture() -> None:
+    """Work with capture files written by `prefixguard proxy --store`."""
+
+
+@capture.command("export")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+def export(db: Path) -> None:
+    """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
+    from prefixguard.store import open_store
+
+    try:
+        with open_store(db) as store:
+            store.export(sys.stdout)
+    except InputError as err:
+        _fail(str(err))
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)

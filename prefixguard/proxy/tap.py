@@ -1,0 +1,57 @@
+"""The SSE tap: set as `flow.response.stream`, it hands every chunk on unchanged, as it arrives.
+
+On the request path it only notes each chunk and its arrival time; reading the events (usage, when
+content began) happens later, off that path, in `read()`. So the tap adds nothing measurable to TTFT.
+"""
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+
+from prefixguard.wire import UsageStream
+
+# Content-Encodings the tap can undo while reading a stream (zlib covers gzip and deflate).
+_DECODERS: dict[str, Callable[[], zlib._Decompress]] = {
+    "gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    "deflate": lambda: zlib.decompressobj(),
+}
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    return bool(content_type) and content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+
+class StreamTap:
+    """Callable for mitmproxy's flow.response.stream: returns each chunk as it came."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[float, bytes]] = []  # (time.monotonic() at arrival, bytes)
+        self.ended = False                           # the upstream ended the message cleanly
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if chunk:
+            self.chunks.append((time.monotonic(), chunk))
+        else:  # mitmproxy calls with b"" once the upstream ended the message
+            self.ended = True
+        return chunk
+
+    @property
+    def last_at(self) -> float | None:
+        return self.chunks[-1][0] if self.chunks else None
+
+    def read(self, api: str, encoding: str | None = None) -> tuple[UsageStream, float | None]:
+        """Feed the recorded chunks to a UsageStream; returns it and the arrival time of the chunk
+        that carried the first content event (time.monotonic(), None if no content came)."""
+        stream = UsageStream(api)
+        first: float | None = None
+        decoder = _DECODERS[encoding.lower()]() if encoding and encoding.lower() in _DECODERS else None
+        for at, chunk in self.chunks:
+            stream.feed(decoder.decompress(chunk) if decoder else chunk)
+            if first is None and stream.first_content_at is not None:
+                first = at
+        stream.feed(b"\n\n")  # close the last event when the stream lacked its final blank line
+        if first is None and stream.first_content_at is not None:
+            first = self.last_at
+        return stream, first

@@ -1,0 +1,145 @@
+"""What a replay measured: one Outcome per request, a summary over them, and files to keep them in."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+# A prediction agrees with the provider's number within this many tokens or this fraction, whichever
+# is larger: tokenizers differ by a few tokens per block between us and the provider.
+AGREE_TOKENS = 16
+AGREE_FRACTION = 0.05
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One replayed request: token classes as the target saw them, timings where it has them."""
+
+    index: int
+    ts: float
+    ref: str
+    session: str
+    model: str | None
+    prompt_tokens: int
+    cached_tokens: int             # read from the cache
+    written_tokens: int = 0        # prefilled and kept for later requests
+    uncached_tokens: int = 0       # prefilled and not kept (below the minimum, no breakpoint, no room)
+    reason: str | None = None      # the policy's reason, e.g. hit, cold, ttl_expired
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    prefill_s: float | None = None
+    decode_tps: float | None = None
+    cost_usd: float = 0.0
+    full_cost_usd: float = 0.0     # the same tokens with no cache at all
+    reported_cached: int | None = None  # the provider's own number, where the capture holds one
+    reported_prompt: int | None = None
+    error: str | None = None       # the target failed this request (HTTP status, message)
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Totals and ratios over a replay; `hit_ratio` is token-weighted, `request_hit_ratio` per request."""
+    done = [o for o in outcomes if o.error is None]
+    prompt = sum(o.prompt_tokens for o in done)
+    cached = sum(o.cached_tokens for o in done)
+    out: dict[str, Any] = {
+        "requests": len(done),
+        "errors": len(outcomes) - len(done),
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "written_tokens": sum(o.written_tokens for o in done),
+        "uncached_tokens": sum(o.uncached_tokens for o in done),
+        "hit_ratio": cached / prompt if prompt else 0.0,
+        "request_hit_ratio": (sum(o.cached_tokens / o.prompt_tokens for o in done if o.prompt_tokens) / len(done)
+                              if done else 0.0),
+        "requests_with_hits": sum(1 for o in done if o.cached_tokens),
+        "cost_usd": sum(o.cost_usd for o in done),
+        "cost_without_cache_usd": sum(o.full_cost_usd for o in done),
+    }
+    timed = [o for o in done if o.ttft_s is not None]
+    if timed:
+        out["ttft_s"] = {"with_reuse": distribution([o.ttft_s for o in timed if o.cached_tokens]),
+                         "without_reuse": distribution([o.ttft_s for o in timed if not o.cached_tokens])}
+    prefilled = [o.prefill_s for o in done if o.prefill_s is not None]
+    if prefilled:
+        out["prefill_s"] = sum(prefilled)
+    checked = [o for o in done if o.reported_cached is not None]
+    if checked:
+        out["predicted_vs_reported"] = agreement(checked)
+    return out
+
+
+def against_baseline(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Prefill time saved by reuse, measured against the same trace replayed with reuse off."""
+    if "prefill_s" not in summary or "prefill_s" not in baseline:
+        return summary
+    saved = baseline["prefill_s"] - summary["prefill_s"]
+    ratio = summary["prefill_s"] / baseline["prefill_s"] if baseline["prefill_s"] else None
+    return {**summary, "prefill_saved_s": saved, "prefill_ratio": ratio}
+
+
+def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Predicted cached tokens against the provider's reported ones."""
+    over = under = 0
+    for o in outcomes:
+        d = o.cached_tokens - o.reported_cached
+        slack = max(AGREE_TOKENS, AGREE_FRACTION * max(o.reported_cached, o.cached_tokens))
+        over += d > slack
+        under += d < -slack
+    return {"requests": len(outcomes),
+            "predicted_cached": sum(o.cached_tokens for o in outcomes),
+            "reported_cached": sum(o.reported_cached for o in outcomes),
+            "agree": len(outcomes) - over - under,
+            "over_predicted": over,
+            "under_predicted": under,
+            "mean_abs_diff_tokens": sum(abs(o.cached_tokens - o.reported_cached) for o in outcomes) / len(outcomes)}
+
+
+def distribution(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
+    ordered = sorted(values)
+    return {"n": len(ordered), "p50": quantile(ordered, 0.5), "p90": quantile(ordered, 0.9),
+            "p99": quantile(ordered, 0.99), "mean": sum(ordered) / len(ordered)}
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks, on sorted values."""
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:
+    """Results of one or more runs ("as_is", "fixed"): SQLite when the name ends in .db/.sqlite, else JSON."""
+    p = Path(path)
+    if p.suffix in (".db", ".sqlite", ".sqlite3"):
+        _write_sqlite(p, runs, meta)
+    else:
+        doc = {"meta": meta, "runs": {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
+                                      for name, rows in runs.items()}}
+        p.write_text(json.dumps(doc, indent=1), "utf-8")
+
+
+def _write_sqlite(p: Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:
+    cols = [f.name for f in fields(Outcome)]
+    p.unlink(missing_ok=True)
+    con = sqlite3.connect(p)
+    try:
+        with con:
+            con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+            con.execute("CREATE TABLE summary (run TEXT PRIMARY KEY, value TEXT)")
+            con.execute(f"CREATE TABLE requests (run TEXT, {', '.join(f'"{c}"' for c in cols)})")
+            con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+            for name, rows in runs.items():
+                con.execute("INSERT INTO summary VALUES (?, ?)", (name, json.dumps(summarize(rows))))
+                con.executemany(f"INSERT INTO requests VALUES ({', '.join('?' * (len(cols) + 1))})",
+                                [(name, *_row(o)) for o in rows])
+    finally:
+        con.close()
+
+
+def _row(o: Outcome) -> tuple[Any, ...]:
+    return tuple(getattr(o, f.name) for f in fields(Outcome))

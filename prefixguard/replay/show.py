@@ -1,0 +1,56 @@
+"""The replay summary on the terminal: one column per run (as is, fixed), the same rows in each."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(d: dict[str, Any] | None, key: str) -> str:
+    value = (d or {}).get(key)
+    return "-" if value is None else f"{value * 1e3:,.0f} ms"
+
+
+ROWS: list[tuple[str, Any]] = [
+    ("requests", lambda s: f"{s['requests']:,}" + (f" ({s['errors']} failed)" if s["errors"] else "")),
+    ("prompt tokens", lambda s: f"{s['prompt_tokens']:,}"),
+    ("cached (read)", lambda s: f"{s['cached_tokens']:,}"),
+    ("written", lambda s: f"{s['written_tokens']:,}"),
+    ("uncached", lambda s: f"{s['uncached_tokens']:,}"),
+    ("hit ratio, token-weighted", lambda s: f"{s['hit_ratio']:.1%}"),
+    ("hit ratio, per request", lambda s: f"{s['request_hit_ratio']:.1%}"),
+    ("requests with a hit", lambda s: f"{s['requests_with_hits']:,}"),
+    ("TTFT p50 / p90 with reuse", lambda s: " / ".join(_ms(s.get("ttft_s", {}).get("with_reuse"), q) for q in ("p50", "p90"))),
+    ("TTFT p50 / p90 without", lambda s: " / ".join(_ms(s.get("ttft_s", {}).get("without_reuse"), q) for q in ("p50", "p90"))),
+    ("prefill seconds", lambda s: f"{s['prefill_s']:.2f} s" if "prefill_s" in s else "-"),
+    ("prefill seconds saved", lambda s: f"{s['prefill_saved_s']:.2f} s (x{s['prefill_ratio']:.2f})"
+     if s.get("prefill_ratio") is not None else "-"),
+    ("cost", lambda s: f"${s['cost_usd']:,.4f}"),
+    ("cost with no cache", lambda s: f"${s['cost_without_cache_usd']:,.4f}"),
+    ("predicted vs reported cached", lambda s: _agreement(s.get("predicted_vs_reported"))),
+]
+
+
+def _agreement(a: dict[str, Any] | None) -> str:
+    if not a:
+        return "-"
+    return (f"{a['predicted_cached']:,} vs {a['reported_cached']:,} "
+            f"({a['agree']}/{a['requests']} agree)")
+
+
+def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Console | None = None) -> None:
+    console = console or Console()
+    title = f"replay of {Path(meta['source']).name} ({meta['format']}) on {meta['target']}"
+    if meta["target"] == "sim":
+        title += f", policy {meta['policy']}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    for name in summaries:
+        table.add_column(name.replace("_", " "), justify="right")
+    for label, cell in ROWS:
+        table.add_row(label, *(cell(s) for s in summaries.values()))
+    console.print(table)
+    if meta.get("skipped"):
+        console.print(f"{meta['skipped']} captured requests had no body and were not replayed.")

@@ -1,0 +1,240 @@
+"""Traffic to replay, from any of the formats prefixguard reads, as one list of `Request`s.
+
+Formats (detected from the path and the first record):
+- the proxy's capture store: a SQLite file, or its JSONL export (rows with a "request" body);
+- a folder of request bodies (`*.json`; recorded cassettes `NNNN.request.json` beside their
+  `NNNN.response.json|sse` and a `meta.json` naming each call's URL);
+- Mooncake traces: JSONL with `hash_ids` of 512-token blocks, `input_length`, `timestamp` in ms;
+- LMCache agent traces: JSONL (or a folder of JSONL files) with the whole prompt as `input`,
+  `session_id`, `timestamp` in microseconds.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from prefixguard import tokens
+from prefixguard.errors import InputError
+from prefixguard.store import open_store, read_jsonl
+from prefixguard.usage import Usage
+from prefixguard.wire import detect_api, parse_response
+
+MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
+TEXT_MODEL = "replay"         # model name sent for traces that name none
+TEXT_PATH = "/v1/chat/completions"
+
+
+@dataclass(slots=True)
+class Request:
+    """One request of a trace, in the trace's order."""
+
+    index: int
+    ts: float                        # seconds since the trace's first request
+    session: str = ""                # conversation or agent run, for grouping in reports
+    tenant: str = ""                 # API key owner (hashed): providers never share a cache across tenants
+    model: str | None = None
+    path: str | None = None          # URL path the request went to (picks the API shape)
+    body: dict[str, Any] | None = None   # the request body, where the source holds one
+    blocks: list[int] | None = None  # Mooncake: prefix block hashes (an id implies its whole prefix)
+    input_tokens: int | None = None  # Mooncake: prompt length in tokens
+    output_tokens: int | None = None  # answer length in the trace, asked for again on replay
+    reported: Usage | None = None    # the provider's usage as captured
+    expected_cached: int | None = None  # what the proxy predicted at capture time
+    ttft_s: float | None = None      # timings as captured
+    decode_tps: float | None = None
+    status: int | None = None
+    verdict: str | None = None
+    cause: str | None = None
+    ref: str = ""                    # where it came from: row id, file name, line
+
+
+@dataclass(slots=True)
+class Trace:
+    kind: str                        # "capture" | "folder" | "mooncake" | "lmcache"
+    source: str
+    requests: list[Request]
+    skipped: int = 0                 # records that cannot be replayed (e.g. captured without bodies)
+
+
+def load(path: str | Path) -> Trace:
+    """Read any supported trace; raises InputError naming the file on bad input."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or folder", str(p))
+    if p.is_dir():
+        jsonl = sorted(p.glob("*.jsonl"))
+        if jsonl:
+            return _lmcache(p, [r for f in jsonl for r in _json_lines(f)])
+        return _folder(p)
+    if _is_sqlite(p):
+        return _capture(p, read_capture(p))
+    records = _json_lines(p)
+    if not records:
+        raise InputError("empty trace", str(p))
+    first = records[0][1]
+    if "hash_ids" in first:
+        return _mooncake(p, records)
+    if "input" in first and "session_id" in first:
+        return _lmcache(p, records)
+    if "request" in first:
+        return _capture(p, [rec for _, rec in records])
+    raise InputError("unknown trace format: expected capture rows, Mooncake hash_ids or LMCache input "
+                     "records", str(p))
+
+
+def read_capture(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a capture store (SQLite) or of its JSONL export, oldest first, in the export shape."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", str(p))
+    if _is_sqlite(p):
+        with open_store(p) as store:
+            rows = list(store.rows())
+    else:
+        rows = list(read_jsonl(p))
+        if rows and not (isinstance(rows[0], dict) and "request" in rows[0]):
+            raise InputError("not a capture export: rows have no 'request'", str(p))
+    return sorted(rows, key=lambda r: r.get("ts") or 0)
+
+
+def _is_sqlite(p: Path) -> bool:
+    with p.open("rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def _json_lines(p: Path) -> list[tuple[int, dict[str, Any]]]:
+    out = []
+    try:
+        with p.open("r", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise InputError(f"line {n}: expected a JSON object", str(p))
+                out.append((n, rec))
+    except json.JSONDecodeError as e:
+        raise InputError(f"line {n}: not JSON ({e.msg})", str(p)) from None
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", str(p)) from None
+    return out
+
+
+def _field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = rec.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InputError(f"{where}: '{key}' missing or of the wrong type")
+    return value
+
+
+def _mooncake(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
+    out = []
+    for i, (n, rec) in enumerate(records):
+        where = f"{p}: line {n}"
+        blocks = _field(rec, "hash_ids", list, where)
+        length = _field(rec, "input_length", int, where)
+        if length > len(blocks) * MOONCAKE_BLOCK_TOKENS:
+            raise InputError(f"{where}: input_length {length} exceeds its {len(blocks)} blocks")
+        out.append(Request(i, _field(rec, "timestamp", (int, float), where) / 1e3, blocks=blocks,
+                           input_tokens=length, output_tokens=rec.get("output_length"), ref=f"line {n}"))
+    return Trace("mooncake", str(p), _rebased(out))
+
+
+def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
+    out = []
+    for i, (n, rec) in enumerate(records):
+        where = f"{p}: line {n}"
+        text = _field(rec, "input", str, where)
+        session = str(rec.get("session_id", ""))
+        answer = rec.get("output")
+        body = {"model": TEXT_MODEL, "messages": [{"role": "user", "content": text}]}
+        out.append(Request(i, _field(rec, "timestamp", (int, float), where) / 1e6, session=session,
+                           model=TEXT_MODEL, path=TEXT_PATH, body=body,
+                           output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
+                           ref=f"{session}:{n}"))
+    out.sort(key=lambda r: r.ts)
+    return Trace("lmcache", str(p), _rebased(out))
+
+
+def _folder(p: Path) -> Trace:
+    files = sorted(f for f in p.glob("*.json") if f.name != "meta.json" and not f.name.endswith(".response.json"))
+    if not files:
+        raise InputError("no request files (*.json) in the folder", str(p))
+    uris = _cassette_uris(p)
+    out = []
+    for i, f in enumerate(files):
+        try:
+            body = json.loads(f.read_text("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"not JSON ({e})", str(f)) from None
+        if not isinstance(body, dict):
+            raise InputError("a request body must be a JSON object", str(f))
+        stem = f.name.removesuffix(".request.json").removesuffix(".json")
+        out.append(Request(i, 0.0, model=body.get("model"), path=uris.get(stem), body=body,
+                           reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name))
+    return Trace("folder", str(p), out)
+
+
+def _cassette_uris(p: Path) -> dict[str, str]:
+    """Recorded cassettes: call number -> URL path, from meta.json."""
+    meta = p / "meta.json"
+    if not meta.exists():
+        return {}
+    try:
+        calls = json.loads(meta.read_text("utf-8")).get("interactions", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise InputError("meta.json is not a cassette index", str(meta)) from None
+    return {f"{c['n']:04d}": urlparse(c["uri"]).path for c in calls if "n" in c and "uri" in c}
+
+
+def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) -> Usage | None:
+    """The provider's usage from a recorded response beside the request, where there is one."""
+    for name in (f"{stem}.response.json", f"{stem}.response.sse"):
+        f = p / name
+        if f.exists():
+            try:
+                usage = parse_response(f.read_bytes(), detect_api(body, path))
+            except InputError:
+                return None
+            return usage if usage.reported else None
+    return None
+
+
+def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
+    out, skipped = [], 0
+    for row in rows:
+        body = row.get("request")
+        if not isinstance(body, dict):
+            skipped += 1          # captured with --no-bodies: fingerprints only, nothing to send
+            continue
+        usage = row.get("usage") or {}
+        timings = row.get("timings") or {}
+        tenant = str(row.get("tenant") or "")
+        out.append(Request(len(out), float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
+                           model=row.get("model") or body.get("model"), path=row.get("path"), body=body,
+                           output_tokens=usage.get("output") or None, reported=_usage(usage),
+                           expected_cached=row.get("expected_cached"), ttft_s=timings.get("ttft_s"),
+                           decode_tps=timings.get("decode_tps"), status=row.get("status"),
+                           verdict=row.get("verdict"), cause=row.get("cause"), ref=str(row.get("id", ""))))
+    if not out and skipped:
+        raise InputError(f"all {skipped} rows were captured without bodies: nothing to replay", str(p))
+    return Trace("capture", str(p), _rebased(out), skipped)
+
+
+def _usage(u: dict[str, Any]) -> Usage | None:
+    if not u.get("reported"):
+        return None
+    return Usage(**{k: u[k] for k in Usage.__slots__ if k in u})
+
+
+def _rebased(requests: list[Request]) -> list[Request]:
+    """Times relative to the first request, so --speed scales gaps, not the epoch."""
+    if requests:
+        t0 = min(r.ts for r in requests)
+        for i, r in enumerate(requests):
+            r.ts -= t0
+            r.index = i
+    return requests

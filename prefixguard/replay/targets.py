@@ -1,0 +1,348 @@
+"""Where a replay sends its requests: `sim` (the radix tree or a provider policy, no model), `engine`
+(the in-process engine: real prefill and decode), or an HTTP server (OpenAI or Anthropic shaped).
+
+Every target turns a Request into an Outcome. Token ids come from the engine's chat template, so the
+sim's tree sees exactly the prompts the engine and its server would see.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Protocol
+
+from engine import chat_template
+from engine.radix import RadixTree
+from prefixguard.contracts import model_contract
+from prefixguard.errors import InputError
+from prefixguard.fingerprint import chain
+from prefixguard.policy import make_policy
+from prefixguard.prompt import Prompt, Segment
+from prefixguard.replay.results import Outcome
+from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
+from prefixguard.wire import UsageStream, parse_request
+
+POLICIES = ("radix", "anthropic", "openai")
+DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
+API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
+
+
+class Target(Protocol):
+    name: str
+
+    def run(self, req: Request, now: float) -> Outcome: ...
+
+
+def prompt_of(req: Request, model: str | None = None) -> Prompt:
+    """The parsed request, its segments' tokens counted by the engine's chat template."""
+    if req.body is None:
+        raise InputError("this trace holds no request bodies (Mooncake): only --target sim replays it",
+                         req.ref)
+    prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref,
+                           count_tokens=False)
+    chat_template.render(prompt.segments)   # sets each segment's tokens as the template counts them
+    if model:
+        prompt.model = model
+    return prompt
+
+
+def block_prompt(req: Request, api: str, model: str | None) -> Prompt:
+    """A Mooncake request as a Prompt of one segment per 512-token block, for the provider policies."""
+    segments, left = [], req.input_tokens
+    for i, block in enumerate(req.blocks):
+        n = min(MOONCAKE_BLOCK_TOKENS, left)
+        left -= n
+        segments.append(Segment("messages", f"/hash_ids/{i}", "text", "user", block, 0, 0,
+                                str(block).encode(), n, message_index=0))
+    return Prompt(api, model, segments, auto_breakpoint="5m" if api == "anthropic" else None,
+                  chain=chain(segments))
+
+
+def blocks_api(policy: str, model: str | None) -> str:
+    """The API a text-less trace is priced and judged as: the policy's, else the model's, else none
+    (an OpenAI-compatible server: no price)."""
+    if policy == "anthropic" or (model or "").startswith("claude"):
+        return "anthropic"
+    return "openai-chat" if model or policy == "openai" else ""
+
+
+def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcome:
+    """Cost at the model's prices (rules/providers.toml), and what the same tokens cost with no cache."""
+    contract = model_contract(api, model)
+    o.cost_usd = contract.cost(uncached=o.uncached_tokens, cache_read=o.cached_tokens,
+                               write_5m=o.written_tokens - write_1h, write_1h=write_1h, output=o.output_tokens)
+    o.full_cost_usd = contract.cost(uncached=o.prompt_tokens, output=o.output_tokens)
+    return o
+
+
+def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome:
+    reported = req.reported
+    return Outcome(req.index, req.ts, req.ref, req.session, kw.pop("model", req.model), prompt_tokens, cached,
+                   reported_cached=reported.cache_read if reported else None,
+                   reported_prompt=reported.prompt_total if reported else None, **kw)
+
+
+class _Pages:
+    """Page ids for the tree; the tree frees duplicates and evicted leaves, which only need counting."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+
+    def alloc(self, n: int) -> list[int]:
+        return list(itertools.islice(self._ids, n))
+
+    def free(self, pages: Any) -> None:
+        pass
+
+
+class SimTarget:
+    """Prefix reuse without a model: the engine's radix tree (policy radix: any capacity, any page size,
+    LRU eviction), or a provider's caching contract (anthropic, openai: breakpoints, minimums, TTLs from
+    the trace's timestamps)."""
+
+    name = "sim"
+    realtime = False           # time is the trace's: nothing waits
+
+    def __init__(self, policy: str = "radix", *, page_size: int | None = None, capacity_tokens: int | None = None,
+                 capacity_pages: int | None = None, model: str | None = None) -> None:
+        if policy not in POLICIES:
+            raise InputError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
+        self.policy_name = policy
+        self.page_size = page_size
+        self.capacity_tokens = capacity_tokens
+        self.capacity_pages = capacity_pages
+        self.model = model
+        self.policy = None if policy == "radix" else make_policy(policy)
+        self._tree: RadixTree | None = None
+        self._capacity: int | None = None
+        self._pages = _Pages()
+
+    def run(self, req: Request, now: float) -> Outcome:
+        if self.policy is not None:
+            return self._contract(req, now)
+        if req.blocks is not None:
+            return self._radix_blocks(req)
+        return self._radix_ids(req)
+
+    # -- the radix tree --------------------------------------------------------------------------
+    def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
+        """The tree, made on first use: its unit is a token (text) or a 512-token block (Mooncake)."""
+        if self._tree is None:
+            self._tree = RadixTree(units_per_page, self._pages)
+            page_tokens = unit_tokens * units_per_page
+            if self.capacity_pages is not None:
+                self._capacity = self.capacity_pages
+            elif self.capacity_tokens is not None:
+                self._capacity = self.capacity_tokens // page_tokens
+        return self._tree
+
+    def _cache(self, tree: RadixTree, units: list[int], limit: int) -> tuple[int, int]:
+        """Match then insert, evicting LRU leaves to stay within capacity. (units matched, units kept)."""
+        pages, node = tree.match_prefix(units[:limit])
+        tree.lock(node)
+        new = len(units) // tree.page_size - len(pages)
+        if self._capacity is not None:
+            over = tree.total_pages + new - self._capacity
+            if over > 0:
+                tree.evict(over)
+            new = max(0, min(new, self._capacity - tree.total_pages))
+        kept = pages + self._pages.alloc(new)
+        tree.insert(units, kept)
+        tree.unlock(node)
+        return len(pages) * tree.page_size, len(kept) * tree.page_size
+
+    def _radix_blocks(self, req: Request) -> Outcome:
+        page = self.page_size or MOONCAKE_BLOCK_TOKENS
+        if page % MOONCAKE_BLOCK_TOKENS:
+            raise InputError(f"Mooncake traces hash {MOONCAKE_BLOCK_TOKENS}-token blocks: --page-size must "
+                             f"be a multiple of {MOONCAKE_BLOCK_TOKENS}, got {page}")
+        tree = self._tree_for(MOONCAKE_BLOCK_TOKENS, page // MOONCAKE_BLOCK_TOKENS)
+        total = req.input_tokens
+        matched, kept = self._cache(tree, req.blocks, len(req.blocks))
+        cached = min(matched * MOONCAKE_BLOCK_TOKENS, total)
+        written = min(kept * MOONCAKE_BLOCK_TOKENS, total) - cached
+        o = outcome(req, total, cached, written_tokens=written, uncached_tokens=total - cached - written,
+                    reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0,
+                    model=self.model or req.model)
+        return priced(o, blocks_api(self.policy_name, o.model), o.model)
+
+    def _radix_ids(self, req: Request) -> Outcome:
+        prompt = prompt_of(req, self.model)
+        ids = chat_template.render(prompt.segments)
+        tree = self._tree_for(1, self.page_size or DEFAULT_PAGE_SIZE)
+        # As the engine does: the last token is always computed, since it gives the first logits.
+        cached, kept = self._cache(tree, ids, len(ids) - 1)
+        written = kept - cached
+        o = outcome(req, len(ids), cached, written_tokens=written, uncached_tokens=len(ids) - kept,
+                    reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0, model=prompt.model)
+        return priced(o, prompt.api, prompt.model)
+
+    # -- a provider's contract -------------------------------------------------------------------
+    def _contract(self, req: Request, now: float) -> Outcome:
+        if req.blocks is not None:
+            model = self.model or req.model
+            prompt = block_prompt(req, blocks_api(self.policy_name, model) or "openai-chat", model)
+        else:
+            prompt = prompt_of(req, self.model)
+        exp = self.policy.commit(prompt, now, req.tenant)
+        o = outcome(req, prompt.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
+                    uncached_tokens=exp.uncached_tokens, reason=exp.reason, output_tokens=req.output_tokens or 0,
+                    model=prompt.model)
+        return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))
+
+
+class HttpTarget:
+    """Any OpenAI- or Anthropic-compatible server: the engine server, vLLM, SGLang, a provider.
+
+    Requests stream, so TTFT is measured at the first content event; cached tokens come from the
+    usage fields the server reports (a server that reports none gives no cached count, never zero)."""
+
+    name = "http"
+    realtime = True
+
+    def __init__(self, base_url: str, *, max_tokens: int = 16, model: str | None = None,
+                 headers: dict[str, str] | None = None, timeout: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_tokens = max_tokens
+        self.model = model
+        self.headers = headers or {}
+        self.timeout = timeout
+
+    def run(self, req: Request, now: float) -> Outcome:
+        prompt = prompt_of(req, self.model)
+        path = req.path or API_PATHS[prompt.api]
+        body = streaming(req.body, prompt.api, min(req.output_tokens or self.max_tokens, self.max_tokens), self.model)
+        data = json.dumps(body, ensure_ascii=False).encode()
+        headers = {"content-type": "application/json", **self.headers}
+        if prompt.api == "anthropic":
+            headers.setdefault("anthropic-version", "2023-06-01")
+        stream = UsageStream(prompt.api)
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(urllib.request.Request(self.base_url + path, data, headers),
+                                        timeout=self.timeout) as resp:
+                while chunk := resp.read1(65536):
+                    stream.feed(chunk)
+        except urllib.error.HTTPError as e:
+            return outcome(req, prompt.total_tokens, 0, model=prompt.model,
+                           error=f"HTTP {e.code}: {e.read(300).decode('utf-8', 'replace')}")
+        except (urllib.error.URLError, OSError) as e:
+            return outcome(req, prompt.total_tokens, 0, model=prompt.model, error=f"{type(e).__name__}: {e}")
+        end = time.monotonic()
+        stream.feed(b"\n\n")
+        usage = stream.usage()
+        first = stream.first_content_at
+        ttft = (first - start) if first is not None else end - start
+        decode = (usage.output - 1) / (end - first) if first is not None and usage.output > 1 and end > first else None
+        if not usage.reported:
+            return outcome(req, prompt.total_tokens, 0, model=prompt.model, ttft_s=ttft, decode_tps=decode,
+                           error="the server reported no cached-token field")
+        o = outcome(req, usage.prompt_total, usage.cache_read, written_tokens=usage.cache_write,
+                    uncached_tokens=usage.uncached, output_tokens=usage.output, ttft_s=ttft, decode_tps=decode,
+                    reason="hit" if usage.cache_read else "cold", model=prompt.model)
+        return priced(o, prompt.api, prompt.model, write_1h=usage.cache_write_1h)
+
+
+def streaming(body: dict[str, Any], api: str, max_tokens: int, model: str | None) -> dict[str, Any]:
+    """The body to send: streamed with usage, answer length capped, the model replaced if asked."""
+    out = copy.copy(body)
+    out["stream"] = True
+    if model:
+        out["model"] = model
+    if api == "openai-chat":
+        out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
+        out.pop("max_tokens", None)
+        out["max_completion_tokens"] = max_tokens
+    elif api == "openai-responses":
+        out["max_output_tokens"] = max_tokens
+    else:
+        out["max_tokens"] = max_tokens
+    return out
+
+
+def block_ids(blocks: list[int], length: int) -> list[int]:
+    """Token ids standing for Mooncake blocks: equal blocks give equal ids, different blocks differ in
+    their first two ids (so the engine's tree shares exactly the prefixes the trace shares)."""
+    base = 99_991                       # a prime below cl100k_base's ordinary ids
+    ids: list[int] = []
+    for h in blocks:
+        ids += [h % base, h // base % base, *((h * MOONCAKE_BLOCK_TOKENS + j) % base
+                                              for j in range(2, MOONCAKE_BLOCK_TOKENS))]
+    return ids[:length]
+
+
+class EngineTarget:
+    """The in-process engine: a real model prefilling only what its radix tree does not hold.
+
+    One thread steps the engine while any request is unfinished, so requests in flight together are
+    batched as the server would batch them."""
+
+    name = "engine"
+    realtime = True
+
+    def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
+                 prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu",
+                 model_name: str | None = None) -> None:
+        from engine.llm_engine import LLMEngine
+
+        self.engine = LLMEngine(model, device=device, page_size=page_size, kv_pages=kv_pages,
+                                prefix_reuse=prefix_reuse)
+        self.page_size = page_size
+        self.prefix_reuse = prefix_reuse
+        self.max_tokens = max_tokens
+        self.model_name = model_name
+        self._work = threading.Condition()
+        self._closed = False
+        self._failed: str | None = None
+        self._thread = threading.Thread(target=self._loop, name="replay-engine", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._work:
+                while not self._closed and not self.engine.has_unfinished():
+                    self._work.wait()
+                if self._closed:
+                    return
+            try:
+                self.engine.step()
+            except Exception as e:        # the engine broke: fail the waiting requests, do not hang them
+                self._failed = f"engine failed: {type(e).__name__}: {e}"
+                self._closed = True
+            with self._work:
+                self._work.notify_all()
+
+    def close(self) -> None:
+        with self._work:
+            self._closed = True
+            self._work.notify_all()
+        self._thread.join()
+
+    def run(self, req: Request, now: float) -> Outcome:
+        if req.blocks is not None:
+            ids, api, model = block_ids(req.blocks, req.input_tokens), "", self.model_name or req.model
+        else:
+            prompt = prompt_of(req, self.model_name)
+            ids, api, model = chat_template.render(prompt.segments), prompt.api, prompt.model
+        want = min(req.output_tokens or self.max_tokens, self.max_tokens)
+        try:
+            seq = self.engine.add_request(ids, max_tokens=want)
+        except ValueError as e:           # too long for the model's context or the KV pool
+            return outcome(req, len(ids), 0, model=model, error=str(e))
+        with self._work:
+            self._work.notify_all()
+            while not seq.finished and self._failed is None:
+                self._work.wait()
+        if not seq.finished:
+            return outcome(req, len(ids), 0, model=model, error=self._failed)
+        cached = seq.cached_tokens or 0
+        full = len(ids) // self.page_size * self.page_size if self.prefix_reuse else cached
+        o = outcome(req, len(ids), cached, written_tokens=max(0, full - cached),
+                    uncached_tokens=len(ids) - max(full, cached), reason="hit" if cached else "cold",
+                    output_tokens=len(seq.output_ids), ttft_s=seq.ttft, prefill_s=seq.prefill_seconds,
+                    decode_tps=seq.decode_tps, model=model)
+        return priced(o, api, model)

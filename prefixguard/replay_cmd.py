@@ -1,0 +1,124 @@
+"""`prefixguard replay SOURCE --target TARGET`: what hit rate and prefill time would this traffic get?"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from prefixguard.errors import InputError
+
+TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
+
+
+@click.command()
+@click.argument("source", type=click.Path())
+@click.option("--target", default="sim", show_default=True, help=TARGET_HELP)
+@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]), default="radix", show_default=True,
+              help="sim: reuse any cached prefix (radix) or follow a provider's caching contract.")
+@click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
+@click.option("--capacity", "capacity_tokens", type=click.IntRange(1), help="sim: cache size in tokens (default: unbounded).")
+@click.option("--capacity-pages", type=click.IntRange(1), help="sim: cache size in pages; engine: KV pool size.")
+@click.option("--model", help="Model to price (and, for http, to ask for) instead of the trace's.")
+@click.option("--engine-model", default="tiny", show_default=True, help="engine: model preset.")
+@click.option("--baseline", is_flag=True, help="engine: also replay with prefix reuse off, side by side "
+              "(measures prefill seconds saved).")
+@click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Play the trace this many times faster (TTLs count on the scaled clock).")
+@click.option("--ignore-timestamps", is_flag=True, help="Send requests back to back; no TTL ever expires.")
+@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True,
+              help="engine/http: requests in flight at most.")
+@click.option("--max-tokens", type=click.IntRange(1), default=16, show_default=True,
+              help="engine/http: output tokens per request at most.")
+@click.option("--limit", type=click.IntRange(1), help="Replay only the first N requests.")
+@click.option("--what-if", type=click.Choice(["fixed"]), help="Replay again with prefixguard's fixes applied.")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="http: header to send (repeat).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write per-request results (.json, or .db for SQLite).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
+def replay(source: str, target: str, policy: str, page_size: int | None, capacity_tokens: int | None,
+           capacity_pages: int | None, model: str | None, engine_model: str, baseline: bool, speed: float,
+           ignore_timestamps: bool, concurrency: int, max_tokens: int, limit: int | None, what_if: str | None,
+           headers: tuple[str, ...], out: str | None, fmt: str, progress: bool) -> None:
+    """Replay captured traffic or a public trace on a target and measure prefix reuse.
+
+    SOURCE: a capture store (.db) or its JSONL export, a folder of request bodies, a Mooncake trace
+    (hash_ids) or an LMCache agent trace (a JSONL file or a folder of them).
+    """
+    from prefixguard.replay import results, sources
+    from prefixguard.replay.fixes import Fixer
+    from prefixguard.replay.run import replay as run
+
+    try:
+        trace = sources.load(source)
+        requests = trace.requests[:limit] if limit else trace.requests
+        if baseline and target != "engine":
+            raise click.BadParameter("only the engine target can turn prefix reuse off", param_hint="--baseline")
+        make = _target_factory(target, policy=policy, page_size=page_size, capacity_tokens=capacity_tokens,
+                               capacity_pages=capacity_pages, model=model, engine_model=engine_model,
+                               max_tokens=max_tokens, headers=_headers(headers))
+        variants = [("as_is", requests, True)]
+        if baseline:
+            variants.append(("no_reuse", requests, False))
+        if what_if == "fixed":
+            fixer = Fixer()
+            variants.append(("fixed", [fixer.apply(r) for r in requests], True))
+        runs = {}
+        for name, reqs, reuse in variants:   # each on a fresh target: every run starts cold
+            target_ = make(reuse)
+            try:
+                runs[name] = run(reqs, target_, speed=speed, timestamps=not ignore_timestamps,
+                                 concurrency=concurrency, progress=progress, label=name.replace("_", " "))
+            finally:
+                if hasattr(target_, "close"):
+                    target_.close()
+    except InputError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    meta = {"source": str(source), "format": trace.kind, "target": target, "policy": policy,
+            "skipped": trace.skipped, "requests_in_trace": len(trace.requests)}
+    if out:
+        results.write(out, runs, meta)
+    summaries = {name: results.summarize(rows) for name, rows in runs.items()}
+    if "no_reuse" in summaries:
+        for name in ("as_is", "fixed"):
+            if name in summaries:
+                summaries[name] = results.against_baseline(summaries[name], summaries["no_reuse"])
+    if fmt == "json":
+        doc: dict[str, Any] = {**meta, **summaries["as_is"]}
+        for name in ("no_reuse", "fixed"):
+            if name in summaries:
+                doc[name] = summaries[name]
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        from prefixguard.replay.show import show
+        show(meta, summaries)
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected 'NAME: VALUE', got {pair!r}", param_hint="--header")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _target_factory(target: str, *, policy: str, page_size: int | None, capacity_tokens: int | None,
+                    capacity_pages: int | None, model: str | None, engine_model: str, max_tokens: int,
+                    headers: dict[str, str]) -> Any:
+    """A function making a fresh target, with prefix reuse on or off (only the engine can turn it off)."""
+    from prefixguard.replay import targets
+
+    if target == "sim":
+        return lambda reuse: targets.SimTarget(policy, page_size=page_size, capacity_tokens=capacity_tokens,
+                                         capacity_pages=capacity_pages, model=model)
+    if target == "engine":
+        return lambda reuse: targets.EngineTarget(engine_model, page_size=page_size or targets.DEFAULT_PAGE_SIZE,
+                                            kv_pages=capacity_pages, prefix_reuse=reuse, max_tokens=max_tokens,
+                                            model_name=model)
+    if target.startswith(("http://", "https://")):
+        return lambda reuse: targets.HttpTarget(target, max_tokens=max_tokens, model=model, headers=headers)
+    raise click.BadParameter(f"{target!r}: {TARGET_HELP}", param_hint="--target")

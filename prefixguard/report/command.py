@@ -1,0 +1,37 @@
+"""`prefixguard report capture.db`: why is it slow, in the order an expert diagnoses it."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from prefixguard.errors import InputError
+
+
+@click.command()
+@click.argument("capture", type=click.Path())
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def report(capture: str, html_out: str | None, fmt: str) -> None:
+    """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
+    breaks, infrastructure signals, cache fields predicted vs reported."""
+    from prefixguard.replay.sources import read_capture
+    from prefixguard.report.diagnose import diagnose
+
+    try:
+        diagnosis = diagnose(read_capture(capture), capture)
+    except InputError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    if html_out:
+        from prefixguard.report import html
+        Path(html_out).write_text(html.render(diagnosis), "utf-8")
+    if fmt == "json":
+        click.echo(json.dumps(diagnosis.to_json(), indent=1, default=str))
+    else:
+        from prefixguard.report import terminal
+        terminal.render(diagnosis)
+        if html_out:
+            click.echo(f"\nHTML report: {html_out}")

@@ -1,0 +1,295 @@
+"""The diagnosis of a capture, in the order an expert works through "it is slow":
+
+1. split the slowness: TTFT against decode rate over time (decode steady while TTFT rose rules out
+   bandwidth and concurrency, and leaves prompt length and cache misses);
+2. the input-token distribution and how it changed;
+3. prefix consistency: the causes of cache breaks, an example of each, the tokens and money they cost;
+4. infrastructure signals: TTL expiries, server-side misses, queueing (slow first tokens on hits),
+   provider errors;
+5. the provider's cache fields against what its contract predicts.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefixguard.compare import compare
+from prefixguard.errors import InputError
+from prefixguard.fingerprint import PrefixIndex
+from prefixguard.prompt import Prompt
+from prefixguard.replay.results import distribution, quantile
+from prefixguard.wire import parse_request
+
+MAX_WINDOWS = 12
+MOVED = 1.5           # a median that grew by this factor "moved"
+STEADY = 0.2          # a decode rate within this fraction of its start is "steady"
+QUEUED = 2.0          # a hit whose TTFT is this many times the median hit TTFT waited in a queue
+KEEP_PER_KEY = 1000   # earlier prompts kept per tenant and model to compare with
+
+
+@dataclass(slots=True)
+class Window:
+    """One slice of the capture's time span."""
+
+    start: float          # seconds since the first request
+    end: float
+    requests: int = 0
+    ttft_p50: float | None = None
+    decode_p50: float | None = None
+    prompt_p50: float | None = None
+    prompt_p90: float | None = None
+    read: int = 0
+    written: int = 0
+    uncached: int = 0
+
+    @property
+    def hit_ratio(self) -> float | None:
+        total = self.read + self.written + self.uncached
+        return self.read / total if total else None
+
+
+@dataclass(slots=True)
+class Cause:
+    name: str
+    requests: int = 0
+    reprefill_tokens: int = 0
+    cost_usd: float = 0.0
+    example: dict[str, Any] | None = None   # ref, earlier ref, pointer, byte offset, before, after, detail, fix
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    source: str
+    requests: int
+    span_s: float
+    windows: list[Window]
+    split: dict[str, Any]                  # 1
+    inputs: dict[str, Any]                 # 2
+    causes: list[Cause]                    # 3
+    infra: dict[str, Any]                  # 4
+    fields: dict[str, Any]                 # 5
+    points: list[tuple[float, float]] = field(default_factory=list)  # (cached fraction, TTFT s) per request
+    findings: list[str] = field(default_factory=list)                # one headline per step
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+        doc = asdict(self)
+        for w, raw in zip(self.windows, doc["windows"]):
+            raw["hit_ratio"] = w.hit_ratio
+        return doc
+
+
+def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
+    """rows: capture rows in the export shape (prefixguard.store.Record.row), oldest first."""
+    if not rows:
+        raise InputError("the capture holds no requests", source)
+    t0 = rows[0].get("ts") or 0.0
+    span = (rows[-1].get("ts") or 0.0) - t0
+    windows = _windows(rows, t0, span)
+    diag = Diagnosis(source, len(rows), span, windows, _split(windows), _inputs(rows, windows),
+                     _causes(rows), _infra(rows), _fields(rows), _points(rows))
+    diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
+                     diag.infra["finding"], diag.fields["finding"]]
+    return diag
+
+
+def _usage(row: dict[str, Any]) -> dict[str, Any]:
+    return row.get("usage") or {}
+
+
+def _timing(row: dict[str, Any], key: str) -> float | None:
+    return (row.get("timings") or {}).get(key)
+
+
+def _ok(row: dict[str, Any]) -> bool:
+    status = row.get("status")
+    return status is not None and status < 400
+
+
+def _median(values: list[float]) -> float | None:
+    return quantile(sorted(values), 0.5) if values else None
+
+
+def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]:
+    n = max(1, min(MAX_WINDOWS, len(rows) // 4))
+    groups: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    for i, row in enumerate(rows):
+        # By time when the capture spans any; else by arrival order.
+        k = int(((row.get("ts") or t0) - t0) / span * n) if span > 0 else i * n // len(rows)
+        groups[min(k, n - 1)].append(row)
+    out = []
+    for k, group in enumerate(groups):
+        w = Window(k * span / n, (k + 1) * span / n, len(group))
+        ok = [r for r in group if _ok(r)]
+        w.ttft_p50 = _median([t for r in ok if (t := _timing(r, "ttft_s")) is not None])
+        w.decode_p50 = _median([t for r in ok if (t := _timing(r, "decode_tps"))])
+        prompts = sorted(_usage(r).get("prompt_total") or 0 for r in ok if _usage(r).get("prompt_total"))
+        if prompts:
+            w.prompt_p50, w.prompt_p90 = quantile(prompts, 0.5), quantile(prompts, 0.9)
+        for r in ok:
+            u = _usage(r)
+            if u.get("reported"):
+                w.read += u.get("cache_read") or 0
+                w.written += (u.get("cache_write_5m") or 0) + (u.get("cache_write_1h") or 0)
+                w.uncached += u.get("uncached") or 0
+        out.append(w)
+    return out
+
+
+def _change(windows: list[Window], key: str) -> tuple[float | None, float | None, float | None]:
+    """(value at the start, value at the end, end / start) over the first and last thirds."""
+    values = [getattr(w, key) for w in windows if getattr(w, key) is not None]
+    if not values:
+        return None, None, None
+    third = max(1, len(values) // 3)
+    first, last = _median(values[:third]), _median(values[-third:])
+    return first, last, (last / first if first else None)
+
+
+def _split(windows: list[Window]) -> dict[str, Any]:
+    t_first, t_last, t_ratio = _change(windows, "ttft_p50")
+    d_first, d_last, d_ratio = _change(windows, "decode_p50")
+    if t_ratio is None:
+        finding = "No TTFT was recorded: the split of prefill and decode is unknown."
+    elif d_ratio is not None and d_ratio < 1 - STEADY:
+        finding = (f"Decode rate fell {1 - d_ratio:.0%} ({d_first:.1f} -> {d_last:.1f} tokens/s): memory bandwidth "
+                   f"or concurrency (load on the server), which no prompt change fixes.")
+    elif t_ratio >= MOVED:
+        steady = "decode rate steady" if d_ratio is not None else "no decode rate recorded"
+        finding = (f"Only TTFT moved ({t_first * 1e3:.0f} -> {t_last * 1e3:.0f} ms, x{t_ratio:.1f}; {steady}): "
+                   f"bandwidth and concurrency are ruled out; prompt length and cache misses remain (steps 2, 3).")
+    else:
+        finding = f"TTFT steady (x{t_ratio:.2f} from the first third to the last)" + (
+            f", decode rate x{d_ratio:.2f}." if d_ratio is not None else ".")
+    return {"ttft_start_s": t_first, "ttft_end_s": t_last, "ttft_ratio": t_ratio, "decode_start_tps": d_first,
+            "decode_end_tps": d_last, "decode_ratio": d_ratio, "finding": finding}
+
+
+def _inputs(rows: list[dict[str, Any]], windows: list[Window]) -> dict[str, Any]:
+    prompts = [_usage(r).get("prompt_total") for r in rows if _usage(r).get("prompt_total")]
+    first, last, ratio = _change(windows, "prompt_p50")
+    dist = distribution([float(p) for p in prompts])
+    if ratio is None:
+        finding = "No prompt token counts were reported."
+    elif ratio >= MOVED:
+        finding = (f"Prompts grew x{ratio:.1f} (median {first:,.0f} -> {last:,.0f} tokens): longer prompts take "
+                   f"longer to prefill unless their prefix is cached.")
+    else:
+        finding = f"Prompt length steady: median {dist['p50']:,.0f} tokens, p90 {dist['p90']:,.0f}."
+    return {**dist, "max": max(prompts) if prompts else None, "start_p50": first, "end_p50": last, "ratio": ratio,
+            "finding": finding}
+
+
+def _prompt(row: dict[str, Any]) -> Prompt | None:
+    body = row.get("request")
+    if not isinstance(body, dict):
+        return None
+    try:
+        return parse_request(json.dumps(body, ensure_ascii=False), path=row.get("path"), source=str(row.get("id")))
+    except InputError:
+        return None
+
+
+def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
+    """Each request against the best earlier one of its tenant and model (the longest shared prefix,
+    or the latest when none shares any), as the proxy compares them."""
+    history: dict[tuple[str, str | None], tuple[PrefixIndex, list[tuple[dict[str, Any], Prompt]]]] = {}
+    causes: dict[str, Cause] = {}
+    for row in rows:
+        prompt = _prompt(row)
+        if prompt is None:
+            stored = (row.get("cause") or "").split(" at ")[0].split("+")[0]
+            if stored:
+                causes.setdefault(stored, Cause(stored)).requests += 1
+            continue
+        index, latest = history.setdefault((row.get("tenant") or "", prompt.model), (PrefixIndex(KEEP_PER_KEY), []))
+        shared, best = index.longest(prompt.chain)
+        earlier = best if best is not None else (latest[-1] if latest else None)
+        index.add(prompt.chain, (row, prompt))
+        latest[:] = [(row, prompt)]
+        if earlier is None:
+            continue
+        cmp = compare(earlier[1], prompt)
+        if not cmp.broken or cmp.reprefill_tokens <= 0:
+            continue
+        cause = causes.setdefault(cmp.causes[0], Cause(cmp.causes[0]))
+        cause.requests += 1
+        cause.reprefill_tokens += cmp.reprefill_tokens
+        cause.cost_usd += cmp.cost_usd
+        if cause.example is None:
+            d = cmp.divergence
+            cause.example = {"request": str(row.get("id")), "earlier": str(earlier[0].get("id")),
+                             "pointer": d.pointer if d else None, "byte_offset": d.byte_offset if d else None,
+                             "before": cmp.before, "after": cmp.after, "detail": cmp.detail, "fix": cmp.fix,
+                             "causes": cmp.causes}
+    return sorted(causes.values(), key=lambda c: (-c.reprefill_tokens, -c.requests, c.name))
+
+
+def _causes_finding(causes: list[Cause]) -> str:
+    if not causes:
+        return "No prefix breaks: every request reused its predecessor's prefix whole."
+    top = causes[0]
+    return (f"{sum(c.requests for c in causes)} requests broke the cached prefix; the top cause, {top.name}, "
+            f"re-prefilled {top.reprefill_tokens:,} tokens (${top.cost_usd:,.4f}) in {top.requests} requests.")
+
+
+def _infra(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    verdicts = Counter(r.get("verdict") for r in rows)
+    errors = Counter(str(r.get("status") or "no response") for r in rows if not _ok(r))
+    hit_ttfts = [(t, r) for r in rows if _ok(r) and (_usage(r).get("cache_read") or 0) > 0
+                 and (t := _timing(r, "ttft_s")) is not None]
+    median_hit = _median([t for t, _ in hit_ttfts])
+    queued = [r for t, r in hit_ttfts if median_hit and t > QUEUED * median_hit]
+    lost = defaultdict(int)
+    for r in rows:
+        if r.get("verdict") in ("miss_ttl_expired", "miss_server_side"):
+            lost[r["verdict"]] += (r.get("expected_cached") or 0) - (_usage(r).get("cache_read") or 0)
+    parts = []
+    if verdicts["miss_ttl_expired"]:
+        parts.append(f"{verdicts['miss_ttl_expired']} TTL expiries (requests further apart than the cache TTL)")
+    if verdicts["miss_server_side"]:
+        parts.append(f"{verdicts['miss_server_side']} server-side misses (stable prefix, within TTL, still missed)")
+    if queued:
+        parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x the median hit: queueing")
+    if errors:
+        parts.append(f"{sum(errors.values())} failed requests ({', '.join(f'{k}: {v}' for k, v in errors.most_common())})")
+    return {"ttl_expired": verdicts["miss_ttl_expired"], "server_side": verdicts["miss_server_side"],
+            "ttl_expired_tokens": lost["miss_ttl_expired"], "server_side_tokens": lost["miss_server_side"],
+            "queued": len(queued), "queued_examples": [str(r.get("id")) for r in queued[:5]],
+            "median_hit_ttft_s": median_hit, "errors": dict(errors),
+            "finding": "; ".join(parts) + "." if parts else "No infrastructure signal: no TTL expiry, server-side "
+                                                            "miss, queueing or error."}
+
+
+def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    checked = [r for r in rows if _usage(r).get("reported") and r.get("expected_cached") is not None]
+    not_reported = sum(1 for r in rows if _ok(r) and not _usage(r).get("reported"))
+    predicted = sum(r["expected_cached"] for r in checked)
+    reported = sum(_usage(r).get("cache_read") or 0 for r in checked)
+    agree = sum(1 for r in checked if r.get("verdict") in ("hit", "cold", "below_minimum", "no_breakpoint"))
+    verdicts = Counter(r.get("verdict") for r in rows if r.get("verdict"))
+    if checked:
+        finding = (f"Predicted {predicted:,} cached tokens, the provider reported {reported:,} "
+                   f"({agree}/{len(checked)} requests as expected).")
+    else:
+        finding = "No request carries both a prediction and the provider's cache fields."
+    if not_reported:
+        finding += f" {not_reported} responses reported no cache field (never counted as misses)."
+    gaps = sorted(checked, key=lambda r: -abs(r["expected_cached"] - (_usage(r).get("cache_read") or 0)))
+    return {"requests": len(checked), "predicted_cached": predicted, "reported_cached": reported, "as_expected": agree,
+            "not_reported": not_reported, "verdicts": dict(verdicts),
+            "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
+                              "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}
+                             for r in gaps[:5] if r["expected_cached"] != (_usage(r).get("cache_read") or 0)],
+            "finding": finding}
+
+
+def _points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    out = []
+    for r in rows:
+        u, ttft = _usage(r), _timing(r, "ttft_s")
+        if _ok(r) and ttft is not None and u.get("reported") and u.get("prompt_total"):
+            out.append(((u.get("cache_read") or 0) / u["prompt_total"], ttft))
+    return out

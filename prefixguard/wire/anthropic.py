@@ -1,0 +1,180 @@
+"""Anthropic Messages API (POST /v1/messages): request -> segments and settings; usage -> Usage.
+
+Prefix order: tools, then system, then messages. Breakpoints are `cache_control` on blocks and tools
+(TTL "5m" unless "1h"); a top-level `cache_control` is the automatic breakpoint.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.segments import Builder, expect, message_header
+
+API = "anthropic"
+DEFAULT_TTL = "5m"
+
+
+def ttl(value: Any) -> str | None:
+    """The breakpoint TTL a part carries, or None."""
+    if isinstance(value, dict):
+        mark = value.get("cache_control")
+        if isinstance(mark, dict):
+            return mark.get("ttl") or DEFAULT_TTL
+    return None
+
+
+def _text(block: Any) -> str | None:
+    """The text a block renders, for counting its tokens (None: count its JSON)."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict):
+        if block.get("type") == "text":
+            return block.get("text")
+        if block.get("type") == "thinking":
+            return block.get("thinking")
+    return None
+
+
+def _kind(block: Any, where: str) -> str:
+    if isinstance(block, str):
+        return "text"
+    if isinstance(block, dict) and isinstance(block.get("type"), str):
+        return block["type"]
+    raise InputError(f"{where} must be an object with a 'type'")
+
+
+def _has_image(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return False
+    if block.get("type") == "image":
+        return True
+    inner = block.get("content")  # tool_result blocks may carry images
+    return isinstance(inner, list) and any(_has_image(b) for b in inner)
+
+
+def _cites(block: Any) -> bool:
+    citations = block.get("citations") if isinstance(block, dict) else None
+    return isinstance(citations, dict) and bool(citations.get("enabled"))
+
+
+def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prompt:
+    body = root.value
+    tools = expect(root.get("tools"), list, "'tools'")
+    tool_types = []
+    for i, tool in enumerate(tools.kids if tools else ()):
+        out.add("tools", f"/tools/{i}", "tool", tool, breakpoint=ttl(tool.value))
+        if isinstance(tool.value, dict):
+            tool_types.append(str(tool.value.get("type", "")))
+
+    system = expect(root.get("system"), (str, list), "'system'")
+    if system is not None and isinstance(system.value, str):
+        out.add("system", "/system", "text", system, role="system", header={}, text=system.value)
+    elif system is not None:
+        for i, block in enumerate(system.kids):
+            out.add("system", f"/system/{i}", _kind(block.value, f"/system/{i}"), block, role="system",
+                    header={} if i == 0 else None, breakpoint=ttl(block.value), text=_text(block.value))
+
+    messages = expect(root.get("messages"), list, "'messages'")
+    if messages is None:
+        raise InputError("no 'messages' list")
+    images = citations = False
+    for mi, msg in enumerate(messages.kids):
+        if not isinstance(msg.value, dict):
+            raise InputError(f"/messages/{mi} must be an object")
+        role = msg.value.get("role")
+        header = message_header(msg.value, "content")
+        content = expect(msg.get("content"), (str, list), f"/messages/{mi}/content")
+        if content is None:
+            out.add("messages", f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header)
+        elif isinstance(content.value, str):
+            out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,
+                    header=header, text=content.value)
+        else:
+            for bi, block in enumerate(content.kids):
+                v, where = block.value, f"/messages/{mi}/content/{bi}"
+                out.add("messages", where, _kind(v, where), block, role=role,
+                        message_index=mi, header=header if bi == 0 else None, breakpoint=ttl(v), text=_text(v))
+                images = images or _has_image(v)
+                citations = citations or _cites(v)
+            if not content.kids:
+                out.add("messages", f"/messages/{mi}/content", "empty", content, role=role,
+                        message_index=mi, header=header)
+
+    tool_choice = body.get("tool_choice")
+    output_config = body.get("output_config")
+    settings = {
+        "thinking": body.get("thinking"),
+        "effort": output_config.get("effort") if isinstance(output_config, dict) else None,
+        "tool_choice": ({k: v for k, v in tool_choice.items() if k != "disable_parallel_tool_use"}
+                        if isinstance(tool_choice, dict) else tool_choice),
+        "disable_parallel_tool_use": (tool_choice.get("disable_parallel_tool_use")
+                                      if isinstance(tool_choice, dict) else None),
+        "speed": body.get("speed"),
+        "web_search": any(t.startswith("web_search") for t in tool_types),
+        "web_fetch": any(t.startswith("web_fetch") for t in tool_types),
+        "citations": citations,
+        "images": images,
+        "betas": _betas(headers),
+    }
+    return Prompt(API, _model(body), out.segments, settings, auto_breakpoint=ttl(body))
+
+
+def _model(body: dict[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InputError("'model' must be a string")
+    return model
+
+
+def _betas(headers: Mapping[str, str] | None) -> list[str] | None:
+    """Beta features from the anthropic-beta header (None when headers are unknown, e.g. a file)."""
+    if headers is None:
+        return None
+    value = next((v for k, v in headers.items() if k.lower() == "anthropic-beta"), "")
+    return sorted({b.strip() for b in value.split(",") if b.strip()})
+
+
+# ---- usage
+
+def usage(raw: Mapping[str, Any] | None) -> Usage:
+    """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    uncached = _int(raw.get("input_tokens"))
+    read = _int(raw.get("cache_read_input_tokens"))
+    write = _int(raw.get("cache_creation_input_tokens"))
+    w5, w1 = write, 0  # without the TTL split every write is the default 5m one
+    split = raw.get("cache_creation")
+    if isinstance(split, Mapping):
+        s5, s1 = _int(split.get("ephemeral_5m_input_tokens")), _int(split.get("ephemeral_1h_input_tokens"))
+        if s5 + s1 == write:
+            w5, w1 = s5, s1
+    reported = raw.get("cache_read_input_tokens") is not None or raw.get("cache_creation_input_tokens") is not None
+    return Usage(prompt_total=uncached + read + write, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
+                 uncached=uncached, output=_int(raw.get("output_tokens")), reported=reported)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Raw usage after one SSE event: message_start gives it, message_delta updates it (cumulative)."""
+    kind = event.get("type")
+    if kind == "message_start":
+        message = event.get("message")
+        raw = message.get("usage") if isinstance(message, Mapping) else None
+        return dict(raw) if isinstance(raw, Mapping) else current
+    if kind == "message_delta" and isinstance(event.get("usage"), Mapping):
+        merged = dict(current or {})
+        merged.update((k, v) for k, v in event["usage"].items() if v is not None)
+        return merged
+    return current
+
+
+def is_content(event: Mapping[str, Any]) -> bool:
+    return event.get("type") == "content_block_delta"

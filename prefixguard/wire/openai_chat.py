@@ -1,0 +1,165 @@
+"""OpenAI Chat Completions (POST /v1/chat/completions) and compatible servers (vLLM, SGLang, DeepSeek).
+
+Prefix order: tools, the response_format schema, leading system/developer messages, then the rest.
+Explicit breakpoints (GPT-5.6+) are `prompt_cache_breakpoint` markers on content parts.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire import anthropic
+from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.segments import Builder, expect, message_header
+
+API = "openai-chat"
+SYSTEM_ROLES = ("system", "developer")
+PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document",
+              "refusal": "text"}
+
+
+def breakpoint_of(value: Any, options: Any) -> str | None:
+    """The TTL of an explicit breakpoint marker on a part ("default" when no TTL is given).
+
+    Also Anthropic-style `cache_control`, which OpenAI-compatible gateways (OpenRouter) pass through.
+    """
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("cache_control"), dict):
+        return anthropic.ttl(value)
+    mark = value.get("prompt_cache_breakpoint")
+    if mark is None:
+        return None
+    ttl = mark.get("ttl") if isinstance(mark, dict) else None
+    if ttl is None and isinstance(options, dict):
+        ttl = options.get("ttl")
+    return str(ttl) if ttl else "default"
+
+
+def add_tools(root: Node, out: Builder) -> None:
+    options = root.value.get("prompt_cache_options")
+    for key in ("tools", "functions"):  # "functions": the legacy form of tools
+        tools = expect(root.get(key), list, f"'{key}'")
+        for i, tool in enumerate(tools.kids if tools else ()):
+            out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options))
+
+
+def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
+    body = root.value
+    options = body.get("prompt_cache_options")
+    add_tools(root, out)
+    fmt = expect(root.get("response_format"), dict, "'response_format'")
+    if fmt is not None and fmt.value.get("type") != "text":
+        out.add("tools", "/response_format", "schema", fmt)
+
+    messages = expect(root.get("messages"), list, "'messages'")
+    if messages is None:
+        raise InputError("no 'messages' list")
+    images = False
+    leading = True
+    for mi, msg in enumerate(messages.kids):
+        if not isinstance(msg.value, dict):
+            raise InputError(f"/messages/{mi} must be an object")
+        role = msg.value.get("role")
+        leading = leading and role in SYSTEM_ROLES
+        level = "system" if leading else "messages"
+        header: dict[str, Any] | None = message_header(msg.value, "content", "tool_calls")
+        before = len(out.segments)
+        content = expect(msg.get("content"), (str, list), f"/messages/{mi}/content")
+        if content is not None and isinstance(content.value, str):
+            out.add(level, f"/messages/{mi}/content", "tool_result" if role == "tool" else "text", content,
+                    role=role, message_index=mi, header=header, text=content.value,
+                    breakpoint=breakpoint_of(msg.value, options))
+        elif content is not None:
+            for pi, part in enumerate(content.kids):
+                v = part.value
+                kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
+                out.add(level, f"/messages/{mi}/content/{pi}", kind, part, role=role, message_index=mi,
+                        header=header if pi == 0 else None, breakpoint=breakpoint_of(v, options),
+                        text=v.get("text") if isinstance(v, dict) else None)
+                images = images or kind == "image"
+        calls = expect(msg.get("tool_calls"), list, f"/messages/{mi}/tool_calls")
+        for ci, call in enumerate(calls.kids if calls else ()):
+            out.add(level, f"/messages/{mi}/tool_calls/{ci}", "tool_use", call, role=role, message_index=mi,
+                    header=header if len(out.segments) == before else None)
+        if len(out.segments) == before:  # no content at all (null content, refusal, legacy function_call)
+            out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header)
+
+    reasoning = body.get("reasoning")
+    settings = {
+        "tool_choice": body.get("tool_choice"),
+        "parallel_tool_calls": body.get("parallel_tool_calls"),
+        "effort": body.get("reasoning_effort") or (reasoning.get("effort") if isinstance(reasoning, dict) else None),
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_retention": body.get("prompt_cache_retention"),
+        "prompt_cache_options": options,
+        "images": images,
+    }
+    return Prompt(API, model_of(body), out.segments, settings)
+
+
+def _part_kind(part: Any, where: str) -> str:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        raise InputError(f"{where} must be an object with a 'type'")
+    return PART_KINDS.get(part["type"], part["type"])
+
+
+def model_of(body: dict[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InputError("'model' must be a string")
+    return model
+
+
+# ---- usage (shared with the Responses API: same subset convention, other field names)
+
+def usage(raw: Mapping[str, Any] | None) -> Usage:
+    """Subset convention: cached (and, GPT-5.6+, written) tokens are inside prompt_tokens/input_tokens.
+
+    Also DeepSeek's prompt_cache_hit_tokens / prompt_cache_miss_tokens (hit + miss = prompt), and
+    vLLM/SGLang's prompt_tokens_details. No cache field at all: reported=False, never a miss.
+    """
+    if not isinstance(raw, Mapping):
+        return Usage()
+    prompt = _int(raw.get("prompt_tokens", raw.get("input_tokens")))
+    output = _int(raw.get("completion_tokens", raw.get("output_tokens")))
+    details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
+    cached = details.get("cached_tokens", raw.get("cached_tokens"))
+    written = details.get("cache_write_tokens", raw.get("cache_write_tokens"))
+    hit, miss = raw.get("prompt_cache_hit_tokens"), raw.get("prompt_cache_miss_tokens")
+    if hit is not None or miss is not None:  # DeepSeek
+        read, write = _int(hit), 0
+        prompt = prompt or read + _int(miss)
+    else:
+        read, write = _int(cached), _int(written)
+        if read + write > prompt:
+            # Gemini via OpenRouter counts a fresh explicit cache as both written and read: the tokens
+            # written are inside the read count, and a request cannot read what it writes itself.
+            read = max(min(read - write, prompt - write), 0)
+    reported = any(v is not None for v in (cached, written, hit, miss))
+    # OpenAI bills writes at one rate whatever the retention: they go in the default (5m) bucket.
+    return Usage(prompt_total=prompt, cache_read=read, cache_write_5m=write, cache_write_1h=0,
+                 uncached=max(prompt - read - write, 0), output=output, reported=reported)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The include_usage final chunk (choices: []) carries usage; some servers send it on every chunk."""
+    raw = event.get("usage")
+    return dict(raw) if isinstance(raw, Mapping) else current
+
+
+def is_content(event: Mapping[str, Any]) -> bool:
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, Mapping) else None
+        if isinstance(delta, Mapping) and any(
+                delta.get(k) for k in ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")):
+            return True
+    return False

@@ -1,0 +1,104 @@
+"""OpenAI Responses API (POST /v1/responses).
+
+Prefix order: tools, the text.format schema, `instructions`, then `input` (a string, or a list of
+items: messages, function calls and their outputs, reasoning, ...). Leading system/developer messages
+count as the system level.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.wire import openai_chat
+from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.segments import Builder, expect, message_header
+
+API = "openai-responses"
+PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
+              "input_file": "document", "input_audio": "audio", "refusal": "text"}
+ITEM_KINDS = {"function_call": "tool_use", "custom_tool_call": "tool_use",
+              "function_call_output": "tool_result", "custom_tool_call_output": "tool_result",
+              "reasoning": "thinking"}
+ITEM_ROLES = {"tool_use": "assistant", "thinking": "assistant", "tool_result": "tool"}
+
+usage = openai_chat.usage  # same subset convention; input_tokens / input_tokens_details
+
+
+def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
+    body = root.value
+    options = body.get("prompt_cache_options")
+    openai_chat.add_tools(root, out)
+    text = expect(root.get("text"), dict, "'text'")
+    fmt = expect(text.get("format"), dict, "/text/format") if text is not None else None
+    if fmt is not None and fmt.value.get("type") != "text":
+        out.add("tools", "/text/format", "schema", fmt)
+
+    instructions = expect(root.get("instructions"), (str, list), "'instructions'")
+    if instructions is not None:
+        out.add("system", "/instructions", "text", instructions, role="system", header={},
+                text=instructions.value if isinstance(instructions.value, str) else None)
+
+    items = expect(root.get("input"), (str, list), "'input'")
+    if items is None and instructions is None:
+        raise InputError("no 'input'")
+    images = False
+    if items is not None and isinstance(items.value, str):
+        out.add("messages", "/input", "text", items, role="user", message_index=0, header={"role": "user"},
+                text=items.value)
+    elif items is not None:
+        leading = True
+        for ii, item in enumerate(items.kids):
+            v = item.value
+            if not isinstance(v, dict):
+                raise InputError(f"/input/{ii} must be an object")
+            kind = ITEM_KINDS.get(v.get("type"), v.get("type") or "message")
+            role = v.get("role") or ITEM_ROLES.get(kind)
+            leading = leading and role in openai_chat.SYSTEM_ROLES
+            level = "system" if leading else "messages"
+            content = expect(item.get("content"), (str, list), f"/input/{ii}/content")
+            header = message_header(v, "content")
+            if content is None or kind != "message":
+                out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header)
+            elif isinstance(content.value, str):
+                out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
+                        header=header, text=content.value)
+            else:
+                for pi, part in enumerate(content.kids):
+                    pv = part.value
+                    if not isinstance(pv, dict) or not isinstance(pv.get("type"), str):
+                        raise InputError(f"/input/{ii}/content/{pi} must be an object with a 'type'")
+                    part_kind = PART_KINDS.get(pv["type"], pv["type"])
+                    out.add(level, f"/input/{ii}/content/{pi}", part_kind, part, role=role, message_index=ii,
+                            header=header if pi == 0 else None,
+                            breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"))
+                    images = images or part_kind == "image"
+                if not content.kids:
+                    out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii,
+                            header=header)
+
+    reasoning = body.get("reasoning")
+    settings = {
+        "tool_choice": body.get("tool_choice"),
+        "parallel_tool_calls": body.get("parallel_tool_calls"),
+        "effort": reasoning.get("effort") if isinstance(reasoning, dict) else None,
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_retention": body.get("prompt_cache_retention"),
+        "prompt_cache_options": options,
+        "images": images,
+    }
+    return Prompt(API, openai_chat.model_of(body), out.segments, settings)
+
+
+def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Usage arrives with the final response object: response.completed (or .incomplete / .failed)."""
+    response = event.get("response")
+    if isinstance(response, Mapping) and isinstance(response.get("usage"), Mapping):
+        return dict(response["usage"])
+    return current
+
+
+def is_content(event: Mapping[str, Any]) -> bool:
+    kind = event.get("type")
+    return isinstance(kind, str) and kind.endswith(".delta")

@@ -1,0 +1,304 @@
+"""compare(): properties over generated sessions of each API shape, and each cause found in real
+recorded requests (mutated the way apps break them) and in real recorded request sequences."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prefixguard.compare import CAUSES, compare
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.wire import parse_request
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = ("anthropic", "openai-chat", "openai-responses")
+PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "requests" / "make_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+
+
+def parse(body: dict | bytes, shape: str | None = None) -> Prompt:
+    raw = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+    return parse_request(raw, path=PATHS.get(shape or ""), count_tokens=False)
+
+
+# ---- properties over generated sessions
+
+text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+schema = st.fixed_dictionaries({"type": st.just("object"),
+                                "properties": st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True),
+                                                              st.fixed_dictionaries({"type": st.sampled_from(
+                                                                  ["string", "integer", "boolean"])}),
+                                                              max_size=3)})
+tools = st.lists(st.tuples(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), text, schema), max_size=4,
+                 unique_by=lambda t: t[0])
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[list, list]:
+    """(tools, history): user turns, assistant turns that may call a tool, and the tools' results."""
+    toolset = draw(tools)
+    history: list[tuple[Any, ...]] = []
+    for n in range(draw(st.integers(1, 6))):
+        history.append(("user", draw(text)))
+        calls = []
+        if toolset and draw(st.booleans()):
+            name, _, sch = draw(st.sampled_from(toolset))
+            args = {k: draw(text) for k in sch["properties"]}
+            calls = [(f"call_{n}", name, args)]
+        history.append(("assistant", draw(text), calls))
+        history += [("tool", cid, draw(text)) for cid, _, _ in calls]
+    return toolset, history
+
+
+def render(shape: str, system: str, toolset: list, history: list) -> dict:
+    return GEN.RENDER[shape](GEN.MODELS[shape][0], system, toolset, history)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=text, session=sessions())
+def test_a_request_compared_with_itself_never_breaks(shape: str, system: str, session: tuple) -> None:
+    body = render(shape, system, *session)
+    a, b = parse(body, shape), parse(copy.deepcopy(body), shape)
+    result = compare(a, b)
+    assert not result.broken and result.causes == ["append_only"] and result.divergence is None
+    assert result.reprefill_tokens == 0 and result.reused_tokens == a.total_tokens
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=text, session=sessions(), data=st.data())
+def test_appending_messages_is_always_append_only(shape: str, system: str, session: tuple, data: st.DataObject) -> None:
+    toolset, history = session
+    cut = data.draw(st.integers(1, len(history) - 1)) if len(history) > 1 else 1
+    a = parse(render(shape, system, toolset, history[:cut]), shape)
+    b = parse(render(shape, system, toolset, history), shape)
+    result = compare(a, b)
+    assert not result.broken and result.causes == ["append_only"], result
+    assert result.reused_tokens == a.total_tokens and result.reprefill_tokens == 0
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=text, session=sessions(), data=st.data())
+def test_an_edited_message_breaks_at_its_first_differing_byte(shape: str, system: str, session: tuple,
+                                                              data: st.DataObject) -> None:
+    toolset, history = session
+    turn = data.draw(st.sampled_from([i for i, t in enumerate(history) if t[0] == "user"]))
+    edited = list(history)
+    new = data.draw(text.filter(lambda s: s != history[turn][1]))
+    edited[turn] = ("user", new)
+    body_a, body_b = render(shape, system, toolset, history), render(shape, system, toolset, edited)
+    raw_a, raw_b = (json.dumps(x, ensure_ascii=False).encode() for x in (body_a, body_b))
+    result = compare(parse(raw_a, shape), parse(raw_b, shape))
+    assert result.broken and result.divergence.level == "messages"
+    first = next(i for i, (x, y) in enumerate(zip(raw_a, raw_b)) if x != y)
+    assert result.divergence.byte_offset == first
+    assert result.causes[0] in CAUSES and result.reprefill_tokens > 0
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=20, deadline=None)
+@given(session=sessions(), order=st.randoms(use_true_random=False))
+def test_top_level_field_order_never_breaks(shape: str, session: tuple, order: Any) -> None:
+    body = render(shape, "You are a careful assistant.", *session)
+    keys = list(body)
+    order.shuffle(keys)
+    result = compare(parse(body, shape), parse({k: body[k] for k in keys}, shape))
+    assert not result.broken
+
+
+# ---- each cause, on real recorded requests mutated the way apps break them
+
+def recorded(shared_data: Path, folder: str, n: int = 1) -> dict:
+    return json.loads((shared_data / "recorded" / "pydantic-ai" / folder / f"{n:04d}.request.json").read_text())
+
+
+ANTHROPIC = "test_anthropic_test_anthropic_mixed_strict_tool_run"      # 2 tools, tool_use / tool_result
+CHAT = "test_prefect_test_complex_agent_run_in_flow"                    # 21 tools, parallel tool calls
+RESPONSES = "test_openai_responses_test_openai_responses_thinking_with_tool_calls"
+
+
+def check(a: dict, b: dict, cause: str, level: str | None = None, pointer: str | None = None) -> Any:
+    result = compare(parse(a), parse(b))
+    assert result.causes[0] == cause, (result.causes, result.detail)
+    assert result.broken is (cause != "append_only")
+    if level:
+        assert (result.divergence.level, result.divergence.pointer) == (level, pointer)
+    return result
+
+
+def test_tools_reordered_changed_and_schema(shared_data: Path) -> None:
+    a = recorded(shared_data, ANTHROPIC, 2)
+    b = copy.deepcopy(a)
+    b["tools"].reverse()
+    check(a, b, "tools_reordered", "tools", "/tools/0")
+    b = copy.deepcopy(a)
+    del b["tools"][0]
+    check(a, b, "tools_changed", "tools", "/tools/0")
+    b = copy.deepcopy(a)
+    b["tools"][1]["input_schema"]["properties"]["country"]["description"] = "ISO country name"
+    result = check(a, b, "tool_schema_changed", "tools", "/tools/1")
+    assert "capital_lookup" in result.detail and "description" in result.detail
+
+
+def test_key_order_of_a_schema_and_of_tool_call_arguments(shared_data: Path) -> None:
+    a = recorded(shared_data, ANTHROPIC, 2)
+    b = copy.deepcopy(a)
+    schema = b["tools"][1]["input_schema"]
+    b["tools"][1]["input_schema"] = dict(reversed(list(schema.items())))
+    check(a, b, "key_order_changed", "tools", "/tools/1")
+
+    a = recorded(shared_data, CHAT, 3)
+    a["messages"][3]["tool_calls"][0]["function"]["arguments"] = '{"city": "Mexico City", "units": "metric"}'
+    b = copy.deepcopy(a)
+    b["messages"][3]["tool_calls"][0]["function"]["arguments"] = '{"units": "metric", "city": "Mexico City"}'
+    result = check(a, b, "key_order_changed", "messages", "/messages/3/tool_calls/0")
+    assert "city, units -> units, city" in result.detail
+
+
+@pytest.mark.parametrize("shape_folder,key", [(ANTHROPIC, "system"), (RESPONSES, "instructions")])
+def test_volatile_whitespace_and_edits_in_the_system_prompt(shared_data: Path, shape_folder: str, key: str) -> None:
+    a = recorded(shared_data, shape_folder, 2)
+    b = copy.deepcopy(a)
+    a[key] += "\nCurrent time: 2026-12-02T16:11:31.204Z"
+    b[key] += "\nCurrent time: 2026-12-02T16:11:58.911Z"
+    result = check(a, b, "volatile_content", "system", f"/{key}")
+    assert "iso-timestamp" in result.detail and "16:11:58.911Z" in result.after
+    b = copy.deepcopy(a)
+    b[key] = a[key].replace("Current time", "Current  time")
+    check(a, b, "whitespace_changed", "system", f"/{key}")
+    b[key] = a[key].replace("Current time", "Local time")
+    check(a, b, "system_changed", "system", f"/{key}")
+
+
+def test_request_and_session_ids_are_volatile(shared_data: Path) -> None:
+    a = recorded(shared_data, CHAT, 3)
+    b = copy.deepcopy(a)
+    a["messages"].insert(0, {"role": "system", "content": "Trace context: request_id=7fa3c9e1b2d4 (for logs)."})
+    b["messages"].insert(0, {"role": "system", "content": "Trace context: request_id=0b91e2aa55f3 (for logs)."})
+    result = check(a, b, "volatile_content", "system", "/messages/0/content")
+    assert result.detail.startswith("request-id")
+
+
+def test_history_rewritten_truncated_and_re_serialized(shared_data: Path) -> None:
+    a = recorded(shared_data, CHAT, 3)
+    b = copy.deepcopy(a)
+    b["messages"][2]["content"] = "Mexico (country code MX)"
+    check(a, b, "history_rewritten", "messages", "/messages/2/content")
+    b = copy.deepcopy(a)
+    b["messages"] = a["messages"][:1] + a["messages"][3:]  # the window drops the first tool round trip
+    result = check(a, b, "history_truncated", "messages", "/messages/1/tool_calls/0")
+    assert "2 messages dropped" in result.detail
+    a = recorded(shared_data, ANTHROPIC, 2)
+    b = copy.deepcopy(a)
+    b["messages"][0]["content"] = a["messages"][0]["content"][0]["text"]  # block list -> plain string
+    result = check(a, b, "history_rewritten", "messages", "/messages/0/content")
+    assert "re-serialized" in result.detail
+
+
+def test_model_setting_and_image_changes(shared_data: Path) -> None:
+    a = recorded(shared_data, ANTHROPIC, 2)
+    b = copy.deepcopy(a) | {"model": "claude-opus-4-5"}
+    result = check(a, b, "model_changed", "tools", "/tools/0")
+    assert result.reused_tokens == 0 and result.reprefill_tokens == parse(b).total_tokens
+    b = copy.deepcopy(a) | {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    result = check(a, b, "setting_changed", "messages", "/messages/0/content/0")  # per rules/providers.toml
+    assert result.setting == "thinking" and result.reused_tokens > 0
+    b = copy.deepcopy(a) | {"tool_choice": {"type": "any"}}
+    assert check(a, b, "setting_changed").setting == "tool_choice"
+    b = copy.deepcopy(a)
+    b["messages"][0]["content"].append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                    "data": GEN.IMAGE_B64}})
+    check(a, b, "images_changed", "messages", "/messages/0/content/0")
+
+    a = recorded(shared_data, RESPONSES, 2) | {"prompt_cache_key": "session-1"}
+    b = a | {"prompt_cache_key": "session-2"}
+    assert check(a, b, "setting_changed", "tools", "/tools/0").setting == "prompt_cache_key"
+
+
+def test_breakpoints_moved_forward_removed_and_ttl(shared_data: Path) -> None:
+    a = recorded(shared_data, ANTHROPIC, 2)
+    a["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    later = recorded(shared_data, ANTHROPIC, 3)
+    moved = copy.deepcopy(later)
+    moved["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    check(a, moved, "append_only")  # the incremental-caching pattern: the breakpoint moves to the newest block
+    check(a, later, "breakpoint_changed", "tools", "/tools/0")  # no breakpoint left to read A's entry
+    ttl = copy.deepcopy(a)
+    ttl["messages"][-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    result = check(a, ttl, "breakpoint_changed")
+    assert "TTL" in result.detail
+
+
+def test_history_compacted_in_a_real_sequence(shared_data: Path) -> None:
+    folder = "test_openai_responses_test_openai_responses_compact_messages"
+    result = check(recorded(shared_data, folder, 2), recorded(shared_data, folder, 4), "history_compacted",
+                   "messages", "/input/0")
+    assert "compaction item" in result.detail
+
+
+# ---- real recorded sequences: what each next request of a session does to the cache
+
+@pytest.mark.parametrize("folder,n,cause,pointer", [
+    ("test_anthropic_test_anthropic_mixed_strict_tool_run", 2, "append_only", None),
+    ("test_cache_prefix_stability_test_openai_tool_call_roundtrip_wire_stable_ag_ui_", 2, "append_only", None),
+    ("test_tool_search_test_openai_client_tool_search_streaming", 3, "append_only", None),
+    ("test_anthropic_test_anthropic_lazy_advertisement_live", 2, "tools_changed", "/tools/3"),
+    ("test_cache_test_openrouter_cache_messages_anthropic_real_api", 2, "history_rewritten", "/messages/1/content"),
+])
+def test_real_request_sequences(shared_data: Path, folder: str, n: int, cause: str, pointer: str | None) -> None:
+    result = check(recorded(shared_data, folder, n - 1), recorded(shared_data, folder, n), cause)
+    assert (result.divergence.pointer if result.divergence else None) == pointer
+
+
+def test_every_recorded_request_compared_with_itself(shared_data: Path) -> None:
+    seen = 0
+    for path in sorted((shared_data / "recorded").glob("*/*/*.request.json")):
+        raw = path.read_bytes()
+        try:
+            a, b = parse(raw), parse(raw)
+        except InputError:  # a request to another endpoint (e.g. /responses/compact without input)
+            continue
+        assert not compare(a, b).broken, path
+        seen += 1
+    assert seen > 100
+
+
+def test_cost_prices_the_re_prefill_at_the_breakpoint_ttl() -> None:
+    """The extra cost is B's re-prefilled tokens written at the TTL of B's next breakpoint (here the 1h
+    system one) instead of read from cache, at B's model prices from rules/providers.toml."""
+    from prefixguard.contracts import model_contract
+    pair = ROOT / "examples" / "requests" / "anthropic" / "volatile_content"
+    a, b = (parse_request((pair / n).read_bytes()) for n in ("a.json", "b.json"))
+    result = compare(a, b)
+    c = model_contract(b.api, b.model)
+    n = result.reprefill_tokens
+    assert n == sum(s.tokens for s in b.segments[result.divergence.segment_index:len(a.segments)])
+    assert result.cost_usd == pytest.approx(c.cost(write_1h=n) - c.cost(cache_read=n))
+    assert result.reused_tokens == sum(s.tokens for s in b.segments if s.level == "tools")
+
+
+def test_a_system_block_removed(shared_data: Path) -> None:
+    a = recorded(shared_data, ANTHROPIC, 2)
+    a["system"] = [{"type": "text", "text": a["system"]}, {"type": "text", "text": "Answer in English."}]
+    b = copy.deepcopy(a)
+    del b["system"][1]
+    result = check(a, b, "system_changed", "system", "/system")
+    assert "/system/1" in result.detail

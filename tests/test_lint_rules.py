@@ -1,0 +1,392 @@
+"""Each single-request rule: a request that triggers it and a close variant that does not, for each API
+shape it applies to, built from recorded requests (shared/data/recorded) and from requests written here
+the way apps write them."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from prefixguard.contracts import model_contract, providers
+from prefixguard.lint import catalog
+from prefixguard.lint.runner import check_prompt
+from prefixguard.wire import parse_request
+
+ALL = frozenset(r.code for r in catalog.rules())
+STAMP = "2026-12-02T16:11:31Z"
+UUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+# Stable prose of a realistic length (no digits, so nothing in it looks volatile).
+CLAUSE = ("Refunds are handled within thirty days of purchase when the customer shows the original receipt, "
+          "and store credit is offered otherwise; escalate disputes to a human agent. ")
+EPH = {"type": "ephemeral"}
+
+
+def filler(tokens: int) -> str:
+    return CLAUSE * (tokens // 30 + 1)   # one clause is about 30 tokens
+
+
+def found(body: dict, rule: str | None = None, path: str | None = None) -> list:
+    """Hits on a body (only those of `rule` when given)."""
+    prompt = parse_request(json.dumps(body, indent=1), path=path)
+    hits = check_prompt(prompt, ALL)
+    return [h for h in hits if rule is None or h.rule == rule]
+
+
+def anthropic(system, messages, tools=None, model="claude-sonnet-4-5", **extra):
+    body = {"model": model, "max_tokens": 1024, "system": system, "messages": messages, **extra}
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def chat(messages, tools=None, model="gpt-4.1", **extra):
+    body = {"model": model, "messages": messages, **extra}
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def responses(instructions, items, tools=None, model="gpt-5", **extra):
+    body = {"model": model, "instructions": instructions, "input": items, **extra}
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+def text(t, **mark):
+    return {"type": "text", "text": t, **mark}
+
+
+def user(content):
+    return {"role": "user", "content": content}
+
+
+def assistant(content):
+    return {"role": "assistant", "content": content}
+
+
+# ------------------------------------------------------------------------------------------- PG101
+
+def test_volatile_in_prefix_anthropic():
+    bad = anthropic([text("You are a support agent. " + filler(200)), text(f"Current time: {STAMP}", cache_control=EPH)],
+                    [user("Where is my order?")])
+    hits = found(bad, "volatile-in-prefix")
+    assert [(h.pointer, h.key) for h in hits] == [("/system/1/text", "today-phrase")]
+    # close variant: the time moved into the newest user message, after the cached prefix
+    good = anthropic([text("You are a support agent. " + filler(200), cache_control=EPH)],
+                     [user(f"Current time: {STAMP}\n\nWhere is my order?")])
+    assert found(good, "volatile-in-prefix") == []
+    # no breakpoint at all: nothing is cached, so nothing is volatile "in the cached prefix"
+    uncached = copy.deepcopy(bad)
+    del uncached["system"][1]["cache_control"]
+    assert found(uncached, "volatile-in-prefix") == []
+
+
+def test_volatile_in_prefix_ignores_history_written_by_tools_and_model():
+    messages = [user("What time is it?"),
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "clock", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": STAMP}]},
+                assistant(f"It is {STAMP}."), user("Thanks", )]
+    body = anthropic("You tell the time.", messages, cache_control=EPH)
+    assert found(body, "volatile-in-prefix") == []
+    messages[0] = user(f"Sent at {STAMP}: what time is it?")   # text the app writes is checked
+    assert [h.pointer for h in found(body, "volatile-in-prefix")] == ["/messages/0/content"]
+
+
+def test_volatile_in_prefix_openai_chat(shared_data):
+    base = json.loads((shared_data / "recorded/openllmetry/test_prompt_caching_test_openai_prompt_caching"
+                       "/0001.request.json").read_text())
+    assert found(base, "volatile-in-prefix") == []
+    bad = copy.deepcopy(base)
+    bad["messages"][0]["content"] = f"Request {UUID}. " + bad["messages"][0]["content"]
+    hits = found(bad, "volatile-in-prefix")
+    assert [(h.pointer, h.key, h.inner) for h in hits] == [("/messages/0/content", "uuid", (8, 44))]
+    good = copy.deepcopy(base)  # the same id in the last message is not in the prefix
+    good["messages"][-1]["content"] += f" Request {UUID}."
+    assert found(good, "volatile-in-prefix") == []
+
+
+def test_volatile_in_prefix_openai_responses():
+    bad = responses(f"Today is Wednesday, December 2. {filler(100)}", [{"role": "user", "content": "Hi"}])
+    assert [h.key for h in found(bad, "volatile-in-prefix")] == ["today-phrase"]
+    good = responses(filler(100), [{"role": "user", "content": "Today is Wednesday, December 2. Hi"}])
+    assert found(good, "volatile-in-prefix") == []
+
+
+def test_extra_volatile_patterns_from_config():
+    body = chat([{"role": "system", "content": "Order ORD-12345678 is open."}, user("Status?")])
+    prompt = parse_request(json.dumps(body))
+    assert [h for h in check_prompt(prompt, ALL) if h.rule == "volatile-in-prefix"] == []
+    hits = [h for h in check_prompt(prompt, ALL, {"order-number": r"ORD-\d{8}"}) if h.rule == "volatile-in-prefix"]
+    assert [h.key for h in hits] == ["order-number"]
+
+
+# ------------------------------------------------------------------------------------------- PG102
+
+def test_breakpoint_on_volatile_anthropic():
+    bad = anthropic([text("You are a coding agent. " + filler(100)), text("request_id: 9f2c41d7aa", cache_control=EPH)],
+                    [user("Fix the failing test.")])
+    assert [h.pointer for h in found(bad, "breakpoint-on-volatile")] == ["/system/1/text"]
+    good = anthropic([text("You are a coding agent. " + filler(100), cache_control=EPH), text("request_id: 9f2c41d7aa")],
+                     [user("Fix the failing test.")])
+    assert found(good, "breakpoint-on-volatile") == []
+
+
+def test_breakpoint_on_volatile_automatic():
+    bad = anthropic("You are terse.", [user(f"Ping {UUID}")], cache_control=EPH)
+    hits = found(bad, "breakpoint-on-volatile")
+    assert len(hits) == 1 and hits[0].message.startswith("automatic cache breakpoint")
+    assert found(anthropic("You are terse.", [user("Ping")], cache_control=EPH), "breakpoint-on-volatile") == []
+
+
+def test_breakpoint_on_volatile_openai_explicit_marker():
+    parts = [{"type": "text", "text": filler(50)}, {"type": "text", "text": f"nonce={UUID[:12]}"}]
+    bad = chat([{"role": "system", "content": copy.deepcopy(parts)}, user("Hi")], model="gpt-5.6")
+    bad["messages"][0]["content"][1]["prompt_cache_breakpoint"] = {}
+    assert [h.pointer for h in found(bad, "breakpoint-on-volatile")] == ["/messages/0/content/1/text"]
+    good = chat([{"role": "system", "content": copy.deepcopy(parts)}, user("Hi")], model="gpt-5.6")
+    good["messages"][0]["content"][0]["prompt_cache_breakpoint"] = {}
+    assert found(good, "breakpoint-on-volatile") == []
+
+
+# ------------------------------------------------------------------------------------------- PG103
+
+@pytest.mark.parametrize("shape", ["chat", "responses"])
+def test_volatile_routing_prefix(shape):
+    long_rules = filler(1200)
+    def build(system: str, last: str, **extra):
+        if shape == "chat":
+            return chat([{"role": "system", "content": system}, user(last)], **extra)
+        return responses(system, [{"role": "user", "content": last}], **extra)
+    bad = build(f"Session {UUID}. {long_rules}", "Summarize the report.", prompt_cache_key="analyst")
+    hits = found(bad, "volatile-routing-prefix")
+    assert [(h.key, h.variant) for h in hits] == [("uuid", None)]
+    good = build(long_rules, f"Session {UUID}. Summarize the report.", prompt_cache_key="analyst")
+    assert found(good, "volatile-routing-prefix") == []
+    # past the routing prefix: not a routing hazard (still in the prefix, a PG101 matter)
+    late = build(f"{long_rules} Session {UUID}.", "Summarize.", prompt_cache_key="analyst")
+    assert found(late, "volatile-routing-prefix") == []
+    # a long prompt without prompt_cache_key: the info case
+    nokey = build(long_rules, "Summarize the report.")
+    assert [(h.key, h.variant) for h in found(nokey, "volatile-routing-prefix")] == [("no-cache-key", "no-cache-key")]
+    assert found(build(filler(100), "Summarize."), "volatile-routing-prefix") == []  # too short to be cached
+
+
+def test_volatile_routing_prefix_recorded(shared_data):
+    base = json.loads((shared_data / "recorded/openllmetry/test_prompt_caching_test_openai_prompt_caching"
+                       "/0001.request.json").read_text())
+    assert [h.key for h in found(base, "volatile-routing-prefix")] == ["no-cache-key"]
+    keyed = dict(base, prompt_cache_key="summaries")
+    assert found(keyed, "volatile-routing-prefix") == []
+    # Anthropic has no routing prefix: the rule does not apply
+    assert found(anthropic(f"Session {UUID}. " + filler(1200), [user("Hi")], cache_control=EPH),
+                 "volatile-routing-prefix") == []
+
+
+# ------------------------------------------------------------------------------------------- PG201
+
+def _anthropic_tool(name):
+    return {"name": name, "description": f"Tool {name}.", "input_schema": {"properties": {}, "type": "object"}}
+
+
+def _chat_tool(name):
+    return {"type": "function", "function": {"name": name, "description": "", "parameters": {"type": "object"}}}
+
+
+def _responses_tool(name):
+    return {"type": "function", "name": name, "parameters": {"properties": {}, "type": "object"}}
+
+
+@pytest.mark.parametrize("shape", ["anthropic", "chat", "responses"])
+def test_tools_unsorted(shape):
+    def build(names):
+        if shape == "anthropic":
+            return anthropic("sys", [user("Hi")], tools=[_anthropic_tool(n) for n in names])
+        if shape == "chat":
+            return chat([user("Hi")], tools=[_chat_tool(n) for n in names])
+        return responses("sys", [{"role": "user", "content": "Hi"}], tools=[_responses_tool(n) for n in names])
+    hits = found(build(["search_docs", "get_weather", "lookup"]), "tools-unsorted")
+    assert [h.pointer for h in hits] == ["/tools/0"]
+    assert found(build(["get_weather", "lookup", "search_docs"]), "tools-unsorted") == []
+
+
+def test_tools_unsorted_recorded(shared_data):
+    base = json.loads((shared_data / "recorded/pydantic-ai/test_dbos_test_complex_agent_run_in_workflow"
+                       "/0002.request.json").read_text())
+    assert [h.pointer for h in found(base, "tools-unsorted")] == ["/tools/0"]  # get_weather before get_country
+    base["tools"].sort(key=lambda t: t["function"]["name"])
+    assert found(base, "tools-unsorted") == []
+
+
+# ------------------------------------------------------------------------------------------- PG202
+
+def test_unstable_key_order_anthropic_schema_and_input():
+    tool = {"name": "weather", "input_schema": {"type": "object", "properties": {"unit": {}, "city": {}}}}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"unit": "C", "city": "Paris"}}
+    body = anthropic("sys", [user("Weather?"), {"role": "assistant", "content": [call]}], tools=[tool])
+    hits = found(body, "unstable-key-order")
+    assert [h.pointer for h in hits] == ["/tools/0/input_schema", "/messages/1/content/0/input"]
+    tool["input_schema"] = {"properties": {"city": {}, "unit": {}}, "type": "object"}
+    call["input"] = {"city": "Paris", "unit": "C"}
+    assert found(body, "unstable-key-order") == []
+
+
+def test_unstable_key_order_openai_arguments():
+    call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"unit":"C","city":"Paris"}'}}
+    body = chat([user("Weather?"), {"role": "assistant", "content": None, "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}, user("Thanks")])
+    assert [h.pointer for h in found(body, "unstable-key-order")] == ["/messages/1/tool_calls/0/function/arguments"]
+    call["function"]["arguments"] = '{"city":"Paris","unit":"C"}'
+    assert found(body, "unstable-key-order") == []
+    item = {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": '{"b": 1, "a": 2}'}
+    rbody = responses("sys", [{"role": "user", "content": "Weather?"}, item,
+                              {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}])
+    assert [h.pointer for h in found(rbody, "unstable-key-order")] == ["/input/1/arguments"]
+    item["arguments"] = '{"a": 2, "b": 1}'
+    assert found(rbody, "unstable-key-order") == []
+
+
+def test_unstable_key_order_recorded_schemas_are_sorted(shared_data):
+    base = json.loads((shared_data / "recorded/pydantic-ai/test_dbos_test_complex_agent_run_in_workflow"
+                       "/0002.request.json").read_text())
+    assert found(base, "unstable-key-order") == []
+    base["tools"][0]["function"]["parameters"] = {"type": "object", **base["tools"][0]["function"]["parameters"]}
+    assert [h.pointer for h in found(base, "unstable-key-order")] == ["/tools/0/function/parameters"]
+
+
+# ------------------------------------------------------------------------------------------- PG301
+
+def test_invalid_breakpoint_block_kinds():
+    thinking = {"type": "thinking", "thinking": "Let me see.", "signature": "sig", "cache_control": EPH}
+    body = anthropic("sys", [user("Hi"), {"role": "assistant", "content": [thinking, text("Hello")]}, user("More")])
+    assert [h.key for h in found(body, "invalid-breakpoint")] == ["thinking"]
+    del thinking["cache_control"]
+    body["messages"][1]["content"][1]["cache_control"] = EPH
+    assert found(body, "invalid-breakpoint") == []
+    empty = anthropic("sys", [user([text("", cache_control=EPH)])])
+    assert [h.key for h in found(empty, "invalid-breakpoint")] == ["empty-text"]
+    assert found(anthropic("sys", [user([text("Hello", cache_control=EPH)])]), "invalid-breakpoint") == []
+
+
+def test_invalid_breakpoint_ttl_and_sub_block():
+    bad_ttl = anthropic([text("Rules", cache_control={"type": "ephemeral", "ttl": "10m"})], [user("Hi")])
+    assert [h.key for h in found(bad_ttl, "invalid-breakpoint")] == ["ttl"]
+    ok_ttl = anthropic([text("Rules", cache_control={"type": "ephemeral", "ttl": "1h"})], [user("Hi")])
+    assert found(ok_ttl, "invalid-breakpoint") == []
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [text("Sunny", cache_control=EPH)]}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}
+    body = anthropic("sys", [user("Weather?"), {"role": "assistant", "content": [call]}, user([result])])
+    assert [h.pointer for h in found(body, "invalid-breakpoint")] == ["/messages/2/content/0/content/0"]
+    result["content"] = [text("Sunny")]
+    result["cache_control"] = EPH
+    assert found(body, "invalid-breakpoint") == []
+
+
+def test_invalid_breakpoint_automatic_conflicts():
+    limit = providers()["anthropic"]["max_breakpoints"]
+    system = [text(f"Part {chr(65 + i)}", cache_control=EPH) for i in range(limit)]
+    body = anthropic(system, [user("Hi")], cache_control=EPH)
+    assert [h.key for h in found(body, "invalid-breakpoint")] == ["auto-slots"]
+    system[0].pop("cache_control")
+    assert found(body, "invalid-breakpoint") == []
+    last = anthropic("sys", [user([text("Hi", cache_control={"type": "ephemeral", "ttl": "5m"})])],
+                     cache_control={"type": "ephemeral", "ttl": "1h"})
+    assert [h.key for h in found(last, "invalid-breakpoint")] == ["auto-ttl"]
+    last["cache_control"]["ttl"] = "5m"
+    assert found(last, "invalid-breakpoint") == []
+
+
+# ------------------------------------------------------------------------------------------- PG302
+
+def test_ttl_order():
+    five, hour = {"type": "ephemeral", "ttl": "5m"}, {"type": "ephemeral", "ttl": "1h"}
+    bad = anthropic([text(filler(600), cache_control=five)], [user([text("Hi", cache_control=hour)])])
+    assert [h.pointer for h in found(bad, "ttl-order")] == ["/messages/0/content/0"]
+    good = anthropic([text(filler(600), cache_control=hour)], [user([text("Hi", cache_control=five)])])
+    assert found(good, "ttl-order") == []
+    auto = anthropic([text(filler(600), cache_control=five)], [user("Hi")], cache_control=hour)
+    assert [h.pointer for h in found(auto, "ttl-order")] == ["/cache_control"]
+
+
+# ------------------------------------------------------------------------------------------- PG303
+
+def test_no_breakpoint(shared_data):
+    base = json.loads((shared_data / "recorded/pydantic-ai/test_anthropic_test_anthropic_cache_real_api"
+                       "/0001.request.json").read_text())
+    assert found(base, "no-breakpoint") == []        # automatic caching is on
+    bare = {k: v for k, v in base.items() if k != "cache_control"}
+    hits = found(bare, "no-breakpoint")
+    assert [h.pointer for h in hits] == [""]
+    short = anthropic("You are terse.", [user("Hi")])
+    assert found(short, "no-breakpoint") == []       # below the minimum: nothing to cache anyway
+    # OpenAI caches automatically: the rule does not apply
+    assert found(chat([{"role": "system", "content": filler(1500)}, user("Hi")]), "no-breakpoint") == []
+
+
+# ------------------------------------------------------------------------------------------- PG401
+
+def test_too_many_breakpoints():
+    limit = providers()["anthropic"]["max_breakpoints"]
+    system = [text(f"Part {chr(65 + i)}", cache_control=EPH) for i in range(limit + 1)]
+    bad = anthropic(system, [user("Hi")])
+    assert [h.pointer for h in found(bad, "too-many-breakpoints")] == [f"/system/{limit}"]
+    system[0].pop("cache_control")
+    assert found(bad, "too-many-breakpoints") == []
+    bad["cache_control"] = EPH                          # the automatic one takes a slot too
+    assert len(found(bad, "too-many-breakpoints")) == 1
+
+
+def test_too_many_breakpoints_openai_explicit():
+    limit = providers()["openai"]["max_breakpoints"]
+    parts = [{"type": "text", "text": f"Part {chr(65 + i)}", "prompt_cache_breakpoint": {}} for i in range(limit + 1)]
+    bad = chat([{"role": "system", "content": parts}, user("Hi")], model="gpt-5.6")
+    assert len(found(bad, "too-many-breakpoints")) == 1
+    parts.pop()
+    assert found(bad, "too-many-breakpoints") == []
+
+
+# ------------------------------------------------------------------------------------------- PG402
+
+def test_below_minimum_anthropic():
+    model = "claude-haiku-4-5"
+    minimum = model_contract("anthropic", model).min_cacheable_tokens
+    bad = anthropic([text("You are terse.", cache_control=EPH)], [user("Hi")], model=model)
+    hits = found(bad, "below-minimum")
+    assert [(h.pointer, h.variant) for h in hits] == [("/system/0", None)]
+    good = anthropic([text(filler(minimum + 200), cache_control=EPH)], [user("Hi")], model=model)
+    assert found(good, "below-minimum") == []
+
+
+@pytest.mark.parametrize("shape", ["chat", "responses"])
+def test_below_minimum_openai_is_info(shape):
+    minimum = model_contract("openai-chat", "gpt-4.1").min_cacheable_tokens
+    def build(system):
+        if shape == "chat":
+            return chat([{"role": "system", "content": system}, user("Hi")])
+        return responses(system, [{"role": "user", "content": "Hi"}], model="gpt-4.1")
+    hits = found(build("You are terse."), "below-minimum")
+    assert [h.variant for h in hits] == ["openai"]
+    assert catalog.get("below-minimum").severity_of(hits[0].variant) == "info"
+    assert found(build(filler(minimum + 100)), "below-minimum") == []
+
+
+def test_below_minimum_compatible_server_has_none():
+    body = chat([user("Hi")], model="Qwen/Qwen2.5-0.5B-Instruct")   # a model OpenAI does not sell
+    assert found(body, "below-minimum") == []
+
+
+# ------------------------------------------------------------------------------------------- PG403
+
+def test_lookback_exceeded():
+    lookback = providers()["anthropic"]["lookback_blocks"]
+    turns = []
+    for i in range(lookback // 2 + 1):                  # just over the lookback in blocks
+        turns += [user(f"Step {chr(65 + i % 26)}"), assistant("Done.")]
+    bad = anthropic([text(filler(1100), cache_control=EPH)], turns + [user([text("Go on", cache_control=EPH)])])
+    hits = found(bad, "lookback-exceeded")
+    assert [h.pointer for h in hits] == [f"/messages/{len(turns)}/content/0"]
+    good = copy.deepcopy(bad)   # one more breakpoint halfway keeps every gap within the lookback
+    mid = lookback // 2 - (lookback // 2) % 2          # a user turn in the middle
+    good["messages"][mid] = user([text("Step", cache_control=EPH)])
+    assert found(good, "lookback-exceeded") == []

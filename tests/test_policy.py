@@ -1,0 +1,216 @@
+"""Cache policies on real request shapes (parsed by the wire adapters) and on recorded requests."""
+from __future__ import annotations
+
+import json
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prefixguard.contracts import model_contract, providers
+from prefixguard.policy import make_policy, policy_name
+from prefixguard.prompt import Prompt
+from prefixguard.wire import parse_request
+
+ANTHROPIC = providers()["anthropic"]
+OPENAI = providers()["openai"]
+TTL_5M, TTL_1H = ANTHROPIC["ttl_seconds"]["5m"], ANTHROPIC["ttl_seconds"]["1h"]
+
+
+def text(n: int, seed: str = "a") -> str:
+    """About n tokens of text that differs by seed."""
+    return " ".join(f"{seed}{i}" for i in range(n // 2))
+
+
+def mark(ttl: str | None = None) -> dict[str, Any]:
+    return {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+
+
+def anthropic_body(turns: int = 1, *, model: str = "claude-sonnet-4-5", system: int = 3000, bp_system: bool = False,
+                   bp_last: bool = True, auto: bool = False, ttl: str | None = None, **extra: Any) -> Prompt:
+    sys_block: dict[str, Any] = {"type": "text", "text": text(system, "s")}
+    if bp_system:
+        sys_block["cache_control"] = mark(ttl)
+    messages = []
+    for t in range(turns):
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"question {t}"}]})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {t}"}]})
+    messages.append({"role": "user", "content": [{"type": "text", "text": "last question"}]})
+    if bp_last:
+        messages[-1]["content"][-1]["cache_control"] = mark(ttl)
+    body = {"model": model, "max_tokens": 10, "system": [sys_block], "messages": messages, **extra}
+    if auto:
+        body["cache_control"] = mark(ttl)
+    return parse_request(json.dumps(body), path="/v1/messages")
+
+
+def cum(p: Prompt) -> list[int]:
+    return list(accumulate(s.tokens for s in p.segments))
+
+
+# ---- anthropic
+
+def test_anthropic_write_then_read_within_ttl_and_expiry() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body()
+    first = pol.commit(p, 0.0, "t")
+    assert (first.read_tokens, first.write_tokens, first.reason) == (0, p.total_tokens, "cold")
+    assert first.write_by_ttl == {"5m": p.total_tokens}
+    assert pol.lookup(p, TTL_5M - 1, "t").reason == "hit"
+    assert pol.lookup(p, TTL_5M - 1, "t").read_tokens == p.total_tokens
+    assert pol.lookup(p, TTL_5M + 1, "t").reason == "ttl_expired"
+
+
+def test_anthropic_read_refreshes_ttl_and_lookup_changes_nothing() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body()
+    pol.commit(p, 0.0)
+    pol.lookup(p, 200.0)                     # a lookup is no read
+    assert pol.lookup(p, TTL_5M + 50).reason == "ttl_expired"
+    pol.commit(p, 200.0)                     # a read refreshes the entry from its own start
+    assert pol.lookup(p, TTL_5M + 150).reason == "hit"
+
+
+def test_anthropic_one_hour_ttl() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body(ttl="1h")
+    assert pol.commit(p, 0.0).write_by_ttl == {"1h": p.total_tokens}
+    assert pol.lookup(p, TTL_1H - 1).reason == "hit"
+    assert pol.lookup(p, TTL_1H + 1).reason == "ttl_expired"
+
+
+def test_anthropic_automatic_breakpoint_on_the_last_block() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body(bp_last=False, auto=True)
+    assert pol.commit(p, 0.0).write_tokens == p.total_tokens
+    longer = parse_request(json.dumps({**json.loads(p.text), "messages": json.loads(p.text)["messages"] + [
+        {"role": "assistant", "content": [{"type": "text", "text": "an answer"}]},
+        {"role": "user", "content": [{"type": "text", "text": "a follow-up"}]}]}), path="/v1/messages")
+    got = pol.lookup(longer, 1.0)
+    assert (got.reason, got.read_tokens) == ("hit", p.total_tokens)
+    assert got.write_tokens == longer.total_tokens - p.total_tokens
+
+
+def test_anthropic_no_breakpoint_and_minimum_per_model() -> None:
+    pol = make_policy("anthropic")
+    assert pol.lookup(anthropic_body(bp_last=False), 0.0).reason == "no_breakpoint"
+    small = anthropic_body(system=800, model="claude-haiku-4-5")
+    big_min = model_contract("anthropic", "claude-haiku-4-5").min_cacheable_tokens
+    assert small.total_tokens < big_min
+    assert pol.commit(small, 0.0).reason == "below_minimum"
+    assert pol.lookup(small, 1.0).read_tokens == 0
+    # the same prompt clears a smaller model minimum
+    opus = anthropic_body(system=800, model="claude-opus-5")
+    assert opus.total_tokens >= model_contract("anthropic", "claude-opus-5").min_cacheable_tokens
+    pol.commit(opus, 0.0)
+    assert pol.lookup(opus, 1.0).reason == "hit"
+
+
+def test_anthropic_lookback_limit() -> None:
+    pol = make_policy("anthropic")
+    lookback = ANTHROPIC["lookback_blocks"]
+    base = json.loads(anthropic_body(turns=1, bp_last=True).text)
+    pol.commit(parse_request(json.dumps(base), path="/v1/messages"), 0.0)
+    grown = json.loads(json.dumps(base))
+    del grown["messages"][-1]["content"][-1]["cache_control"]
+    # one more user turn with many blocks, the breakpoint only on the last: the entry is out of reach
+    blocks = [{"type": "text", "text": f"block {i}"} for i in range(lookback + 2)]
+    blocks[-1]["cache_control"] = mark()
+    grown["messages"] += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": blocks}]
+    far = pol.lookup(parse_request(json.dumps(grown), path="/v1/messages"), 1.0)
+    assert (far.read_tokens, far.reason) == (0, "no_breakpoint")
+    # a few blocks fewer and the same breakpoint reaches it
+    near_blocks = blocks[-(lookback - 3):]
+    grown["messages"][-1]["content"] = near_blocks
+    near = pol.lookup(parse_request(json.dumps(grown), path="/v1/messages"), 1.0)
+    assert near.reason == "hit" and near.read_tokens > 0
+
+
+def test_anthropic_partial_when_a_longer_entry_is_out_of_reach() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body(turns=3, bp_system=True, bp_last=True)
+    pol.commit(p, 0.0)
+    same = json.loads(p.text)
+    del same["messages"][-1]["content"][-1]["cache_control"]
+    same["messages"][0]["content"][0]["cache_control"] = mark()  # a breakpoint short of the cached end
+    got = pol.lookup(parse_request(json.dumps(same), path="/v1/messages"), 1.0)
+    assert got.reason == "partial"
+    assert got.read_tokens == p.segments[0].tokens   # the system entry
+
+
+def test_anthropic_setting_change_keeps_the_system_entry() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body(bp_system=True)
+    pol.commit(p, 0.0)
+    thinking = anthropic_body(bp_system=True, thinking={"type": "enabled", "budget_tokens": 2048})
+    got = pol.lookup(thinking, 1.0)
+    assert got.read_tokens == p.segments[0].tokens  # thinking invalidates messages, not system
+    tools_changed = anthropic_body(bp_system=True, tools=[{"name": "t", "input_schema": {"type": "object"}}])
+    assert pol.lookup(tools_changed, 1.0).read_tokens == 0
+
+
+def test_state_is_per_tenant_and_model() -> None:
+    pol = make_policy("anthropic")
+    p = anthropic_body()
+    pol.commit(p, 0.0, "tenant-a")
+    assert pol.lookup(p, 1.0, "tenant-a").reason == "hit"
+    assert pol.lookup(p, 1.0, "tenant-b").reason == "cold"
+    assert pol.lookup(anthropic_body(model="claude-opus-4-1"), 1.0, "tenant-a").reason == "cold"
+
+
+# ---- openai and radix
+
+def chat(n_system: int, user: str = "hi", model: str = "gpt-4o", **extra: Any) -> Prompt:
+    body = {"model": model, "messages": [{"role": "system", "content": text(n_system, "s")},
+                                         {"role": "user", "content": user}], **extra}
+    return parse_request(json.dumps(body), path="/v1/chat/completions")
+
+
+def test_openai_minimum_steps_and_retention() -> None:
+    pol = make_policy("openai")
+    short = chat(500)
+    assert short.total_tokens < OPENAI["min_cacheable_tokens"]
+    assert pol.commit(short, 0.0).reason == "below_minimum"
+    p = chat(3000)
+    assert pol.commit(p, 0.0).reason == "cold"
+    other = chat(3000, user="another question")
+    got = pol.lookup(other, 10.0)
+    shared = p.segments[0].tokens
+    step = OPENAI["token_step"]
+    assert got.reason == "hit" and got.write_tokens == 0
+    assert got.read_tokens % step == 0 and shared - step < got.read_tokens <= shared
+    assert got.uncached_tokens == other.total_tokens - got.read_tokens
+    retention = OPENAI["retention_seconds"]
+    assert pol.lookup(other, retention["in_memory"] + 1).reason == "ttl_expired"
+    long = chat(3000, prompt_cache_retention="24h")
+    pol.commit(long, 0.0)
+    assert pol.lookup(long, retention["in_memory"] * 3).reason == "hit"
+
+
+def test_radix_reads_any_shared_prefix_forever() -> None:
+    pol = make_policy("radix")
+    p = chat(40, model="local-tiny")
+    pol.commit(p, 0.0)
+    got = pol.lookup(chat(40, user="else", model="local-tiny"), 1e9)
+    assert (got.reason, got.read_tokens) == ("hit", p.segments[0].tokens)
+
+
+def test_recorded_openai_requests(shared_data: Path) -> None:
+    folder = shared_data / "recorded/openllmetry/test_prompt_caching_test_openai_prompt_caching"
+    pol = make_policy(policy_name("openai-chat", "gpt-4o-mini"))
+    reasons = []
+    for n in range(1, 5):
+        p = parse_request((folder / f"{n:04d}.request.json").read_bytes(), path="/v1/chat/completions")
+        e = pol.commit(p, float(n))
+        reasons.append(e.reason)
+        assert e.read_tokens <= p.total_tokens
+    assert reasons == ["cold", "hit", "hit", "hit"]
+
+
+def test_policy_names() -> None:
+    assert policy_name("anthropic", "claude-sonnet-4-5") == "anthropic"
+    assert policy_name("openai-chat", "gpt-4o") == "openai"
+    assert policy_name("openai-chat", "my-local-model") == "radix"
+    with pytest.raises(ValueError, match="unknown cache policy"):
+        make_policy("lru")

@@ -1,0 +1,395 @@
+"""The proxy for real on loopback: mitmproxy + the prefixguard addon, the real anthropic and openai SDK
+clients in front, and behind it an upstream that replays real recorded provider responses."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from prefixguard.proxy.addon import PrefixGuard
+from prefixguard.proxy.redact import tenant_of
+from prefixguard.proxy.run import ProxyThread
+from prefixguard.store import open_store
+from upstream import Upstream
+
+LEGACY = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
+STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy"
+OPENAI_STREAM = "pydantic-ai/test_dbos_test_mcp_tools_not_cached_when_disabled"
+TOOLS = "pydantic-ai/test_tool_search_test_anthropic_custom_callable_round_trip"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Env:
+    def __init__(self, upstream: Upstream, proxy: ProxyThread, addon: PrefixGuard, clock: Clock, lines: list[str],
+                 db: Path, recorded: Path) -> None:
+        self.upstream, self.proxy, self.addon, self.clock, self.lines = upstream, proxy, addon, clock, lines
+        self.db, self.recorded = db, recorded
+        self._n = 0
+
+    def key(self) -> str:
+        self._n += 1
+        return f"sk-ant-api03-test{self._n:04d}-{'x' * 24}"
+
+    def body(self, cassette: str, n: int = 1) -> dict[str, Any]:
+        return json.loads((self.recorded / cassette / f"{n:04d}.request.json").read_text())
+
+    def anthropic(self, key: str, **kw: Any) -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=self.proxy.url, api_key=key, max_retries=0, **kw)
+
+    def rows(self, key: str, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The store rows of one tenant, once n of them are written (the analysis runs behind the flow)."""
+        tenant = tenant_of({"x-api-key": key})
+        deadline = time.monotonic() + timeout
+        while True:
+            with open_store(self.db) as store:
+                rows = [r for r in store.rows() if r["tenant"] == tenant]
+            if len(rows) >= n or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def env(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
+    recorded = shared_data / "recorded"
+    db = tmp_path_factory.mktemp("proxy") / "capture.db"
+    clock, lines = Clock(), []
+    addon = PrefixGuard(clock=clock, console=lines.append)
+    with Upstream(recorded) as up:
+        with ProxyThread([up.url, f"/openai={up.url}"], addon=addon, store=str(db)) as px:
+            yield Env(up, px, addon, clock, lines, db, recorded)
+
+
+def streamable(body: dict[str, Any]) -> dict[str, Any]:
+    """A recorded streaming request for the SDKs' stream() helpers, which set `stream` themselves."""
+    body.pop("stream", None)
+    return body
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---- byte identity
+
+def test_json_bodies_pass_byte_for_byte(env: Env) -> None:
+    # The recorded file as is (indented JSON, key order of the recording): what arrives upstream is it.
+    raw = (env.recorded / LEGACY / "0001.request.json").read_bytes()
+    key = env.key()
+    r = httpx.post(f"{env.proxy.url}/v1/messages", content=raw,
+                   headers={"x-api-key": key, "content-type": "application/json", "x-test-id": "raw-json"})
+    assert r.status_code == 200
+    assert env.upstream.seen["raw-json"]["request_sha"] == sha(raw)
+    assert env.upstream.seen["raw-json"]["response_sha"] == sha(r.content)
+    assert r.content == env.upstream.recording(f"{LEGACY}/0001")[0]
+
+
+def test_sdk_json_and_sse_bytes_identical(env: Env) -> None:
+    client = env.anthropic(env.key())
+    body = env.body(LEGACY)
+    r = client.messages.with_raw_response.create(**body, extra_headers={"x-test-id": "sdk-json"})
+    assert sha(r.http_request.read()) == env.upstream.seen["sdk-json"]["request_sha"]
+    assert sha(r.http_response.content) == env.upstream.seen["sdk-json"]["response_sha"]
+    assert r.parse().usage.cache_creation_input_tokens == 1163
+
+    with client.messages.with_streaming_response.create(**body, stream=True,
+                                                        extra_headers={"x-test-id": "sdk-sse"}) as s:
+        streamed = b"".join(s.iter_bytes())
+        sent = s.http_request.read()
+    assert sha(sent) == env.upstream.seen["sdk-sse"]["request_sha"]
+    assert sha(streamed) == env.upstream.seen["sdk-sse"]["response_sha"]
+    client.close()
+
+
+def test_openai_stream_by_path_prefix_and_usage_from_stream(env: Env) -> None:
+    key = env.key()
+    client = openai.OpenAI(base_url=f"{env.proxy.url}/openai/v1", api_key=key, max_retries=0)
+    body = env.body(OPENAI_STREAM)
+    chunks = list(client.chat.completions.create(**body, extra_headers={"x-test-id": "oai-sse"}))
+    client.close()
+    assert chunks[-1].usage.prompt_tokens == 364
+    assert env.upstream.seen["oai-sse"]["path"] == "/v1/chat/completions"  # the prefix was routed and removed
+    [row] = env.rows(key, 1)
+    assert row["api"] == "openai-chat" and row["model"] == "gpt-4o"
+    assert row["usage"] == {"prompt_total": 364, "cache_read": 0, "cache_write_5m": 0, "cache_write_1h": 0,
+                            "uncached": 364, "output": 40, "reported": True}
+    assert row["timings"]["ttft_s"] > 0 and row["timings"]["total_s"] >= row["timings"]["ttft_s"]
+
+
+def test_anthropic_stream_usage_and_decode_rate(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    with client.messages.stream(**streamable(env.body(STREAM)), extra_headers={"x-upstream-gap": "0.002"}) as s:
+        text = s.get_final_text()
+    client.close()
+    assert text.startswith("Here are concise summaries")
+    [row] = env.rows(key, 1)
+    u = row["usage"]
+    # message_start carries the prompt side, message_delta the final output count
+    assert (u["cache_write_5m"], u["cache_read"], u["uncached"], u["output"]) == (1165, 0, 4, 201)
+    t = row["timings"]
+    assert 0 < t["ttft_s"] < t["total_s"]
+    assert t["decode_tps"] > 0
+
+
+# ---- verdicts
+
+def test_stable_prefix_within_then_after_ttl(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    body = env.body(LEGACY)
+    client.messages.create(**body)                                           # the provider writes
+    env.clock.now += 60
+    client.messages.create(**body, extra_headers={"x-replay": f"{LEGACY}/0002"})  # and reads
+    env.clock.now += 301                                                     # past the 5m TTL
+    client.messages.create(**body)                                           # writes again
+    client.close()
+    rows = env.rows(key, 3)
+    assert [r["verdict"] for r in rows] == ["cold", "hit", "miss_ttl_expired"]
+    assert rows[1]["expected_cached"] > 1000 and rows[1]["usage"]["cache_read"] == 1163
+    assert rows[2]["expected_cached"] == 0
+
+
+def test_server_side_miss_when_stable_prefix_is_not_read(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    body = env.body(LEGACY)
+    client.messages.create(**body)
+    client.messages.create(**body)  # same prefix, within TTL, and the provider reports no read
+    client.close()
+    assert [r["verdict"] for r in env.rows(key, 2)] == ["cold", "miss_server_side"]
+
+
+def test_timestamped_system_prompt(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    verdicts = []
+    for stamp in ("2026-12-02T16:00:00Z", "2026-12-02T16:00:07Z"):
+        body = env.body(LEGACY)
+        body["system"][0]["text"] = f"Current time: {stamp}. " + body["system"][0]["text"]
+        # a slow upstream: the request-side verdict is ready when the response headers come back
+        r = client.messages.with_raw_response.create(**body, extra_headers={"x-upstream-delay": "0.5"})
+        verdicts.append(r.headers.get("x-prefixguard-verdict"))
+        env.clock.now += 7
+    client.close()
+    assert verdicts == ["cold", "miss_prefix_changed"]
+    rows = env.rows(key, 2)
+    assert rows[1]["verdict"] == "miss_prefix_changed"
+    assert rows[1]["cause"].startswith("volatile_content") and "/system/0" in rows[1]["cause"]
+
+
+def test_reordered_tools(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    body = env.body(LEGACY)
+    body["tools"] = env.body(TOOLS)["tools"]
+    client.messages.create(**body)
+    body["tools"] = body["tools"][1:] + body["tools"][:1]
+    r = client.messages.with_raw_response.create(**body, extra_headers={"x-upstream-delay": "0.5"})
+    client.close()
+    assert r.headers["x-prefixguard-verdict"] == "miss_prefix_changed"
+    assert r.headers["x-prefixguard-cause"] == "tools_reordered at /tools/0"
+    row = env.rows(key, 2)[1]
+    assert (row["verdict"], row["cause"]) == ("miss_prefix_changed", "tools_reordered at /tools/0")
+
+
+# ---- failures reach the client as they would directly, and are recorded
+
+def test_upstream_500(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    with pytest.raises(anthropic.InternalServerError) as err:
+        client.messages.create(**env.body(LEGACY), extra_headers={"x-upstream-status": "500"})
+    client.close()
+    direct = anthropic.Anthropic(base_url=env.upstream.url, api_key=key, max_retries=0)
+    with pytest.raises(anthropic.InternalServerError) as err_direct:
+        direct.messages.create(**env.body(LEGACY), extra_headers={"x-upstream-status": "500"})
+    direct.close()
+    assert err.value.body == err_direct.value.body
+    [row] = env.rows(key, 1)
+    assert (row["status"], row["verdict"], row["cause"]) == (500, "error", "http 500")
+
+
+def test_upstream_timeout(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key, timeout=0.5)
+    with pytest.raises(anthropic.APITimeoutError):
+        client.messages.create(**env.body(LEGACY), extra_headers={"x-upstream-delay": "2"})
+    client.close()
+    [row] = env.rows(key, 1)
+    assert row["status"] is None and row["verdict"] == "error"
+
+
+def test_stream_cut_midway(env: Env) -> None:
+    key = env.key()
+    body = streamable(env.body(STREAM))
+    headers = {"x-upstream-cut": "6"}
+
+    def read(base: str) -> type[BaseException]:
+        client = anthropic.Anthropic(base_url=base, api_key=key, max_retries=0)
+        try:
+            with client.messages.stream(**body, extra_headers=headers) as s:
+                s.get_final_text()
+        except Exception as err:  # noqa: BLE001 - the type is what we compare
+            return type(err)
+        finally:
+            client.close()
+        raise AssertionError("the stream was cut but the client saw no error")
+
+    assert read(env.proxy.url) is read(env.upstream.url)
+    [row] = env.rows(key, 1)
+    assert row["verdict"] == "error" and row["status"] == 200
+    assert row["usage"]["cache_write_5m"] == 1165  # what arrived before the cut is still read
+
+
+@pytest.mark.slow
+def test_cli_proxy_with_upstream_refused(env: Env, tmp_path: Path) -> None:
+    """`prefixguard proxy --port 0` in its own process, in front of a port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    db = tmp_path / "refused.db"
+    key = env.key()
+    with cli_proxy(["--upstream", dead, "--store", str(db), "--quiet"]) as url:
+        client = anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as err:
+            client.messages.create(**env.body(LEGACY))
+        client.close()
+    assert err.value.status_code == 502  # what a proxy answers for "could not reach the server"
+    with pytest.raises(anthropic.APIConnectionError):  # and what the client sees without one
+        anthropic.Anthropic(base_url=dead, api_key=key, max_retries=0).messages.create(**env.body(LEGACY))
+    with open_store(db) as store:
+        [row] = list(store.rows())
+    assert row["verdict"] == "error" and "connect" in row["cause"].lower() and row["status"] is None
+
+
+def test_failing_analysis_leaves_the_flow_untouched(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    key = env.key()
+
+    def broken(flow: Any) -> None:
+        raise RuntimeError(f"injected failure, key {key}")
+
+    monkeypatch.setattr(env.addon.analyzer, "request", broken)
+    client = env.anthropic(key)
+    with caplog.at_level(logging.WARNING, logger="prefixguard.proxy"):
+        r = client.messages.with_raw_response.create(**env.body(LEGACY), extra_headers={"x-test-id": "broken"})
+        with client.messages.with_streaming_response.create(**streamable(env.body(STREAM)), stream=True,
+                                                            extra_headers={"x-test-id": "broken-sse"}) as s:
+            streamed = b"".join(s.iter_bytes())
+        env.rows(key, 2)
+    client.close()
+    assert r.status_code == 200
+    assert sha(r.http_response.content) == env.upstream.seen["broken"]["response_sha"]
+    assert sha(streamed) == env.upstream.seen["broken-sse"]["response_sha"]
+    assert "injected failure" in caplog.text and key not in caplog.text
+
+
+@pytest.mark.slow
+def test_50_concurrent_streams_each_attributed(env: Env) -> None:
+    keys = [env.key() for _ in range(50)]
+    body = streamable(env.body(STREAM))
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            client = anthropic.Anthropic(base_url=env.proxy.url, api_key=keys[i], max_retries=0)
+            replay = f"{STREAM}/{'0002' if i % 2 else '0001'}"
+            with client.messages.stream(**body, extra_headers={"x-replay": replay, "x-upstream-output": str(100 + i),
+                                                                "x-upstream-gap": "0.001"}) as s:
+                final = s.get_final_message()
+            assert final.usage.output_tokens == 100 + i
+            client.close()
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for i, key in enumerate(keys):
+        [row] = env.rows(key, 1)
+        assert row["usage"]["output"] == 100 + i
+        assert row["usage"]["cache_read"] == (1165 if i % 2 else 0)
+        assert row["verdict"] == ("hit" if i % 2 else "cold")
+
+
+def test_no_secret_in_store_or_console(env: Env) -> None:
+    key = env.key()
+    body = env.body(LEGACY)
+    body["metadata"] = {"user_id": "u1"}
+    body["api_key"] = key                    # a key pasted into a body field
+    body["messages"][0]["content"][0]["text"] += f"\nmy key is {key}"  # and into the prompt
+    r = httpx.post(f"{env.proxy.url}/v1/messages?key={key}&beta=true", json=body,
+                   headers={"authorization": f"Bearer {key}", "cookie": f"session={key}"})
+    assert r.status_code == 200
+    env.rows(key, 1)
+    with open_store(env.db) as store:
+        exported = "".join(json.dumps(row) for row in store.rows())
+    files = b"".join(p.read_bytes() for p in env.db.parent.glob(env.db.name + "*"))
+    assert key not in exported and key.encode() not in files
+    assert not any(key in line for line in env.lines)
+    row = next(r for r in env.rows(key, 1))
+    assert "beta=true" in row["path"] and row["request"]["metadata"] == {"user_id": "u1"}
+
+
+@contextlib.contextmanager
+def cli_proxy(args: list[str], program: str = "prefixguard") -> Iterator[str]:
+    """Run the proxy in a subprocess; yields its URL (the port it printed), stops it with SIGINT."""
+    exe = Path(sys.executable).with_name(program)
+    cmd = [str(exe), "proxy", "--port", "0", *args] if program == "prefixguard" else [str(exe), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            found = re.search(r"listening (?:on http://|at )([\d.]+:\d+)", line)
+            url = f"http://{found.group(1)}" if found else None
+        assert url, f"{program} did not start"
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+
+
+@pytest.mark.slow
+def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
+    """The same addon loaded by mitmdump itself, as a regular (forward) proxy."""
+    db = tmp_path / "fwd.db"
+    addon_file = Path(__file__).resolve().parent.parent / "prefixguard" / "proxy" / "addon.py"
+    key = env.key()
+    with cli_proxy(["--listen-host", "127.0.0.1", "--listen-port", "0", "-s", str(addon_file),
+                    "--set", f"prefixguard_store={db}", "--set", "prefixguard_quiet=true"], "mitmdump") as url:
+        with httpx.Client(proxy=url) as client:
+            r = client.post(f"{env.upstream.url}/v1/messages", json=env.body(LEGACY), headers={"x-api-key": key})
+        assert r.status_code == 200 and r.content == env.upstream.recording(f"{LEGACY}/0001")[0]
+    with open_store(db) as store:
+        [row] = list(store.rows())
+    assert row["tenant"] == tenant_of({"x-api-key": key}) and row["verdict"] == "cold"

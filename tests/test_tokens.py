@@ -1,0 +1,55 @@
+"""Token counts: tiktoken offline, or a flagged estimate where no tokenizer loads."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prefixguard import tokens
+from prefixguard.wire import parse_request
+
+
+@pytest.fixture
+def fresh_tokenizer(monkeypatch):
+    """Each test reads the environment anew, and leaves the default tokenizer loaded after."""
+    tokens.reset()
+    yield monkeypatch
+    monkeypatch.undo()
+    tokens.reset()
+
+
+def test_offline_cl100k(fresh_tokenizer):
+    fresh_tokenizer.delenv("PREFIXGUARD_TOKENIZER", raising=False)
+    fresh_tokenizer.delenv("PREFIXGUARD_ENCODING", raising=False)
+    assert not tokens.is_estimated()
+    assert tokens.encoding_name() == "cl100k_base"
+    assert tokens.count("hello world") == 2
+    assert tokens.count("<|endoftext|>") > 1  # special tokens in user text are plain text
+    assert tokens.count("") == 0
+
+
+def test_forced_estimate_is_flagged_everywhere(fresh_tokenizer):
+    fresh_tokenizer.setenv("PREFIXGUARD_TOKENIZER", "estimate")
+    assert tokens.is_estimated() and tokens.encoding_name() == "estimate"
+    assert tokens.count("abcdefgh") == 2 and tokens.count("é") == 1
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello " * 100}]})
+    prompt = parse_request(body)
+    assert prompt.tokens_estimated and prompt.segments[0].tokens == 150
+
+
+def test_unknown_encoding_falls_back_to_the_bundled_one(fresh_tokenizer, tmp_path):
+    fresh_tokenizer.setenv("PREFIXGUARD_ENCODING", "no_such_encoding")
+    fresh_tokenizer.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    assert tokens.encoding_name() == "cl100k_base" and not tokens.is_estimated()
+
+
+def test_segment_counts(shared_data):
+    path = shared_data / "recorded/pydantic-ai/test_anthropic_test_anthropic_cache_real_api/0002.request.json"
+    counted = parse_request(path.read_bytes())
+    estimated = parse_request(path.read_bytes(), count_tokens=False)
+    assert not counted.tokens_estimated and estimated.tokens_estimated
+    assert all(s.tokens > 0 for s in counted.segments)
+    # the provider said 1532 prompt tokens; cl100k is not Claude's tokenizer but lands near it
+    assert 0.7 * 1532 < counted.total_tokens < 1.3 * 1532
+    text_block = next(s for s in counted.segments if s.kind == "text" and isinstance(s.value, dict))
+    assert text_block.tokens == tokens.count(text_block.value["text"])  # text counts its text, not its JSON
