@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 
 @dataclass
@@ -43,10 +44,9 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: in
         if ctx == s.q_len:   # nothing cached: the new K/V are the whole context
             kk, vv = k[s.q_start:s.q_start + s.q_len], v[s.q_start:s.q_start + s.q_len]
             mask, causal = None, True
-        else:
+        else:              # cached prefix: query i sits at position ctx - q_len + i (causal, lower right)
             kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
-            qpos = torch.arange(ctx - s.q_len, ctx, device=q.device)
-            mask, causal = torch.arange(ctx, device=q.device)[None, :] <= qpos[:, None], False
+            mask, causal = causal_lower_right(s.q_len, ctx), False
         o = F.scaled_dot_product_attention(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0),
                                            attn_mask=mask, is_causal=causal, enable_gqa=True)
         out[s.q_start:s.q_start + s.q_len] = o.squeeze(0).transpose(0, 1)

@@ -39,12 +39,13 @@ class ModelConfig:
 
 
 # "tiny": tests and CI; its vocabulary holds every cl100k_base id (< 100277) plus special ids above.
-# "small": CPU benchmarks (~30M params without the embedding). "1b": the Llama-3.2-1B shape, for a GPU.
+# "small": CPU benchmarks (61M params without the embedding; wide and shallow, so that up to a few
+# thousand tokens the matmuls, not attention, dominate prefill). "1b": the Llama-3.2-1B shape, for a GPU.
 PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(vocab_size=100352, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
                         head_dim=16, intermediate_size=192, max_position=16384),
-    "small": ModelConfig(vocab_size=100352, hidden_size=512, num_layers=8, num_heads=8, num_kv_heads=4,
-                         head_dim=64, intermediate_size=1536, max_position=16384),
+    "small": ModelConfig(vocab_size=100352, hidden_size=1024, num_layers=4, num_heads=16, num_kv_heads=4,
+                         head_dim=64, intermediate_size=4096, max_position=16384),
     "1b": ModelConfig(vocab_size=128256, hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8,
                       head_dim=64, intermediate_size=8192, rope_theta=500000.0, max_position=131072,
                       tie_embeddings=True),

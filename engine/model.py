@@ -124,7 +124,7 @@ class LlamaModel(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return (hidden @ w.t()).float()
+        return nn.functional.linear(hidden, w).float()
 
     @torch.inference_mode()
     def reference_logits(self, ids: list[int]) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Compare an earlier request A with a later request B: does B reuse A's cached prefix, and if not,
 where does it first diverge, why, what must be prefilled again and what that costs.
 
-Content is compared by the fingerprint chain (segment canon leaves breakpoint markers out); breakpoints,
+Content is compared by the fingerprint chain (segment keys leave breakpoint markers out); breakpoints,
 the model and the cache-keying settings are compared on their own, each against the provider contract
 in rules/providers.toml (which level a setting change invalidates).
 """
@@ -78,6 +78,7 @@ COMPACTION_KINDS = {"compaction", "compaction_summary"}  # provider-side compact
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).
 SUMMARY_WORDS = re.compile(r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
                            r"earlier conversation|conversation so far|compacted")
+FALLBACK = {"tools": "tool_schema_changed", "system": "system_changed", "messages": "history_rewritten"}
 WINDOW = 200          # characters around a difference searched for volatile content
 EXCERPT = 72          # characters of an excerpt
 
@@ -135,7 +136,7 @@ def compare(a: Prompt, b: Prompt) -> Comparison:
     bp = _breakpoint_finding(a, b, shared)
     if bp is not None:
         findings.append(bp)
-    if shared < min(len(a.segments), len(b.segments)):
+    if shared < min(len(a.segments), len(b.segments)) and a.api == b.api:  # another API: nothing to align
         findings.append(_content_finding(a, b, shared))
     findings.sort(key=lambda f: f.index)
     # A finding at or past A's end leaves all of A's prefix in place: B still reuses it whole.
@@ -180,6 +181,8 @@ def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
         out.append(_Finding(_first_at_level(b, invalidates.get("model", LEVELS[0])), "model_changed",
                             f"model {a.model} -> {b.model}" + (f" ({a.api} -> {b.api})" if a.api != b.api else ""),
                             before=f"model: {a.model}", after=f"model: {b.model}"))
+    if a.api != b.api:  # settings of two API shapes do not compare
+        return out
     for key in dict.fromkeys([*a.settings, *b.settings]):
         old, new = a.settings.get(key), b.settings.get(key)
         level = invalidates.get(key)
@@ -233,7 +236,8 @@ def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:
     old, new = writes.get(first), reads.get(first)
     what = "TTL changed" if old and new else "breakpoint removed" if old else "breakpoint added"
     detail = f"{what} at {b.segments[first].pointer} ({_ttl_text(old)} -> {_ttl_text(new)}): B cannot read "
-    detail += ("the entry A wrote there" if first == ours[-1] else f"the entry A wrote at {a.segments[ours[-1]].pointer}")
+    last = a.segments[ours[-1]].pointer
+    detail += "the entry A wrote there" if first == ours[-1] else f"the entry A wrote at {last}"
     return _Finding(best + 1, "breakpoint_changed", detail, before=f"cache_control: {_ttl_text(old)}",
                     after=f"cache_control: {_ttl_text(new)}")
 
@@ -250,6 +254,18 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     p = _common_prefix(ta, tb)
     before, after = _excerpts(ta, tb, p)
     level = min(sa.level, sb.level, key=LEVELS.index)
+    try:
+        cause, detail = _classify(a, b, sa, sb, ta, tb, p, level)
+    except RecursionError:  # a part nested too deeply to walk: still a break, at this level
+        cause, detail = FALLBACK[level], "nested too deeply to explain"
+    subject = f"the {detail.split(' ', 1)[0]} ({detail.split(' -> ')[-1]})" if cause == "volatile_content" else ""
+    shared_bytes = _common_prefix(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass")) \
+        if p < min(len(ta), len(tb)) else 0
+    return _Finding(i, cause, detail, before, after, offset=p, subject=subject, byte_extra=shared_bytes)
+
+
+def _classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
+              level: str) -> tuple[str, str]:
     if level == "tools":
         cause, detail = _tools_cause(a, b, sa, sb, ta, tb, p)
     elif level == "system":
@@ -259,15 +275,12 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     elif "image" in (sa.kind, sb.kind):
         cause, detail = "images_changed", _image_detail(sa, sb)
     else:
-        cause, detail = _history_cause(a, b, sa, sb)
+        cause, detail = _history_cause(a, b)
         if cause is None and sa.pointer == sb.pointer:
             cause, detail = _within(sa, sb, ta, tb, p)
         if cause is None:
             cause, detail = "history_rewritten", _explain(sa, sb)
-    subject = f"the {detail.split(' ', 1)[0]} ({detail.split(' -> ')[-1]})" if cause == "volatile_content" else ""
-    shared_bytes = _common_prefix(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass")) \
-        if p < min(len(ta), len(tb)) else 0
-    return _Finding(i, cause, detail, before, after, offset=p, subject=subject, byte_extra=shared_bytes)
+    return cause, detail
 
 
 def _image_detail(sa: Segment, sb: Segment) -> str:
@@ -332,15 +345,14 @@ def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
     return mb.name, ma.text, mb.text
 
 
-def _history_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment) -> tuple[str | None, str]:
+def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
     """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it)."""
     ma, mb = _messages(a), _messages(b)
     ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb)) if x != y), None)  # first differing message
     if ia is None:
         return None, ""
-    ib = ia
     rest_a = [key for _, key in ma[ia:]]
-    rest_b = [key for _, key in mb[ib:]]
+    rest_b = [key for _, key in mb[ia:]]
     if rest_b[0] in rest_a[1:]:
         dropped = rest_a.index(rest_b[0])
         first, last = ma[ia][0], ma[ia + dropped - 1][0]
@@ -349,25 +361,25 @@ def _history_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment) -> tuple[str 
                                      f"B resumes at A's message {ma[ia + dropped][0]}")
     in_b = set(key for _, key in mb)
     gone = sum(1 for key in rest_a if key not in in_b)
-    parts = [s for s in b.segments if s.level == "messages" and s.message_index == mb[ib][0]]
+    parts = [s for s in b.segments if s.level == "messages" and s.message_index == mb[ia][0]]
     summary = any(s.kind in COMPACTION_KINDS or SUMMARY_WORDS.search(_text_of(s.value)[:400]) for s in parts)
     if rest_b[0] not in rest_a and summary and gone >= 1 and len(rest_b) < len(rest_a):
         item = next((f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS),
-                    f"'{_short(_text_of(sb.value), 60)}'")
+                    f"'{_short(_text_of(parts[0].value), 60)}'")
         return "history_compacted", f"{gone} of A's messages from {ma[ia][0]} on are gone, replaced by {item}"
     return None, ""
 
 
 def _messages(p: Prompt) -> list[tuple[int, tuple[bytes, ...]]]:
-    """(message index, canon of its parts) for each message of the messages level, in order."""
+    """(message index, fingerprint keys of its parts) for each message of the messages level, in order."""
     out: list[tuple[int, list[bytes]]] = []
     for s in p.segments:
         if s.level != "messages":
             continue
         if out and out[-1][0] == s.message_index:
-            out[-1][1].append(s.canon)
+            out[-1][1].append(s.key)
         else:
-            out.append((s.message_index, [s.canon]))
+            out.append((s.message_index, [s.key]))
     return [(idx, tuple(parts)) for idx, parts in out]
 
 
@@ -391,7 +403,7 @@ def _data(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return _data(json.loads(value))
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
@@ -427,8 +439,8 @@ def _key_orders(va: Any, vb: Any) -> str:
 def _explain(sa: Segment, sb: Segment) -> str:
     """What changed inside a part, by deepdiff, in one line (the first two changes)."""
     if sa.level != sb.level:  # one side has a part the other lacks at this level
-        extra, side = (sa, "A") if LEVELS.index(sa.level) < LEVELS.index(sb.level) else (sb, "B")
-        return f"{side} has {extra.pointer} ({extra.level}) where the other has moved on to {(sb if side == 'A' else sa).level}"
+        extra, other, side = (sa, sb, "A") if LEVELS.index(sa.level) < LEVELS.index(sb.level) else (sb, sa, "B")
+        return f"{side} has {extra.pointer} ({extra.level}) where the other has moved on to {other.level}"
     va, vb = _data(_unmarked(sa.value)), _data(_unmarked(sb.value))
     if type(va) is not type(vb):
         return f"re-serialized: {_json_kind(va)} -> {_json_kind(vb)}"
@@ -439,7 +451,7 @@ def _explain(sa: Segment, sb: Segment) -> str:
             path = "/" + "/".join(str(k) for k in item.path(output_format="list")) if item.path() != "root" else "text"
             lines.append(_change(report, path, item.t1, item.t2))
     if not lines:
-        return "message fields changed (role, name or ids)" if sa.canon != sb.canon else "no visible change"
+        return "message fields changed (role, name or ids)" if sa.key != sb.key else "no visible change"
     more = f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""
     return "; ".join(lines[:2]) + more
 

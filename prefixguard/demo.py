@@ -221,52 +221,59 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _print(result: dict[str, Any]) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     before, after = result["before"], result["after"]
-    table = Table(title="The example agent through the prefixguard proxy, before and after the fixes",
-                  title_justify="left")
-    for name in ("run", "request", "before: verdict (cause)", "read / prompt", "after: verdict", "read / prompt "):
-        table.add_column(name, justify="right" if "read" in name or name in ("run", "request") else "left")
+    table = Table(title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
+                        "and the share of the prompt read from cache", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, justify in (("run", "right"), ("request", "left"), ("before", "left"), ("", "right"),
+                          ("after the fixes", "left"), (" ", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
     for b, a in zip(before["requests"], after["requests"]):
-        label = f"{'claude' if b['api'] == 'anthropic' else 'gpt'} {b['request'] - 4 * (b['request'] > 4)}"
-        table.add_row(str(b["run"]), label, _verdict(b), f"{b['cache_read']} / {b['prompt_tokens']}",
-                      _verdict(a), f"{a['cache_read']} / {a['prompt_tokens']}")
+        turn = (b["request"] - 1) % 4 + 1
+        table.add_row(str(b["run"]), f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
+                      _verdict(b), _share(b), _verdict(a), _share(a))
     console.print(table)
 
-    summary = Table(title="What fixing it bought", title_justify="left")
+    summary = Table(title="What fixing it bought", title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("", "before", "after", "change"):
-        summary.add_column(name, justify="left" if not name else "right")
-    rows = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", None),
-            ("mean TTFT (through the proxy)", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
+        summary.add_column(name, justify="right" if name else "left")
+    rows = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", ""),
+            ("mean time to first token", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
              _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
-            ("engine prefill time", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
+            ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
              _ratio(before["prefill_s"], after["prefill_s"])),
             ("input cost at list prices", f"${before['input_cost_usd']:.4f}", f"${after['input_cost_usd']:.4f}",
              _ratio(before["input_cost_usd"], after["input_cost_usd"])))
     for row in rows:
-        summary.add_row(*(cell or "" for cell in row))
+        summary.add_row(*row)
     console.print(summary)
     console.print("[bold]What broke the cache, and the fix[/bold]")
     for c in result["causes"]:
-        console.print(f"- [bold]{c['cause']}[/bold] in {c['requests']} requests, {c['reprefill_tokens']} tokens "
+        console.print(f"- [bold]{c['cause']}[/bold]: {c['requests']} requests, {c['reprefill_tokens']} tokens "
                       f"prefilled again. {c['fix']}")
-    console.print(f"[dim]{result['seconds']} s. Code: examples/app/agent.py (see --fixed). "
-                  f"Details of one request: prefixguard report on a capture kept with --store.[/dim]")
+    console.print(f"[dim]{result['seconds']} s. The app: examples/app/agent.py (--fixed applies the fixes). "
+                  "Keep the capture with --store, then run prefixguard report on it.[/dim]")
 
 
 def _verdict(r: dict[str, Any]) -> str:
+    """The verdict, or for a changed prefix its cause: what broke."""
     names = _cause_names(r["cause"])
-    return f"{r['verdict']} ({', '.join(names)})" if names else str(r["verdict"])
+    if r["verdict"] == "miss_prefix_changed" and names:
+        return ", ".join(names)
+    return str(r["verdict"])
+
+
+def _share(r: dict[str, Any]) -> str:
+    return f"{r['cache_read'] / r['prompt_tokens']:.0%}" if r["prompt_tokens"] else "-"
 
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def _ratio(before: float | None, after: float | None) -> str | None:
-    if not before or not after:
-        return None
-    return f"{before / after:.1f}x less"
+def _ratio(before: float | None, after: float | None) -> str:
+    return f"{before / after:.1f}x less" if before and after else ""

@@ -82,7 +82,7 @@ def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
     cause = ", ".join(r.causes)
     lines = [
         click.style("BREAK", fg="red", bold=True) + f"  B does not reuse A's cached prefix: {cause}",
-        f"  {DESCRIPTIONS[r.causes[0]]}" + (f": {r.setting}" if r.setting else "") + ".",
+        f"  {DESCRIPTIONS[r.causes[0]]}" + (f": {r.setting}" if r.causes[0] == "setting_changed" else "") + ".",
         "",
         f"  where     {d.level} level, {d.pointer} in B (byte {d.byte_offset:,}, token {d.token_offset:,})",
     ]

@@ -1,6 +1,6 @@
 """Hash chain over a prompt's segments, and a longest-prefix index over chains.
 
-chain[i] = blake2b(chain[i-1] + canon of segment i), so equal chain[i] means equal segments 0..i:
+chain[i] = blake2b(chain[i-1] + key of segment i), so equal chain[i] means equal segments 0..i:
 "how much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
 """
 from __future__ import annotations
@@ -16,13 +16,12 @@ DIGEST_SIZE = 16
 
 
 def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
-    """Fingerprints of each prefix: element i covers segments 0..i (segments or their canon bytes)."""
+    """Fingerprints of each prefix: element i covers segments 0..i (segments or their key bytes)."""
     out: list[bytes] = []
     prev = b""
     for seg in segments:
-        canon = seg if isinstance(seg, bytes) else seg.canon
         h = blake2b(prev, digest_size=DIGEST_SIZE)
-        h.update(canon)
+        h.update(seg if isinstance(seg, bytes) else seg.key)
         prev = h.digest()
         out.append(prev)
     return out

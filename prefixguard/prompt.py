@@ -5,6 +5,7 @@ lint, proxy, replay) reads only this, never a provider's field names.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +23,36 @@ class Segment:
     value: Any                 # the parsed JSON of this part
     start: int                 # offset of this part in Prompt.text (character offset)
     end: int                   # end offset (exclusive) in Prompt.text
-    canon: bytes               # what the provider's renderer sees: compact JSON, key order as sent,
-                               # prefixed by role/message-boundary markers; the fingerprint hashes this
+    key: bytes                 # what the fingerprint hashes: an exact, key-order-keeping encoding of
+                               # level, role, message header and value (breakpoint markers left out)
     tokens: int = 0            # token count of this segment (estimated when Prompt.tokens_estimated)
     breakpoint: str | None = None  # cache_control TTL on this block: "5m" | "1h" | None
     message_index: int | None = None  # index of the message this block belongs to (level "messages")
+    header: dict[str, Any] | None = None  # the message's own fields (role, ids) when this part opens one
+    _canon: bytes | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def canon(self) -> bytes:
+        """What the provider's renderer sees: compact JSON with key order as sent, after level/role/message
+        markers. Built on first use: the fingerprint does not need it, a renderer or a diff does."""
+        if self._canon is None:
+            opener = "" if self.header is None else "\x1d" + _compact(self.header)
+            body = _compact(without_markers(self.value))
+            self._canon = f"\x1e{self.level}\x1f{self.role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
+        return self._canon
+
+
+# Breakpoint markers tell the provider where to write the cache; they are not part of the rendered
+# prompt, so they stay out of key and canon (moving one is a breakpoint change, not a content change).
+MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint")
+
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def without_markers(value: Any) -> Any:
+    if isinstance(value, dict) and ("cache_control" in value or "prompt_cache_breakpoint" in value):
+        return {k: v for k, v in value.items() if k not in MARKER_KEYS}
+    return value
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from prefixguard.compare import CAUSES, compare
@@ -111,6 +111,23 @@ def test_an_edited_message_breaks_at_its_first_differing_byte(shape: str, system
     first = next(i for i, (x, y) in enumerate(zip(raw_a, raw_b)) if x != y)
     assert result.divergence.byte_offset == first
     assert result.causes[0] in CAUSES and result.reprefill_tokens > 0
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(system=text, session=sessions(), data=st.data())
+def test_dropping_the_oldest_messages_is_history_truncated(shape: str, system: str, session: tuple,
+                                                           data: st.DataObject) -> None:
+    body = render(shape, system, *session)
+    key, keep = {"anthropic": ("messages", 0), "openai-chat": ("messages", 1), "openai-responses": ("input", 0)}[shape]
+    items = body[key]
+    assume(len(items) - keep >= 2)
+    drop = data.draw(st.integers(1, len(items) - keep - 1))
+    later = items[:keep] + items[keep + drop:]
+    assume(later[keep] not in items[keep:keep + drop] and later[keep] != items[keep])
+    result = compare(parse(body, shape), parse(body | {key: later}, shape))
+    assert result.broken and result.causes == ["history_truncated"], result.detail
+    assert result.divergence.level == "messages"
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -152,3 +152,20 @@ def test_console_script_exit_codes_and_no_traceback(tmp_path: Path) -> None:
                             timeout=60)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
     assert failed.stderr.count("\n") == 1 and failed.stderr.startswith("prefixguard: error:")
+
+
+def test_deep_but_valid_requests_still_compare(tmp_path: Path) -> None:
+    """JSON that parses but is too deep to walk again (a 900-level tool schema) is still a break, explained
+    as such, never a traceback."""
+    def body(leaf: int) -> dict:
+        schema: dict = {"type": leaf}
+        for _ in range(900):
+            schema = {"items": schema}
+        return {"model": "claude-sonnet-4-5", "max_tokens": 16, "tools": [{"name": "t", "input_schema": schema}],
+                "messages": [{"role": "user", "content": "hi"}]}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(body(1)))
+    b.write_text(json.dumps(body(2)))
+    code, out, err = run(str(a), str(b), "--format", "json")
+    assert code == 1 and err == ""
+    assert json.loads(out)["divergence"]["pointer"] == "/tools/0"

@@ -26,6 +26,7 @@ from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.run import ProxyThread
 from prefixguard.store import open_store
+from faults import MARKER, FaultyAnalyzer
 from upstream import Upstream
 
 LEGACY = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
@@ -64,8 +65,10 @@ class Env:
         tenant = tenant_of({"x-api-key": key})
         deadline = time.monotonic() + timeout
         while True:
-            with open_store(self.db) as store:
-                rows = [r for r in store.rows() if r["tenant"] == tenant]
+            rows = []
+            if self.db.exists():  # the worker process creates it when it starts
+                with open_store(self.db) as store:
+                    rows = [r for r in store.rows() if r["tenant"] == tenant]
             if len(rows) >= n or time.monotonic() > deadline:
                 return rows
             time.sleep(0.02)
@@ -76,7 +79,7 @@ def env(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     recorded = shared_data / "recorded"
     db = tmp_path_factory.mktemp("proxy") / "capture.db"
     clock, lines = Clock(), []
-    addon = PrefixGuard(clock=clock, console=lines.append)
+    addon = PrefixGuard(clock=clock, console=lines.append, analyzer=FaultyAnalyzer)
     with Upstream(recorded) as up:
         with ProxyThread([up.url, f"/openai={up.url}"], addon=addon, store=str(db)) as px:
             yield Env(up, px, addon, clock, lines, db, recorded)
@@ -285,24 +288,24 @@ def test_cli_proxy_with_upstream_refused(env: Env, tmp_path: Path) -> None:
     assert row["verdict"] == "error" and "connect" in row["cause"].lower() and row["status"] is None
 
 
-def test_failing_analysis_leaves_the_flow_untouched(env: Env, monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_failing_analysis_leaves_the_flow_untouched(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     key = env.key()
-
-    def broken(flow: Any) -> None:
-        raise RuntimeError(f"injected failure, key {key}")
-
-    monkeypatch.setattr(env.addon.analyzer, "request", broken)
     client = env.anthropic(key)
+    json_body, sse_body = env.body(LEGACY), streamable(env.body(STREAM))
+    for b in (json_body, sse_body):
+        b["messages"][0]["content"][0]["text"] += MARKER.decode()  # the analysis raises on this request
     with caplog.at_level(logging.WARNING, logger="prefixguard.proxy"):
-        r = client.messages.with_raw_response.create(**env.body(LEGACY), extra_headers={"x-test-id": "broken"})
-        with client.messages.with_streaming_response.create(**streamable(env.body(STREAM)), stream=True,
+        r = client.messages.with_raw_response.create(**json_body, extra_headers={"x-test-id": "broken"})
+        with client.messages.with_streaming_response.create(**sse_body, stream=True,
                                                             extra_headers={"x-test-id": "broken-sse"}) as s:
             streamed = b"".join(s.iter_bytes())
+        sent = s.http_request.read()
         env.rows(key, 2)
     client.close()
-    assert r.status_code == 200
+    assert r.status_code == 200 and r.headers["x-prefixguard-verdict"] in ("pending", "unknown")
+    assert sha(r.http_request.read()) == env.upstream.seen["broken"]["request_sha"]
     assert sha(r.http_response.content) == env.upstream.seen["broken"]["response_sha"]
+    assert sha(sent) == env.upstream.seen["broken-sse"]["request_sha"]
     assert sha(streamed) == env.upstream.seen["broken-sse"]["response_sha"]
     assert "injected failure" in caplog.text and key not in caplog.text
 

@@ -36,6 +36,12 @@ def test_lmcache_folder_in_time_order(shared_data: Path) -> None:
     assert first.path == "/v1/chat/completions" and first.output_tokens > 0
     one = sources.load(next((shared_data / "lmcache-agent-trace" / "miniswe").glob("*.jsonl")))
     assert len({r.session for r in one.requests}) == 1
+    # The agent appends each tool output to its prompt: each call is the previous call's messages plus one.
+    for a, b in zip(one.requests, one.requests[1:]):
+        assert b.body["messages"][:-1] == a.body["messages"] and b.body["messages"][-1]["role"] == "user"
+    raw = [json.loads(line) for line in next((shared_data / "lmcache-agent-trace" / "miniswe").glob("*.jsonl"))
+           .read_text().splitlines()]
+    assert "".join(m["content"] for m in one.requests[-1].body["messages"]) == max(raw, key=lambda r: r["timestamp"])["input"]
 
 
 def test_recorded_cassettes_carry_paths_and_reported_usage(shared_data: Path) -> None:

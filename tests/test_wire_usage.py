@@ -117,8 +117,22 @@ def test_stream_fed_in_random_chunks_equals_whole_stream(shared_data, data):
     for a, b in zip([0, *cuts], [*cuts, len(raw)]):
         stream.feed(raw[a:b])
     stream.feed(b"\n")
-    assert stream.usage() == parse_response(raw, api)
-    assert stream.output_chunks > 0 and stream.first_content_at is not None
+    whole = UsageStream(api)
+    whole.feed(raw + b"\n")
+    assert stream.usage() == whole.usage() == parse_response(raw, api)
+    assert stream.output_chunks == whole.output_chunks
+    assert (stream.first_content_at is None) == (stream.output_chunks == 0)
+
+
+def test_streams_show_their_content(shared_data):
+    streams = sse_files(shared_data)
+    with_content = 0
+    for path, api in streams:
+        stream = UsageStream(api)
+        stream.feed(path.read_bytes())
+        with_content += stream.output_chunks > 0
+    # all but one stream content: a Responses stream whose only output is a server tool call (no deltas)
+    assert with_content == len(streams) - 1
 
 
 def test_stream_byte_by_byte_and_timing(shared_data):

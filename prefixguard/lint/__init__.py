@@ -1,5 +1,6 @@
-"""The CI linter: rules from rules/catalog.toml run over request bodies and captures.
+"""The CI linter: the rules of rules/catalog.toml run over request bodies and captures.
 
-For other parts of prefixguard: `check_prompt(prompt, codes)` runs the single-request rules on a Prompt;
-`lint(paths, settings)` runs everything over files, as `prefixguard lint` does.
+For other parts of prefixguard: `prefixguard.lint.runner.check_prompt(prompt, codes)` runs the
+single-request rules on a Prompt and returns Hits (rule name, JSON pointer, message);
+`prefixguard.lint.runner.lint(paths, settings)` runs everything over files, as `prefixguard lint` does.
 """

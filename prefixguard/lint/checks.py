@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import Hit
 from prefixguard.lint.position import join_pointer
-from prefixguard.prompt import Prompt, Segment
-from prefixguard.volatile import find_volatile
-from prefixguard.wire.segments import MARKER_KEYS
+from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
+from prefixguard.volatile import VolatileMatch, find_volatile
 
 Check = Callable[["Context"], Iterator[Hit]]
 CHECKS: dict[str, Check] = {}
@@ -153,12 +152,19 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             yield from _strings(v, f"{pointer}/{i}")
 
 
+@lru_cache(maxsize=8192)
+def _find(text: str, extra: tuple[tuple[str, str], ...]) -> tuple[VolatileMatch, ...]:
+    """Cached: in a capture each request repeats the history of the one before, string for string."""
+    return tuple(find_volatile(text, dict(extra)))
+
+
 def _scan(seg: Segment, extra: Mapping[str, str]) -> Iterator[Volatile]:
     leaves = list(_strings(seg.value, seg.pointer))
     total = sum(len(t) for _, t in leaves) or 1
     seen = 0
+    key = tuple(sorted(extra.items()))
     for pointer, text in leaves:
-        for m in find_volatile(text, extra):
+        for m in _find(text, key):
             yield Volatile(pointer, m.start, m.end, m.name, m.text, (seen + m.start) / total)
         seen += len(text)
 

@@ -17,6 +17,7 @@ import click
 from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.lint import baseline, catalog, config, formats, runner
+from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -78,6 +79,8 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     request is also compared with its best earlier match), directories (walked for both), globs, or
     '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
     options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
+
+    Exit status: 0 no findings, 1 findings, 2 usage or input error.
     """
     if write_baseline and baseline_file is None:
         _fail("--write-baseline needs --baseline FILE")
@@ -114,7 +117,7 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
 
 
-def _report(findings: list[Any], run: formats.Run, fmt: str, statistics: bool) -> str:
+def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: bool) -> str:
     if statistics:
         rows = runner.statistics(findings)
         if fmt in HUMAN:

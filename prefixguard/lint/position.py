@@ -44,11 +44,6 @@ class Document:
         line = bisect_right(self._starts, offset)
         return line, offset - self._starts[line - 1] + 1
 
-    def line_text(self, line: int) -> str:
-        start = self._starts[line - 1]
-        end = self._starts[line] - 1 if line < len(self._starts) else len(self.text)
-        return self.text[start:end].rstrip("\r")
-
     def excerpt(self, start: int, end: int, width: int = 120) -> tuple[str, int, int]:
         """start's line, or the part of it around [start, end) when it is longer than `width` (such as
         single-line JSON), cut with '…': (text, caret offset in it, caret width)."""

@@ -95,7 +95,7 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         prompt = parse_request(text, source=name, count_tokens=count_tokens)
         result.requests += 1
         doc = Document(text)
-        place = Placer(name, relpath, doc, _locator(prompt, lambda o: o), None)
+        place = Placer(name, relpath, doc, _locator(prompt, _same), None)
         result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
     sequence = Sequence(codes)

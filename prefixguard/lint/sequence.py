@@ -1,13 +1,15 @@
 """Sequence mode: each request of a capture against its best earlier match.
 
 The best earlier match is the request that shares the longest prefix of segments (PrefixIndex over the
-fingerprint chains); with none shared at all, the request just before it. A break is reported under
+fingerprint chains). When not even the first segment is shared (a timestamp at the very start, tools
+reordered), it is the recent request with the most segments in common, wherever they stand. A break is reported under
 the rule of its first cause (rules/catalog.toml, family PG5), with the tokens that must be prefilled
 again and what that costs. A request that starts a new conversation is not a break: what it shares
 (tools, system prompt) is reused, and its first message is simply new.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -19,34 +21,39 @@ from prefixguard.prompt import Prompt
 from prefixguard.volatile import find_volatile
 
 
+RECENT = 32   # requests per tenant searched by content when no prefix is shared
+
+
 @dataclass(slots=True)
 class Seen:
     prompt: Prompt
     line: int
+    parts: frozenset[bytes]   # fingerprint key of each segment
 
 
 class Sequence:
     def __init__(self, codes: Collection[str]) -> None:
         self.rules = {cause: r for cause, r in catalog.by_cause().items() if r.code in codes}
         self._index: dict[str, PrefixIndex] = {}   # one per tenant: captures of several apps stay apart
-        self._last: dict[str, Seen] = {}
+        self._recent: dict[str, deque[Seen]] = {}
 
     def add(self, prompt: Prompt, line: int, tenant: str = "") -> list[Hit]:
         """Compare with the best earlier request of the same tenant, then remember this one."""
         index = self._index.setdefault(tenant, PrefixIndex())
+        recent = self._recent.setdefault(tenant, deque(maxlen=RECENT))
+        seen = Seen(prompt, line, frozenset(s.key for s in prompt.segments))
         hits: list[Hit] = []
-        if self.rules:
-            shared, best = index.longest(prompt.chain)
-            earlier = best if best is not None else self._last.get(tenant)
-            if earlier is not None:
-                result = compare(earlier.prompt, prompt)
-                if result.broken and not _new_conversation(earlier.prompt, prompt, result):
-                    hit = self._hit(result, prompt, earlier.line)
-                    if hit is not None:
-                        hits.append(hit)
-        seen = Seen(prompt, line)
+        if self.rules and recent:
+            _, earlier = index.longest(prompt.chain)
+            if earlier is None:  # most parts in common; the latest on ties
+                earlier = max(reversed(recent), key=lambda e: len(e.parts & seen.parts))
+            result = compare(earlier.prompt, prompt)
+            if result.broken and not _new_conversation(earlier.prompt, prompt, result):
+                hit = self._hit(result, prompt, earlier.line)
+                if hit is not None:
+                    hits.append(hit)
         index.add(prompt.chain, seen)
-        self._last[tenant] = seen
+        recent.append(seen)
         return hits
 
     def _hit(self, r: Comparison, prompt: Prompt, earlier: int) -> Hit | None:

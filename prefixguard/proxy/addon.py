@@ -6,8 +6,9 @@ URL cannot change (regular/forward mode with mitmproxy's CA):
     mitmdump -s prefixguard/proxy/addon.py --set prefixguard_store=capture.db
 
 On the request path the addon only takes notes: the request's bytes and times, and for SSE a tap that
-returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else runs on one worker thread
-(prefixguard/proxy/analysis.py); a failure there is logged and never fails, delays or alters a flow.
+returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else runs in one worker process
+(prefixguard/proxy/worker.py, analysis.py); a failure there is logged and never fails, delays or alters
+a flow. When the worker falls behind by more than MAX_BACKLOG bytes, new flows pass unanalysed.
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
 arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.EARLY, or
@@ -17,26 +18,30 @@ The final verdict, which needs the reported usage, goes to the console line and 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from mitmproxy import http
 
-from prefixguard import tokens
-from prefixguard.proxy.analysis import Analyzer, FlowState
+from prefixguard.proxy import worker
+from prefixguard.proxy.analysis import Analyzer, Early, FlowState, Response
 from prefixguard.proxy.redact import api_keys, redact_path, redact_text, tenant_of
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
-from prefixguard.store import Store
 from prefixguard.wire import InputError, detect_api
 
 logger = logging.getLogger("prefixguard.proxy")
 
 META = "prefixguard"
 PARSE_HEADERS = ("anthropic-version", "anthropic-beta")  # headers that change how a body is read
+MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
+OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
+           "prefixguard_policy", "prefixguard_upstreams")
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
@@ -45,25 +50,32 @@ def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixG
         try:
             fn(self, flow)
         except Exception as err:
-            state = flow.metadata.get(META)
-            logger.warning("prefixguard: %s failed on %s: %s", fn.__name__, flow.id,
-                           redact_text(repr(err), state.secrets if state else ()))
+            logger.warning("prefixguard: %s hook failed on %s: %s", fn.__name__, flow.id,
+                           redact_text(repr(err), api_keys(flow.request.headers)))
     guarded.__name__ = fn.__name__
     return guarded
 
 
 class PrefixGuard:
     """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_bodies,
-    prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams."""
+    prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
 
-    def __init__(self, clock: Callable[[], float] = time.time,
-                 console: Callable[[str], None] | None = None) -> None:
-        self.clock = clock              # wall time for TTLs; tests inject their own
-        self._console = console or (lambda line: print(line, file=sys.stderr, flush=True))
+    `clock` gives the wall time that TTLs count in (tests inject their own); `analyzer` builds the
+    Analyzer in the worker process (a picklable callable)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, console: Callable[[str], None] | None = None,
+                 analyzer: Callable[..., Analyzer] = Analyzer) -> None:
+        self.clock = clock
+        self.console = console or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.analyzer = analyzer
         self.routes: list[Route] = []
         self.headers = True
-        self.analyzer = Analyzer()
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="prefixguard")
+        self.quiet = False
+        self._settings: dict[str, Any] = {}
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._backlog = 0
+        self._skipping = False
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
@@ -77,37 +89,55 @@ class PrefixGuard:
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
-        opts = ctx.options
-        if not updated & {"prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
-                          "prefixguard_policy", "prefixguard_upstreams"}:
+        if not updated & set(OPTIONS):
             return
+        opts = ctx.options
         self.routes = sorted((Route.parse(s) for s in opts.prefixguard_upstreams), key=lambda r: -len(r.prefix))
-        self.headers = opts.prefixguard_headers
-        old = self.analyzer.store
-        store = Store(opts.prefixguard_store) if opts.prefixguard_store else None
-        if old is not None:
-            self._worker.submit(old.close)
-        self.analyzer = Analyzer(store=store, bodies=opts.prefixguard_bodies,
-                                 policy=opts.prefixguard_policy or None,
-                                 console=None if opts.prefixguard_quiet else self._console)
+        self.headers, self.quiet = opts.prefixguard_headers, opts.prefixguard_quiet
+        settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
+                    "policy": opts.prefixguard_policy or None}
+        if settings != self._settings:
+            self._stop_worker()
+            self._settings = settings
 
     def running(self) -> None:
-        self._worker.submit(tokens.count, "load the tokenizer before the first request needs it")
+        self._worker().submit(worker.call, "warm", None)  # start the process and the tokenizer now
 
     def done(self) -> None:
-        self._worker.shutdown(wait=True)  # every flow seen is analysed and stored before exit
-        if self.analyzer.store is not None:
-            self.analyzer.store.close()
+        self._stop_worker()  # every flow seen is analysed and stored before exit
 
-    # ---- the worker
-    def _submit(self, step: Callable[[FlowState], Any], state: FlowState) -> Future:
-        def run() -> None:
-            try:
-                step(state)
-            except Exception as err:
-                logger.warning("prefixguard: analysis (%s) of %s failed: %s", step.__name__, state.id,
-                               redact_text(repr(err), state.secrets))
-        return self._worker.submit(run)
+    # ---- the worker process
+    def _worker(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=worker.init, initargs=(self.analyzer, self._settings))
+        return self._pool
+
+    def _stop_worker(self) -> None:
+        if self._pool is not None:
+            self._pool.submit(worker.call, "close", None)
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _submit(self, step: str, arg: Any, size: int = 0) -> Future:
+        with self._lock:
+            self._backlog += size
+        future = self._worker().submit(worker.call, step, arg)
+        future.add_done_callback(lambda f: self._done(f, step, arg, size))
+        return future
+
+    def _done(self, future: Future, step: str, arg: Any, size: int) -> None:
+        with self._lock:
+            self._backlog -= size
+        try:
+            result, error = future.result()
+        except Exception as err:  # the worker process died: the next flow starts a new one
+            result, error = None, repr(err)
+            self._pool = None
+        if error:
+            logger.warning("prefixguard: analysis (%s) of %s failed: %s", step, arg.id, error)
+        elif step == "finish" and result and not self.quiet:
+            self.console(result)
 
     # ---- flow hooks
     @_hook
@@ -121,54 +151,59 @@ class PrefixGuard:
             detect_api(None, flow.request.path)
         except InputError:
             return  # not a Messages / Chat Completions / Responses call
+        body = flow.request.get_content(strict=False) or b""
+        if self._backlog + len(body) > MAX_BACKLOG:
+            if not self._skipping:
+                logger.warning("prefixguard: analysis is behind by %d MB; new flows pass unanalysed", self._backlog >> 20)
+            self._skipping = True
+            return
+        self._skipping = False
         headers = flow.request.headers
         state = FlowState(id=flow.id, ts=self.clock(), sent=0.0, path=redact_path(flow.request.path),
                           upstream=f"{flow.request.scheme}://{flow.request.pretty_host}", tenant=tenant_of(headers),
-                          secrets=api_keys(headers), body=flow.request.get_content(strict=False) or b"",
+                          secrets=api_keys(headers), body=body,
                           headers={k: headers[k] for k in PARSE_HEADERS if k in headers})
-        flow.metadata[META] = state
-        state.pending = self._submit(self.analyzer.request, state)
         state.sent = time.monotonic()
+        flow.metadata[META] = (self._submit("request", state, len(body)), Response(flow.id))
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        state: FlowState | None = flow.metadata.get(META)
-        if state is None or flow.response is None:
+        if META not in flow.metadata or flow.response is None:
             return
-        state.headers_at = time.monotonic()
-        state.status = flow.response.status_code
-        state.encoding = flow.response.headers.get("content-encoding")
+        pending, resp = flow.metadata[META]
+        resp.headers_at = time.monotonic()
+        resp.status = flow.response.status_code
+        resp.encoding = flow.response.headers.get("content-encoding")
         if is_event_stream(flow.response.headers.get("content-type")):
-            state.tap = StreamTap()
-            flow.response.stream = state.tap
+            resp.tap = StreamTap()
+            flow.response.stream = resp.tap
         if self.headers:
-            done = state.pending is not None and state.pending.done()
-            early = state.early if done else None
+            early: Early | None = pending.result()[0] if pending.done() else None
             h = flow.response.headers
-            h["x-prefixguard-verdict"] = early.verdict if early else ("pending" if not done else "unknown")
+            h["x-prefixguard-verdict"] = early.verdict if early else "pending" if not pending.done() else "unknown"
             if early and early.cause:
                 h["x-prefixguard-cause"] = early.cause
-            if early and state.expected is not None:
-                h["x-prefixguard-expected-cached"] = str(state.expected.read_tokens)
+            if early and early.expected_cached is not None:
+                h["x-prefixguard-expected-cached"] = str(early.expected_cached)
 
     @_hook
     def response(self, flow: http.HTTPFlow) -> None:
-        state: FlowState | None = flow.metadata.pop(META, None)
-        if state is None or flow.response is None:
+        if META not in flow.metadata or flow.response is None:
             return
-        state.ended_at = time.monotonic()
-        if state.tap is None:
-            state.response = flow.response.get_content(strict=False)
-        self._submit(self.analyzer.finish, state)
+        _, resp = flow.metadata.pop(META)
+        resp.ended_at = time.monotonic()
+        if resp.tap is None:
+            resp.body = flow.response.get_content(strict=False)
+        self._submit("finish", resp)
 
     @_hook
     def error(self, flow: http.HTTPFlow) -> None:
-        state: FlowState | None = flow.metadata.pop(META, None)
-        if state is None:
+        if META not in flow.metadata:
             return
-        state.ended_at = time.monotonic()
-        state.error = flow.error.msg if flow.error else "error"
-        self._submit(self.analyzer.finish, state)
+        _, resp = flow.metadata.pop(META)
+        resp.ended_at = time.monotonic()
+        resp.error = flow.error.msg if flow.error else "error"
+        self._submit("finish", resp)
 
 
 addons = [PrefixGuard()]

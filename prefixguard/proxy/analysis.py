@@ -1,4 +1,5 @@
-"""The per-request analysis behind the proxy, in three steps that run on one worker thread, in order:
+"""The per-request analysis behind the proxy, in two steps that run in order in one worker process
+(prefixguard/proxy/worker.py), away from the proxy's event loop:
 
 1. `request`: parse, fingerprint, find the best earlier request of the same tenant and model, compare,
    and ask the provider's policy what it should read (lookup).
@@ -6,17 +7,16 @@
    request's reads and writes to the policy; one console line and one store row.
 Token counts come from our tokenizer, not the provider's: the policy sees them scaled by the ratio of
 the prompt tokens the provider last reported for the model to our count (so minimums hold).
-It knows nothing of mitmproxy: the addon fills a FlowState and hands it over.
+It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
+from prefixguard import tokens
 from prefixguard.compare import Comparison, compare
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import PrefixIndex
@@ -32,6 +32,7 @@ from prefixguard.wire import parse_request, parse_response
 logger = logging.getLogger("prefixguard.proxy")
 
 KEEP_KEYS = 256           # (tenant, model) pairs whose history is kept (least recently used dropped)
+KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 KEEP_PER_KEY = 64         # earlier requests kept per (tenant, model) for comparison
 MAX_RATIO = 2.0           # bound on the tokenizer calibration (a wrong report must not skew it wildly)
 
@@ -57,23 +58,36 @@ class FlowState:
     secrets: list[str] = field(default_factory=list)   # this request's keys: scrubbed, never stored
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
-    # response side (set by the addon)
-    status: int | None = None
-    headers_at: float | None = None
-    ended_at: float | None = None
-    encoding: str | None = None
-    response: bytes | None = None      # whole body when not streamed
-    tap: StreamTap | None = None
-    error: str | None = None
-    # analysis (set on the worker)
-    pending: Future | None = None      # step 1, for the response headers to check without waiting
+    # set by the analysis
     prompt: Prompt | None = None
     skip: str | None = None            # why the request was not analysed
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
     early: verdicts.Verdict | None = None
-    record: Record | None = None
+
+
+@dataclass(slots=True)
+class Response:
+    """How the request ended, as the addon saw it (times are time.monotonic())."""
+
+    id: str
+    status: int | None = None
+    headers_at: float | None = None
+    ended_at: float | None = None
+    encoding: str | None = None
+    body: bytes | None = None          # whole body when not streamed
+    tap: StreamTap | None = None       # the stream's chunks when streamed
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Early:
+    """What the response headers can carry: the request-side verdict and the expected cached tokens."""
+
+    verdict: str
+    cause: str | None
+    expected_cached: int | None
 
 
 def _line(rec: Record) -> str:
@@ -99,15 +113,26 @@ def _line(rec: Record) -> str:
 
 
 class Analyzer:
-    def __init__(self, *, store: Store | None = None, bodies: bool = True, policy: str | None = None,
-                 console: Callable[[str], None] | None = None) -> None:
-        self.store = store
+    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None) -> None:
+        self.store = Store(store) if store else None
         self.bodies = bodies
-        self.console = console
         self.forced_policy = policy
         self._policies: dict[str, CachePolicy] = {}
         self._ratio: dict[str | None, float] = {}  # model -> provider prompt tokens / our count
         self._history: OrderedDict[tuple[str, str | None], tuple[PrefixIndex, list[tuple[str, Prompt]]]] = OrderedDict()
+        self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
+
+    def warm(self, _: object = None) -> None:
+        """Load the tokenizer before the first request needs it."""
+        tokens.count("warm up")
+
+    def secrets_of(self, flow_id: str) -> list[str]:
+        flow = self._flows.get(flow_id)
+        return flow.secrets if flow else []
+
+    def close(self, _: object = None) -> None:
+        if self.store is not None:
+            self.store.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
         name = self.forced_policy or policy_name(prompt.api, prompt.model)
@@ -116,12 +141,15 @@ class Analyzer:
         return self._policies[name]
 
     # ---- step 1
-    def request(self, flow: FlowState) -> None:
+    def request(self, flow: FlowState) -> Early | None:
+        self._flows[flow.id] = flow
+        while len(self._flows) > KEEP_FLOWS:  # a flow whose end never came
+            self._flows.popitem(last=False)
         try:
             prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
         except InputError as err:
             flow.skip = redact_text(str(err), flow.secrets)
-            return
+            return None
         flow.prompt = prompt
         key = (flow.tenant, prompt.model)
         index, latest = self._history.pop(key, None) or (PrefixIndex(KEEP_PER_KEY), [])
@@ -139,38 +167,44 @@ class Analyzer:
         flow.early = verdicts.early(flow.expected, flow.comparison)
         index.add(prompt.chain, (flow.id, prompt))
         latest[:] = [(flow.id, prompt)]
+        return Early(flow.early.verdict, flow.early.cause, flow.expected.read_tokens)
 
     # ---- step 2
-    def finish(self, flow: FlowState) -> Record:
+    def finish(self, resp: Response) -> str | None:
+        """Store the flow; returns its console line (None when it was no LLM request)."""
+        flow = self._flows.pop(resp.id, None)
+        if flow is None:  # its request step never ran
+            return None
         prompt = flow.prompt
         api = prompt.api if prompt else None
+        ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
         usage, first, output = Usage(), None, 0
-        if api and flow.tap is not None:
-            stream, first = flow.tap.read(api, flow.encoding)
+        if api and resp.tap is not None:
+            stream, first = resp.tap.read(api, resp.encoding)
             usage = stream.usage()
             output = usage.output or stream.output_chunks
-        elif api and flow.response and flow.status is not None and 200 <= flow.status < 300:
-            usage = parse_response(flow.response, api)
-            first = flow.headers_at  # a whole JSON body: its first token arrives with the last
+        elif api and resp.body and ok:
+            usage = parse_response(resp.body, api)
+            first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
-                     request_bytes=len(flow.body), status=flow.status, error=flow.error, usage=usage)
+                     request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)
         if self.bodies:
             rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
         if prompt is not None:
             rec.fingerprints = b"".join(prompt.chain)
             rec.segments = [[s.level, s.pointer, s.tokens] for s in prompt.segments]
-        end = flow.ended_at or time.monotonic()
-        rec.total_s = end - flow.sent
+        if resp.ended_at is not None:
+            rec.total_s = resp.ended_at - flow.sent
         if first is not None:
             rec.ttft_s = first - flow.sent
-            last = flow.tap.last_at if flow.tap is not None else None
+            last = resp.tap.last_at if resp.tap is not None else None
             if output and last is not None and last > first:
                 rec.decode_tps = output / (last - first)
         if prompt is None:
             rec.cause = flow.skip
         else:
-            v = verdicts.final(flow.expected, flow.comparison, usage, flow.status, flow.error)
+            v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict, v.cause
             if flow.expected is not None:
                 rec.expected_cached, rec.expected_reason = flow.expected.read_tokens, flow.expected.reason
@@ -179,14 +213,11 @@ class Analyzer:
             if cmp is not None and cmp.broken:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
-        if prompt is not None and flow.status is not None and 200 <= flow.status < 300 and not flow.error:
+        if prompt is not None and ok:
             if usage.prompt_total and prompt.total_tokens:
                 self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
             scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
             self.policy_for(prompt).commit(scaled, flow.ts, flow.tenant)
-        flow.record = rec
         if self.store is not None:
             self.store.add(rec)
-        if self.console is not None and prompt is not None:
-            self.console(_line(rec))
-        return rec
+        return _line(rec) if prompt is not None else None

@@ -29,7 +29,7 @@ def proxy_options(upstreams: list[str], host: str, port: int) -> dict[str, Any]:
             "connection_strategy": "lazy"}
 
 
-async def start(upstreams: list[str], *, host: str = "127.0.0.1", port: int = 0, addon: PrefixGuard | None = None,
+async def start(upstreams: list[str], *, host: str = "127.0.0.1", port: int = 0, addon: Any = None,
                 settings: dict[str, Any] | None = None) -> tuple[DumpMaster, asyncio.Task, int]:
     """Start a proxy on the running loop: (master, its task, the port it listens on)."""
     wanted = proxy_options(upstreams, host, port)
@@ -38,6 +38,7 @@ async def start(upstreams: list[str], *, host: str = "127.0.0.1", port: int = 0,
     opts.update(**wanted)
     if addon is not None:
         master.addons.add(addon)
+    if isinstance(addon, PrefixGuard):
         opts.update(prefixguard_upstreams=list(upstreams), **(settings or {}))
     task = asyncio.create_task(master.run())
     proxyserver = master.addons.get("proxyserver")

@@ -144,18 +144,29 @@ def _mooncake(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
 
 
 def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
-    out = []
-    for i, (n, rec) in enumerate(records):
+    """Each call becomes a chat request. A call whose prompt extends its session's previous prompt
+    (an agent appending the tool's output) becomes that request's messages plus one user message with
+    the new text, so the conversation is append-only at the message level too, as the agent sent it."""
+    rows = []
+    for n, rec in records:
         where = f"{p}: line {n}"
-        text = _field(rec, "input", str, where)
+        rows.append((_field(rec, "timestamp", (int, float), where) / 1e6, _field(rec, "input", str, where), n, rec))
+    rows.sort(key=lambda r: r[0])
+    last: dict[str, tuple[str, list[dict[str, str]]]] = {}
+    out = []
+    for i, (ts, text, n, rec) in enumerate(rows):
         session = str(rec.get("session_id", ""))
+        before, messages = last.get(session, ("", []))
+        if before and text.startswith(before):
+            messages = messages + ([{"role": "user", "content": text[len(before):]}] if len(text) > len(before) else [])
+        else:
+            messages = [{"role": "user", "content": text}]
+        last[session] = (text, messages)
         answer = rec.get("output")
-        body = {"model": TEXT_MODEL, "messages": [{"role": "user", "content": text}]}
-        out.append(Request(i, _field(rec, "timestamp", (int, float), where) / 1e6, session=session,
-                           model=TEXT_MODEL, path=TEXT_PATH, body=body,
+        out.append(Request(i, ts, session=session, model=TEXT_MODEL, path=TEXT_PATH,
+                           body={"model": TEXT_MODEL, "messages": messages},
                            output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
                            ref=f"{session}:{n}"))
-    out.sort(key=lambda r: r.ts)
     return Trace("lmcache", str(p), _rebased(out))
 
 
@@ -163,7 +174,7 @@ def _folder(p: Path) -> Trace:
     files = sorted(f for f in p.glob("*.json") if f.name != "meta.json" and not f.name.endswith(".response.json"))
     if not files:
         raise InputError("no request files (*.json) in the folder", str(p))
-    uris = _cassette_uris(p)
+    uris = cassette_uris(p)
     out = []
     for i, f in enumerate(files):
         try:
@@ -178,7 +189,7 @@ def _folder(p: Path) -> Trace:
     return Trace("folder", str(p), out)
 
 
-def _cassette_uris(p: Path) -> dict[str, str]:
+def cassette_uris(p: Path) -> dict[str, str]:
     """Recorded cassettes: call number -> URL path, from meta.json."""
     meta = p / "meta.json"
     if not meta.exists():

@@ -161,7 +161,8 @@ def _split(windows: list[Window]) -> dict[str, Any]:
         finding = (f"Only TTFT moved ({t_first * 1e3:.0f} -> {t_last * 1e3:.0f} ms, x{t_ratio:.1f}; {steady}): "
                    f"bandwidth and concurrency are ruled out; prompt length and cache misses remain (steps 2, 3).")
     else:
-        finding = f"TTFT steady (x{t_ratio:.2f} from the first third to the last)" + (
+        trend = "fell" if t_ratio <= 1 / MOVED else "steady"
+        finding = f"TTFT {trend} (x{t_ratio:.2f} from the first third to the last)" + (
             f", decode rate x{d_ratio:.2f}." if d_ratio is not None else ".")
     return {"ttft_start_s": t_first, "ttft_end_s": t_last, "ttft_ratio": t_ratio, "decode_start_tps": d_first,
             "decode_end_tps": d_last, "decode_ratio": d_ratio, "finding": finding}

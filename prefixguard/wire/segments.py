@@ -2,40 +2,24 @@
 from __future__ import annotations
 
 import json
-from json.encoder import c_make_encoder, encode_basestring_ascii
+import marshal
 from typing import Any
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.prompt import Segment
+from prefixguard.prompt import MARKER_KEYS, Segment, without_markers
 from prefixguard.wire.jsonspan import Node
 
-# Breakpoint markers tell the provider where to write the cache; they are not part of the rendered
-# prompt, so they stay out of the canon (moving one is a breakpoint change, not a content change).
-MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint")
-
-# The JSON the provider parses, re-serialized compactly with key order as sent.
+# Token counting reads the JSON the provider parses, re-serialized compactly with key order as sent.
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"not JSON: {type(value).__name__}")
-
-
-# For hashing: the same compact JSON with non-ASCII as \u escapes, an equally exact encoding of the
-# value that json's C encoder writes about twice as fast. Built once (JSONEncoder.encode builds one per
-# call, which costs more than encoding a typical block); decoded JSON has no cycles, so no markers.
-_ascii_chunks = c_make_encoder(None, _no_default, encode_basestring_ascii, None, ":", ",", False, False, True)
-
-
-def _compact_ascii(value: Any) -> str:
-    return "".join(_ascii_chunks(value, 0))
-
-
-def without_markers(value: Any) -> Any:
-    if isinstance(value, dict) and ("cache_control" in value or "prompt_cache_breakpoint" in value):
-        return {k: v for k, v in value.items() if k not in MARKER_KEYS}
-    return value
+def fingerprint_key(level: str, role: str | None, header: dict[str, Any] | None, value: Any) -> bytes:
+    """The bytes a segment's fingerprint hashes. marshal format 2 is exact for JSON values, keeps key
+    order, writes no back-references (so equal values give equal bytes) and runs about 3x faster than
+    json.dumps: the hash chain must cost little next to json.loads. The header (message fields) is in
+    only on a message's first part, so moving a block into another message changes the key."""
+    return marshal.dumps((level, role, header, value), 2)
 
 
 class Builder:
@@ -51,15 +35,13 @@ class Builder:
             breakpoint: str | None = None, text: str | None = None) -> Segment:
         """header: the message's own fields (role, name, ids...) when this part starts a message."""
         value = without_markers(node.value)
-        body = _compact_ascii(value)
-        # The marker puts level, role and message boundaries into the fingerprint: the same block moved
-        # into another message, or under another role, renders differently.
-        opener = "" if header is None else "\x1d" + _compact_ascii(header)
-        canon = f"\x1e{level}\x1f{role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
-        if not isinstance(text, str):  # count the JSON as the provider sees it, non-ASCII unescaped
-            text = _compact(value) if "\\u" in body else body
-        seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, canon,
-                      self._count(text), breakpoint, message_index)
+        key = fingerprint_key(level, role, header, value)
+        if self.estimated:  # the estimate reads sizes only: no need to serialize the value
+            count = self._count(text) if isinstance(text, str) else len(key) // 4
+        else:
+            count = self._count(text if isinstance(text, str) else _compact(value))
+        seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
+                      count, breakpoint, message_index, header)
         self.segments.append(seg)
         return seg
 

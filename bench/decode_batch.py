@@ -1,0 +1,76 @@
+"""Decode throughput with continuous batching: tokens/s at batch 1, 4, 16, 64.
+
+Each batch size gets its requests prefilled first; only the decode steps after that are timed.
+
+    .venv/bin/python bench/decode_batch.py [--json] [--preset small] [--batches 1 4 16 64]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from engine.llm_engine import LLMEngine  # noqa: E402
+
+
+def clock(args) -> float:
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return time.process_time()   # this process's CPU time: other processes on a shared machine do not inflate it
+
+
+def run_batch(engine: LLMEngine, batch: int, args, rng: random.Random) -> dict:
+    seqs = [engine.add_request([rng.randrange(100_000) for _ in range(args.prompt)], max_tokens=args.tokens + 1)
+            for _ in range(batch)]
+    while any(not s.output_ids for s in seqs):      # prefill everything first
+        engine.step()
+    t0 = clock(args)
+    steps = 0
+    while engine.has_unfinished():
+        engine.step()
+        steps += 1
+    dt = clock(args) - t0
+    tokens = sum(len(s.output_ids) - 1 for s in seqs)
+    return {"batch": batch, "decode_tokens": tokens, "steps": steps, "seconds": dt, "tokens_per_s": tokens / dt,
+            "step_ms": dt / steps * 1e3}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--prompt", type=int, default=32, help="prompt tokens per request")
+    ap.add_argument("--tokens", type=int, default=16, help="decode steps timed per request")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (1: stable timings on busy shared cores)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    rng = random.Random(0)
+    engine = LLMEngine(args.preset, device=args.device, dtype=args.dtype, page_size=16, max_batch=max(args.batches),
+                       kv_pages=max(args.batches) * (-(-(args.prompt + args.tokens + 2) // 16)) + 16, prefix_reuse=False)
+    run_batch(engine, 2, args, rng)                  # warm up
+    rows = [run_batch(engine, b, args, rng) for b in args.batches]
+    base = rows[0]["tokens_per_s"]
+    for r in rows:
+        r["speedup"] = r["tokens_per_s"] / base
+    if args.json:
+        print(json.dumps({"preset": args.preset, "device": args.device, "dtype": args.dtype, "rows": rows}, indent=2))
+        return
+    print(f"preset {args.preset} on {args.device} ({args.dtype}), {args.prompt}-token prompts, {args.tokens} decode steps")
+    print(f"{'batch':>5} {'tokens/s':>10} {'step ms':>8} {'vs batch ' + str(rows[0]['batch']):>11}")
+    for r in rows:
+        print(f"{r['batch']:>5} {r['tokens_per_s']:>10.1f} {r['step_ms']:>8.1f} {r['speedup']:>10.2f}x")
+
+
+if __name__ == "__main__":
+    main()

