@@ -41,7 +41,8 @@ def big_request() -> dict:
         messages.append({"role": "user", "content": f"Step {i}: " + prose(i, 600)})
         messages.append({"role": "assistant", "content": [
             {"type": "text", "text": prose(i + 2, 300)},
-            {"type": "tool_use", "id": f"toolu_{i:04d}", "name": f"tool_{i % 50:02d}", "input": {"path": f"src/m{i}.py"}}]})
+            {"type": "tool_use", "id": f"toolu_{i:04d}", "name": f"tool_{i % 50:02d}",
+             "input": {"path": f"src/m{i}.py"}}]})
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"toolu_{i:04d}", "content": prose(i + 3, 1000)}]})
     messages[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
@@ -105,8 +106,8 @@ def main() -> None:
     print(f"{'input':<14}{'MB':>7}{'requests':>10}{'findings':>10}{'json.loads s':>14}{'lint s':>9}"
           f"{'ratio':>8}{'no-tokens s':>13}{'ratio':>8}")
     for r in rows:
-        print(f"{r['input']:<14}{r['bytes'] / 1e6:>7.2f}{r['requests']:>10}{r['findings']:>10}{r['json_loads_s']:>14.4f}"
-              f"{r['lint_s']:>9.3f}{r['ratio']:>7.1f}x{r['lint_no_tokens_s']:>13.3f}{r['ratio_no_tokens']:>7.1f}x")
+        print(f"{r['input']:<14}{r['bytes'] / 1e6:>7.2f}{r['requests']:>10}{r['findings']:>10}"
+              f"{r['json_loads_s']:>14.4f}{r['lint_s']:>9.3f}{r['ratio']:>7.1f}x{r['lint_no_tokens_s']:>13.3f}{r['ratio_no_tokens']:>7.1f}x")
 
 
 if __name__ == "__main__":

@@ -36,11 +36,11 @@ def system_prompt(tokens: int, nonce: str = "") -> str:
 
 
 async def one(client: httpx.AsyncClient, url: str, system: str, output_tokens: int) -> dict[str, float]:
-    body = {"model": "bench", "max_tokens": output_tokens, "temperature": 0, "stream": True,
+    body = {"model": "bench", "max_tokens": output_tokens, "stream": True,
             "stream_options": {"include_usage": True},
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": uuid.uuid4().hex}]}
     sent = time.perf_counter()
-    first = last = None
+    first = last = 0.0
     usage = {}
     async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
         r.raise_for_status()
@@ -48,13 +48,13 @@ async def one(client: httpx.AsyncClient, url: str, system: str, output_tokens: i
             if not line.startswith("data: {"):
                 continue
             chunk = json.loads(line[6:])
-            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+            if chunk["choices"]:  # the server sends its first chunk with the first token
                 last = time.perf_counter()
                 first = first or last
-            if chunk.get("usage"):
+            else:
                 usage = chunk["usage"]
-    chunks = usage.get("completion_tokens", 0)
-    return {"ttft": first - sent, "decode_tps": (chunks - 1) / (last - first) if last > first else float("nan"),
+    tokens = usage["completion_tokens"]
+    return {"ttft": first - sent, "decode_tps": (tokens - 1) / (last - first),
             "cached": usage["prompt_tokens_details"]["cached_tokens"] / usage["prompt_tokens"]}
 
 
@@ -86,9 +86,10 @@ async def measure(url: str, prompt_tokens: int, output_tokens: int, requests: in
 
 
 def start_server(model: str, kv_tokens: int) -> tuple[subprocess.Popen, str]:
+    """The server process and its URL; its output goes to our stderr (tracebacks, if any)."""
     args = [sys.executable, "-c", "from prefixguard.cli import main; main()", "engine", "serve", "--model", model,
             "--port", "0", "--kv-pages", str(kv_tokens), "--max-queue", "256"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     for line in proc.stdout:
         found = re.search(r"listening on (http://\S+)", line)
         if found:

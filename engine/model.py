@@ -150,12 +150,11 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
     with torch.device("meta"):
         model = LlamaModel(config)
     model = model.to_empty(device=device)
-    model.rotary = Rotary(config).to(device)     # buffers are computed, not loaded
     if weights is None:
         model.init_random(seed)
     else:
         from engine.loader import load_weights
         load_weights(model, weights)
     model.to(dtype)
-    model.rotary.to(torch.float32)
+    model.rotary = Rotary(config).to(device)     # computed in float64, kept in float32 whatever the dtype
     return model.eval()

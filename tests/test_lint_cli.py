@@ -68,6 +68,8 @@ BAD_INPUTS = {
     "nul.json": b'{"model": "gpt-4.1",\x00 "messages": []}',
     "deep.json": b"[" * 200_000 + b"]" * 200_000,
     "deep-object.json": b'{"messages": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+    "deep-tool.json": (b'{"model": "claude-sonnet-4-5", "max_tokens": 5, "tools": [{"name": "t", "input_schema": '
+                       + b'{"a": ' * 990 + b"1" + b"}" * 990 + b'}], "messages": [{"role": "user", "content": "Hi"}]}'),
     "bad-line.jsonl": json.dumps(CLEAN).encode() + b"\n{not json\n",
     "bad-row.jsonl": b'{"id": "x", "request": 42}\n',
 }

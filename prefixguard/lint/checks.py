@@ -38,6 +38,8 @@ PRODUCED_ROLES = ("assistant", "tool")
 # at most two objects deep in a tool or tool-call segment.
 SCHEMA_KEYS = ("input_schema", "parameters", "schema")
 ARGUMENT_KEYS = ("input", "arguments")
+# Values that are not prompt text: encoded payloads and signatures, and the breakpoint markers.
+NOT_TEXT_KEYS = ("signature", "data", "encrypted_content", *MARKER_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +147,7 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             yield pointer, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            if not (k == "id" or k.endswith("_id") or k in ("signature", "data", "encrypted_content") or k in MARKER_KEYS):
+            if not (k == "id" or k.endswith("_id") or k in NOT_TEXT_KEYS):
                 yield from _strings(v, join_pointer(pointer, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):

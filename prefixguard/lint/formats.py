@@ -49,12 +49,16 @@ def text(findings: list[Finding], run: Run) -> str:
     return "\n\n".join(blocks)
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
+
+
 def summary(findings: list[Finding], run: Run) -> str:
     """The closing line of the human formats."""
     base = f" ({run.baselined} more in the baseline)" if run.baselined else ""
     if not findings:
-        return f"All checks passed: {run.requests} request{'s' * (run.requests != 1)} in {run.files} file{'s' * (run.files != 1)}{base}."
-    return f"Found {len(findings)} finding{'s' * (len(findings) != 1)} in {run.requests} request{'s' * (run.requests != 1)}{base}."
+        return f"All checks passed: {_count(run.requests, 'request')} in {_count(run.files, 'file')}{base}."
+    return f"Found {_count(len(findings), 'finding')} in {_count(run.requests, 'request')}{base}."
 
 
 def as_dict(f: Finding) -> dict[str, Any]:

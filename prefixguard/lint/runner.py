@@ -81,6 +81,8 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
             lint_file(name, settings, result, count_tokens)
         except InputError as err:
             result.errors.append(str(err))
+        except RecursionError:  # parsed, but too deep for the rules' walk over values
+            result.errors.append(str(InputError("JSON nested too deeply", name)))
     result.findings.sort(key=Finding.sort_key)
     return result
 

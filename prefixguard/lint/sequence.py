@@ -61,7 +61,8 @@ class Sequence:
         if rule is None or r.divergence is None:
             return None
         d = r.divergence
-        tokens = f"{'about ' if r.tokens_estimated else ''}{r.reprefill_tokens:,} token{'s' * (r.reprefill_tokens != 1)}"
+        n = r.reprefill_tokens
+        tokens = f"{'about ' if r.tokens_estimated else ''}{n:,} token{'s' * (n != 1)}"
         what = DESCRIPTIONS[r.causes[0]] + (f" ({r.setting})" if r.setting else "")
         message = (f"prefix break against line {earlier}: {what}; {tokens} prefilled again, "
                    f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices")

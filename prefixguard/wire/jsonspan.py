@@ -20,6 +20,7 @@ _scan = json.JSONDecoder().raw_decode
 _ws = re.compile(r"[ \t\n\r]*")
 _colon = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
 _after = re.compile(r"[ \t\n\r]*([,}\]])[ \t\n\r]*")  # the delimiter after a value, and what follows
+_plain_key = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, its colon, what follows
 
 Spec = dict[str, "Spec | None"]
 
@@ -65,13 +66,23 @@ def _object(text: str, start: int, spec: Spec) -> Node:
     if text.startswith("}", idx):
         return Node(value, start, idx + 1, kids)
     while True:
-        if not text.startswith('"', idx):
-            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
-        key, idx = scanstring(text, idx + 1)
-        colon = _colon.match(text, idx)
-        if colon is None:
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
-        node = _value(text, colon.end(), spec.get(key))
+        plain = _plain_key.match(text, idx)  # one regex for the usual key; scanstring for escaped ones
+        if plain is not None:
+            key, idx = plain[1], plain.end()
+        else:
+            if not text.startswith('"', idx):
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
+            key, idx = scanstring(text, idx + 1)
+            colon = _colon.match(text, idx)
+            if colon is None:
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
+            idx = colon.end()
+        sub = spec.get(key)
+        if sub is None:  # a leaf member: decode it directly (most members are)
+            value[key], end = _scan(text, idx)
+            node = Node(value[key], idx, end)
+        else:
+            node = _value(text, idx, sub)
         value[key] = node.value
         kids[key] = node
         after = _after.match(text, node.end)
