@@ -64,7 +64,8 @@ def main() -> None:
     for r in rows:
         r["speedup"] = r["tokens_per_s"] / base
     if args.json:
-        print(json.dumps({"preset": args.preset, "device": args.device, "dtype": args.dtype, "rows": rows}, indent=2))
+        print(json.dumps({"preset": args.preset, "device": args.device, "dtype": args.dtype, "prompt": args.prompt,
+                          "tokens": args.tokens, "rows": rows}, indent=2))
         return
     print(f"preset {args.preset} on {args.device} ({args.dtype}), {args.prompt}-token prompts, {args.tokens} decode steps")
     print(f"{'batch':>5} {'tokens/s':>10} {'step ms':>8} {'vs batch ' + str(rows[0]['batch']):>11}")

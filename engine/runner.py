@@ -54,8 +54,13 @@ class Stream:
         self.done = False
 
     async def events(self) -> AsyncIterator[Event]:
+        """Events in order; those that piled up while the client was slow come merged into one."""
         while not self.done:
             event = await self._queue.get()
+            while not event.finished and not event.error and not self._queue.empty():
+                later = self._queue.get_nowait()
+                later.token_ids = event.token_ids + later.token_ids
+                event = later
             self.done = event.finished
             if event.error:
                 raise EngineFailed(event.error)
@@ -133,6 +138,7 @@ class Runner:
                 self._wake.set()
 
     def _dispatch(self, seqs: list[Any]) -> None:
+        batches: dict[asyncio.AbstractEventLoop, list[tuple[Stream, Event]]] = {}
         with self._lock:
             for seq in seqs:
                 entry = self._streams.get(seq.seq_id)
@@ -146,7 +152,9 @@ class Runner:
                     event.ttft, event.decode_tps = seq.ttft, seq.decode_tps
                     event.prefill_seconds = seq.prefill_seconds
                     del self._streams[seq.seq_id]
-                loop.call_soon_threadsafe(stream._queue.put_nowait, event)
+                batches.setdefault(loop, []).append((stream, event))
+        for loop, batch in batches.items():  # one wake-up of the event loop per step, not one per request
+            loop.call_soon_threadsafe(_deliver, batch)
 
     def _fail_all(self, message: str) -> None:
         with self._lock:
@@ -154,5 +162,10 @@ class Runner:
             self._streams.clear()
         for seq_id, (stream, loop, _) in entries:
             self.engine.abort(seq_id)
-            loop.call_soon_threadsafe(stream._queue.put_nowait,
-                                      Event([], 0, finished=True, finish_reason="error", error=message))
+            failed = Event([], 0, finished=True, finish_reason="error", error=message)
+            loop.call_soon_threadsafe(_deliver, [(stream, failed)])
+
+
+def _deliver(batch: list[tuple[Stream, Event]]) -> None:
+    for stream, event in batch:
+        stream._queue.put_nowait(event)

@@ -45,6 +45,8 @@ def replay(source: str, target: str, policy: str, page_size: int | None, capacit
 
     SOURCE: a capture store (.db) or its JSONL export, a folder of request bodies, a Mooncake trace
     (hash_ids) or an LMCache agent trace (a JSONL file or a folder of them).
+
+    Exit status: 0 done, 1 done but the target failed some requests, 2 bad input.
     """
     from prefixguard.replay import results, sources
     from prefixguard.replay.fixes import Fixer
@@ -94,6 +96,11 @@ def replay(source: str, target: str, policy: str, page_size: int | None, capacit
     else:
         from prefixguard.replay.show import show
         show(meta, summaries)
+    if any(s["errors"] for s in summaries.values()):
+        first = next(o.error for rows in runs.values() for o in rows if o.error)
+        click.echo(f"Error: the target failed {sum(s['errors'] for s in summaries.values())} requests; "
+                   f"the first: {first}", err=True)
+        sys.exit(1)
 
 
 def _headers(pairs: tuple[str, ...]) -> dict[str, str]:

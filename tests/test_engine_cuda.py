@@ -32,14 +32,13 @@ def test_reuse_equals_scratch_on_cuda(dtype, tol, page_size):
         assert (ref - got).abs().max().item() <= tol * scale, s
 
 
-def test_1b_bf16_reuse_keeps_greedy_tokens():
+def test_1b_bf16_reuse_matches_scratch():
     rng = random.Random(0)
     engine = LLMEngine("1b", device="cuda", dtype="bfloat16", page_size=16, kv_pages=1024, keep_logits=True)
     system = [rng.randrange(128_000) for _ in range(1000)]
-    first = engine.generate([system + [1, 2, 3]], max_tokens=8)[0]
+    engine.generate([system + [1, 2, 3]], max_tokens=8)
     second = engine.generate([system + [1, 2, 3]], max_tokens=8)[0]
     assert second.cached_tokens == 992
     ref = engine.model.reference_logits(second.prompt_ids + second.output_ids[:-1])[len(second.prompt_ids) - 1:]
     got = torch.stack(second.logits).to(ref.device)
     assert (ref - got).abs().max().item() <= 3e-2 * ref.abs().max().item()
-    assert first.output_ids[:4] == second.output_ids[:4]

@@ -331,3 +331,37 @@ def test_sequence_mode_reports_each_cause_under_its_rule(project: Path, shape: s
         assert found == [catalog.by_cause()[folder.name].code], folder.name
         checked += 1
     assert checked >= 10
+
+
+def test_no_tokens_says_counts_are_estimates(project: Path):
+    write(project / "dirty.json", DIRTY)
+    doc = json.loads(run("--format", "json", "--no-tokens", "--select", "below-minimum", "dirty.json")[1])
+    assert doc["tokenizer"] == "estimate"
+    assert "is about " in doc["findings"][0]["message"]
+
+
+def test_crlf_files_keep_their_columns(project: Path):
+    text = json.dumps(DIRTY, indent=2).replace("\n", "\r\n")
+    (project / "crlf.json").write_bytes(text.encode())
+    (finding,) = json.loads(run("--format", "json", "--select", "PG101", "crlf.json")[1])["findings"]
+    line = text.split("\r\n")[finding["line"] - 1]
+    assert line[finding["column"] - 1:finding["end_column"] - 1] == STAMP
+
+
+def test_sequence_mode_on_a_capture_store_export(project: Path, shared_data: Path):
+    """The proxy's real store (a SQLite file) exported to JSONL, as `prefixguard capture export` writes it."""
+    from prefixguard.store import Record, Store
+    base = json.loads((shared_data / "recorded/openllmetry/test_prompt_caching_test_openai_prompt_caching"
+                       "/0001.request.json").read_text())
+    rows = _conversation(base, [STAMP, STAMP, "2026-12-02T17:00:00Z"])
+    with Store(project / "capture.db") as store:
+        for i, body in enumerate(rows):
+            store.add(Record(id=f"flow-{i}", ts=1000.0 + i, path="/v1/chat/completions", api="openai-chat",
+                             model=body["model"], request=json.dumps(body)))
+        with open(project / "capture.jsonl", "w", encoding="utf-8") as out:
+            assert store.export(out) == 3
+    doc = json.loads(run("--format", "json", "--select", "PG5", "capture.jsonl")[1])
+    assert [(f["code"], f["line"], f["data"]["earlier_line"]) for f in doc["findings"]] == [("PG501", 3, 2)]
+    line = (project / "capture.jsonl").read_text("utf-8").split("\n")[2]
+    column = doc["findings"][0]["column"]
+    assert line[column - 1:column + 4] == "7:00:"     # "16:11" -> "17:00": the first differing character

@@ -9,11 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import queue
 import re
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,39 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from tests.test_report_capture import CHARTS, chromium, headless
+from test_report_capture import CHARTS, chromium, headless, start, stop
 
 pytestmark = pytest.mark.slow
 
 SESSIONS = 4
-URL = re.compile(r"http://127\.0\.0\.1:(\d+)")
-
-
-def start(*args: str) -> tuple[subprocess.Popen, str]:
-    """A prefixguard subcommand in its own process; returns it and the URL it says it listens on."""
-    script = Path(sys.executable).with_name("prefixguard")
-    proc = subprocess.Popen([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
-    seen = []
-    while True:
-        try:
-            line = lines.get(timeout=90)
-        except queue.Empty:
-            proc.kill()
-            raise AssertionError(f"{args[0]} did not start: {''.join(seen)}") from None
-        seen.append(line)
-        if (m := URL.search(line)) and "listening" in line:
-            return proc, f"http://127.0.0.1:{m.group(1)}"
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")

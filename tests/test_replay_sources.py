@@ -115,3 +115,33 @@ def test_bad_traces_fail_in_one_line(tmp_path: Path, content: str | bytes | None
 def test_report_rejects_what_is_not_a_capture(tmp_path: Path, shared_data: Path) -> None:
     res = CliRunner().invoke(main, ["report", str(shared_data / "mooncake" / "synthetic_trace.jsonl")])
     assert res.exit_code == 2 and "not a capture export" in res.output and res.output.count("\n") == 1
+
+
+def test_a_target_that_refuses_fails_each_request_and_exits_1(shared_data: Path) -> None:
+    import socket
+    with socket.socket() as s:                 # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = shared_data / "recorded" / "pydantic-ai" / "test_cache_test_openrouter_cache_messages_anthropic_real_api"
+    res = CliRunner().invoke(main, ["replay", str(folder), "--target", f"http://127.0.0.1:{port}",
+                                         "--format", "json"])
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert (doc["requests"], doc["errors"]) == (0, 2)
+    assert res.stderr.startswith("Error: the target failed 2 requests") and "Connection refused" in res.stderr
+
+
+def test_progress_bar_shows_rate_and_eta_on_a_terminal(shared_data: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from prefixguard.replay.run import replay
+    from prefixguard.replay.targets import SimTarget
+    buf = io.StringIO()
+    requests = sources.load(shared_data / "mooncake" / "synthetic_trace.jsonl").requests[:400]
+    replay(requests, SimTarget(), console=Console(file=buf, force_terminal=True, width=120))
+    assert "400/400" in buf.getvalue() and "req/s" in buf.getvalue()
+    quiet = io.StringIO()
+    replay(requests, SimTarget(), console=Console(file=quiet, force_terminal=False))
+    assert quiet.getvalue() == ""

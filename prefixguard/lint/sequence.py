@@ -2,10 +2,10 @@
 
 The best earlier match is the request that shares the longest prefix of segments (PrefixIndex over the
 fingerprint chains). When not even the first segment is shared (a timestamp at the very start, tools
-reordered), it is the recent request with the most segments in common, wherever they stand. A break is reported under
-the rule of its first cause (rules/catalog.toml, family PG5), with the tokens that must be prefilled
-again and what that costs. A request that starts a new conversation is not a break: what it shares
-(tools, system prompt) is reused, and its first message is simply new.
+reordered), it is the recent request with the most segments in common, wherever they stand. A break is
+reported under the rule of its first cause (rules/catalog.toml, family PG5), with the tokens that must be
+prefilled again and what that costs. A request that starts a new conversation is not a break: what it
+shares (tools, system prompt) is reused, and its first message is simply new.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit
 from prefixguard.prompt import Prompt
 from prefixguard.volatile import find_volatile
-
 
 RECENT = 32   # requests per tenant searched by content when no prefix is shared
 
