@@ -71,7 +71,7 @@ def test_ci_workflow_commands_run_as_written(tmp_path: Path, monkeypatch: pytest
 
 
 def test_pre_commit_hook():
-    text = (CI / ".pre-commit-hooks.yaml").read_text("utf-8")
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text("utf-8")  # pre-commit reads it from the repo root
     entry = re.search(r"^\s+entry: (.+)$", text, re.M).group(1)
     pattern = re.search(r"^\s+files: (.+)$", text, re.M).group(1)
     assert re.search(r"^- id: prefixguard-lint$", text, re.M) and "language: python" in text
