@@ -8,8 +8,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.api_common import Options, flag, integer, model_of, new_id, number, sse
+from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.contracts import providers
 from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
@@ -20,11 +22,20 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": ERROR_TYPE.get(status, "api_error"), "message": message}}
 
 
+def check(prompt: Prompt) -> None:
+    """What the API refuses with a 400 that the wire adapter accepts: too many breakpoints."""
+    limit = providers()["anthropic"]["max_breakpoints"]
+    marks = sum(1 for s in prompt.segments if s.breakpoint) + bool(prompt.auto_breakpoint)
+    if marks > limit:
+        raise InputError(f"A maximum of {limit} blocks with cache_control may be provided. Found {marks}.")
+
+
 class Messages:
     """One message being answered, as a whole body or as the stream of events."""
 
     API = "anthropic"
-    STOP_REASON = {"stop": "end_turn", "length": "max_tokens"}
+    STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
+    MAX_STOP_SEQUENCES = 8192
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
@@ -32,7 +43,7 @@ class Messages:
         if max_tokens is None:
             raise InputError("'max_tokens' is required")
         return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=1.0),
-                       flag(body, "stream"))
+                       flag(body, "stream"), stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
@@ -48,6 +59,7 @@ class Messages:
         self.opts = opts
         self.id = new_id("msg_")
         self.created = int(time.time())
+        self.stop_sequence: str | None = None   # the one that ended the text, if any
 
     def _stop_reason(self, finish: str) -> str:
         return self.STOP_REASON.get(finish, "end_turn")
@@ -55,7 +67,7 @@ class Messages:
     def _message(self, content: list[dict[str, Any]], usage: Usage, finish: str | None) -> dict[str, Any]:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
                 "content": content, "stop_reason": self._stop_reason(finish) if finish else None,
-                "stop_sequence": None, "usage": self.usage_json(usage)}
+                "stop_sequence": self.stop_sequence, "usage": self.usage_json(usage)}
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
         return self._message([{"type": "text", "text": text}], usage, finish)
@@ -74,7 +86,7 @@ class Messages:
         # message_delta repeats the cumulative usage, the prompt's counts included, as the API does now.
         tail = self.usage_json(usage)
         del tail["cache_creation"], tail["service_tier"]
-        delta = {"stop_reason": self._stop_reason(finish), "stop_sequence": None}
+        delta = {"stop_reason": self._stop_reason(finish), "stop_sequence": self.stop_sequence}
         return [sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
                 sse({"type": "message_delta", "delta": delta, "usage": tail}, "message_delta"),
                 sse({"type": "message_stop"}, "message_stop")]

@@ -19,6 +19,7 @@ class Options:
     stream: bool = False
     include_usage: bool = False    # OpenAI Chat: stream_options.include_usage
     seed: int | None = None
+    stop: tuple[str, ...] = ()     # stop sequences: the text ends before the first one generated
 
 
 def model_of(body: dict[str, Any]) -> str:
@@ -53,6 +54,17 @@ def flag(body: dict[str, Any], key: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"'{key}' must be a boolean, got {json.dumps(value)}")
     return value
+
+
+def strings(body: dict[str, Any], key: str, *, most: int) -> tuple[str, ...]:
+    """A string or a list of non-empty strings (stop sequences), at most `most` of them."""
+    value = body.get(key)
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) and v for v in items) or len(items) > most:
+        raise InputError(f"'{key}' must be a list of at most {most} non-empty strings, got {json.dumps(value)}")
+    return tuple(items)
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.api_common import Options, flag, integer, model_of, new_id, number, sse
+from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
@@ -38,7 +38,7 @@ class Chat:
             raise InputError("'stream_options' must be an object")
         return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=2.0),
                        flag(body, "stream"), flag(stream_options, "include_usage"),
-                       integer(body, "seed", None, minimum=-(2 ** 63)))
+                       integer(body, "seed", None, minimum=-(2 ** 63)), strings(body, "stop", most=4))
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
@@ -50,6 +50,7 @@ class Chat:
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
+        self.stop_sequence: str | None = None
         self.id = new_id("chatcmpl-")
         self.created = int(time.time())
 
@@ -91,6 +92,9 @@ class Responses:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        if body.get("previous_response_id"):
+            raise InputError("'previous_response_id' is not supported: this server stores no responses; "
+                             "send the whole conversation in 'input'")
         return Options(model_of(body), integer(body, "max_output_tokens", default_max_tokens, minimum=1),
                        number(body, "temperature", 1.0, low=0.0, high=2.0), flag(body, "stream"))
 
@@ -103,6 +107,7 @@ class Responses:
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
+        self.stop_sequence: str | None = None
         self.id = new_id("resp_")
         self.item_id = new_id("msg_")
         self.created = int(time.time())

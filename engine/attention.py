@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
+CPU_QUERY_BLOCK = 256
+
 
 @dataclass
 class PrefillSeq:
@@ -39,18 +41,34 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: in
         return out.squeeze(2)
     out = torch.empty_like(q)
     for s in batch.prefill:
-        qs = q[s.q_start:s.q_start + s.q_len].transpose(0, 1).unsqueeze(0)   # [1, heads, q_len, hd]
+        rows = slice(s.q_start, s.q_start + s.q_len)
+        qs = q[rows].transpose(0, 1).unsqueeze(0)                          # [1, heads, q_len, hd]
         ctx = s.kv_slots.numel()
         if ctx == s.q_len:   # nothing cached: the new K/V are the whole context
-            kk, vv = k[s.q_start:s.q_start + s.q_len], v[s.q_start:s.q_start + s.q_len]
-            mask, causal = None, True
-        else:              # cached prefix: query i sits at position ctx - q_len + i (causal, lower right)
+            kk, vv = k[rows], v[rows]
+        else:
             kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
-            mask, causal = causal_lower_right(s.q_len, ctx), False
-        o = F.scaled_dot_product_attention(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0),
-                                           attn_mask=mask, is_causal=causal, enable_gqa=True)
-        out[s.q_start:s.q_start + s.q_len] = o.squeeze(0).transpose(0, 1)
+        o = _causal_suffix(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0))
+        out[rows] = o.squeeze(0).transpose(0, 1)
     return out
+
+
+def _causal_suffix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Queries that are the last q_len of ctx positions, each seeing every key up to its own.
+    CUDA kernels take the lower-right causal mask whole. The CPU kernels skip masked blocks only
+    for a square causal mask, so there the queries go in blocks, each over the keys it can see:
+    the masked work left is a triangle per block, not the whole cached prefix's rectangle."""
+    q_len, ctx = q.shape[2], k.shape[2]
+    if q_len == ctx:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    block = q_len if q.is_cuda else CPU_QUERY_BLOCK
+    outs = []
+    for a in range(0, q_len, block):
+        b = min(a + block, q_len)
+        end = ctx - q_len + b
+        outs.append(F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, :end], v[:, :, :end],
+                                                   attn_mask=causal_lower_right(b - a, end), enable_gqa=True))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -138,7 +138,7 @@ class LLMEngine:
                 seq.first_scheduled_time = t0
                 self._totals["prompt_tokens"] += len(seq.prompt_ids)
                 self._totals["cached_tokens"] += seq.cached_tokens or 0
-            ids += seq.tokens[c.start:c.end]
+            ids += seq.token_slice(c.start, c.end)
             positions += range(c.start, c.end)
             slots = self._slots(seq.pages, c.end)
             slot_map.append(slots[c.start:])

@@ -127,11 +127,11 @@ class LlamaModel(nn.Module):
         return nn.functional.linear(hidden, w).float()
 
     @torch.inference_mode()
-    def reference_logits(self, ids: list[int]) -> torch.Tensor:
-        """Logits of every position of one prompt, computed from scratch without the KV pool."""
+    def reference_logits(self, ids: list[int], start: int = 0) -> torch.Tensor:
+        """Logits of positions start.. of one prompt, computed from scratch without the KV pool."""
         dev = self.model.embed_tokens.weight.device
         t = torch.tensor(ids, device=dev)
-        return self.compute_logits(self(t, torch.arange(len(ids), device=dev), None))
+        return self.compute_logits(self(t, torch.arange(len(ids), device=dev), None)[start:])
 
     def init_random(self, seed: int) -> None:
         """Seeded weights: normal(0, 0.02) matrices, unit norms, zero biases."""

@@ -73,18 +73,18 @@ class Scheduler:
                 budget -= n
         if self.policy == "lpm" and self.tree is not None and len(self.waiting) > 1:
             self.waiting = deque(sorted(self.waiting, key=lambda s: -self.tree.peek(s.tokens[:-1])))
-        admitted: list[Sequence] = []
+        computing = [c.seq for c in chunks]             # prompts whose KV this step adds to the tree
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             seq = self.waiting[0]
             if self.pages_for(len(seq)) > self.allocator.num_pages:
                 self.waiting.popleft()                   # a preempted sequence that outgrew the pool
                 self.finish(seq, "length")
                 continue
-            if self._shares_uncached_prefix(seq, admitted):
-                break                                    # next step it reuses what this step computes
+            if self._shares_uncached_prefix(seq, computing):
+                break                                    # a later step reuses what this one computes
             if not self._admit(seq):
                 break                                    # no room: it waits for pages to come back
-            admitted.append(seq)
+            computing.append(seq)
             self.waiting.popleft()
             self.running.append(seq)
             n = min(len(seq) - seq.num_computed, budget)
@@ -94,14 +94,14 @@ class Scheduler:
             return Plan(chunks, decode=False)
         return self._plan_decode()
 
-    def _shares_uncached_prefix(self, seq: Sequence, admitted: list[Sequence]) -> bool:
-        """True when `seq` shares at least a page beyond its cached prefix with a sequence admitted
-        in this same step: computing it now would compute that part twice."""
-        if self.tree is None or not admitted:
+    def _shares_uncached_prefix(self, seq: Sequence, computing: list[Sequence]) -> bool:
+        """True when `seq` shares at least a page beyond its cached prefix with a prompt being
+        prefilled in this step: admitting it now would compute that part twice."""
+        if self.tree is None or not computing:
             return False
         tokens = seq.tokens
         cached = self.tree.peek(tokens)
-        return any(common_prefix_len(tokens, other.tokens) >= cached + self.page_size for other in admitted)
+        return any(common_prefix_len(tokens, other.tokens) >= cached + self.page_size for other in computing)
 
     def _plan_decode(self) -> Plan | None:
         chunks = []

@@ -46,6 +46,15 @@ class Sequence:
     def tokens(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+    def token_slice(self, start: int, end: int) -> list[int]:
+        """tokens[start:end] without building the whole list (decode asks for one token a step)."""
+        p = len(self.prompt_ids)
+        if start >= p:
+            return self.output_ids[start - p:end - p]
+        if end <= p:
+            return self.prompt_ids[start:end]
+        return self.prompt_ids[start:] + self.output_ids[:end - p]
+
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
 

@@ -225,6 +225,8 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     try:
         prompt = parse_request(body, path=path, headers=request.headers)
         opts = shape.options(json.loads(body), served.default_max_tokens)
+        if prompt.api == api_anthropic.Messages.API:
+            api_anthropic.check(prompt)
     except InputError as e:
         return _error(error, 400, str(e))
     if not any(s.level == "messages" for s in prompt.segments):
@@ -241,10 +243,10 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
     except ValueError as e:  # the engine: over the model's context, or more than the whole KV pool
         return _error(error, 413, str(e))
-    generation = Generation(served, policy, prompt, now, expected, stream)
     reply = shape(opts)
+    generation = Generation(served, policy, prompt, now, expected, stream, reply)
     if opts.stream:
-        return StreamingResponse(generation.frames(reply, error), media_type="text/event-stream",
+        return StreamingResponse(generation.frames(error), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
     try:
         text = await generation.text()
@@ -254,13 +256,15 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
 
 
 class Generation:
-    """One request's tokens as they come, turned into text and usage."""
+    """One request's tokens as they come, turned into text (cut at a stop sequence) and usage."""
 
     def __init__(self, served: Served, policy: CachePolicy | None, prompt: Prompt, now: float,
-                 expected: Expected | None, stream: Stream) -> None:
+                 expected: Expected | None, stream: Stream, reply: Any) -> None:
         self.served, self.policy, self.prompt, self.now = served, policy, prompt, now
-        self.expected, self.stream = expected, stream
+        self.expected, self.stream, self.reply = expected, stream, reply
+        self.stops: tuple[str, ...] = reply.opts.stop
         self.detok = chat_template.Detokenizer()
+        self.held = ""        # text that may be the start of a stop sequence: not sent yet
         self.output = 0
         self.finish = "stop"
         self.usage = Usage()
@@ -280,16 +284,35 @@ class Generation:
                 if event.finished:
                     text += self.detok.flush()
                     self.finish = event.finish_reason or "stop"
+                text, stopped = self._cut(text, event.finished)
+                if event.finished or stopped:
                     self.served.metrics.finished(event, self.usage)
                 yield first, text
                 first = False
+                if stopped:
+                    return
         finally:
             self.stream.abort()  # a no-op once finished; frees pages and tree locks if the client left
+
+    def _cut(self, text: str, final: bool) -> tuple[str, bool]:
+        """The part of text that may be sent now, and whether a stop sequence ended the generation."""
+        if not self.stops:
+            return text, False
+        text = self.held + text
+        found = min(((text.find(s), s) for s in self.stops if s in text), default=None)
+        if found:
+            self.held, self.finish, self.reply.stop_sequence = "", "stop_sequence", found[1]
+            return text[:found[0]], True
+        keep = 0 if final else max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])),
+                                   default=0)
+        self.held = text[len(text) - keep:]
+        return text[:len(text) - keep], False
 
     async def text(self) -> str:
         return "".join([text async for _, text in self.pieces()])
 
-    async def frames(self, reply: Any, error: Any) -> AsyncIterator[str]:
+    async def frames(self, error: Any) -> AsyncIterator[str]:
+        reply = self.reply
         try:
             async for first, text in self.pieces():
                 if first:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -177,14 +178,17 @@ def _prefill_seconds(engine_url: str) -> float:
 
 def _wait_for_rows(path: Path, count: int, timeout: float = 60.0) -> list[Any]:
     """The capture's records once the proxy has written `count` (its analysis runs beside the traffic)."""
+    from prefixguard.errors import InputError
     from prefixguard.store import open_store
 
     deadline = time.monotonic() + timeout
     while True:
-        if path.exists():
+        try:
             with open_store(path) as store:
                 if len(store) >= count:
                     return list(store.records())
+        except (InputError, sqlite3.Error):  # not created yet, or its schema not written yet
+            pass
         if time.monotonic() > deadline:
             raise DemoError(f"the proxy stored fewer than {count} requests within {timeout:.0f} s")
         time.sleep(0.1)

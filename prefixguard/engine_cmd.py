@@ -37,8 +37,13 @@ def serve(model: str, weights: str | None, host: str, port: int, cache_policy: s
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     import uvicorn
 
-    from engine.llm_engine import LLMEngine
     from engine.server import create_app, listen
+
+    try:  # the port first: a taken one fails in a second, before the model loads
+        sock = listen(host, port)
+    except OSError as e:
+        raise click.UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    from engine.llm_engine import LLMEngine
 
     try:
         llm = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
@@ -47,10 +52,6 @@ def serve(model: str, weights: str | None, host: str, port: int, cache_policy: s
         raise click.UsageError(f"cannot start the engine: {e}") from None
     app = create_app(llm, cache_policy=cache_policy, model_name=model, max_queue=max_queue,
                      default_max_tokens=default_max_tokens)
-    try:
-        sock = listen(host, port)
-    except OSError as e:
-        raise click.UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     bound = sock.getsockname()[1]
     click.echo(f"prefixguard engine: model {model}, cache policy {cache_policy}, "
                f"listening on http://{host}:{bound}")

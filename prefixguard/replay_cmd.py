@@ -18,7 +18,8 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]), default="radix", show_default=True,
               help="sim: reuse any cached prefix (radix) or follow a provider's caching contract.")
 @click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
-@click.option("--capacity", "capacity_tokens", type=click.IntRange(1), help="sim: cache size in tokens (default: unbounded).")
+@click.option("--capacity", "capacity_tokens", type=click.IntRange(1),
+              help="sim: cache size in tokens (default: unbounded).")
 @click.option("--capacity-pages", type=click.IntRange(1), help="sim: cache size in pages; engine: KV pool size.")
 @click.option("--model", help="Model to price (and, for http, to ask for) instead of the trace's.")
 @click.option("--engine-model", default="tiny", show_default=True, help="engine: model preset.")
@@ -32,7 +33,9 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.option("--max-tokens", type=click.IntRange(1), default=16, show_default=True,
               help="engine/http: output tokens per request at most.")
 @click.option("--limit", type=click.IntRange(1), help="Replay only the first N requests.")
-@click.option("--what-if", type=click.Choice(["fixed"]), help="Replay again with prefixguard's fixes applied.")
+@click.option("--what-if", type=click.Choice(["fixed"]),
+              help="Replay again with prefixguard's fixes applied, side by side (sim and engine start that "
+                   "run cold; an http server keeps what the first run cached).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="http: header to send (repeat).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write per-request results (.json, or .db for SQLite).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -2,7 +2,8 @@
 CPU). The server's reported cached tokens reproduce the trace's ideal prefix reuse, and the proxy's
 capture is a real capture for `prefixguard report` (terminal and HTML, rendered in headless Chromium).
 
-Bounded for 2 CPU cores: the 4 smallest session files (29 calls, about 66k prompt tokens), not all 20.
+Bounded for 2 CPU cores: the 10 smallest session files (102 calls, about 275k prompt tokens), not all 20
+(the largest sessions also outgrow the tiny model's 16k-token context).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from test_report_capture import CHARTS, chromium, headless, start, stop
 
 pytestmark = pytest.mark.slow
 
-SESSIONS = 4
+SESSIONS = 10
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,8 @@ def ideal(trace: Path) -> float:
 @pytest.fixture(scope="module")
 def through_proxy(subset: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path]]:
     capture = tmp_path_factory.mktemp("capture") / "capture.db"
-    server, server_url = start("engine", "serve", "--model", "tiny", "--port", "0")
+    server, server_url = start("engine", "serve", "--model", "tiny", "--port", "0", "--page-size", "16",
+                           "--kv-pages", "16384")
     try:
         proxy, proxy_url = start("proxy", "--upstream", server_url, "--port", "0", "--store", str(capture), "-q")
         try:

@@ -50,3 +50,19 @@ def test_engine_fails_a_request_too_long_for_the_model_without_stopping(session:
     finally:
         target.close()
     assert all(o.error and "KV pool" in o.error for o in out)
+
+
+def test_realtime_targets_keep_the_trace_pace_scaled(session: list[sources.Request]) -> None:
+    import time
+    first = session[:3]
+    span = first[-1].ts - first[0].ts
+    assert span > 1
+    speed = span / 1.0                       # the three calls spread over one second
+    target = EngineTarget("tiny", page_size=16, max_tokens=1)
+    try:
+        t0 = time.perf_counter()
+        out = replay(first, target, speed=speed, progress=False)
+        wall = time.perf_counter() - t0
+    finally:
+        target.close()
+    assert wall >= 1.0 and all(o.error is None for o in out)

@@ -3,7 +3,6 @@ one-line errors with exit 2 on bad input."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,8 @@ def test_lmcache_folder_in_time_order(shared_data: Path) -> None:
         assert b.body["messages"][:-1] == a.body["messages"] and b.body["messages"][-1]["role"] == "user"
     raw = [json.loads(line) for line in next((shared_data / "lmcache-agent-trace" / "miniswe").glob("*.jsonl"))
            .read_text().splitlines()]
-    assert "".join(m["content"] for m in one.requests[-1].body["messages"]) == max(raw, key=lambda r: r["timestamp"])["input"]
+    latest = max(raw, key=lambda r: r["timestamp"])["input"]
+    assert "".join(m["content"] for m in one.requests[-1].body["messages"]) == latest
 
 
 def test_recorded_cassettes_carry_paths_and_reported_usage(shared_data: Path) -> None:

@@ -93,7 +93,8 @@ def test_json_report_numbers_come_from_the_capture(capture: Path) -> None:
     res = CliRunner().invoke(main, ["report", str(capture), "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    rows = [json.loads(line) for line in CliRunner().invoke(main, ["capture", "export", str(capture)]).output.splitlines()]
+    export = CliRunner().invoke(main, ["capture", "export", str(capture)]).output
+    rows = [json.loads(line) for line in export.splitlines()]
     assert doc["requests"] == len(rows) > 30
     reported = [r for r in rows if r["usage"]["reported"]]
     assert sum(w["read"] for w in doc["windows"]) == sum(r["usage"]["cache_read"] for r in reported)

@@ -163,6 +163,11 @@ def test_errors_come_in_each_providers_shape(server, claude, gpt):
         claude.messages.create(model="claude-sonnet-4-5", max_tokens=0,
                                messages=[{"role": "user", "content": "hi"}])
     assert bad.value.body["error"]["type"] == "invalid_request_error"
+    marked = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    with pytest.raises(anthropic.BadRequestError, match="A maximum of 4 blocks with cache_control"):
+        claude.messages.create(model="claude-sonnet-4-5", max_tokens=2, messages=[{"role": "user", "content": marked}])
+    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        gpt.responses.create(model="gpt-4o", input="hi", previous_response_id="resp_1")
     with pytest.raises(openai.BadRequestError) as bad_chat:
         gpt.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], n=2)
     assert bad_chat.value.code is None and "'n' must be 1" in bad_chat.value.message
@@ -189,3 +194,19 @@ def test_count_tokens_models_health_metrics(server, claude):
         assert name in metrics
     hit = next(line for line in metrics.splitlines() if line.startswith("prefixguard_engine_prefix_hit_rate "))
     assert 0 < float(hit.split()[1]) < 1
+
+
+def test_stop_sequences_cut_the_text_plain_and_streamed(claude, gpt):
+    ask = {"model": "gpt-4o", "max_tokens": 24, "seed": 7, "messages": [{"role": "user", "content": "hi"}]}
+    full = gpt.chat.completions.create(**ask).choices[0].message.content
+    stop = full[10:14]
+    cut = gpt.chat.completions.create(**ask, stop=[stop]).choices[0]
+    assert cut.message.content == full[:full.index(stop)] and cut.finish_reason == "stop"
+    chunks = list(gpt.chat.completions.create(**ask, stop=stop, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == cut.message.content
+
+    with claude.messages.stream(model="claude-sonnet-4-5", max_tokens=24, stop_sequences=[" "],
+                                messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == " "
+    assert " " not in final.content[0].text

@@ -39,7 +39,7 @@ def replay(requests: list[Request], target: Target, *, speed: float = 1.0, times
                    TimeRemainingColumn(), console=console, disable=not show, transient=True)
     with bar:
         task = bar.add_task(label, total=len(requests))
-        if not getattr(target, "realtime", False):
+        if not target.realtime:
             out = []
             for req in requests:
                 out.append(target.run(req, clock(req)))

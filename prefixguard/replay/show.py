@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _ms(d: dict[str, Any] | None, key: str) -> str:
-    value = (d or {}).get(key)
-    return "-" if value is None else f"{value * 1e3:,.0f} ms"
+def _ttft(summary: dict[str, Any], group: str) -> str:
+    d = summary.get("ttft_s", {}).get(group) or {}
+    return " / ".join("-" if d.get(q) is None else f"{d[q] * 1e3:,.0f} ms" for q in ("p50", "p90"))
 
 
 ROWS: list[tuple[str, Any]] = [
@@ -22,8 +22,8 @@ ROWS: list[tuple[str, Any]] = [
     ("hit ratio, token-weighted", lambda s: f"{s['hit_ratio']:.1%}"),
     ("hit ratio, per request", lambda s: f"{s['request_hit_ratio']:.1%}"),
     ("requests with a hit", lambda s: f"{s['requests_with_hits']:,}"),
-    ("TTFT p50 / p90 with reuse", lambda s: " / ".join(_ms(s.get("ttft_s", {}).get("with_reuse"), q) for q in ("p50", "p90"))),
-    ("TTFT p50 / p90 without", lambda s: " / ".join(_ms(s.get("ttft_s", {}).get("without_reuse"), q) for q in ("p50", "p90"))),
+    ("TTFT p50 / p90 with reuse", lambda s: _ttft(s, "with_reuse")),
+    ("TTFT p50 / p90 without", lambda s: _ttft(s, "without_reuse")),
     ("prefill seconds", lambda s: f"{s['prefill_s']:.2f} s" if "prefill_s" in s else "-"),
     ("prefill seconds saved", lambda s: f"{s['prefill_saved_s']:.2f} s (x{s['prefill_ratio']:.2f})"
      if s.get("prefill_ratio") is not None else "-"),

@@ -32,7 +32,7 @@ API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions",
 
 
 class Target(Protocol):
-    name: str
+    realtime: bool             # True: requests are sent at the trace's pace; False: time is only a number
 
     def run(self, req: Request, now: float) -> Outcome: ...
 
@@ -87,7 +87,8 @@ def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome
 
 
 class _Pages:
-    """Page ids for the tree; the tree frees duplicates and evicted leaves, which only need counting."""
+    """Page ids for the sim's tree. No KV memory stands behind them, so a freed id needs no bookkeeping:
+    the tree's own page count is the cache's size."""
 
     def __init__(self) -> None:
         self._ids = itertools.count()
@@ -104,8 +105,7 @@ class SimTarget:
     LRU eviction), or a provider's caching contract (anthropic, openai: breakpoints, minimums, TTLs from
     the trace's timestamps)."""
 
-    name = "sim"
-    realtime = False           # time is the trace's: nothing waits
+    realtime = False
 
     def __init__(self, policy: str = "radix", *, page_size: int | None = None, capacity_tokens: int | None = None,
                  capacity_pages: int | None = None, model: str | None = None) -> None:
@@ -201,7 +201,6 @@ class HttpTarget:
     Requests stream, so TTFT is measured at the first content event; cached tokens come from the
     usage fields the server reports (a server that reports none gives no cached count, never zero)."""
 
-    name = "http"
     realtime = True
 
     def __init__(self, base_url: str, *, max_tokens: int = 16, model: str | None = None,
@@ -281,7 +280,6 @@ class EngineTarget:
     One thread steps the engine while any request is unfinished, so requests in flight together are
     batched as the server would batch them."""
 
-    name = "engine"
     realtime = True
 
     def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,

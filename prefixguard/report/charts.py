@@ -34,7 +34,8 @@ def _axes(x_lo: float, x_hi: float, y_lo: float, y_hi: float, x_fmt: Fmt, y_fmt:
         yv = y_lo + (y_hi - y_lo) * i / ticks
         xv = x_lo + (x_hi - x_lo) * i / ticks
         out.append(f'<line class="grid" x1="{LEFT}" y1="{sy(yv):.1f}" x2="{W - RIGHT}" y2="{sy(yv):.1f}"/>')
-        out.append(f'<text class="tick" x="{LEFT - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{escape(y_fmt(yv))}</text>')
+        out.append(f'<text class="tick" x="{LEFT - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">'
+                   f'{escape(y_fmt(yv))}</text>')
         out.append(f'<text class="tick" x="{sx(xv):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">'
                    f'{escape(x_fmt(xv))}</text>')
     return "".join(out)
@@ -117,7 +118,7 @@ def bars(name: str, title: str, items: Sequence[tuple[str, float]], fmt: Fmt) ->
         y = TOP + i * row
         body.append(f'<text class="tick" x="{label_w - 8}" y="{y + row * 0.6:.1f}" text-anchor="end">'
                     f'{escape(label)}</text>')
-        body.append(f'<rect class="mark" x="{label_w}" y="{y + row * 0.15:.1f}" width="{max(1.0, sx(v) - label_w):.1f}" '
-                    f'height="{row * 0.7:.1f}" fill="{COLORS[2]}"/>')
+        body.append(f'<rect class="mark" x="{label_w}" y="{y + row * 0.15:.1f}" '
+                    f'width="{max(1.0, sx(v) - label_w):.1f}" height="{row * 0.7:.1f}" fill="{COLORS[2]}"/>')
         body.append(f'<text class="tick" x="{sx(v) + 6:.1f}" y="{y + row * 0.6:.1f}">{escape(fmt(v))}</text>')
     return _frame(name, title, "".join(body))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prefixguard.compare import compare
@@ -25,7 +25,9 @@ from prefixguard.wire import parse_request
 MAX_WINDOWS = 12
 MOVED = 1.5           # a median that grew by this factor "moved"
 STEADY = 0.2          # a decode rate within this fraction of its start is "steady"
-QUEUED = 2.0          # a hit whose TTFT is this many times the median hit TTFT waited in a queue
+QUEUED = 2.0          # a hit whose TTFT is this many times that of like hits waited in a queue...
+QUEUE_MIN_S = 0.1     # ...and by at least this long (milliseconds of jitter are no queue)
+QUEUE_PEERS = 3       # like hits needed to say what is typical
 KEEP_PER_KEY = 1000   # earlier prompts kept per tenant and model to compare with
 
 
@@ -74,7 +76,6 @@ class Diagnosis:
     findings: list[str] = field(default_factory=list)                # one headline per step
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
         doc = asdict(self)
         for w, raw in zip(self.windows, doc["windows"]):
             raw["hit_ratio"] = w.hit_ratio
@@ -239,10 +240,7 @@ def _causes_finding(causes: list[Cause]) -> str:
 def _infra(rows: list[dict[str, Any]]) -> dict[str, Any]:
     verdicts = Counter(r.get("verdict") for r in rows)
     errors = Counter(str(r.get("status") or "no response") for r in rows if not _ok(r))
-    hit_ttfts = [(t, r) for r in rows if _ok(r) and (_usage(r).get("cache_read") or 0) > 0
-                 and (t := _timing(r, "ttft_s")) is not None]
-    median_hit = _median([t for t, _ in hit_ttfts])
-    queued = [r for t, r in hit_ttfts if median_hit and t > QUEUED * median_hit]
+    queued, median_hit = _queued(rows)
     lost = defaultdict(int)
     for r in rows:
         if r.get("verdict") in ("miss_ttl_expired", "miss_server_side"):
@@ -253,15 +251,34 @@ def _infra(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if verdicts["miss_server_side"]:
         parts.append(f"{verdicts['miss_server_side']} server-side misses (stable prefix, within TTL, still missed)")
     if queued:
-        parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x the median hit: queueing")
+        parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x that of hits with as much to prefill: "
+                     f"queueing")
     if errors:
-        parts.append(f"{sum(errors.values())} failed requests ({', '.join(f'{k}: {v}' for k, v in errors.most_common())})")
+        by_status = ", ".join(f"{k}: {v}" for k, v in errors.most_common())
+        parts.append(f"{sum(errors.values())} failed requests ({by_status})")
     return {"ttl_expired": verdicts["miss_ttl_expired"], "server_side": verdicts["miss_server_side"],
             "ttl_expired_tokens": lost["miss_ttl_expired"], "server_side_tokens": lost["miss_server_side"],
             "queued": len(queued), "queued_examples": [str(r.get("id")) for r in queued[:5]],
             "median_hit_ttft_s": median_hit, "errors": dict(errors),
             "finding": "; ".join(parts) + "." if parts else "No infrastructure signal: no TTL expiry, server-side "
                                                             "miss, queueing or error."}
+
+
+def _queued(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float | None]:
+    """Hits that waited: TTFT far above that of hits with a like number of tokens to prefill (the
+    same power of two), so a long uncached suffix is not mistaken for a queue."""
+    hits = [(t, r) for r in rows if _ok(r) and (_usage(r).get("cache_read") or 0) > 0
+            and (t := _timing(r, "ttft_s")) is not None]
+    bins: dict[int, list[float]] = defaultdict(list)
+    work = {}
+    for t, r in hits:
+        u = _usage(r)
+        work[id(r)] = max(0, (u.get("prompt_total") or 0) - (u.get("cache_read") or 0)).bit_length()
+        bins[work[id(r)]].append(t)
+    typical = {k: _median(v) for k, v in bins.items() if len(v) >= QUEUE_PEERS}
+    queued = [r for t, r in hits if (m := typical.get(work[id(r)])) is not None
+              and t > QUEUED * m and t - m > QUEUE_MIN_S]
+    return queued, _median([t for t, _ in hits])
 
 
 def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:

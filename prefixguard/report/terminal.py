@@ -8,8 +8,8 @@ from rich.table import Table
 from prefixguard.report.diagnose import Diagnosis
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
+def _num(value: float | None, fmt: str, unit: str = "") -> str:
+    return "-" if value is None else format(value, fmt) + unit
 
 
 def render(d: Diagnosis, console: Console | None = None) -> None:
@@ -20,7 +20,8 @@ def render(d: Diagnosis, console: Console | None = None) -> None:
     table = Table("window (s)", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio", box=None)
     for w in d.windows:
         table.add_row(f"{w.start:,.0f}-{w.end:,.0f}", str(w.requests),
-                      _num(w.ttft_p50 and w.ttft_p50 * 1e3, ",.0f") + " ms", _num(w.decode_p50, ",.1f") + " tok/s",
+                      _num(None if w.ttft_p50 is None else w.ttft_p50 * 1e3, ",.0f", " ms"),
+                      _num(w.decode_p50, ",.1f", " tok/s"),
                       _num(w.prompt_p50, ",.0f"), _num(w.hit_ratio, ".1%"))
     console.print(table)
 
