@@ -24,19 +24,21 @@ fi
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())' | tee -a "$OUTDIR/gpu.txt"
 
 step() { echo; echo "== $1"; }
+FAILED=""   # a failing step is reported and the next one still runs: one lease, every number it can give
 
 step "correctness on $DEV"
 if [ "$DEV" = cuda ]; then
-  timeout 180 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider 2>&1 | tee "$OUTDIR/correctness.txt"
+  timeout 180 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider 2>&1 | tee "$OUTDIR/correctness.txt" \
+    || FAILED+=" correctness"
 else
   timeout 180 "$PY" -m pytest tests/test_engine_correctness.py -q -p no:cacheprovider -k "interleaved and 16" 2>&1 \
-    | tee "$OUTDIR/correctness.txt"
+    | tee "$OUTDIR/correctness.txt" || FAILED+=" correctness"
 fi
 
 step "prefill reuse ($PRESET, $DTYPE)"
 timeout 150 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$PRESET" \
-  --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192 > "$OUTDIR/prefill_reuse.json"
-"$PY" - "$OUTDIR/prefill_reuse.json" <<'PYEOF'
+  --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192 > "$OUTDIR/prefill_reuse.json" || FAILED+=" prefill_reuse"
+"$PY" - "$OUTDIR/prefill_reuse.json" <<'PYEOF' || true
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["rows"]:
@@ -46,8 +48,8 @@ PYEOF
 
 step "decode batching ($PRESET, $DTYPE)"
 timeout 120 "$PY" bench/decode_batch.py --device "$DEV" --dtype "$DTYPE" --preset "$PRESET" \
-  --batches $BATCHES --tokens "$TOKENS" --json > "$OUTDIR/decode_batch.json"
-"$PY" - "$OUTDIR/decode_batch.json" <<'PYEOF'
+  --batches $BATCHES --tokens "$TOKENS" --json > "$OUTDIR/decode_batch.json" || FAILED+=" decode_batch"
+"$PY" - "$OUTDIR/decode_batch.json" <<'PYEOF' || true
 import json, sys
 for r in json.load(open(sys.argv[1]))["rows"]:
     print(f"batch {r['batch']:>3}  {r['tokens_per_s']:10.1f} tok/s  step {r['step_ms']:7.2f} ms  x{r['speedup']:.2f}")
@@ -55,5 +57,7 @@ PYEOF
 
 step "against the machine's measured limits"
 timeout 60 "$PY" bench/roofline.py $SMALL --prefill "$OUTDIR/prefill_reuse.json" --decode "$OUTDIR/decode_batch.json" \
-  | tee "$OUTDIR/roofline.txt"
+  | tee "$OUTDIR/roofline.txt" || FAILED+=" roofline"
 echo; echo "output in $OUTDIR"
+if [ -n "$FAILED" ]; then echo "FAILED:$FAILED"; exit 1; fi
+echo "all steps passed"

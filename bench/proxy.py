@@ -13,7 +13,6 @@ Target: prefixguard adds <= 5% to bare mitmproxy's latency and nothing measurabl
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import statistics
@@ -45,7 +44,7 @@ def serve(kind: str, upstream: str | None, store: str | None) -> None:
         up.server.serve_forever()
         return
     from prefixguard.proxy.addon import PrefixGuard
-    from prefixguard.proxy.run import start
+    from prefixguard.proxy.run import serve as serve_proxy
     from prefixguard.proxy.tap import is_event_stream
 
     class StreamSSE:
@@ -55,13 +54,10 @@ def serve(kind: str, upstream: str | None, store: str | None) -> None:
             if is_event_stream(flow.response.headers.get("content-type")):
                 flow.response.stream = True
 
-    async def main() -> None:
-        addon = PrefixGuard(console=lambda line: None) if kind == "prefixguard" else StreamSSE()
-        settings = {"prefixguard_store": store or "", "prefixguard_quiet": True}
-        _, task, port = await start([upstream], addon=addon, settings=settings)
-        print(f"PORT {port}", flush=True)
-        await task
-    asyncio.run(main())
+    addon = PrefixGuard(console=lambda line: None) if kind == "prefixguard" else StreamSSE()
+    settings = {"prefixguard_store": store or "", "prefixguard_quiet": True}
+    serve_proxy([upstream], host="127.0.0.1", port=0, addon=addon, settings=settings,
+                on_listen=lambda port: print(f"PORT {port}", flush=True))
 
 
 @contextmanager

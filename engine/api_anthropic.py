@@ -14,6 +14,7 @@ from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 
+STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
               429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 
@@ -34,14 +35,15 @@ class Messages:
     """One message being answered, as a whole body or as the stream of events."""
 
     API = "anthropic"
-    STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
     MAX_STOP_SEQUENCES = 8192
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
-        max_tokens = integer(body, "max_tokens", None, minimum=1)
+        max_tokens = integer(body, "max_tokens", None, minimum=0)
         if max_tokens is None:
             raise InputError("'max_tokens' is required")
+        if max_tokens == 0 and flag(body, "stream"):
+            raise InputError("'max_tokens': 0 pre-warms the cache and cannot be streamed")
         return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=1.0),
                        flag(body, "stream"), stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
 
@@ -62,7 +64,7 @@ class Messages:
         self.stop_sequence: str | None = None   # the one that ended the text, if any
 
     def _stop_reason(self, finish: str) -> str:
-        return self.STOP_REASON.get(finish, "end_turn")
+        return STOP_REASON.get(finish, "end_turn")
 
     def _message(self, content: list[dict[str, Any]], usage: Usage, finish: str | None) -> dict[str, Any]:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
@@ -70,7 +72,9 @@ class Messages:
                 "stop_sequence": self.stop_sequence, "usage": self.usage_json(usage)}
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
-        return self._message([{"type": "text", "text": text}], usage, finish)
+        # max_tokens 0 pre-warms: the prompt is read and written to the cache, and no content comes back
+        content = [{"type": "text", "text": text}] if self.opts.max_tokens else []
+        return self._message(content, usage, finish)
 
     def start(self, usage: Usage) -> list[str]:
         block = {"type": "text", "text": ""}

@@ -12,6 +12,7 @@ from engine.api_common import Options, flag, integer, model_of, new_id, number, 
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
+FINISH = {"stop": "stop", "length": "length"}   # engine finish reason -> Chat finish_reason
 ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),
          413: ("invalid_request_error", "context_length_exceeded"), 429: ("requests", "rate_limit_exceeded"),
          500: ("server_error", None)}
@@ -24,7 +25,6 @@ def error(status: int, message: str) -> dict[str, Any]:
 
 class Chat:
     API = "openai-chat"
-    FINISH = {"stop": "stop", "length": "length"}
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
@@ -62,7 +62,7 @@ class Chat:
         message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
         return {**self._head("chat.completion"),
                 "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": self.FINISH.get(finish, "stop")}],
+                             "finish_reason": FINISH.get(finish, "stop")}],
                 "usage": self.usage_json(usage)}
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
@@ -79,7 +79,7 @@ class Chat:
         return self._chunk({"content": text})
 
     def end(self, usage: Usage, finish: str) -> list[str]:
-        frames = [self._chunk({}, self.FINISH.get(finish, "stop"))]
+        frames = [self._chunk({}, FINISH.get(finish, "stop"))]
         if self.opts.include_usage:
             frames.append(sse({**self._head("chat.completion.chunk"), "choices": [],
                                "usage": self.usage_json(usage)}))

@@ -61,6 +61,9 @@ def _causal_suffix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     q_len, ctx = q.shape[2], k.shape[2]
     if q_len == ctx:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    if q.is_cuda:   # the lower-right bias calls the fused kernels directly: give them equal head counts
+        groups = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     block = q_len if q.is_cuda else CPU_QUERY_BLOCK
     outs = []
     for a in range(0, q_len, block):

@@ -78,8 +78,3 @@ class KVPool:
     @property
     def bytes_per_page(self) -> int:
         return self.nbytes // self.num_pages
-
-    def slots(self, pages: list[int], start: int, end: int) -> list[int]:
-        """Cache slots of token positions start..end-1 of a sequence that owns `pages`."""
-        ps = self.page_size
-        return [pages[i // ps] * ps + i % ps for i in range(start, end)]

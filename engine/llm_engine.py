@@ -13,7 +13,7 @@ from engine.kv_pool import KVPool
 from engine.model import build_model
 from engine.sampler import sample
 from engine.scheduler import Plan, RequestTooLarge, Scheduler
-from engine.sequence import Sequence, Status
+from engine.sequence import Sequence
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
@@ -30,6 +30,12 @@ def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pa
 
 
 class LLMEngine:
+    """model: a preset name or a ModelConfig; with `weights` (a local safetensors directory) the
+    shape comes from its config.json unless a ModelConfig is given. The KV pool holds `kv_pages`
+    pages, or as many as fit in `kv_memory_bytes`, or 16,384 tokens' worth. prefill_chunk: prompt
+    tokens per step at most; max_batch: sequences running at once; schedule: "fcfs" or "lpm"
+    (longest cached prefix first); keep_logits: keep each sampled row's logits (tests)."""
+
     def __init__(self, model: str | ModelConfig = "tiny", *, device: str = "cpu", dtype: str = "float32",
                  page_size: int = 16, kv_pages: int | None = None, kv_memory_bytes: int | None = None,
                  prefill_chunk: int = 2048, max_batch: int = 64, schedule: str = "fcfs",
@@ -131,50 +137,24 @@ class LLMEngine:
     @torch.inference_mode()
     def _run(self, plan: Plan) -> list[Sequence]:
         t0 = time.perf_counter()
-        ids, positions, slot_map, ctx_slots, prefill = [], [], [], [], []
-        for c in plan.chunks:
-            seq = c.seq
-            if seq.first_scheduled_time is None:
-                seq.first_scheduled_time = t0
-                self._totals["prompt_tokens"] += len(seq.prompt_ids)
-                self._totals["cached_tokens"] += seq.cached_tokens or 0
-            ids += seq.token_slice(c.start, c.end)
-            positions += range(c.start, c.end)
-            slots = self._slots(seq.pages, c.end)
-            slot_map.append(slots[c.start:])
-            ctx_slots.append(slots)
-            if not plan.decode:
-                prefill.append(PrefillSeq(len(ids) - (c.end - c.start), c.end - c.start, slots))
+        ids, positions, batch = self._batch(plan, t0)
         dev = self.device
-        batch = AttnBatch(self.pool.k, self.pool.v, torch.cat(slot_map))
-        if plan.decode:
-            lens = [c.end for c in plan.chunks]
-            width = max(lens)
-            table = torch.zeros(len(lens), width, dtype=torch.long, device=dev)
-            for i, slots in enumerate(ctx_slots):
-                table[i, :len(slots)] = slots
-            batch.decode_slots = table
-            batch.decode_mask = (torch.arange(width, device=dev)[None, :] < torch.tensor(lens, device=dev)[:, None])[:, None, None, :]
-        else:
-            batch.prefill = prefill
         hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
-        rows, sampling = [], []
-        end = 0
+        rows, sampling, end = [], [], 0
         for c in plan.chunks:
             end += c.end - c.start
             c.seq.num_computed = c.end
-            if c.samples:
+            if c.samples:                       # only the last row of a finished prompt needs logits
                 rows.append(end - 1)
                 sampling.append(c.seq)
-        tokens = []
+        tokens, logits = [], None
         if sampling:
             logits = self.model.compute_logits(hidden[torch.tensor(rows, device=dev)])
             tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
         elif dev.type == "cuda":
-            torch.cuda.synchronize(dev)
+            torch.cuda.synchronize(dev)          # so that prefill_seconds is the GPU's time, not the launch's
         now = time.perf_counter()
-        key = "decode_tokens" if plan.decode else "prefill_tokens"
-        self._totals[key] += len(ids)
+        self._totals["decode_tokens" if plan.decode else "prefill_tokens"] += len(ids)
         if not plan.decode:
             for c in plan.chunks:
                 c.seq.prefill_seconds += now - t0
@@ -182,14 +162,55 @@ class LLMEngine:
         for i, (seq, tok) in enumerate(zip(sampling, tokens)):
             if self.keep_logits:
                 seq.logits.append(logits[i].cpu())
-            seq.output_ids.append(tok)
-            if seq.first_token_time is None:
-                seq.first_token_time = now
-            if tok in seq.stop_token_ids:
-                self.scheduler.finish(seq, "stop")
-            elif len(seq.output_ids) >= seq.max_tokens or len(seq) >= self.config.max_position:
-                self.scheduler.finish(seq, "length")
+            self._append(seq, tok, now)
         return sampling
+
+    def _batch(self, plan: Plan, now: float) -> tuple[list[int], list[int], AttnBatch]:
+        """Flatten the plan's chunks into token ids, positions and where their K/V live."""
+        ids, positions = [], []
+        for c in plan.chunks:
+            seq = c.seq
+            if seq.first_scheduled_time is None:
+                seq.first_scheduled_time = now
+                self._totals["prompt_tokens"] += len(seq.prompt_ids)
+                self._totals["cached_tokens"] += seq.cached_tokens or 0
+            ids += seq.token_slice(c.start, c.end)
+            positions += range(c.start, c.end)
+        return ids, positions, (self._decode_batch(plan) if plan.decode else self._prefill_batch(plan))
+
+    def _prefill_batch(self, plan: Plan) -> AttnBatch:
+        prefill, new_slots, row = [], [], 0
+        for c in plan.chunks:
+            slots = self._slots(c.seq.pages, c.end)
+            prefill.append(PrefillSeq(row, c.end - c.start, slots))
+            new_slots.append(slots[c.start:])
+            row += c.end - c.start
+        return AttnBatch(self.pool.k, self.pool.v, torch.cat(new_slots), prefill=prefill)
+
+    def _decode_batch(self, plan: Plan) -> AttnBatch:
+        """One page table for the whole batch, built on the host and moved once: [B, pages] ->
+        slots [B, pages * page_size], padded and masked past each sequence's length."""
+        ps, dev = self.page_size, self.device
+        lens = [c.end for c in plan.chunks]
+        n_pages = [-(-n // ps) for n in lens]
+        width = max(n_pages)
+        table = torch.tensor([c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages)],
+                             dtype=torch.long).to(dev, non_blocking=True)
+        slots = (table[:, :, None] * ps + torch.arange(ps, device=dev)).view(len(lens), -1)[:, :max(lens)]
+        new = [c.seq.pages[(n - 1) // ps] * ps + (n - 1) % ps for c, n in zip(plan.chunks, lens)]
+        lens_t = torch.tensor(lens).to(dev, non_blocking=True)
+        mask = torch.arange(slots.shape[1], device=dev)[None, :] < lens_t[:, None]
+        return AttnBatch(self.pool.k, self.pool.v, torch.tensor(new).to(dev, non_blocking=True),
+                         decode_slots=slots, decode_mask=mask[:, None, None, :])
+
+    def _append(self, seq: Sequence, token: int, now: float) -> None:
+        seq.output_ids.append(token)
+        if seq.first_token_time is None:
+            seq.first_token_time = now
+        if token in seq.stop_token_ids:
+            self.scheduler.finish(seq, "stop")
+        elif len(seq.output_ids) >= seq.max_tokens or len(seq) >= self.config.max_position:
+            self.scheduler.finish(seq, "length")
 
     def _slots(self, pages: list[int], n: int) -> torch.Tensor:
         ps = self.page_size

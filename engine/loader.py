@@ -2,6 +2,7 @@
 plus *.safetensors). Never downloads anything."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -48,7 +49,6 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
 
 def save_weights(model: torch.nn.Module, config: ModelConfig, path: str | Path) -> None:
     """Write a checkpoint in the same layout (tests, and handing a random model to another tool)."""
-    import json
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     hf = {"model_type": "qwen2" if config.qkv_bias else "llama", "vocab_size": config.vocab_size,

@@ -216,6 +216,3 @@ class RadixTree:
                 out.append((key, pages))
             stack.extend((ch, key, pages) for ch in node.children.values())
         return out
-
-    def reset(self) -> None:
-        self.evict(self.total_pages)

@@ -3,7 +3,8 @@
 Each step is either a prefill step (chunks of uncached prompt tokens, up to `prefill_chunk` tokens
 in all) or a decode step (one token for every running sequence), prefill first as in nano-vllm.
 A sequence is admitted when pages for its whole prompt are free (after taking the cached prefix
-from the radix tree and evicting unlocked leaves if needed); otherwise it waits. Decode that runs
+from the radix tree and evicting unlocked leaves if needed); otherwise it waits. One that shares an
+uncached prefix with a prompt being prefilled waits a step, so that it reuses that prefill. Decode that runs
 out of pages evicts, then preempts the newest running sequence (its computed pages go to the tree)."""
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class Scheduler:
                  max_batch: int, policy: str) -> None:
         if policy not in ("fcfs", "lpm"):
             raise ValueError(f"schedule must be 'fcfs' or 'lpm', got {policy!r}")
+        if prefill_chunk < 1 or max_batch < 1:
+            raise ValueError("prefill_chunk and max_batch must be at least 1")
         self.allocator = allocator
         self.page_size = page_size
         self.tree = RadixTree(page_size, allocator) if prefix_reuse else None

@@ -63,10 +63,6 @@ class Sequence:
         return self.status is Status.FINISHED
 
     @property
-    def num_prompt_tokens(self) -> int:
-        return len(self.prompt_ids)
-
-    @property
     def ttft(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 

@@ -10,11 +10,12 @@ upstream that behaves like the real one.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -24,6 +25,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from engine import api_anthropic, api_openai, chat_template
 from engine.api_common import sse
 from engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
+from engine.scheduler import RequestTooLarge
 from prefixguard.errors import InputError
 from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
@@ -53,7 +55,7 @@ class Histogram:
 
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        lines += [f'{self.name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets, self.counts)]
+        lines += [f'{self.name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets, self.counts, strict=True)]
         lines += [f'{self.name}_bucket{{le="+Inf"}} {self.count}', f"{self.name}_sum {self.sum:.6f}",
                   f"{self.name}_count {self.count}"]
         return lines
@@ -137,12 +139,14 @@ CACHE_POLICIES = ("auto", *POLICIES)
 class Served:
     """What a request needs from the app: engine bridge, cache policies, metrics, defaults."""
 
-    def __init__(self, runner: Runner, cache_policy: str, default_max_tokens: int) -> None:
+    def __init__(self, runner: Runner, cache_policy: str, default_max_tokens: int,
+                 clock: Callable[[], float]) -> None:
         if cache_policy not in CACHE_POLICIES:
             raise ValueError(f"unknown cache policy {cache_policy!r} (one of {', '.join(CACHE_POLICIES)})")
         self.runner = runner
         self.cache_policy = cache_policy
         self.default_max_tokens = default_max_tokens
+        self.clock = clock
         self.metrics = Metrics()
         self._policies: dict[str, CachePolicy] = {}
 
@@ -160,10 +164,11 @@ class Served:
 
 
 def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,
-               default_max_tokens: int = 64) -> FastAPI:
-    """The ASGI app. It owns the engine thread: started on startup, stopped on shutdown."""
+               default_max_tokens: int = 64, clock: Callable[[], float] = time.time) -> FastAPI:
+    """The ASGI app. It owns the engine thread: started on startup, stopped on shutdown.
+    clock: wall time in seconds for the policies' TTLs (tests pass their own)."""
     runner = Runner(engine, max_queue=max_queue)
-    served = Served(runner, cache_policy, default_max_tokens)
+    served = Served(runner, cache_policy, default_max_tokens, clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -232,27 +237,42 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     if not any(s.level == "messages" for s in prompt.segments):
         return _error(error, 400, "at least one message (input item) is required")
     ids = chat_template.render(prompt.segments)
-    now = time.time()
+    now = served.clock()
     policy = served.policy_for(prompt)
     expected = policy.lookup(prompt, now) if policy else None
     try:
-        stream = served.runner.submit(ids, max_tokens=opts.max_tokens, temperature=opts.temperature,
+        stream = served.runner.submit(ids, max_tokens=max(1, opts.max_tokens), temperature=opts.temperature,
                                       stop_token_ids=chat_template.stop_ids(), seed=opts.seed,
                                       reuse_limit=expected.read_tokens if expected else None)
     except Overloaded as e:
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
-    except ValueError as e:  # the engine: over the model's context, or more than the whole KV pool
+    except RequestTooLarge as e:  # over the model's context, or more than the whole KV pool
         return _error(error, 413, str(e))
+    except ValueError as e:
+        return _error(error, 400, str(e))
     reply = shape(opts)
     generation = Generation(served, policy, prompt, now, expected, stream, reply)
     if opts.stream:
         return StreamingResponse(generation.frames(error), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
+    answer = asyncio.ensure_future(generation.text())
+    left = asyncio.ensure_future(_disconnected(request))
+    await asyncio.wait((answer, left), return_when=asyncio.FIRST_COMPLETED)
+    left.cancel()
+    if not answer.done():  # the client left: stop generating for it (frees its pages and locks)
+        answer.cancel()
+        return Response(status_code=499)
     try:
-        text = await generation.text()
+        text = answer.result()
     except EngineFailed as e:
         return _error(error, 500, str(e))
     return JSONResponse(reply.body(text, generation.usage, generation.finish))
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body is already read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 class Generation:
@@ -263,6 +283,7 @@ class Generation:
         self.served, self.policy, self.prompt, self.now = served, policy, prompt, now
         self.expected, self.stream, self.reply = expected, stream, reply
         self.stops: tuple[str, ...] = reply.opts.stop
+        self.prewarm = reply.opts.max_tokens == 0   # one token is computed, none is returned
         self.detok = chat_template.Detokenizer()
         self.held = ""        # text that may be the start of a stop sequence: not sent yet
         self.output = 0
@@ -277,10 +298,11 @@ class Generation:
                 if first and self.policy:
                     # the response has begun: from now on its cache writes are readable (Anthropic)
                     self.policy.commit(self.prompt, self.now)
-                self.output += len(event.token_ids)
+                ids = [] if self.prewarm else event.token_ids
+                self.output += len(ids)
                 self.usage = usage_of(self.expected, event.cached_tokens or 0, self.stream.prompt_tokens,
                                       self.output)
-                text = self.detok.feed(event.token_ids)
+                text = self.detok.feed(ids)
                 if event.finished:
                     text += self.detok.flush()
                     self.finish = event.finish_reason or "stop"
@@ -328,10 +350,12 @@ class Generation:
 
 
 def listen(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound socket for uvicorn; port 0 picks a free one (read it with getsockname)."""
+    """A listening socket for uvicorn; port 0 picks a free one (read it with getsockname). It listens
+    from here on, so a client told the port before the server has started waits instead of failing."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)
     return sock
 
 

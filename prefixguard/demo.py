@@ -145,7 +145,7 @@ def _run(store: Path, *, quiet: bool) -> list[Phase]:
                 _run_app(proxy_url, f"demo-{name}", flags, seed)
                 expected += REQUESTS_PER_RUN
                 records = _wait_for_rows(store, expected)
-                for turn, rec in enumerate(records[expected - REQUESTS_PER_RUN:], 1):
+                for turn, rec in enumerate(records[expected - REQUESTS_PER_RUN:expected], 1):
                     phase.requests.append(_request_row(rec, run, turn))
             phase.prefill_s = round(_prefill_seconds(engine_url) - prefill_before, 4)
             phases.append(phase)
@@ -211,16 +211,20 @@ def _cause_names(cause: str | None) -> list[str]:
 
 
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each cause the proxy found, how often, the tokens it made the engine prefill again, and its fix."""
+    """Each cause the proxy found: how often, where, the tokens it made the engine prefill again, the fix."""
     from prefixguard.compare import FIXES
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
+        where = r["cause"].split(" at ", 1)[1] if r["cause"] and " at " in r["cause"] else None
         for name in _cause_names(r["cause"]):
-            entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0,
-                                            "fix": FIXES.get(name, "").format(what="it", level="prefix")})
+            entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
+                                            "fix": FIXES.get(name, "").format(what="the changing text",
+                                                                              level="prefix")})
             entry["requests"] += 1
             entry["reprefill_tokens"] += r["reprefill_tokens"]
+            if where and where not in entry["where"]:
+                entry["where"].append(where)
     return sorted(found.values(), key=lambda e: -e["reprefill_tokens"])
 
 
@@ -236,7 +240,7 @@ def _print(result: dict[str, Any]) -> None:
     for name, justify in (("run", "right"), ("request", "left"), ("before", "left"), ("", "right"),
                           ("after the fixes", "left"), (" ", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
-    for b, a in zip(before["requests"], after["requests"]):
+    for b, a in zip(before["requests"], after["requests"], strict=True):
         turn = (b["request"] - 1) % 4 + 1
         table.add_row(str(b["run"]), f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
                       _verdict(b), _share(b), _verdict(a), _share(a))
@@ -257,8 +261,8 @@ def _print(result: dict[str, Any]) -> None:
     console.print(summary)
     console.print("[bold]What broke the cache, and the fix[/bold]")
     for c in result["causes"]:
-        console.print(f"- [bold]{c['cause']}[/bold]: {c['requests']} requests, {c['reprefill_tokens']} tokens "
-                      f"prefilled again. {c['fix']}")
+        console.print(f"- [bold]{c['cause']}[/bold] at {', '.join(c['where'])}: {c['requests']} requests, "
+                      f"{c['reprefill_tokens']} tokens prefilled again. {c['fix']}")
     console.print(f"[dim]{result['seconds']} s. The app: examples/app/agent.py (--fixed applies the fixes). "
                   "Keep the capture with --store, then run prefixguard report on it.[/dim]")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import click
 
@@ -20,6 +21,15 @@ def parse_size(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+def arch_from_file(path: str) -> kvmath.Arch:
+    from engine.config import from_hf_config
+    try:
+        return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise click.BadParameter(f"{path}: not a usable config.json ({detail})", param_hint="--config") from None
+
+
 def human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -30,6 +40,8 @@ def human(n: float) -> str:
 
 @click.command()
 @click.option("--model", "-m", "model_name", help="Model name (see --list).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
 @click.option("--context", "-c", type=click.IntRange(min=1), default=8192, show_default=True, help="Tokens per sequence.")
 @click.option("--concurrency", "-n", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences at once.")
 @click.option("--kv-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", show_default=True)
@@ -38,7 +50,8 @@ def human(n: float) -> str:
 @click.option("--page-size", type=click.IntRange(1, 64), default=1, show_default=True, help="KV page size of a paged pool.")
 @click.option("--list", "list_models", is_flag=True, help="List the known models and exit.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def kv(model_name, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models, fmt) -> None:
+def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models,
+       fmt) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""
     models = kvmath.load_models()
     if list_models:
@@ -52,12 +65,16 @@ def kv(model_name, context, concurrency, kv_dtype, weight_dtype, memory, page_si
                 click.echo(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
                            f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
         return
-    if not model_name:
-        raise click.UsageError("give --model NAME (or --list to see the names)")
-    if model_name not in models:
+    if config_file:
+        arch = arch_from_file(config_file)
+    elif not model_name:
+        raise click.UsageError("give --model NAME or --config config.json (--list shows the names)")
+    elif model_name not in models:
         raise click.UsageError(f"unknown model {model_name!r}; known: {', '.join(models)}")
+    else:
+        arch = models[model_name]
     mem = parse_size(memory) if memory else None
-    out = kvmath.plan(models[model_name], context=context, concurrency=concurrency, kv_dtype=kv_dtype,
+    out = kvmath.plan(arch, context=context, concurrency=concurrency, kv_dtype=kv_dtype,
                       weight_dtype=weight_dtype, memory=mem, page_size=page_size)
     if fmt == "json":
         click.echo(json.dumps(out, indent=2))

@@ -49,9 +49,10 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory):
     db = tmp_path_factory.mktemp("e2e") / "capture.db"
     engine = LLMEngine("tiny", page_size=1)
-    with serve_in_thread(create_app(engine, cache_policy="auto")) as upstream:
-        with ProxyThread([upstream], addon=PrefixGuard(console=lambda line: None), store=str(db)) as proxy:
-            yield Env(proxy.url, db, engine)
+    addon = PrefixGuard(console=lambda line: None)
+    with serve_in_thread(create_app(engine, cache_policy="auto")) as upstream, \
+            ProxyThread([upstream], addon=addon, store=str(db)) as proxy:
+        yield Env(proxy.url, db, engine)
 
 
 def claude_body(system_text: str, *turns: str) -> dict[str, Any]:
@@ -70,7 +71,8 @@ def test_stable_prefix_is_a_hit_with_the_trees_numbers(env: Env) -> None:
     rows = env.rows(key, 2)
     assert [r["verdict"] for r in rows] == ["cold", "hit"]
     assert rows[0]["usage"]["cache_write_5m"] == reported[0].cache_creation_input_tokens > 1000
-    assert rows[1]["usage"]["cache_read"] == reported[1].cache_read_input_tokens == reported[0].cache_creation_input_tokens
+    written = reported[0].cache_creation_input_tokens
+    assert rows[1]["usage"]["cache_read"] == reported[1].cache_read_input_tokens == written
 
 
 def test_timestamped_system_prompt_is_a_volatile_miss(env: Env) -> None:

@@ -6,10 +6,12 @@ import threading
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from engine.config import PRESETS, with_overrides
 from engine.llm_engine import LLMEngine
 from engine.loader import save_weights
-from engine.config import PRESETS, with_overrides
 from engine.scheduler import RequestTooLarge
 
 
@@ -135,6 +137,10 @@ def test_stats_count_hits(engine):
     assert after["prompt_tokens"] - before["prompt_tokens"] == 98
     assert after["cached_tokens"] - before["cached_tokens"] == 48   # the second reuses the first's 3 pages
     assert 0 < after["hit_rate"] < 1 and after["pool_pages_total"] == 64
+    seq = engine.generate([prompt + [3]], max_tokens=4)[0]
+    m = seq.metrics()
+    assert (m["prompt_tokens"], m["cached_tokens"], m["output_tokens"], m["finish_reason"]) == (49, 48, 4, "length")
+    assert m["ttft_s"] >= m["prefill_s"] > 0 and m["decode_tps"] > 0
 
 
 @pytest.mark.parametrize("qkv_bias", [False, True])
@@ -153,3 +159,55 @@ def test_safetensors_checkpoint_round_trip(tmp_path, qkv_bias):
 def test_bad_checkpoint_is_reported(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         LLMEngine("tiny", weights=str(tmp_path))
+
+
+def test_requests_arriving_together_share_one_prefill():
+    """Four requests with one system prompt, queued before any step: the first computes it, the
+    other three wait a step and reuse it rather than computing it again alongside."""
+    rng = random.Random(9)
+    engine = LLMEngine("tiny", page_size=16)
+    system = rand_ids(rng, 96)
+    seqs = engine.generate([system + rand_ids(rng, 5) for _ in range(4)], max_tokens=2)
+    assert [s.cached_tokens for s in seqs] == [0, 96, 96, 96]
+    assert engine.stats["prefill_tokens"] == 101 + 3 * 5
+
+
+def check_pages(engine: LLMEngine) -> None:
+    """Every used page is the tree's or one running sequence's own, exactly once."""
+    tree, sched = engine.scheduler.tree, engine.scheduler
+    own = [p for s in sched.running for p in s.pages[s.tree_pages:]]
+    held = [p for nd in tree._nodes() for p in nd.pages]
+    assert len(set(own + held)) == len(own) + len(held) == engine.pool.allocator.num_used
+    assert all(set(s.pages[:s.tree_pages]) <= set(held) for s in sched.running)
+
+TINY_VOCAB = with_overrides(PRESETS["tiny"], vocab_size=512)
+actions = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 3), st.integers(0, 60), st.integers(1, 8)),
+    st.tuples(st.just("abort"), st.integers(0, 30), st.just(0), st.just(0)),
+    st.tuples(st.just("step"), st.integers(1, 4), st.just(0), st.just(0)),
+), max_size=30)
+
+
+@settings(max_examples=20, deadline=None)
+@given(script=actions, page_size=st.sampled_from([1, 4, 16]))
+def test_random_traffic_never_leaks_pages(script, page_size):
+    rng = random.Random(0)
+    engine = LLMEngine(TINY_VOCAB, page_size=page_size, kv_pages=192 // page_size, max_batch=4, prefill_chunk=32)
+    families = [[rng.randrange(512) for _ in range(80)] for _ in range(4)]
+    seqs = []
+    for op, a, b, c in script:
+        if op == "add":
+            seqs.append(engine.add_request(families[a][:b] + [rng.randrange(512) for _ in range(c)], max_tokens=c))
+        elif op == "abort" and seqs:
+            engine.abort(seqs[a % len(seqs)].seq_id)
+        else:
+            for _ in range(a):
+                engine.step()
+                check_pages(engine)
+    while engine.has_unfinished():
+        engine.step()
+        check_pages(engine)
+    tree = engine.scheduler.tree
+    assert engine.pool.allocator.num_used == tree.total_pages == tree.evictable_pages
+    for s in seqs:
+        assert s.finished and (s.finish_reason == "abort" or len(s.output_ids) == s.max_tokens)

@@ -100,3 +100,15 @@ def test_half_precision_close_to_fp32(dtype, tol):
     s = engine.generate([prompt], max_tokens=1)[0]
     assert s.cached_tokens == 32
     assert (s.logits[0] - ref).abs().max().item() <= tol
+
+
+def test_chunked_prefill_equals_scratch():
+    rng = random.Random(11)
+    engine = LLMEngine("tiny", page_size=16, prefill_chunk=64, keep_logits=True)
+    seq = engine.add_request([rng.randrange(100_000) for _ in range(300)], max_tokens=3)
+    steps = []
+    while engine.has_unfinished():
+        steps.append(engine.step())
+    assert [len(s) for s in steps[:5]] == [0, 0, 0, 0, 1]     # 64+64+64+64+44 tokens, then the first token
+    assert all(got == [seq] for got in steps[4:])              # step() returns who got a token
+    assert len(seq.output_ids) == 3 and max_diff(engine, seq) <= TOL

@@ -84,3 +84,19 @@ def test_cli_does_not_import_torch():
     import sys
     code = "import sys; from prefixguard.cli import main; import prefixguard.kv_cmd; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_reads_a_checkpoint_config(tmp_path):
+    """A config.json as the engine's loader writes it: kv's per-token bytes equal the pool's."""
+    from engine.config import PRESETS
+    from engine.llm_engine import LLMEngine
+    from engine.loader import save_weights
+    engine = LLMEngine("tiny", kv_pages=4, page_size=1)
+    save_weights(engine.model, PRESETS["tiny"], tmp_path)
+    r = CliRunner().invoke(main, ["kv", "--config", str(tmp_path / "config.json"), "--kv-dtype", "fp32",
+                                  "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["kv_bytes_per_token"] == engine.pool.bytes_per_page
+    (tmp_path / "broken.json").write_text("{")
+    r = CliRunner().invoke(main, ["kv", "--config", str(tmp_path / "broken.json")])
+    assert r.exit_code == 2 and "broken.json: not a usable config.json" in r.output

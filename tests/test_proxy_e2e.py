@@ -275,7 +275,7 @@ def test_cli_proxy_with_upstream_refused(env: Env, tmp_path: Path) -> None:
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     db = tmp_path / "refused.db"
     key = env.key()
-    with cli_proxy(["--upstream", dead, "--store", str(db), "--quiet"]) as url:
+    with cli_proxy(["--upstream", dead, "--store", str(db), "--quiet", "--no-bodies"]) as url:
         client = anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
         with pytest.raises(anthropic.APIStatusError) as err:
             client.messages.create(**env.body(LEGACY))
@@ -286,6 +286,7 @@ def test_cli_proxy_with_upstream_refused(env: Env, tmp_path: Path) -> None:
     with open_store(db) as store:
         [row] = list(store.rows())
     assert row["verdict"] == "error" and "connect" in row["cause"].lower() and row["status"] is None
+    assert row["request"] is None and row["model"] == "claude-3-5-sonnet-20240620"  # --no-bodies: no body kept
 
 
 def test_failing_analysis_leaves_the_flow_untouched(env: Env, caplog: pytest.LogCaptureFixture) -> None:
@@ -389,10 +390,12 @@ def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
     addon_file = Path(__file__).resolve().parent.parent / "prefixguard" / "proxy" / "addon.py"
     key = env.key()
     with cli_proxy(["--listen-host", "127.0.0.1", "--listen-port", "0", "-s", str(addon_file),
-                    "--set", f"prefixguard_store={db}", "--set", "prefixguard_quiet=true"], "mitmdump") as url:
+                    "--set", f"prefixguard_store={db}", "--set", "prefixguard_quiet=true",
+                    "--set", "prefixguard_headers=false"], "mitmdump") as url:
         with httpx.Client(proxy=url) as client:
             r = client.post(f"{env.upstream.url}/v1/messages", json=env.body(LEGACY), headers={"x-api-key": key})
         assert r.status_code == 200 and r.content == env.upstream.recording(f"{LEGACY}/0001")[0]
+        assert not any(h.startswith("x-prefixguard") for h in r.headers)  # turned off
     with open_store(db) as store:
         [row] = list(store.rows())
     assert row["tenant"] == tenant_of({"x-api-key": key}) and row["verdict"] == "cold"

@@ -107,3 +107,14 @@ def test_routes_by_path_prefix() -> None:
     other = tutils.treq(path=b"/v1/messages")
     assert next(r for r in routes if r.matches(other.path)).prefix == ""
     assert not Route.parse("/openai=http://x").matches("/openaix/v1")
+
+
+def test_proxy_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from prefixguard.cli import main
+
+    bad = CliRunner().invoke(main, ["proxy", "--upstream", "ftp://example.com", "--port", "0"])
+    assert bad.exit_code == 2 and "upstream must be an http(s) URL" in bad.output
+    no_dir = CliRunner().invoke(main, ["proxy", "--upstream", "http://x", "--store", str(tmp_path / "no" / "c.db")])
+    assert no_dir.exit_code == 2 and "does not exist" in no_dir.output and "Traceback" not in no_dir.output

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 SYSTEM = " ".join(f"Rule {i}: answer about order {i} precisely." for i in range(40))
 ANTHROPIC_STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001.response.sse"
-RESPONSES_STREAM = "pydantic-ai/test_openai_responses_test_openai_responses_model_web_search_tool_stream/0001.response.sse"
+RESPONSES_STREAM = ("pydantic-ai/test_openai_responses_test_openai_responses_model_web_search_tool_stream/"
+                    "0001.response.sse")
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +161,7 @@ def _sse(url: str, body: dict) -> str:
 def test_errors_come_in_each_providers_shape(server, claude, gpt):
     url, _ = server
     with pytest.raises(anthropic.BadRequestError) as bad:
-        claude.messages.create(model="claude-sonnet-4-5", max_tokens=0,
+        claude.messages.create(model="claude-sonnet-4-5", max_tokens=-1,
                                messages=[{"role": "user", "content": "hi"}])
     assert bad.value.body["error"]["type"] == "invalid_request_error"
     marked = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]

@@ -68,3 +68,16 @@ def test_a_client_that_leaves_mid_stream_frees_its_request_and_locks():
         assert engine.stats["decode_tokens"] < 8000 - 1       # it stopped generating
         assert tree.evictable_pages == tree.total_pages       # no node still locked
         assert engine.stats["pool_pages_used"] == engine.stats["tree_pages"]   # its own pages are back
+
+
+def test_a_client_that_leaves_before_a_whole_answer_frees_its_request():
+    engine = LLMEngine("tiny", page_size=1)
+    app = create_app(engine)
+    body = {"model": "gpt-4o", "max_tokens": 8000, "messages": MESSAGES}
+    with serve_in_thread(app) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(30, read=0.5))
+        runner, tree = app.state.served.runner, engine.scheduler.tree
+        assert wait_until(lambda: runner.in_flight == 0 and not engine.scheduler.running)
+        assert engine.stats["decode_tokens"] < 8000 - 1
+        assert tree.evictable_pages == tree.total_pages

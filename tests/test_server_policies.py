@@ -32,10 +32,21 @@ def cumulative(body: dict, path: str) -> tuple[list[int], int]:
     return list(accumulate(s.tokens for s in segments)), len(ids)
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = Clock()
+
+
 @pytest.fixture(scope="module")
 def anthropic_server():
     engine = LLMEngine("tiny", page_size=1)
-    with serve_in_thread(create_app(engine, cache_policy="anthropic")) as url:
+    with serve_in_thread(create_app(engine, cache_policy="anthropic", clock=CLOCK)) as url:
         yield anthropic.Anthropic(base_url=url, api_key="test", max_retries=0), engine
 
 
@@ -65,6 +76,36 @@ def test_anthropic_writes_at_the_breakpoint_then_reads_it(anthropic_server):
     body["messages"][0]["content"] = "second question"
     second = ask(client, body)
     assert (second.cache_read_input_tokens, second.cache_creation_input_tokens) == (cum[0], 0)
+
+
+def test_anthropic_entries_expire_after_their_ttl_and_hits_refresh_it(anthropic_server):
+    client, engine = anthropic_server
+    ttl = providers()["anthropic"]["ttl_seconds"]["5m"]
+    system = [{"type": "text", "text": long_text("T"), "cache_control": {"type": "ephemeral"}}]
+    body = {"model": CLAUDE, "system": system, "messages": [{"role": "user", "content": "hi"}]}
+    cum, _ = cumulative(body, "/v1/messages")
+    assert ask(client, body).cache_creation_input_tokens == cum[0]
+    CLOCK.now += ttl - 10
+    assert ask(client, body).cache_read_input_tokens == cum[0]        # a hit refreshes the TTL ...
+    CLOCK.now += ttl - 10
+    assert ask(client, body).cache_read_input_tokens == cum[0]        # ... so this one still reads
+    CLOCK.now += ttl + 1
+    ids = chat_template.render(parse_request(json.dumps(body), path="/v1/messages").segments)
+    assert engine.cached_prefix_len(ids) > cum[0]                     # the tree still holds it, but
+    expired = ask(client, body)                                       # the contract's entry is gone
+    assert (expired.cache_read_input_tokens, expired.cache_creation_input_tokens) == (0, cum[0])
+
+
+def test_anthropic_max_tokens_zero_prewarms_the_cache(anthropic_server):
+    client, _ = anthropic_server
+    system = [{"type": "text", "text": long_text("W"), "cache_control": {"type": "ephemeral"}}]
+    body = {"model": CLAUDE, "system": system, "messages": [{"role": "user", "content": "warm"}]}
+    cum, _ = cumulative(body, "/v1/messages")
+    warm = client.messages.create(max_tokens=0, **body)
+    assert warm.content == [] and warm.usage.output_tokens == 0
+    assert warm.usage.cache_creation_input_tokens == cum[0]
+    body["messages"][0]["content"] = "the real question"
+    assert ask(client, body).cache_read_input_tokens == cum[0]
 
 
 def test_anthropic_below_the_minimum_neither_reads_nor_writes(anthropic_server):

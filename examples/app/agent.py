@@ -121,7 +121,8 @@ def anthropic_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
 
 def openai_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
     client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key, max_retries=0)
-    tools = [{"type": "function", "function": {"name": n, "description": TOOLS[n][0], "parameters": schema(TOOLS[n][1])}}
+    tools = [{"type": "function",
+              "function": {"name": n, "description": TOOLS[n][0], "parameters": schema(TOOLS[n][1])}}
              for n in tool_names(fixed)]
     history: list[dict] = [{"role": "user", "content": question(fixed)}]
     usages = []

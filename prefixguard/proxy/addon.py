@@ -11,28 +11,27 @@ returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else runs in
 a flow. When the worker falls behind by more than MAX_BACKLOG bytes, new flows pass unanalysed.
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
-arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.EARLY, or
-"pending" when the analysis has not finished yet), x-prefixguard-cause, x-prefixguard-expected-cached.
+arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.EARLY: "pending"
+when the analysis has not finished yet, "unknown" when the request could not be analysed),
+x-prefixguard-cause, x-prefixguard-expected-cached (tokens, in the provider's tokens as far as known).
 The final verdict, which needs the reported usage, goes to the console line and the store.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
-import multiprocessing
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from mitmproxy import http
 
-from prefixguard.proxy import worker
 from prefixguard.proxy.analysis import Analyzer, Early, FlowState, Response
 from prefixguard.proxy.redact import api_keys, redact_path, redact_text, tenant_of
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
+from prefixguard.proxy.worker import Worker
 from prefixguard.wire import InputError, detect_api
 
 logger = logging.getLogger("prefixguard.proxy")
@@ -72,9 +71,7 @@ class PrefixGuard:
         self.headers = True
         self.quiet = False
         self._settings: dict[str, Any] = {}
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self._backlog = 0
+        self._worker: Worker | None = None
         self._skipping = False
 
     # ---- mitmproxy lifecycle
@@ -97,47 +94,31 @@ class PrefixGuard:
         settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
                     "policy": opts.prefixguard_policy or None}
         if settings != self._settings:
-            self._stop_worker()
             self._settings = settings
+            if self._worker is not None:  # new settings, new worker; the old one finishes its queue
+                old, self._worker = self._worker, None
+                asyncio.get_running_loop().create_task(old.close())
 
     def running(self) -> None:
-        self._worker().submit(worker.call, "warm", None)  # start the process and the tokenizer now
+        self._start().submit("warm", None)  # start the process and load the tokenizer now
 
-    def done(self) -> None:
-        self._stop_worker()  # every flow seen is analysed and stored before exit
+    async def done(self) -> None:
+        if self._worker is not None:  # every flow seen is analysed and stored before exit
+            await self._worker.close()
+            self._worker = None
 
-    # ---- the worker process
-    def _worker(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=worker.init, initargs=(self.analyzer, self._settings))
-        return self._pool
+    def _start(self) -> Worker:
+        if self._worker is None:
+            self._worker = Worker(self.analyzer, self._settings)
+        return self._worker
 
-    def _stop_worker(self) -> None:
-        if self._pool is not None:
-            self._pool.submit(worker.call, "close", None)
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-    def _submit(self, step: str, arg: Any, size: int = 0) -> Future:
-        with self._lock:
-            self._backlog += size
-        future = self._worker().submit(worker.call, step, arg)
-        future.add_done_callback(lambda f: self._done(f, step, arg, size))
-        return future
-
-    def _done(self, future: Future, step: str, arg: Any, size: int) -> None:
-        with self._lock:
-            self._backlog -= size
-        try:
-            result, error = future.result()
-        except Exception as err:  # the worker process died: the next flow starts a new one
-            result, error = None, repr(err)
-            self._pool = None
-        if error:
-            logger.warning("prefixguard: analysis (%s) of %s failed: %s", step, arg.id, error)
-        elif step == "finish" and result and not self.quiet:
-            self.console(result)
+    def _report(self, step: str, flow_id: str) -> Callable[[Any, str | None], None]:
+        def done(result: Any, error: str | None) -> None:
+            if error:
+                logger.warning("prefixguard: analysis (%s) of %s failed: %s", step, flow_id, error)
+            elif step == "finish" and result and not self.quiet:
+                self.console(result)
+        return done
 
     # ---- flow hooks
     @_hook
@@ -152,19 +133,29 @@ class PrefixGuard:
         except InputError:
             return  # not a Messages / Chat Completions / Responses call
         body = flow.request.get_content(strict=False) or b""
-        if self._backlog + len(body) > MAX_BACKLOG:
+        worker = self._start()
+        if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
-                logger.warning("prefixguard: analysis is behind by %d MB; new flows pass unanalysed", self._backlog >> 20)
+                logger.warning("prefixguard: analysis is behind by %d MB; new flows pass unanalysed",
+                               worker.backlog >> 20)
             self._skipping = True
             return
         self._skipping = False
         headers = flow.request.headers
         state = FlowState(id=flow.id, ts=self.clock(), sent=0.0, path=redact_path(flow.request.path),
                           upstream=f"{flow.request.scheme}://{flow.request.pretty_host}", tenant=tenant_of(headers),
-                          secrets=api_keys(headers), body=body,
+                          secrets=api_keys(headers),
                           headers={k: headers[k] for k in PARSE_HEADERS if k in headers})
+        resp = Response(flow.id)
+        early: list[Early | None] = []  # filled when step 1 is done; read by responseheaders
+
+        def step1_done(result: Early | None, error: str | None) -> None:
+            early.append(result)
+            self._report("request", flow.id)(result, error)
+
         state.sent = time.monotonic()
-        flow.metadata[META] = (self._submit("request", state, len(body)), Response(flow.id))
+        worker.submit("request", state, step1_done, body)
+        flow.metadata[META] = (early, resp)
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -178,9 +169,9 @@ class PrefixGuard:
             resp.tap = StreamTap()
             flow.response.stream = resp.tap
         if self.headers:
-            early: Early | None = pending.result()[0] if pending.done() else None
+            early: Early | None = pending[0] if pending else None
             h = flow.response.headers
-            h["x-prefixguard-verdict"] = early.verdict if early else "pending" if not pending.done() else "unknown"
+            h["x-prefixguard-verdict"] = early.verdict if early else "unknown" if pending else "pending"
             if early and early.cause:
                 h["x-prefixguard-cause"] = early.cause
             if early and early.expected_cached is not None:
@@ -192,9 +183,8 @@ class PrefixGuard:
             return
         _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
-        if resp.tap is None:
-            resp.body = flow.response.get_content(strict=False)
-        self._submit("finish", resp)
+        body = flow.response.get_content(strict=False) if resp.tap is None else b""
+        self._start().submit("finish", resp, self._report("finish", flow.id), body or b"")
 
     @_hook
     def error(self, flow: http.HTTPFlow) -> None:
@@ -203,7 +193,7 @@ class PrefixGuard:
         _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
         resp.error = flow.error.msg if flow.error else "error"
-        self._submit("finish", resp)
+        self._start().submit("finish", resp, self._report("finish", flow.id))
 
 
 addons = [PrefixGuard()]

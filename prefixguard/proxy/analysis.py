@@ -11,7 +11,6 @@ It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -28,8 +27,6 @@ from prefixguard.proxy.tap import StreamTap
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
-
-logger = logging.getLogger("prefixguard.proxy")
 
 KEEP_KEYS = 256           # (tenant, model) pairs whose history is kept (least recently used dropped)
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
@@ -113,13 +110,16 @@ def _line(rec: Record) -> str:
 
 
 class Analyzer:
+    """Per-flow analysis with the state across flows: earlier prompts, policies, the store."""
+
     def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None) -> None:
         self.store = Store(store) if store else None
         self.bodies = bodies
         self.forced_policy = policy
         self._policies: dict[str, CachePolicy] = {}
         self._ratio: dict[str | None, float] = {}  # model -> provider prompt tokens / our count
-        self._history: OrderedDict[tuple[str, str | None], tuple[PrefixIndex, list[tuple[str, Prompt]]]] = OrderedDict()
+        # (tenant, model) -> (index of earlier prompts, the latest (flow id, prompt))
+        self._history: OrderedDict[tuple[str, str | None], tuple[PrefixIndex, tuple[str, Prompt] | None]] = OrderedDict()
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
 
     def warm(self, _: object = None) -> None:
@@ -152,13 +152,13 @@ class Analyzer:
             return None
         flow.prompt = prompt
         key = (flow.tenant, prompt.model)
-        index, latest = self._history.pop(key, None) or (PrefixIndex(KEEP_PER_KEY), [])
-        self._history[key] = (index, latest)
+        index, latest = self._history.pop(key, None) or (PrefixIndex(KEEP_PER_KEY), None)
+        self._history[key] = (index, (flow.id, prompt))
         while len(self._history) > KEEP_KEYS:
             self._history.popitem(last=False)
-        shared, best = index.longest(prompt.chain)
-        if best is None and latest:  # nothing shared at all (the first tool changed): compare with the last one
-            best = latest[-1]
+        _, best = index.longest(prompt.chain)
+        if best is None:  # nothing shared at all (the first tool changed): compare with the latest one
+            best = latest
         if best is not None:
             flow.previous_id, earlier = best
             flow.comparison = compare(earlier, prompt)
@@ -166,7 +166,6 @@ class Analyzer:
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         flow.early = verdicts.early(flow.expected, flow.comparison)
         index.add(prompt.chain, (flow.id, prompt))
-        latest[:] = [(flow.id, prompt)]
         return Early(flow.early.verdict, flow.early.cause, flow.expected.read_tokens)
 
     # ---- step 2

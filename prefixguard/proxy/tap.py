@@ -8,11 +8,12 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from prefixguard.wire import UsageStream
 
 # Content-Encodings the tap can undo while reading a stream (zlib covers gzip and deflate).
-_DECODERS: dict[str, Callable[[], zlib._Decompress]] = {
+_DECODERS: dict[str, Callable[[], Any]] = {
     "gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
     "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
     "deflate": lambda: zlib.decompressobj(),

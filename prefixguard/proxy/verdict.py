@@ -17,7 +17,7 @@ VERDICTS = ("hit", "partial", "miss_prefix_changed", "miss_ttl_expired", "miss_s
             "no_breakpoint", "not_reported", "cold", "error")
 # Header-only values: what the request alone predicts before the usage is known.
 EARLY = ("expect_hit", "expect_partial", "miss_prefix_changed", "miss_ttl_expired", "below_minimum",
-         "no_breakpoint", "cold", "pending")
+         "no_breakpoint", "cold", "pending", "unknown")
 
 
 @dataclass(slots=True)
