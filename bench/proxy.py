@@ -142,7 +142,7 @@ def throughput(urls: dict[str, str], clients: int, per_client: int) -> dict[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ap.add_argument("--n", type=int, default=40, help="requests per path for 10 KB bodies (1 MB: a quarter)")
+    ap.add_argument("--n", type=int, default=60, help="requests per path for 10 KB bodies (1 MB: a third)")
     ap.add_argument("--serve", choices=["upstream", "bare", "prefixguard"], help=argparse.SUPPRESS)
     ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     opts = ap.parse_args()
@@ -156,7 +156,7 @@ def main() -> None:
                 "prefixguard": stack.enter_context(server("prefixguard", up, str(Path(tmp) / "bench.db")))}
         for size, label in ((10_000, "10KB"), (1_000_000, "1MB")):
             for stream in (False, True):
-                n = opts.n if size < 100_000 else max(5, opts.n // 4)
+                n = opts.n if size < 100_000 else max(5, opts.n // 3)
                 results["latency"][f"{label} {'sse' if stream else 'json'}"] = latency(urls, size, stream, n)
         results["throughput"] = throughput(urls, 50, 4)
     if opts.json:
