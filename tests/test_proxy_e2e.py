@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import signal
 import socket
@@ -309,6 +310,23 @@ def test_failing_analysis_leaves_the_flow_untouched(env: Env, caplog: pytest.Log
     assert sha(sent) == env.upstream.seen["broken-sse"]["request_sha"]
     assert sha(streamed) == env.upstream.seen["broken-sse"]["response_sha"]
     assert "injected failure" in caplog.text and key not in caplog.text
+
+
+def test_killed_analysis_process_is_replaced(env: Env) -> None:
+    key = env.key()
+    client = env.anthropic(key)
+    client.messages.create(**env.body(LEGACY))
+    env.rows(key, 1)
+    old = env.addon._worker.pid
+    os.kill(old, signal.SIGKILL)
+    time.sleep(0.3)
+    r = client.messages.with_raw_response.create(**env.body(LEGACY), extra_headers={"x-test-id": "after-kill"})
+    assert r.status_code == 200 and sha(r.http_response.content) == env.upstream.seen["after-kill"]["response_sha"]
+    for _ in range(3):  # the flows that met the dead process pass unanalysed; a new process takes the next
+        client.messages.create(**env.body(LEGACY))
+    client.close()
+    assert env.addon._worker.pid != old
+    assert len(env.rows(key, 2)) >= 2
 
 
 @pytest.mark.slow

@@ -108,7 +108,9 @@ class PrefixGuard:
             self._worker = None
 
     def _start(self) -> Worker:
-        if self._worker is None:
+        if self._worker is None or not self._worker.alive:  # first use, or the last one died: a new one
+            if self._worker is not None:
+                logger.warning("prefixguard: the analysis process ended; starting a new one")
             self._worker = Worker(self.analyzer, self._settings)
         return self._worker
 

@@ -63,6 +63,15 @@ class Worker:
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     @property
+    def alive(self) -> bool:
+        """False once the process has ended (it crashed, or was killed)."""
+        return self._proc is None or (self._proc.returncode is None and not self._proc.stdin.is_closing())
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
     def backlog(self) -> int:
         """Bytes written but not yet taken by the process."""
         if self._proc is None:
