@@ -75,6 +75,18 @@ def test_stable_prefix_is_a_hit_with_the_trees_numbers(env: Env) -> None:
     assert rows[1]["usage"]["cache_read"] == reported[1].cache_read_input_tokens == written
 
 
+def test_new_conversation_over_the_same_system_prompt_is_a_hit(env: Env) -> None:
+    """B differs from A only in its newest (first) message: new content, not a cache break."""
+    key = env.key()
+    client = anthropic.Anthropic(base_url=env.url, api_key=key, max_retries=0)
+    system = "You answer for the returns desk.\n" + HANDBOOK   # not cached by the other tests
+    for question in ("Order 11?", "Where is order 12 right now?"):
+        client.messages.create(**claude_body(system, question))
+    rows = env.rows(key, 2)
+    assert [r["verdict"] for r in rows] == ["cold", "hit"]
+    assert rows[1]["cause"] is None and rows[1]["usage"]["cache_read"] == rows[0]["usage"]["cache_write_5m"] > 1000
+
+
 def test_timestamped_system_prompt_is_a_volatile_miss(env: Env) -> None:
     key = env.key()
     client = anthropic.Anthropic(base_url=env.url, api_key=key, max_retries=0)

@@ -73,6 +73,8 @@ def test_verdicts() -> None:
     assert verdict.final(hit, None, reported(1000), 200).verdict == "hit"
     assert verdict.final(hit, None, reported(0, 1000), 200).verdict == "miss_server_side"
     assert verdict.final(hit, None, reported(300), 200).verdict == "partial"
+    # the contract itself reads only part of the prompt (a new conversation): reading that much is a hit
+    assert verdict.final(Expected(700, 300, 10, "partial"), None, reported(700, 300), 200).verdict == "hit"
     assert verdict.final(cold, None, reported(0, 1000), 200).verdict == "cold"
     assert verdict.final(Expected(0, 0, 1010, "ttl_expired"), None, reported(0, 1000), 200).verdict == \
         "miss_ttl_expired"

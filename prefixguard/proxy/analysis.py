@@ -41,6 +41,23 @@ def _scaled(prompt: Prompt, ratio: float) -> Prompt:
     return replace(prompt, segments=[replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments])
 
 
+def _in_newest_message(prompt: Prompt, cmp: Comparison) -> bool:
+    """True when B departs from A only inside B's newest message: that message is always new content
+    (a new conversation over the same tools and system prompt starts this way), so the cache owes it
+    nothing and the verdict rests on what was read of the part before it."""
+    d = cmp.divergence
+    if not cmp.broken or d is None or d.segment_index >= len(prompt.segments):
+        return False
+    seg = prompt.segments[d.segment_index]
+    newest = max((s.message_index for s in prompt.segments if s.level == "messages"), default=None)
+    return seg.level == "messages" and seg.message_index == newest and set(cmp.causes) <= NEW_CONTENT_CAUSES
+
+
+# Causes that a new message explains by itself; a model, setting, tool or breakpoint change is still a break.
+NEW_CONTENT_CAUSES = {"volatile_content", "history_rewritten", "whitespace_changed", "images_changed",
+                      "key_order_changed"}
+
+
 @dataclass(slots=True)
 class FlowState:
     """One request as the proxy saw it; the addon fills the transport fields, the analysis the rest."""
@@ -162,6 +179,8 @@ class Analyzer:
         if best is not None:
             flow.previous_id, earlier = best
             flow.comparison = compare(earlier, prompt)
+            if _in_newest_message(prompt, flow.comparison):
+                flow.comparison = None  # a new turn or a new conversation: new content, not a break
         scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         flow.early = verdicts.early(flow.expected, flow.comparison)

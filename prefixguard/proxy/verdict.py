@@ -69,7 +69,9 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
         if expected.reason == "ttl_expired":
             return Verdict("miss_ttl_expired", "prefix unchanged, last used longer ago than its TTL")
         return Verdict("cold")
-    # Our token counts are estimates (another tokenizer): only a clear shortfall is partial.
-    if expected.reason == "partial" or read * 2 < want:
+    # The policy's expectation already counts what its contract cannot read (a new conversation reads
+    # only up to its system breakpoint): reading that much is a hit. Our token counts are estimates
+    # (another tokenizer), so only a clear shortfall against it is partial.
+    if read * 2 < want:
         return Verdict("partial", f"read {read} of ~{want} expected" if want else None)
     return Verdict("hit")
