@@ -6,7 +6,8 @@ three-line one that streams SSE, as any proxy for LLM APIs must), and through pr
     .venv/bin/python bench/proxy.py --json     # the same numbers as JSON
 
 The upstream (a loopback server replaying a real recorded Anthropic response, JSON or SSE) and each proxy
-run in their own process; requests to the three paths are interleaved so drift hits all of them alike.
+run in their own process; requests to the three paths are interleaved, in a shuffled order each round, so
+drift and the place in the round hit all of them alike.
 Request bodies of 10 KB and 1 MB, streamed responses and not; then throughput with 50 concurrent clients.
 Target: prefixguard adds <= 5% to bare mitmproxy's latency and nothing measurable to TTFT.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -108,12 +110,15 @@ def latency(urls: dict[str, str], size: int, stream: bool, n: int) -> dict[str, 
         headers["x-replay"] = STREAM
     times: dict[str, list[float]] = {p: [] for p in urls}
     ttfts: dict[str, list[float]] = {p: [] for p in urls}
+    order = list(urls.items())
+    rng = random.Random(size + stream)
     with httpx.Client(timeout=60) as client:
-        for path, url in urls.items():  # warm: connections, the tokenizer, the page cache
+        for path, url in order:  # warm: connections, the tokenizer, the page cache
             one(client, url, body(size, stream, -1), stream, headers)
         for i in range(n):
             data = body(size, stream, i % 5)  # a few recurring prompts, as a real session has
-            for path, url in (urls.items() if i % 2 else reversed(urls.items())):
+            rng.shuffle(order)  # each path in each place alike: a request right after one to the same server is faster
+            for path, url in order:
                 total, first = one(client, url, data, stream, headers)
                 times[path].append(total)
                 ttfts[path].append(first)

@@ -1,10 +1,21 @@
 """The `prefixguard` command. Subcommands live in their own modules and load only when called,
-so `prefixguard lint` never pays for mitmproxy or torch."""
+so `prefixguard lint` never pays for mitmproxy or torch.
+
+Every failure a user can cause ends here as one line on stderr and a documented exit code:
+0 success, 1 findings / a broken prefix / failed requests (the command says which), 2 usage or
+input error, 3 internal error (a bug: PREFIXGUARD_DEBUG=1 shows the traceback), 130 interrupted.
+"""
 from __future__ import annotations
 
 import importlib
+import os
+import sqlite3
+import sys
+from typing import Any, NoReturn
 
 import click
+
+from prefixguard.errors import InputError
 
 # name -> "module:attribute" of a click command; each module owns one concern.
 COMMANDS = {
@@ -21,6 +32,25 @@ COMMANDS = {
     "demo": "prefixguard.demo:demo",
 }
 
+# The optional dependencies and the extra that brings each.
+EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetensors": "engine",
+          "numpy": "engine", "mitmproxy": "proxy"}
+
+EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"prefixguard: error: {' '.join(str(message).split())}", err=True)
+    sys.exit(code)
+
+
+def _missing_extra(err: ImportError) -> str:
+    top = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return f"cannot import {err.name or err}: reinstall prefixguard"
+    return f"this command needs {top}, which `pip install 'prefixguard[{extra}]'` (or [all]) brings"
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -31,10 +61,34 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, with every error turned into one line (click prints a usage block)."""
         try:
-            return getattr(importlib.import_module(module), attr)
-        except ImportError as e:  # an extra not installed: say which
-            raise click.ClickException(f"'{name}' is not available: {e}. Install prefixguard[all].") from None
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            hint = f" (see {e.ctx.command_path} --help)" if isinstance(e, click.UsageError) and e.ctx else ""
+            fail(e.format_message() + hint)
+        except click.Abort:
+            fail("interrupted", EXIT_INTERRUPTED)
+        except (InputError, OSError, UnicodeError, sqlite3.Error, ValueError) as e:
+            if os.environ.get("PREFIXGUARD_DEBUG"):
+                raise
+            fail(str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}")
+        except ImportError as e:
+            fail(_missing_extra(e))
+        except Exception as e:  # a bug, not the user's input: still one line, the traceback on demand
+            if os.environ.get("PREFIXGUARD_DEBUG"):
+                raise
+            fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
+                 EXIT_INTERNAL)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

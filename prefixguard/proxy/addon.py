@@ -55,6 +55,16 @@ def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixG
     return guarded
 
 
+def _plain(headers: http.Headers) -> dict[str, str]:
+    """The headers as a plain dict, names lowercase, repeats joined as mitmproxy joins them: one pass,
+    where each lookup in mitmproxy's Headers scans every field."""
+    out: dict[str, str] = {}
+    for name, value in headers.items(multi=True):
+        name = name.lower()
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
 class PrefixGuard:
     """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_bodies,
     prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
@@ -143,7 +153,7 @@ class PrefixGuard:
             self._skipping = True
             return
         self._skipping = False
-        headers = flow.request.headers
+        headers = _plain(flow.request.headers)
         state = FlowState(id=flow.id, ts=self.clock(), sent=0.0, path=redact_path(flow.request.path),
                           upstream=f"{flow.request.scheme}://{flow.request.pretty_host}", tenant=tenant_of(headers),
                           secrets=api_keys(headers),

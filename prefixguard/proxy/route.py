@@ -1,10 +1,12 @@
 """Reverse-proxy routes: which upstream a request goes to, by path prefix."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mitmproxy import http
+from mitmproxy.net.http.url import hostport
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +28,20 @@ class Route:
         return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
 
     def apply(self, request: http.Request) -> None:
-        parts = urlsplit(self.url)
-        request.scheme = parts.scheme
-        request.host = parts.hostname or ""
-        request.port = parts.port or (443 if parts.scheme == "https" else 80)
-        request.path = parts.path + request.path[len(self.prefix):]
+        scheme, host, port, path, authority = _target(self.url)
+        # Setting these rewrites the Host header and authority: work on every flow, worth skipping when
+        # the request (as reverse mode leaves it for the default route) already goes there.
+        if ((request.scheme, request.host, request.port) != (scheme, host, port)
+                or request.headers.get("Host", authority) != authority or request.authority not in ("", authority)):
+            request.scheme, request.host, request.port = scheme, host, port
+        if path or self.prefix:
+            request.path = path + request.path[len(self.prefix):]
+
+
+@functools.cache
+def _target(upstream: str) -> tuple[str, str, int, str, str]:
+    """(scheme, host, port, path, host[:port] as the Host header has it) of an upstream URL."""
+    parts = urlsplit(upstream)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    return parts.scheme, host, port, parts.path, hostport(parts.scheme, host, port)

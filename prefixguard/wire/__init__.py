@@ -27,13 +27,16 @@ MAX_BYTES = 64 << 20
 _PATHS = {"messages": anthropic.API, "chat/completions": openai_chat.API, "responses": openai_responses.API}
 _PATH = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
 
-# The containers the adapters walk, for all three shapes at once (the shape is known only after parsing).
+# The parts whose spans the adapters read, for all three shapes at once (the shape is known only after
+# parsing): every other member is decoded for its value only.
 _SPEC: jsonspan.Spec = {
     "tools": {"[]": None},
     "functions": {"[]": None},
     "system": {"[]": None},
     "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}},
     "input": {"[]": {"content": {"[]": None}}},
+    "instructions": None,
+    "response_format": None,
     "text": {"format": None},
 }
 
@@ -70,18 +73,21 @@ def _api_of_path(path: str | None) -> str | None:
 def _anthropic_score(body: dict[str, Any]) -> int:
     """Positive: Anthropic Messages; otherwise OpenAI Chat. Counts fields only one of them has."""
     score = len(_ANTHROPIC_KEYS & body.keys()) - len(_CHAT_KEYS & body.keys())
-    for tool in body.get("tools") or ():
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
         if isinstance(tool, dict):
             score += 1 if "input_schema" in tool else -1 if tool.get("type") == "function" else 0
     messages = body.get("messages")
     for msg in messages if isinstance(messages, list) else ():
         if not isinstance(msg, dict):
             continue
-        score -= (msg.get("role") in _CHAT_ROLES) + ("tool_calls" in msg)
+        role = msg.get("role")  # a role or type of the wrong JSON type is the adapter's error to report
+        score -= (isinstance(role, str) and role in _CHAT_ROLES) + ("tool_calls" in msg)
         content = msg.get("content")
         for part in content if isinstance(content, list) else ():
             kind = part.get("type") if isinstance(part, dict) else None
-            score += (kind in _ANTHROPIC_BLOCKS) - (kind in _CHAT_PARTS)
+            if isinstance(kind, str):
+                score += (kind in _ANTHROPIC_BLOCKS) - (kind in _CHAT_PARTS)
     if score == 0 and str(body.get("model", "")).startswith("claude"):
         return 1
     return score

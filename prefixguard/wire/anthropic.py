@@ -12,7 +12,7 @@ from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header
+from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
 
 API = "anthropic"
 DEFAULT_TTL = "5m"
@@ -27,24 +27,15 @@ def ttl(value: Any) -> str | None:
     return None
 
 
-def _text(block: Any) -> str | None:
-    """The text a block renders, for counting its tokens (None: count its JSON)."""
+def _part(block: Any, where: str) -> tuple[str, str | None, str | None]:
+    """(kind, breakpoint TTL, the text it renders or None to count its JSON) of a system or content block."""
     if isinstance(block, str):
-        return block
-    if isinstance(block, dict):
-        if block.get("type") == "text":
-            return block.get("text")
-        if block.get("type") == "thinking":
-            return block.get("thinking")
-    return None
-
-
-def _kind(block: Any, where: str) -> str:
-    if isinstance(block, str):
-        return "text"
-    if isinstance(block, dict) and isinstance(block.get("type"), str):
-        return block["type"]
-    raise InputError(f"{where} must be an object with a 'type'")
+        return "text", None, block
+    kind = block.get("type") if isinstance(block, dict) else None
+    if not isinstance(kind, str):
+        raise InputError(f"{where} must be an object with a 'type'")
+    text = block.get("text") if kind == "text" else block.get("thinking") if kind == "thinking" else None
+    return kind, ttl(block), text
 
 
 def _has_image(block: Any) -> bool:
@@ -75,34 +66,42 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         out.add("system", "/system", "text", system, role="system", header={}, text=system.value)
     elif system is not None:
         for i, block in enumerate(system.kids):
-            out.add("system", f"/system/{i}", _kind(block.value, f"/system/{i}"), block, role="system",
-                    header={} if i == 0 else None, breakpoint=ttl(block.value), text=_text(block.value))
+            kind, breakpoint, text = _part(block.value, f"/system/{i}")
+            out.add("system", f"/system/{i}", kind, block, role="system", header={} if i == 0 else None,
+                    breakpoint=breakpoint, text=text)
 
     messages = expect(root.get("messages"), list, "'messages'")
     if messages is None:
         raise InputError("no 'messages' list")
     images = citations = False
     for mi, msg in enumerate(messages.kids):
-        if not isinstance(msg.value, dict):
+        fields = msg.value
+        if not isinstance(fields, dict):
             raise InputError(f"/messages/{mi} must be an object")
-        role = msg.value.get("role")
-        header = message_header(msg.value, "content")
-        content = expect(msg.get("content"), (str, list), f"/messages/{mi}/content")
-        if content is None:
-            out.add("messages", f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header)
-        elif isinstance(content.value, str):
+        role = fields.get("role")
+        header = message_header(fields, "content")
+        content = msg.get("content")
+        parts = content.value if content is not None else None
+        if isinstance(parts, str):
             out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,
-                    header=header, text=content.value)
-        else:
+                    header=header, text=parts)
+        elif isinstance(parts, list):
             for bi, block in enumerate(content.kids):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
-                out.add("messages", where, _kind(v, where), block, role=role,
-                        message_index=mi, header=header if bi == 0 else None, breakpoint=ttl(v), text=_text(v))
-                images = images or _has_image(v)
-                citations = citations or _cites(v)
-            if not content.kids:
+                kind, breakpoint, text = _part(v, where)
+                out.add("messages", where, kind, block, role=role, message_index=mi,
+                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text)
+                if isinstance(v, dict):  # the membership tests spare two calls on every plain block
+                    images = images or kind == "image" or ("content" in v and _has_image(v))
+                    citations = citations or ("citations" in v and _cites(v))
+            if not parts:
                 out.add("messages", f"/messages/{mi}/content", "empty", content, role=role,
                         message_index=mi, header=header)
+        elif parts is None:
+            out.add("messages", f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header,
+                    whole=True)
+        else:
+            raise wrong_type(f"/messages/{mi}/content", (str, list), parts)
 
     tool_choice = body.get("tool_choice")
     output_config = body.get("output_config")

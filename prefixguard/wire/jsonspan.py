@@ -1,47 +1,59 @@
 """Decode a JSON body while keeping the text span of the parts we care about.
 
 Only the containers named by a spec are walked here (the top level, tools, system, messages, content
-lists); every other value is decoded whole by the C scanner (JSONDecoder.raw_decode), which also gives
+lists); every other value is decoded whole by the C scanner (the one json.loads runs), which also gives
 its end offset. So most bytes are decoded at C speed while each segment knows where it stands.
 
-A spec describes which containers to walk: for an object, {key: spec of that member}; the key "[]"
-gives the spec of each element when the value is an array. A member not named, or a spec of None, is
-a leaf. Example (Anthropic): {"tools": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}.
+A spec describes which parts to keep: for an object, {key: spec of that member}; the key "[]" gives the
+spec of each element when the value is an array. A named member gets a Node (its span) in its parent's
+kids, and is walked when its spec is not None; members not named give their value only.
+Example (Anthropic): {"tools": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}.
 """
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from json.decoder import scanstring
 from typing import Any
 
-_scan = json.JSONDecoder().raw_decode
-_ws = re.compile(r"[ \t\n\r]*")
-_colon = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
-_after = re.compile(r"[ \t\n\r]*([,}\]])[ \t\n\r]*")  # the delimiter after a value, and what follows
-_plain_key = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, its colon, what follows
+# The C scanner behind json.loads: (value, end) for the value starting at idx; StopIteration(idx) when
+# none starts there. Called directly, not through raw_decode, since it runs once per walked value.
+_scan = json.JSONDecoder().scan_once
+
+_WS = r"[ \t\n\r]*"
+_KEY = rf'"([^"\\\x00-\x1f]*)"{_WS}:{_WS}'  # a key without escapes (almost all keys), its colon, what follows
+_ws = re.compile(_WS)
+_colon = re.compile(rf"{_WS}:{_WS}")
+# One match per member or element: the delimiter and the next key in one go; group 2 (or 1) is the close.
+_object_open = re.compile(rf"\{{{_WS}(?:{_KEY}|(\}}))")
+_object_next = re.compile(rf"{_WS}(?:,{_WS}{_KEY}|(\}}))")
+_array_open = re.compile(rf"\[{_WS}(\])?")
+_array_next = re.compile(rf"{_WS}(?:,{_WS}|(\]))")
 
 Spec = dict[str, "Spec | None"]
 
 
-@dataclass(slots=True)
 class Node:
     """A decoded value and its span in the text; kids for the containers the spec walked."""
 
-    value: Any
-    start: int
-    end: int
-    kids: dict[str, Node] | list[Node] | None = None
+    __slots__ = ("value", "start", "end", "kids")
+
+    def __init__(self, value: Any, start: int, end: int, kids: dict[str, Node] | list[Node] | None = None) -> None:
+        self.value = value
+        self.start = start
+        self.end = end
+        self.kids = kids
 
     def get(self, key: str) -> Node | None:
         return self.kids.get(key) if isinstance(self.kids, dict) else None
 
 
-def parse(text: str, spec: Spec) -> Node:
+def parse(text: str, spec: Spec | None) -> Node:
     """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input."""
-    idx = _ws.match(text, 0).end()
-    node = _value(text, idx, spec)
+    try:
+        node = _value(text, _ws.match(text).end(), spec)
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
     tail = _ws.match(text, node.end).end()
     if tail != len(text):
         raise json.JSONDecodeError("Extra data", text, tail)
@@ -49,8 +61,8 @@ def parse(text: str, spec: Spec) -> Node:
 
 
 def _value(text: str, idx: int, spec: Spec | None) -> Node:
-    if spec is not None and idx < len(text):
-        char = text[idx]
+    if spec is not None:
+        char = text[idx:idx + 1]
         if char == "{":
             return _object(text, idx, spec)
         if char == "[" and "[]" in spec:
@@ -60,54 +72,56 @@ def _value(text: str, idx: int, spec: Spec | None) -> Node:
 
 
 def _object(text: str, start: int, spec: Spec) -> Node:
-    kids: dict[str, Node] = {}
     value: dict[str, Any] = {}
-    idx = _ws.match(text, start + 1).end()
-    if text.startswith("}", idx):
-        return Node(value, start, idx + 1, kids)
+    kids: dict[str, Node] = {}
+    found = _object_open.match(text, start)
+    end = start + 1
     while True:
-        plain = _plain_key.match(text, idx)  # one regex for the usual key; scanstring for escaped ones
-        if plain is not None:
-            key, idx = plain[1], plain.end()
+        if found is None:  # a key with escapes, or bad JSON
+            key, idx = _escaped_key(text, end, first=not value)
+        elif found[2] is not None:
+            return Node(value, start, found.end(), kids)
         else:
-            if not text.startswith('"', idx):
-                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
-            key, idx = scanstring(text, idx + 1)
-            colon = _colon.match(text, idx)
-            if colon is None:
-                raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
-            idx = colon.end()
-        sub = spec.get(key)
-        if sub is None:  # a leaf member: decode it directly (most members are)
+            key, idx = found[1], found.end()
+        if key in spec:
+            node = kids[key] = _value(text, idx, spec[key])
+            value[key], end = node.value, node.end
+        else:
             value[key], end = _scan(text, idx)
-            node = Node(value[key], idx, end)
-        else:
-            node = _value(text, idx, sub)
-        value[key] = node.value
-        kids[key] = node
-        after = _after.match(text, node.end)
-        if after is None or after[1] == "]":
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, node.end)
-        if after[1] == "}":
-            return Node(value, start, after.start(1) + 1, kids)
-        idx = after.end()
+        found = _object_next.match(text, end)
+
+
+def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
+    """The slow path of _object: the delimiter and key at idx, or the error json.loads would give."""
+    idx = _ws.match(text, idx).end()
+    if not first:
+        if not text.startswith(",", idx):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
+        idx = _ws.match(text, idx + 1).end()
+    if not text.startswith('"', idx):
+        raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
+    key, idx = scanstring(text, idx + 1)
+    colon = _colon.match(text, idx)
+    if colon is None:
+        raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
+    return key, colon.end()
 
 
 def _array(text: str, start: int, spec: Spec | None) -> Node:
+    value: list[Any] = []
     kids: list[Node] = []
-    idx = _ws.match(text, start + 1).end()
-    if text.startswith("]", idx):
-        return Node([], start, idx + 1, kids)
-    while True:
-        if spec is None:  # leaf elements (tools, blocks): decode directly, the hot path
-            value, end = _scan(text, idx)
-            node = Node(value, idx, end)
+    found = _array_open.match(text, start)
+    while found[1] is None:
+        idx = found.end()
+        if spec is None:  # leaf elements (tools, blocks): the hot path
+            item, end = _scan(text, idx)
+            kids.append(Node(item, idx, end))
         else:
             node = _value(text, idx, spec)
-        kids.append(node)
-        after = _after.match(text, node.end)
-        if after is None or after[1] == "}":
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, node.end)
-        if after[1] == "]":
-            return Node([k.value for k in kids], start, after.start(1) + 1, kids)
-        idx = after.end()
+            item, end = node.value, node.end
+            kids.append(node)
+        value.append(item)
+        found = _array_next.match(text, end)
+        if found is None:
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, end)
+    return Node(value, start, found.end(), kids)

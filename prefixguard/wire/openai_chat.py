@@ -13,7 +13,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header
+from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
 
 API = "openai-chat"
 SYSTEM_ROLES = ("system", "developer")
@@ -61,32 +61,42 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     images = False
     leading = True
     for mi, msg in enumerate(messages.kids):
-        if not isinstance(msg.value, dict):
+        fields = msg.value
+        if not isinstance(fields, dict):
             raise InputError(f"/messages/{mi} must be an object")
-        role = msg.value.get("role")
+        role = fields.get("role")
         leading = leading and role in SYSTEM_ROLES
         level = "system" if leading else "messages"
-        header: dict[str, Any] | None = message_header(msg.value, "content", "tool_calls")
-        before = len(out.segments)
-        content = expect(msg.get("content"), (str, list), f"/messages/{mi}/content")
-        if content is not None and isinstance(content.value, str):
+        header: dict[str, Any] | None = message_header(fields, "content", "tool_calls")
+        content = msg.get("content")
+        parts = content.value if content is not None else None
+        if isinstance(parts, str):
             out.add(level, f"/messages/{mi}/content", "tool_result" if role == "tool" else "text", content,
-                    role=role, message_index=mi, header=header, text=content.value,
-                    breakpoint=breakpoint_of(msg.value, options))
-        elif content is not None:
+                    role=role, message_index=mi, header=header, text=parts,
+                    breakpoint=breakpoint_of(fields, options))
+            header = None
+        elif isinstance(parts, list):
             for pi, part in enumerate(content.kids):
                 v = part.value
                 kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
                 out.add(level, f"/messages/{mi}/content/{pi}", kind, part, role=role, message_index=mi,
-                        header=header if pi == 0 else None, breakpoint=breakpoint_of(v, options),
+                        header=header, breakpoint=breakpoint_of(v, options),
                         text=v.get("text") if isinstance(v, dict) else None)
+                header = None
                 images = images or kind == "image"
-        calls = expect(msg.get("tool_calls"), list, f"/messages/{mi}/tool_calls")
-        for ci, call in enumerate(calls.kids if calls else ()):
-            out.add(level, f"/messages/{mi}/tool_calls/{ci}", "tool_use", call, role=role, message_index=mi,
-                    header=header if len(out.segments) == before else None)
-        if len(out.segments) == before:  # no content at all (null content, refusal, legacy function_call)
-            out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header)
+        elif parts is not None:
+            raise wrong_type(f"/messages/{mi}/content", (str, list), parts)
+        calls = msg.get("tool_calls")
+        if calls is not None and calls.value is not None:
+            if not isinstance(calls.value, list):
+                raise wrong_type(f"/messages/{mi}/tool_calls", list, calls.value)
+            for ci, call in enumerate(calls.kids):
+                out.add(level, f"/messages/{mi}/tool_calls/{ci}", "tool_use", call, role=role, message_index=mi,
+                        header=header)
+                header = None
+        if header is not None:  # no content at all (null content, refusal, legacy function_call)
+            out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header,
+                    whole=True)
 
     reasoning = body.get("reasoning")
     settings = {

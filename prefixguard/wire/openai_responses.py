@@ -13,7 +13,7 @@ from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header
+from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
 
 API = "openai-responses"
 PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
@@ -50,20 +50,25 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     elif items is not None:
         leading = True
         for ii, item in enumerate(items.kids):
-            v = item.value
-            if not isinstance(v, dict):
+            fields = item.value
+            if not isinstance(fields, dict):
                 raise InputError(f"/input/{ii} must be an object")
-            kind = ITEM_KINDS.get(v.get("type"), v.get("type") or "message")
-            role = v.get("role") or ITEM_ROLES.get(kind)
+            kind = fields.get("type")
+            kind = ITEM_KINDS.get(kind, kind or "message")
+            role = fields.get("role") or ITEM_ROLES.get(kind)
             leading = leading and role in openai_chat.SYSTEM_ROLES
             level = "system" if leading else "messages"
-            content = expect(item.get("content"), (str, list), f"/input/{ii}/content")
-            header = message_header(v, "content")
-            if content is None or kind != "message":
-                out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header)
-            elif isinstance(content.value, str):
+            header = message_header(fields, "content")
+            content = item.get("content")
+            parts = content.value if content is not None else None
+            if parts is not None and not isinstance(parts, (str, list)):
+                raise wrong_type(f"/input/{ii}/content", (str, list), parts)
+            if parts is None or kind != "message":
+                out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header,
+                        whole=True)
+            elif isinstance(parts, str):
                 out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
-                        header=header, text=content.value)
+                        header=header, text=parts)
             else:
                 for pi, part in enumerate(content.kids):
                     pv = part.value
@@ -74,7 +79,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                             header=header if pi == 0 else None,
                             breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"))
                     images = images or part_kind == "image"
-                if not content.kids:
+                if not parts:
                     out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii,
                             header=header)
 

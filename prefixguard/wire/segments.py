@@ -14,14 +14,6 @@ from prefixguard.wire.jsonspan import Node
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def fingerprint_key(level: str, role: str | None, header: dict[str, Any] | None, value: Any) -> bytes:
-    """The bytes a segment's fingerprint hashes. marshal format 2 is exact for JSON values, keeps key
-    order, writes no back-references (so equal values give equal bytes) and runs about 3x faster than
-    json.dumps: the hash chain must cost little next to json.loads. The header (message fields) is in
-    only on a message's first part, so moving a block into another message changes the key."""
-    return marshal.dumps((level, role, header, value), 2)
-
-
 class Builder:
     """Collects segments in prefix order; counts tokens with the tokenizer or, if told not to, estimates."""
 
@@ -32,10 +24,15 @@ class Builder:
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
-            breakpoint: str | None = None, text: str | None = None) -> Segment:
-        """header: the message's own fields (role, name, ids...) when this part starts a message."""
+            breakpoint: str | None = None, text: str | None = None, whole: bool = False) -> Segment:
+        """header: the message's own fields (role, name, ids...) when this part starts a message;
+        whole: this part is the whole message (its value holds those fields already)."""
         value = without_markers(node.value)
-        key = fingerprint_key(level, role, header, value)
+        # The key: marshal format 2 is exact for JSON values, keeps key order, writes no back-references
+        # (so equal values give equal bytes) and runs about 3x faster than json.dumps: the hash chain must
+        # cost little next to json.loads. The header is in only on a message's first part, so moving a
+        # block into another message changes the key; a whole message holds it in its value.
+        key = marshal.dumps((level, role, True if whole else header, value), 2)
         if self.estimated:  # the estimate reads sizes only: no need to serialize the value
             count = self._count(text) if isinstance(text, str) else len(key) // 4
         else:
@@ -52,7 +49,13 @@ def expect(node: Node | None, kind: type | tuple[type, ...], where: str) -> Node
         return None
     if isinstance(node.value, kind):
         return node
-    raise InputError(f"{where} must be {_json_type(kind)}, got {_json_type(type(node.value))}")
+    raise wrong_type(where, kind, node.value)
+
+
+def wrong_type(where: str, kind: type | tuple[type, ...], value: Any) -> InputError:
+    """The error expect raises, for the loops that check a part's type themselves: they build the
+    pointer only when it is needed."""
+    return InputError(f"{where} must be {_json_type(kind)}, got {_json_type(type(value))}")
 
 
 def _json_type(kind: type | tuple[type, ...]) -> str:

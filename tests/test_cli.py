@@ -1,0 +1,64 @@
+"""The CLI as a user meets it: every error is one line on stderr with a documented exit code."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PG = [str(Path(sys.executable).with_name("prefixguard"))]  # the installed console script
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PG, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("bad")
+    (d / "empty.json").write_bytes(b"")
+    (d / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    (d / "text.jsonl").write_text("not json\n")
+    (d / "list.json").write_text("[1, 2]")
+    return {p.stem: str(p) for p in d.iterdir()} | {"dir": str(d), "missing": str(d / "missing.json")}
+
+
+@pytest.mark.parametrize("argv", [
+    ["diff", "--format", "xml", "{empty}", "{empty}"],
+    ["diff", "{missing}", "{empty}"],
+    ["diff", "{binary}", "{list}"],
+    ["lint", "{binary}"],
+    ["kv", "--model", "nosuch"],
+    ["kv", "--memory", "abc", "--model", "llama-3-8b"],
+    ["kv", "--config", "{binary}"],
+    ["engine", "serve", "--model", "nosuch", "--port", "0"],
+    ["replay", "{missing}"],
+    ["replay", "{binary}"],
+    ["report", "{missing}"],
+    ["report", "{text}"],
+    ["capture", "export", "{dir}"],
+    ["rule", "PG999"],
+    ["nosuchcommand"],
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], files: dict[str, str]) -> None:
+    done = run(*[a.format(**files) for a in argv])
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prefixguard: error: "), done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_missing_extra_names_the_install_command(tmp_path: Path) -> None:
+    """On a core-only install the engine's commands say what to install (torch blocked here)."""
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['prefixguard', 'engine', 'serve', '--port', '0'];"
+            "from prefixguard.cli import main; main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("prefixguard: error: this command needs torch, which "
+                                   "`pip install 'prefixguard[engine]'` (or [all]) brings")
+
+
+def test_help_and_version_exit_0() -> None:
+    assert run("--help").returncode == 0 and "lint" in run("--help").stdout
+    assert run("--version").returncode == 0
