@@ -211,3 +211,27 @@ def test_stop_sequences_cut_the_text_plain_and_streamed(claude, gpt):
         final = stream.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == " "
     assert " " not in final.content[0].text
+
+
+def test_tool_schemas_render_from_the_bytes_as_received(server, claude):
+    """As at the providers, a tool schema with its keys in another order is another prefix: the
+    request reads the cache only up to that tool. The same data re-sent in the same order reads it all."""
+    def body(schema: dict) -> dict:
+        tools = [{"name": "lookup_order", "description": "Find an order by id.", "input_schema": schema},
+                 {"name": "refund", "description": "Refund an order.",
+                  "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}]
+        return {"model": "claude-sonnet-4-5", "max_tokens": 2, "tools": tools, "system": SYSTEM,
+                "messages": [{"role": "user", "content": "Where is order 7?"}]}
+
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "carrier": {"type": "string"}},
+              "required": ["id"]}
+    reordered = {"required": ["id"], "properties": {"carrier": {"type": "string"}, "id": {"type": "string"}},
+                 "type": "object"}
+    first = claude.messages.create(**body(schema)).usage
+    same = claude.messages.create(**body(json.loads(json.dumps(schema)))).usage
+    moved = claude.messages.create(**body(reordered)).usage
+    whole = first.input_tokens + first.cache_read_input_tokens + first.cache_creation_input_tokens
+    assert same.cache_read_input_tokens >= whole - 1            # all but the token that starts the answer
+    segments = parse_request(json.dumps(body(reordered)), path="/v1/messages").segments
+    chat_template.render(segments)                              # sets each segment's template token count
+    assert 0 < moved.cache_read_input_tokens < segments[0].tokens   # stops inside the reordered tool
