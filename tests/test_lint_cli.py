@@ -94,7 +94,6 @@ def test_huge_file_is_refused_without_reading_it(project: Path):
 
 @pytest.mark.parametrize("args, message", [
     (["missing.json"], "missing.json: no such file or directory"),
-    (["nothing-*.json"], "nothing-*.json: no files match"),
     (["--select", "PG999", "ok.json"], "unknown rule selector 'PG999' on the command line"),
     (["--ignore", "no-such-rule", "ok.json"], "unknown rule selector 'no-such-rule'"),
     (["--format", "xml", "ok.json"], "'xml' is not one of"),
@@ -122,6 +121,39 @@ def test_other_files_are_still_linted_when_one_is_bad(project: Path):
     (project / "b.json").write_text("{", "utf-8")
     code, out, err = run("--format", "concise", "a.json", "b.json")
     assert code == 2 and "PG101" in out and err.startswith("prefixguard: error: b.json:")
+    assert out.rstrip().endswith("; 1 file could not be linted.")
+
+
+@pytest.mark.parametrize("fmt", ["text", "concise"])
+def test_input_errors_never_claim_success(project: Path, fmt: str):
+    (project / "bad.json").write_text("{", "utf-8")
+    code, out, err = run("--format", fmt, "bad.json")
+    assert (code, out) == (2, "") and err.count("\n") == 1    # the error line alone
+    write(project / "clean.json", CLEAN)
+    code, out, err = run("--format", fmt, "clean.json", "bad.json")
+    assert code == 2 and err.startswith("prefixguard: error: bad.json:")
+    assert out == "No findings in 1 request; 1 file could not be linted.\n"
+    assert "All checks passed" not in out
+    code, out, _ = run("--format", fmt, "--statistics", "clean.json", "bad.json")
+    assert code == 2 and "All checks passed" not in out and "could not be linted" in out
+    assert run("--format", fmt, "clean.json") == (0, "All checks passed: 1 request in 1 file.\n", "")
+
+
+@pytest.mark.parametrize("args", [["reqs"], ["reqs/**/*.json"], ["nothing-*.json"]])
+def test_no_request_files_is_a_warning_exit_0(project: Path, args: list[str]):
+    """As in ruff: a folder or glob with nothing to lint is said on stderr and is not an error."""
+    (project / "reqs" / "sub").mkdir(parents=True)
+    (project / "reqs" / "notes.txt").write_text("not a request", "utf-8")
+    code, out, err = run(*args)
+    assert (code, out) == (0, "")
+    assert err == f"prefixguard: warning: no request files (*.json, *.jsonl, *.ndjson) found in {args[0]}\n"
+    doc = json.loads(run("--format", "json", *args)[1])
+    assert (doc["files"], doc["findings"]) == (0, [])
+    # the other paths are still linted, and decide the exit status
+    write(project / "dirty.json", DIRTY)
+    code, out, err = run("--format", "concise", *args, "dirty.json")
+    assert code == 1 and "PG101" in out and err.startswith("prefixguard: warning: no request files")
+    assert "exit 0" in CliRunner().invoke(main, ["lint", "--help"]).stdout   # the choice is documented
 
 
 # ------------------------------------------------------------------------------ selection and config

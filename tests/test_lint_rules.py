@@ -150,6 +150,34 @@ def test_breakpoint_on_volatile_openai_explicit_marker():
     assert found(good, "breakpoint-on-volatile") == []
 
 
+MARKS = {"prompt_cache_breakpoint": {"prompt_cache_breakpoint": {}}, "cache_control": {"cache_control": EPH}}
+
+
+@pytest.mark.parametrize("mark", list(MARKS))
+def test_breakpoint_on_volatile_openai_responses(mark):
+    """Responses: the marker sits on an input_text part (an OpenRouter-style cache_control reads the same)."""
+    def build(marked: int):
+        parts = [{"type": "input_text", "text": filler(50)}, {"type": "input_text", "text": f"nonce={UUID[:12]}"}]
+        parts[marked].update(MARKS[mark])
+        return responses("You are terse.", [{"role": "developer", "content": parts},
+                                            {"role": "user", "content": "Hi"}], model="gpt-5.6")
+    assert [h.pointer for h in found(build(1), "breakpoint-on-volatile")] == ["/input/0/content/1/text"]
+    assert found(build(0), "breakpoint-on-volatile") == []
+
+
+def test_breakpoint_rules_do_not_run_on_compatible_servers():
+    """vLLM, SGLang and the like have no breakpoints: the catalog leaves them out, and so does the run."""
+    for name in ("breakpoint-on-volatile", "too-many-breakpoints"):
+        assert "compatible" not in catalog.get(name).providers
+    limit = providers()["openai"]["max_breakpoints"]
+    parts = [{"type": "input_text", "text": f"Part {chr(65 + i)} nonce={UUID[:12]}", "prompt_cache_breakpoint": {}}
+             for i in range(limit + 1)]
+    body = responses("sys", [{"role": "developer", "content": parts}, {"role": "user", "content": "Hi"}])
+    assert {h.rule for h in found(body)} >= {"breakpoint-on-volatile", "too-many-breakpoints"}
+    body["model"] = "Qwen/Qwen2.5-0.5B-Instruct"   # a model OpenAI does not sell
+    assert {h.rule for h in found(body)} & {"breakpoint-on-volatile", "too-many-breakpoints"} == set()
+
+
 # ------------------------------------------------------------------------------------------- PG103
 
 @pytest.mark.parametrize("shape", ["chat", "responses"])
@@ -245,6 +273,23 @@ def test_unstable_key_order_openai_arguments():
     assert [h.pointer for h in found(rbody, "unstable-key-order")] == ["/input/1/arguments"]
     item["arguments"] = '{"a": 2, "b": 1}'
     assert found(rbody, "unstable-key-order") == []
+
+
+@pytest.mark.parametrize("shape, pointer", [("chat", "/tools/0/function/parameters/properties/city"),
+                                            ("responses", "/tools/0/parameters/properties/city")])
+def test_unstable_key_order_openai_tool_schemas(shape, pointer):
+    def build(city: dict):
+        schema = {"properties": {"city": city, "unit": {"enum": ["C", "F"], "type": "string"}},
+                  "required": ["city"], "type": "object"}
+        if shape == "chat":
+            return chat([user("Weather?")], tools=[{"type": "function", "function": {
+                "description": "Weather for a city.", "name": "weather", "parameters": schema}}])
+        return responses("sys", [{"role": "user", "content": "Weather?"}], tools=[{
+            "description": "Weather for a city.", "name": "weather", "parameters": schema, "type": "function"}])
+    hits = found(build({"type": "string", "description": "City name"}), "unstable-key-order")
+    assert [(h.pointer, h.message) for h in hits] == [(pointer, 'schema keys not in sorted order: "type" before '
+                                                                '"description"')]
+    assert found(build({"description": "City name", "type": "string"}), "unstable-key-order") == []
 
 
 def test_unstable_key_order_recorded_schemas_are_sorted(shared_data):
@@ -346,6 +391,22 @@ def test_too_many_breakpoints_openai_explicit():
     assert found(bad, "too-many-breakpoints") == []
 
 
+@pytest.mark.parametrize("mark", list(MARKS))
+def test_too_many_breakpoints_openai_responses(mark):
+    """Responses: markers on input parts and on tools, which the wire adapter reads as breakpoints too."""
+    limit = providers()["openai"]["max_breakpoints"]
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}, **MARKS[mark]}
+    parts = [{"type": "input_text", "text": f"Part {chr(65 + i)}", **MARKS[mark]} for i in range(limit)]
+    bad = responses("You are terse.", [{"role": "developer", "content": parts}, {"role": "user", "content": "Hi"}],
+                    tools=[tool], model="gpt-5.6")
+    hits = found(bad, "too-many-breakpoints")
+    assert [h.pointer for h in hits] == [f"/input/0/content/{limit - 1}"]   # the first one past the limit
+    assert hits[0].message == f"{limit + 1} cache breakpoints; at most {limit} are allowed"
+    for key in MARKS[mark]:
+        del tool[key]
+    assert found(bad, "too-many-breakpoints") == []
+
+
 # ------------------------------------------------------------------------------------------- PG402
 
 def test_below_minimum_anthropic():
@@ -390,3 +451,42 @@ def test_lookback_exceeded():
     mid = lookback // 2 - (lookback // 2) % 2          # a user turn in the middle
     good["messages"][mid] = user([text("Step", cache_control=EPH)])
     assert found(good, "lookback-exceeded") == []
+
+
+def _agent_turn(calls: int, start: int) -> list[dict]:
+    """One step of a tool loop: the model calls `calls` tools at once and the app sends the results."""
+    ids = [f"toolu_{start + i:02d}" for i in range(calls)]
+    return [assistant([{"type": "tool_use", "id": i, "name": "read_file", "input": {"path": f"src/{i}.py"}} for i in ids]),
+            user([{"type": "tool_result", "tool_use_id": i, "content": "def main():\n    pass\n"} for i in ids])]
+
+
+@pytest.mark.parametrize("where", ["automatic", "explicit"])
+def test_lookback_exceeded_by_one_turn(where):
+    """The reference case: a turn appends 20+ blocks after the last breakpoint, which the previous request
+    wrote on its last block. The moving breakpoint is the request's only one, so no two breakpoints of
+    this request are far apart; the entry of the previous request is what is out of reach."""
+    lookback = providers()["anthropic"]["lookback_blocks"]
+    def build(calls: int, system_mark: bool = False) -> dict:
+        history = [user("Fix the failing tests.")] + _agent_turn(1, 0)   # the previous request ended here
+        messages = history + _agent_turn(calls, 1)
+        system = [text("You are a coding agent. " + filler(1100), **({"cache_control": EPH} if system_mark else {}))]
+        if where == "automatic":
+            return anthropic(system, messages, cache_control=EPH)
+        messages[-1]["content"][-1]["cache_control"] = EPH   # the app marks the last block of every request
+        return anthropic(system, messages)
+    last = "/cache_control" if where == "automatic" else f"/messages/4/content/{lookback // 2 - 1}"
+    hits = found(build(lookback // 2), "lookback-exceeded")   # 2 x lookback/2 = lookback blocks appended
+    assert [h.pointer for h in hits] == [last]
+    assert f"this turn added {lookback} blocks after the previous request's last block (/messages/2/content/0)" \
+        in hits[0].message
+    assert found(build(lookback // 2 - 1), "lookback-exceeded") == []   # lookback - 2 blocks: still read
+    # with a system breakpoint too, the same breakpoint is reported once, for the turn
+    hits = found(build(lookback // 2, system_mark=True), "lookback-exceeded")
+    assert [(h.pointer, h.message.startswith("this turn")) for h in hits] == [(last, True)]
+    # the fix the rule gives: one more breakpoint within the lookback of the previous request's end
+    fixed = build(lookback // 2)
+    fixed["messages"][3]["content"][lookback // 4]["cache_control"] = EPH
+    assert found(fixed, "lookback-exceeded") == []
+    # a first turn has no previous request to read from
+    first = anthropic("You are terse.", [user([text(f"Part {i}") for i in range(lookback + 5)])], cache_control=EPH)
+    assert found(first, "lookback-exceeded") == []

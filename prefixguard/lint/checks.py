@@ -111,6 +111,18 @@ class Context:
                     len(self.segments))
 
     @cached_property
+    def previous_end(self) -> int | None:
+        """Index of the last block the previous request of this conversation sent: the end of the latest
+        user message that an assistant reply follows (None on a first turn)."""
+        end = last_user = None
+        for i, s in enumerate(self.segments):
+            if s.role == "user":
+                last_user = i
+            elif s.role == "assistant" and last_user is not None:
+                end = last_user
+        return end
+
+    @cached_property
     def prefix_end(self) -> int:
         """Segments [0, prefix_end) form the prefix a later request of this conversation should reuse:
         up to the last breakpoint (Anthropic) and in every case before the latest message."""
@@ -404,8 +416,27 @@ def lookback_exceeded(ctx: Context) -> Iterator[Hit]:
     lookback = ctx.limits.get("lookback_blocks")
     if lookback is None:
         return
+    turn = _turn_past_lookback(ctx, lookback)
+    if turn is not None:
+        yield turn
     for prev, bp in pairwise(ctx.breakpoints):
-        if bp.index - prev.index + 1 > lookback:
+        if bp.index - prev.index + 1 > lookback and (turn is None or turn.pointer != bp.pointer):
             yield Hit("lookback-exceeded", bp.pointer,
                       f"the previous breakpoint ({prev.pointer}) is {bp.index - prev.index} blocks back; a breakpoint "
                       f"looks back over {lookback} blocks, itself included")
+
+
+def _turn_past_lookback(ctx: Context, lookback: int) -> Hit | None:
+    """The common case: a breakpoint that moves with the conversation (or the automatic one) wrote an
+    entry at the previous request's last block, and this turn appended `lookback` blocks or more after
+    it. Unless some breakpoint sits within the lookback of that block, nothing reads the entry."""
+    end = ctx.previous_end
+    if end is None or any(end <= b.index < end + lookback for b in ctx.breakpoints):
+        return None
+    bp = next((b for b in ctx.breakpoints if b.index >= end + lookback), None)
+    if bp is None:
+        return None
+    return Hit("lookback-exceeded", bp.pointer,
+               f"this turn added {bp.index - end} blocks after the previous request's last block "
+               f"({ctx.segments[end].pointer}); a breakpoint looks back over {lookback} blocks, itself included, "
+               "so the entry written there is not read")

@@ -80,7 +80,11 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
     options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
 
-    Exit status: 0 no findings, 1 findings, 2 usage or input error.
+    A directory or glob that holds no request file is not an error: a warning on stderr, exit 0 (as in
+    ruff), so a CI job over a folder that is empty for now passes. A path that does not exist is an error.
+
+    Exit status: 0 no findings, 1 findings, 2 usage or input error (any file that could not be read
+    or parsed: the others are still linted and reported).
     """
     if write_baseline and baseline_file is None:
         _fail("--write-baseline needs --baseline FILE")
@@ -91,6 +95,9 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         result = runner.lint(list(paths), settings, count_tokens=not no_tokens)
     except InputError as err:
         _fail(str(err))
+    kinds = ", ".join(f"*{suffix}" for suffix in runner.SUFFIXES)
+    for arg in result.empty:
+        click.echo(f"prefixguard: warning: no request files ({kinds}) found in {arg}", err=True)
     for error in result.errors:
         click.echo(f"prefixguard: error: {error}", err=True)
     findings = result.findings

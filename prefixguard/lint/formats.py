@@ -54,11 +54,18 @@ def _count(n: int, what: str) -> str:
 
 
 def summary(findings: list[Finding], run: Run) -> str:
-    """The closing line of the human formats."""
+    """The closing line of the human formats. It claims success only when every file was read, and is
+    left out when no file was (the warning or the errors on stderr say why)."""
+    if run.files == len(run.errors) and not findings:
+        return ""
     base = f" ({run.baselined} more in the baseline)" if run.baselined else ""
+    checked = f"{_count(run.requests, 'request')}{base}"
+    if run.errors:
+        found = f"Found {_count(len(findings), 'finding')}" if findings else "No findings"
+        return f"{found} in {checked}; {_count(len(run.errors), 'file')} could not be linted."
     if not findings:
         return f"All checks passed: {_count(run.requests, 'request')} in {_count(run.files, 'file')}{base}."
-    return f"Found {_count(len(findings), 'finding')} in {_count(run.requests, 'request')}{base}."
+    return f"Found {_count(len(findings), 'finding')} in {checked}."
 
 
 def as_dict(f: Finding) -> dict[str, Any]:

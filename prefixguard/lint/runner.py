@@ -30,6 +30,7 @@ STDIN = "-"
 class Result:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)   # one line each, naming the file
+    empty: list[str] = field(default_factory=list)    # directories and globs that held no request file
     files: int = 0
     requests: int = 0
 
@@ -45,23 +46,27 @@ def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping
     return hits
 
 
-def discover(args: list[str], settings: Settings) -> list[str]:
-    """Files to lint: named files as they are, directories walked for *.json/*.jsonl, globs expanded."""
+def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]:
+    """Files to lint (named files as they are, directories walked for request files, globs expanded),
+    and the directories and globs among args that held no request file."""
     out: list[str] = []
+    empty: list[str] = []
     for arg in args:
         if arg == STDIN or os.path.isfile(arg):
             out.append(arg)
-        elif os.path.isdir(arg):
-            out.extend(_walk(Path(arg), settings))
+            continue
+        if os.path.isdir(arg):
+            found = list(_walk(Path(arg), settings))
         elif glob.has_magic(arg):
-            found = sorted(glob.glob(arg, recursive=True))
-            if not found:
-                raise InputError("no files match", arg)
-            for name in found:
-                out.extend(_walk(Path(name), settings) if os.path.isdir(name) else [name])
+            found = []
+            for name in sorted(glob.glob(arg, recursive=True)):
+                found.extend(_walk(Path(name), settings) if os.path.isdir(name) else [name])
         else:
             raise InputError("no such file or directory", arg)
-    return list(dict.fromkeys(out))
+        out.extend(found)
+        if not found:
+            empty.append(arg)
+    return list(dict.fromkeys(out)), empty
 
 
 def _walk(root: Path, settings: Settings) -> Iterator[str]:
@@ -75,7 +80,8 @@ def _walk(root: Path, settings: Settings) -> Iterator[str]:
 
 def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Result:
     result = Result()
-    for name in discover(args, settings):
+    names, result.empty = discover(args, settings)
+    for name in names:
         result.files += 1
         try:
             lint_file(name, settings, result, count_tokens)
