@@ -2,8 +2,8 @@
 
 chain[i] = sha256(chain[i-1] + key of segment i), cut to 16 bytes, so equal chain[i] means equal segments
 0..i: "how much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
-sha256 because the chain hashes every byte of the body and CPUs run it in hardware (SHA-NI, ARMv8):
-about 1.5x faster than blake2b here.
+sha256 because the chain hashes every byte of the body and most CPUs run it in hardware (x86 SHA
+extensions, ARMv8 crypto): there it is about 1.5x faster than blake2b.
 """
 from __future__ import annotations
 

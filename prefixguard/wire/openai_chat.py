@@ -67,6 +67,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         role = fields.get("role")
         leading = leading and role in SYSTEM_ROLES
         level = "system" if leading else "messages"
+        # the header goes on the message's first part only: None once a part has taken it
         header: dict[str, Any] | None = message_header(fields, "content", "tool_calls")
         content = msg.get("content")
         parts = content.value if content is not None else None
