@@ -255,6 +255,8 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     before, after = _excerpts(ta, tb, p)
     level = min(sa.level, sb.level, key=LEVELS.index)
     try:
+        if _too_deep(sa.value) or _too_deep(sb.value):  # checked first: a RecursionError deep in deepdiff
+            raise RecursionError                         # can also fire in finalizers and print noise
         cause, detail = _classify(a, b, sa, sb, ta, tb, p, level)
     except RecursionError:  # a part nested too deeply to walk: still a break, at this level
         cause, detail = FALLBACK[level], "nested too deeply to explain"
@@ -262,6 +264,23 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     shared_bytes = _common_prefix(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass")) \
         if p < min(len(ta), len(tb)) else 0
     return _Finding(i, cause, detail, before, after, offset=p, subject=subject, byte_extra=shared_bytes)
+
+
+MAX_EXPLAIN_DEPTH = 100  # JSON nesting the classifiers walk recursively; deeper parts are not explained
+
+
+def _too_deep(value: Any, limit: int = MAX_EXPLAIN_DEPTH) -> bool:
+    """Nesting deeper than limit, found without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values() if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v if isinstance(x, (dict, list)))
+    return False
 
 
 def _classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
