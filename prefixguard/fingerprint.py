@@ -1,20 +1,21 @@
 """Hash chain over a prompt's segments, and a longest-prefix index over chains.
 
-chain[i] = sha256(chain[i-1] + key of segment i), cut to 16 bytes, so equal chain[i] means equal segments
-0..i: "how much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
-sha256 because the chain hashes every byte of the body and most CPUs run it in hardware (x86 SHA
-extensions, ARMv8 crypto): there it is about 1.5x faster than blake2b.
+chain[i] = xxh3_128(chain[i-1] + key of segment i), so equal chain[i] means equal segments 0..i: "how
+much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
+xxh3 because the chain hashes every byte of the body: at ~15 GB/s it costs a twentieth of a json.loads,
+where sha256 cost half of one. Fingerprints tell one app's prompts apart, not adversaries' forgeries,
+so 128 non-cryptographic bits are plenty.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from hashlib import sha256
 from typing import Any
+
+from xxhash import xxh3_128
 
 from prefixguard.prompt import Segment
 
-DIGEST_SIZE = 16
 
 
 def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
@@ -22,9 +23,9 @@ def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
     out: list[bytes] = []
     prev = b""
     for seg in segments:
-        h = sha256(prev)
+        h = xxh3_128(prev)
         h.update(seg if isinstance(seg, bytes) else seg.key)
-        prev = h.digest()[:DIGEST_SIZE]
+        prev = h.digest()
         out.append(prev)
     return out
 
