@@ -17,7 +17,6 @@ from xxhash import xxh3_128
 from prefixguard.prompt import Segment
 
 
-
 def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
     """Fingerprints of each prefix: element i covers segments 0..i (segments or their key bytes)."""
     out: list[bytes] = []

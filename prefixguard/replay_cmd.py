@@ -15,8 +15,9 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.command()
 @click.argument("source", type=click.Path())
 @click.option("--target", default="sim", show_default=True, help=TARGET_HELP)
-@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]), default="radix", show_default=True,
-              help="sim: reuse any cached prefix (radix) or follow a provider's caching contract.")
+@click.option("--policy", type=click.Choice(["auto", "radix", "anthropic", "openai"]),
+              help="sim: reuse any cached prefix (radix), follow one provider's caching contract, or judge each "
+                   "request by its own provider's contract (auto) [default: auto for a capture, else radix].")
 @click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
 @click.option("--capacity", "capacity_tokens", type=click.IntRange(1),
               help="sim: cache size in tokens (default: unbounded).")
@@ -40,7 +41,7 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.option("--out", type=click.Path(dir_okay=False), help="Write per-request results (.json, or .db for SQLite).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
-def replay(source: str, target: str, policy: str, page_size: int | None, capacity_tokens: int | None,
+def replay(source: str, target: str, policy: str | None, page_size: int | None, capacity_tokens: int | None,
            capacity_pages: int | None, model: str | None, engine_model: str, baseline: bool, speed: float,
            ignore_timestamps: bool, concurrency: int, max_tokens: int, limit: int | None, what_if: str | None,
            headers: tuple[str, ...], out: str | None, fmt: str, progress: bool) -> None:
@@ -51,15 +52,18 @@ def replay(source: str, target: str, policy: str, page_size: int | None, capacit
 
     Exit status: 0 done, 1 done but the target failed some requests, 2 bad input.
     """
-    from prefixguard.replay import results, sources
+    from prefixguard.replay import results, sources, targets
     from prefixguard.replay.fixes import Fixer
     from prefixguard.replay.run import replay as run
 
     try:
+        if out:
+            results.check_writable(out)
         trace = sources.load(source)
         requests = trace.requests[:limit] if limit else trace.requests
         if baseline and target != "engine":
             raise click.BadParameter("only the engine target can turn prefix reuse off", param_hint="--baseline")
+        policy = policy or ("auto" if trace.kind == "capture" else "radix")
         make = _target_factory(target, policy=policy, page_size=page_size, capacity_tokens=capacity_tokens,
                                capacity_pages=capacity_pages, model=model, engine_model=engine_model,
                                max_tokens=max_tokens, headers=_headers(headers))
@@ -73,6 +77,8 @@ def replay(source: str, target: str, policy: str, page_size: int | None, capacit
         for name, reqs, reuse in variants:   # each on a fresh target: every run starts cold
             target_ = make(reuse)
             try:
+                if target_.needs_bodies and any(r.body is None for r in reqs):   # before, not after, the replay
+                    raise InputError(targets.NO_BODIES, source)
                 runs[name] = run(reqs, target_, speed=speed, timestamps=not ignore_timestamps,
                                  concurrency=concurrency, progress=progress, label=name.replace("_", " "))
             finally:
@@ -82,7 +88,8 @@ def replay(source: str, target: str, policy: str, page_size: int | None, capacit
         click.echo(f"Error: {e}", err=True)
         sys.exit(2)
     meta = {"source": str(source), "format": trace.kind, "target": target, "policy": policy,
-            "skipped": trace.skipped, "requests_in_trace": len(trace.requests)}
+            "skipped": trace.skipped, "requests_in_trace": len(trace.requests),
+            "tokens_estimated": trace.tokens_estimated}
     if out:
         results.write(out, runs, meta)
     summaries = {name: results.summarize(rows) for name, rows in runs.items()}

@@ -4,20 +4,26 @@ Rows hold what lint's sequence mode, replay and report need: request meta, finge
 counts, the redacted request body (none with --no-bodies), status, usage, timings, verdict and cause.
 Secrets are removed before a record gets here (prefixguard/proxy/redact.py); this module stores what
 it is given. Export is JSON lines, one object per row in the shape of `Record.row()`.
+
+Reading opens the file read-only and changes nothing in it; only the proxy's writer creates the table,
+and it refuses a file that holds anything other than a prefixguard capture.
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: tokens_estimated
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 _COLUMNS = """
     id TEXT PRIMARY KEY, ts REAL NOT NULL, method TEXT, path TEXT, upstream TEXT, api TEXT, model TEXT,
@@ -25,7 +31,7 @@ _COLUMNS = """
     error TEXT, prompt_total INTEGER, cache_read INTEGER, cache_write_5m INTEGER, cache_write_1h INTEGER,
     uncached INTEGER, output INTEGER, reported INTEGER, ttft_s REAL, decode_tps REAL, total_s REAL,
     verdict TEXT, cause TEXT, expected_cached INTEGER, expected_reason TEXT, previous_id TEXT,
-    reprefill_tokens INTEGER, cost_usd REAL, detail TEXT
+    reprefill_tokens INTEGER, cost_usd REAL, detail TEXT, tokens_estimated INTEGER NOT NULL DEFAULT 0
 """
 
 
@@ -59,6 +65,7 @@ class Record:
     reprefill_tokens: int | None = None
     cost_usd: float | None = None          # what the break cost, when one was found
     detail: str | None = None
+    tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
 
     def row(self) -> dict[str, Any]:
         """The export shape (JSON lines) that lint's sequence mode and replay read."""
@@ -75,11 +82,13 @@ class Record:
                       "reported": u.reported},
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": self.verdict, "cause": self.cause, "expected_cached": self.expected_cached,
+            "tokens_estimated": self.tokens_estimated,
         }
 
 
 _USAGE = tuple(f.name for f in fields(Usage))
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
+_ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0"}   # columns a version-1 file lacks
 
 
 def _flat(rec: Record) -> dict[str, Any]:
@@ -87,16 +96,45 @@ def _flat(rec: Record) -> dict[str, Any]:
     out.update(asdict(rec.usage))
     out["segments"] = json.dumps(rec.segments)
     out["reported"] = int(rec.usage.reported)
+    out["tokens_estimated"] = int(rec.tokens_estimated)
     return out
 
 
 def _record(row: sqlite3.Row) -> Record:
-    data = dict(row)
+    data = {k: row[k] for k in row.keys() if k in _NAMES}
     usage = Usage(**{k: data.pop(k) or 0 for k in _USAGE})
     usage.reported = bool(usage.reported)
     data["segments"] = json.loads(data["segments"] or "[]")
     data["fingerprints"] = data["fingerprints"] or b""
+    data["tokens_estimated"] = bool(data.get("tokens_estimated"))
     return Record(usage=usage, **data)
+
+
+def _not_ours(path: Path, why: str) -> InputError:
+    return InputError(f"not a prefixguard capture store ({why})", str(path))
+
+
+def _check_schema(db: sqlite3.Connection, path: Path) -> set[str]:
+    """The flows table's columns; raises InputError when the file is no capture (an empty database
+    gives an empty set: the writer may make it one)."""
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if "flows" not in tables:
+            if tables:
+                raise _not_ours(path, f"an SQLite file with tables {', '.join(sorted(tables)[:5])} and no flows table")
+            return set()
+        columns = {r[1] for r in db.execute("PRAGMA table_info(flows)")}
+    except sqlite3.DatabaseError as err:
+        raise _not_ours(path, str(err)) from None
+    missing = set(_NAMES) - set(_ADDED) - columns
+    if missing:
+        raise _not_ours(path, f"its flows table lacks {', '.join(sorted(missing)[:5])}")
+    return columns
+
+
+def _header(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(len(SQLITE_HEADER))
 
 
 class Store:
@@ -104,18 +142,63 @@ class Store:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
-        if not create and not self.path.is_file():
-            raise InputError("no such capture file", str(path))
+        if create:
+            self._db = self._open_for_writing()
+        else:
+            self._db = self._open_for_reading()
+        self._db.row_factory = sqlite3.Row
+
+    def _open_for_reading(self) -> sqlite3.Connection:
+        """Read-only (SQLite's mode=ro): no table, index, pragma or row is ever written."""
+        if not self.path.is_file():
+            raise InputError("no such capture file", str(self.path))
+        header = _header(self.path)
+        if not header:
+            raise _not_ours(self.path, "an empty file")
+        if header != SQLITE_HEADER:
+            raise _not_ours(self.path, "not an SQLite file")
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crash loses at most the last flows, never half of one
-            self._db.execute(f"CREATE TABLE IF NOT EXISTS flows ({_COLUMNS})")
-            self._db.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as err:
-            raise InputError(f"not a capture store ({err})", str(path)) from None
+            db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True,
+                                 check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as err:
+            raise _not_ours(self.path, str(err)) from None
+        try:
+            if not _check_schema(db, self.path):
+                raise _not_ours(self.path, "an SQLite file with no flows table")
+        except InputError:
+            db.close()
+            raise
+        return db
+
+    def _open_for_writing(self) -> sqlite3.Connection:
+        """Creates the file or the table when there is none; refuses any other file, changing nothing."""
+        if self.path.is_dir():
+            raise InputError("is a directory, not a capture file", str(self.path))
+        if self.path.is_file() and _header(self.path) not in (b"", SQLITE_HEADER):
+            raise _not_ours(self.path, "not an SQLite file")
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            raise InputError("cannot write the capture file (permission denied)", str(self.path))
+        try:
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as err:
+            raise InputError(f"cannot open the capture file ({err})", str(self.path)) from None
+        try:
+            columns = _check_schema(db, self.path)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crash loses at most the last flows, never half of one
+            db.execute(f"CREATE TABLE IF NOT EXISTS flows ({_COLUMNS})")
+            db.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
+            for name, kind in _ADDED.items():
+                if columns and name not in columns:   # a file from an earlier version
+                    db.execute(f"ALTER TABLE flows ADD COLUMN {name} {kind}")
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as err:
+            db.close()
+            raise InputError(f"cannot write the capture file ({err})", str(self.path)) from None
+        except InputError:
+            db.close()
+            raise
+        return db
 
     def add(self, rec: Record) -> None:
         """Store one flow: a single INSERT in its own transaction."""
@@ -130,7 +213,7 @@ class Store:
             for row in self._db.execute("SELECT * FROM flows ORDER BY ts, rowid"):
                 yield _record(row)
         except sqlite3.DatabaseError as err:
-            raise InputError(f"not a capture store ({err})", str(self.path)) from None
+            raise _not_ours(self.path, str(err)) from None
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every flow in the export shape (see Record.row)."""
@@ -159,16 +242,39 @@ class Store:
 
 
 def open_store(path: str | Path, *, create: bool = False) -> Store:
-    """Open a capture file (for reading unless create=True)."""
+    """Open a capture file: read-only, or for writing (creating it) with create=True.
+    Raises InputError naming the file when it is not a prefixguard capture (or cannot be written)."""
     return Store(path, create=create)
+
+
+def check_writable_store(path: str | Path) -> None:
+    """Raise InputError now, not at the first flow, when `path` cannot be the proxy's --store: a
+    directory, a file that is not SQLite, another program's SQLite file, or no permission. A new or
+    empty file gets the capture table (what the proxy would do at its first flow)."""
+    Store(path, create=True).close()
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """Rows of an exported capture (capture.jsonl), as written by Store.export."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except ValueError as err:
-                    raise InputError(f"line {n}: not JSON ({err})", str(path)) from None
+    for _, row in json_lines(path):
+        yield row
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON lines file. A line that is not UTF-8,
+    not JSON or not an object raises InputError naming the file and the line."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"line {n}: not UTF-8 text", str(path)) from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise InputError(f"line {n}: not JSON ({err})", str(path)) from None
+            if not isinstance(row, dict):
+                raise InputError(f"line {n}: expected a JSON object, got {type(row).__name__}", str(path))
+            yield n, row

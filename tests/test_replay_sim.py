@@ -137,3 +137,20 @@ def test_mooncake_page_size_must_hold_whole_blocks(mooncake: Path) -> None:
     res = CliRunner().invoke(main, ["replay", str(mooncake), "--page-size", "16"])
     assert res.exit_code == 2
     assert res.output.count("\n") == 1 and "multiple of 512" in res.output
+
+
+def test_agreement_allows_a_few_tokens_or_a_few_percent_whichever_is_more() -> None:
+    from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS, Outcome, agreement
+
+    def o(predicted: int, reported: int) -> Outcome:
+        return Outcome(0, 0.0, "r", "", None, 10_000, predicted, reported_cached=reported)
+
+    big = 2000
+    slack = round(AGREE_FRACTION * big)                   # of the larger of the two numbers
+    assert slack > AGREE_TOKENS
+    pairs = [(0, AGREE_TOKENS), (0, AGREE_TOKENS + 1), (AGREE_TOKENS + 1, 0),
+             (big, big - slack), (big + 1, big - slack), (big - slack, big + 1)]
+    got = agreement([o(p, r) for p, r in pairs])
+    assert (got["agree"], got["over_predicted"], got["under_predicted"]) == (2, 2, 2)
+    assert got["predicted_cached"] == sum(p for p, _ in pairs) and got["reported_cached"] == sum(r for _, r in pairs)
+    assert got["mean_abs_diff_tokens"] == sum(abs(p - r) for p, r in pairs) / len(pairs)

@@ -3,6 +3,8 @@ one-line errors with exit 2 on bad input."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,107 @@ def test_progress_bar_shows_rate_and_eta_on_a_terminal(shared_data: Path) -> Non
     quiet = io.StringIO()
     replay(requests, SimTarget(), console=Console(file=quiet, force_terminal=False))
     assert quiet.getvalue() == ""
+
+
+def _listening() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    s.settimeout(0.2)
+    return s
+
+
+def test_mooncake_to_an_http_server_fails_before_sending_anything(shared_data: Path) -> None:
+    trace = shared_data / "mooncake" / "synthetic_trace.jsonl"
+    with _listening() as server:
+        started = time.monotonic()
+        res = CliRunner().invoke(main, ["replay", str(trace), "--target", f"http://127.0.0.1:{server.getsockname()[1]}"])
+        took = time.monotonic() - started
+        with pytest.raises(socket.timeout):
+            server.accept()                    # no request was sent
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert str(trace) in res.output and "no request bodies" in res.output
+    assert took < 20                            # the trace's first gaps alone last longer than this
+
+
+def test_a_request_that_cannot_be_built_stops_the_replay_at_once(shared_data: Path, tmp_path: Path) -> None:
+    """Three captured rows a minute apart; the second is no LLM request body the export marks as one.
+    The replay stops there, without waiting a minute for the third."""
+    body = json.loads((shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
+                       / "0001.request.json").read_text())
+    rows = [{"id": "a", "ts": 0, "path": "/v1/messages", "request": body},
+            {"id": "b", "ts": 1, "path": "/v1/messages", "request": {"model": "m"}},
+            {"id": "c", "ts": 60, "path": "/v1/messages", "request": body}]
+    export = tmp_path / "capture.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with _listening() as server:               # closed at once: the first request is refused
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    started = time.monotonic()
+    res = CliRunner().invoke(main, ["replay", str(export), "--target", url])
+    took = time.monotonic() - started
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert "no 'messages' list" in res.output
+    assert took < 30
+
+
+def test_capture_rows_that_are_no_llm_request_are_skipped(tmp_path: Path, shared_data: Path) -> None:
+    db = tmp_path / "capture.db"
+    _store(db, shared_data)
+    with Store(db) as store:                  # what the proxy stores for a request it could not parse
+        store.add(Record(id="emb", ts=1_700_000_100.0, path="/v1/embeddings", request='{"input": "x", "model": "e"}',
+                         status=200, cause="unknown API shape"))
+    trace = sources.load(db)
+    assert [r.ref for r in trace.requests] == ["r2", "r1", "r0"] and trace.skipped == 1
+
+
+@pytest.mark.parametrize("name", ["x.json", "x.db"])
+def test_unwritable_results_file_fails_before_the_replay(shared_data: Path, tmp_path: Path, name: str) -> None:
+    out = tmp_path / "no" / "such" / name
+    res = CliRunner().invoke(main, ["replay", str(shared_data / "mooncake" / "synthetic_trace.jsonl"), "--out", str(out)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert str(out) in res.output and "no directory" in res.output
+
+
+def test_unwritable_html_report_fails_in_one_line(tmp_path: Path, shared_data: Path) -> None:
+    db = tmp_path / "capture.db"
+    _store(db, shared_data)
+    html = tmp_path / "no" / "report.html"
+    res = CliRunner().invoke(main, ["report", str(db), "--html", str(html)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert str(html) in res.output
+
+
+def test_default_policy_is_auto_for_a_capture_only(tmp_path: Path, shared_data: Path) -> None:
+    db = tmp_path / "capture.db"
+    _store(db, shared_data)
+    capture = json.loads(CliRunner().invoke(main, ["replay", str(db), "--format", "json"]).output)
+    mooncake = json.loads(CliRunner().invoke(main, ["replay", str(shared_data / "mooncake" / "synthetic_trace.jsonl"),
+                                                    "--limit", "20", "--format", "json"]).output)
+    assert (capture["policy"], mooncake["policy"]) == ("auto", "radix")
+    forced = json.loads(CliRunner().invoke(main, ["replay", str(db), "--policy", "radix", "--format", "json"]).output)
+    assert forced["policy"] == "radix"
+
+
+@pytest.fixture
+def estimating(monkeypatch: pytest.MonkeyPatch):
+    """PREFIXGUARD_TOKENIZER=estimate for one test; the real tokenizer again after it."""
+    from prefixguard import tokens
+    monkeypatch.setenv("PREFIXGUARD_TOKENIZER", "estimate")
+    tokens.reset()
+    yield
+    monkeypatch.undo()
+    tokens.reset()
+
+
+def test_estimated_counts_are_said_in_replay_output(shared_data: Path, tmp_path: Path, estimating: None) -> None:
+    session = min((shared_data / "lmcache-agent-trace" / "miniswe").glob("*.jsonl"), key=lambda f: f.stat().st_size)
+    doc = json.loads(CliRunner().invoke(main, ["replay", str(session), "--limit", "5", "--format", "json"]).output)
+    assert doc["tokens_estimated"] is True      # the answers' lengths were counted by the estimate
+    text = CliRunner().invoke(main, ["replay", str(session), "--limit", "5"]).output
+    assert "token counts are estimates" in text.lower()
+    # A capture's prompts are counted by the engine's chat template (cl100k_base), never estimated.
+    db = tmp_path / "capture.db"
+    _store(db, shared_data)
+    doc = json.loads(CliRunner().invoke(main, ["replay", str(db), "--format", "json"]).output)
+    assert doc["tokens_estimated"] is False
+    assert "estimate" not in CliRunner().invoke(main, ["replay", str(db)]).output

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -26,12 +27,20 @@ CHARTS = ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached", "c
 URL = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
 
-def start(*args: str) -> tuple[subprocess.Popen, str]:
-    """A prefixguard subcommand in its own process; returns it and the URL it says it listens on."""
+def start(*args: str, log: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A prefixguard subcommand in its own process; returns it and the URL it says it listens on.
+    Every line it prints is appended to `log` when one is given."""
     script = Path(sys.executable).with_name("prefixguard")
     proc = subprocess.Popen([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+            if log is not None:
+                log.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
     seen = []
     while True:
         try:
@@ -53,17 +62,14 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def capture(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every recorded call of the cassettes about caching, through the proxy, in order."""
-    recorded = shared_data / "recorded"
-    db = tmp_path_factory.mktemp("capture") / "capture.db"
+def through_proxy(recorded: Path, folders: list[Path], db: Path, *proxy_args: str,
+                  log: list[str] | None = None) -> None:
+    """The recorded calls of these cassette folders, in order, through `prefixguard proxy --store db`."""
     with Upstream(recorded) as upstream:
-        proxy, url = start("proxy", "--upstream", upstream.url, "--port", "0", "--store", str(db), "-q")
+        proxy, url = start("proxy", "--upstream", upstream.url, "--port", "0", "--store", str(db), *proxy_args,
+                           log=log)
         try:
-            for folder in sorted(recorded.glob("*/*")):
-                if "cache" not in folder.name:
-                    continue
+            for folder in folders:
                 paths = cassette_uris(folder)
                 for req in sorted(folder.glob("*.request.json")):
                     stem = req.name.removesuffix(".request.json")
@@ -77,6 +83,14 @@ def capture(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
                         resp.read()
         finally:
             stop(proxy)
+
+
+@pytest.fixture(scope="module")
+def capture(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every recorded call of the cassettes about caching, through the proxy, in order."""
+    recorded = shared_data / "recorded"
+    db = tmp_path_factory.mktemp("capture") / "capture.db"
+    through_proxy(recorded, [f for f in sorted(recorded.glob("*/*")) if "cache" in f.name], db, "-q")
     return db
 
 
@@ -105,6 +119,7 @@ def test_json_report_numbers_come_from_the_capture(capture: Path) -> None:
     assert fields["reported_cached"] == sum(r["usage"]["cache_read"] for r in reported
                                             if r["expected_cached"] is not None)
     assert fields["not_reported"] == sum(1 for r in rows if not r["usage"]["reported"])
+    assert doc["tokens_estimated"] is False and not any(r["tokens_estimated"] for r in rows)
 
 
 def test_the_jsonl_export_reports_the_same(capture: Path, tmp_path: Path) -> None:
@@ -157,3 +172,66 @@ def test_html_report_is_self_contained_and_its_charts_render(capture: Path, tmp_
     shot = tmp_path / "report.png"
     headless(browser, tmp_path / "profile", "--window-size=1280,2000", f"--screenshot={shot}", html.as_uri())
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> None:
+    """A capture of Anthropic, OpenAI and OpenAI-compatible traffic: the auto policy gives each request
+    exactly what its own provider's contract gives it when that provider's requests replay alone."""
+    from prefixguard.policy import policy_name
+    from prefixguard.replay import sources
+    from prefixguard.replay.results import Outcome
+    from prefixguard.replay.run import replay
+    from prefixguard.replay.targets import SimTarget, prompt_of
+
+    def key(o: Outcome) -> tuple:
+        return o.ref, o.prompt_tokens, o.cached_tokens, o.written_tokens, o.uncached_tokens, o.reason
+
+    requests = sources.load(capture).requests
+    auto = {o.ref: key(o) for o in replay(requests, SimTarget("auto"), progress=False)}
+    groups: dict[str, list] = {}
+    for req in requests:
+        prompt = prompt_of(req)
+        groups.setdefault(policy_name(prompt.api, prompt.model), []).append(req)
+    assert set(groups) == {"anthropic", "openai", "radix"}
+    for name, reqs in groups.items():
+        alone = replay(reqs, SimTarget(name), progress=False)
+        assert [key(o) for o in alone] == [auto[r.ref] for r in reqs], name
+    res = CliRunner().invoke(main, ["replay", str(capture), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["policy"] == "auto" and doc["cached_tokens"] == sum(a[2] for a in auto.values())
+
+
+def test_estimated_token_counts_are_marked_from_the_proxy_to_the_report(shared_data: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PREFIXGUARD_TOKENIZER=estimate: the proxy's console line marks its own counts with ~, its store rows
+    carry the flag, and the report says so in the terminal, the JSON and the HTML."""
+    from prefixguard import tokens
+
+    recorded = shared_data / "recorded"
+    folder = recorded / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
+    db, log = tmp_path / "estimated.db", []
+    monkeypatch.setenv("PREFIXGUARD_TOKENIZER", "estimate")   # for the proxy's process and this one
+    tokens.reset()
+    try:
+        through_proxy(recorded, [folder], db, log=log)
+        export = CliRunner().invoke(main, ["capture", "export", str(db)]).output
+        rows = [json.loads(line) for line in export.splitlines()]
+        assert len(rows) == 2 and all(r["tokens_estimated"] for r in rows)
+        deadline = time.monotonic() + 10        # the proxy's output may still be on its way
+        while time.monotonic() < deadline and sum(" exp " in line for line in log) < 2:
+            time.sleep(0.05)
+        lines = [line for line in log if line.startswith("prefixguard ") and " exp " in line]
+        assert len(lines) == 2 and all(" exp ~" in line for line in lines), log
+
+        html = tmp_path / "report.html"
+        text = CliRunner().invoke(main, ["report", str(db), "--html", str(html)])
+        assert text.exit_code == 0, text.output
+        assert "are estimates" in " ".join(text.output.split())      # rich wraps lines at the terminal's width
+        assert json.loads(CliRunner().invoke(main, ["report", str(db), "--format", "json"]).output)["tokens_estimated"]
+        assert 'class="estimated"' in html.read_text() and "are estimates" in html.read_text()
+    finally:
+        monkeypatch.undo()
+        tokens.reset()
+    # With the tokenizer loaded again, the rows still say how they were counted.
+    assert "are estimates" in " ".join(CliRunner().invoke(main, ["report", str(db)]).output.split())

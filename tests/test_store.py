@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import hashlib
 import signal
 import sqlite3
 import subprocess
@@ -14,11 +15,11 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.errors import InputError
-from prefixguard.store import Record, Store, open_store, read_jsonl
+from prefixguard.store import Record, Store, check_writable_store, open_store, read_jsonl
 from prefixguard.usage import Usage
 
 ROW_KEYS = ["id", "ts", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "expected_cached"]
+            "cause", "expected_cached", "tokens_estimated"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:
@@ -123,7 +124,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite at all" * 100)
     bad = CliRunner().invoke(main, ["capture", "export", str(junk)])
-    assert bad.exit_code == 2 and "not a capture store" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "not a prefixguard capture store" in bad.output and "Traceback" not in bad.output
     with pytest.raises(InputError):
         open_store(junk)
     jsonl = tmp_path / "bad.jsonl"
@@ -131,3 +132,148 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="line 2"):
         list(read_jsonl(jsonl))
     assert not (tmp_path / "none.db").exists()  # reading never creates a capture file
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tables(path: Path) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        return sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
+    finally:
+        con.close()
+
+
+@pytest.fixture()
+def not_captures(tmp_path: Path) -> dict[str, Path]:
+    """Files that are no capture: another program's SQLite file, an empty file, text, binary."""
+    foreign = tmp_path / "other.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE x (a)")
+    con.execute("INSERT INTO x VALUES (1)")
+    con.commit()
+    con.close()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    binary = tmp_path / "bin.db"
+    binary.write_bytes(bytes(range(256)) * 64)
+    return {"foreign": foreign, "empty": empty, "junk": junk, "binary": binary}
+
+
+@pytest.mark.parametrize("kind, why", [("foreign", "tables x and no flows table"), ("empty", "an empty file"),
+                                       ("junk", "not an SQLite file"), ("binary", "not an SQLite file")])
+def test_reading_a_file_that_is_no_capture_changes_nothing(not_captures: dict[str, Path], kind: str,
+                                                           why: str) -> None:
+    path = not_captures[kind]
+    before = digest(path)
+    with pytest.raises(InputError, match=f"^{path}: not a prefixguard capture store \\(.*{why}"):
+        open_store(path)
+    for command in (["capture", "export"], ["report"], ["replay"]):
+        res = CliRunner().invoke(main, [*command, str(path)])
+        assert res.exit_code == 2 and res.output.count("\n") == 1, (command, res.output)
+        assert "not a prefixguard capture store" in res.output and str(path) in res.output
+    assert digest(path) == before
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(p.name for p in not_captures.values())
+    if kind == "foreign":
+        assert tables(path) == ["x"]
+
+
+@pytest.mark.parametrize("kind", ["foreign", "junk", "binary"])
+def test_writing_refuses_a_file_that_is_no_capture(not_captures: dict[str, Path], kind: str) -> None:
+    path = not_captures[kind]
+    before = digest(path)
+    with pytest.raises(InputError, match="not a prefixguard capture store"):
+        check_writable_store(path)
+    with pytest.raises(InputError, match="not a prefixguard capture store"):
+        Store(path)
+    assert digest(path) == before
+
+
+def test_writable_store_checks(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a directory"):
+        check_writable_store(tmp_path)
+    with pytest.raises(InputError, match="cannot open"):
+        check_writable_store(tmp_path / "no" / "such" / "dir.db")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    check_writable_store(empty)          # an empty file becomes a capture, as a new one does
+    new = tmp_path / "new.db"
+    check_writable_store(new)
+    for path in (empty, new):
+        with open_store(path) as store:
+            assert len(store) == 0
+    with Store(new) as store:            # and a capture stays one: its rows are kept
+        store.add(record(0))
+    check_writable_store(new)
+    with open_store(new) as store:
+        assert len(store) == 1
+
+
+def test_reading_a_capture_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add(record(0))
+    before = digest(db)
+    with open_store(db) as store:
+        assert [r["id"] for r in store.rows()] == ["f0"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._db.execute("DELETE FROM flows")
+    for command in (["capture", "export"], ["report"], ["replay"]):
+        res = CliRunner().invoke(main, [*command, str(db)])
+        assert res.exit_code == 0, (command, res.output)
+    assert digest(db) == before
+
+
+V1_COLUMNS = """
+    id TEXT PRIMARY KEY, ts REAL NOT NULL, method TEXT, path TEXT, upstream TEXT, api TEXT, model TEXT,
+    tenant TEXT, request TEXT, request_bytes INTEGER, fingerprints BLOB, segments TEXT, status INTEGER,
+    error TEXT, prompt_total INTEGER, cache_read INTEGER, cache_write_5m INTEGER, cache_write_1h INTEGER,
+    uncached INTEGER, output INTEGER, reported INTEGER, ttft_s REAL, decode_tps REAL, total_s REAL,
+    verdict TEXT, cause TEXT, expected_cached INTEGER, expected_reason TEXT, previous_id TEXT,
+    reprefill_tokens INTEGER, cost_usd REAL, detail TEXT
+"""
+
+
+def test_a_version_1_capture_is_read_as_is_and_upgraded_by_the_writer(tmp_path: Path) -> None:
+    db = tmp_path / "v1.db"
+    con = sqlite3.connect(db)
+    con.execute(f"CREATE TABLE flows ({V1_COLUMNS})")
+    con.execute("INSERT INTO flows (id, ts, path, segments, prompt_total, reported) VALUES ('old', 1.0, '/v1/messages', "
+                "'[]', 10, 1)")
+    con.execute("PRAGMA user_version=1")
+    con.commit()
+    con.close()
+    before = digest(db)
+    with open_store(db) as store:
+        [old] = store.rows()
+    assert old["id"] == "old" and old["tokens_estimated"] is False and old["usage"]["prompt_total"] == 10
+    assert digest(db) == before
+    with Store(db) as store:
+        rec = record(1)
+        rec.tokens_estimated = True
+        store.add(rec)
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2
+    with open_store(db) as store:
+        assert [(r["id"], r["tokens_estimated"]) for r in store.rows()] == [("old", False), ("f1", True)]
+
+
+def test_read_jsonl_names_the_line_of_binary_or_non_json(tmp_path: Path) -> None:
+    good = json.dumps(record(0).row())
+    cases = {"latin1.jsonl": (good + "\n").encode() + "caf\xe9\n".encode("latin-1"),
+             "binary.jsonl": (good + "\n").encode() + bytes(range(128, 256)),
+             "text.jsonl": (good + "\nnope\n").encode(),
+             "list.jsonl": (good + "\n[1, 2]\n").encode()}
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(InputError, match=f"^{path}: line 2: ") as err:
+            list(read_jsonl(path))
+        assert "\n" not in str(err.value)
+        for command in (["report", str(path)], ["replay", str(path)]):
+            res = CliRunner().invoke(main, command)
+            assert res.exit_code == 2 and res.output.count("\n") == 1, (command, res.output)
+            assert str(path) in res.output and "line 2" in res.output

@@ -102,11 +102,13 @@ class Early:
     verdict: str
     cause: str | None
     expected_cached: int | None
+    tokens_estimated: bool = False     # expected_cached comes from estimated token counts
 
 
 def _line(rec: Record) -> str:
     """One concise console line for a finished request."""
     u = rec.usage
+    est = "~" if rec.tokens_estimated else ""   # our counts (not the provider's) are estimates
     parts = [time.strftime("%H:%M:%S", time.localtime(rec.ts)), rec.tenant or "-", rec.model or "-",
              str(rec.status or "---"), rec.verdict or "-"]
     if rec.cause:
@@ -114,9 +116,9 @@ def _line(rec: Record) -> str:
     if u.reported:
         parts.append(f"read {u.cache_read} write {u.cache_write} of {u.prompt_total}")
     if rec.expected_cached is not None:
-        parts.append(f"exp {rec.expected_cached}")
+        parts.append(f"exp {est}{rec.expected_cached}")
     if rec.reprefill_tokens:
-        parts.append(f"re-prefill {rec.reprefill_tokens} tok ${rec.cost_usd or 0:.4f}")
+        parts.append(f"re-prefill {est}{rec.reprefill_tokens} tok ${rec.cost_usd or 0:.4f}")
     if rec.ttft_s is not None:
         parts.append(f"ttft {rec.ttft_s:.3f}s")
     if rec.decode_tps is not None:
@@ -185,7 +187,7 @@ class Analyzer:
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         flow.early = verdicts.early(flow.expected, flow.comparison)
         index.add(prompt.chain, (flow.id, prompt))
-        return Early(flow.early.verdict, flow.early.cause, flow.expected.read_tokens)
+        return Early(flow.early.verdict, flow.early.cause, flow.expected.read_tokens, prompt.tokens_estimated)
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -210,6 +212,7 @@ class Analyzer:
         if self.bodies:
             rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
         if prompt is not None:
+            rec.tokens_estimated = prompt.tokens_estimated
             rec.fingerprints = b"".join(prompt.chain)
             rec.segments = [[s.level, s.pointer, s.tokens] for s in prompt.segments]
         if resp.ended_at is not None:

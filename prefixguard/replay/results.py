@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from prefixguard.errors import InputError
 
 # A prediction agrees with the provider's number within this many tokens or this fraction, whichever
 # is larger: tokenizers differ by a few tokens per block between us and the provider.
@@ -110,6 +113,17 @@ def quantile(ordered: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise InputError now, before a long run, when a results file cannot be written there."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError("cannot write: it is a directory", str(p))
+    if not p.parent.is_dir():
+        raise InputError(f"cannot write: no directory {p.parent}", str(p))
+    if not os.access(p if p.exists() else p.parent, os.W_OK):
+        raise InputError("cannot write: permission denied", str(p))
 
 
 def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:

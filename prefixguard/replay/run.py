@@ -51,12 +51,16 @@ def replay(requests: list[Request], target: Target, *, speed: float = 1.0, times
 def _realtime(requests: list[Request], target: Target, clock: Callable[[Request], float], concurrency: int,
               advance: Callable[[], None]) -> list[Outcome]:
     slots = threading.Semaphore(max(1, concurrency))
+    failed = threading.Event()             # a request the target could not even build: stop sending
     start = time.monotonic()
     results: dict[int, Outcome] = {}
 
     def one(req: Request, at: float) -> None:
         try:
             results[req.index] = target.run(req, at)
+        except BaseException:
+            failed.set()
+            raise
         finally:
             slots.release()
             advance()
@@ -66,10 +70,13 @@ def _realtime(requests: list[Request], target: Target, clock: Callable[[Request]
         for req in requests:
             at = clock(req)
             wait = start + at - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
+            if wait > 0 and failed.wait(wait):
+                break
             slots.acquire()                # at most `concurrency` in flight: later requests queue here
+            if failed.is_set():
+                slots.release()
+                break
             futures.append(pool.submit(one, req, at))
     for f in futures:
-        f.result()                         # a request the target could not even build raises here
+        f.result()                         # the failure, if any, raises here
     return [results[r.index] for r in requests]

@@ -52,5 +52,7 @@ def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Co
     for label, cell in ROWS:
         table.add_row(label, *(cell(s) for s in summaries.values()))
     console.print(table)
+    if meta.get("tokens_estimated"):
+        console.print("Some token counts are estimates (~4 bytes a token): no tokenizer loaded.")
     if meta.get("skipped"):
-        console.print(f"{meta['skipped']} captured requests had no body and were not replayed.")
+        console.print(f"{meta['skipped']} captured requests had no body or were no LLM request: not replayed.")

@@ -18,13 +18,14 @@ from urllib.parse import urlparse
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.store import open_store, read_jsonl
+from prefixguard.store import SQLITE_HEADER, json_lines, open_store, read_jsonl
 from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "replay"         # model name sent for traces that name none
 TEXT_PATH = "/v1/chat/completions"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 @dataclass(slots=True)
@@ -57,6 +58,7 @@ class Trace:
     source: str
     requests: list[Request]
     skipped: int = 0                 # records that cannot be replayed (e.g. captured without bodies)
+    tokens_estimated: bool = False   # some counts in it are prefixguard's estimates (no tokenizer loaded)
 
 
 def load(path: str | Path) -> Trace:
@@ -67,11 +69,11 @@ def load(path: str | Path) -> Trace:
     if p.is_dir():
         jsonl = sorted(p.glob("*.jsonl"))
         if jsonl:
-            return _lmcache(p, [r for f in jsonl for r in _json_lines(f)])
+            return _lmcache(p, [r for f in jsonl for r in json_lines(f)])
         return _folder(p)
     if _is_sqlite(p):
         return _capture(p, read_capture(p))
-    records = _json_lines(p)
+    records = list(json_lines(p))
     if not records:
         raise InputError("empty trace", str(p))
     first = records[0][1]
@@ -101,26 +103,11 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _is_sqlite(p: Path) -> bool:
+    """An SQLite file, or one named like one (so an empty or broken .db is called no capture store)."""
+    if p.suffix in SQLITE_SUFFIXES:
+        return True
     with p.open("rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
-
-
-def _json_lines(p: Path) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    try:
-        with p.open("r", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                rec = json.loads(line)
-                if not isinstance(rec, dict):
-                    raise InputError(f"line {n}: expected a JSON object", str(p))
-                out.append((n, rec))
-    except json.JSONDecodeError as e:
-        raise InputError(f"line {n}: not JSON ({e.msg})", str(p)) from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", str(p)) from None
-    return out
+        return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
 
 
 def _field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -167,7 +154,8 @@ def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
                            body={"model": TEXT_MODEL, "messages": messages},
                            output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
                            ref=f"{session}:{n}"))
-    return Trace("lmcache", str(p), _rebased(out))
+    counted = any(r.output_tokens is not None for r in out)
+    return Trace("lmcache", str(p), _rebased(out), tokens_estimated=counted and tokens.is_estimated())
 
 
 def _folder(p: Path) -> Trace:
@@ -218,8 +206,8 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
     out, skipped = [], 0
     for row in rows:
         body = row.get("request")
-        if not isinstance(body, dict):
-            skipped += 1          # captured with --no-bodies: fingerprints only, nothing to send
+        if not isinstance(body, dict) or ("api" in row and row["api"] is None):
+            skipped += 1          # captured with --no-bodies, or no LLM request (the proxy could not parse it)
             continue
         usage = row.get("usage") or {}
         timings = row.get("timings") or {}
@@ -231,7 +219,8 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
                            decode_tps=timings.get("decode_tps"), status=row.get("status"),
                            verdict=row.get("verdict"), cause=row.get("cause"), ref=str(row.get("id", ""))))
     if not out and skipped:
-        raise InputError(f"all {skipped} rows were captured without bodies: nothing to replay", str(p))
+        raise InputError(f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to "
+                         f"replay", str(p))
     return Trace("capture", str(p), _rebased(out), skipped)
 
 

@@ -20,19 +20,21 @@ from engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
-from prefixguard.policy import make_policy
+from prefixguard.policy import CachePolicy, make_policy, policy_name
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
 from prefixguard.wire import UsageStream, parse_request
 
-POLICIES = ("radix", "anthropic", "openai")
+POLICIES = ("radix", "anthropic", "openai", "auto")
 DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
+NO_BODIES = "this trace holds no request bodies (Mooncake): only --target sim or engine replays it"
 API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
 
 
 class Target(Protocol):
     realtime: bool             # True: requests are sent at the trace's pace; False: time is only a number
+    needs_bodies: bool         # True: a trace of Mooncake blocks (no request bodies) cannot be sent to it
 
     def run(self, req: Request, now: float) -> Outcome: ...
 
@@ -40,8 +42,7 @@ class Target(Protocol):
 def prompt_of(req: Request, model: str | None = None) -> Prompt:
     """The parsed request, its segments' tokens counted by the engine's chat template."""
     if req.body is None:
-        raise InputError("this trace holds no request bodies (Mooncake): only --target sim replays it",
-                         req.ref)
+        raise InputError(NO_BODIES, req.ref)
     prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref,
                            count_tokens=False)
     chat_template.render(prompt.segments)   # sets each segment's tokens as the template counts them
@@ -103,9 +104,12 @@ class _Pages:
 class SimTarget:
     """Prefix reuse without a model: the engine's radix tree (policy radix: any capacity, any page size,
     LRU eviction), or a provider's caching contract (anthropic, openai: breakpoints, minimums, TTLs from
-    the trace's timestamps)."""
+    the trace's timestamps), or auto: each request under the contract of the provider its API shape and
+    model name (as `engine serve --cache-policy auto` serves it), so a capture of several providers'
+    traffic is predicted request by request."""
 
     realtime = False
+    needs_bodies = False
 
     def __init__(self, policy: str = "radix", *, page_size: int | None = None, capacity_tokens: int | None = None,
                  capacity_pages: int | None = None, model: str | None = None) -> None:
@@ -116,17 +120,33 @@ class SimTarget:
         self.capacity_tokens = capacity_tokens
         self.capacity_pages = capacity_pages
         self.model = model
-        self.policy = None if policy == "radix" else make_policy(policy)
+        self._policies: dict[str, CachePolicy] = {}
         self._tree: RadixTree | None = None
         self._capacity: int | None = None
         self._pages = _Pages()
 
     def run(self, req: Request, now: float) -> Outcome:
-        if self.policy is not None:
-            return self._contract(req, now)
         if req.blocks is not None:
-            return self._radix_blocks(req)
-        return self._radix_ids(req)
+            model = self.model or req.model
+            api = blocks_api(self.policy_name, model)
+            policy = self._policy(api, model)
+            if policy is None:
+                return self._radix_blocks(req)
+            return self._contract(req, now, block_prompt(req, api or "openai-chat", model), policy)
+        prompt = prompt_of(req, self.model)
+        policy = self._policy(prompt.api, prompt.model)
+        if policy is None:
+            return self._radix_ids(req, prompt)
+        return self._contract(req, now, prompt, policy)
+
+    def _policy(self, api: str, model: str | None) -> CachePolicy | None:
+        """The contract a request is judged by (None: the radix tree), one state per contract."""
+        name = policy_name(api, model) if self.policy_name == "auto" else self.policy_name
+        if name == "radix":
+            return None
+        if name not in self._policies:
+            self._policies[name] = make_policy(name)
+        return self._policies[name]
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
@@ -170,8 +190,7 @@ class SimTarget:
                     model=self.model or req.model)
         return priced(o, blocks_api(self.policy_name, o.model), o.model)
 
-    def _radix_ids(self, req: Request) -> Outcome:
-        prompt = prompt_of(req, self.model)
+    def _radix_ids(self, req: Request, prompt: Prompt) -> Outcome:
         ids = chat_template.render(prompt.segments)
         tree = self._tree_for(1, self.page_size or DEFAULT_PAGE_SIZE)
         # As the engine does: the last token is always computed, since it gives the first logits.
@@ -182,13 +201,8 @@ class SimTarget:
         return priced(o, prompt.api, prompt.model)
 
     # -- a provider's contract -------------------------------------------------------------------
-    def _contract(self, req: Request, now: float) -> Outcome:
-        if req.blocks is not None:
-            model = self.model or req.model
-            prompt = block_prompt(req, blocks_api(self.policy_name, model) or "openai-chat", model)
-        else:
-            prompt = prompt_of(req, self.model)
-        exp = self.policy.commit(prompt, now, req.tenant)
+    def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
+        exp = policy.commit(prompt, now, req.tenant)
         o = outcome(req, prompt.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
                     uncached_tokens=exp.uncached_tokens, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
@@ -202,6 +216,7 @@ class HttpTarget:
     usage fields the server reports (a server that reports none gives no cached count, never zero)."""
 
     realtime = True
+    needs_bodies = True
 
     def __init__(self, base_url: str, *, max_tokens: int = 16, model: str | None = None,
                  headers: dict[str, str] | None = None, timeout: float = 600.0) -> None:
@@ -281,6 +296,7 @@ class EngineTarget:
     batched as the server would batch them."""
 
     realtime = True
+    needs_bodies = False      # Mooncake blocks become token ids (block_ids)
 
     def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
                  prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu",

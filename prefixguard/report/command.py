@@ -17,10 +17,13 @@ from prefixguard.errors import InputError
 def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
+    from prefixguard.replay.results import check_writable
     from prefixguard.replay.sources import read_capture
     from prefixguard.report.diagnose import diagnose
 
     try:
+        if html_out:
+            check_writable(html_out)
         diagnosis = diagnose(read_capture(capture), capture)
     except InputError as e:
         click.echo(f"Error: {e}", err=True)

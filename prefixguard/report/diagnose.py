@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from prefixguard import tokens
 from prefixguard.compare import compare
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import PrefixIndex
@@ -74,12 +75,17 @@ class Diagnosis:
     fields: dict[str, Any]                 # 5
     points: list[tuple[float, float]] = field(default_factory=list)  # (cached fraction, TTFT s) per request
     findings: list[str] = field(default_factory=list)                # one headline per step
+    tokens_estimated: bool = False   # our counts (predictions, re-prefilled tokens) are estimates
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         for w, raw in zip(self.windows, doc["windows"]):
             raw["hit_ratio"] = w.hit_ratio
         return doc
+
+
+ESTIMATED = ("Token counts of prefixguard's own (predicted cached tokens, re-prefilled tokens and their cost) "
+             "are estimates at ~4 bytes a token: no tokenizer was loaded. The provider's reported counts are exact.")
 
 
 def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
@@ -93,6 +99,9 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
                      _causes(rows), _infra(rows), _fields(rows), _points(rows))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
+    # The proxy's predictions were counted when it ran; the causes are counted here, now.
+    diag.tokens_estimated = any(r.get("tokens_estimated") for r in rows) or (
+        tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows))
     return diag
 
 

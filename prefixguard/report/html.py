@@ -6,7 +6,7 @@ from importlib.resources import files
 from string import Template
 
 from prefixguard.report import charts
-from prefixguard.report.diagnose import Diagnosis
+from prefixguard.report.diagnose import ESTIMATED, Diagnosis
 
 
 def _ms(v: float) -> str:
@@ -77,6 +77,7 @@ def render(d: Diagnosis) -> str:
                 for g in f["largest_gaps"]]) if f["largest_gaps"] else "")
 
     body = "".join([
+        f'<p class="estimated">{escape(ESTIMATED)}</p>' if d.tokens_estimated else "",
         _section(1, "TTFT vs decode rate", d.findings[0], step1),
         _section(2, "Input tokens", d.findings[1], step2, dist),
         _section(3, "Prefix consistency", d.findings[2], step3),

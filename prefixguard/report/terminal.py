@@ -5,7 +5,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from prefixguard.report.diagnose import Diagnosis
+from prefixguard.report.diagnose import ESTIMATED, Diagnosis
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:
@@ -15,6 +15,8 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 def render(d: Diagnosis, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]prefixguard report[/] {escape(d.source)}: {d.requests} requests over {d.span_s:,.0f} s")
+    if d.tokens_estimated:
+        console.print(f"[yellow]{escape(ESTIMATED)}[/]")
 
     console.print(f"\n[bold]1. TTFT vs decode rate[/]  {escape(d.split['finding'])}")
     table = Table("window (s)", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio", box=None)
