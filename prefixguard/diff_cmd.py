@@ -68,7 +68,7 @@ def tokenizer_name(result: Comparison) -> str:
 
 def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
     """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
-    counted = (f"estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
+    counted = ("estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
                else f"counted with {tokenizer_name(r)}")
     total = b.total_tokens
     if not r.broken:

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
+from prefixguard.cli import fail
 from prefixguard.errors import InputError
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
@@ -85,8 +85,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
                 if hasattr(target_, "close"):
                     target_.close()
     except InputError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(2)
+        fail(str(e))
     meta = {"source": str(source), "format": trace.kind, "target": target, "policy": policy,
             "skipped": trace.skipped, "requests_in_trace": len(trace.requests),
             "tokens_estimated": trace.tokens_estimated}
@@ -108,9 +107,8 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
         show(meta, summaries)
     if any(s["errors"] for s in summaries.values()):
         first = next(o.error for rows in runs.values() for o in rows if o.error)
-        click.echo(f"Error: the target failed {sum(s['errors'] for s in summaries.values())} requests; "
-                   f"the first: {first}", err=True)
-        sys.exit(1)
+        fail(f"the target failed {sum(s['errors'] for s in summaries.values())} requests; the first: {first}",
+             code=1)
 
 
 def _headers(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
+from prefixguard.cli import fail
 from prefixguard.errors import InputError
-
-EXIT_USAGE = 2
 
 
 @click.command()
@@ -39,9 +38,10 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         try:
             Route.parse(spec)
         except ValueError as err:
-            _fail(f"--upstream: {err}")
-    if store is not None and not store.parent.exists():
-        _fail(f"{store}: directory {store.parent} does not exist")
+            fail(f"--upstream: {err}")
+    if store is not None:
+        from prefixguard.store import check_writable_store
+        check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
                 "prefixguard_policy": policy or ""}
@@ -54,7 +54,7 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
     except KeyboardInterrupt:
         pass
     except (OSError, InputError) as err:
-        _fail(str(err), code=1)
+        fail(str(err), code=1)
 
 
 @click.group()
@@ -68,13 +68,5 @@ def export(db: Path) -> None:
     """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
     from prefixguard.store import open_store
 
-    try:
-        with open_store(db) as store:
-            store.export(sys.stdout)
-    except InputError as err:
-        _fail(str(err))
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+    with open_store(db) as store:
+        store.export(sys.stdout)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from prefixguard.cli import fail
 from prefixguard.errors import InputError
 
 
@@ -26,8 +26,7 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
             check_writable(html_out)
         diagnosis = diagnose(read_capture(capture), capture)
     except InputError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(2)
+        fail(str(e))
     if html_out:
         from prefixguard.report import html
         Path(html_out).write_text(html.render(diagnosis), "utf-8")

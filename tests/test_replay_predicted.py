@@ -1,0 +1,82 @@
+"""Replay's predicted cached tokens against the reported ones, on a real mixed capture: `prefixguard demo`
+runs the example agent (the real anthropic and openai SDKs) through the proxy to the engine server with
+`--cache-policy auto`, so each request is served under its own provider's contract and the capture holds
+both shapes with the server's cache fields.
+
+Why the tolerance is tight: the sim and the server judge a request by the same contract code
+(prefixguard.policy) on the same token counts (the engine's chat template), in the same order, and the
+demo's requests are seconds apart (far from any TTL). What may still differ per request is what the
+server's radix tree no longer held (an eviction); results.agreement's slack (16 tokens or 5%) allows a
+page of that. Totals must agree within 1%.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prefixguard.cli import main
+from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS
+from prefixguard.replay.sources import read_capture
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def demo_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("demo") / "capture.db"
+    done = subprocess.run([*CLI, "demo", "--json", "--store", str(db)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return db
+
+
+def replay_json(*args: str) -> dict:
+    res = CliRunner().invoke(main, ["replay", *args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_auto_policy_predicts_what_the_engine_server_reported(demo_capture: Path, tmp_path: Path) -> None:
+    rows = read_capture(demo_capture)
+    assert {r["api"] for r in rows} == {"anthropic", "openai-chat"}
+    reported = [r for r in rows if r["usage"]["reported"]]
+    reported_cached = sum(r["usage"]["cache_read"] for r in reported)
+    assert len(reported) == len(rows) and reported_cached > 0
+
+    out = tmp_path / "results.json"
+    doc = replay_json(str(demo_capture), "--out", str(out))
+    assert doc["policy"] == "auto"                  # the default for a capture
+    got = doc["predicted_vs_reported"]
+    assert got["requests"] == len(rows) and got["reported_cached"] == reported_cached
+    assert abs(got["predicted_cached"] - reported_cached) <= 0.01 * reported_cached, got
+    assert got["agree"] == got["requests"] and got["over_predicted"] == got["under_predicted"] == 0, got
+
+    # Per request, from the results file: each prediction within the agreement slack of the report.
+    outcomes = json.loads(out.read_text())["runs"]["as_is"]["requests"]
+    by_id = {r["id"]: r for r in rows}
+    for o in outcomes:
+        told = by_id[o["ref"]]["usage"]["cache_read"]
+        assert o["reported_cached"] == told
+        assert abs(o["cached_tokens"] - told) <= max(AGREE_TOKENS, AGREE_FRACTION * max(told, o["cached_tokens"])), o
+    # Both providers' requests hit and missed: the agreement is not all zeros.
+    for api in ("anthropic", "openai-chat"):
+        hits = [o for o in outcomes if by_id[o["ref"]]["api"] == api and o["reported_cached"]]
+        misses = [o for o in outcomes if by_id[o["ref"]]["api"] == api and not o["reported_cached"]]
+        assert hits and misses, api
+
+    text = CliRunner().invoke(main, ["replay", str(demo_capture)]).output
+    assert f"{got['agree']}/{got['requests']} agree" in text
+
+
+def test_one_contract_for_a_mixed_capture_predicts_it_wrong(demo_capture: Path) -> None:
+    """What auto fixes: one policy over both providers' traffic misses the reported numbers by far."""
+    reported = replay_json(str(demo_capture))["predicted_vs_reported"]["reported_cached"]
+    for policy in ("radix", "anthropic"):
+        got = replay_json(str(demo_capture), "--policy", policy)["predicted_vs_reported"]
+        assert abs(got["predicted_cached"] - reported) > 0.2 * reported, (policy, got)
