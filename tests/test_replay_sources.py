@@ -110,7 +110,7 @@ def test_bad_traces_fail_in_one_line(tmp_path: Path, content: str | bytes | None
         sources.load(path)
     res = CliRunner().invoke(main, ["replay", str(path)])
     assert res.exit_code == 2
-    assert res.output.startswith("Error: ") and res.output.count("\n") == 1 and str(path) in res.output
+    assert res.output.startswith("prefixguard: error: ") and res.output.count("\n") == 1 and str(path) in res.output
     assert "Traceback" not in res.output
 
 
@@ -130,7 +130,7 @@ def test_a_target_that_refuses_fails_each_request_and_exits_1(shared_data: Path)
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
     assert (doc["requests"], doc["errors"]) == (0, 2)
-    assert res.stderr.startswith("Error: the target failed 2 requests") and "Connection refused" in res.stderr
+    assert res.stderr.startswith("prefixguard: error: the target failed 2 requests") and "Connection refused" in res.stderr
 
 
 def test_progress_bar_shows_rate_and_eta_on_a_terminal(shared_data: Path) -> None:
