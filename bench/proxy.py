@@ -117,7 +117,7 @@ def latency(urls: dict[str, str], size: int, stream: bool, n: int) -> dict[str, 
             one(client, url, body(size, stream, -1), stream, headers)
         for i in range(n):
             data = body(size, stream, i % 5)  # a few recurring prompts, as a real session has
-            rng.shuffle(order)  # each path in each place alike: a request right after one to the same server is faster
+            rng.shuffle(order)  # each path in each place of the round alike: the place moves the numbers
             for path, url in order:
                 total, first = one(client, url, data, stream, headers)
                 times[path].append(total)

@@ -119,4 +119,4 @@ def test_proxy_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["proxy", "--upstream", "ftp://example.com", "--port", "0"])
     assert bad.exit_code == 2 and "upstream must be an http(s) URL" in bad.output
     no_dir = CliRunner().invoke(main, ["proxy", "--upstream", "http://x", "--store", str(tmp_path / "no" / "c.db")])
-    assert no_dir.exit_code == 2 and "does not exist" in no_dir.output and "Traceback" not in no_dir.output
+    assert no_dir.exit_code == 2 and "cannot open the capture file" in no_dir.output and "Traceback" not in no_dir.output

@@ -54,15 +54,12 @@ class Worker:
         self._ended = False  # a flag, set once the process is gone: no system call per flow to ask
         self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        self._fd = self._proc.stdin.fileno()  # blocking: the feeder writes a whole message in one call
+        self._fd = self._proc.stdin.fileno()
+        os.set_blocking(self._fd, False)
         try:
             fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         except (AttributeError, OSError):  # not Linux, or over the system's limit: the default pipe works
             pass
-        try:  # a second, non-blocking handle on the pipe for the loop's own writes (Linux)
-            self._direct: int | None = os.open(f"/proc/self/fd/{self._fd}", os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            self._direct = None
         # Bytes handed to the feeder and bytes it wrote: equal when it has nothing left. Each counter
         # has one writer thread, so neither needs a lock.
         self._queued = self._written = 0
@@ -95,10 +92,10 @@ class Worker:
         header, body = _frame((self._seq, step, arg), body)
         if done is not None:
             self._waiting[self._seq] = done
-        if self._direct is not None and self._queued == self._written and len(body) <= DIRECT_MAX:
+        if self._queued == self._written and len(body) <= DIRECT_MAX:
             data = header + body
             try:
-                sent = os.write(self._direct, data)
+                sent = os.write(self._fd, data)
             except BlockingIOError:  # the pipe is full
                 sent = 0
             except OSError:  # the process ended
@@ -116,11 +113,16 @@ class Worker:
 
     def _feed(self) -> None:
         """Feeder thread: write what comes, in order; wait for room when the pipe is full."""
+        room = select.poll()
+        room.register(self._fd, select.POLLOUT)
         try:
             while (data := self._queue.get()) is not None:
                 view = memoryview(data)
-                while view:  # a blocking write returns short only when a signal came
-                    view = view[os.write(self._fd, view):]
+                while view:
+                    try:
+                        view = view[os.write(self._fd, view):]
+                    except BlockingIOError:
+                        room.poll()
                 self._written += len(data)
             self._proc.stdin.close()
         except OSError:  # the process ended; what is still queued passes unanalysed
