@@ -45,7 +45,7 @@ class ModelConfig:
 # TTFT ratio with and without a cached prefix is the whole 8B model's, measurable on a CPU at 8k tokens.
 PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(vocab_size=100352, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                        head_dim=16, intermediate_size=192, max_position=16384),
+                        head_dim=16, intermediate_size=192, max_position=65536),
     "small": ModelConfig(vocab_size=100352, hidden_size=1024, num_layers=4, num_heads=16, num_kv_heads=4,
                          head_dim=64, intermediate_size=4096, max_position=16384),
     "1b": ModelConfig(vocab_size=128256, hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8,

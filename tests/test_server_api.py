@@ -175,7 +175,7 @@ def test_errors_come_in_each_providers_shape(server, claude, gpt):
 
     r = httpx.post(url + "/v1/messages", content=b"{not json", timeout=10)
     assert r.status_code == 400 and r.json()["type"] == "error"
-    huge = " ".join(f"w{i}" for i in range(17000))           # over the tiny model's 16k context
+    huge = " ".join(f"w{i}" for i in range(17000))           # over the server's 16k-token KV pool
     with pytest.raises(openai.APIStatusError) as over:
         gpt.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": huge}])
     assert over.value.status_code == 413 and over.value.code == "context_length_exceeded"
