@@ -139,10 +139,11 @@ def chromium() -> str:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         pytest.skip("chromium is not installed and this is not root: cannot install it")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
+    try:  # a fresh machine's package lists may be empty: update them first
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
         subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=600)
     except subprocess.TimeoutExpired:
-        pytest.skip("installing chromium took over 10 minutes")
+        pytest.skip("installing chromium took too long")
     if not shutil.which("chromium"):
         pytest.skip("apt-get install chromium failed")
     return shutil.which("chromium")
