@@ -5,7 +5,6 @@ cache_creation_input_tokens + cache_read_input_tokens = all prompt tokens.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
@@ -60,7 +59,6 @@ class Messages:
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.id = new_id("msg_")
-        self.created = int(time.time())
         self.stop_sequence: str | None = None   # the one that ended the text, if any
 
     def _stop_reason(self, finish: str) -> str:

@@ -65,7 +65,7 @@ def load_models(path: Path = MODELS_FILE) -> dict[str, Arch]:
 
 
 def kv_bytes_per_token(arch: Arch, kv_dtype: str = "bf16") -> float:
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * BYTES[kv_dtype]
+    return arch.as_config().kv_bytes_per_token(BYTES[kv_dtype])
 
 
 def kv_bytes(arch: Arch, tokens: int, kv_dtype: str = "bf16", concurrency: int = 1, page_size: int = 1) -> float:

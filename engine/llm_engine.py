@@ -80,7 +80,7 @@ class LLMEngine:
         if bad:
             raise ValueError(f"token id {bad[0]} is outside the vocabulary of {self.config.vocab_size}")
         seq = Sequence(prompt_ids, max_tokens=max_tokens, temperature=temperature,
-                       stop_token_ids=stop_token_ids, reuse_limit=reuse_limit, seed=seed)
+                       stop_token_ids=stop_token_ids, reuse_limit=reuse_limit)
         if temperature > 0:
             seq.generator = torch.Generator(device=self.device)
             seq.generator.manual_seed(seed if seed is not None else seq.seq_id)
@@ -229,7 +229,7 @@ class LLMEngine:
             "pool_pages_used": alloc.num_used, "pool_pages_total": alloc.num_pages,
             "page_size": self.page_size, "pool_bytes": self.pool.nbytes,
             "tree_pages": tree.total_pages if tree else 0,
-            "evicted_pages": tree.stats.evicted_pages if tree else 0,
+            "evicted_pages": tree.evicted_pages if tree else 0,
             "preemptions": self.scheduler.preemptions,
             "waiting": len(self.scheduler.waiting) + len(self._inbox), "running": len(self.scheduler.running),
         }

@@ -6,7 +6,6 @@ it frees them on eviction and frees duplicates on insert."""
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 
@@ -26,31 +25,21 @@ class Node:
         self.last_access = last_access
 
 
-@dataclass
-class RadixStats:
-    matches: int = 0
-    hit_tokens: int = 0          # tokens returned by match_prefix
-    inserted_tokens: int = 0     # tokens newly added by insert
-    evicted_pages: int = 0
-    duplicate_pages_freed: int = 0
-
-
 class RadixTree:
     def __init__(self, page_size: int, allocator: Allocator) -> None:
         self.page_size = page_size
         self.allocator = allocator
         self.root = Node([], [], None, 0)
         self.root.lock_ref = 1          # never evicted
-        self.stats = RadixStats()
         self.total_pages = 0            # pages held by the tree
         self.evictable_pages = 0        # of those, pages in unlocked nodes
+        self.evicted_pages = 0          # freed by evict() since the start
         self._clock = 0
 
     # -- lookup -------------------------------------------------------------------------------
-    def match_prefix(self, tokens: Sequence[int], record: bool = True) -> tuple[list[int], Node]:
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[list[int], Node]:
         """Longest cached page-aligned prefix of `tokens`: its pages and the node that ends it
-        (an edge is split so that the node ends exactly there; lock it to keep the pages).
-        record=False leaves the hit statistics alone (the engine re-finding its own insert)."""
+        (an edge is split so that the node ends exactly there; lock it to keep the pages)."""
         ps = self.page_size
         key = tokens if isinstance(tokens, list) else list(tokens)
         n = len(key) // ps * ps
@@ -68,9 +57,6 @@ class RadixTree:
             child.last_access = now
             pages += child.pages
             node, i = child, i + m
-        if record:
-            self.stats.matches += 1
-            self.stats.hit_tokens += i
         return pages, node
 
     def peek(self, tokens: Sequence[int]) -> int:
@@ -111,7 +97,6 @@ class RadixTree:
                 added = len(new.pages)
                 self.total_pages += added
                 self.evictable_pages += added
-                self.stats.inserted_tokens += n - i
                 return i
             m = len(child.key)
             if i + m > n or key[i:i + m] != child.key:
@@ -119,9 +104,7 @@ class RadixTree:
                 child = self._split(child, m)
             given = pages[i // ps:(i + m) // ps]
             if given != child.pages:
-                dup = [p for p, q in zip(given, child.pages) if p != q]
-                self.allocator.free(dup)
-                self.stats.duplicate_pages_freed += len(dup)
+                self.allocator.free([p for p, q in zip(given, child.pages) if p != q])
             child.last_access = now
             node, i = child, i + m
         return i
@@ -161,7 +144,7 @@ class RadixTree:
             del parent.children[self._first(node.key)]
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, (parent.last_access, id(parent), parent))
-        self.stats.evicted_pages += freed
+        self.evicted_pages += freed
         return freed
 
     # -- helpers ------------------------------------------------------------------------------

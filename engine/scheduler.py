@@ -168,7 +168,7 @@ class Scheduler:
         n = full * self.page_size
         tokens = seq.tokens[:n]
         self.tree.insert(tokens, seq.pages[:full])
-        pages, node = self.tree.match_prefix(tokens, record=False)
+        pages, node = self.tree.match_prefix(tokens)
         assert len(pages) == full, "the tree lost a prefix it just inserted"
         seq.pages[:full] = pages
         self.tree.lock(node)

@@ -16,7 +16,7 @@ class Status(Enum):
 
 class Sequence:
     def __init__(self, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
-                 stop_token_ids=(), reuse_limit: int | None = None, seed: int | None = None) -> None:
+                 stop_token_ids=(), reuse_limit: int | None = None) -> None:
         self.seq_id = next(_ids)
         self.prompt_ids = list(prompt_ids)
         self.output_ids: list[int] = []
@@ -24,7 +24,6 @@ class Sequence:
         self.temperature = temperature
         self.stop_token_ids = frozenset(stop_token_ids)
         self.reuse_limit = reuse_limit
-        self.seed = seed
         self.status = Status.WAITING
         self.finish_reason: str | None = None
         # KV placement: pages[j] holds positions j*page_size ...; the first `tree_pages` of them

@@ -187,7 +187,8 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
         try:
-            prompt = parse_request(await request.body(), path="/v1/messages", headers=request.headers)
+            prompt = parse_request(await request.body(), path="/v1/messages", headers=request.headers,
+                                   count_tokens=False)
         except InputError as e:
             return _error(api_anthropic.error, 400, str(e))
         return JSONResponse({"input_tokens": len(chat_template.render(prompt.segments))})
@@ -228,7 +229,8 @@ def _endpoint(served: Served, path: str, shape: Any, error: Any) -> Any:
 async def _answer(served: Served, request: Request, path: str, shape: Any, error: Any) -> Response:
     body = await request.body()
     try:
-        prompt = parse_request(body, path=path, headers=request.headers)
+        # count_tokens=False: chat_template.render counts each segment in the engine's own tokens below
+        prompt = parse_request(body, path=path, headers=request.headers, count_tokens=False)
         opts = shape.options(json.loads(body), served.default_max_tokens)
         if prompt.api == api_anthropic.Messages.API:
             api_anthropic.check(prompt)

@@ -18,7 +18,8 @@ from deepdiff import DeepDiff
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
-from prefixguard.prompt import LEVELS, Prompt, Segment
+from prefixguard.policy import breakpoints
+from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment
 from prefixguard.volatile import find_volatile
 
 DESCRIPTIONS = {
@@ -73,7 +74,6 @@ FIXES = {
                           "a new one on the newest block.",
 }
 
-MARKERS = ("cache_control", "prompt_cache_breakpoint")  # breakpoint markers: not rendered content
 COMPACTION_KINDS = {"compaction", "compaction_summary"}  # provider-side compaction items
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).
 SUMMARY_WORDS = re.compile(r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
@@ -206,13 +206,7 @@ def _first_at_level(p: Prompt, level: str) -> int:
 
 def _breakpoints(p: Prompt) -> dict[int, str]:
     """Block index -> TTL of each breakpoint, the automatic one on the last block that can hold one."""
-    marks = {i: s.breakpoint for i, s in enumerate(p.segments) if s.breakpoint}
-    if p.auto_breakpoint:
-        skip = set(_contract_table(p).get("breakpoint_ineligible_kinds", ()))
-        last = next((i for i in range(len(p.segments) - 1, -1, -1) if p.segments[i].kind not in skip), None)
-        if last is not None:
-            marks.setdefault(last, p.auto_breakpoint)
-    return marks
+    return breakpoints(p, _contract_table(p).get("breakpoint_ineligible_kinds", ()))
 
 
 def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:
@@ -310,11 +304,12 @@ def _image_detail(sa: Segment, sb: Segment) -> str:
 
 def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str, str]:
     na, nb = _tool_names(a), _tool_names(b)
-    if na != nb and Counter(na) == Counter(nb):
+    ca, cb = Counter(na), Counter(nb)
+    if na != nb and ca == cb:
         return "tools_reordered", f"same {len(na)} tools in another order: {_moved(na, nb)}"
-    if Counter(na) != Counter(nb):
-        added = list((Counter(nb) - Counter(na)).elements())
-        removed = list((Counter(na) - Counter(nb)).elements())
+    if ca != cb:
+        added = list((cb - ca).elements())
+        removed = list((ca - cb).elements())
         parts = [f"added {', '.join(added)}" if added else "", f"removed {', '.join(removed)}" if removed else ""]
         return "tools_changed", "; ".join(x for x in parts if x)
     cause, detail = _within(sa, sb, ta, tb, p)
@@ -343,7 +338,7 @@ def _within(sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str | N
     va, vb = _unmarked(sa.value), _unmarked(sb.value)
     da, db = _data(va), _data(vb)
     if da == db and _compact(va) != _compact(vb):
-        return "key_order_changed", f"same data, keys in another order: {_key_orders(va, vb)}"
+        return "key_order_changed", f"same data, keys in another order: {_key_orders(da, db)}"
     hit = _volatile_at(ta, tb, p)
     if hit:
         return "volatile_content", f"{hit[0]} '{hit[1]}' -> '{hit[2]}'"
@@ -366,7 +361,7 @@ def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
 
 def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
     """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it)."""
-    ma, mb = _messages(a), _messages(b)
+    ma, mb = messages(a), messages(b)
     ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb)) if x != y), None)  # first differing message
     if ia is None:
         return None, ""
@@ -389,16 +384,17 @@ def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
     return None, ""
 
 
-def _messages(p: Prompt) -> list[tuple[int, tuple[bytes, ...]]]:
-    """(message index, fingerprint keys of its parts) for each message of the messages level, in order."""
+def messages(p: Prompt, attr: str = "key") -> list[tuple[int, tuple[bytes, ...]]]:
+    """(message index, the `attr` of each of its parts: fingerprint key or canon) for each message of
+    the messages level, in order."""
     out: list[tuple[int, list[bytes]]] = []
     for s in p.segments:
         if s.level != "messages":
             continue
         if out and out[-1][0] == s.message_index:
-            out[-1][1].append(s.key)
+            out[-1][1].append(getattr(s, attr))
         else:
-            out.append((s.message_index, [s.key]))
+            out.append((s.message_index, [getattr(s, attr)]))
     return [(idx, tuple(parts)) for idx, parts in out]
 
 
@@ -407,7 +403,7 @@ def _messages(p: Prompt) -> list[tuple[int, tuple[bytes, ...]]]:
 def _unmarked(value: Any) -> Any:
     """The value without breakpoint markers (they are not rendered content)."""
     if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k not in MARKERS}
+        return {k: _unmarked(v) for k, v in value.items() if k not in MARKER_KEYS}
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     return value
@@ -441,9 +437,9 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _key_orders(va: Any, vb: Any) -> str:
-    """The first object whose keys come in another order, as 'path: a, b -> b, a'."""
-    stack: list[tuple[str, Any, Any]] = [("", _data(va), _data(vb))]
+def _key_orders(da: Any, db: Any) -> str:
+    """The first object of two _data values whose keys come in another order, as 'path: a, b -> b, a'."""
+    stack: list[tuple[str, Any, Any]] = [("", da, db)]
     while stack:
         path, x, y = stack.pop(0)
         if isinstance(x, dict) and isinstance(y, dict):

@@ -54,12 +54,10 @@ def model_contract(api: str, model: str | None) -> ModelContract:
     name = provider_for(api, model)
     table = providers()[name]
     row = dict(table.get("default_model", {}))
-    confirmed = row.get("confirmed", True)
     best = max((m for m in table.get("models", ()) if model and model.startswith(m["prefix"])),
                key=lambda m: len(m["prefix"]), default=None)
     if best is not None:
         row = {**row, "confirmed": True, **best}
-        confirmed = row["confirmed"]
     if "read_multiplier" in table:
         read = table["read_multiplier"]
         writes = dict(table["write_multiplier"])
@@ -68,4 +66,4 @@ def model_contract(api: str, model: str | None) -> ModelContract:
         writes = {"default": row.get("write_multiplier", 1.0)}
     return ModelContract(name, model, row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0)),
                          row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0), read, writes,
-                         bool(confirmed))
+                         bool(row.get("confirmed", True)))

@@ -31,11 +31,11 @@ def arch_from_file(path: str) -> kvmath.Arch:
 
 
 def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
-    return str(n)
+    return f"{n:.2f} TiB"
 
 
 @click.command()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from itertools import accumulate
@@ -25,8 +26,6 @@ from prefixguard.prompt import LEVELS, Prompt
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
-REASONS = ("hit", "partial", "cold", "ttl_expired", "below_minimum", "no_breakpoint")
-
 
 @dataclass(slots=True)
 class Expected:
@@ -35,7 +34,7 @@ class Expected:
     read_tokens: int
     write_tokens: int
     uncached_tokens: int
-    reason: str                 # one of REASONS
+    reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
     write_by_ttl: dict[str, int] = field(default_factory=dict)  # write_tokens split by TTL (Anthropic)
 
@@ -85,6 +84,18 @@ class CachePolicy:
             return prompt.chain
         return [blake2b(fp + salts[seg.level], digest_size=len(fp)).digest() if salts[seg.level] else fp
                 for fp, seg in zip(prompt.chain, prompt.segments)]
+
+
+def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
+    """Segment index -> TTL of each breakpoint; the automatic one goes on the last block whose kind
+    can carry one (an explicit breakpoint already there keeps its TTL). Shared by compare."""
+    points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
+    if prompt.auto_breakpoint:
+        last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
+                     if prompt.segments[i].kind not in ineligible), None)
+        if last is not None:
+            points.setdefault(last, prompt.auto_breakpoint)
+    return points
 
 
 def _longest(chain: list[bytes], alive: Any) -> int:
@@ -172,13 +183,7 @@ class AnthropicPolicy(CachePolicy):
 
     def breakpoints(self, prompt: Prompt) -> list[tuple[int, str]]:
         """(segment index, TTL) of each breakpoint, the automatic one on the last eligible block."""
-        points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
-        if prompt.auto_breakpoint:
-            last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
-                         if prompt.segments[i].kind not in self.ineligible), None)
-            if last is not None:
-                points.setdefault(last, prompt.auto_breakpoint)
-        return sorted(points.items())
+        return sorted(breakpoints(prompt, self.ineligible).items())
 
     def _seconds(self, ttl: str) -> float:
         return self.ttl_seconds.get(ttl, self.ttl_seconds[self.default_ttl])

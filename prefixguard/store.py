@@ -24,6 +24,7 @@ from prefixguard.usage import Usage
 
 SCHEMA_VERSION = 2   # 2: tokens_estimated
 SQLITE_HEADER = b"SQLite format 3\x00"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # file names taken as SQLite whatever they hold
 
 _COLUMNS = """
     id TEXT PRIMARY KEY, ts REAL NOT NULL, method TEXT, path TEXT, upstream TEXT, api TEXT, model TEXT,

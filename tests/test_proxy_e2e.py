@@ -26,6 +26,7 @@ import pytest
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.run import ProxyThread
+from prefixguard.errors import InputError
 from prefixguard.store import open_store
 from faults import MARKER, FaultyAnalyzer
 from upstream import Upstream
@@ -67,7 +68,7 @@ class Env:
         deadline = time.monotonic() + timeout
         while True:
             rows = []
-            if self.db.exists():  # the worker process creates it when it starts
+            with contextlib.suppress(InputError):  # missing, or created but its table not yet written
                 with open_store(self.db) as store:
                     rows = [r for r in store.rows() if r["tenant"] == tenant]
             if len(rows) >= n or time.monotonic() > deadline:

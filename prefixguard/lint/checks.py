@@ -14,7 +14,7 @@ from itertools import accumulate, pairwise
 from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
-from prefixguard.lint.finding import Hit
+from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.lint.position import join_pointer
 from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile
@@ -69,7 +69,7 @@ class Context:
         self.provider = provider_for(prompt.api, prompt.model)
         self.limits: dict[str, Any] = providers()[self.provider]
         self.contract = model_contract(prompt.api, prompt.model)
-        self.extra = dict(extra_patterns or {})
+        self._extra = tuple(sorted((extra_patterns or {}).items()))  # hashable: the key of _find's cache
         # blocks no breakpoint may sit on, and that the automatic breakpoint walks back over
         self.ineligible = tuple(self.limits.get("breakpoint_ineligible_kinds", ()))
         self.before = list(accumulate((s.tokens for s in self.segments), initial=0))  # tokens before i
@@ -81,7 +81,7 @@ class Context:
 
     def tokens(self, n: int) -> str:
         """'N tokens', said to be an estimate when no tokenizer counted them."""
-        return f"{'about ' if self.prompt.tokens_estimated else ''}{n:,} token{'s' * (n != 1)}"
+        return tokens_text(n, self.prompt.tokens_estimated)
 
     @cached_property
     def explicit(self) -> list[Breakpoint]:
@@ -136,7 +136,7 @@ class Context:
 
     def volatile(self, i: int) -> list[Volatile]:
         if i not in self._volatile:
-            self._volatile[i] = list(_scan(self.segments[i], self.extra))
+            self._volatile[i] = list(_scan(self.segments[i], self._extra))
         return self._volatile[i]
 
 
@@ -172,13 +172,12 @@ def _find(text: str, extra: tuple[tuple[str, str], ...]) -> tuple[VolatileMatch,
     return tuple(find_volatile(text, dict(extra)))
 
 
-def _scan(seg: Segment, extra: Mapping[str, str]) -> Iterator[Volatile]:
+def _scan(seg: Segment, extra: tuple[tuple[str, str], ...]) -> Iterator[Volatile]:
     leaves = list(_strings(seg.value, seg.pointer))
     total = sum(len(t) for _, t in leaves) or 1
     seen = 0
-    key = tuple(sorted(extra.items()))
     for pointer, text in leaves:
-        for m in _find(text, key):
+        for m in _find(text, extra):
             yield Volatile(pointer, m.start, m.end, m.name, m.text, (seen + m.start) / total)
         seen += len(text)
 

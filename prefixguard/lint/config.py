@@ -70,12 +70,14 @@ def matches(rel: str, pattern: str) -> bool:
     return fnmatch(rel, pattern) or ("/" not in pattern and fnmatch(PurePath(rel).name, pattern))
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above start that has a [tool.prefixguard] table."""
+def find_pyproject(start: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The nearest pyproject.toml at or above start that has a [tool.prefixguard] table, and its data."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and "prefixguard" in _read(candidate).get("tool", {}):
-            return candidate
+        if candidate.is_file():
+            data = _read(candidate)
+            if "prefixguard" in data.get("tool", {}):
+                return candidate, data
     return None
 
 
@@ -90,10 +92,9 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
     """Settings from a pyproject.toml (found from cwd when config is None) with the CLI layer on top;
     exclude: more patterns to skip when walking directories."""
     cwd = (cwd or Path.cwd()).resolve()
-    path = config if config is not None else find_pyproject(cwd)
+    path, data = (config, _read(config)) if config is not None else find_pyproject(cwd) or (None, {})
     table: dict[str, Any] = {}
     if path is not None:
-        data = _read(path)
         table = data.get("tool", {}).get("prefixguard", {})
         if not isinstance(table, dict):
             raise InputError("[tool.prefixguard] must be a table", str(path))

@@ -57,3 +57,8 @@ def fingerprint(code: str, relpath: str, pointer: str, key: str) -> str:
     in the request (the pointer) and what it is (the key). Equal findings in several JSONL records
     share a fingerprint; baselines count them."""
     return sha256("\x00".join((code, relpath, pointer, key)).encode("utf-8")).hexdigest()[:20]
+
+
+def tokens_text(n: int, estimated: bool) -> str:
+    """'N tokens' for a message, said to be an estimate when no tokenizer counted them."""
+    return f"{'about ' if estimated else ''}{n:,} token{'s' * (n != 1)}"

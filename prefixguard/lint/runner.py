@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,8 +221,6 @@ class Placer:
 
 def statistics(findings: list[Finding]) -> list[dict[str, Any]]:
     """Count of findings per rule, most frequent first."""
-    counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.code] = counts.get(f.code, 0) + 1
+    counts = Counter(f.code for f in findings)
     return [{"code": code, "name": catalog.get(code).name, "count": n}
             for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -13,10 +13,10 @@ from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.compare import DESCRIPTIONS, Comparison, compare, messages
 from prefixguard.fingerprint import PrefixIndex
 from prefixguard.lint import catalog
-from prefixguard.lint.finding import Hit
+from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.prompt import Prompt
 from prefixguard.volatile import find_volatile
 
@@ -60,9 +60,8 @@ class Sequence:
         if rule is None or r.divergence is None:
             return None
         d = r.divergence
-        n = r.reprefill_tokens
-        tokens = f"{'about ' if r.tokens_estimated else ''}{n:,} token{'s' * (n != 1)}"
         what = DESCRIPTIONS[r.causes[0]] + (f" ({r.setting})" if r.setting else "")
+        tokens = tokens_text(r.reprefill_tokens, r.tokens_estimated)
         message = (f"prefix break against line {earlier}: {what}; {tokens} prefilled again, "
                    f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices")
         if r.detail:
@@ -81,7 +80,7 @@ def _new_conversation(a: Prompt, b: Prompt, r: Comparison) -> bool:
     d = r.divergence
     if d is None or d.level != "messages" or r.causes[0] not in ("history_rewritten", "volatile_content"):
         return False
-    ma, mb = _messages(a), _messages(b)
+    ma, mb = messages(a, "canon"), messages(b, "canon")
     at = b.segments[d.segment_index].message_index if d.segment_index < len(b.segments) else None
     if not ma or not mb or at != mb[0][0] or _masked(ma[0][1]) == _masked(mb[0][1]):
         return False
@@ -94,15 +93,3 @@ def _masked(parts: tuple[bytes, ...]) -> str:
     for m in reversed(find_volatile(text)):
         text = text[:m.start] + "\x00" + text[m.end:]
     return text
-
-
-def _messages(p: Prompt) -> list[tuple[int, tuple[bytes, ...]]]:
-    """(message index, canon of its parts) per message of the messages level, in order."""
-    out: list[tuple[int, list[bytes]]] = []
-    for s in p.segments:
-        if s.level == "messages":
-            if out and out[-1][0] == s.message_index:
-                out[-1][1].append(s.canon)
-            else:
-                out.append((s.message_index, [s.canon]))
-    return [(i, tuple(parts)) for i, parts in out]

@@ -11,7 +11,7 @@ returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else runs in
 a flow. When the worker falls behind by more than MAX_BACKLOG bytes, new flows pass unanalysed.
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
-arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.EARLY: "pending"
+arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.py: "pending"
 when the analysis has not finished yet, "unknown" when the request could not be analysed),
 x-prefixguard-cause, x-prefixguard-expected-cached (tokens, in the provider's tokens as far as known).
 The final verdict, which needs the reported usage, goes to the console line and the store.
@@ -96,7 +96,7 @@ class PrefixGuard:
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
-        if not updated & set(OPTIONS):
+        if updated.isdisjoint(OPTIONS):
             return
         opts = ctx.options
         self.routes = sorted((Route.parse(s) for s in opts.prefixguard_upstreams), key=lambda r: -len(r.prefix))

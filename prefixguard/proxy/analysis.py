@@ -78,7 +78,6 @@ class FlowState:
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
-    early: verdicts.Verdict | None = None
 
 
 @dataclass(slots=True)
@@ -102,7 +101,6 @@ class Early:
     verdict: str
     cause: str | None
     expected_cached: int | None
-    tokens_estimated: bool = False     # expected_cached comes from estimated token counts
 
 
 def _line(rec: Record) -> str:
@@ -185,9 +183,9 @@ class Analyzer:
                 flow.comparison = None  # a new turn or a new conversation: new content, not a break
         scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
-        flow.early = verdicts.early(flow.expected, flow.comparison)
+        early = verdicts.early(flow.expected, flow.comparison)
         index.add(prompt.chain, (flow.id, prompt))
-        return Early(flow.early.verdict, flow.early.cause, flow.expected.read_tokens, prompt.tokens_estimated)
+        return Early(early.verdict, early.cause, flow.expected.read_tokens)
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:

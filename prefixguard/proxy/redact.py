@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 KEY_HEADERS = ("x-api-key", "api-key", "authorization", "x-goog-api-key")
-SECRET_HEADERS = frozenset(KEY_HEADERS + ("proxy-authorization", "cookie", "set-cookie"))
 # Names that hold credentials (compared lowercase, '-' read as '_'). Body fields are a narrower set:
 # prompts legitimately carry "key", "token" or a thinking block's "signature".
 SECRET_FIELDS = frozenset({"api_key", "apikey", "x_api_key", "access_token", "refresh_token", "id_token",

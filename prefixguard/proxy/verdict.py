@@ -4,6 +4,11 @@ Two moments:
 - `early`: when the response headers arrive, from the request alone (the prompt's comparison with the
   earlier request and the policy's expectation). It goes into the x-prefixguard-* response headers.
 - `final`: once the response is complete, with the reported usage. It goes to the console and the store.
+
+Final verdicts: hit, partial, miss_prefix_changed, miss_ttl_expired, miss_server_side, below_minimum,
+no_breakpoint, not_reported, cold, error. Early ones (header only, what the request alone predicts):
+expect_hit, expect_partial, miss_prefix_changed, miss_ttl_expired, below_minimum, no_breakpoint, cold; the
+addon adds pending and unknown.
 """
 from __future__ import annotations
 
@@ -12,12 +17,6 @@ from dataclasses import dataclass
 from prefixguard.compare import Comparison
 from prefixguard.policy import Expected
 from prefixguard.usage import Usage
-
-VERDICTS = ("hit", "partial", "miss_prefix_changed", "miss_ttl_expired", "miss_server_side", "below_minimum",
-            "no_breakpoint", "not_reported", "cold", "error")
-# Header-only values: what the request alone predicts before the usage is known.
-EARLY = ("expect_hit", "expect_partial", "miss_prefix_changed", "miss_ttl_expired", "below_minimum",
-         "no_breakpoint", "cold", "pending", "unknown")
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from prefixguard.lint.position import split_pointer
 from prefixguard.replay.sources import Request
 from prefixguard.volatile import find_volatile
 from prefixguard.wire import parse_request
@@ -86,22 +87,21 @@ def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     return value
 
 
-def _steps(pointer: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
-
-
-def _get(doc: Any, pointer: str) -> Any:
-    for step in _steps(pointer):
+def _walk(doc: Any, steps: list[str]) -> Any:
+    for step in steps:
         doc = doc[int(step)] if isinstance(doc, list) else doc[step]
     return doc
 
 
+def _get(doc: Any, pointer: str) -> Any:
+    return _walk(doc, split_pointer(pointer))
+
+
 def _set(doc: Any, pointer: str, value: Any) -> Any:
     """doc with the value at pointer replaced (in place below the root; returns the root)."""
-    steps = _steps(pointer)
+    steps = split_pointer(pointer)
     if not steps:
         return value
-    parent = _get(doc, "/" + "/".join(s.replace("~", "~0").replace("/", "~1") for s in steps[:-1])) \
-        if len(steps) > 1 else doc
+    parent = _walk(doc, steps[:-1])
     parent[int(steps[-1]) if isinstance(parent, list) else steps[-1]] = value
     return doc

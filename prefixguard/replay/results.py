@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prefixguard.errors import InputError
+from prefixguard.store import SQLITE_SUFFIXES
 
 # A prediction agrees with the provider's number within this many tokens or this fraction, whichever
 # is larger: tokenizers differ by a few tokens per block between us and the provider.
@@ -129,7 +130,7 @@ def check_writable(path: str | Path) -> None:
 def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:
     """Results of one or more runs ("as_is", "fixed"): SQLite when the name ends in .db/.sqlite, else JSON."""
     p = Path(path)
-    if p.suffix in (".db", ".sqlite", ".sqlite3"):
+    if p.suffix in SQLITE_SUFFIXES:
         _write_sqlite(p, runs, meta)
     else:
         doc = {"meta": meta, "runs": {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}

@@ -18,14 +18,13 @@ from urllib.parse import urlparse
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.store import SQLITE_HEADER, json_lines, open_store, read_jsonl
+from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, json_lines, open_store, read_jsonl
 from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "replay"         # model name sent for traces that name none
 TEXT_PATH = "/v1/chat/completions"
-SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 @dataclass(slots=True)
@@ -44,11 +43,6 @@ class Request:
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
     reported: Usage | None = None    # the provider's usage as captured
     expected_cached: int | None = None  # what the proxy predicted at capture time
-    ttft_s: float | None = None      # timings as captured
-    decode_tps: float | None = None
-    status: int | None = None
-    verdict: str | None = None
-    cause: str | None = None
     ref: str = ""                    # where it came from: row id, file name, line
 
 
@@ -210,14 +204,11 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
             skipped += 1          # captured with --no-bodies, or no LLM request (the proxy could not parse it)
             continue
         usage = row.get("usage") or {}
-        timings = row.get("timings") or {}
         tenant = str(row.get("tenant") or "")
         out.append(Request(len(out), float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
                            model=row.get("model") or body.get("model"), path=row.get("path"), body=body,
                            output_tokens=usage.get("output") or None, reported=_usage(usage),
-                           expected_cached=row.get("expected_cached"), ttft_s=timings.get("ttft_s"),
-                           decode_tps=timings.get("decode_tps"), status=row.get("status"),
-                           verdict=row.get("verdict"), cause=row.get("cause"), ref=str(row.get("id", ""))))
+                           expected_cached=row.get("expected_cached"), ref=str(row.get("id", ""))))
     if not out and skipped:
         raise InputError(f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to "
                          f"replay", str(p))

@@ -41,14 +41,19 @@ class Target(Protocol):
 
 def prompt_of(req: Request, model: str | None = None) -> Prompt:
     """The parsed request, its segments' tokens counted by the engine's chat template."""
+    return _rendered(req, model)[0]
+
+
+def _rendered(req: Request, model: str | None) -> tuple[Prompt, list[int]]:
+    """prompt_of, with the token ids the template rendered (the targets that need them render once)."""
     if req.body is None:
         raise InputError(NO_BODIES, req.ref)
     prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref,
                            count_tokens=False)
-    chat_template.render(prompt.segments)   # sets each segment's tokens as the template counts them
+    ids = chat_template.render(prompt.segments)   # also sets each segment's tokens as the template counts them
     if model:
         prompt.model = model
-    return prompt
+    return prompt, ids
 
 
 def block_prompt(req: Request, api: str, model: str | None) -> Prompt:
@@ -133,10 +138,10 @@ class SimTarget:
             if policy is None:
                 return self._radix_blocks(req)
             return self._contract(req, now, block_prompt(req, api or "openai-chat", model), policy)
-        prompt = prompt_of(req, self.model)
+        prompt, ids = _rendered(req, self.model)
         policy = self._policy(prompt.api, prompt.model)
         if policy is None:
-            return self._radix_ids(req, prompt)
+            return self._radix_ids(req, prompt, ids)
         return self._contract(req, now, prompt, policy)
 
     def _policy(self, api: str, model: str | None) -> CachePolicy | None:
@@ -190,8 +195,7 @@ class SimTarget:
                     model=self.model or req.model)
         return priced(o, blocks_api(self.policy_name, o.model), o.model)
 
-    def _radix_ids(self, req: Request, prompt: Prompt) -> Outcome:
-        ids = chat_template.render(prompt.segments)
+    def _radix_ids(self, req: Request, prompt: Prompt, ids: list[int]) -> Outcome:
         tree = self._tree_for(1, self.page_size or DEFAULT_PAGE_SIZE)
         # As the engine does: the last token is always computed, since it gives the first logits.
         cached, kept = self._cache(tree, ids, len(ids) - 1)
@@ -340,8 +344,8 @@ class EngineTarget:
         if req.blocks is not None:
             ids, api, model = block_ids(req.blocks, req.input_tokens), "", self.model_name or req.model
         else:
-            prompt = prompt_of(req, self.model_name)
-            ids, api, model = chat_template.render(prompt.segments), prompt.api, prompt.model
+            prompt, ids = _rendered(req, self.model_name)
+            api, model = prompt.api, prompt.model
         want = min(req.output_tokens or self.max_tokens, self.max_tokens)
         try:
             seq = self.engine.add_request(ids, max_tokens=want)

@@ -105,7 +105,7 @@ def stacked(name: str, title: str, labels: Sequence[str], stacks: Sequence[tuple
 
 
 def bars(name: str, title: str, items: Sequence[tuple[str, float]], fmt: Fmt) -> str:
-    """Horizontal bars, largest first, each labelled with its value."""
+    """Horizontal bars in the order given (callers pass the largest first), each labelled with its value."""
     items = [(label, v) for label, v in items if v > 0]
     if not items:
         return _empty(name, title)

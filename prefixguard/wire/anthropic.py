@@ -12,7 +12,7 @@ from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
+from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
 
 API = "anthropic"
 DEFAULT_TTL = "5m"
@@ -119,14 +119,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         "images": images,
         "betas": _betas(headers),
     }
-    return Prompt(API, _model(body), out.segments, settings, auto_breakpoint=ttl(body))
-
-
-def _model(body: dict[str, Any]) -> str | None:
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise InputError("'model' must be a string")
-    return model
+    return Prompt(API, model_of(body), out.segments, settings, auto_breakpoint=ttl(body))
 
 
 def _betas(headers: Mapping[str, str] | None) -> list[str] | None:
@@ -143,22 +136,18 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total."""
     if not isinstance(raw, Mapping):
         return Usage()
-    uncached = _int(raw.get("input_tokens"))
-    read = _int(raw.get("cache_read_input_tokens"))
-    write = _int(raw.get("cache_creation_input_tokens"))
+    uncached = as_int(raw.get("input_tokens"))
+    read = as_int(raw.get("cache_read_input_tokens"))
+    write = as_int(raw.get("cache_creation_input_tokens"))
     w5, w1 = write, 0  # without the TTL split every write is the default 5m one
     split = raw.get("cache_creation")
     if isinstance(split, Mapping):
-        s5, s1 = _int(split.get("ephemeral_5m_input_tokens")), _int(split.get("ephemeral_1h_input_tokens"))
+        s5, s1 = as_int(split.get("ephemeral_5m_input_tokens")), as_int(split.get("ephemeral_1h_input_tokens"))
         if s5 + s1 == write:
             w5, w1 = s5, s1
     reported = raw.get("cache_read_input_tokens") is not None or raw.get("cache_creation_input_tokens") is not None
     return Usage(prompt_total=uncached + read + write, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
-                 uncached=uncached, output=_int(raw.get("output_tokens")), reported=reported)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+                 uncached=uncached, output=as_int(raw.get("output_tokens")), reported=reported)
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

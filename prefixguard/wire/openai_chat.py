@@ -13,7 +13,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
+from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
 
 API = "openai-chat"
 SYSTEM_ROLES = ("system", "developer")
@@ -118,13 +118,6 @@ def _part_kind(part: Any, where: str) -> str:
     return PART_KINDS.get(part["type"], part["type"])
 
 
-def model_of(body: dict[str, Any]) -> str | None:
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise InputError("'model' must be a string")
-    return model
-
-
 # ---- usage (shared with the Responses API: same subset convention, other field names)
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
@@ -135,18 +128,18 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     """
     if not isinstance(raw, Mapping):
         return Usage()
-    prompt = _int(raw.get("prompt_tokens", raw.get("input_tokens")))
-    output = _int(raw.get("completion_tokens", raw.get("output_tokens")))
+    prompt = as_int(raw.get("prompt_tokens", raw.get("input_tokens")))
+    output = as_int(raw.get("completion_tokens", raw.get("output_tokens")))
     details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     cached = details.get("cached_tokens", raw.get("cached_tokens"))
     written = details.get("cache_write_tokens", raw.get("cache_write_tokens"))
     hit, miss = raw.get("prompt_cache_hit_tokens"), raw.get("prompt_cache_miss_tokens")
     if hit is not None or miss is not None:  # DeepSeek
-        read, write = _int(hit), 0
-        prompt = prompt or read + _int(miss)
+        read, write = as_int(hit), 0
+        prompt = prompt or read + as_int(miss)
     else:
-        read, write = _int(cached), _int(written)
+        read, write = as_int(cached), as_int(written)
         if read + write > prompt:
             # Gemini via OpenRouter counts a fresh explicit cache as both written and read: the tokens
             # written are inside the read count, and a request cannot read what it writes itself.
@@ -155,10 +148,6 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     # OpenAI bills writes at one rate whatever the retention: they go in the default (5m) bucket.
     return Usage(prompt_total=prompt, cache_read=read, cache_write_5m=write, cache_write_1h=0,
                  uncached=max(prompt - read - write, 0), output=output, reported=reported)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header, wrong_type
+from prefixguard.wire.segments import Builder, expect, message_header, model_of, wrong_type
 
 API = "openai-responses"
 PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
@@ -93,7 +93,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "prompt_cache_options": options,
         "images": images,
     }
-    return Prompt(API, openai_chat.model_of(body), out.segments, settings)
+    return Prompt(API, model_of(body), out.segments, settings)
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

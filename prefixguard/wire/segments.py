@@ -1,4 +1,5 @@
-"""Shared by the adapters: turn a part of the body into a Segment (canon bytes, tokens, breakpoint)."""
+"""Shared by the adapters: turn a part of the body into a Segment (canon bytes, tokens, breakpoint), and
+read the fields every shape has (the model, token counts in usage)."""
 from __future__ import annotations
 
 import json
@@ -68,3 +69,15 @@ def _json_type(kind: type | tuple[type, ...]) -> str:
 def message_header(message: dict[str, Any], *content_keys: str) -> dict[str, Any]:
     """A message's fields other than its content parts: role, name, tool_call_id, ..."""
     return {k: v for k, v in message.items() if k not in content_keys and k not in MARKER_KEYS}
+
+
+def model_of(body: dict[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InputError("'model' must be a string")
+    return model
+
+
+def as_int(value: Any) -> int:
+    """A usage count: an integer, else 0 (absent, null or of the wrong JSON type)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
