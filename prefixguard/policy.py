@@ -22,7 +22,7 @@ from itertools import accumulate
 from typing import Any
 
 from prefixguard.contracts import model_contract, provider_for, providers
-from prefixguard.prompt import LEVELS, Prompt
+from prefixguard.prompt import LEVELS, Prompt, Segment
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
@@ -86,13 +86,24 @@ class CachePolicy:
                 for fp, seg in zip(prompt.chain, prompt.segments)]
 
 
+def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
+    """Whether the API accepts a breakpoint on this block: not on the kinds the contract names
+    (thinking...), nor on an empty text block."""
+    if seg.kind in ineligible:
+        return False
+    if seg.kind == "text":
+        text = seg.value if isinstance(seg.value, str) else seg.value.get("text") if isinstance(seg.value, dict) else None
+        return text != ""
+    return True
+
+
 def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
-    """Segment index -> TTL of each breakpoint; the automatic one goes on the last block whose kind
-    can carry one (an explicit breakpoint already there keeps its TTL). Shared by compare."""
+    """Segment index -> TTL of each breakpoint; the automatic one goes on the last block that can carry
+    one (an explicit breakpoint already there keeps its TTL). Shared by compare and lint."""
     points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
     if prompt.auto_breakpoint:
         last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
-                     if prompt.segments[i].kind not in ineligible), None)
+                     if can_carry_breakpoint(prompt.segments[i], ineligible)), None)
         if last is not None:
             points.setdefault(last, prompt.auto_breakpoint)
     return points

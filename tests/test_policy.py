@@ -214,3 +214,17 @@ def test_policy_names() -> None:
     assert policy_name("openai-chat", "my-local-model") == "radix"
     with pytest.raises(ValueError, match="unknown cache policy"):
         make_policy("lru")
+
+
+def test_automatic_breakpoint_walks_back_past_an_empty_text_block() -> None:
+    """The API puts the automatic breakpoint on the last block that can carry one: not an empty text
+    block. Policy, compare and lint share that rule (policy.breakpoints)."""
+    from prefixguard.policy import breakpoints
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
+            "system": text(50), "messages": [{"role": "user", "content": [
+                {"type": "text", "text": text(20, "q")}, {"type": "text", "text": ""}]}]}
+    p = parse_request(json.dumps(body), path="/v1/messages")
+    assert breakpoints(p, providers()["anthropic"]["breakpoint_ineligible_kinds"]) == {len(p.segments) - 2: "5m"}
+    body["messages"][0]["content"][1]["text"] = " "
+    p = parse_request(json.dumps(body), path="/v1/messages")
+    assert breakpoints(p, providers()["anthropic"]["breakpoint_ineligible_kinds"]) == {len(p.segments) - 1: "5m"}

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.lint.position import join_pointer
+from prefixguard.policy import can_carry_breakpoint
 from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile
 
@@ -132,7 +133,7 @@ class Context:
         return self.last_message_start
 
     def _can_carry(self, seg: Segment) -> bool:
-        return seg.kind not in self.ineligible and _text(seg) != ""
+        return can_carry_breakpoint(seg, self.ineligible)
 
     def volatile(self, i: int) -> list[Volatile]:
         if i not in self._volatile:
