@@ -3,8 +3,6 @@ caches like the providers (--cache-policy auto). The proxy's verdicts are checke
 whose cache numbers come from a real radix tree."""
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +13,8 @@ import pytest
 from engine.llm_engine import LLMEngine
 from engine.server import create_app, serve_in_thread
 from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.run import ProxyThread
-from prefixguard.errors import InputError
-from prefixguard.store import open_store
+from test_proxy_e2e import tenant_rows
 
 pytestmark = pytest.mark.slow
 
@@ -35,16 +31,7 @@ class Env:
         return f"sk-test-{self._n:04d}-{'x' * 20}"
 
     def rows(self, key: str, n: int, timeout: float = 15.0) -> list[dict[str, Any]]:
-        tenant = tenant_of({"x-api-key": key})
-        deadline = time.monotonic() + timeout
-        while True:
-            rows = []
-            with contextlib.suppress(InputError):  # missing, or created but its table not yet written
-                with open_store(self.db) as store:
-                    rows = [r for r in store.rows() if r["tenant"] == tenant]
-            if len(rows) >= n or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.05)
+        return tenant_rows(self.db, key, n, timeout)
 
 
 @pytest.fixture(scope="module")

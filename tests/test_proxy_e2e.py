@@ -63,17 +63,21 @@ class Env:
         return anthropic.Anthropic(base_url=self.proxy.url, api_key=key, max_retries=0, **kw)
 
     def rows(self, key: str, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-        """The store rows of one tenant, once n of them are written (the analysis runs behind the flow)."""
-        tenant = tenant_of({"x-api-key": key})
-        deadline = time.monotonic() + timeout
-        while True:
-            rows = []
-            with contextlib.suppress(InputError):  # missing, or created but its table not yet written
-                with open_store(self.db) as store:
-                    rows = [r for r in store.rows() if r["tenant"] == tenant]
-            if len(rows) >= n or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.02)
+        return tenant_rows(self.db, key, n, timeout)
+
+
+def tenant_rows(db: Path, key: str, n: int, timeout: float) -> list[dict[str, Any]]:
+    """The store rows of one tenant, once n of them are written (the analysis runs behind the flow)."""
+    tenant = tenant_of({"x-api-key": key})
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = []
+        with contextlib.suppress(InputError):  # missing, or created but its table not yet written
+            with open_store(db) as store:
+                rows = [r for r in store.rows() if r["tenant"] == tenant]
+        if len(rows) >= n or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
