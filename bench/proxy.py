@@ -2,12 +2,14 @@
 three-line one that streams SSE, as any proxy for LLM APIs must), and through prefixguard's proxy
 (addon, analysis process, capture store), measured side by side in one run.
 
-    .venv/bin/python bench/proxy.py            # table
-    .venv/bin/python bench/proxy.py --json     # the same numbers as JSON
+    .venv/bin/python bench/proxy.py              # table
+    .venv/bin/python bench/proxy.py --runs 5     # five runs, fresh processes each, and their median
+    .venv/bin/python bench/proxy.py --json       # the numbers as JSON
 
 The upstream (a loopback server replaying a real recorded Anthropic response, JSON or SSE) and each proxy
-run in their own process; requests to the three paths are interleaved, in a shuffled order each round, so
-drift and the place in the round hit all of them alike.
+run in their own process; requests to the paths are interleaved, in a shuffled order each round, so
+drift and the place in the round hit all of them alike. A second bare mitmproxy ("bare-2") is the
+control: its ratio to "bare" is what two identical proxies differ by here, the noise floor.
 Request bodies of 10 KB and 1 MB, streamed responses and not; then throughput with 50 concurrent clients.
 Target: prefixguard adds <= 5% to bare mitmproxy's latency and nothing measurable to TTFT.
 """
@@ -32,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT.parent / "shared" / "data" / "recorded"
 STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001"
-PATHS = ("direct", "bare", "prefixguard")
+PATHS = ("direct", "bare", "bare-2", "prefixguard")
 
 
 # ---- the servers, each in its own process (`--serve KIND`): print the port, run until killed
@@ -56,7 +58,7 @@ def serve(kind: str, upstream: str | None, store: str | None) -> None:
             if is_event_stream(flow.response.headers.get("content-type")):
                 flow.response.stream = True
 
-    addon = PrefixGuard(console=lambda line: None) if kind == "prefixguard" else StreamSSE()
+    addon = PrefixGuard() if kind == "prefixguard" else StreamSSE()
     settings = {"prefixguard_store": store or "", "prefixguard_quiet": True}
     serve_proxy([upstream], host="127.0.0.1", port=0, addon=addon, settings=settings,
                 on_listen=lambda port: print(f"PORT {port}", flush=True))
@@ -78,13 +80,15 @@ def server(kind: str, *args: str) -> Iterator[str]:
 
 # ---- the clients
 
-def body(size: int, stream: bool, n: int) -> bytes:
-    """An Anthropic request of about `size` bytes (a long user message, a breakpoint on it)."""
-    words = " ".join(f"w{n}-{i}" for i in range(size // 8))[:size]
+def body(size: int, stream: bool, doc: int, question: int = 0) -> bytes:
+    """An Anthropic request of about `size` bytes: a long document (a breakpoint on it), then a short
+    question. A session asks new questions about the same few documents: the prefix recurs, the end is new."""
+    words = " ".join(f"w{doc}-{i}" for i in range(size // 8))[:size]
     return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": stream,
                        "system": [{"type": "text", "text": "You summarise documents."}],
                        "messages": [{"role": "user", "content": [
-                           {"type": "text", "text": words, "cache_control": {"type": "ephemeral"}}]}]}).encode()
+                           {"type": "text", "text": words, "cache_control": {"type": "ephemeral"}},
+                           {"type": "text", "text": f"Question {question}: what does it say about w{question}?"}]}]}).encode()
 
 
 def one(client: httpx.Client, url: str, data: bytes, stream: bool, headers: dict[str, str]) -> tuple[float, float]:
@@ -116,7 +120,7 @@ def latency(urls: dict[str, str], size: int, stream: bool, n: int) -> dict[str, 
         for path, url in order:  # warm: connections, the tokenizer, the page cache
             one(client, url, body(size, stream, -1), stream, headers)
         for i in range(n):
-            data = body(size, stream, i % 5)  # a few recurring prompts, as a real session has
+            data = body(size, stream, i % 5, i)
             rng.shuffle(order)  # each path in each place of the round alike: the place moves the numbers
             for path, url in order:
                 total, first = one(client, url, data, stream, headers)
@@ -126,47 +130,57 @@ def latency(urls: dict[str, str], size: int, stream: bool, n: int) -> dict[str, 
                 "ttft_p50_ms": 1e3 * statistics.median(ttfts[p])} for p in urls}
 
 
-def throughput(urls: dict[str, str], clients: int, per_client: int) -> dict[str, float]:
+def throughput(urls: dict[str, str], clients: int, per_client: int, reps: int = 3) -> dict[str, float]:
+    """Requests per second with `clients` concurrent streaming clients: the median of `reps` rounds,
+    the paths in a shuffled order each round (one round alone varies by 10% here)."""
     headers = {"content-type": "application/json", "x-replay": STREAM, "x-upstream-gap": "0.001"}
-    out = {}
-    for path, url in urls.items():
-        def work(k: int) -> None:
-            with httpx.Client(timeout=60) as client:
-                for i in range(per_client):
-                    one(client, url, body(10_000, True, k), True, {**headers, "x-api-key": f"sk-bench-{k:04d}-key"})
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        out[path] = clients * per_client / (time.perf_counter() - t0)
-    return out
+    rates: dict[str, list[float]] = {p: [] for p in urls}
+    order = list(urls.items())
+    rng = random.Random(clients)
+    for _ in range(reps):
+        rng.shuffle(order)
+        for path, url in order:
+            def work(k: int) -> None:
+                with httpx.Client(timeout=60) as client:
+                    for i in range(per_client):
+                        one(client, url, body(10_000, True, k, i), True, {**headers, "x-api-key": f"sk-bench-{k:04d}-key"})
+            threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            rates[path].append(clients * per_client / (time.perf_counter() - t0))
+    return {p: statistics.median(r) for p, r in rates.items()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ap.add_argument("--n", type=int, default=60, help="requests per path for 10 KB bodies (1 MB: a third)")
-    ap.add_argument("--serve", choices=["upstream", "bare", "prefixguard"], help=argparse.SUPPRESS)
-    ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
-    opts = ap.parse_args()
-    if opts.serve:
-        return serve(opts.serve, *(opts.args + [None, None])[:2])
-
+def run_once(n: int) -> dict[str, Any]:
+    """One run: fresh upstream and proxies, every case, then throughput."""
     results: dict[str, Any] = {"latency": {}, "throughput": {}}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         up = stack.enter_context(server("upstream"))
         urls = {"direct": up, "bare": stack.enter_context(server("bare", up)),
+                "bare-2": stack.enter_context(server("bare", up)),
                 "prefixguard": stack.enter_context(server("prefixguard", up, str(Path(tmp) / "bench.db")))}
-        for size, label in ((10_000, "10KB"), (1_000_000, "1MB")):
-            for stream in (False, True):
-                n = opts.n if size < 100_000 else max(5, opts.n // 3)
-                results["latency"][f"{label} {'sse' if stream else 'json'}"] = latency(urls, size, stream, n)
+        # SSE requests last ~85 ms (the recorded stream's events 2 ms apart) and vary little: fewer of them
+        for size, label, stream, count in ((10_000, "10KB", False, n), (10_000, "10KB", True, n // 5),
+                                           (1_000_000, "1MB", False, n // 3), (1_000_000, "1MB", True, n // 10)):
+            results["latency"][f"{label} {'sse' if stream else 'json'}"] = latency(urls, size, stream, max(5, count))
         results["throughput"] = throughput(urls, 50, 4)
-    if opts.json:
-        print(json.dumps(results, indent=1))
-        return
+    return results
+
+
+def ratios(results: dict[str, Any], path: str) -> dict[str, float]:
+    """path / bare: p50 latency and TTFT of each case, and throughput."""
+    out = {}
+    for case, by_path in results["latency"].items():
+        out[f"{case} p50"] = by_path[path]["p50_ms"] / by_path["bare"]["p50_ms"]
+        out[f"{case} TTFT"] = by_path[path]["ttft_p50_ms"] / by_path["bare"]["ttft_p50_ms"]
+    out["throughput"] = results["throughput"][path] / results["throughput"]["bare"]
+    return out
+
+
+def print_run(results: dict[str, Any]) -> None:
     print(f"{'case':<10} {'path':<12} {'p50 ms':>8} {'p99 ms':>8} {'TTFT ms':>8}  vs bare (p50 / TTFT)")
     for case, by_path in results["latency"].items():
         bare = by_path["bare"]
@@ -176,6 +190,37 @@ def main() -> None:
     tp = results["throughput"]
     print("throughput, 50 concurrent streaming clients (req/s): "
           + ", ".join(f"{p} {tp[p]:.1f}" for p in PATHS) + f"; prefixguard / bare = {tp['prefixguard'] / tp['bare']:.3f}")
+
+
+def print_summary(runs: list[dict[str, Any]]) -> None:
+    """Each run's ratios to bare, prefixguard and the bare-2 control, and the median over runs."""
+    ours, control = [ratios(r, "prefixguard") for r in runs], [ratios(r, "bare-2") for r in runs]
+    print(f"\n{len(runs)} runs, ratio to bare: prefixguard (median of runs) [each run] | bare-2, the control")
+    for key in ours[0]:
+        mine = [r[key] for r in ours]
+        print(f"{key:<16} {statistics.median(mine):.3f} [{' '.join(f'{x:.3f}' for x in mine)}]"
+              f" | {statistics.median(r[key] for r in control):.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--n", type=int, default=200, help="requests per path for 10 KB bodies (1 MB: a third)")
+    ap.add_argument("--runs", type=int, default=1, help="runs, each with fresh processes")
+    ap.add_argument("--serve", choices=["upstream", "bare", "prefixguard"], help=argparse.SUPPRESS)
+    ap.add_argument("args", nargs="*", help=argparse.SUPPRESS)
+    opts = ap.parse_args()
+    if opts.serve:
+        return serve(opts.serve, *(opts.args + [None, None])[:2])
+    runs = []
+    for _ in range(opts.runs):
+        runs.append(run_once(opts.n))
+        if not opts.json:
+            print_run(runs[-1])
+    if opts.json:
+        print(json.dumps(runs, indent=1))
+    elif opts.runs > 1:
+        print_summary(runs)
 
 
 if __name__ == "__main__":

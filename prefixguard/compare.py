@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deepdiff import DeepDiff
 
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
@@ -459,16 +458,37 @@ def _explain(sa: Segment, sb: Segment) -> str:
     va, vb = _data(_unmarked(sa.value)), _data(_unmarked(sb.value))
     if type(va) is not type(vb):
         return f"re-serialized: {_json_kind(va)} -> {_json_kind(vb)}"
+    one = _one_string_changed(va, vb)
+    lines = [one] if one is not None else _deepdiff_changes(va, vb)
+    if not lines:
+        return "message fields changed (role, name or ids)" if sa.key != sb.key else "no visible change"
+    more = f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""
+    return "; ".join(lines[:2]) + more
+
+
+def _deepdiff_changes(va: Any, vb: Any) -> list[str]:
+    """One line per change deepdiff finds."""
+    from deepdiff import DeepDiff  # imported here: it pulls in numpy and pydantic (0.1 s) for one call
     tree = DeepDiff(va, vb, view="tree", verbose_level=2)
     lines = []
     for report, items in tree.items():
         for item in items:
             path = "/" + "/".join(str(k) for k in item.path(output_format="list")) if item.path() != "root" else "text"
             lines.append(_change(report, path, item.t1, item.t2))
-    if not lines:
-        return "message fields changed (role, name or ids)" if sa.key != sb.key else "no visible change"
-    more = f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""
-    return "; ".join(lines[:2]) + more
+    return lines
+
+
+def _one_string_changed(va: Any, vb: Any) -> str | None:
+    """The line deepdiff would give when the two differ in one string only (a text, a system prompt, one
+    field of a block: most edits), at a fortieth of its cost; None for anything else."""
+    if isinstance(va, str):
+        return _change("values_changed", "text", va, vb)
+    if not isinstance(va, dict) or va.keys() != vb.keys():
+        return None
+    changed = [k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k])]
+    if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
+        return None
+    return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
 
 
 def _change(report: str, path: str, old: Any, new: Any) -> str:

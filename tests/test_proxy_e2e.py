@@ -113,6 +113,10 @@ def test_json_bodies_pass_byte_for_byte(env: Env) -> None:
     assert env.upstream.seen["raw-json"]["request_sha"] == sha(raw)
     assert env.upstream.seen["raw-json"]["response_sha"] == sha(r.content)
     assert r.content == env.upstream.recording(f"{LEGACY}/0001")[0]
+    [row] = env.rows(key, 1)
+    with open_store(env.db) as store:
+        [rec] = [r for r in store.records() if r.id == row["id"]]
+    assert rec.upstream == env.upstream.url and rec.path == "/v1/messages"  # where it went, as a URL
 
 
 def test_sdk_json_and_sse_bytes_identical(env: Env) -> None:

@@ -13,7 +13,7 @@ from prefixguard.policy import Expected
 from prefixguard.proxy import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
-from prefixguard.proxy.tap import StreamTap, is_event_stream
+from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
 
@@ -40,6 +40,9 @@ def test_redaction_of_paths_and_bodies() -> None:
     assert list(json.loads(out)) == ["model", "api_key", "nested", "messages", "thinking"]
     clean = '{"model": "m",   "messages": []}'
     assert redact_body(clean, [KEY]) == clean  # nothing to remove: the bytes as sent
+    # the quick look for credential names must not miss one in another case, dashed, or escaped
+    for name in ('"Client-Secret"', '"ACCESS_TOKEN"', '"api\\u005fkey"'):
+        assert "s3cr3t-value" not in redact_body('{"model": "m", %s: "s3cr3t-value"}' % name)
 
 
 def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -> None:
@@ -49,11 +52,11 @@ def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -
     for i in range(0, len(data), 97):  # cut anywhere, even inside an event
         out.append(tap(data[i:i + 97]))
         time.sleep(0.0005)
-    assert tap(b"") == b"" and tap.ended
+    assert tap(b"") == b"" and len(tap.chunks) == len(out)  # the end of the message is no chunk
     assert b"".join(out) == data
-    stream, first = tap.read("anthropic")
+    stream, first = read_stream(tap.chunks, "anthropic")
     assert stream.usage() == parse_response(data, "anthropic")
-    assert tap.chunks[0][0] < first <= tap.last_at  # the chunk that carried the first text delta
+    assert tap.chunks[0][0] < first <= tap.chunks[-1][0]  # the chunk that carried the first text delta
 
 
 def test_tap_reads_a_gzip_stream(shared_data: Path) -> None:
@@ -62,7 +65,7 @@ def test_tap_reads_a_gzip_stream(shared_data: Path) -> None:
     packed = gzip.compress(data)
     for i in range(0, len(packed), 50):
         tap(packed[i:i + 50])
-    assert tap.read("anthropic", "gzip")[0].usage() == parse_response(data, "anthropic")
+    assert read_stream(tap.chunks, "anthropic", "gzip")[0].usage() == parse_response(data, "anthropic")
     assert is_event_stream("text/event-stream; charset=utf-8") and not is_event_stream("application/json")
 
 

@@ -53,3 +53,24 @@ def test_segment_counts(shared_data):
     assert 0.7 * 1532 < counted.total_tokens < 1.3 * 1532
     text_block = next(s for s in counted.segments if s.kind == "text" and isinstance(s.value, dict))
     assert text_block.tokens == tokens.count(text_block.value["text"])  # text counts its text, not its JSON
+
+
+def test_repeated_segments_are_counted_once(fresh_tokenizer, shared_data):
+    """A session repeats its prefix: the second request's unchanged segments never reach the tokenizer,
+    and their counts are the same as when they were counted."""
+    path = shared_data / "recorded/pydantic-ai/test_anthropic_test_anthropic_cache_real_api/0002.request.json"
+    body = json.loads(path.read_bytes())
+    texts: list[str] = []
+    counting = tokens.count
+    fresh_tokenizer.setattr(tokens, "count", lambda text: texts.append(text) or counting(text))
+    first = parse_request(json.dumps(body))
+    assert len(texts) == len(first.segments)
+    body["messages"].append({"role": "user", "content": "and one more question"})
+    texts.clear()
+    second = parse_request(json.dumps(body))
+    assert texts == ["and one more question"]
+    assert [s.tokens for s in second.segments[:-1]] == [s.tokens for s in first.segments]
+    tokens.reset()  # another encoding may load: nothing remembered may outlive it
+    texts.clear()
+    parse_request(json.dumps(body))
+    assert len(texts) == len(second.segments)

@@ -5,10 +5,12 @@ URL cannot change (regular/forward mode with mitmproxy's CA):
 
     mitmdump -s prefixguard/proxy/addon.py --set prefixguard_store=capture.db
 
-On the request path the addon only takes notes: the request's bytes and times, and for SSE a tap that
-returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else runs in one worker process
-(prefixguard/proxy/worker.py, analysis.py); a failure there is logged and never fails, delays or alters
-a flow. When the worker falls behind by more than MAX_BACKLOG bytes, new flows pass unanalysed.
+On the request path the addon only takes notes: the request's bytes, header fields and times as they
+are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else,
+reading headers and keys included, runs in one worker process (prefixguard/proxy/worker.py,
+analysis.py); a failure there is logged and never fails, delays or alters a flow. When the worker falls
+behind by more than MAX_BACKLOG bytes, new flows pass unanalysed. The console line of each request is
+printed by the worker (or handed to the `console` given to PrefixGuard).
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
 arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.py: "pending"
@@ -20,24 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from mitmproxy import http
 
-from prefixguard.proxy.analysis import Analyzer, Early, FlowState, Response
-from prefixguard.proxy.redact import api_keys, redact_path, redact_text, tenant_of
+from prefixguard.proxy.analysis import Analyzer, Early, Response
+from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
-from prefixguard.proxy.worker import Worker
+from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.wire import InputError, detect_api
 
 logger = logging.getLogger("prefixguard.proxy")
 
 META = "prefixguard"
-PARSE_HEADERS = ("anthropic-version", "anthropic-beta")  # headers that change how a body is read
 MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
 OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
            "prefixguard_policy", "prefixguard_upstreams")
@@ -55,27 +55,50 @@ def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixG
     return guarded
 
 
-def _plain(headers: http.Headers) -> dict[str, str]:
-    """The headers as a plain dict, names lowercase, repeats joined as mitmproxy joins them: one pass,
-    where each lookup in mitmproxy's Headers scans every field."""
-    out: dict[str, str] = {}
-    for name, value in headers.items(multi=True):
-        name = name.lower()
-        out[name] = f"{out[name]}, {value}" if name in out else value
-    return out
+def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | None, str | None]:
+    """(content-type, content-encoding) in one pass over the fields (each headers.get scans them all),
+    repeats joined as mitmproxy joins them."""
+    found: dict[bytes, str] = {}
+    for name, value in fields:
+        if len(name) in (12, 16) and (name := name.lower()) in (b"content-type", b"content-encoding"):
+            text = value.decode("utf-8", "surrogateescape")
+            found[name] = f"{found[name]}, {text}" if name in found else text
+    return found.get(b"content-type"), found.get(b"content-encoding")
+
+
+def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
+    """The x-prefixguard-* headers for an early answer: appended to the fields in one step (each
+    headers[name] = value rewrites them all), replaced where an upstream sent its own."""
+    if answer is None:
+        pairs = [("x-prefixguard-verdict", "pending")]
+    elif answer is False:  # analysed, but no LLM request it could read
+        pairs = [("x-prefixguard-verdict", "unknown")]
+    else:
+        early = Early(*answer)
+        pairs = [("x-prefixguard-verdict", early.verdict)]
+        if early.cause:
+            pairs.append(("x-prefixguard-cause", early.cause))
+        if early.expected_cached is not None:
+            pairs.append(("x-prefixguard-expected-cached", str(early.expected_cached)))
+    if any(name[:14].lower() == b"x-prefixguard-" for name, _ in headers.fields):
+        for name, value in pairs:
+            headers[name] = value
+    else:
+        headers.fields += tuple((name.encode(), value.encode()) for name, value in pairs)
 
 
 class PrefixGuard:
     """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_bodies,
     prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
 
-    `clock` gives the wall time that TTLs count in (tests inject their own); `analyzer` builds the
+    `clock` gives the wall time that TTLs count in (tests inject their own); `console` takes each
+    request's console line in this process (by default the worker prints it); `analyzer` builds the
     Analyzer in the worker process (a picklable callable)."""
 
     def __init__(self, clock: Callable[[], float] = time.time, console: Callable[[str], None] | None = None,
                  analyzer: Callable[..., Analyzer] = Analyzer) -> None:
         self.clock = clock
-        self.console = console or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.console = console
         self.analyzer = analyzer
         self.routes: list[Route] = []
         self.headers = True
@@ -121,16 +144,15 @@ class PrefixGuard:
         if self._worker is None or not self._worker.alive:  # first use, or the last one died: a new one
             if self._worker is not None:
                 logger.warning("prefixguard: the analysis process ended; starting a new one")
-            self._worker = Worker(self.analyzer, self._settings)
+            self._worker = Worker(self.analyzer, self._settings, self._report)
         return self._worker
 
-    def _report(self, step: str, flow_id: str) -> Callable[[Any, str | None], None]:
-        def done(result: Any, error: str | None) -> None:
-            if error:
-                logger.warning("prefixguard: analysis (%s) of %s failed: %s", step, flow_id, error)
-            elif step == "finish" and result and not self.quiet:
-                self.console(result)
-        return done
+    def _report(self, kind: str, text: str) -> None:
+        """A report from the worker: a failed analysis, or a console line for our console."""
+        if kind == "error":
+            logger.warning("prefixguard: %s", text)
+        elif self.console is not None and not self.quiet:
+            self.console(text)
 
     # ---- flow hooks
     @_hook
@@ -144,7 +166,7 @@ class PrefixGuard:
             detect_api(None, flow.request.path)
         except InputError:
             return  # not a Messages / Chat Completions / Responses call
-        body = flow.request.get_content(strict=False) or b""
+        body = flow.request.raw_content or b""
         worker = self._start()
         if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
@@ -153,59 +175,51 @@ class PrefixGuard:
             self._skipping = True
             return
         self._skipping = False
-        headers = _plain(flow.request.headers)
-        state = FlowState(id=flow.id, ts=self.clock(), sent=0.0, path=redact_path(flow.request.path),
-                          upstream=f"{flow.request.scheme}://{flow.request.pretty_host}", tenant=tenant_of(headers),
-                          secrets=api_keys(headers),
-                          headers={k: headers[k] for k in PARSE_HEADERS if k in headers})
-        resp = Response(flow.id)
-        early: list[Early | None] = []  # filled when step 1 is done; read by responseheaders
-
-        def step1_done(result: Early | None, error: str | None) -> None:
-            early.append(result)
-            self._report("request", flow.id)(result, error)
-
-        state.sent = time.monotonic()
-        worker.submit("request", state, step1_done, body)
-        flow.metadata[META] = (early, resp)
+        req = flow.request
+        seq = worker.submit("request", (flow.id, self.clock(), time.monotonic(), req.path,
+                                        (req.scheme, req.host, req.port), req.headers.fields),
+                            body, REPLY if self.headers else None)
+        flow.metadata[META] = (worker, seq, Response(flow.id))
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata or flow.response is None:
             return
-        pending, resp = flow.metadata[META]
+        worker, seq, resp = flow.metadata[META]
         resp.headers_at = time.monotonic()
         resp.status = flow.response.status_code
-        resp.encoding = flow.response.headers.get("content-encoding")
-        if is_event_stream(flow.response.headers.get("content-type")):
-            resp.tap = StreamTap()
-            flow.response.stream = resp.tap
+        content_type, resp.encoding = _content_headers(flow.response.headers.fields)
+        if is_event_stream(content_type):
+            tap = StreamTap()
+            resp.chunks = tap.chunks
+            flow.response.stream = tap
         if self.headers:
-            early: Early | None = pending[0] if pending else None
-            h = flow.response.headers
-            h["x-prefixguard-verdict"] = early.verdict if early else "unknown" if pending else "pending"
-            if early and early.cause:
-                h["x-prefixguard-cause"] = early.cause
-            if early and early.expected_cached is not None:
-                h["x-prefixguard-expected-cached"] = str(early.expected_cached)
+            _add_verdict(flow.response.headers, worker.answers().pop(seq, None))
 
     @_hook
     def response(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata or flow.response is None:
             return
-        _, resp = flow.metadata.pop(META)
+        worker, _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
-        body = flow.response.get_content(strict=False) if resp.tap is None else b""
-        self._start().submit("finish", resp, self._report("finish", flow.id), body or b"")
+        self._finish(worker, resp, flow.response.raw_content if resp.chunks is None else b"")
 
     @_hook
     def error(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata:
             return
-        _, resp = flow.metadata.pop(META)
+        worker, seq, resp = flow.metadata.pop(META)
+        worker.answers().pop(seq, None)  # read them here too: a flow that fails never asks for its answer
         resp.ended_at = time.monotonic()
         resp.error = flow.error.msg if flow.error else "error"
-        self._start().submit("finish", resp, self._report("finish", flow.id))
+        self._finish(worker, resp)
+
+    def _finish(self, worker: Worker, resp: Response, body: bytes | None = b"") -> None:
+        """The flow's end goes with the worker's next write (or within FLUSH_S): nothing waits on it."""
+        to = None if self.quiet else PRINT if self.console is None else REPORT
+        if worker.alive:
+            worker.submit("finish", (resp.id, resp.status, resp.headers_at, resp.ended_at, resp.encoding,
+                                     resp.error, resp.chunks), body or b"", to, later=True)
 
 
 addons = [PrefixGuard()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison, compare
@@ -22,8 +23,8 @@ from prefixguard.fingerprint import PrefixIndex
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
 from prefixguard.proxy import verdict as verdicts
-from prefixguard.proxy.redact import redact_body, redact_text
-from prefixguard.proxy.tap import StreamTap
+from prefixguard.proxy.redact import api_keys, redact_body, redact_path, redact_text, tenant_of
+from prefixguard.proxy.tap import read_stream
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
@@ -60,24 +61,67 @@ NEW_CONTENT_CAUSES = {"volatile_content", "history_rewritten", "whitespace_chang
 
 @dataclass(slots=True)
 class FlowState:
-    """One request as the proxy saw it; the addon fills the transport fields, the analysis the rest."""
+    """One request. The addon fills the transport fields as they were on the wire (taking them costs
+    the flow nothing); `Analyzer.request` reads them, keeping only what is redacted, and fills the rest."""
 
     id: str
     ts: float                          # clock() at arrival: unix seconds (or a test's clock)
     sent: float                        # time.monotonic() when handed on upstream
-    path: str                          # redacted
+    path: str                          # as sent until the analysis redacts it
+    upstream: str | tuple[str, str, int] | None = None  # (scheme, host, port) until read: the URL
+    fields: tuple[tuple[bytes, bytes], ...] = ()  # the request's header fields, dropped once read
     method: str = "POST"
-    upstream: str | None = None
+    body: bytes = b""                  # as sent (content-encoding not undone)
+    # set by the analysis
     tenant: str = ""
     secrets: list[str] = field(default_factory=list)   # this request's keys: scrubbed, never stored
-    body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
-    # set by the analysis
     prompt: Prompt | None = None
     skip: str | None = None            # why the request was not analysed
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
+
+    def read_transport(self) -> str | None:
+        """Headers -> tenant, secrets, parse headers; path redacted; body decoded. Returns the
+        content-encoding when the body could not be decoded."""
+        headers = _plain(self.fields)
+        self.fields = ()
+        self.secrets, self.tenant = api_keys(headers), tenant_of(headers)
+        self.path = redact_path(self.path)
+        if isinstance(self.upstream, tuple):
+            scheme, host, port = self.upstream
+            default = port == (443 if scheme == "https" else 80)
+            self.upstream = f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}"
+        self.headers = {k: headers[k] for k in PARSE_HEADERS if k in headers}
+        encoding = headers.get("content-encoding")
+        self.body, ok = decoded(self.body, encoding)
+        return None if ok else encoding
+
+
+PARSE_HEADERS = ("anthropic-version", "anthropic-beta")  # headers that change how a body is read
+
+
+def _plain(fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
+    """Header fields as a dict, names lowercase, repeats joined as mitmproxy joins them."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in fields:
+        name = raw_name.decode("utf-8", "surrogateescape").lower()
+        value = raw_value.decode("utf-8", "surrogateescape")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+def decoded(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
+    """The body with its content-encoding undone (mitmproxy's decoders: gzip, deflate, br, zstd), and
+    whether that worked; on failure the body as it came."""
+    if not body or not encoding or encoding.strip().lower() == "identity":
+        return body, True
+    from mitmproxy.net.encoding import decode  # only the proxy sends encoded bodies, and it has mitmproxy
+    try:
+        return decode(body, encoding.strip().lower()), True
+    except ValueError:
+        return body, False
 
 
 @dataclass(slots=True)
@@ -89,13 +133,16 @@ class Response:
     headers_at: float | None = None
     ended_at: float | None = None
     encoding: str | None = None
-    body: bytes | None = None          # whole body when not streamed
-    tap: StreamTap | None = None       # the stream's chunks when streamed
     error: str | None = None
+    chunks: list[tuple[float, bytes]] | None = None  # a streamed body: (arrival, bytes) of each chunk
+    body: bytes | None = None          # a whole body, not streamed (content-encoding not undone)
 
 
-@dataclass(slots=True)
-class Early:
+# What the addon sends for each step, as plain tuples of these classes' first fields, in order.
+WIRE = {"request": FlowState, "finish": Response}
+
+
+class Early(NamedTuple):
     """What the response headers can carry: the request-side verdict and the expected cached tokens."""
 
     verdict: str
@@ -162,6 +209,10 @@ class Analyzer:
         self._flows[flow.id] = flow
         while len(self._flows) > KEEP_FLOWS:  # a flow whose end never came
             self._flows.popitem(last=False)
+        undecodable = flow.read_transport()
+        if undecodable:
+            flow.skip = f"cannot undo content-encoding {undecodable!r}"
+            return None
         try:
             prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
         except InputError as err:
@@ -197,12 +248,12 @@ class Analyzer:
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
         usage, first, output = Usage(), None, 0
-        if api and resp.tap is not None:
-            stream, first = resp.tap.read(api, resp.encoding)
+        if api and resp.chunks is not None:
+            stream, first = read_stream(resp.chunks, api, resp.encoding)
             usage = stream.usage()
             output = usage.output or stream.output_chunks
         elif api and resp.body and ok:
-            usage = parse_response(resp.body, api)
+            usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
@@ -217,7 +268,7 @@ class Analyzer:
             rec.total_s = resp.ended_at - flow.sent
         if first is not None:
             rec.ttft_s = first - flow.sent
-            last = resp.tap.last_at if resp.tap is not None else None
+            last = resp.chunks[-1][0] if resp.chunks else None
             if output and last is not None and last > first:
                 rec.decode_tps = output / (last - first)
         if prompt is None:

@@ -19,6 +19,9 @@ SECRET_FIELDS = frozenset({"api_key", "apikey", "x_api_key", "access_token", "re
                            "authorization", "client_secret", "secret_key", "password", "session_token"})
 SECRET_PARAMS = SECRET_FIELDS | {"key", "token", "auth", "sig", "signature", "secret"}
 REDACTED = "[redacted]"
+# Any of SECRET_FIELDS as a quoted string ('_' written '-' or '_', any case): a body without one has
+# nothing to scrub.
+_MAYBE_SECRET_FIELD = re.compile('"(?:' + "|".join(sorted(n.replace("_", "[-_]") for n in SECRET_FIELDS)) + ')"', re.I)
 _SCHEME = re.compile(r"^(bearer|basic|token)\s+", re.I)
 
 
@@ -69,6 +72,8 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
     Bodies with no credential field are returned as sent (same bytes); a scrubbed one is re-serialized
     compactly, key order kept."""
     text = redact_text(text, secrets)
+    if not _MAYBE_SECRET_FIELD.search(text) and "\\u" not in text:  # no such name, even escaped:
+        return text                                                # no parse needed
     try:
         body = json.loads(text)
     except ValueError:

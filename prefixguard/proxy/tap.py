@@ -1,7 +1,7 @@
 """The SSE tap: set as `flow.response.stream`, it hands every chunk on unchanged, as it arrives.
 
 On the request path it only notes each chunk and its arrival time; reading the events (usage, when
-content began) happens later, off that path, in `read()`. So the tap adds nothing measurable to TTFT.
+content began) happens later, off that path, in `read_stream()`. So the tap adds nothing measurable to TTFT.
 """
 from __future__ import annotations
 
@@ -25,34 +25,29 @@ def is_event_stream(content_type: str | None) -> bool:
 
 
 class StreamTap:
-    """Callable for mitmproxy's flow.response.stream: returns each chunk as it came."""
+    """Callable for mitmproxy's flow.response.stream: returns each chunk as it came, noting it and the
+    time it arrived."""
 
     def __init__(self) -> None:
         self.chunks: list[tuple[float, bytes]] = []  # (time.monotonic() at arrival, bytes)
-        self.ended = False                           # the upstream ended the message cleanly
 
     def __call__(self, chunk: bytes) -> bytes:
-        if chunk:
+        if chunk:  # mitmproxy calls with b"" once the upstream ended the message
             self.chunks.append((time.monotonic(), chunk))
-        else:  # mitmproxy calls with b"" once the upstream ended the message
-            self.ended = True
         return chunk
 
-    @property
-    def last_at(self) -> float | None:
-        return self.chunks[-1][0] if self.chunks else None
 
-    def read(self, api: str, encoding: str | None = None) -> tuple[UsageStream, float | None]:
-        """Feed the recorded chunks to a UsageStream; returns it and the arrival time of the chunk
-        that carried the first content event (time.monotonic(), None if no content came)."""
-        stream = UsageStream(api)
-        first: float | None = None
-        decoder = _DECODERS[encoding.lower()]() if encoding and encoding.lower() in _DECODERS else None
-        for at, chunk in self.chunks:
-            stream.feed(decoder.decompress(chunk) if decoder else chunk)
-            if first is None and stream.first_content_at is not None:
-                first = at
-        stream.feed(b"\n\n")  # close the last event when the stream lacked its final blank line
+def read_stream(chunks: list[tuple[float, bytes]], api: str, encoding: str | None = None) -> tuple[UsageStream, float | None]:
+    """Feed a tap's chunks to a UsageStream; returns it and the arrival time of the chunk that carried
+    the first content event (time.monotonic(), None if no content came)."""
+    stream = UsageStream(api)
+    first: float | None = None
+    decoder = _DECODERS[encoding.lower()]() if encoding and encoding.lower() in _DECODERS else None
+    for at, chunk in chunks:
+        stream.feed(decoder.decompress(chunk) if decoder else chunk)
         if first is None and stream.first_content_at is not None:
-            first = self.last_at
-        return stream, first
+            first = at
+    stream.feed(b"\n\n")  # close the last event when the stream lacked its final blank line
+    if first is None and stream.first_content_at is not None and chunks:
+        first = chunks[-1][0]
+    return stream, first

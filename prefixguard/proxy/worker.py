@@ -5,16 +5,20 @@ event loop needs to move bytes, and every flow would wait. In a process of their
 priority, they cost the traffic nothing. The parent side (`Worker`) keeps the hand-off off the flow's
 path as well: see its docstring.
 
-Messages both ways: two 4-byte big-endian lengths, a pickle, then a raw payload (a body, sent beside
-the pickle so that it is never copied into one). The first messages to the process are
-the parent's sys.path and (analyzer factory, its settings); then (seq, step, arg); answers are
-(seq, result, error).
-An exception in a step comes back as a one-line error with the request's secrets removed.
+Messages to the process: two 4-byte big-endian lengths, the message, then a raw payload (a body, sent
+beside the message so that it is never copied into it). The first two messages are pickles: the
+parent's sys.path, then (analyzer factory, its settings). Then, in marshal (plain tuples: the fastest
+way Python has to write and read them), (seq, step, args, to): run analyzer.<step>(arg), where arg is
+WIRE[step](*args) with the payload as arg.body, and send its result `to` REPLY (the answers pipe, which
+the addon reads when it needs an answer; a tuple, or False for none), REPORT (the reports pipe, read as reports come), PRINT (this
+process's stderr, the proxy's console) or nowhere (None). A failure goes to REPORT as one line, with the
+request's secrets removed.
 """
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import marshal
 import os
 import pickle
 import queue
@@ -27,39 +31,54 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from prefixguard.proxy.redact import redact_text
-
+REPLY, REPORT, PRINT = "reply", "report", "print"
 NICE = 10              # where SCHED_IDLE is not available
 PIPE_SIZE = 1 << 20    # a large pipe takes a whole body in one write, with no copy in our buffers
 DIRECT_MAX = 64 << 10  # bodies up to this size are written from the loop (a copy cheaper than a thread's wake-up)
-_HEADER = struct.Struct(">II")  # pickle length, raw payload length
+FLUSH_S = 0.05         # longest a deferred message waits for the next write to carry it
+READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: no mmap per read)
+KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
+_HEADER = struct.Struct(">II")  # message length, raw payload length
 
 
-def _frame(message: Any, payload: bytes = b"") -> list[bytes]:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return [_HEADER.pack(len(data), len(payload)) + data, payload]
+def _frame(data: bytes, payload: bytes = b"") -> list[bytes]:
+    head = _HEADER.pack(len(data), len(payload)) + data
+    return [head, payload] if payload else [head]
 
 
 class Worker:
     """The parent's handle on the analysis process (use from the event loop thread).
 
-    A small message is written to the pipe at once, when nothing is ahead of it and the pipe has room:
-    one system call, cheaper than waking a thread. Anything else goes, in order, to a feeder thread
-    that writes without the GIL, beside the loop (copying 1 MB into a pipe takes about 1 ms). Answers
-    come back to a reader task on the loop."""
+    Every hand-off costs the flow time on the loop, so per flow the loop writes once and is never woken:
+    - A message is written at once, when nothing is ahead of it and the pipe has room: one system call,
+      cheaper than waking a thread. A large body goes, in order, to a feeder thread that writes without
+      the GIL, beside the loop (copying 1 MB into a pipe takes about 1 ms).
+    - A message sent `later` (a flow's end) waits, up to FLUSH_S, to ride with the next write.
+    - Answers (REPLY) are not read as they come: `answers()` reads them when one is needed. Only
+      reports (failures; console lines for a console in this process) wake the loop."""
 
-    def __init__(self, factory: Callable[..., Any], settings: dict[str, Any]) -> None:
-        self._waiting: dict[int, Callable[[Any, str | None], None]] = {}
+    def __init__(self, factory: Callable[..., Any], settings: dict[str, Any],
+                 on_report: Callable[[str, str], None]) -> None:
+        self._on_report = on_report
         self._seq = 0
         self._ended = False  # a flag, set once the process is gone: no system call per flow to ask
-        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        reports, child_reports = os.pipe()
+        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker", str(child_reports)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                      pass_fds=(child_reports,))
+        os.close(child_reports)
         self._fd = self._proc.stdin.fileno()
-        os.set_blocking(self._fd, False)
-        try:
-            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        except (AttributeError, OSError):  # not Linux, or over the system's limit: the default pipe works
-            pass
+        self._answers_fd = self._proc.stdout.fileno()
+        for fd in (self._fd, self._answers_fd):
+            os.set_blocking(fd, False)
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            except (AttributeError, OSError):  # not Linux, or over the system's limit: the default pipe works
+                pass
+        self._answers: dict[int, Any] = {}
+        self._partial = b""
+        self._later: list[bytes] = []
+        self._flush: asyncio.TimerHandle | None = None
         # Bytes handed to the feeder and bytes it wrote: equal when it has nothing left. Each counter
         # has one writer thread, so neither needs a lock.
         self._queued = self._written = 0
@@ -67,9 +86,9 @@ class Worker:
         self._feeder = threading.Thread(target=self._feed, name="prefixguard-feeder", daemon=True)
         self._feeder.start()
         # sys.path first, on its own: unpickling the factory may need it
-        self._send(b"".join(_frame(list(sys.path)) + _frame((factory, settings))))
+        self._write(_frame(pickle.dumps(list(sys.path))) + _frame(pickle.dumps((factory, settings))))
         self._loop = asyncio.get_running_loop()
-        self._reader = self._loop.create_task(self._read())
+        self._reader = self._loop.create_task(self._read_reports(os.fdopen(reports, "rb", buffering=0)))
 
     @property
     def alive(self) -> bool:
@@ -85,15 +104,33 @@ class Worker:
         """Bytes submitted but not yet written to the process."""
         return self._queued - self._written
 
-    def submit(self, step: str, arg: Any, done: Callable[[Any, str | None], None] | None = None,
-               body: bytes = b"") -> None:
-        """Send arg.<step>; `body` travels raw and arrives as arg.body."""
+    def submit(self, step: str, args: tuple[Any, ...] | None, body: bytes = b"", to: str | None = None,
+               later: bool = False) -> int:
+        """Send a step (args: plain values, see the module's docstring); `body` travels raw. Returns the
+        message's number, which its REPLY answer carries."""
         self._seq += 1
-        header, body = _frame((self._seq, step, arg), body)
-        if done is not None:
-            self._waiting[self._seq] = done
-        if self._queued == self._written and len(body) <= DIRECT_MAX:
-            data = header + body
+        frames = _frame(marshal.dumps((self._seq, step, args, to)), body)
+        if later:
+            self._later += frames
+            if self._flush is None:
+                self._flush = self._loop.call_later(FLUSH_S, self.flush)
+        else:
+            self._write(self._take_later() + frames if self._later else frames)
+        return self._seq
+
+    def flush(self) -> None:
+        """Write the deferred messages now."""
+        self._flush = None
+        if self._later:
+            self._write(self._take_later())
+
+    def _take_later(self) -> list[bytes]:
+        later, self._later = self._later, []
+        return later
+
+    def _write(self, frames: list[bytes]) -> None:
+        if self._queued == self._written and sum(map(len, frames)) <= DIRECT_MAX:
+            data = b"".join(frames)
             try:
                 sent = os.write(self._fd, data)
             except BlockingIOError:  # the pipe is full
@@ -104,8 +141,8 @@ class Worker:
             if sent < len(data):
                 self._send(data[sent:])
         else:
-            self._send(header)
-            self._send(body)
+            for frame in frames:
+                self._send(frame)
 
     def _send(self, data: bytes) -> None:
         self._queued += len(data)
@@ -128,24 +165,49 @@ class Worker:
         except OSError:  # the process ended; what is still queued passes unanalysed
             self._ended = True
 
-    async def _read(self) -> None:
+    def answers(self) -> dict[int, Any]:
+        """The REPLY answers come so far, by message number (read now, without waiting); the caller
+        pops the ones it takes."""
+        chunks = [self._partial]
+        while True:
+            try:
+                data = os.read(self._answers_fd, READ_SIZE)
+            except OSError:  # BlockingIOError: nothing more has come
+                break
+            if not data:  # end of file: the process ended
+                self._ended = True
+                break
+            chunks.append(data)
+            if len(data) < READ_SIZE:  # the pipe is empty: no second system call to learn it
+                break
+        buf, at = b"".join(chunks), 0
+        while len(buf) - at >= _HEADER.size:
+            size, _ = _HEADER.unpack_from(buf, at)
+            if len(buf) - at - _HEADER.size < size:
+                break
+            seq, result = marshal.loads(buf[at + _HEADER.size:at + _HEADER.size + size])
+            self._answers[seq] = result
+            at += _HEADER.size + size
+        self._partial = buf[at:]
+        while len(self._answers) > KEEP_ANSWERS:
+            del self._answers[next(iter(self._answers))]
+        return self._answers
+
+    async def _read_reports(self, pipe: BinaryIO) -> None:
         out = asyncio.StreamReader()
-        await self._loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out), self._proc.stdout)
+        await self._loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out), pipe)
         try:
             while True:
                 size, _ = _HEADER.unpack(await out.readexactly(_HEADER.size))
-                seq, result, error = pickle.loads(await out.readexactly(size))
-                done = self._waiting.pop(seq, None)
-                if done is not None:
-                    done(result, error)
+                self._on_report(*marshal.loads(await out.readexactly(size)))
         except asyncio.IncompleteReadError:  # the process ended
             self._ended = True
-            for done in self._waiting.values():
-                done(None, "the analysis process ended")
-            self._waiting.clear()
 
     async def close(self) -> None:
         """Let the process finish what it was sent, then end it."""
+        if self._flush is not None:
+            self._flush.cancel()
+        self.flush()
         self._queue.put(None)
         await asyncio.to_thread(self._feeder.join)
         await self._reader
@@ -153,26 +215,45 @@ class Worker:
 
 
 def main() -> None:
+    from prefixguard.proxy.analysis import WIRE
+    from prefixguard.proxy.redact import redact_text
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the proxy, which then stops us cleanly
     _lower_priority()
-    out = os.fdopen(os.dup(1), "wb")
+    answers = os.fdopen(os.dup(1), "wb")
+    reports = os.fdopen(int(sys.argv[1]), "wb")
     os.dup2(2, 1)  # a stray print must not land in the answers
     inp = sys.stdin.buffer
-    sys.path[:] = _read(inp)[0]
-    factory, settings = _read(inp)[0]
+    sys.path[:] = pickle.loads(_read(inp)[0])
+    factory, settings = pickle.loads(_read(inp)[0])
     analyzer = factory(**settings)
     while (message := _read(inp)) is not None:
-        (seq, step, arg), body = message
+        data, body = message
+        seq, step, args, to = marshal.loads(data)
+        arg = WIRE[step](*args) if step in WIRE else args
         if body:
             arg.body = body
         try:
-            answer = (seq, getattr(analyzer, step)(arg), None)
+            result = getattr(analyzer, step)(arg)
         except Exception as err:  # noqa: BLE001 - reported by the proxy, never raised into a flow
             secrets = getattr(arg, "secrets", None) or analyzer.secrets_of(getattr(arg, "id", ""))
-            answer = (seq, None, redact_text(f"{type(err).__name__}: {err}", secrets))
-        out.write(b"".join(_frame(answer)))
-        out.flush()
+            error = redact_text(f"{type(err).__name__}: {err}", secrets)
+            _answer(reports, ("error", f"analysis ({step}) of {getattr(arg, 'id', '?')} failed: {error}"))
+            result = None
+        if to == REPLY:  # always: False tells the addon the analysis is done and found nothing to say
+            _answer(answers, (seq, False if result is None else tuple(result)))
+        elif result is None:
+            continue
+        elif to == REPORT:
+            _answer(reports, ("line", result))
+        elif to == PRINT:
+            print(result, file=sys.stderr, flush=True)
     analyzer.close()
+
+
+def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:
+    out.write(b"".join(_frame(marshal.dumps(message))))
+    out.flush()
 
 
 def _lower_priority() -> None:
@@ -186,12 +267,12 @@ def _lower_priority() -> None:
             pass
 
 
-def _read(inp: BinaryIO) -> tuple[Any, bytes] | None:
+def _read(inp: BinaryIO) -> tuple[bytes, bytes] | None:
     head = inp.read(_HEADER.size)
     if len(head) < _HEADER.size:
         return None
     size, payload = _HEADER.unpack(head)
-    return pickle.loads(inp.read(size)), inp.read(payload)
+    return inp.read(size), inp.read(payload)
 
 
 if __name__ == "__main__":

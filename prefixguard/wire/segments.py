@@ -21,7 +21,6 @@ class Builder:
     def __init__(self, count_tokens: bool = True) -> None:
         self.segments: list[Segment] = []
         self.estimated = not count_tokens or tokens.is_estimated()
-        self._count = tokens.estimate if self.estimated else tokens.count
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
@@ -35,9 +34,9 @@ class Builder:
         # block into another message changes the key; a whole message holds it in its value.
         key = marshal.dumps((level, role, True if whole else header, value), 2)
         if self.estimated:  # the estimate reads sizes only: no need to serialize the value
-            count = self._count(text) if isinstance(text, str) else len(key) // 4
+            count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
         else:
-            count = self._count(text if isinstance(text, str) else _compact(value))
+            count = tokens.count_once(key, lambda: text if isinstance(text, str) else _compact(value))
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
                       count, breakpoint, message_index, header)
         self.segments.append(seg)
