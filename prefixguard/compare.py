@@ -18,7 +18,7 @@ from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
 from prefixguard.policy import breakpoints
-from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment
+from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment, compact_json
 from prefixguard.volatile import find_volatile
 
 DESCRIPTIONS = {
@@ -336,7 +336,7 @@ def _within(sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str | N
     """The cause of a change inside one part that is in the same place in both requests."""
     va, vb = _unmarked(sa.value), _unmarked(sb.value)
     da, db = _data(va), _data(vb)
-    if da == db and _compact(va) != _compact(vb):
+    if da == db and compact_json(va) != compact_json(vb):
         return "key_order_changed", f"same data, keys in another order: {_key_orders(da, db)}"
     hit = _volatile_at(ta, tb, p)
     if hit:
@@ -432,10 +432,6 @@ def _spaceless(value: Any) -> Any:
     return value
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _key_orders(da: Any, db: Any) -> str:
     """The first object of two _data values whose keys come in another order, as 'path: a, b -> b, a'."""
     stack: list[tuple[str, Any, Any]] = [("", da, db)]
@@ -514,7 +510,7 @@ def _text_of(value: Any) -> str:
         for key in ("text", "content", "output", "summary", "encrypted_content"):
             if isinstance(value.get(key), str):
                 return value[key]
-    return _compact(value)
+    return compact_json(value)
 
 
 def _short(value: Any, limit: int = 48) -> str:

@@ -30,6 +30,8 @@ from typing import Any
 
 import click
 
+from prefixguard.proxy.verdict import read_cause
+
 APP = Path(__file__).resolve().parent.parent / "examples" / "app" / "agent.py"
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
@@ -206,18 +208,14 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
             "input_cost_usd": round(cost, 6)}
 
 
-def _cause_names(cause: str | None) -> list[str]:
-    return cause.split(" at ", 1)[0].split("+") if cause else []
-
-
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cause the proxy found: how often, where, the tokens it made the engine prefill again, the fix."""
     from prefixguard.compare import FIXES
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
-        where = r["cause"].split(" at ", 1)[1] if r["cause"] and " at " in r["cause"] else None
-        for name in _cause_names(r["cause"]):
+        names, where = read_cause(r["cause"])
+        for name in names:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
                                             "fix": FIXES.get(name, "").format(what="the changing text",
                                                                               level="prefix")})
@@ -269,7 +267,7 @@ def _print(result: dict[str, Any]) -> None:
 
 def _verdict(r: dict[str, Any]) -> str:
     """The verdict, or for a changed prefix its cause: what broke."""
-    names = _cause_names(r["cause"])
+    names, _ = read_cause(r["cause"])
     if r["verdict"] == "miss_prefix_changed" and names:
         return ", ".join(names)
     return str(r["verdict"])

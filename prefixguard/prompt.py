@@ -36,8 +36,8 @@ class Segment:
         """What the provider's renderer sees: compact JSON with key order as sent, after level/role/message
         markers. Built on first use: the fingerprint does not need it, a renderer or a diff does."""
         if self._canon is None:
-            opener = "" if self.header is None else "\x1d" + _compact(self.header)
-            body = _compact(without_markers(self.value))
+            opener = "" if self.header is None else "\x1d" + compact_json(self.header)
+            body = compact_json(without_markers(self.value))
             self._canon = f"\x1e{self.level}\x1f{self.role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
         return self._canon
 
@@ -46,7 +46,8 @@ class Segment:
 # prompt, so they stay out of key and canon (moving one is a breakpoint change, not a content change).
 MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint")
 
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Compact JSON with key order as sent: what a provider's renderer sees of a value (and what we count).
+compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def without_markers(value: Any) -> Any:

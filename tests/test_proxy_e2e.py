@@ -412,11 +412,13 @@ def cli_proxy(args: list[str], program: str = "prefixguard") -> Iterator[str]:
 
 @pytest.mark.slow
 def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
-    """The same addon loaded by mitmdump itself, as a regular (forward) proxy."""
-    db = tmp_path / "fwd.db"
+    """The same addon loaded by mitmdump itself, as a regular (forward) proxy, with mitmproxy saving the
+    flows as well (it deep-copies each flow's metadata, where the addon keeps its notes)."""
+    from mitmproxy.io import FlowReader
+    db, saved = tmp_path / "fwd.db", tmp_path / "flows.mitm"
     addon_file = Path(__file__).resolve().parent.parent / "prefixguard" / "proxy" / "addon.py"
     key = env.key()
-    with cli_proxy(["--listen-host", "127.0.0.1", "--listen-port", "0", "-s", str(addon_file),
+    with cli_proxy(["--listen-host", "127.0.0.1", "--listen-port", "0", "-s", str(addon_file), "-w", str(saved),
                     "--set", f"prefixguard_store={db}", "--set", "prefixguard_quiet=true",
                     "--set", "prefixguard_headers=false"], "mitmdump") as url:
         with httpx.Client(proxy=url) as client:
@@ -426,3 +428,6 @@ def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
     with open_store(db) as store:
         [row] = list(store.rows())
     assert row["tenant"] == tenant_of({"x-api-key": key}) and row["verdict"] == "cold"
+    with saved.open("rb") as f:
+        [flow] = list(FlowReader(f).stream())
+    assert flow.response.content == r.content

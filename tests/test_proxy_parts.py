@@ -100,6 +100,10 @@ def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
     v = verdict.final(Expected(0, 500, 0, "cold"), cmp, Usage(500, 0, 500, 0, 0, 3, True), 200)
     assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
     assert verdict.early(Expected(0, 500, 0, "cold"), cmp) == v
+    assert verdict.read_cause(v.cause) == (["volatile_content"], "/system/0")  # what the demo and report read
+    assert verdict.read_cause("tools_reordered+model_changed at /tools/2") == (["tools_reordered", "model_changed"],
+                                                                                "/tools/2")
+    assert verdict.read_cause(None) == ([], None)
 
 
 def test_routes_by_path_prefix() -> None:

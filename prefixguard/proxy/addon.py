@@ -157,16 +157,17 @@ class PrefixGuard:
     # ---- flow hooks
     @_hook
     def request(self, flow: http.HTTPFlow) -> None:
-        route = next((r for r in self.routes if r.matches(flow.request.path)), None)
+        req = flow.request
+        route = next((r for r in self.routes if r.matches(req.path)), None)
         if route is not None:
-            route.apply(flow.request)
-        if flow.request.method != "POST":
+            route.apply(req)
+        if req.method != "POST":
             return
         try:
-            detect_api(None, flow.request.path)
+            detect_api(None, req.path)
         except InputError:
             return  # not a Messages / Chat Completions / Responses call
-        body = flow.request.raw_content or b""
+        body = req.raw_content or b""
         worker = self._start()
         if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
@@ -175,17 +176,17 @@ class PrefixGuard:
             self._skipping = True
             return
         self._skipping = False
-        req = flow.request
         seq = worker.submit("request", (flow.id, self.clock(), time.monotonic(), req.path,
                                         (req.scheme, req.host, req.port), req.headers.fields),
                             body, REPLY if self.headers else None)
-        flow.metadata[META] = (worker, seq, Response(flow.id))
+        # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
+        flow.metadata[META] = (seq, Response(flow.id))
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata or flow.response is None:
             return
-        worker, seq, resp = flow.metadata[META]
+        seq, resp = flow.metadata[META]
         resp.headers_at = time.monotonic()
         resp.status = flow.response.status_code
         content_type, resp.encoding = _content_headers(flow.response.headers.fields)
@@ -194,30 +195,33 @@ class PrefixGuard:
             resp.chunks = tap.chunks
             flow.response.stream = tap
         if self.headers:
-            _add_verdict(flow.response.headers, worker.answers().pop(seq, None))
+            worker = self._worker
+            _add_verdict(flow.response.headers, worker.answers().pop(seq, None) if worker else None)
 
     @_hook
     def response(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata or flow.response is None:
             return
-        worker, _, resp = flow.metadata.pop(META)
+        _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
-        self._finish(worker, resp, flow.response.raw_content if resp.chunks is None else b"")
+        self._finish(resp, flow.response.raw_content if resp.chunks is None else b"")
 
     @_hook
     def error(self, flow: http.HTTPFlow) -> None:
         if META not in flow.metadata:
             return
-        worker, seq, resp = flow.metadata.pop(META)
-        worker.answers().pop(seq, None)  # read them here too: a flow that fails never asks for its answer
+        seq, resp = flow.metadata.pop(META)
+        if self._worker is not None:  # read them here too: a flow that fails never asks for its answer
+            self._worker.answers().pop(seq, None)
         resp.ended_at = time.monotonic()
         resp.error = flow.error.msg if flow.error else "error"
-        self._finish(worker, resp)
+        self._finish(resp)
 
-    def _finish(self, worker: Worker, resp: Response, body: bytes | None = b"") -> None:
+    def _finish(self, resp: Response, body: bytes | None = b"") -> None:
         """The flow's end goes with the worker's next write (or within FLUSH_S): nothing waits on it."""
+        worker = self._worker
         to = None if self.quiet else PRINT if self.console is None else REPORT
-        if worker.alive:
+        if worker is not None and worker.alive:
             worker.submit("finish", (resp.id, resp.status, resp.headers_at, resp.ended_at, resp.encoding,
                                      resp.error, resp.chunks), body or b"", to, later=True)
 

@@ -33,6 +33,15 @@ def _prefix_changed(cmp: Comparison | None) -> str | None:
     return None
 
 
+def read_cause(cause: str | None) -> tuple[list[str], str | None]:
+    """(cause names, pointer) of a stored miss_prefix_changed cause ("a+b at /pointer"); other causes
+    (free text) give their text as the one name."""
+    if not cause:
+        return [], None
+    names, _, where = cause.partition(" at ")
+    return names.split("+"), where or None
+
+
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
     """The verdict the request alone supports (no usage yet)."""
     if expected.read_tokens == 0 and expected.reason in ("no_breakpoint", "below_minimum"):

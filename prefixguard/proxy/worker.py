@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import itertools
 import marshal
 import os
 import pickle
@@ -39,6 +40,7 @@ FLUSH_S = 0.05         # longest a deferred message waits for the next write to 
 READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: no mmap per read)
 KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
 _HEADER = struct.Struct(">II")  # message length, raw payload length
+_SEQ = itertools.count(1)       # message numbers, unique in this process (a worker may be replaced)
 
 
 def _frame(data: bytes, payload: bytes = b"") -> list[bytes]:
@@ -60,7 +62,6 @@ class Worker:
     def __init__(self, factory: Callable[..., Any], settings: dict[str, Any],
                  on_report: Callable[[str, str], None]) -> None:
         self._on_report = on_report
-        self._seq = 0
         self._ended = False  # a flag, set once the process is gone: no system call per flow to ask
         reports, child_reports = os.pipe()
         self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker", str(child_reports)],
@@ -108,15 +109,15 @@ class Worker:
                later: bool = False) -> int:
         """Send a step (args: plain values, see the module's docstring); `body` travels raw. Returns the
         message's number, which its REPLY answer carries."""
-        self._seq += 1
-        frames = _frame(marshal.dumps((self._seq, step, args, to)), body)
+        seq = next(_SEQ)
+        frames = _frame(marshal.dumps((seq, step, args, to)), body)
         if later:
             self._later += frames
             if self._flush is None:
                 self._flush = self._loop.call_later(FLUSH_S, self.flush)
         else:
             self._write(self._take_later() + frames if self._later else frames)
-        return self._seq
+        return seq
 
     def flush(self) -> None:
         """Write the deferred messages now."""

@@ -20,6 +20,7 @@ from prefixguard.compare import compare
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import PrefixIndex
 from prefixguard.prompt import Prompt
+from prefixguard.proxy.verdict import read_cause
 from prefixguard.replay.results import distribution, quantile
 from prefixguard.wire import parse_request
 
@@ -211,7 +212,7 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
     for row in rows:
         prompt = _prompt(row)
         if prompt is None:
-            stored = (row.get("cause") or "").split(" at ")[0].split("+")[0]
+            stored = next(iter(read_cause(row.get("cause"))[0]), None)
             if stored:
                 causes.setdefault(stored, Cause(stored)).requests += 1
             continue

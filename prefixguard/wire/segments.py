@@ -2,17 +2,14 @@
 read the fields every shape has (the model, token counts in usage)."""
 from __future__ import annotations
 
-import json
 import marshal
 from typing import Any
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.prompt import MARKER_KEYS, Segment, without_markers
+from prefixguard.prompt import MARKER_KEYS, Segment, compact_json, without_markers
 from prefixguard.wire.jsonspan import Node
 
-# Token counting reads the JSON the provider parses, re-serialized compactly with key order as sent.
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Builder:
@@ -36,7 +33,7 @@ class Builder:
         if self.estimated:  # the estimate reads sizes only: no need to serialize the value
             count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
         else:
-            count = tokens.count_once(key, lambda: text if isinstance(text, str) else _compact(value))
+            count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value))
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
                       count, breakpoint, message_index, header)
         self.segments.append(seg)
