@@ -52,9 +52,10 @@ class Worker:
     """The parent's handle on the analysis process (use from the event loop thread).
 
     Every hand-off costs the flow time on the loop, so per flow the loop writes once and is never woken:
-    - A message is written at once, when nothing is ahead of it and the pipe has room: one system call,
-      cheaper than waking a thread. A large body goes, in order, to a feeder thread that writes without
-      the GIL, beside the loop (copying 1 MB into a pipe takes about 1 ms).
+    - A message is written when the loop has finished its current step (for a request: after sending
+      it upstream, so the upstream is not kept waiting for our write): one system call when nothing is
+      ahead of it and the pipe has room, cheaper than waking a thread. A large body goes, in order, to a
+      feeder thread that writes without the GIL, beside the loop (copying 1 MB takes about 1 ms).
     - A message sent `later` (a flow's end) waits, up to FLUSH_S, to ride with the next write.
     - Answers (REPLY) are not read as they come: `answers()` reads them when one is needed. Only
       reports (failures; console lines for a console in this process) wake the loop."""
@@ -78,17 +79,18 @@ class Worker:
                 pass
         self._answers: dict[int, Any] = {}
         self._partial = b""
-        self._later: list[bytes] = []
-        self._flush: asyncio.TimerHandle | None = None
+        self._pending: list[bytes] = []  # frames not yet written, in order
+        self._soon = False               # a flush is queued on the loop
+        self._timer: asyncio.TimerHandle | None = None
         # Bytes handed to the feeder and bytes it wrote: equal when it has nothing left. Each counter
         # has one writer thread, so neither needs a lock.
         self._queued = self._written = 0
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._feeder = threading.Thread(target=self._feed, name="prefixguard-feeder", daemon=True)
         self._feeder.start()
+        self._loop = asyncio.get_running_loop()
         # sys.path first, on its own: unpickling the factory may need it
         self._write(_frame(pickle.dumps(list(sys.path))) + _frame(pickle.dumps((factory, settings))))
-        self._loop = asyncio.get_running_loop()
         self._reader = self._loop.create_task(self._read_reports(os.fdopen(reports, "rb", buffering=0)))
 
     @property
@@ -108,26 +110,29 @@ class Worker:
     def submit(self, step: str, args: tuple[Any, ...] | None, body: bytes = b"", to: str | None = None,
                later: bool = False) -> int:
         """Send a step (args: plain values, see the module's docstring); `body` travels raw. Returns the
-        message's number, which its REPLY answer carries."""
+        message's number, which its REPLY answer carries.
+
+        The write happens once the loop has done what it is doing (for a request: sending it upstream),
+        or with `later`, within FLUSH_S, riding with another message."""
         seq = next(_SEQ)
-        frames = _frame(marshal.dumps((seq, step, args, to)), body)
-        if later:
-            self._later += frames
-            if self._flush is None:
-                self._flush = self._loop.call_later(FLUSH_S, self.flush)
-        else:
-            self._write(self._take_later() + frames if self._later else frames)
+        self._pending += _frame(marshal.dumps((seq, step, args, to)), body)
+        if not later and not self._soon:
+            self._soon = True
+            self._loop.call_soon(self.flush)
+        elif later and self._timer is None:
+            self._timer = self._loop.call_later(FLUSH_S, self._on_timer)
         return seq
 
     def flush(self) -> None:
-        """Write the deferred messages now."""
-        self._flush = None
-        if self._later:
-            self._write(self._take_later())
+        """Write what is pending now."""
+        self._soon = False
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._write(pending)
 
-    def _take_later(self) -> list[bytes]:
-        later, self._later = self._later, []
-        return later
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.flush()
 
     def _write(self, frames: list[bytes]) -> None:
         if self._queued == self._written and sum(map(len, frames)) <= DIRECT_MAX:
@@ -206,8 +211,8 @@ class Worker:
 
     async def close(self) -> None:
         """Let the process finish what it was sent, then end it."""
-        if self._flush is not None:
-            self._flush.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         self.flush()
         self._queue.put(None)
         await asyncio.to_thread(self._feeder.join)
