@@ -3,6 +3,7 @@ clients in front, and behind it an upstream that replays real recorded provider 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import logging
@@ -117,6 +118,23 @@ def test_json_bodies_pass_byte_for_byte(env: Env) -> None:
     with open_store(env.db) as store:
         [rec] = [r for r in store.records() if r.id == row["id"]]
     assert rec.upstream == env.upstream.url and rec.path == "/v1/messages"  # where it went, as a URL
+
+
+def test_compressed_bodies_pass_as_sent_and_are_read(env: Env) -> None:
+    """A gzip request body and a gzip response: forwarded compressed, byte for byte; the analysis undoes
+    the encoding to read the prompt and the usage."""
+    raw = gzip.compress((env.recorded / LEGACY / "0001.request.json").read_bytes())
+    key = env.key()
+    with httpx.stream("POST", f"{env.proxy.url}/v1/messages", content=raw,
+                      headers={"x-api-key": key, "content-type": "application/json", "content-encoding": "gzip",
+                               "accept-encoding": "gzip", "x-upstream-gzip": "1", "x-test-id": "gzip"}) as r:
+        received = b"".join(r.iter_raw())  # as it came, still compressed
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+    assert env.upstream.seen["gzip"]["request_sha"] == sha(raw)
+    assert env.upstream.seen["gzip"]["response_sha"] == sha(received)
+    [row] = env.rows(key, 1)
+    assert row["model"] == env.body(LEGACY)["model"] and row["verdict"] == "cold"
+    assert row["usage"]["cache_write_5m"] == 1163  # read from the compressed response
 
 
 def test_sdk_json_and_sse_bytes_identical(env: Env) -> None:
@@ -336,6 +354,23 @@ def test_killed_analysis_process_is_replaced(env: Env) -> None:
     client.close()
     assert env.addon._worker.pid != old
     assert len(env.rows(key, 2)) >= 2
+
+
+def test_flows_pass_unanalysed_while_the_analysis_is_behind(env: Env, caplog: pytest.LogCaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefixguard.proxy.addon as addon_module
+    key = env.key()
+    client = env.anthropic(key)
+    monkeypatch.setattr(addon_module, "MAX_BACKLOG", 100)  # less than one request: always "behind"
+    with caplog.at_level(logging.WARNING, logger="prefixguard.proxy"):
+        for i in range(3):
+            r = client.messages.with_raw_response.create(**env.body(LEGACY), extra_headers={"x-test-id": f"behind-{i}"})
+            assert r.status_code == 200 and sha(r.http_response.content) == env.upstream.seen[f"behind-{i}"]["response_sha"]
+    assert caplog.text.count("new flows pass unanalysed") == 1  # said once, not per flow
+    monkeypatch.undo()
+    client.messages.create(**env.body(LEGACY))  # caught up: analysed again
+    client.close()
+    assert len(env.rows(key, 1)) == 1
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ response body sent.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.server
 import json
@@ -106,15 +107,19 @@ class Upstream:
         if out := h.headers.get("x-upstream-output"):
             data = _OUTPUT.sub(lambda m: b'"' + m.group(1) + b'":' + out.encode(), data)
         if not sse:
-            return self._send(h, test_id, 200, data, "application/json")
+            gzip_it = bool(h.headers.get("x-upstream-gzip"))  # a compressed answer, as providers may send
+            return self._send(h, test_id, 200, gzip.compress(data) if gzip_it else data, "application/json",
+                              "gzip" if gzip_it else None)
         self._stream(h, test_id, data, int(h.headers.get("x-upstream-cut") or 0),
                      float(h.headers.get("x-upstream-gap") or 0))
 
     def _send(self, h: http.server.BaseHTTPRequestHandler, test_id: str, status: int, data: bytes,
-              ctype: str) -> None:
+              ctype: str, encoding: str | None = None) -> None:
         self.seen[test_id]["response_sha"] = hashlib.sha256(data).hexdigest()
         h.send_response(status)
         h.send_header("content-type", ctype)
+        if encoding:
+            h.send_header("content-encoding", encoding)
         h.send_header("content-length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)

@@ -14,7 +14,8 @@ printed by the worker (or handed to the `console` given to PrefixGuard).
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
 arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.py: "pending"
-when the analysis has not finished yet, "unknown" when the request could not be analysed),
+when the analysis has not finished yet, as for answers faster than REQUEST_WAIT_S; "unknown" when the
+request could not be analysed),
 x-prefixguard-cause, x-prefixguard-expected-cached (tokens, in the provider's tokens as far as known).
 The final verdict, which needs the reported usage, goes to the console line and the store.
 """
@@ -39,6 +40,11 @@ logger = logging.getLogger("prefixguard.proxy")
 
 META = "prefixguard"
 MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
+# How long a flow's hand-off to the analysis may wait to share one write (and one wake-up of the
+# analysis process) with others. A request's: short, so its early verdict is ready for any answer slower
+# than this (every real LLM call); a flow's end: nothing waits for it.
+REQUEST_WAIT_S = 0.005
+END_WAIT_S = 0.05
 OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
            "prefixguard_policy", "prefixguard_upstreams")
 
@@ -178,7 +184,7 @@ class PrefixGuard:
         self._skipping = False
         seq = worker.submit("request", (flow.id, self.clock(), time.monotonic(), req.path,
                                         (req.scheme, req.host, req.port), req.headers.fields),
-                            body, REPLY if self.headers else None)
+                            body, REPLY if self.headers else None, REQUEST_WAIT_S)
         # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
         flow.metadata[META] = (seq, Response(flow.id))
 
@@ -218,12 +224,12 @@ class PrefixGuard:
         self._finish(resp)
 
     def _finish(self, resp: Response, body: bytes | None = b"") -> None:
-        """The flow's end goes with the worker's next write (or within FLUSH_S): nothing waits on it."""
+        """Hand the flow's end to the analysis."""
         worker = self._worker
         to = None if self.quiet else PRINT if self.console is None else REPORT
         if worker is not None and worker.alive:
             worker.submit("finish", (resp.id, resp.status, resp.headers_at, resp.ended_at, resp.encoding,
-                                     resp.error, resp.chunks), body or b"", to, later=True)
+                                     resp.error, resp.chunks), body or b"", to, END_WAIT_S)
 
 
 addons = [PrefixGuard()]

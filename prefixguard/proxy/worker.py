@@ -9,10 +9,12 @@ Messages to the process: two 4-byte big-endian lengths, the message, then a raw 
 beside the message so that it is never copied into it). The first two messages are pickles: the
 parent's sys.path, then (analyzer factory, its settings). Then, in marshal (plain tuples: the fastest
 way Python has to write and read them), (seq, step, args, to): run analyzer.<step>(arg), where arg is
-WIRE[step](*args) with the payload as arg.body, and send its result `to` REPLY (the answers pipe, which
-the addon reads when it needs an answer; a tuple, or False for none), REPORT (the reports pipe, read as reports come), PRINT (this
-process's stderr, the proxy's console) or nowhere (None). A failure goes to REPORT as one line, with the
-request's secrets removed.
+WIRE[step](*args) with the payload as arg.body, and send its result `to`:
+- REPLY: the answers pipe, which the addon reads when it needs an answer (a tuple, or False for none);
+- REPORT: the reports pipe, read as reports come;
+- PRINT: this process's stderr, the proxy's console;
+- None: nowhere.
+A failure goes to REPORT as one line, with the request's secrets removed.
 """
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ REPLY, REPORT, PRINT = "reply", "report", "print"
 NICE = 10              # where SCHED_IDLE is not available
 PIPE_SIZE = 1 << 20    # a large pipe takes a whole body in one write, with no copy in our buffers
 DIRECT_MAX = 64 << 10  # bodies up to this size are written from the loop (a copy cheaper than a thread's wake-up)
-FLUSH_S = 0.05         # longest a deferred message waits for the next write to carry it
 READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: no mmap per read)
 KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
 _HEADER = struct.Struct(">II")  # message length, raw payload length
@@ -51,12 +52,13 @@ def _frame(data: bytes, payload: bytes = b"") -> list[bytes]:
 class Worker:
     """The parent's handle on the analysis process (use from the event loop thread).
 
-    Every hand-off costs the flow time on the loop, so per flow the loop writes once and is never woken:
-    - A message is written when the loop has finished its current step (for a request: after sending
-      it upstream, so the upstream is not kept waiting for our write): one system call when nothing is
-      ahead of it and the pipe has room, cheaper than waking a thread. A large body goes, in order, to a
-      feeder thread that writes without the GIL, beside the loop (copying 1 MB takes about 1 ms).
-    - A message sent `later` (a flow's end) waits, up to FLUSH_S, to ride with the next write.
+    Waking another process costs more than the bytes it is sent, on the loop and on the CPU the flow
+    needs next, so the hand-off batches and the loop is never woken:
+    - A message waits up to the `within` its sender allows, and goes with everything pending then, in
+      one write: one wake-up of the process for several flows, after (not during) the short ones. A
+      write is one system call when nothing is ahead of it and the pipe has room, cheaper than waking a
+      thread; a large body goes, in order, to a feeder thread that writes without the GIL, beside the
+      loop (copying 1 MB takes about 1 ms).
     - Answers (REPLY) are not read as they come: `answers()` reads them when one is needed. Only
       reports (failures; console lines for a console in this process) wake the loop."""
 
@@ -80,6 +82,7 @@ class Worker:
         self._answers: dict[int, Any] = {}
         self._partial = b""
         self._pending: list[bytes] = []  # frames not yet written, in order
+        self._pending_bytes = 0
         self._soon = False               # a flush is queued on the loop
         self._timer: asyncio.TimerHandle | None = None
         # Bytes handed to the feeder and bytes it wrote: equal when it has nothing left. Each counter
@@ -105,29 +108,34 @@ class Worker:
     @property
     def backlog(self) -> int:
         """Bytes submitted but not yet written to the process."""
-        return self._queued - self._written
+        return self._pending_bytes + self._queued - self._written
 
     def submit(self, step: str, args: tuple[Any, ...] | None, body: bytes = b"", to: str | None = None,
-               later: bool = False) -> int:
+               within: float = 0.0) -> int:
         """Send a step (args: plain values, see the module's docstring); `body` travels raw. Returns the
-        message's number, which its REPLY answer carries.
-
-        The write happens once the loop has done what it is doing (for a request: sending it upstream),
-        or with `later`, within FLUSH_S, riding with another message."""
+        message's number, which its REPLY answer carries. The message is written within `within`
+        seconds, with whatever else is pending then (0: once the loop has finished its current step)."""
         seq = next(_SEQ)
-        self._pending += _frame(marshal.dumps((seq, step, args, to)), body)
-        if not later and not self._soon:
-            self._soon = True
-            self._loop.call_soon(self.flush)
-        elif later and self._timer is None:
-            self._timer = self._loop.call_later(FLUSH_S, self._on_timer)
+        frames = _frame(marshal.dumps((seq, step, args, to)), body)
+        self._pending += frames
+        self._pending_bytes += sum(map(len, frames))
+        if within <= 0:
+            if not self._soon:
+                self._soon = True
+                self._loop.call_soon(self.flush)
+            return seq
+        due = self._loop.time() + within
+        if self._timer is None or due < self._timer.when():
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._loop.call_at(due, self._on_timer)
         return seq
 
     def flush(self) -> None:
         """Write what is pending now."""
         self._soon = False
         if self._pending:
-            pending, self._pending = self._pending, []
+            pending, self._pending, self._pending_bytes = self._pending, [], 0
             self._write(pending)
 
     def _on_timer(self) -> None:
