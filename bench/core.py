@@ -23,6 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from prefixguard import tokens  # noqa: E402
 from prefixguard.compare import compare  # noqa: E402
 from prefixguard.wire import parse_request  # noqa: E402
 
@@ -74,8 +75,12 @@ def measure(a: bytes, b: bytes, repeat: int, token_repeat: int) -> dict[str, flo
     def loads() -> None:
         json.loads(a), json.loads(b)
 
-    def core(tokens: bool) -> Callable[[], Any]:
-        return lambda: compare(parse_request(a, count_tokens=tokens), parse_request(b, count_tokens=tokens))
+    def core(count: bool) -> Callable[[], Any]:
+        def run() -> Any:
+            if count:  # a cold tokenizer each time: nothing of a or b remembered from the last repeat
+                tokens.forget()
+            return compare(parse_request(a, count_tokens=count), parse_request(b, count_tokens=count))
+        return run
 
     core(True)()  # warm the tokenizer and the caches once
     pa, pb = parse_request(a, count_tokens=False), parse_request(b, count_tokens=False)
