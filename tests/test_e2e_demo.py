@@ -54,7 +54,10 @@ def test_demo_shows_the_fixes_raise_the_hit_rate(tmp_path: Path) -> None:
 
 
 def test_demo_interrupted_leaves_no_process(tmp_path: Path) -> None:
-    demo = subprocess.Popen([*DEMO, "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Ctrl-C as a terminal sends it. A shell that starts the tests in the background sets SIGINT to be
+    # ignored, and Python keeps an ignored SIGINT ignored: give the demo the default, as a terminal would.
+    demo = subprocess.Popen([*DEMO, "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     children: set[int] = set()
     try:
         deadline = time.monotonic() + 120
