@@ -424,8 +424,9 @@ def test_no_secret_in_store_or_console(env: Env) -> None:
 
 
 @contextlib.contextmanager
-def cli_proxy(args: list[str], program: str = "prefixguard") -> Iterator[str]:
-    """Run the proxy in a subprocess; yields its URL (the port it printed), stops it with SIGINT."""
+def cli_proxy(args: list[str], program: str = "prefixguard", output: list[str] | None = None) -> Iterator[str]:
+    """Run the proxy in a subprocess; yields its URL (the port it printed), stops it with SIGINT. What it
+    printed after it started goes to `output`."""
     exe = Path(sys.executable).with_name(program)
     cmd = [str(exe), "proxy", "--port", "0", *args] if program == "prefixguard" else [str(exe), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -442,7 +443,10 @@ def cli_proxy(args: list[str], program: str = "prefixguard") -> Iterator[str]:
         yield url
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(20) == 0
+        rest, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0
+        if output is not None:
+            output += rest.splitlines()
 
 
 @pytest.mark.slow
@@ -453,9 +457,10 @@ def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
     db, saved = tmp_path / "fwd.db", tmp_path / "flows.mitm"
     addon_file = Path(__file__).resolve().parent.parent / "prefixguard" / "proxy" / "addon.py"
     key = env.key()
+    printed: list[str] = []
     with cli_proxy(["--listen-host", "127.0.0.1", "--listen-port", "0", "-s", str(addon_file), "-w", str(saved),
-                    "--set", f"prefixguard_store={db}", "--set", "prefixguard_quiet=true",
-                    "--set", "prefixguard_headers=false"], "mitmdump") as url:
+                    "--set", f"prefixguard_store={db}", "--set", "prefixguard_headers=false"], "mitmdump",
+                   printed) as url:
         with httpx.Client(proxy=url) as client:
             r = client.post(f"{env.upstream.url}/v1/messages", json=env.body(LEGACY), headers={"x-api-key": key})
         assert r.status_code == 200 and r.content == env.upstream.recording(f"{LEGACY}/0001")[0]
@@ -463,6 +468,9 @@ def test_mitmdump_script_in_forward_mode(env: Env, tmp_path: Path) -> None:
     with open_store(db) as store:
         [row] = list(store.rows())
     assert row["tenant"] == tenant_of({"x-api-key": key}) and row["verdict"] == "cold"
+    # the console line, printed by the analysis process into the proxy's output; never the key
+    [line] = [x for x in printed if x.startswith("prefixguard ") and row["tenant"] in x]
+    assert " cold " in line and key not in "\n".join(printed)
     with saved.open("rb") as f:
         [flow] = list(FlowReader(f).stream())
     assert flow.response.content == r.content
