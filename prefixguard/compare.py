@@ -11,6 +11,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 
@@ -399,37 +400,36 @@ def messages(p: Prompt, attr: str = "key") -> list[tuple[int, tuple[bytes, ...]]
 
 # ---- values
 
+def _rebuilt(value: Any, text: Callable[[str], Any] = lambda s: s, drop: tuple[str, ...] = ()) -> Any:
+    """The JSON value rebuilt with each string replaced by text(string) and the keys in drop left out."""
+    if isinstance(value, dict):
+        return {k: _rebuilt(v, text, drop) for k, v in value.items() if k not in drop}
+    if isinstance(value, list):
+        return [_rebuilt(v, text, drop) for v in value]
+    return text(value) if isinstance(value, str) else value
+
+
 def _unmarked(value: Any) -> Any:
     """The value without breakpoint markers (they are not rendered content)."""
-    if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k not in MARKER_KEYS}
-    if isinstance(value, list):
-        return [_unmarked(v) for v in value]
-    return value
+    return _rebuilt(value, drop=MARKER_KEYS)
 
 
 def _data(value: Any) -> Any:
     """Order-free data: JSON carried in strings (tool-call arguments) decoded too."""
-    if isinstance(value, dict):
-        return {k: _data(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_data(v) for v in value]
-    if isinstance(value, str) and value[:1] in ("{", "["):
+    return _rebuilt(value, _decoded_json)
+
+
+def _decoded_json(text: str) -> Any:
+    if text[:1] in ("{", "["):
         try:
-            return _data(json.loads(value))
+            return _data(json.loads(text))
         except (ValueError, RecursionError):
-            return value
-    return value
+            pass
+    return text
 
 
 def _spaceless(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _spaceless(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_spaceless(v) for v in value]
-    if isinstance(value, str):
-        return re.sub(r"\s+", "", value)
-    return value
+    return _rebuilt(value, lambda s: re.sub(r"\s+", "", s))
 
 
 def _key_orders(da: Any, db: Any) -> str:

@@ -115,11 +115,12 @@ def _plain(fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
 def decoded(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
     """The body with its content-encoding undone (mitmproxy's decoders: gzip, deflate, br, zstd), and
     whether that worked; on failure the body as it came."""
-    if not body or not encoding or encoding.strip().lower() == "identity":
+    encoding = (encoding or "").strip().lower()
+    if not body or encoding in ("", "identity"):
         return body, True
     from mitmproxy.net.encoding import decode  # only the proxy sends encoded bodies, and it has mitmproxy
     try:
-        return decode(body, encoding.strip().lower()), True
+        return decode(body, encoding), True
     except ValueError:
         return body, False
 

@@ -93,7 +93,8 @@ class Worker:
         self._feeder.start()
         self._loop = asyncio.get_running_loop()
         # sys.path first, on its own: unpickling the factory may need it
-        self._write(_frame(pickle.dumps(list(sys.path))) + _frame(pickle.dumps((factory, settings))))
+        setup = _frame(pickle.dumps(list(sys.path))) + _frame(pickle.dumps((factory, settings)))
+        self._write(setup, sum(map(len, setup)))
         self._reader = self._loop.create_task(self._read_reports(os.fdopen(reports, "rb", buffering=0)))
 
     @property
@@ -135,15 +136,16 @@ class Worker:
         """Write what is pending now."""
         self._soon = False
         if self._pending:
-            pending, self._pending, self._pending_bytes = self._pending, [], 0
-            self._write(pending)
+            pending, size = self._pending, self._pending_bytes
+            self._pending, self._pending_bytes = [], 0
+            self._write(pending, size)
 
     def _on_timer(self) -> None:
         self._timer = None
         self.flush()
 
-    def _write(self, frames: list[bytes]) -> None:
-        if self._queued == self._written and sum(map(len, frames)) <= DIRECT_MAX:
+    def _write(self, frames: list[bytes], size: int) -> None:
+        if self._queued == self._written and size <= DIRECT_MAX:
             data = b"".join(frames)
             try:
                 sent = os.write(self._fd, data)
