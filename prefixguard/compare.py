@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
-from prefixguard.policy import breakpoints
+from prefixguard.policy import breakpoints, make_policy, policy_name
 from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment, compact_json
 from prefixguard.volatile import find_volatile
 
@@ -127,8 +129,13 @@ class _Finding:
     byte_extra: int = 0   # bytes the first differing characters share (UTF-8 sequences with a common lead)
 
 
-def compare(a: Prompt, b: Prompt) -> Comparison:
-    """How B (the later request) reuses A's prefix: the first divergence, its causes, tokens and cost."""
+def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
+    """How B (the later request) reuses A's prefix: the first divergence, its causes, tokens and cost.
+
+    Tokens follow B's provider contract, A alone having written the cache (`elapsed` seconds before B,
+    where known, so the TTL applies): reused_tokens is what B can read of what A wrote (breakpoints,
+    lookback, minimum, token steps); reprefill_tokens is what A had cached past that point, as B renders
+    it, which B must write again."""
     a_chain = a.chain or make_chain(a.segments)
     b_chain = b.chain or make_chain(b.segments)
     shared = common_prefix(a_chain, b_chain)
@@ -141,8 +148,8 @@ def compare(a: Prompt, b: Prompt) -> Comparison:
     findings.sort(key=lambda f: f.index)
     # A finding at or past A's end leaves all of A's prefix in place: B still reuses it whole.
     breaking = [f for f in findings if f.index < len(a.segments)]
+    reused, cached = contract_reads(a, b, elapsed)
     if not breaking:
-        reused = sum(s.tokens for s in b.segments[:min(len(a.segments), len(b.segments))])
         return Comparison(False, ["append_only"], None, reused, 0, 0.0, detail=_append_detail(a, b),
                           fix=FIXES["append_only"], api=b.api, model=b.model,
                           tokens_estimated=a.tokens_estimated or b.tokens_estimated,
@@ -151,12 +158,13 @@ def compare(a: Prompt, b: Prompt) -> Comparison:
     at = [f for f in breaking if f.index == first.index]
     causes = list(dict.fromkeys(f.cause for f in at))
     d = first.index
-    reused = sum(s.tokens for s in b.segments[:d])
-    reprefill = sum(s.tokens for s in b.segments[d:len(a.segments)])
+    reprefill = _rewritten(a, b, d, reused, cached)
     seg = b.segments[d] if d < len(b.segments) else None
     char = (seg.start + first.offset) if seg else len(b.text)
     level = _level_at(a, b, d)
-    divergence = Divergence(level, _pointer_at(b, a, d, level), b.byte_offset(char) + first.byte_extra, reused, d)
+    before_divergence = sum(s.tokens for s in b.segments[:d])
+    divergence = Divergence(level, _pointer_at(b, a, d, level), b.byte_offset(char) + first.byte_extra,
+                            before_divergence, d)
     setting = next((f.setting for f in at if f.setting), None)
     return Comparison(
         True, causes, divergence, reused, reprefill, _extra_cost(b, d, reprefill),
@@ -166,6 +174,31 @@ def compare(a: Prompt, b: Prompt) -> Comparison:
         tokens_estimated=a.tokens_estimated or b.tokens_estimated,
         extra=[f"{f.cause} at {_pointer_of(b, f.index)}: {f.detail}" for f in breaking
                if f.index > d and f.cause not in causes])
+
+
+# ---- what the contract lets B reuse
+
+def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[int, int]:
+    """(tokens B can read of what A wrote, tokens A had cached) under B's provider contract, with A the
+    only request the cache has seen. The policy module is the one place that knows the contracts."""
+    policy = make_policy(policy_name(b.api, b.model))
+    policy.commit(a, 0.0)
+    cached = policy.lookup(a, 0.0).read_tokens
+    return (policy.lookup(b, elapsed or 0.0).read_tokens if cached else 0), cached
+
+
+def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
+    """B's tokens past what it reuses, up to where A's cached prefix ends as B renders it: found by the
+    block A's cache ended on, where B still has it after the divergence; else A's own count."""
+    if cached <= reused:
+        return 0
+    ends = list(accumulate(s.tokens for s in a.segments))
+    w = min(bisect_left(ends, cached), len(a.segments) - 1)
+    key = a.segments[w].key
+    j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
+    if j is None:
+        return cached - reused
+    return max(0, sum(s.tokens for s in b.segments[:j + 1]) - reused)
 
 
 # ---- model and settings

@@ -67,3 +67,9 @@ def model_contract(api: str, model: str | None) -> ModelContract:
     return ModelContract(name, model, row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0)),
                          row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0), read, writes,
                          bool(row.get("confirmed", True)))
+
+
+@cache
+def verdict_rules() -> dict[str, Any]:
+    """How verdicts judge a reported read against the prediction (rules/verdict.toml)."""
+    return tomllib.loads(files("rules").joinpath("verdict.toml").read_text("utf-8"))

@@ -214,6 +214,8 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
+        if r["verdict"] != "miss_prefix_changed":  # a hit's cause is a note, an error's its reason
+            continue
         names, where = read_cause(r["cause"])
         for name in names:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from prefixguard.compare import CAUSES, compare
+from prefixguard.compare import CAUSES, compare, contract_reads
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import parse_request
@@ -78,7 +78,9 @@ def test_a_request_compared_with_itself_never_breaks(shape: str, system: str, se
     a, b = parse(body, shape), parse(copy.deepcopy(body), shape)
     result = compare(a, b)
     assert not result.broken and result.causes == ["append_only"] and result.divergence is None
-    assert result.reprefill_tokens == 0 and result.reused_tokens == a.total_tokens
+    # the same request again reads all that the first one cached under the contract, and no more
+    _, cached = contract_reads(a, b)
+    assert result.reprefill_tokens == 0 and result.reused_tokens == cached <= a.total_tokens
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -91,7 +93,15 @@ def test_appending_messages_is_always_append_only(shape: str, system: str, sessi
     b = parse(render(shape, system, toolset, history), shape)
     result = compare(a, b)
     assert not result.broken and result.causes == ["append_only"], result
-    assert result.reused_tokens == a.total_tokens and result.reprefill_tokens == 0
+    reused, cached = contract_reads(a, b)
+    assert result.reused_tokens == reused and result.reprefill_tokens == 0
+    if shape != "anthropic":  # automatic caching: an appended turn reads all A cached (Anthropic: by lookback)
+        assert reused == cached
+
+
+def _local(body: dict[str, Any]) -> dict[str, Any]:
+    """The body sent to a model no hosted contract knows: the radix contract (every prefix cached)."""
+    return body | {"model": "local-llama"} if "model" in body else body
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -105,12 +115,19 @@ def test_an_edited_message_breaks_at_its_first_differing_byte(shape: str, system
     new = data.draw(text.filter(lambda s: s != history[turn][1]))
     edited[turn] = ("user", new)
     body_a, body_b = render(shape, system, toolset, history), render(shape, system, toolset, edited)
+    if shape != "anthropic":
+        body_a, body_b = _local(body_a), _local(body_b)
     raw_a, raw_b = (json.dumps(x, ensure_ascii=False).encode() for x in (body_a, body_b))
-    result = compare(parse(raw_a, shape), parse(raw_b, shape))
+    a, b = parse(raw_a, shape), parse(raw_b, shape)
+    result = compare(a, b)
     assert result.broken and result.divergence.level == "messages"
     first = next(i for i, (x, y) in enumerate(zip(raw_a, raw_b)) if x != y)
     assert result.divergence.byte_offset == first
-    assert result.causes[0] in CAUSES and result.reprefill_tokens > 0
+    assert result.causes[0] in CAUSES
+    if shape != "anthropic":  # radix contract: everything A sent was cached, so the edit costs its rest
+        d = result.divergence.segment_index
+        assert result.reused_tokens == sum(s.tokens for s in a.segments[:d])
+        assert result.reprefill_tokens > 0
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -234,15 +251,19 @@ def test_model_setting_and_image_changes(shared_data: Path) -> None:
     a = recorded(shared_data, ANTHROPIC, 2)
     b = copy.deepcopy(a) | {"model": "claude-opus-4-5"}
     result = check(a, b, "model_changed", "tools", "/tools/0")
-    assert result.reused_tokens == 0 and result.reprefill_tokens == parse(b).total_tokens
+    _, cached = contract_reads(parse(a), parse(a))
+    assert result.reused_tokens == 0 and result.reprefill_tokens == cached  # each model has its own cache
     b = copy.deepcopy(a) | {"thinking": {"type": "enabled", "budget_tokens": 2048}}
     result = check(a, b, "setting_changed", "messages", "/messages/0/content/0")  # per rules/providers.toml
-    assert result.setting == "thinking" and result.reused_tokens > 0
+    assert result.setting == "thinking" and result.reused_tokens <= cached
     b = copy.deepcopy(a) | {"tool_choice": {"type": "any"}}
     assert check(a, b, "setting_changed").setting == "tool_choice"
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": GEN.IMAGE_B64}}
     b = copy.deepcopy(a)
-    b["messages"][0]["content"].append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                                    "data": GEN.IMAGE_B64}})
+    b["messages"][-1]["content"].append(image)  # after the cached prefix: nothing A cached changes
+    check(a, b, "append_only")
+    b = copy.deepcopy(a)
+    b["messages"][0]["content"].insert(0, image)  # inside the cached prefix: it changes there
     check(a, b, "images_changed", "messages", "/messages/0/content/0")
 
     a = recorded(shared_data, RESPONSES, 2) | {"prompt_cache_key": "session-1"}
@@ -307,9 +328,10 @@ def test_cost_prices_the_re_prefill_at_the_breakpoint_ttl() -> None:
     result = compare(a, b)
     c = model_contract(b.api, b.model)
     n = result.reprefill_tokens
-    assert n == sum(s.tokens for s in b.segments[result.divergence.segment_index:len(a.segments)])
+    # A cached its whole prompt (a breakpoint on its last block); B reads none of it (the changed system
+    # block comes before B's first breakpoint that could look back to an entry of A's) and writes it again.
+    assert result.reused_tokens == 0 and n == contract_reads(a, a)[1] == a.total_tokens
     assert result.cost_usd == pytest.approx(c.cost(write_1h=n) - c.cost(cache_read=n))
-    assert result.reused_tokens == sum(s.tokens for s in b.segments if s.level == "tools")
 
 
 def test_a_system_block_removed(shared_data: Path) -> None:

@@ -87,23 +87,35 @@ def test_verdicts() -> None:
     assert verdict.final(hit, None, Usage(), 200).verdict == "not_reported"
     assert verdict.final(hit, None, reported(0), 503) == verdict.Verdict("error", "http 503")
     assert verdict.final(hit, None, Usage(), None, "connection reset").cause == "connection reset"
+    # within the tolerance of rules/verdict.toml: our tokenizer is not the provider's
+    assert verdict.final(hit, None, reported(970), 200).verdict == "hit"
+    # a read where none was predicted: a cache that traffic we did not see wrote (an earlier run)
+    v = verdict.final(cold, None, reported(1000), 200)
+    assert v.verdict == "hit" and "not seen" in v.cause
+    # ...unless it is a few tokens of a long prompt: 8 of 2,286 read is no hit
+    assert verdict.final(cold, None, Usage(2286, 8, 0, 0, 2278, 5, True), 200).verdict == "cold"
 
 
 def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
     def req(stamp: str) -> bytes:
         return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
-                           "system": [{"type": "text", "text": f"Now: {stamp}. You are helpful. " * 20}],
+                           "system": [{"type": "text", "text": f"Now: {stamp}. You are helpful. " * 200}],
                            "messages": [{"role": "user", "content": [
                                {"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]}]}).encode()
     a, b = parse_request(req("2026-12-02T10:00:00Z")), parse_request(req("2026-12-02T10:05:00Z"))
     cmp = compare(a, b)
-    v = verdict.final(Expected(0, 500, 0, "cold"), cmp, Usage(500, 0, 500, 0, 0, 3, True), 200)
+    n = b.total_tokens
+    assert cmp.reused_tokens == 0 and cmp.reprefill_tokens == n  # A cached all of it, B writes all again
+    v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, 0, n, 0, 0, 3, True), 200)
     assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
-    assert verdict.early(Expected(0, 500, 0, "cold"), cmp) == v
+    assert verdict.early(Expected(0, n, 0, "cold"), cmp) == v
     assert verdict.read_cause(v.cause) == (["volatile_content"], "/system/0")  # what the demo and report read
     assert verdict.read_cause("tools_reordered+model_changed at /tools/2") == (["tools_reordered", "model_changed"],
                                                                                 "/tools/2")
     assert verdict.read_cause(None) == ([], None)
+    # the provider read what an unchanged prefix would have given: the change cost nothing, a note on a hit
+    v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, n, 0, 0, 0, 3, True), 200)
+    assert v.verdict == "hit" and v.cause.startswith("note: volatile_content at /system/0 cost nothing")
 
 
 def test_routes_by_path_prefix() -> None:

@@ -483,9 +483,11 @@ def images_changed(shape: str) -> Pair:
     later = history + NEXT_TURN
     later[0] = ("user", later[0][1][:2])  # the app stops re-sending the attachment
     b = request(shape, history=later)
-    # Images added or removed anywhere invalidate the whole messages level (rules/providers.toml).
-    pointer = {"anthropic": "/messages/0/content/0", "openai-chat": "/messages/1/content/0",
-               "openai-responses": "/input/0/content/0"}[shape]
+    # Removed from a message inside the cached prefix: the prefix changes where the image was, and B's
+    # first differing part is the block that now stands there (an image added in a NEW message breaks
+    # nothing: providers render the earlier prefix alike, as recorded usage shows).
+    pointer = {"anthropic": "/messages/1/content/0", "openai-chat": "/messages/2/content",
+               "openai-responses": "/input/1/content/0"}[shape]
     return a, b, "messages", pointer
 
 

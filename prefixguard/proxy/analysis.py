@@ -1,62 +1,36 @@
 """The per-request analysis behind the proxy, in two steps that run in order in one worker process
 (prefixguard/proxy/worker.py), away from the proxy's event loop:
 
-1. `request`: parse, fingerprint, find the best earlier request of the same tenant and model, compare,
-   and ask the provider's policy what it should read (lookup).
+1. `request`: parse, fingerprint, find the best earlier request of the same tenant (the core's session
+   model), compare, and ask the provider's policy what it should read (lookup).
 2. `finish`: usage from the response (JSON or the tapped stream), timings, the final verdict; commit the
    request's reads and writes to the policy; one console line and one store row.
-Token counts come from our tokenizer, not the provider's: the policy sees them scaled by the ratio of
-the prompt tokens the provider last reported for the model to our count (so minimums hold).
+Token counts come from our tokenizer, not the provider's: the policy sees them scaled to the provider's
+(prefixguard/scale.py), so minimums hold.
 It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from prefixguard import tokens
-from prefixguard.compare import Comparison, compare
+from prefixguard.compare import Comparison
 from prefixguard.errors import InputError
-from prefixguard.fingerprint import PrefixIndex
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
 from prefixguard.proxy import verdict as verdicts
 from prefixguard.proxy.redact import api_keys, redact_body, redact_path, redact_text, tenant_of
 from prefixguard.proxy.tap import read_stream
+from prefixguard.scale import TokenScale
+from prefixguard.session import Sessions
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
 
-KEEP_KEYS = 256           # (tenant, model) pairs whose history is kept (least recently used dropped)
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
-KEEP_PER_KEY = 64         # earlier requests kept per (tenant, model) for comparison
-MAX_RATIO = 2.0           # bound on the tokenizer calibration (a wrong report must not skew it wildly)
-
-
-def _scaled(prompt: Prompt, ratio: float) -> Prompt:
-    """The prompt with segment token counts in the provider's tokens (approximately)."""
-    if ratio == 1.0:
-        return prompt
-    return replace(prompt, segments=[replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments])
-
-
-def _in_newest_message(prompt: Prompt, cmp: Comparison) -> bool:
-    """True when B departs from A only inside B's newest message: that message is always new content
-    (a new conversation over the same tools and system prompt starts this way), so the cache owes it
-    nothing and the verdict rests on what was read of the part before it."""
-    d = cmp.divergence
-    if not cmp.broken or d is None or d.segment_index >= len(prompt.segments):
-        return False
-    seg = prompt.segments[d.segment_index]
-    newest = max((s.message_index for s in prompt.segments if s.level == "messages"), default=None)
-    return seg.level == "messages" and seg.message_index == newest and set(cmp.causes) <= NEW_CONTENT_CAUSES
-
-
-# Causes that a new message explains by itself; a model, setting, tool or breakpoint change is still a break.
-NEW_CONTENT_CAUSES = {"volatile_content", "history_rewritten", "whitespace_changed", "images_changed",
-                      "key_order_changed"}
 
 
 @dataclass(slots=True)
@@ -182,9 +156,8 @@ class Analyzer:
         self.bodies = bodies
         self.forced_policy = policy
         self._policies: dict[str, CachePolicy] = {}
-        self._ratio: dict[str | None, float] = {}  # model -> provider prompt tokens / our count
-        # (tenant, model) -> (index of earlier prompts, the latest (flow id, prompt))
-        self._history: OrderedDict[tuple[str, str | None], tuple[PrefixIndex, tuple[str, Prompt] | None]] = OrderedDict()
+        self._scale = TokenScale()
+        self._sessions = Sessions()
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
 
     def warm(self, _: object = None) -> None:
@@ -220,23 +193,12 @@ class Analyzer:
             flow.skip = redact_text(str(err), flow.secrets)
             return None
         flow.prompt = prompt
-        key = (flow.tenant, prompt.model)
-        index, latest = self._history.pop(key, None) or (PrefixIndex(KEEP_PER_KEY), None)
-        self._history[key] = (index, (flow.id, prompt))
-        while len(self._history) > KEEP_KEYS:
-            self._history.popitem(last=False)
-        _, best = index.longest(prompt.chain)
-        if best is None:  # nothing shared at all (the first tool changed): compare with the latest one
-            best = latest
-        if best is not None:
-            flow.previous_id, earlier = best
-            flow.comparison = compare(earlier, prompt)
-            if _in_newest_message(prompt, flow.comparison):
-                flow.comparison = None  # a new turn or a new conversation: new content, not a break
-        scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
+        match = self._sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
+        flow.previous_id = match.earlier
+        flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
+        scaled = self._scale.scaled(prompt)
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         early = verdicts.early(flow.expected, flow.comparison)
-        index.add(prompt.chain, (flow.id, prompt))
         return Early(early.verdict, early.cause, flow.expected.read_tokens)
 
     # ---- step 2
@@ -285,10 +247,8 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            if usage.prompt_total and prompt.total_tokens:
-                self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
-            scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
-            self.policy_for(prompt).commit(scaled, flow.ts, flow.tenant)
+            self._scale.learn(prompt, usage)
+            self.policy_for(prompt).commit(self._scale.scaled(prompt), flow.ts, flow.tenant)
         if self.store is not None:
             self.store.add(rec)
         return _line(rec) if prompt is not None else None

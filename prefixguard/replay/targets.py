@@ -24,6 +24,7 @@ from prefixguard.policy import CachePolicy, make_policy, policy_name
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
+from prefixguard.scale import TokenScale
 from prefixguard.wire import UsageStream, parse_request
 
 POLICIES = ("radix", "anthropic", "openai", "auto")
@@ -129,6 +130,7 @@ class SimTarget:
         self._tree: RadixTree | None = None
         self._capacity: int | None = None
         self._pages = _Pages()
+        self._scale = TokenScale()
 
     def run(self, req: Request, now: float) -> Outcome:
         if req.blocks is not None:
@@ -206,8 +208,14 @@ class SimTarget:
 
     # -- a provider's contract -------------------------------------------------------------------
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
-        exp = policy.commit(prompt, now, req.tenant)
-        o = outcome(req, prompt.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
+        # As the proxy judges a request: in the provider's tokens as learned from the usage reported
+        # before it, then its own reported usage teaches the scale before its reads and writes are kept.
+        scaled = self._scale.scaled(prompt)
+        exp = policy.lookup(scaled, now, req.tenant)
+        if req.reported is not None:
+            self._scale.learn(prompt, req.reported)
+        policy.commit(self._scale.scaled(prompt), now, req.tenant)
+        o = outcome(req, scaled.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
                     uncached_tokens=exp.uncached_tokens, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
         return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))

@@ -16,10 +16,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prefixguard import tokens
-from prefixguard.compare import compare
 from prefixguard.errors import InputError
-from prefixguard.fingerprint import PrefixIndex
 from prefixguard.prompt import Prompt
+from prefixguard.session import Sessions
 from prefixguard.proxy.verdict import read_cause
 from prefixguard.replay.results import distribution, quantile
 from prefixguard.wire import parse_request
@@ -30,7 +29,7 @@ STEADY = 0.2          # a decode rate within this fraction of its start is "stea
 QUEUED = 2.0          # a hit whose TTFT is this many times that of like hits waited in a queue...
 QUEUE_MIN_S = 0.1     # ...and by at least this long (milliseconds of jitter are no queue)
 QUEUE_PEERS = 3       # like hits needed to say what is typical
-KEEP_PER_KEY = 1000   # earlier prompts kept per tenant and model to compare with
+KEEP_PER_TENANT = 1000  # earlier prompts kept per tenant to compare with
 
 
 @dataclass(slots=True)
@@ -205,26 +204,22 @@ def _prompt(row: dict[str, Any]) -> Prompt | None:
 
 
 def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
-    """Each request against the best earlier one of its tenant and model (the longest shared prefix,
-    or the latest when none shares any), as the proxy compares them."""
-    history: dict[tuple[str, str | None], tuple[PrefixIndex, list[tuple[dict[str, Any], Prompt]]]] = {}
+    """Each request against the best earlier one of its tenant, as the proxy compares them (the core's
+    session model), counting the breaks that cost something."""
+    sessions = Sessions(keep=KEEP_PER_TENANT)
     causes: dict[str, Cause] = {}
     for row in rows:
         prompt = _prompt(row)
-        if prompt is None:
-            stored = next(iter(read_cause(row.get("cause"))[0]), None)
+        if prompt is None:  # stored without its body: the cause the proxy found, if it was a break
+            changed = row.get("verdict") == "miss_prefix_changed"
+            stored = next(iter(read_cause(row.get("cause"))[0]), None) if changed else None
             if stored:
                 causes.setdefault(stored, Cause(stored)).requests += 1
             continue
-        index, latest = history.setdefault((row.get("tenant") or "", prompt.model), (PrefixIndex(KEEP_PER_KEY), []))
-        shared, best = index.longest(prompt.chain)
-        earlier = best if best is not None else (latest[-1] if latest else None)
-        index.add(prompt.chain, (row, prompt))
-        latest[:] = [(row, prompt)]
-        if earlier is None:
-            continue
-        cmp = compare(earlier[1], prompt)
-        if not cmp.broken or cmp.reprefill_tokens <= 0:
+        ts = row.get("ts")
+        match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)
+        cmp = match.comparison
+        if not match.broken or cmp.reprefill_tokens <= 0:
             continue
         cause = causes.setdefault(cmp.causes[0], Cause(cmp.causes[0]))
         cause.requests += 1
@@ -232,7 +227,7 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
         cause.cost_usd += cmp.cost_usd
         if cause.example is None:
             d = cmp.divergence
-            cause.example = {"request": str(row.get("id")), "earlier": str(earlier[0].get("id")),
+            cause.example = {"request": str(row.get("id")), "earlier": str(match.earlier.get("id")),
                              "pointer": d.pointer if d else None, "byte_offset": d.byte_offset if d else None,
                              "before": cmp.before, "after": cmp.after, "detail": cmp.detail, "fix": cmp.fix,
                              "causes": cmp.causes}

@@ -1,0 +1,118 @@
+"""The one session model: which earlier request a new one continues, and whether it starts a new
+conversation. The proxy, lint's sequence mode and the report all ask it; none keeps its own.
+
+- The best earlier request is the one of the same tenant (across models, so a model switch is named)
+  that shares the longest prefix of segments; the most recent on ties. When not even the first
+  segment is shared (a timestamp at the very start, tools reordered), it is the recent request with
+  the most segments in common wherever they stand, else the latest.
+- A request starts a new conversation when it departs from that request only inside its own newest
+  message (new content by definition), or at its first message with another first message (not the
+  same one re-rendered with a new timestamp) without going on with the earlier one's later messages.
+  What it shares (tools, system prompt) is still reused; its first message is simply new.
+- How many are kept: `keep` requests per tenant, `tenants` tenants (the least recently active go first).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefixguard.compare import Comparison, compare, messages
+from prefixguard.fingerprint import PrefixIndex
+from prefixguard.prompt import Prompt
+from prefixguard.volatile import find_volatile
+
+KEEP_PER_TENANT = 64    # earlier requests searched by prefix per tenant
+KEEP_TENANTS = 256      # tenants whose history is kept
+RECENT = 32             # requests per tenant searched by content when no prefix is shared
+
+# Causes that a new message explains by itself; a model, setting, tool or breakpoint change is still a break.
+NEW_CONTENT_CAUSES = frozenset({"volatile_content", "history_rewritten", "whitespace_changed", "images_changed",
+                                "key_order_changed"})
+
+
+@dataclass(slots=True)
+class Match:
+    """A request against the best earlier request of its tenant."""
+
+    earlier: Any = None                    # what the caller stored with that request (row, flow id, line)
+    prompt: Prompt | None = None           # its prompt
+    comparison: Comparison | None = None   # compare(earlier, this); None when there is no earlier request
+    new_conversation: bool = False         # this request starts a new conversation
+
+    @property
+    def broken(self) -> bool:
+        """A prefix break: the earlier request's prefix changed, and not by starting a new conversation."""
+        return self.comparison is not None and self.comparison.broken and not self.new_conversation
+
+
+@dataclass(slots=True)
+class _Seen:
+    prompt: Prompt
+    item: Any
+    ts: float | None
+    parts: frozenset[bytes] = field(default_factory=frozenset)  # fingerprint key of each segment
+
+
+@dataclass(slots=True)
+class _Tenant:
+    index: PrefixIndex
+    recent: deque[_Seen]
+
+
+class Sessions:
+    def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT) -> None:
+        self.keep, self.tenants, self.recent = keep, tenants, recent
+        self._tenants: OrderedDict[str, _Tenant] = OrderedDict()
+
+    def observe(self, prompt: Prompt, item: Any = None, tenant: str = "", ts: float | None = None) -> Match:
+        """Compare with the best earlier request of the tenant, then remember this one under `item`.
+        ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
+        state = self._tenants.pop(tenant, None) or _Tenant(PrefixIndex(self.keep), deque(maxlen=self.recent))
+        self._tenants[tenant] = state
+        while len(self._tenants) > self.tenants:
+            self._tenants.popitem(last=False)
+        seen = _Seen(prompt, item, ts, frozenset(s.key for s in prompt.segments))
+        match = Match()
+        best = self._best(state, seen)
+        if best is not None:
+            elapsed = ts - best.ts if ts is not None and best.ts is not None else None
+            cmp = compare(best.prompt, prompt, elapsed=elapsed)
+            match = Match(best.item, best.prompt, cmp, new_conversation(best.prompt, prompt, cmp))
+        state.index.add(prompt.chain, seen)
+        state.recent.append(seen)
+        return match
+
+    @staticmethod
+    def _best(state: _Tenant, seen: _Seen) -> _Seen | None:
+        if not state.recent:
+            return None
+        _, best = state.index.longest(seen.prompt.chain)
+        if best is None:  # most parts in common; the latest on ties
+            best = max(reversed(state.recent), key=lambda e: len(e.parts & seen.parts))
+        return best
+
+
+def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
+    """Whether B, diverging from A as `cmp` says, starts a new conversation rather than breaking A's prefix."""
+    d = cmp.divergence
+    if not cmp.broken or d is None or d.level != "messages" or d.segment_index >= len(b.segments):
+        return False
+    if not set(cmp.causes) <= NEW_CONTENT_CAUSES:
+        return False
+    at = b.segments[d.segment_index].message_index
+    newest = max((s.message_index for s in b.segments if s.level == "messages"), default=None)
+    if at == newest:
+        return True
+    ma, mb = messages(a, "canon"), messages(b, "canon")
+    if not ma or not mb or at != mb[0][0] or _masked(ma[0][1]) == _masked(mb[0][1]):
+        return False
+    return len(ma) == 1 or len(mb) == 1 or ma[1][1] != mb[1][1]
+
+
+def _masked(parts: tuple[bytes, ...]) -> str:
+    """A message's canon with its volatile values blanked: equal for the same message re-rendered."""
+    text = b"".join(parts).decode("utf-8", "replace")
+    for m in reversed(find_volatile(text)):
+        text = text[:m.start] + "\x00" + text[m.end:]
+    return text
