@@ -70,6 +70,12 @@ def model_contract(api: str, model: str | None) -> ModelContract:
 
 
 @cache
+def equivalences() -> dict[str, Any]:
+    """Bytes a provider renders alike (rules/equivalences.toml): name -> {apis, what, evidence, ...}."""
+    return tomllib.loads(files("rules").joinpath("equivalences.toml").read_text("utf-8"))
+
+
+@cache
 def verdict_rules() -> dict[str, Any]:
     """How verdicts judge a reported read against the prediction (rules/verdict.toml)."""
     return tomllib.loads(files("rules").joinpath("verdict.toml").read_text("utf-8"))

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefixguard.contracts import equivalences
+
 LEVELS = ("tools", "system", "messages")  # the order every provider builds its prefix in
 
 
@@ -44,14 +46,15 @@ class Segment:
 
 # Breakpoint markers tell the provider where to write the cache; they are not part of the rendered
 # prompt, so they stay out of key and canon (moving one is a breakpoint change, not a content change).
-MARKER_KEYS = ("cache_control", "prompt_cache_breakpoint")
+MARKER_KEYS: tuple[str, ...] = tuple(equivalences()["breakpoint-markers"]["keys"])
+_MARKERS = frozenset(MARKER_KEYS)
 
 # Compact JSON with key order as sent: what a provider's renderer sees of a value (and what we count).
 compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def without_markers(value: Any) -> Any:
-    if isinstance(value, dict) and ("cache_control" in value or "prompt_cache_breakpoint" in value):
+    if isinstance(value, dict) and not _MARKERS.isdisjoint(value):
         return {k: v for k, v in value.items() if k not in MARKER_KEYS}
     return value
 

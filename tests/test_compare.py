@@ -242,9 +242,10 @@ def test_history_rewritten_truncated_and_re_serialized(shared_data: Path) -> Non
     assert "2 messages dropped" in result.detail
     a = recorded(shared_data, ANTHROPIC, 2)
     b = copy.deepcopy(a)
-    b["messages"][0]["content"] = a["messages"][0]["content"][0]["text"]  # block list -> plain string
-    result = check(a, b, "history_rewritten", "messages", "/messages/0/content")
-    assert "re-serialized" in result.detail
+    b["messages"][0]["content"] = a["messages"][0]["content"][0]["text"]  # block list -> plain string:
+    check(a, b, "append_only")                                             # rendered alike, no break
+    b["messages"][0]["content"] = [a["messages"][0]["content"][0] | {"citations": None}]  # another field
+    result = check(a, b, "history_rewritten", "messages", "/messages/0/content/0")
 
 
 def test_model_setting_and_image_changes(shared_data: Path) -> None:
@@ -299,7 +300,8 @@ def test_history_compacted_in_a_real_sequence(shared_data: Path) -> None:
     ("test_cache_prefix_stability_test_openai_tool_call_roundtrip_wire_stable_ag_ui_", 2, "append_only", None),
     ("test_tool_search_test_openai_client_tool_search_streaming", 3, "append_only", None),
     ("test_anthropic_test_anthropic_lazy_advertisement_live", 2, "tools_changed", "/tools/3"),
-    ("test_cache_test_openrouter_cache_messages_anthropic_real_api", 2, "history_rewritten", "/messages/1/content"),
+    # message 1 re-sent as a string after a one-block list: the provider read 3,211 of 3,329 tokens
+    ("test_cache_test_openrouter_cache_messages_anthropic_real_api", 2, "append_only", None),
 ])
 def test_real_request_sequences(shared_data: Path, folder: str, n: int, cause: str, pointer: str | None) -> None:
     result = check(recorded(shared_data, folder, n - 1), recorded(shared_data, folder, n), cause)

@@ -52,7 +52,7 @@ def test_committed_examples_match_their_generator() -> None:
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     for pair in PAIRS:
-        a, b, _, _ = gen.CAUSES[pair.name](pair.parent.name)
+        a, b, _, _ = gen.PAIRS[pair.name](pair.parent.name)
         assert json.loads((pair / "a.json").read_text()) == a, pair
         assert json.loads((pair / "b.json").read_text()) == b, pair
 

@@ -506,7 +506,31 @@ CAUSES: dict[str, Callable[[str], Pair]] = {
                             key_order_changed, whitespace_changed, system_changed, history_rewritten,
                             history_truncated, history_compacted, model_changed, setting_changed,
                             images_changed, breakpoint_changed)}
-ONLY = {"breakpoint_changed": ("anthropic",)}  # the OpenAI shapes have no per-block breakpoint here
+
+
+# ---- equivalences (rules/equivalences.toml, and what recorded usage shows): bytes differ, nothing breaks
+
+def text_block_is_string(shape: str) -> Pair:
+    # The first user message sent as a one-text-block list, then re-sent as a plain string.
+    history = copy.deepcopy(HISTORY)
+    history[0] = ("user", [{"type": "text", "text": history[0][1]}])
+    return request(shape, history=history), request(shape, history=next_history()), "", ""
+
+
+def image_in_new_message(shape: str) -> Pair:
+    # A screenshot attached in a NEW user message: the cached prefix before it is untouched.
+    image = {"anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_B64}},
+             "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE_B64}"}},
+             "openai-responses": {"type": "input_image", "image_url": f"data:image/png;base64,{IMAGE_B64}"}}[shape]
+    text = {"anthropic": "text", "openai-chat": "text", "openai-responses": "input_text"}[shape]
+    later = next_history() + [("user", [{"type": text, "text": SCREENSHOT_TEXT}, image])]
+    return request(shape), request(shape, history=later), "", ""
+
+
+EQUIVALENT: dict[str, Callable[[str], Pair]] = {f.__name__: f for f in (text_block_is_string, image_in_new_message)}
+PAIRS = CAUSES | EQUIVALENT
+ONLY = {"breakpoint_changed": ("anthropic",),  # the OpenAI shapes have no per-block breakpoint here
+        "text_block_is_string": ("anthropic", "openai-chat")}  # Responses has no string content of this kind
 
 
 def write(path: Path, value: Any) -> None:
@@ -516,13 +540,14 @@ def write(path: Path, value: Any) -> None:
 
 def main() -> None:
     for shape in SHAPES:
-        for cause, make in CAUSES.items():
-            if shape not in ONLY.get(cause, SHAPES):
+        for name, make in PAIRS.items():
+            if shape not in ONLY.get(name, SHAPES):
                 continue
             a, b, level, pointer = make(shape)
-            folder = HERE / shape / cause
+            folder = HERE / shape / name
             write(folder / "a.json", a)
             write(folder / "b.json", b)
+            cause = name if name in CAUSES else "append_only"
             expected = {"cause": cause, "broken": cause != "append_only"}
             if level:
                 expected |= {"level": level, "pointer": pointer}

@@ -6,6 +6,7 @@ import marshal
 from typing import Any
 
 from prefixguard import tokens
+from prefixguard.contracts import equivalences
 from prefixguard.errors import InputError
 from prefixguard.prompt import MARKER_KEYS, Segment, compact_json, without_markers
 from prefixguard.wire.jsonspan import Node
@@ -15,9 +16,10 @@ from prefixguard.wire.jsonspan import Node
 class Builder:
     """Collects segments in prefix order; counts tokens with the tokenizer or, if told not to, estimates."""
 
-    def __init__(self, count_tokens: bool = True) -> None:
+    def __init__(self, count_tokens: bool = True, api: str = "") -> None:
         self.segments: list[Segment] = []
         self.estimated = not count_tokens or tokens.is_estimated()
+        self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
@@ -25,6 +27,8 @@ class Builder:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
         whole: this part is the whole message (its value holds those fields already)."""
         value = without_markers(node.value)
+        if self.text_is_string and type(value) is dict and len(value) == 2 and value.get("type") == "text":
+            value = value["text"] if type(value.get("text")) is str else value  # renders as the string would
         # The key: marshal format 2 is exact for JSON values, keeps key order, writes no back-references
         # (so equal values give equal bytes) and runs about 3x faster than json.dumps: the hash chain must
         # cost little next to json.loads. The header is in only on a message's first part, so moving a
