@@ -14,7 +14,12 @@ def providers() -> dict[str, Any]:
 
 
 def provider_for(api: str, model: str | None = None) -> str:
-    """The contract that applies to an API shape: 'anthropic', 'openai', or 'compatible'."""
+    """The contract that applies to an API shape: 'anthropic', 'openai', or 'compatible'. A gateway's
+    model name `maker/model` (OpenRouter) takes the maker's contract whatever the shape it came in."""
+    maker = model.partition("/")[0] if model and "/" in model else None
+    for name, table in providers().items():
+        if maker in table.get("gateway_makers", ()):
+            return name
     for name, table in providers().items():
         if api in table.get("apis", ()):
             if name == "openai" and model and not _known(table, model):
@@ -24,7 +29,13 @@ def provider_for(api: str, model: str | None = None) -> str:
 
 
 def _known(table: dict[str, Any], model: str) -> bool:
-    return any(model.startswith(m["prefix"]) for m in table.get("models", ()))
+    return any(_same_family(model, m["prefix"]) for m in table.get("models", ()))
+
+
+def _same_family(model: str, prefix: str) -> bool:
+    """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
+    dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6)."""
+    return model.rpartition("/")[2].replace(".", "-").startswith(prefix.replace(".", "-"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +65,7 @@ def model_contract(api: str, model: str | None) -> ModelContract:
     name = provider_for(api, model)
     table = providers()[name]
     row = dict(table.get("default_model", {}))
-    best = max((m for m in table.get("models", ()) if model and model.startswith(m["prefix"])),
+    best = max((m for m in table.get("models", ()) if model and _same_family(model, m["prefix"])),
                key=lambda m: len(m["prefix"]), default=None)
     if best is not None:
         row = {**row, "confirmed": True, **best}

@@ -1,32 +1,55 @@
 """Our token counts in the provider's tokens.
 
-We count with cl100k (or an estimate); a provider counts with its own tokenizer and adds its template's
-tokens. Its reported prompt total for a request, over our count of the same request, gives a ratio per
-model; later prompts of that model are scaled by it before a contract judges them, so minimums and
-expected reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
+We count with cl100k (or an estimate); a provider counts with its own tokenizer (a ratio), and adds
+tokens the body does not show (an offset): definitions of its server tools, a gateway's system text,
+its template. Both sit in front of the prompt or spread through it, so a provider's prompt total P for
+our count C is taken as P = ratio * C + offset, per model: the ratio from two reported requests of
+different lengths (a session grows, so the second response gives it), the offset from the latest.
+Later prompts are scaled by it before a contract judges them, so minimums and expected reads are in the
+provider's tokens. The proxy and replay's sim target both learn it this way.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 
-MAX_RATIO = 2.0   # bound on the ratio: one wrong report must not skew every later prediction
+MAX_RATIO = 1.5     # tokenizers differ by tens of percent, not more: a wider fit is noise
+MIN_SPREAD = 0.1    # two prompts whose counts differ by less than this fraction give no ratio
+
+
+@dataclass(slots=True)
+class _Fit:
+    ours: int            # our count of the latest reported prompt
+    theirs: int          # the provider's total for it
+    ratio: float = 1.0
 
 
 class TokenScale:
     def __init__(self) -> None:
-        self._ratio: dict[str | None, float] = {}   # model -> provider prompt tokens / our count
+        self._fit: dict[str | None, _Fit] = {}   # per model
 
     def learn(self, prompt: Prompt, usage: Usage) -> None:
-        """Take the ratio from a request whose usage reported its prompt total."""
-        if usage.prompt_total and prompt.total_tokens:
-            self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
+        """Fit the scale to a request whose usage reported its prompt total."""
+        ours, theirs = prompt.total_tokens, usage.prompt_total
+        if not ours or not theirs:
+            return
+        last = self._fit.get(prompt.model)
+        ratio = last.ratio if last else 1.0
+        if last and abs(ours - last.ours) >= MIN_SPREAD * max(ours, last.ours):
+            ratio = min(MAX_RATIO, max(1 / MAX_RATIO, (theirs - last.theirs) / (ours - last.ours)))
+        self._fit[prompt.model] = _Fit(ours, theirs, ratio)
 
     def scaled(self, prompt: Prompt) -> Prompt:
-        """The prompt with segment token counts in the provider's tokens (approximately)."""
-        ratio = self._ratio.get(prompt.model, 1.0)
-        if ratio == 1.0:
+        """The prompt with segment token counts in the provider's tokens (approximately); the tokens it
+        adds unseen go to the first segment, since every read starts there."""
+        fit = self._fit.get(prompt.model)
+        if fit is None or not prompt.segments:
             return prompt
-        return replace(prompt, segments=[replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments])
+        offset = fit.theirs - fit.ratio * fit.ours
+        ratio = fit.ratio if offset >= 0 else fit.theirs / fit.ours  # we count more than it does: scale down
+        segments = [replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments]
+        if offset > 0:
+            segments[0] = replace(segments[0], tokens=segments[0].tokens + round(offset))
+        return replace(prompt, segments=segments)
