@@ -39,7 +39,9 @@ def _scaled(prompt: Prompt, ratio: float) -> Prompt:
     """The prompt with segment token counts in the provider's tokens (approximately)."""
     if ratio == 1.0:
         return prompt
-    return replace(prompt, segments=[replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments])
+    # images and documents are costed by the provider's formula already: only the text is rescaled
+    return replace(prompt, segments=[replace(s, tokens=round((s.tokens - s.media_tokens) * ratio) + s.media_tokens)
+                                     for s in prompt.segments])
 
 
 def _in_newest_message(prompt: Prompt, cmp: Comparison) -> bool:
@@ -285,8 +287,10 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            if usage.prompt_total and prompt.total_tokens:
-                self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
+            media = sum(s.media_tokens for s in prompt.segments)
+            if usage.prompt_total > media and prompt.total_tokens > media:  # the text's ratio, media aside
+                self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, (usage.prompt_total - media)
+                                                               / (prompt.total_tokens - media)))
             scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
             self.policy_for(prompt).commit(scaled, flow.ts, flow.tenant)
         if self.store is not None:
