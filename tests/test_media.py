@@ -295,3 +295,47 @@ def test_url_and_file_images_are_flagged_estimates() -> None:
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]}]}
     seg = parse_request(json.dumps(chat)).segments[0]
     assert seg.estimated and seg.tokens == 85
+
+
+def test_proxy_learns_the_text_ratio_from_a_recorded_image_request(shared_data: Path) -> None:
+    """The proxy's tokenizer calibration (provider total / our total) is taken over the text only: the
+    image's cost is the provider's already. Before, 485 billed / 26,297 counted pinned it at its bound."""
+    from prefixguard.proxy.analysis import MAX_RATIO, Analyzer, FlowState, Response
+    folder = shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image"
+    analyzer = Analyzer()
+    flow = FlowState("f1", 0.0, 0.0, "/v1/messages", body=(folder / "0001.request.json").read_bytes())
+    analyzer.request(flow)
+    analyzer.finish(Response("f1", status=200, body=(folder / "0001.response.json").read_bytes()))
+    ratio = analyzer._ratio["claude-3-5-haiku-20241022"]
+    assert 1 / MAX_RATIO < ratio < MAX_RATIO
+    assert ratio == pytest.approx((453 - 437) / (447 - 437))  # billed and predicted, media aside
+
+
+def test_openai_shapes_cost_files_and_tool_output_images(shared_data: Path) -> None:
+    body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
+                       / "0001.request.json").read_text())
+    pdf = body["messages"][0]["content"][1]["source"]["data"]
+    png = _encoded(Image.new("RGB", (1024, 1024), "white"), "PNG")
+    rules = media.rules_for("openai-chat", "gpt-4o")
+    page = media.document_cost(Media("document", pdf, "application/pdf"), rules, len).tokens
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64," + pdf}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "high"}}]}]}
+    segs = parse_request(json.dumps(chat)).segments
+    assert [(s.kind, s.media_tokens, s.estimated) for s in segs] == [("document", page, False),
+                                                                      ("image", 765, False)]
+    responses = {"model": "gpt-4o", "input": [
+        {"role": "user", "content": [{"type": "input_file", "filename": "a.pdf",
+                                      "file_data": "data:application/pdf;base64," + pdf},
+                                     {"type": "input_image", "image_url": "data:image/png;base64," + png,
+                                      "detail": "low"},
+                                     {"type": "input_file", "file_id": "file-1"}]},
+        {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "the screen"},
+            {"type": "input_image", "image_url": "data:image/png;base64," + png, "detail": "high"}]}]}
+    segs = parse_request(json.dumps(responses)).segments
+    assert [(s.kind, s.media_tokens, s.estimated) for s in segs] == [
+        ("document", page, False), ("image", 85, False), ("document", page, True), ("tool_use", 0, False),
+        ("tool_result", 765, False)]
+    assert segs[-1].tokens - segs[-1].media_tokens < 40
