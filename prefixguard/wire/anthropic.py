@@ -124,12 +124,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
             for bi, block in enumerate(content.kids):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
-                found = _media(v, kind) if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v) else None
-                if found is not None:
-                    media, text = found
+                media = None
+                if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
+                    media, text = _media(v, kind) or (None, text)
                 out.add("messages", where, kind, block, role=role, message_index=mi,
-                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text,
-                        media=media if found is not None else None)
+                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text, media=media)
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
                     images = images or kind == "image" or ("content" in v and _has_image(v))
                     citations = citations or ("citations" in v and _cites(v))
