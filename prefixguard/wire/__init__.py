@@ -114,7 +114,7 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
         api = _detect(root.value, path, headers)
-        out = Builder(count_tokens, api)
+        out = Builder(count_tokens, api, root.value.get("model"))
         try:
             prompt = ADAPTERS[api].request(root, out, headers)
         except (TypeError, AttributeError, KeyError) as err:  # a field of an unexpected JSON type

@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.errors import InputError
-from prefixguard.prompt import Prompt
+from prefixguard.media import DOCUMENT, IMAGE, Media
+from prefixguard.prompt import Prompt, compact_json, without_markers
 from prefixguard.usage import Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
 
 API = "anthropic"
 DEFAULT_TTL = "5m"
+MEDIA_KINDS = (IMAGE, DOCUMENT)  # block types costed by the provider's image and PDF formula
 
 
 def ttl(value: Any) -> str | None:
@@ -36,6 +38,39 @@ def _part(block: Any, where: str) -> tuple[str, str | None, str | None]:
         raise InputError(f"{where} must be an object with a 'type'")
     text = block.get("text") if kind == "text" else block.get("thinking") if kind == "thinking" else None
     return kind, ttl(block), text
+
+
+def _media(block: dict[str, Any], kind: str) -> tuple[list[Media], str | None] | None:
+    """The images and documents in a block (also inside a tool_result), and the text of the rest of
+    it to count with the tokenizer; None when it holds none."""
+    if kind in MEDIA_KINDS:
+        item = _source(kind, block.get("source"))
+        extra = [block[k] for k in ("title", "context") if isinstance(block.get(k), str)]
+        return [item], "\n".join(extra) or None
+    inner = block.get("content")
+    if not isinstance(inner, list):
+        return None
+    found = [b for b in inner if isinstance(b, dict) and b.get("type") in MEDIA_KINDS]
+    if not found:
+        return None
+    items = [m for b in found for m in _media(b, b["type"])[0]]
+    rest = {**without_markers(block), "content": [b for b in inner if b not in found]}
+    return items, compact_json(rest)
+
+
+def _source(kind: str, source: Any) -> Media:
+    """An image or document block's source: base64 data, plain text, or a reference (URL, file id)."""
+    if not isinstance(source, dict):
+        return Media(kind)
+    form = source.get("type")
+    if form == "base64" and isinstance(source.get("data"), str):
+        return Media(kind, source["data"], source.get("media_type"))
+    if form == "text" and isinstance(source.get("data"), str):
+        return Media(DOCUMENT, media_type=source.get("media_type"), text=source["data"])
+    if form == "content" and isinstance(source.get("content"), list):
+        parts = source["content"]
+        return Media(DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
+    return Media(kind, media_type=source.get("media_type"))  # url, file: size unknown, an estimate
 
 
 def _has_image(block: Any) -> bool:
@@ -89,8 +124,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
             for bi, block in enumerate(content.kids):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
+                media = None
+                if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
+                    media, text = _media(v, kind) or (None, text)
                 out.add("messages", where, kind, block, role=role, message_index=mi,
-                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text)
+                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text, media=media)
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
                     images = images or kind == "image" or ("content" in v and _has_image(v))
                     citations = citations or ("citations" in v and _cites(v))

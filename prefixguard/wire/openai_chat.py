@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from prefixguard import media
 from prefixguard.errors import InputError
+from prefixguard.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic
@@ -80,9 +82,10 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             for pi, part in enumerate(content.kids):
                 v = part.value
                 kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
+                found = part_media(v) if kind in ("image", "document") or role == "tool" else None
                 out.add(level, f"/messages/{mi}/content/{pi}", kind, part, role=role, message_index=mi,
                         header=header, breakpoint=breakpoint_of(v, options),
-                        text=v.get("text") if isinstance(v, dict) else None)
+                        text=v.get("text") if isinstance(v, dict) else None, media=[found] if found else None)
                 header = None
                 images = images or kind == "image"
         elif parts is not None:
@@ -110,6 +113,29 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
+
+
+def part_media(part: Any) -> Media | None:
+    """The image or file in a content part (Chat's image_url / file, Responses' input_image /
+    input_file), by its base64 data URL or, without one, by reference (an estimate)."""
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in ("image_url", "input_image"):
+        ref = part.get("image_url")
+        detail = part.get("detail")
+        if isinstance(ref, dict):  # Chat: {"url": ..., "detail": ...}; Responses: a string
+            ref, detail = ref.get("url"), ref.get("detail", detail)
+        found = media.data_url(ref)
+        return Media(IMAGE, found[1] if found else None, found[0] if found else None, detail)
+    if kind in ("file", "input_file"):
+        ref = part.get("file") if kind == "file" else part
+        data = ref.get("file_data") if isinstance(ref, dict) else None
+        found = media.data_url(data)
+        if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
+            found = (PDF, data)
+        return Media(DOCUMENT, found[1] if found else None, found[0] if found else None)
+    return None
 
 
 def _part_kind(part: Any, where: str) -> str:

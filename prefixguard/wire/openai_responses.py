@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.errors import InputError
-from prefixguard.prompt import Prompt
+from prefixguard.media import Media
+from prefixguard.prompt import Prompt, compact_json
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, expect, message_header, model_of, wrong_type
@@ -64,8 +65,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             if parts is not None and not isinstance(parts, (str, list)):
                 raise wrong_type(f"/input/{ii}/content", (str, list), parts)
             if parts is None or kind != "message":
+                found = _output_media(fields) if kind == "tool_result" else None
                 out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header,
-                        whole=True)
+                        whole=True, media=found[0] if found else None, text=found[1] if found else None)
             elif isinstance(parts, str):
                 out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
                         header=header, text=parts)
@@ -75,9 +77,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     if not isinstance(pv, dict) or not isinstance(pv.get("type"), str):
                         raise InputError(f"/input/{ii}/content/{pi} must be an object with a 'type'")
                     part_kind = PART_KINDS.get(pv["type"], pv["type"])
+                    found = openai_chat.part_media(pv) if part_kind in ("image", "document") else None
                     out.add(level, f"/input/{ii}/content/{pi}", part_kind, part, role=role, message_index=ii,
                             header=header if pi == 0 else None,
-                            breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"))
+                            breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"),
+                            media=[found] if found else None)
                     images = images or part_kind == "image"
                 if not parts:
                     out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii,
@@ -94,6 +98,18 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
+
+
+def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:
+    """A function call's output given as a list of parts: its images and files, and the rest as JSON."""
+    output = fields.get("output")
+    if not isinstance(output, list):
+        return None
+    found = [(p, m) for p in output if (m := openai_chat.part_media(p)) is not None]
+    if not found:
+        return None
+    kept = [p for p in output if all(p is not q for q, _ in found)]
+    return [m for _, m in found], compact_json({**fields, "output": kept})
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

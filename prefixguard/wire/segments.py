@@ -5,27 +5,35 @@ from __future__ import annotations
 import marshal
 from typing import Any
 
+from prefixguard import media as media_cost
 from prefixguard import tokens
 from prefixguard.contracts import equivalences
 from prefixguard.errors import InputError
+from prefixguard.media import Media
 from prefixguard.prompt import MARKER_KEYS, Segment, compact_json, without_markers
 from prefixguard.wire.jsonspan import Node
 
 
 
 class Builder:
-    """Collects segments in prefix order; counts tokens with the tokenizer or, if told not to, estimates."""
+    """Collects segments in prefix order; counts tokens with the tokenizer or, if told not to, estimates.
+    Images and documents are costed by the provider's formula for the request's API and model."""
 
-    def __init__(self, count_tokens: bool = True, api: str = "") -> None:
+    def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None) -> None:
         self.segments: list[Segment] = []
         self.estimated = not count_tokens or tokens.is_estimated()
+        self.api = api
+        self.model = model if isinstance(model, str) else None
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
-            breakpoint: str | None = None, text: str | None = None, whole: bool = False) -> Segment:
+            breakpoint: str | None = None, text: str | None = None, whole: bool = False,
+            media: list[Media] | None = None) -> Segment:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
-        whole: this part is the whole message (its value holds those fields already)."""
+        whole: this part is the whole message (its value holds those fields already);
+        media: the images and documents in this part; `text` is then the rest of it (None: nothing
+        else), counted by the tokenizer, while the media cost what the provider's formula says."""
         value = without_markers(node.value)
         if self.text_is_string and type(value) is dict and len(value) == 2 and value.get("type") == "text":
             value = value["text"] if type(value.get("text")) is str else value  # renders as the string would
@@ -34,14 +42,30 @@ class Builder:
         # cost little next to json.loads. The header is in only on a message's first part, so moving a
         # block into another message changes the key; a whole message holds it in its value.
         key = marshal.dumps((level, role, True if whole else header, value), 2)
-        if self.estimated:  # the estimate reads sizes only: no need to serialize the value
+        media_tokens, estimated = 0, False
+        if media:
+            count, media_tokens, estimated = self._media(key, media, text)
+        elif self.estimated:  # the estimate reads sizes only: no need to serialize the value
             count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
         else:
             count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value))
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
-                      count, breakpoint, message_index, header)
+                      count, breakpoint, message_index, header, media_tokens, estimated)
         self.segments.append(seg)
         return seg
+
+    def _media(self, key: bytes, media: list[Media], text: str | None) -> tuple[int, int, bool]:
+        """(tokens of the whole part, of its media, whether a media cost is an estimate), remembered per
+        part and rules: a PDF is decoded once, not on every request that repeats it."""
+        rules = media_cost.rules_for(self.api, self.model)
+        count_text = tokens.estimate if self.estimated else tokens.count
+
+        def compute() -> tuple[int, int, bool]:
+            cost = media_cost.cost(media, rules, count_text)
+            rest = count_text(text) if text else 0
+            return rest + cost.tokens, cost.tokens, cost.estimated
+
+        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else b""), compute)
 
 
 def expect(node: Node | None, kind: type | tuple[type, ...], where: str) -> Node | None:

@@ -1,0 +1,270 @@
+"""Image and document token costs by the provider's own formula (rules/media.toml), never by the
+length of their base64: a 400 KB screenshot is a few hundred tokens at the provider.
+
+The wire adapters find the media in a request and hand them here as `Media` (no field names of any
+provider in this module). Sizes are read from the file's header, decoding only the few bytes of base64
+it needs (a JPEG is walked marker by marker): this runs in the proxy's analysis of every request.
+PDFs are decoded whole (page count, page boxes and text need it); their cost is remembered per segment.
+"""
+from __future__ import annotations
+
+import binascii
+import io
+import logging
+import math
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+IMAGE, DOCUMENT = "image", "document"
+PDF = "application/pdf"
+_HEAD = 32          # bytes that hold the size of a PNG, GIF or WebP
+_JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
+_DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
+
+
+@dataclass(frozen=True, slots=True)
+class Media:
+    """One image or document as the provider receives it."""
+
+    kind: str                    # IMAGE | DOCUMENT
+    data: str | None = None      # base64 payload (no "data:" prefix); None when sent by URL or file id
+    media_type: str | None = None  # "image/png", "application/pdf", "text/plain", ...
+    detail: str | None = None    # OpenAI's "low" | "high" | "auto"
+    text: str | None = None      # a plain-text document's text: counted by the tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    tokens: int
+    estimated: bool              # the size or page count could not be read: a documented estimate
+
+
+def data_url(url: Any) -> tuple[str, str] | None:
+    """(media type, base64 payload) of a base64 data URL, else None (an http URL, a file id)."""
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    found = _DATA_URL.match(url)
+    if found is None or ";base64" not in found.group(2):
+        return None
+    return found.group(1), url[found.end():]
+
+
+# ---- rules
+
+@cache
+def _tables() -> dict[str, Any]:
+    return tomllib.loads(files("rules").joinpath("media.toml").read_text("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    provider: str
+    image: dict[str, Any]
+    document: dict[str, Any]
+    key: bytes  # names these rules in a remembered count (the same bytes cost differently per model)
+
+
+@cache
+def rules_for(api: str, model: str | None) -> Rules:
+    """The image and document rules for a request: by the model's family where the table knows it
+    (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape."""
+    tables = _tables()
+    bare = (model or "").rsplit("/", 1)[-1]
+    name = next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))),
+                None) or next((n for n, t in tables.items() if api in t.get("apis", ())), "openai")
+    table = tables[name]
+    image, document = dict(table["image"]), dict(table["document"])
+    best = max((m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
+               key=lambda m: len(m["prefix"]), default=None)
+    if best is not None:
+        image.update(best.get("image", {}))
+        document.update(best.get("document", {}))
+    return Rules(name, image, document, repr((name, sorted(image.items()), sorted(document.items()))).encode())
+
+
+# ---- cost
+
+def cost(items: Iterable[Media], rules: Rules, count_text: Any) -> Cost:
+    """Tokens of these media under the rules; count_text(str) -> int counts a text part."""
+    total, estimated = 0, False
+    for item in items:
+        part = image_cost(item, rules) if item.kind == IMAGE else document_cost(item, rules, count_text)
+        total += part.tokens
+        estimated = estimated or part.estimated
+    return Cost(total, estimated)
+
+
+def image_cost(item: Media, rules: Rules) -> Cost:
+    size = image_size(item.data) if item.data else None
+    w, h = size or rules.image["estimate_size"]
+    return Cost(image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0), size is None)
+
+
+def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
+    if item.text is not None:
+        return Cost(count_text(item.text), False)
+    pages = pdf_pages(item.data) if item.data and (item.media_type or PDF) == PDF else None
+    doc = rules.document
+    if pages is None:  # by reference, or not a PDF we can read: the documented estimate
+        w, h = doc["page_points"]
+        return Cost(doc["estimate_pages"] * (page_tokens(w, h, rules) + doc.get("per_page_tokens", 0)), True)
+    per_page = doc.get("per_page_tokens", 0)
+    return Cost(sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0) for w, h, text in pages),
+                False)
+
+
+def page_tokens(width_pt: float, height_pt: float, rules: Rules) -> int:
+    """The image of one page: its box rendered at page_dpi, then the image rule (which caps it)."""
+    scale = rules.document["page_dpi"] / 72
+    return image_tokens(max(1, round(width_pt * scale)), max(1, round(height_pt * scale)), rules.image, "high")
+
+
+def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None) -> int:
+    """Tokens of a w x h image under one image rule (see rules/media.toml for the three methods)."""
+    method = rule["method"]
+    if method == "area":
+        return _area(w, h, rule)
+    if method == "patches":
+        return _patches(w, h, rule)
+    if method == "tiles":
+        return _tiles(w, h, rule, detail or rule.get("default_detail", "high"))
+    raise ValueError(f"rules/media.toml: unknown image method {method!r}")
+
+
+def _area(w: int, h: int, rule: dict[str, Any]) -> int:
+    scale = min(1.0, rule["max_long_edge"] / max(w, h), math.sqrt(rule["max_pixels"] / (w * h)))
+    if scale < 1.0:
+        w, h = max(1, int(w * scale)), max(1, int(h * scale))
+    return math.ceil(w * h / rule["pixels_per_token"])
+
+
+def _patches(w: int, h: int, rule: dict[str, Any]) -> int:
+    """OpenAI's documented steps (and Claude's 28 px patches): shrink until the patches fit the cap,
+    then once more so that whole patches cover the shrunk image."""
+    p, cap = rule["patch"], rule["max_patches"]
+    edge = rule.get("max_long_edge")
+    if edge and max(w, h) > edge:
+        s = edge / max(w, h)
+        w, h = max(1, int(w * s)), max(1, int(h * s))
+    if math.ceil(w / p) * math.ceil(h / p) > cap:
+        s = math.sqrt(p * p * cap / (w * h))
+        rw, rh = w * s, h * s
+        s *= min(math.floor(rw / p) / (rw / p), math.floor(rh / p) / (rh / p))
+        w, h = w * s, h * s
+    patches = min(math.ceil(w / p) * math.ceil(h / p), cap)
+    return math.ceil(patches * rule.get("multiplier", 1.0))
+
+
+def _tiles(w: int, h: int, rule: dict[str, Any], detail: str) -> int:
+    if detail == "low":
+        return rule["base_tokens"]
+    box = rule["fit_box"]
+    if max(w, h) > box:
+        s = box / max(w, h)
+        w, h = w * s, h * s
+    short = rule["short_side"]
+    if min(w, h) > short:
+        s = short / min(w, h)
+        w, h = w * s, h * s
+    tile = rule["tile"]
+    return rule["base_tokens"] + rule["tile_tokens"] * math.ceil(w / tile) * math.ceil(h / tile)
+
+
+# ---- sizes from the bytes
+
+def b64_bytes(data: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a base64 payload, decoding only the characters that hold them
+    (4 characters per 3 bytes). Fewer bytes when the payload ends first."""
+    q0, q1 = start // 3, -(-end // 3)
+    chunk = data[4 * q0:4 * q1].rstrip("=")
+    chunk = chunk[:len(chunk) - (len(chunk) % 4 == 1)]  # a lone trailing character holds no byte
+    try:
+        raw = binascii.a2b_base64(chunk + "=" * (-len(chunk) % 4))
+    except binascii.Error:
+        return b""
+    return raw[start - 3 * q0:end - 3 * q0]
+
+
+def image_size(data: str) -> tuple[int, int] | None:
+    """(width, height) from a PNG, GIF, WebP or JPEG header in base64, else None."""
+    if any(c in data[:80] for c in " \r\n\t"):  # wrapped base64 (MIME style): offsets need it unwrapped
+        data = re.sub(r"\s+", "", data)
+    head = b64_bytes(data, 0, _HEAD)
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
+        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return _webp(head)
+    if head[:2] == b"\xff\xd8":
+        return _jpeg(data)
+    return None
+
+
+def _webp(head: bytes) -> tuple[int, int] | None:
+    chunk = head[12:16]
+    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
+        return (int.from_bytes(head[26:28], "little") & 0x3FFF, int.from_bytes(head[28:30], "little") & 0x3FFF)
+    if chunk == b"VP8L" and head[20] == 0x2F:
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+    return None
+
+
+# Start-of-frame markers (baseline, progressive, lossless...): not DHT (C4), JPG (C8) or DAC (CC).
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def _jpeg(data: str) -> tuple[int, int] | None:
+    """Walk the markers from the start, decoding 9 bytes at each: EXIF and ICC blocks (often tens of
+    KB) are skipped by their length, never decoded."""
+    pos = 2
+    for _ in range(_JPEG_MARKERS):
+        seg = b64_bytes(data, pos, pos + 9)
+        if len(seg) < 4 or seg[0] != 0xFF:
+            return None
+        marker = seg[1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in _SOF:
+            return (int.from_bytes(seg[7:9], "big"), int.from_bytes(seg[5:7], "big")) if len(seg) == 9 else None
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            pos += 2
+            continue
+        if marker == 0xDA:  # start of scan before any frame header: not a JPEG we can read
+            return None
+        pos += 2 + int.from_bytes(seg[2:4], "big")
+    return None
+
+
+def pdf_pages(data: str) -> list[tuple[float, float, str]] | None:
+    """(width, height in points, text) of each page of a base64 PDF, else None (not a PDF we can read)."""
+    try:
+        raw = binascii.a2b_base64(data)
+    except binascii.Error:
+        return None
+    if not raw.startswith(b"%PDF"):
+        return None
+    try:
+        from pypdf import PdfReader
+    except ImportError:  # without pypdf: the page objects, letter-sized, without their text
+        count = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", raw))
+        return [(612.0, 792.0, "")] * count if count else None
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its repair notes are not the user's concern
+    try:
+        reader = PdfReader(io.BytesIO(raw))
+        out = []
+        for page in reader.pages:
+            box = page.mediabox
+            out.append((abs(float(box.width)), abs(float(box.height)), page.extract_text() or ""))
+        return out
+    except Exception:  # a damaged or encrypted PDF: pypdf raises many kinds; the estimate stands in
+        return None

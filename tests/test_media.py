@@ -1,0 +1,341 @@
+"""Images and documents cost the provider's formula, never their base64 length (prefixguard/media.py,
+rules/media.toml), checked against real recorded images and the provider's own billed usage."""
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import io
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from prefixguard import media
+from prefixguard.cli import main as cli
+from prefixguard.media import Media
+from prefixguard.wire import parse_request, parse_response
+
+CREWAI = "recorded/crewai"
+OPENROUTER_IMAGE = "recorded/pydantic-ai/test_cache_test_openrouter_cache_point_image_e2e/0001.request.json"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _encoded(img: Image.Image, fmt: str, **kw: object) -> str:
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    return _b64(buf.getvalue())
+
+
+def _media_requests(root: Path) -> list[Path]:
+    """Every recorded request that sends an image or a document block."""
+    out = []
+    for path in sorted(root.glob("*/*.request.json")):
+        body = path.read_text()
+        if '"type": "image"' in body or '"type": "document"' in body or '"image_url"' in body:
+            out.append(path)
+    return out
+
+
+def _recorded_images(shared_data: Path) -> list[str]:
+    found = []
+    for path in _media_requests(shared_data / CREWAI) + [shared_data / OPENROUTER_IMAGE]:
+        for msg in json.loads(path.read_text())["messages"]:
+            for block in msg["content"] if isinstance(msg["content"], list) else ():
+                src = block.get("source") or {}
+                if src.get("type") == "base64" and src["media_type"].startswith("image/"):
+                    found.append(src["data"])
+                elif block.get("type") == "image_url":
+                    found.append(media.data_url(block["image_url"]["url"])[1])
+    return list(dict.fromkeys(found))
+
+
+# ---- sizes from headers
+
+def test_sizes_of_recorded_images_match_a_full_decode(shared_data: Path) -> None:
+    images = _recorded_images(shared_data)
+    assert len(images) >= 2  # crewAI's PNG and pydantic-ai's JPEG
+    for data in images:
+        assert media.image_size(data) == Image.open(io.BytesIO(base64.b64decode(data))).size
+
+
+@pytest.mark.parametrize("fmt,kw", [("PNG", {}), ("GIF", {}), ("WEBP", {"lossless": True}),
+                                    ("WEBP", {"quality": 80}), ("JPEG", {"quality": 90}),
+                                    ("JPEG", {"progressive": True})])
+def test_sizes_of_every_format_match_pillow(fmt: str, kw: dict) -> None:
+    rng = random.Random(7)
+    for w, h in ((1, 1), (333, 77), (1920, 1080)):
+        img = Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3))
+        assert media.image_size(_encoded(img, fmt, **kw)) == (w, h), (fmt, w, h)
+
+
+def test_webp_extended_header() -> None:
+    img = Image.new("RGBA", (640, 360), (10, 20, 30, 128))  # alpha: a VP8X header
+    data = _encoded(img, "WEBP", quality=80, exif=b"Exif\x00\x00" + b"\x00" * 64)
+    assert base64.b64decode(data)[12:16] == b"VP8X"
+    assert media.image_size(data) == (640, 360)
+
+
+def test_jpeg_size_is_read_past_a_large_exif_block_decoding_few_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JPEG's frame header may sit after 60 KB of EXIF and ICC data: the walk skips them by length."""
+    rng = random.Random(3)
+    img = Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3))
+    data = _encoded(img, "JPEG", exif=b"Exif\x00\x00" + rng.randbytes(60_000), icc_profile=rng.randbytes(30_000))
+    decoded: list[int] = []
+    real = binascii.a2b_base64
+
+    class Spy:
+        Error = binascii.Error
+
+        @staticmethod
+        def a2b_base64(s: str) -> bytes:
+            decoded.append(len(s))
+            return real(s)
+
+    monkeypatch.setattr(media, "binascii", Spy)
+    assert media.image_size(data) == (400, 300)
+    assert len(data) > 200_000 and sum(decoded) < 200  # a few markers, not the 250 KB of base64
+
+
+def test_wrapped_base64_and_junk() -> None:
+    img = Image.new("RGB", (50, 40))
+    data = _encoded(img, "PNG")
+    wrapped = "\n".join(data[i:i + 76] for i in range(0, len(data), 76))
+    assert media.image_size(wrapped) == (50, 40)
+    assert media.image_size("not base64 at all!") is None
+    assert media.image_size(_b64(b"\xff\xd8\xff\xda" + b"\x00" * 20)) is None  # scan before any frame
+    assert media.data_url("data:image/png;base64," + data) == ("image/png", data)
+    assert media.data_url("https://example.com/x.png") is None
+
+
+# ---- formulas against the providers' worked examples
+
+def test_anthropic_area_formula_examples() -> None:
+    rule = media.rules_for("anthropic", "claude-sonnet-4-5").image
+    assert rule["method"] == "area"
+    assert media.image_tokens(200, 200, rule) == 54          # docs: ~54
+    assert media.image_tokens(1000, 1000, rule) == 1334      # docs: ~1334
+    # long edge over 1568 px: scaled to 1568 x 392 first
+    assert media.image_tokens(4000, 1000, rule) == media.image_tokens(1568, 392, rule) == 820
+    # over 1.15 MP: capped near 1,533 whatever the size
+    assert 1520 <= media.image_tokens(8000, 8000, rule) <= 1534
+
+
+def test_openai_tile_formula_examples() -> None:
+    rule = media.rules_for("openai-chat", "gpt-4o").image
+    assert media.image_tokens(1024, 1024, rule, "high") == 765   # docs' worked examples
+    assert media.image_tokens(2048, 4096, rule, "high") == 1105
+    assert media.image_tokens(4096, 8192, rule, "low") == 85
+    assert media.image_tokens(1024, 1024, rule, None) == 765     # auto: costed as high
+    mini = media.rules_for("openai-chat", "gpt-4o-mini").image
+    assert media.image_tokens(1024, 1024, mini, "high") == 2833 + 4 * 5667
+
+
+def test_openai_patch_formula_examples() -> None:
+    rule = media.rules_for("openai-responses", "gpt-4.1-mini-2025-04-14").image
+    assert rule["method"] == "patches" and rule["multiplier"] == 1.62
+    one = {**rule, "multiplier": 1.0}
+    assert media.image_tokens(1024, 1024, one) == 1024         # docs: 1024 patches
+    assert media.image_tokens(1800, 2400, one) == 1452         # docs: 1452 patches after the shrink
+    assert media.image_tokens(1024, 1024, rule) == 1659        # 1024 * 1.62, rounded up
+    assert media.image_tokens(1024, 1024, rule, "low") == 1659  # detail does not apply to patch models
+
+
+def test_rules_follow_the_model_family() -> None:
+    assert media.rules_for("openai-chat", "anthropic/claude-sonnet-4.6").provider == "anthropic"
+    assert media.rules_for("anthropic", "claude-opus-4-7").image["method"] == "patches"
+    assert media.rules_for("openai-chat", "gpt-4.1").image["method"] == "tiles"
+    assert media.rules_for("openai-chat", "some-local-model").provider == "openai"
+
+
+# ---- documents
+
+def test_pdf_pages_and_estimates(shared_data: Path) -> None:
+    body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
+                       / "0001.request.json").read_text())
+    pdf = body["messages"][0]["content"][1]["source"]["data"]
+    assert media.pdf_pages(pdf) == [(612.0, 792.0, "")]
+    rules = media.rules_for("anthropic", "claude-3-5-haiku-20241022")
+    one = media.document_cost(Media("document", pdf, "application/pdf"), rules, len)
+    assert not one.estimated and 1500 < one.tokens < 1700
+    # three pages made by a real PDF writer: three times the page cost
+    pages = [Image.new("RGB", (612, 792), "white") for _ in range(3)]
+    buf = io.BytesIO()
+    pages[0].save(buf, "PDF", save_all=True, append_images=pages[1:], resolution=72)
+    three = media.document_cost(Media("document", _b64(buf.getvalue()), "application/pdf"), rules, len)
+    assert three == media.Cost(3 * one.tokens, False)
+    by_ref = media.document_cost(Media("document"), rules, len)
+    assert by_ref.estimated and by_ref.tokens == one.tokens
+    assert media.document_cost(Media("document", "bm90IGEgcGRm", "application/pdf"), rules, len).estimated
+    assert media.document_cost(Media("document", text="plain words"), rules, len) == media.Cost(11, False)
+
+
+# ---- the provider's billed usage: every recorded image/PDF request
+
+def _calibration(shared_data: Path) -> list[tuple[str, int, int, bool]]:
+    rows = []
+    for path in _media_requests(shared_data / CREWAI) + [shared_data / OPENROUTER_IMAGE]:
+        prompt = parse_request(path.read_bytes(), source=str(path))
+        usage = parse_response(path.with_name(path.name.replace("request", "response")).read_bytes(), prompt.api)
+        rows.append((str(path), usage.prompt_total, prompt.total_tokens, any(s.estimated for s in prompt.segments)))
+    return rows
+
+
+def test_every_recorded_image_and_pdf_request_within_10_percent_of_billed(shared_data: Path) -> None:
+    rows = _calibration(shared_data)
+    measured = [r for r in rows if not r[3]]
+    assert len(measured) >= 20  # 19 crewAI requests with base64 images or PDFs, 1 OpenRouter image
+    for path, billed, predicted, _ in measured:
+        assert abs(predicted - billed) <= 0.10 * billed, (path, billed, predicted)
+    # images sent by file id cannot be sized from the request: a documented estimate, flagged
+    estimates = [r for r in rows if r[3]]
+    assert estimates and all("file_id" in Path(p).read_text() for p, *_ in estimates)
+
+
+def test_nested_tool_result_image_costs_its_formula(shared_data: Path) -> None:
+    body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image"
+                       / "0001.request.json").read_text())
+    image = body["messages"][0]["content"][1]
+    flat = parse_request(json.dumps(body)).segments[1].media_tokens
+    nested = copy.deepcopy(body)
+    nested["messages"] = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": [{"type": "text", "text": "the screen"}, image]}]}]
+    seg = parse_request(json.dumps(nested)).segments[-1]
+    assert seg.kind == "tool_result" and seg.media_tokens == flat == 437
+    assert seg.tokens - seg.media_tokens < 40  # the text and ids around it, by the tokenizer
+
+
+# ---- no feature scales with the base64 length any more
+
+def _image_request(data: str, api: str) -> bytes:
+    if api == "anthropic":
+        block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data},
+                 "cache_control": {"type": "ephemeral"}}
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 10,
+                "messages": [{"role": "user", "content": [block, {"type": "text", "text": "What is it?"}]}]}
+    elif api == "openai-chat":
+        body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}},
+            {"type": "text", "text": "What is it?"}]}]}
+    else:
+        body = {"model": "gpt-4.1", "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/png;base64," + data},
+            {"type": "input_text", "text": "What is it?"}]}]}
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai-chat", "openai-responses"])
+def test_totals_do_not_scale_with_base64_length(api: str, tmp_path: Path) -> None:
+    rng = random.Random(1)
+    flat = _encoded(Image.new("RGB", (800, 600), "white"), "PNG")
+    noisy = _encoded(Image.frombytes("RGB", (800, 600), rng.randbytes(800 * 600 * 3)), "PNG")
+    assert len(noisy) > 100 * len(flat)
+    a, b = parse_request(_image_request(flat, api)), parse_request(_image_request(noisy, api))
+    assert a.total_tokens == b.total_tokens < 1000
+    assert a.chain != b.chain  # the bytes still decide cache identity
+    # lint reads the same count: below Sonnet's 1,024-token minimum whatever the base64 weighs
+    path = tmp_path / "noisy.json"
+    path.write_bytes(_image_request(noisy, api))
+    out = CliRunner().invoke(cli, ["lint", str(path), "--format", "json"])
+    found = json.loads(out.output)["findings"]
+    assert any(f["name"] == "below-minimum" for f in found), out.output
+
+
+def test_diff_counts_an_appended_screenshot_by_its_formula(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    shot = _encoded(Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3)), "PNG")
+    a = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "Look."}]}
+    b = copy.deepcopy(a)
+    b["messages"] += [{"role": "assistant", "content": "Ok."}, {"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": shot}}]}]
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    out = CliRunner().invoke(cli, ["diff", str(pa), str(pb)])
+    assert out.exit_code in (0, 1), out.output
+    total = parse_request(pb.read_bytes()).total_tokens
+    assert total < 250  # 400x300: 160 + 27, not the ~200,000 of its base64 as text
+    found = re.search(r"([\d,]+) reused, ([\d,]+) to prefill again|([\d,]+) reused of ([\d,]+) in B", out.output)
+    assert found, out.output
+    assert all(int(n.replace(",", "")) <= total for n in found.groups() if n)
+
+
+def test_proxy_rescaling_leaves_media_tokens() -> None:
+    from prefixguard.proxy.analysis import _scaled
+    rng = random.Random(4)
+    shot = _encoded(Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3)), "PNG")
+    prompt = parse_request(_image_request(shot, "anthropic"))
+    image = prompt.segments[0]
+    assert image.media_tokens == image.tokens == 187
+    scaled = _scaled(prompt, 1.5)
+    assert scaled.segments[0].tokens == 187
+    assert scaled.segments[1].tokens == round(prompt.segments[1].tokens * 1.5)
+
+
+def test_url_and_file_images_are_flagged_estimates() -> None:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+        {"type": "document", "source": {"type": "file", "file_id": "file_2"}},
+        {"type": "text", "text": "compare"}]}]}
+    segs = parse_request(json.dumps(body)).segments
+    assert [s.estimated for s in segs] == [True, True, True, False]
+    assert segs[0].tokens == segs[1].tokens == media.image_tokens(1024, 1024, media.rules_for(
+        "anthropic", "claude-sonnet-4-5").image) + 27
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]}]}
+    seg = parse_request(json.dumps(chat)).segments[0]
+    assert seg.estimated and seg.tokens == 85
+
+
+def test_proxy_learns_the_text_ratio_from_a_recorded_image_request(shared_data: Path) -> None:
+    """The proxy's tokenizer calibration (provider total / our total) is taken over the text only: the
+    image's cost is the provider's already. Before, 485 billed / 26,297 counted pinned it at its bound."""
+    from prefixguard.proxy.analysis import MAX_RATIO, Analyzer, FlowState, Response
+    folder = shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image"
+    analyzer = Analyzer()
+    flow = FlowState("f1", 0.0, 0.0, "/v1/messages", body=(folder / "0001.request.json").read_bytes())
+    analyzer.request(flow)
+    analyzer.finish(Response("f1", status=200, body=(folder / "0001.response.json").read_bytes()))
+    ratio = analyzer._ratio["claude-3-5-haiku-20241022"]
+    assert 1 / MAX_RATIO < ratio < MAX_RATIO
+    assert ratio == pytest.approx((453 - 437) / (447 - 437))  # billed and predicted, media aside
+
+
+def test_openai_shapes_cost_files_and_tool_output_images(shared_data: Path) -> None:
+    body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
+                       / "0001.request.json").read_text())
+    pdf = body["messages"][0]["content"][1]["source"]["data"]
+    png = _encoded(Image.new("RGB", (1024, 1024), "white"), "PNG")
+    rules = media.rules_for("openai-chat", "gpt-4o")
+    page = media.document_cost(Media("document", pdf, "application/pdf"), rules, len).tokens
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64," + pdf}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + png, "detail": "high"}}]}]}
+    segs = parse_request(json.dumps(chat)).segments
+    assert [(s.kind, s.media_tokens, s.estimated) for s in segs] == [("document", page, False),
+                                                                      ("image", 765, False)]
+    responses = {"model": "gpt-4o", "input": [
+        {"role": "user", "content": [{"type": "input_file", "filename": "a.pdf",
+                                      "file_data": "data:application/pdf;base64," + pdf},
+                                     {"type": "input_image", "image_url": "data:image/png;base64," + png,
+                                      "detail": "low"},
+                                     {"type": "input_file", "file_id": "file-1"}]},
+        {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "the screen"},
+            {"type": "input_image", "image_url": "data:image/png;base64," + png, "detail": "high"}]}]}
+    segs = parse_request(json.dumps(responses)).segments
+    assert [(s.kind, s.media_tokens, s.estimated) for s in segs] == [
+        ("document", page, False), ("image", 85, False), ("document", page, True), ("tool_use", 0, False),
+        ("tool_result", 765, False)]
+    assert segs[-1].tokens - segs[-1].media_tokens < 40
