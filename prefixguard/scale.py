@@ -1,10 +1,10 @@
 """Our token counts in the provider's tokens.
 
 We count with cl100k (or an estimate); a provider counts with its own tokenizer (a ratio), and adds
-tokens the body does not show (an offset): definitions of its server tools, a gateway's system text,
-its template. Both sit in front of the prompt or spread through it, so a provider's prompt total P for
-our count C is taken as P = ratio * C + offset, per model: the ratio from two reported requests of
-different lengths (a session grows, so the second response gives it), the offset from the latest.
+tokens the body does not show (an offset): definitions of its server tools, a gateway's system text.
+A provider's prompt total P for our count C is taken as P = ratio * C + offset, per model: the ratio
+from two reported requests of different lengths (a session grows, so the second response gives it), or
+from one alone as far as a tokenizer can explain it (MAX_RATIO); the offset is the rest, in front.
 Later prompts are scaled by it before a contract judges them, so minimums and expected reads are in the
 provider's tokens. The proxy and replay's sim target both learn it this way.
 """
@@ -38,10 +38,11 @@ class TokenScale:
         if ours <= 0 or theirs <= 0:
             return
         last = self._fit.get(prompt.model)
-        ratio = last.ratio if last else 1.0
         if last and abs(ours - last.ours) >= MIN_SPREAD * max(ours, last.ours):
-            ratio = min(MAX_RATIO, max(1 / MAX_RATIO, (theirs - last.theirs) / (ours - last.ours)))
-        self._fit[prompt.model] = _Fit(ours, theirs, ratio)
+            ratio = (theirs - last.theirs) / (ours - last.ours)
+        else:  # one report: the tokenizer explains what a tokenizer can, the rest is tokens unseen
+            ratio = theirs / ours
+        self._fit[prompt.model] = _Fit(ours, theirs, min(MAX_RATIO, max(1 / MAX_RATIO, ratio)))
 
     def scaled(self, prompt: Prompt) -> Prompt:
         """The prompt with segment token counts in the provider's tokens (approximately); the tokens it

@@ -269,14 +269,22 @@ def test_diff_counts_an_appended_screenshot_by_its_formula(tmp_path: Path) -> No
     assert all(int(n.replace(",", "")) <= total for n in found.groups() if n)
 
 
-def test_proxy_rescaling_leaves_media_tokens() -> None:
-    from prefixguard.proxy.analysis import _scaled
+def test_token_scale_leaves_media_tokens() -> None:
+    from prefixguard.scale import TokenScale
+    from prefixguard.usage import Usage
     rng = random.Random(4)
     shot = _encoded(Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3)), "PNG")
     prompt = parse_request(_image_request(shot, "anthropic"))
     image = prompt.segments[0]
     assert image.media_tokens == image.tokens == 187
-    scaled = _scaled(prompt, 1.5)
+    longer = json.loads(_image_request(shot, "anthropic"))
+    longer["messages"][0]["content"][1]["text"] = "What is it? " * 40
+    longer = parse_request(json.dumps(longer))
+    scale = TokenScale()
+    for p in (prompt, longer):  # the provider bills the text at 1.5x our count and the image as costed
+        text = p.total_tokens - 187
+        scale.learn(p, Usage(prompt_total=187 + round(1.5 * text), reported=True))
+    scaled = scale.scaled(prompt)
     assert scaled.segments[0].tokens == 187
     assert scaled.segments[1].tokens == round(prompt.segments[1].tokens * 1.5)
 
@@ -297,18 +305,18 @@ def test_url_and_file_images_are_flagged_estimates() -> None:
     assert seg.estimated and seg.tokens == 85
 
 
-def test_proxy_learns_the_text_ratio_from_a_recorded_image_request(shared_data: Path) -> None:
-    """The proxy's tokenizer calibration (provider total / our total) is taken over the text only: the
+def test_token_scale_fits_the_text_of_a_recorded_image_request(shared_data: Path) -> None:
+    """The tokenizer calibration (provider total against our total) is taken over the text only: the
     image's cost is the provider's already. Before, 485 billed / 26,297 counted pinned it at its bound."""
-    from prefixguard.proxy.analysis import MAX_RATIO, Analyzer, FlowState, Response
-    folder = shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image"
-    analyzer = Analyzer()
-    flow = FlowState("f1", 0.0, 0.0, "/v1/messages", body=(folder / "0001.request.json").read_bytes())
-    analyzer.request(flow)
-    analyzer.finish(Response("f1", status=200, body=(folder / "0001.response.json").read_bytes()))
-    ratio = analyzer._ratio["claude-3-5-haiku-20241022"]
-    assert 1 / MAX_RATIO < ratio < MAX_RATIO
-    assert ratio == pytest.approx((453 - 437) / (447 - 437))  # billed and predicted, media aside
+    from prefixguard.replay.sources import load
+    from prefixguard.scale import TokenScale
+    from prefixguard.replay.targets import parsed
+    req = load(shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image").requests[0]
+    prompt, scale = parsed(req), TokenScale()
+    scale.learn(prompt, req.reported)
+    assert scale.scaled(prompt).total_tokens == req.reported.prompt_total == 453
+    media = sum(s.media_tokens for s in prompt.segments)
+    assert media == 437 and prompt.total_tokens - media == 10  # the text: 16 billed, 10 counted
 
 
 def test_openai_shapes_cost_files_and_tool_output_images(shared_data: Path) -> None:

@@ -3,11 +3,12 @@ runs the example agent (the real anthropic and openai SDKs) through the proxy to
 `--cache-policy auto`, so each request is served under its own provider's contract and the capture holds
 both shapes with the server's cache fields.
 
-Why the tolerance is tight: the sim and the server judge a request by the same contract code
-(prefixguard.policy) on the same token counts (the engine's chat template), in the same order, and the
-demo's requests are seconds apart (far from any TTL). What may still differ per request is what the
-server's radix tree no longer held (an eviction); results.agreement's slack (16 tokens or 5%) allows a
-page of that. Totals must agree within 1%.
+How close: the sim judges a request by the same contract code (prefixguard.policy) as the server, in
+the same order, seconds apart (far from any TTL); it counts tokens as the proxy does for any provider
+(our tokenizer, scaled to the totals the server reported before: prefixguard/scale.py), not with the
+server's own template. Totals must agree within 1%, and each request within results.agreement's slack
+(16 tokens or 5%) on at least 90% of them: where a conversation starts, its first read is judged with
+the scale of the previous, longer requests.
 """
 from __future__ import annotations
 
@@ -55,15 +56,17 @@ def test_auto_policy_predicts_what_the_engine_server_reported(demo_capture: Path
     got = doc["predicted_vs_reported"]
     assert got["requests"] == len(rows) and got["reported_cached"] == reported_cached
     assert abs(got["predicted_cached"] - reported_cached) <= 0.01 * reported_cached, got
-    assert got["agree"] == got["requests"] and got["over_predicted"] == got["under_predicted"] == 0, got
+    assert got["agree"] >= 0.9 * got["requests"], got
 
-    # Per request, from the results file: each prediction within the agreement slack of the report.
+    # Per request, from the results file: the same count of predictions within the slack of the report.
     outcomes = json.loads(out.read_text())["runs"]["as_is"]["requests"]
     by_id = {r["id"]: r for r in rows}
+    agree = 0
     for o in outcomes:
         told = by_id[o["ref"]]["usage"]["cache_read"]
         assert o["reported_cached"] == told
-        assert abs(o["cached_tokens"] - told) <= max(AGREE_TOKENS, AGREE_FRACTION * max(told, o["cached_tokens"])), o
+        agree += abs(o["cached_tokens"] - told) <= max(AGREE_TOKENS, AGREE_FRACTION * max(told, o["cached_tokens"]))
+    assert agree == got["agree"]
     # Both providers' requests hit and missed: the agreement is not all zeros.
     for api in ("anthropic", "openai-chat"):
         hits = [o for o in outcomes if by_id[o["ref"]]["api"] == api and o["reported_cached"]]

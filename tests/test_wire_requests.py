@@ -114,10 +114,14 @@ def test_moving_a_block_to_another_message_changes_the_fingerprint():
     assert a[0] == b[0] and a[1] != b[1]
 
 
-def test_string_content_and_block_list_differ():
+def test_string_content_and_one_text_block_are_one_prefix():
+    """rules/equivalences.toml, text-block-is-string: the provider renders them alike."""
     a = anthropic([{"role": "user", "content": "hi"}])
     b = anthropic([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
-    assert chain_of(a) != chain_of(b)
+    assert chain_of(a) == chain_of(b)
+    cited = anthropic([{"role": "user", "content": [{"type": "text", "text": "hi", "citations": []}]}])
+    two = anthropic([{"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]}])
+    assert chain_of(cited) != chain_of(a) and chain_of(two) != chain_of(a)
 
 
 def test_breakpoints_are_not_content():

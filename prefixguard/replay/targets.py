@@ -40,6 +40,17 @@ class Target(Protocol):
     def run(self, req: Request, now: float) -> Outcome: ...
 
 
+def parsed(req: Request, model: str | None = None) -> Prompt:
+    """The parsed request, counted as a provider counts it (our tokenizer, images by their formula):
+    what a contract judges."""
+    if req.body is None:
+        raise InputError(NO_BODIES, req.ref)
+    prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref)
+    if model:
+        prompt.model = model
+    return prompt
+
+
 def prompt_of(req: Request, model: str | None = None) -> Prompt:
     """The parsed request, its segments' tokens counted by the engine's chat template."""
     return _rendered(req, model)[0]
@@ -140,10 +151,10 @@ class SimTarget:
             if policy is None:
                 return self._radix_blocks(req)
             return self._contract(req, now, block_prompt(req, api or "openai-chat", model), policy)
-        prompt, ids = _rendered(req, self.model)
+        prompt = parsed(req, self.model)
         policy = self._policy(prompt.api, prompt.model)
         if policy is None:
-            return self._radix_ids(req, prompt, ids)
+            return self._radix_ids(req, *_rendered(req, self.model))
         return self._contract(req, now, prompt, policy)
 
     def _policy(self, api: str, model: str | None) -> CachePolicy | None:
