@@ -21,6 +21,8 @@ from hashlib import blake2b
 from itertools import accumulate
 from typing import Any
 
+from xxhash import xxh3_128_digest
+
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.prompt import LEVELS, Prompt, Segment
 
@@ -121,6 +123,23 @@ def _longest(chain: list[bytes], alive: Any) -> int:
     return lo
 
 
+# Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
+# part's text is hashed in pieces of this many characters (about 64 tokens, under OpenAI's 128-token
+# step), each piece's hash covering the prefix before it, so that is found to within a piece.
+PIECE = 256
+
+
+def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
+    """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
+    seg = prompt.segments[i]
+    text = prompt.text[seg.start:seg.end]
+    out, prev = [], before
+    for k in range(PIECE, len(text) + 1, PIECE):
+        prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
+        out.append(prev)
+    return out
+
+
 class PrefixPolicy(CachePolicy):
     """Automatic prefix caching: every prefix of a served prompt is cached (OpenAI, radix servers)."""
 
@@ -156,15 +175,23 @@ class PrefixPolicy(CachePolicy):
             return last is not None and now - last <= ttl
 
         n_alive = _longest(chain, alive)
-        read = self._rounded(cum[n_alive - 1]) if n_alive else 0
+        reached = cum[n_alive - 1] if n_alive else 0
+        if n_alive < len(chain):  # the match goes on inside the first differing part, token by token
+            seg = prompt.segments[n_alive]
+            pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
+            same = _longest(pieces, lambda fp: alive(b"c" + fp))
+            reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
+        read = self._rounded(reached) if reached else 0
         if read:
             reason = "hit"
         else:
             n_any = _longest(chain, stored)
             reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
         if commit:
-            for fp in chain:
+            for i, fp in enumerate(chain):
                 self._put((*owner, fp), now)
+                for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
+                    self._put((*owner, b"c" + piece), now)
         return Expected(read, 0, total - read, reason)
 
     def _rounded(self, tokens: int) -> int:

@@ -92,6 +92,11 @@ def test_verdicts() -> None:
     # a read where none was predicted: a cache that traffic we did not see wrote (an earlier run)
     v = verdict.final(cold, None, reported(1000), 200)
     assert v.verdict == "hit" and "not seen" in v.cause
+    # ...also after a change that lost the earlier request's cache (recorded: a model switch, then 2,048 read)
+    changed = compare(*(parse_request(json.dumps({"model": m, "messages": [{"role": "user", "content": "x " * 4000}]}))
+                        for m in ("gpt-4o-mini", "gpt-4.1-mini")))
+    v = verdict.final(Expected(0, 0, 2747, "cold"), changed, Usage(2747, 2048, 0, 0, 699, 5, True), 200)
+    assert v.verdict == "hit" and "after model_changed" in v.cause and "not seen" in v.cause
     # ...unless it is a few tokens of a long prompt: 8 of 2,286 read is no hit
     assert verdict.final(cold, None, Usage(2286, 8, 0, 0, 2278, 5, True), 200).verdict == "cold"
 

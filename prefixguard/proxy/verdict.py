@@ -75,15 +75,16 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     rules = verdict_rules()
     tol = rules["read_tolerance"]
     read, want = usage.cache_read, expected.read_tokens
+    as_predicted = abs(read - want) <= tol * max(read, want)
     changed = _prefix_changed(cmp)
-    if changed:
-        owed = want + cmp.reprefill_tokens if owed is None else owed
-        if read < (1 - tol) * owed:
-            return Verdict("miss_prefix_changed", changed)
-    note = f"note: {changed} cost nothing" if changed else None
+    owed = (want + cmp.reprefill_tokens if owed is None else owed) if changed else want
+    cost_nothing = read >= (1 - tol) * owed
+    if changed and not cost_nothing and (as_predicted or read < want):
+        return Verdict("miss_prefix_changed", changed)
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
         return Verdict(expected.reason)
-    if abs(read - want) <= tol * max(read, want):  # as predicted
+    note = f"note: {changed} cost nothing" if changed and cost_nothing else None
+    if as_predicted:
         if read:
             return Verdict("hit", note)
         return Verdict("miss_ttl_expired" if expected.reason == "ttl_expired" else "cold", note)
@@ -92,7 +93,8 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
             return Verdict("cold", f"read {read} of {usage.prompt_total}: too little to count")
         # More than predicted: what the change seemed to break was read after all, or a cache that
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
-        return Verdict("hit", note or f"read {read} where ~{want} was predicted: a cache written by "
+        after = f" after {changed}" if changed else ""
+        return Verdict("hit", note or f"read {read} where ~{want} was predicted{after}: a cache written by "
                                       "traffic not seen here")
     if read == 0:
         if expected.reason == "ttl_expired":

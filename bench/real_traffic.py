@@ -1,0 +1,143 @@
+"""prefixguard against what providers really did: the recorded traffic of ../shared/data/recorded/.
+
+Each cassette is one session. Its requests go in order through the proxy's analysis (the Analyzer of
+prefixguard.proxy.analysis: parse, session model, contract, token scale, verdict; a real SQLite store)
+with the response the provider gave, and through replay's sim target (--policy auto). Both predictions
+are set against the provider's reported cache read:
+- reads: requests the provider read from cache, predicted within 5%; all of them, and those after the
+  first request of their cassette (before it nothing was seen: the cache may hold what earlier,
+  unrecorded runs wrote, and no history can predict that);
+- zeros: requests that read nothing, predicted 0;
+- false breaks: miss_prefix_changed where the provider read at least 95% of what it owed had the
+  prefix not changed (must be none).
+
+    .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefixguard.errors import InputError
+from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+from prefixguard.replay import sources
+from prefixguard.replay.targets import SimTarget
+from prefixguard.store import open_store
+
+SOURCES = ("crewai", "openllmetry", "pydantic-ai")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded"
+TOLERANCE = 0.05
+
+
+@dataclass
+class Row:
+    source: str
+    cassette: str
+    n: int                    # position in its cassette, from 1
+    model: str | None
+    reported_read: int
+    reported_prompt: int
+    proxy_expected: int | None
+    sim_predicted: int | None
+    verdict: str | None
+    cause: str | None
+
+
+@dataclass
+class Figures:
+    rows: list[Row] = field(default_factory=list)
+
+    def share(self, predicted: str, read: bool, later: bool = False) -> tuple[int, int]:
+        """(agreeing, counted) for requests that read (within 5%) or did not (predicted 0)."""
+        ok = n = 0
+        for r in self.rows:
+            p = getattr(r, predicted)
+            if p is None or (r.reported_read > 0) != read or (later and r.n == 1):
+                continue
+            n += 1
+            ok += abs(p - r.reported_read) <= TOLERANCE * r.reported_read if read else p == 0
+        return ok, n
+
+    def false_breaks(self) -> list[Row]:
+        """miss_prefix_changed though the provider read what the contract owed (within 5%)."""
+        return [r for r in self.rows if r.verdict == "miss_prefix_changed" and r.proxy_expected is not None
+                and r.reported_read >= (1 - TOLERANCE) * max(r.proxy_expected, 1)]
+
+
+def cassettes(data: Path, names: tuple[str, ...] = SOURCES) -> list[tuple[str, Path]]:
+    return [(name, d) for name in names for d in sorted((data / name).iterdir()) if d.is_dir()]
+
+
+def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, bytes]] | None]:
+    stem = ref.removesuffix(".request.json")
+    whole, stream = folder / f"{stem}.response.json", folder / f"{stem}.response.sse"
+    if whole.exists():
+        return whole.read_bytes(), None
+    if stream.exists():
+        return None, [(0.0, stream.read_bytes())]
+    return None, None
+
+
+def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:
+    figures = Figures()
+    with tempfile.TemporaryDirectory() as tmp:
+        for source, folder in cassettes(data, names):
+            try:
+                trace = sources.load(folder)
+            except InputError:
+                continue
+            store = Path(tmp) / f"{source}-{folder.name[:80]}.db"
+            analyzer, sim = Analyzer(store=str(store)), SimTarget("auto")
+            done: dict[str, int | None] = {}
+            for i, req in enumerate(trace.requests):
+                body, chunks = _response(folder, req.ref)
+                flow_id = f"{i}"
+                analyzer.request(FlowState(flow_id, float(i), float(i), req.path or "/v1/messages",
+                                           body=json.dumps(req.body).encode()))
+                analyzer.finish(Response(flow_id, status=200, headers_at=float(i), ended_at=float(i),
+                                         body=body, chunks=chunks))
+                try:
+                    done[flow_id] = sim.run(req, req.ts).cached_tokens
+                except InputError:
+                    done[flow_id] = None
+            analyzer.close()
+            with open_store(store) as db:
+                for i, row in enumerate(db.rows()):
+                    usage = row.get("usage") or {}
+                    if not usage.get("reported"):
+                        continue
+                    figures.rows.append(Row(source, folder.name, i + 1, row.get("model"), usage.get("cache_read", 0),
+                                            usage.get("prompt_total", 0), row.get("expected_cached"),
+                                            done.get(row["id"]), row.get("verdict"), row.get("cause")))
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--show-misses", action="store_true", help="list the requests whose read was predicted wrong")
+    args = ap.parse_args()
+    f = measure(args.data)
+    print(f"{'figure':58} {'proxy':>13} {'replay sim':>13}")
+    for label, read, later in (("reads (provider read > 0) predicted within 5%", True, False),
+                               ("  the same, after each cassette's first request", True, True),
+                               ("zeros (provider read 0) predicted 0", False, False)):
+        cells = []
+        for who in ("proxy_expected", "sim_predicted"):
+            ok, n = f.share(who, read, later)
+            cells.append(f"{ok}/{n} {100 * ok / max(n, 1):3.0f}%")
+        print(f"{label:58} {cells[0]:>13} {cells[1]:>13}")
+    print(f"{'false breaks (miss_prefix_changed, provider read >= 95% owed)':58} {len(f.false_breaks()):>13}")
+    if args.show_misses:
+        for r in f.rows:
+            if r.reported_read and abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read:
+                print(f"  {r.source}/{r.cassette[:60]} #{r.n} {r.model}: read {r.reported_read} of "
+                      f"{r.reported_prompt}, proxy {r.proxy_expected}, sim {r.sim_predicted}, {r.verdict}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
