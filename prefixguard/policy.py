@@ -23,7 +23,7 @@ from typing import Any
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.contracts import model_contract, provider_for, providers, verdict_rules
 from prefixguard.prompt import LEVELS, Prompt, Segment
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -61,6 +61,24 @@ class CachePolicy:
         """lookup, then record this request's reads and writes (refreshing the TTLs it touched)."""
         with self._lock:
             return self._plan(prompt, now, tenant, commit=True)
+
+    def observe(self, prompt: Prompt, read: int, now: float, tenant: str = "") -> None:
+        """The provider reported reading `read` tokens of this prompt (counted in its tokens): the prefix
+        that long is cached, whoever wrote it (a run before the capture, another client). Recorded as an
+        entry on the last part it covers, so later requests are judged by what the provider holds."""
+        if read <= 0 or not prompt.segments:
+            return
+        ends = list(accumulate(s.tokens for s in prompt.segments))
+        last = min(range(len(ends)), key=lambda k: abs(ends[k] - read))  # reads end on a part's end
+        if ends[last] > read * (1 + verdict_rules()["read_tolerance"]):
+            last -= 1
+        if last < 0:
+            return
+        with self._lock:
+            self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
+
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        raise NotImplementedError
 
     def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
         raise NotImplementedError
@@ -194,6 +212,10 @@ class PrefixPolicy(CachePolicy):
                     self._put((*owner, b"c" + piece), now)
         return Expected(read, 0, total - read, reason)
 
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        for fp in chain[:last + 1]:
+            self._put((tenant, prompt.model or "", fp), now)
+
     def _rounded(self, tokens: int) -> int:
         if tokens < max(self.minimum, 1):
             return 0
@@ -278,6 +300,11 @@ class AnthropicPolicy(CachePolicy):
             for idx, ttl in writes:
                 self._touch(owner, chain, idx, ttl, now)
         return Expected(read, written, total - read - written, reason, last_ttl, by_ttl)
+
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        owner = (tenant, prompt.model or "")
+        if not self._alive(owner, chain[last], now):
+            self._touch(owner, chain, last, self.default_ttl, now)
 
     def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
         entry = self._get((*owner, fp))

@@ -228,3 +228,24 @@ def test_automatic_breakpoint_walks_back_past_an_empty_text_block() -> None:
     body["messages"][0]["content"][1]["text"] = " "
     p = parse_request(json.dumps(body), path="/v1/messages")
     assert breakpoints(p, providers()["anthropic"]["breakpoint_ineligible_kinds"]) == {len(p.segments) - 1: "5m"}
+
+
+def test_what_the_provider_reports_reading_is_held() -> None:
+    """A first request that reads a prefix nobody we saw wrote (an earlier run, another client): the
+    policy holds what the provider reported, so the next request over that prefix is judged by it."""
+    first, later = anthropic_body(bp_system=True), anthropic_body(turns=2, bp_system=True)
+    pol = make_policy("anthropic")
+    pol.observe(first, first.segments[0].tokens, 0.0, "t")  # the provider read the system prompt
+    assert pol.lookup(later, 10.0, "t").read_tokens == later.segments[0].tokens
+    assert make_policy("anthropic").lookup(later, 10.0, "t").read_tokens == 0  # not without the report
+
+
+def test_automatic_caching_reads_into_the_first_differing_part() -> None:
+    """OpenAI matches tokens, not parts: two prompts whose one long message differs near its end share
+    most of it (recorded: crewAI reads inside a 16,000-character user message)."""
+    pol = make_policy("openai")
+    body = lambda tail: {"model": "gpt-4o", "messages": [{"role": "user", "content": text(4000, "s") + tail}]}  # noqa: E731
+    a, b = (parse_request(json.dumps(body(t)), path="/v1/chat/completions") for t in (" first", " second"))
+    pol.commit(a, 0.0)
+    got = pol.lookup(b, 1.0).read_tokens
+    assert got > 0.9 * a.total_tokens - OPENAI["token_step"] and got <= a.total_tokens

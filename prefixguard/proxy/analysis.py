@@ -248,7 +248,9 @@ class Analyzer:
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
             self._scale.learn(prompt, usage)
-            self.policy_for(prompt).commit(self._scale.scaled(prompt), flow.ts, flow.tenant)
+            scaled, policy = self._scale.scaled(prompt), self.policy_for(prompt)
+            policy.commit(scaled, flow.ts, flow.tenant)
+            policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
         if self.store is not None:
             self.store.add(rec)
         return _line(rec) if prompt is not None else None

@@ -221,12 +221,15 @@ class SimTarget:
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
-        scaled = self._scale.scaled(prompt)
-        exp = policy.lookup(scaled, now, req.tenant)
+        judged = self._scale.scaled(prompt)
+        exp = policy.lookup(judged, now, req.tenant)
         if req.reported is not None:
             self._scale.learn(prompt, req.reported)
-        policy.commit(self._scale.scaled(prompt), now, req.tenant)
-        o = outcome(req, scaled.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
+        held = self._scale.scaled(prompt)
+        policy.commit(held, now, req.tenant)
+        if req.reported is not None:
+            policy.observe(held, req.reported.cache_read, now, req.tenant)  # what the provider holds
+        o = outcome(req, judged.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
                     uncached_tokens=exp.uncached_tokens, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
         return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))
