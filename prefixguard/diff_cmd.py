@@ -31,6 +31,13 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     prefix? If not: where it first diverges (level, JSON pointer, byte and token offset), why (the
     cause), what must be prefilled again, what that costs, and the fix.
 
+    \b
+    Tokens follow B's provider contract, A the only request the cache has seen:
+      reused_tokens     what B can read of what A wrote (breakpoints and their
+                        20-block lookback, the model's minimum, 128-token steps)
+      reprefill_tokens  what A had cached past that, as B renders it: written again
+      cost_usd          that re-prefill priced as written, not read
+
     Exit status: 0 B reuses A's prefix whole, 1 the prefix breaks, 2 error.
     """
     try:

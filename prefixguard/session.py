@@ -2,7 +2,7 @@
 conversation. The proxy, lint's sequence mode and the report all ask it; none keeps its own.
 
 - The best earlier request is the one of the same tenant (across models, so a model switch is named)
-  that shares the longest prefix of segments; the most recent on ties. When not even the first
+  that shares the longest prefix of segments; on ties one of the same model, then the most recent. When not even the first
   segment is shared (a timestamp at the very start, tools reordered), it is the recent request with
   the most segments in common wherever they stand, else the latest.
 - A request starts a new conversation when it departs from that request only inside its own newest
@@ -56,8 +56,9 @@ class _Seen:
 
 @dataclass(slots=True)
 class _Tenant:
-    index: PrefixIndex
+    index: PrefixIndex                     # every model's requests
     recent: deque[_Seen]
+    by_model: dict[str | None, PrefixIndex] = field(default_factory=dict)
 
 
 class Sessions:
@@ -80,6 +81,7 @@ class Sessions:
             cmp = compare(best.prompt, prompt, elapsed=elapsed)
             match = Match(best.item, best.prompt, cmp, new_conversation(best.prompt, prompt, cmp))
         state.index.add(prompt.chain, seen)
+        state.by_model.setdefault(prompt.model, PrefixIndex(self.keep)).add(prompt.chain, seen)
         state.recent.append(seen)
         return match
 
@@ -87,7 +89,12 @@ class Sessions:
     def _best(state: _Tenant, seen: _Seen) -> _Seen | None:
         if not state.recent:
             return None
-        _, best = state.index.longest(seen.prompt.chain)
+        shared, best = state.index.longest(seen.prompt.chain)
+        own = state.by_model.get(seen.prompt.model)
+        if own is not None and best is not None and best.prompt.model != seen.prompt.model:
+            own_shared, own_best = own.longest(seen.prompt.chain)
+            if own_shared >= shared:  # as much in common with a request of its own model: that cache
+                best = own_best
         if best is None:  # most parts in common; the latest on ties
             best = max(reversed(state.recent), key=lambda e: len(e.parts & seen.parts))
         return best
