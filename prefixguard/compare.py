@@ -152,7 +152,7 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     if not breaking:
         return Comparison(False, ["append_only"], None, reused, 0, 0.0, detail=_append_detail(a, b),
                           fix=FIXES["append_only"], api=b.api, model=b.model,
-                          tokens_estimated=a.tokens_estimated or b.tokens_estimated,
+                          tokens_estimated=a.estimated or b.estimated,
                           extra=[f"{f.cause}: {f.detail}" for f in findings])
     first = breaking[0]
     at = [f for f in breaking if f.index == first.index]
@@ -163,6 +163,8 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     char = (seg.start + first.offset) if seg else len(b.text)
     level = _level_at(a, b, d)
     before_divergence = sum(s.tokens for s in b.segments[:d])
+    if seg is not None:  # and the part of the diverging segment before its first differing character
+        before_divergence += seg.tokens * first.offset // max(1, seg.end - seg.start)
     divergence = Divergence(level, _pointer_at(b, a, d, level), b.byte_offset(char) + first.byte_extra,
                             before_divergence, d)
     setting = next((f.setting for f in at if f.setting), None)
@@ -171,7 +173,7 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
         before=first.before, after=first.after,
         detail="; ".join(dict.fromkeys(f.detail for f in at if f.detail)),
         fix=" ".join(_fix(f, level) for f in at[:2]), setting=setting, api=b.api, model=b.model,
-        tokens_estimated=a.tokens_estimated or b.tokens_estimated,
+        tokens_estimated=a.estimated or b.estimated,
         extra=[f"{f.cause} at {_pointer_of(b, f.index)}: {f.detail}" for f in breaking
                if f.index > d and f.cause not in causes])
 

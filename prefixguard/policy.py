@@ -13,6 +13,7 @@ The proxy's verdicts, the engine server's --cache-policy and replay's sim target
 from __future__ import annotations
 
 import json
+import marshal
 import threading
 from collections import OrderedDict
 from collections.abc import Collection
@@ -151,7 +152,7 @@ def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
     """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
     seg = prompt.segments[i]
     text = prompt.text[seg.start:seg.end]
-    out, prev = [], before
+    out, prev = [], before + marshal.dumps((seg.level, seg.role, seg.header))  # as another role it differs
     for k in range(PIECE, len(text) + 1, PIECE):
         prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
         out.append(prev)

@@ -76,6 +76,11 @@ class Prompt:
     chain: list[bytes] = field(default_factory=list)  # fingerprint chain: chain[i] covers segments 0..i
 
     @property
+    def estimated(self) -> bool:
+        """Some count is an estimate: no tokenizer loaded, or an image or document of unknown size."""
+        return self.tokens_estimated or any(s.estimated for s in self.segments)
+
+    @property
     def total_tokens(self) -> int:
         return sum(s.tokens for s in self.segments)
 

@@ -224,7 +224,7 @@ class Analyzer:
         if self.bodies:
             rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
         if prompt is not None:
-            rec.tokens_estimated = prompt.tokens_estimated
+            rec.tokens_estimated = prompt.estimated
             rec.fingerprints = b"".join(prompt.chain)
             rec.segments = [[s.level, s.pointer, s.tokens] for s in prompt.segments]
         if resp.ended_at is not None:
