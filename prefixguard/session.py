@@ -1,8 +1,8 @@
 """The one session model: which earlier request a new one continues, and whether it starts a new
 conversation. The proxy, lint's sequence mode and the report all ask it; none keeps its own.
 
-- The best earlier request is the one of the same tenant (across models, so a model switch is named)
-  that shares the longest prefix of segments; on ties one of the same model, then the most recent. When not even the first
+- The best earlier request is the one of the same tenant and provider (across its models, so a model
+  switch is named; two providers never share a cache) that shares the longest prefix of segments; on ties one of the same model, then the most recent. When not even the first
   segment is shared (a timestamp at the very start, tools reordered), it is the recent request with
   the most segments in common wherever they stand, else the latest.
 - A request starts a new conversation when it departs from that request only inside its own newest
@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefixguard.compare import Comparison, compare, messages
+from prefixguard.contracts import provider_for
 from prefixguard.fingerprint import PrefixIndex
 from prefixguard.prompt import Prompt
 from prefixguard.volatile import find_volatile
 
 KEEP_PER_TENANT = 64    # earlier requests searched by prefix per tenant
-KEEP_TENANTS = 256      # tenants whose history is kept
+KEEP_TENANTS = 256      # tenants (and providers) whose history is kept
 RECENT = 32             # requests per tenant searched by content when no prefix is shared
 
 # Causes that a new message explains by itself; a model, setting, tool or breakpoint change is still a break.
@@ -64,13 +65,14 @@ class _Tenant:
 class Sessions:
     def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT) -> None:
         self.keep, self.tenants, self.recent = keep, tenants, recent
-        self._tenants: OrderedDict[str, _Tenant] = OrderedDict()
+        self._tenants: OrderedDict[tuple[str, str], _Tenant] = OrderedDict()
 
     def observe(self, prompt: Prompt, item: Any = None, tenant: str = "", ts: float | None = None) -> Match:
         """Compare with the best earlier request of the tenant, then remember this one under `item`.
         ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
-        state = self._tenants.pop(tenant, None) or _Tenant(PrefixIndex(self.keep), deque(maxlen=self.recent))
-        self._tenants[tenant] = state
+        key = (tenant, provider_for(prompt.api, prompt.model))  # a cache lives at one provider
+        state = self._tenants.pop(key, None) or _Tenant(PrefixIndex(self.keep), deque(maxlen=self.recent))
+        self._tenants[key] = state
         while len(self._tenants) > self.tenants:
             self._tenants.popitem(last=False)
         seen = _Seen(prompt, item, ts, frozenset(s.key for s in prompt.segments))
