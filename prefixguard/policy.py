@@ -18,7 +18,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from hashlib import blake2b
 from itertools import accumulate
 from typing import Any
 
@@ -52,6 +51,7 @@ class CachePolicy:
         self._invalidates: dict[str, str] = table.get("invalidates", {})
         self._entries: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._keyed: tuple[list[bytes], list[bytes]] | None = None   # the last prompt keyed: (chain, keyed)
 
     def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
         """What the provider should read now; changes nothing."""
@@ -96,15 +96,19 @@ class CachePolicy:
     def keyed_chain(self, prompt: Prompt) -> list[bytes]:
         """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
         a changed `thinking` makes every message entry new while tools and system still match."""
+        if self._keyed is not None and self._keyed[0] is prompt.chain:  # lookup and commit key it alike
+            return self._keyed[1]
         salts = {}
         for i, level in enumerate(LEVELS):
             keyed = {k: v for k, v in prompt.settings.items()
                      if k in self._invalidates and LEVELS.index(self._invalidates[k]) <= i and v not in (None, False)}
             salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
-        if not any(salts.values()):
-            return prompt.chain
-        return [blake2b(fp + salts[seg.level], digest_size=len(fp)).digest() if salts[seg.level] else fp
-                for fp, seg in zip(prompt.chain, prompt.segments)]
+        chain = prompt.chain
+        if any(salts.values()):
+            chain = [xxh3_128_digest(fp + salts[seg.level]) if salts[seg.level] else fp
+                     for fp, seg in zip(prompt.chain, prompt.segments)]
+        self._keyed = (prompt.chain, chain)
+        return chain
 
 
 def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
