@@ -6,6 +6,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 from importlib.resources import files
 
 SEVERITIES = ("error", "warning", "info")   # most severe first
@@ -59,6 +60,24 @@ def rules() -> tuple[Rule, ...]:
 @cache
 def _by_key() -> dict[str, Rule]:
     return {key: r for r in rules() for key in (r.code, r.name)}
+
+
+def at_least(findings: Iterable[Any], severity: str) -> list[Any]:
+    """The findings of this severity or a more severe one."""
+    rank = SEVERITIES.index(severity)
+    return [f for f in findings if SEVERITIES.index(f.severity) <= rank]
+
+
+def default_codes() -> frozenset[str]:
+    """The rules that run when nothing is selected: those of severity error or warning."""
+    return frozenset(r.code for r in rules() if r.severity != "info")
+
+
+@cache
+def help_uri(code: str) -> str:
+    """Where a rule's documentation lives (catalog.toml `help_uri`, with {code} and {anchor})."""
+    template = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))["help_uri"]
+    return template.format(code=code, anchor=code.lower())
 
 
 def get(key: str) -> Rule | None:
