@@ -37,7 +37,7 @@ class Rule:
 @cache
 def rules() -> tuple[Rule, ...]:
     """All rules, in code order. Raises ValueError on a malformed catalog (a packaging bug)."""
-    data = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    data = _data()
     families = data["families"]
     out = []
     for row in data["rule"]:
@@ -74,10 +74,18 @@ def default_codes() -> frozenset[str]:
 
 
 @cache
+def _data() -> dict[str, Any]:
+    return tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+
+
 def help_uri(code: str) -> str:
     """Where a rule's documentation lives (catalog.toml `help_uri`, with {code} and {anchor})."""
-    template = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))["help_uri"]
-    return template.format(code=code, anchor=code.lower())
+    return _data()["help_uri"].format(code=code, anchor=code.lower())
+
+
+def count_margin() -> float:
+    """How far under a token minimum our count must be to count as evidence (catalog.toml `count_margin`)."""
+    return float(_data()["count_margin"])
 
 
 def get(key: str) -> Rule | None:

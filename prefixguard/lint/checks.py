@@ -13,6 +13,7 @@ and constants inside tool definitions never are.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
@@ -20,6 +21,7 @@ from itertools import accumulate, pairwise
 from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.lint.position import join_pointer
 from prefixguard.policy import breakpoints as policy_breakpoints
@@ -29,6 +31,7 @@ from prefixguard.volatile import VolatileMatch, find_volatile
 Check = Callable[["Context"], Iterator[Hit]]
 CHECKS: dict[str, Check] = {}
 # Rules about what the API rejects: the only ones that apply to a token-counting request (nothing cached).
+VERSIONED = re.compile(r"_\d{8}$")
 VALIDITY = frozenset({"invalid-breakpoint", "too-many-breakpoints", "ttl-order"})
 
 
@@ -421,21 +424,40 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     yield Hit("too-many-breakpoints", pointer, f"{count} cache breakpoints{auto}; at most {limit} are allowed")
 
 
+def _clearly_below(tokens: int, minimum: int) -> bool:
+    """Our tokenizer is not the provider's (which counts more, and adds its template): a count within the
+    catalog's margin under a minimum is no evidence of being under it."""
+    return tokens * (1 + catalog.count_margin()) < minimum
+
+
+def _versioned_tool(value: Any) -> bool:
+    """A provider-defined tool (its type carries a version date: web_search_20250305, bash_20250124,
+    tool_search_tool_bm25_20251119): the provider renders a prompt of its own for it."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return isinstance(kind, str) and VERSIONED.search(kind) is not None
+
+
 @check("below-minimum")
 def below_minimum(ctx: Context) -> Iterator[Hit]:
     minimum = ctx.contract.min_cacheable_tokens
     model = ctx.prompt.model or "this model"
     if ctx.provider != "anthropic":
-        if ctx.total < minimum:
+        if _clearly_below(ctx.total, minimum):
             yield Hit("below-minimum", "", f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
                       f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)
         return
+    if any(_versioned_tool(seg.value) for seg in ctx.segments if seg.level == "tools"):
+        return  # the provider adds that tool's own prompt and expansions, which we cannot count
+    # A breakpoint under the minimum costs money only when no breakpoint of the request reaches it (then
+    # nothing is cached at all); under a later one that does, it is a slot spent for nothing (info).
+    covered = any(not _clearly_below(ctx.before[bp.index + 1], minimum) for bp in ctx.breakpoints)
     for bp in ctx.breakpoints:
         upto = ctx.before[bp.index + 1]
-        if upto < minimum:
+        if _clearly_below(upto, minimum):
+            tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
             yield Hit("below-minimum", bp.pointer,
                       f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
-                      f"minimum of {model}: nothing is cached here")
+                      f"minimum of {model}: {tail}", variant="covered" if covered else None)
 
 
 @check("lookback-exceeded")
