@@ -87,7 +87,7 @@ def test_rules_command():
 def test_catalog_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: catalog.Rule):
     """`prefixguard rule X` shows a bad and a good example: the bad one triggers X, the good one does not."""
     monkeypatch.chdir(tmp_path)
-    suffix = ".jsonl" if rule.cause else ".json"
+    suffix = ".jsonl" if rule.cause or "\n{" in rule.bad else ".json"   # several requests: a capture
     for kind, expected in (("bad", True), ("good", False)):
         path = tmp_path / f"{kind}{suffix}"
         path.write_text(getattr(rule, kind) + "\n", "utf-8")

@@ -75,13 +75,27 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
         elif glob.has_magic(arg):
             found = []
             for name in sorted(glob.glob(arg, recursive=True)):
-                found.extend(_walk(Path(name), settings) if os.path.isdir(name) else [name])
+                if os.path.isdir(name):
+                    found.extend(_walk(Path(name), settings))
+                elif os.path.isfile(name):
+                    found.append(name)
+                elif _not_regular(name) == "symbolic link loop":
+                    raise InputError("symbolic link loop", name)
+            found = _distinct(found)   # `**` follows links to folders: one file may be reached by many paths
         else:
             raise InputError("no such file or directory", arg)
         out.extend(found)
         if not found:
             empty.append(arg)
     return list(dict.fromkeys(out)), empty
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """The first path to each file (by its real path)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        seen.setdefault(os.path.realpath(name), name)
+    return list(seen.values())
 
 
 def _not_regular(name: str) -> str:
