@@ -130,12 +130,13 @@ class Recorder:
 
     def breaks(self) -> list[tuple[int, int, Comparison]]:
         """(earlier index, index, comparison) of each request that broke the prefix of the best earlier
-        request of the session: the same session model as the proxy and lint's sequence mode."""
+        request of the session: the same session model as the proxy and lint's sequence mode. Requests to
+        different APIs (Anthropic, OpenAI) never share a cache, so each API is a tenant of its own."""
         sessions, out = Sessions(), []
         for i, r in enumerate(self.requests):
             if r.prompt.counts_only:
                 continue
-            match = sessions.observe(r.prompt, i)
+            match = sessions.observe(r.prompt, i, tenant=r.prompt.api)
             if match.broken:
                 out.append((match.earlier, i, match.comparison))
         return out
