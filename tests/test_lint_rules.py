@@ -101,8 +101,14 @@ def test_volatile_in_prefix_ignores_history_written_by_tools_and_model():
                 assistant(f"It is {STAMP}."), user("Thanks", )]
     body = anthropic("You tell the time.", messages, cache_control=EPH)
     assert found(body, "volatile-in-prefix") == []
-    messages[0] = user(f"Sent at {STAMP}: what time is it?")   # text the app writes is checked
-    assert [h.pointer for h in found(body, "volatile-in-prefix")] == ["/messages/0/content"]
+    # a time in a message the app wrote earlier is history, re-sent as it was: no evidence alone ...
+    messages[0] = user(f"Sent at {STAMP}: what time is it?")
+    assert found(body, "volatile-in-prefix") == []
+    # ... unless the app re-renders it: the same message with another time than in the earlier request
+    earlier = copy.deepcopy(body)
+    earlier["messages"] = [user(f"Sent at {STAMP.replace(':31Z', ':02Z')}: what time is it?"), *messages[1:3]]
+    hits = found_in_sequence([earlier, body], "volatile-in-prefix")
+    assert [[h.pointer for h in x] for x in hits] == [[], ["/messages/0/content"]]
 
 
 def test_volatile_in_prefix_openai_chat(shared_data):
@@ -149,9 +155,13 @@ def test_breakpoint_on_volatile_anthropic():
 
 
 def test_breakpoint_on_volatile_automatic():
-    bad = anthropic("You are terse.", [user(f"Ping sent at {STAMP}")], cache_control=EPH)
-    hits = found(bad, "breakpoint-on-volatile")
-    assert len(hits) == 1 and hits[0].message.startswith("automatic cache breakpoint")
+    """The automatic breakpoint lands on the last block. A time in the newest user message is no
+    evidence alone (that message is re-sent as written on the next turn); in the system prompt it is."""
+    assert found(anthropic("You are terse.", [user(f"Ping sent at {STAMP}")], cache_control=EPH),
+                 "breakpoint-on-volatile") == []
+    system_last = anthropic([text("You are terse."), text(f"Current time: {STAMP}")], [], cache_control=EPH)
+    hits = found(system_last, "breakpoint-on-volatile")
+    assert len(hits) == 1 and hits[0].message.startswith("automatic cache breakpoint lands")
     assert found(anthropic("You are terse.", [user("Ping")], cache_control=EPH), "breakpoint-on-volatile") == []
 
 
@@ -300,6 +310,24 @@ def test_unstable_key_order_openai_arguments():
     other = copy.deepcopy(again)
     other["messages"][1]["tool_calls"][0]["function"]["arguments"] = '{"city":"Lyon","unit":"C"}'
     assert found_in_sequence([body, other], "unstable-key-order") == [[], []]
+
+
+def test_unstable_key_order_two_orders_in_one_request():
+    """A serializer known to be unstable, seen inside one request: two calls of the same tool whose
+    arguments come with the same keys in two orders."""
+    def call(i: int, args: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "weather", "arguments": args}}]}
+    def result(i: int) -> dict:
+        return {"role": "tool", "tool_call_id": f"call_{i}", "content": "Sunny"}
+    steady = chat([user("Weather?"), call(1, '{"unit":"C","city":"Paris"}'), result(1),
+                   call(2, '{"unit":"C","city":"Lyon"}'), result(2), user("Thanks")])
+    assert found(steady, "unstable-key-order") == []        # unsorted, but always the same order
+    drift = copy.deepcopy(steady)
+    drift["messages"][3]["tool_calls"][0]["function"]["arguments"] = '{"city":"Lyon","unit":"C"}'
+    hits = found(drift, "unstable-key-order")
+    assert [h.pointer for h in hits] == ["/messages/3/tool_calls/0/function/arguments"]
+    assert "at /messages/1/tool_calls/0/function/arguments (city, unit vs unit, city)" in hits[0].message
 
 
 def test_unstable_key_order_recorded_schemas(shared_data):

@@ -5,9 +5,9 @@ numbers it compares against (minimums, breakpoint limits, lookback, TTLs, routin
 rules/providers.toml. Which rules run for a prompt is decided by the catalog (`providers` of each rule).
 
 A finding needs evidence. A value that merely looks volatile (a date, a UUID) is reported only when the
-request itself says it varies (a clock value or a per-request id in the system prompt or message text:
-rules/volatile.toml `varies`) or, in sequence mode, when it changed since the earlier request of the same
-session (`Context.earlier`). A block byte-identical to the earlier request's is never called volatile,
+request itself says it varies (a clock value or a per-request id in the system prompt, which apps render
+for every request: rules/volatile.toml `varies`) or, in sequence mode, when it changed since the earlier
+request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never called volatile,
 and constants inside tool definitions never are.
 """
 from __future__ import annotations
@@ -46,6 +46,8 @@ def check(name: str) -> Callable[[Check], Check]:
 # not something re-rendered per request, so volatile-in-prefix looks only at what the app writes.
 PRODUCED_KINDS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
 PRODUCED_ROLES = ("assistant", "tool")
+# Where a tool call's arguments sit (Anthropic `input`; Chat and Responses `arguments`).
+ARGUMENT_KEYS = ("input", "arguments")
 # Values that are not prompt text: encoded payloads and signatures, and the breakpoint markers.
 NOT_TEXT_KEYS = ("signature", "data", "encrypted_content", *MARKER_KEYS)
 
@@ -166,7 +168,8 @@ class Context:
     def varying(self, i: int) -> list[Volatile]:
         """The volatile values in segment i with evidence that they vary. Sequence mode: those that changed
         since the earlier request (none when the block is byte-identical). Otherwise those the pattern
-        itself vouches for (a clock, a per-request id), in what the app writes outside tool definitions."""
+        itself vouches for (a clock, a per-request id) in the system prompt (system and developer
+        messages included)."""
         seg = self.segments[i]
         if not _written_by_app(seg):
             return []
@@ -176,8 +179,11 @@ class Context:
                 return []
             old = dict(_strings(before.value, before.pointer))
             return [replace(v, changed=True) for v in self.volatile(i) if v.text not in old.get(v.pointer, "")]
-        if seg.level == "tools":
-            return []  # a tool's documentation: examples and model ids are constants
+        if seg.level != "system":
+            # A tool's documentation holds constants (example times, model ids); message history is sent
+            # again as it was written (a time in an earlier message is when it was said). The system
+            # prompt is what apps render anew for every request.
+            return []
         return [v for v in self.volatile(i) if v.varies]
 
 
@@ -323,10 +329,54 @@ def _reordered(old: Any, new: Any, pointer: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _call_arguments(value: Any, pointer: str) -> Iterator[tuple[str, Any]]:
+    """(pointer, object) of a tool call's arguments, found by key at most two objects deep (Anthropic
+    `input`; Chat and Responses `arguments`, a JSON string)."""
+    if not isinstance(value, dict):
+        return
+    for k, v in value.items():
+        if k in ARGUMENT_KEYS:
+            if isinstance(v, str):
+                try:
+                    v = json.loads(v)
+                except (ValueError, RecursionError):
+                    continue
+            yield join_pointer(pointer, k), v
+        elif isinstance(v, dict):
+            yield from _call_arguments(v, join_pointer(pointer, k))
+
+
+def _serializer_drift(ctx: Context) -> Iterator[Hit]:
+    """Evidence inside one request: calls of the same tool whose arguments have the same keys in two
+    different orders. Whatever wrote them does not keep an order (a map serialized unordered, objects
+    rebuilt on resume), so the next rebuild can reorder the history too."""
+    seen: dict[tuple[str | None, frozenset[str]], tuple[tuple[str, ...], str]] = {}
+    for seg in ctx.segments:
+        if seg.kind != "tool_use":
+            continue
+        name = _tool_name(seg.value)
+        for pointer, args in _call_arguments(seg.value, seg.pointer):
+            if not isinstance(args, dict) or len(args) < 2:
+                continue
+            key, order = (name, frozenset(args)), tuple(args)
+            first = seen.setdefault(key, (order, pointer))
+            if first[0] != order:
+                yield Hit("unstable-key-order", pointer,
+                          f"arguments of {_quote(name or 'a tool')} written with their keys in another order than "
+                          f"at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the serializer does not "
+                          "keep an order", key=pointer)
+                return
+
+
 @check("unstable-key-order")
 def unstable_key_order(ctx: Context) -> Iterator[Hit]:
-    """Only on evidence: the same object as in the earlier request of the session, its keys in another
-    order (sequence mode). Unsorted keys alone are the usual layout of a hand-written schema."""
+    """Only on evidence: the same object as in the earlier request of the session with its keys in
+    another order (sequence mode), or calls of one tool whose arguments come in two key orders in this
+    request. Unsorted keys alone are the usual layout of a hand-written schema."""
+    reported = set()
+    for hit in _serializer_drift(ctx):
+        reported.add(hit.pointer)
+        yield hit
     if ctx.earlier is None:
         return
     for seg in ctx.segments:
@@ -334,7 +384,7 @@ def unstable_key_order(ctx: Context) -> Iterator[Hit]:
         if before is None or before.key == seg.key:
             continue
         found = _reordered(before.value, seg.value, seg.pointer)
-        if found:
+        if found and found[0] not in reported:
             yield Hit("unstable-key-order", found[0],
                       f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
                       f"{_quote(found[1])} now comes before {_quote(found[2])}", key=found[0])

@@ -16,13 +16,12 @@ class SupportBot:
         self.history: list[dict] = []
 
     def ask(self, question: str) -> str:
-        self.history.append({"role": "user", "content": question})
-        # the time travels with this turn only; earlier turns are re-sent exactly as they were
-        now = {"role": "user", "content": f"(sent {datetime.now().isoformat()})\n{question}"}
+        # the time travels with this turn, and stays in the history exactly as it was sent
+        self.history.append({"role": "user", "content": f"(sent {datetime.now().isoformat()})\n{question}"})
         reply = self.client.messages.create(
             model="claude-sonnet-4-5", max_tokens=256,
             system=[{"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}}],
-            messages=[*self.history[:-1], now])
+            messages=self.history)
         text = reply.content[0].text
         self.history.append({"role": "assistant", "content": text})
         return text
