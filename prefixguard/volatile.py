@@ -33,10 +33,12 @@ def catalog_patterns() -> tuple[tuple[str, str], ...]:
 
 
 @cache
-def _compiled(extra: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], re.Pattern[str]]:
+def _compiled(extra: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str, re.Pattern[str] | None]],
+                                                           re.Pattern[str]]:
     pairs = list(catalog_patterns()) + list(extra)
     # A user's own pattern is evidence: they say the value varies.
-    kinds = [(p["name"], p.get("varies", "")) for p in _catalog()] + [(name, "user") for name, _ in extra]
+    kinds = [(p["name"], p.get("varies", ""), re.compile(p["evidence_if"]) if "evidence_if" in p else None)
+             for p in _catalog()] + [(name, "user", None) for name, _ in extra]
     # One alternation of named groups: a single pass over the text finds the first pattern at each spot.
     union = "|".join(f"(?P<g{i}>{_scoped(rx)})" for i, (_, rx) in enumerate(pairs))
     return kinds, re.compile(union)
@@ -53,6 +55,8 @@ def find_volatile(text: str, extra: Mapping[str, str] | None = None) -> list[Vol
     kinds, rx = _compiled(tuple(sorted((extra or {}).items())))
     out = []
     for m in rx.finditer(text):
-        name, varies = kinds[int(m.lastgroup[1:])]  # the outer group g<i> names the pattern that matched
+        name, varies, only_if = kinds[int(m.lastgroup[1:])]  # the outer group g<i> names the pattern
+        if only_if is not None and not only_if.search(m.group()):
+            varies = ""
         out.append(VolatileMatch(name, m.start(), m.end(), m.group(), varies))
     return out

@@ -88,7 +88,7 @@ def test_recorded_traffic_few_findings_each_true(shared_data: Path):
 def _claude_code_like() -> dict:
     """The layout of a Claude Code request: tools whose documentation holds constants that look
     volatile, schemas with "type" before "properties", breakpoints on the system prompt and on the last
-    two user messages, the date in a reminder, a long agent history."""
+    two user messages, today's date (no time) in the system prompt, a long agent history."""
     doc = ("Run a shell command. Example: `sleep 00:01:30`. Use model gpt-4.1-2025-04-14 or "
            "claude-sonnet-4-5-20250929 when asked. Today's date: 2025-07-01 is only an example. "
            "IDs look like 123e4567-e89b-12d3-a456-426614174000 (RFC 4122). ") * 10
@@ -98,8 +98,8 @@ def _claude_code_like() -> dict:
                                "required": ["command"]}}
              for name in ("Bash", "Edit", "Glob", "Grep", "Read", "Write")]
     system = [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
-              {"type": "text", "text": "You are an interactive CLI tool that helps users. " * 200,
-               "cache_control": EPH}]
+              {"type": "text", "text": "You are an interactive CLI tool that helps users. " * 200
+               + "<env>Working directory: /repo\nToday's date: 2025-07-01</env>", "cache_control": EPH}]
     messages = [{"role": "user", "content": [
         {"type": "text", "text": "<system-reminder>As you answer, this context may help.</system-reminder>"},
         {"type": "text", "text": "Fix the failing test in tests/test_api.py"}]}]
