@@ -133,6 +133,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_plugin_fails_the_example_until_the_fix(tmp_path: Path):
     """examples/pytest: the app renders the time into its system prompt; the plugin fails its test with
     the explanation, the fixed app passes, and --prefixguard-record writes what lint reads."""
