@@ -8,12 +8,19 @@ Two inputs, written to a temporary folder:
 Each is linted in-process the way `prefixguard lint` does it (read, parse, tokens, every rule, positions),
 with token counting on, and once more with --no-tokens for reference.
 
-    .venv/bin/python bench/lint.py [--json]
+    .venv/bin/python bench/lint.py [--json] [--compare REF] [--repeat N]
+
+--compare REF also measures the code of git revision REF (exported to a temporary folder and run in a
+subprocess on the same inputs), and prints the two side by side with the ratio new/old of lint time.
+Each time is the best of --repeat runs (default 3): the machine is shared.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -66,10 +73,16 @@ def capture() -> list[str]:
     return lines
 
 
+REPEAT = 3
+
+
 def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    best = float("inf")
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def measure(path: Path, text: str, jsonl: bool) -> dict:
@@ -86,10 +99,7 @@ def measure(path: Path, text: str, jsonl: bool) -> dict:
             "ratio_no_tokens": round(estimate_s / loads, 1)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    args = parser.parse_args()
+def rows_here() -> list[dict]:
     tokens.count("warm up")   # load the tokenizer outside the timings
     with tempfile.TemporaryDirectory() as tmp:
         one = Path(tmp, "request.json")
@@ -98,9 +108,42 @@ def main() -> None:
         many = Path(tmp, "capture.jsonl")
         many_text = "\n".join(capture()) + "\n"
         many.write_text(many_text, "utf-8")
-        rows = [measure(one, one_text, False), measure(many, many_text, True)]
+        return [measure(one, one_text, False), measure(many, many_text, True)]
+
+
+def rows_of(ref: str) -> list[dict]:
+    """The same measurement with the code of git revision `ref`, in a subprocess."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        env = dict(os.environ, PYTHONPATH=tmp)
+        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", "--repeat", str(REPEAT)],
+                             env=env, cwd=tmp, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["rows"]
+
+
+def main() -> None:
+    global REPEAT
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--compare", metavar="REF", help="also measure git revision REF, side by side")
+    parser.add_argument("--repeat", type=int, default=REPEAT, help="best of N runs per timing")
+    args = parser.parse_args()
+    REPEAT = max(1, args.repeat)
+    rows = rows_here()
     if args.json:
         print(json.dumps({"tokenizer": tokens.encoding_name(), "rows": rows}, indent=2))
+        return
+    if args.compare:
+        old = rows_of(args.compare)
+        print(f"tokenizer: {tokens.encoding_name()}; best of {REPEAT}; old = {args.compare}, new = this tree")
+        print(f"{'input':<14}{'requests':>10}{'findings old/new':>18}{'lint s old':>12}{'lint s new':>12}"
+              f"{'new/old':>9}{'no-tokens old':>15}{'no-tokens new':>15}{'new/old':>9}")
+        for o, n in zip(old, rows):
+            print(f"{n['input']:<14}{n['requests']:>10}{o['findings']:>9}/{n['findings']:<8}{o['lint_s']:>12.3f}"
+                  f"{n['lint_s']:>12.3f}{n['lint_s'] / o['lint_s']:>8.2f}x{o['lint_no_tokens_s']:>15.3f}"
+                  f"{n['lint_no_tokens_s']:>15.3f}{n['lint_no_tokens_s'] / o['lint_no_tokens_s']:>8.2f}x")
         return
     print(f"tokenizer: {tokens.encoding_name()}")
     print(f"{'input':<14}{'MB':>7}{'requests':>10}{'findings':>10}{'json.loads s':>14}{'lint s':>9}"

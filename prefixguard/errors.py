@@ -8,3 +8,8 @@ class InputError(Exception):
     def __init__(self, message: str, source: str | None = None) -> None:
         message = " ".join(message.split())  # one line, whatever the cause's text held
         super().__init__(f"{source}: {message}" if source else message)
+
+
+class NotARequest(InputError):
+    """Valid JSON that is not a request body prefixguard reads: an API response, another provider's
+    shape, unrelated JSON (package.json, test expectations). Lint skips such files with a warning."""

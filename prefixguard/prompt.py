@@ -74,6 +74,7 @@ class Prompt:
     source: str | None = None             # file path or flow id, for messages
     tokens_estimated: bool = False        # True when no tokenizer could load: counts are estimates
     chain: list[bytes] = field(default_factory=list)  # fingerprint chain: chain[i] covers segments 0..i
+    counts_only: bool = False             # a token-counting request (count_tokens): nothing generated or cached
 
     @property
     def estimated(self) -> bool:

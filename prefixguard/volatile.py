@@ -15,21 +15,33 @@ class VolatileMatch:
     start: int   # offset in the searched text
     end: int
     text: str
+    varies: str = ""  # "clock" | "request": the pattern alone is evidence that the value varies (volatile.toml)
+
+    @property
+    def evidence(self) -> bool:
+        """Whether the match alone says the value changes between requests (a clock, a per-request id)."""
+        return bool(self.varies)
 
 
 @cache
+def _catalog() -> tuple[dict, ...]:
+    return tuple(tomllib.loads(files("rules").joinpath("volatile.toml").read_text("utf-8"))["pattern"])
+
+
 def catalog_patterns() -> tuple[tuple[str, str], ...]:
-    data = tomllib.loads(files("rules").joinpath("volatile.toml").read_text("utf-8"))
-    return tuple((p["name"], p["regex"]) for p in data["pattern"])
+    return tuple((p["name"], p["regex"]) for p in _catalog())
 
 
 @cache
-def _compiled(extra: tuple[tuple[str, str], ...]) -> tuple[list[str], re.Pattern[str]]:
+def _compiled(extra: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str, re.Pattern[str] | None]],
+                                                           re.Pattern[str]]:
     pairs = list(catalog_patterns()) + list(extra)
+    # A user's own pattern is evidence: they say the value varies.
+    kinds = [(p["name"], p.get("varies", ""), re.compile(p["evidence_if"]) if "evidence_if" in p else None)
+             for p in _catalog()] + [(name, "user", None) for name, _ in extra]
     # One alternation of named groups: a single pass over the text finds the first pattern at each spot.
-    names = [name for name, _ in pairs]
     union = "|".join(f"(?P<g{i}>{_scoped(rx)})" for i, (_, rx) in enumerate(pairs))
-    return names, re.compile(union)
+    return kinds, re.compile(union)
 
 
 def _scoped(rx: str) -> str:
@@ -40,9 +52,11 @@ def _scoped(rx: str) -> str:
 
 def find_volatile(text: str, extra: Mapping[str, str] | None = None) -> list[VolatileMatch]:
     """All non-overlapping volatile matches in text, earliest first."""
-    names, rx = _compiled(tuple(sorted((extra or {}).items())))
+    kinds, rx = _compiled(tuple(sorted((extra or {}).items())))
     out = []
     for m in rx.finditer(text):
-        i = int(m.lastgroup[1:])  # the outer group g<i> names the pattern that matched
-        out.append(VolatileMatch(names[i], m.start(), m.end(), m.group()))
+        name, varies, only_if = kinds[int(m.lastgroup[1:])]  # the outer group g<i> names the pattern
+        if only_if is not None and not only_if.search(m.group()):
+            varies = ""
+        out.append(VolatileMatch(name, m.start(), m.end(), m.group(), varies))
     return out

@@ -87,7 +87,7 @@ def test_rules_command():
 def test_catalog_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: catalog.Rule):
     """`prefixguard rule X` shows a bad and a good example: the bad one triggers X, the good one does not."""
     monkeypatch.chdir(tmp_path)
-    suffix = ".jsonl" if rule.cause else ".json"
+    suffix = ".jsonl" if rule.cause or "\n{" in rule.bad else ".json"   # several requests: a capture
     for kind, expected in (("bad", True), ("good", False)):
         path = tmp_path / f"{kind}{suffix}"
         path.write_text(getattr(rule, kind) + "\n", "utf-8")
@@ -95,3 +95,13 @@ def test_catalog_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule:
         assert result.exit_code in (0, 1), result.stderr
         found = [f["code"] for f in json.loads(result.stdout)["findings"]]
         assert (rule.code in found) == expected, (rule.code, kind, found)
+
+
+def test_rules_doc_is_current():
+    """docs/rules.md (the SARIF helpUri target) is written from the catalog: regenerate it with
+    `python -m prefixguard.lint.docs` after editing rules/catalog.toml."""
+    from prefixguard.lint import docs
+    current = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text("utf-8")
+    assert current == docs.render()
+    for r in catalog.rules():
+        assert f'<a id="{r.code.lower()}"></a>' in current and catalog.help_uri(r.code).endswith(f"#{r.code.lower()}")

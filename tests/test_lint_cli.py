@@ -62,7 +62,6 @@ BAD_INPUTS = {
     "not-json.json": b"{'model': 'gpt-4.1'",
     "empty.json": b"",
     "array.json": b"[1, 2, 3]",
-    "unknown-shape.json": b'{"prompt": "Hi", "model": "davinci"}',
     "wrong-types.json": b'{"model": "gpt-4.1", "messages": "Hi"}',
     "binary.json": bytes(range(256)) * 4,
     "nul.json": b'{"model": "gpt-4.1",\x00 "messages": []}',
@@ -83,6 +82,43 @@ def test_bad_input_one_line_exit_2(project: Path, name: str):
     lines = err.strip().split("\n")
     assert len(lines) == 1 and lines[0].startswith(f"prefixguard: error: {name}"), err
     assert "Traceback" not in err + out
+
+
+def test_not_a_request_body_is_skipped_with_one_warning(project: Path):
+    """JSON that is not a request body we read (a response, package.json, another provider's body) is
+    skipped with one warning line for the whole run: exit 0 or 1 by the findings, never 2."""
+    write(project / "reqs" / "package.json", {"name": "app", "version": "1.0.0"})
+    write(project / "reqs" / "0001.response.json", {"id": "msg_1", "type": "message", "role": "assistant",
+                                                     "content": [], "usage": {"input_tokens": 5}})
+    write(project / "reqs" / "gemini.json", {"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]})
+    code, out, err = run("reqs")
+    assert code == 0 and "All checks passed: 0 requests in 3 files" in out, (out, err)
+    assert err.count("\n") == 1 and err.startswith("prefixguard: warning: skipped 3 files that are not request bodies")
+    write(project / "reqs" / "dirty.json", DIRTY)
+    code, out, err = run("reqs")
+    assert code == 1 and err.count("\n") == 1
+    write(project / "unknown-shape.json", {"prompt": "Hi", "model": "davinci"})   # named on its own: the same
+    code, _, err = run("unknown-shape.json")
+    assert code == 0 and "skipped 1 file that is not a request body" in err
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/null"])
+def test_special_files_are_named_for_what_they_are(project: Path, target: str):
+    code, _, err = run(target)
+    assert code == 2 and err == f"prefixguard: error: {target}: not a regular file (a character device)\n"
+
+
+def test_symlink_loop_in_a_directory_is_bad_input(project: Path):
+    (project / "reqs" / "sub").mkdir(parents=True)
+    write(project / "reqs" / "sub" / "ok.json", CLEAN)
+    (project / "reqs" / "sub" / "up").symlink_to("..")             # a folder loop: not followed
+    assert run("reqs")[0] == 0
+    (project / "reqs" / "a.json").symlink_to("b.json")
+    (project / "reqs" / "b.json").symlink_to("a.json")               # a file loop
+    for arg in ("reqs", "reqs/a.json", "reqs/**/*.json"):
+        code, out, err = run(arg)
+        assert code == 2 and err.count("\n") == 1 and err.startswith("prefixguard: error: ") \
+            and "symbolic link loop" in err, (arg, err)
 
 
 def test_huge_file_is_refused_without_reading_it(project: Path):
@@ -215,7 +251,10 @@ def test_explicit_config_file(project: Path):
 
 def test_baseline_round_trip(project: Path):
     write(project / "dirty.json", DIRTY)
-    code, out, err = run("--baseline", "baseline.json", "dirty.json")
+    code, out, err = run("--baseline", "baseline.json", "dirty.json")   # a missing baseline: a typo in CI
+    assert code == 2 and err == ("prefixguard: error: baseline.json: baseline file not found (create it with "
+                                 "--write-baseline)\n") and not (project / "baseline.json").exists()
+    code, out, err = run("--baseline", "baseline.json", "--write-baseline", "dirty.json")
     assert code == 0 and "wrote 3 findings to baseline.json" in err
     saved = json.loads((project / "baseline.json").read_text())
     assert saved["version"] == 1 and {e["code"] for e in saved["findings"]} == {"PG101", "PG102", "PG402"}
@@ -229,16 +268,17 @@ def test_baseline_round_trip(project: Path):
     worse["tools"] = [{"name": "b", "input_schema": {}}, {"name": "a", "input_schema": {}}]
     write(project / "dirty.json", worse)
     assert codes("--baseline", "baseline.json", "dirty.json") == ["PG201"]
-    # --write-baseline accepts the new state
-    assert run("--baseline", "baseline.json", "--write-baseline", "dirty.json")[0] == 0
+    # --update-baseline (an alias of --write-baseline) accepts the new state
+    assert run("--baseline", "baseline.json", "--update-baseline", "dirty.json")[0] == 0
     assert run("--baseline", "baseline.json", "dirty.json")[0] == 0
 
 
 def test_baseline_counts_repeated_findings(project: Path):
-    lines = [json.dumps(DIRTY)] * 2
-    (project / "cap.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
-    assert run("--select", "PG101", "--baseline", "b.json", "cap.jsonl")[0] == 0
-    (project / "cap.jsonl").write_text("\n".join(lines * 2) + "\n", "utf-8")   # two more of the same
+    def line(minute: int) -> str:   # the app re-renders the time in the system prompt on every request
+        return json.dumps(DIRTY).replace(STAMP, STAMP.replace(":11:", f":{minute:02d}:"))
+    (project / "cap.jsonl").write_text("\n".join(map(line, range(2))) + "\n", "utf-8")
+    assert run("--select", "PG101", "--baseline", "b.json", "--write-baseline", "cap.jsonl")[0] == 0
+    (project / "cap.jsonl").write_text("\n".join(map(line, range(4))) + "\n", "utf-8")   # two more of the same
     assert codes("--select", "PG101", "--baseline", "b.json", "cap.jsonl") == ["PG101", "PG101"]
 
 
@@ -274,8 +314,8 @@ def test_directories_globs_and_excludes(project: Path):
     assert sorted({f["path"] for f in doc["findings"]}) == ["reqs/a.json", "reqs/deep/b.json", "reqs/deep/c.jsonl"]
     doc = json.loads(run("--format", "json", "--select", "PG101", "reqs/**/*.json")[1])
     assert doc["files"] == 3      # a.json, deep/b.json and resp.response.json (named by the glob, not walked)
-    code, _, err = run("--select", "PG101", "reqs")   # the response file is not a request
-    assert code == 2 and "resp.response.json" in err
+    code, _, err = run("--select", "PG101", "reqs")   # the response file is not a request: skipped, warned
+    assert code == 1 and "skipped 1 file" in err and "resp.response.json" in err
 
 
 def test_standard_input(project: Path):
@@ -397,3 +437,37 @@ def test_sequence_mode_on_a_capture_store_export(project: Path, shared_data: Pat
     line = (project / "capture.jsonl").read_text("utf-8").split("\n")[2]
     column = doc["findings"][0]["column"]
     assert line[column - 1:column + 4] == "7:00:"     # "16:11" -> "17:00": the first differing character
+
+
+# ------------------------------------------------------------------------------ defaults and thresholds
+
+def test_default_rules_are_errors_and_warnings_and_fail_on(project: Path):
+    """ruff-style: by default only error and warning rules report and only they fail the run; info
+    findings show for rules named in a selection; --fail-on sets the severity that exits 1."""
+    long_chat = {"model": "gpt-4.1", "messages": [{"role": "system", "content": "Answer briefly. " * 700},
+                                                   {"role": "user", "content": "Hi"}]}
+    write(project / "chat.json", long_chat)           # no prompt_cache_key: PG103's info case
+    code, out, _ = run("chat.json")
+    assert code == 0 and "All checks passed" in out
+    assert codes("--extend-select", "PG103", "chat.json") == ["PG103"]
+    assert run("--extend-select", "PG103", "chat.json")[0] == 0          # info does not fail by default
+    assert run("--extend-select", "PG103", "--fail-on", "info", "chat.json")[0] == 1
+    unsorted = dict(CLEAN, tools=[{"name": "b", "input_schema": {}}, {"name": "a", "input_schema": {}}])
+    write(project / "tools.json", unsorted)           # PG201: a warning
+    assert run("tools.json")[0] == 1
+    code, out, _ = run("--fail-on", "error", "tools.json")
+    assert code == 0 and "PG201" in out                                  # reported, not failing
+    write(project / "dirty.json", DIRTY)               # PG101 is an error
+    assert run("--fail-on", "error", "dirty.json")[0] == 1
+    (project / "pyproject.toml").write_text('[tool.prefixguard]\nfail-on = "error"\n', "utf-8")
+    assert run("tools.json")[0] == 0
+    (project / "pyproject.toml").write_text('[tool.prefixguard]\nfail-on = "never"\n', "utf-8")
+    code, _, err = run("tools.json")
+    assert code == 2 and "fail-on must be one of error, warning, info" in err
+
+
+def test_output_format_and_its_alias(project: Path):
+    write(project / "dirty.json", DIRTY)
+    a = run("--output-format", "json", "dirty.json")
+    b = run("--format", "json", "dirty.json")
+    assert a[0] == b[0] == 1 and json.loads(a[1])["findings"] == json.loads(b[1])["findings"]

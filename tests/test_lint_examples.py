@@ -31,9 +31,10 @@ def test_lint_examples_find_what_they_show():
     by_file: dict[str, set[str]] = defaultdict(set)
     for f in json.loads(out)["findings"]:
         by_file[Path(f["path"]).name].add(f["code"])
-    assert {"PG101", "PG102", "PG201"} <= by_file["anthropic-timestamp-in-system.json"]
-    assert {"PG101", "PG103", "PG201", "PG202"} <= by_file["openai-chat-session-id.json"]
-    assert "PG501" in by_file["capture.jsonl"]
+    assert by_file["anthropic-timestamp-in-system.json"] == {"PG101", "PG102", "PG201"}
+    assert by_file["openai-chat-request-id.json"] == {"PG101", "PG103", "PG201"}
+    assert by_file["capture.jsonl"] == {"PG101", "PG501"}
+    assert by_file["tools-key-order.jsonl"] == {"PG202", "PG505"}
     assert "openai-responses-clean.json" not in by_file
     assert lint(str(EXAMPLES / "openai-responses-clean.json"))[0] == 0
 
@@ -53,8 +54,13 @@ def test_ci_workflow_commands_run_as_written(tmp_path: Path, monkeypatch: pytest
     for example in EXAMPLES.iterdir():
         (fixtures / example.name).write_bytes(example.read_bytes())
     annotate, sarif = (shlex.split(c)[2:] for c in commands)
-    # first run: no baseline yet, so it is written (the team accepts today's findings) ...
-    assert lint(*annotate)[0] == 0 and Path(".prefixguard-baseline.json").is_file()
+    # no baseline yet: an error (a typo in the path must not keep CI green) ...
+    code, _, err = lint(*annotate)
+    assert code == 2 and "baseline file not found" in err and not Path(".prefixguard-baseline.json").exists()
+    # ... the team accepts today's findings once, as the workflow's comment says ...
+    accept = re.search(r"`(prefixguard lint --baseline [^`]+)`", " ".join(
+        line.strip().lstrip("#").strip() for line in (CI / "lint-requests.yml").read_text("utf-8").splitlines()))
+    assert lint(*shlex.split(accept.group(1))[2:])[0] == 0 and Path(".prefixguard-baseline.json").is_file()
     # ... and then only new findings fail the build
     assert lint(*annotate) == (0, "", "")
     capture = fixtures / "capture.jsonl"
@@ -70,13 +76,22 @@ def test_ci_workflow_commands_run_as_written(tmp_path: Path, monkeypatch: pytest
         == {"fixtures/requests/capture.jsonl"}
 
 
-def test_pre_commit_hook():
+def test_pre_commit_hook(tmp_path: Path):
     text = (ROOT / ".pre-commit-hooks.yaml").read_text("utf-8")  # pre-commit reads it from the repo root
     entry = re.search(r"^\s+entry: (.+)$", text, re.M).group(1)
     pattern = re.search(r"^\s+files: (.+)$", text, re.M).group(1)
+    exclude = re.search(r"^\s+exclude: (.+)$", text, re.M).group(1)
     assert re.search(r"^- id: prefixguard-lint$", text, re.M) and "language: python" in text
-    assert all(re.search(pattern, name) for name in ("a/req.json", "capture.jsonl", "x.ndjson"))
-    assert not re.search(pattern, "README.md")
-    # pre-commit appends the staged file names to the entry
-    args = shlex.split(entry)[2:] + [str(EXAMPLES / "openai-responses-clean.json")]
+
+    def picked(name: str) -> bool:   # how pre-commit selects files: `files` matches, `exclude` does not
+        return bool(re.search(pattern, name)) and not re.search(exclude, name)
+    fixtures = ["tests/fixtures/requests/a.json", "captures/capture.jsonl", "requests/x.ndjson",
+                "tests/recorded/test_app/0001.request.json", "examples/requests/anthropic/a/b.json"]
+    others = ["package.json", "web/package.json", "README.md", "tsconfig.json", "config/settings.json",
+              "requests/meta.json", "recorded/0001.response.json", "examples/requests/anthropic/a/expected.json"]
+    assert [n for n in fixtures if not picked(n)] == [] and [n for n in others if picked(n)] == []
+    # pre-commit appends the staged file names to the entry; a stray package.json passed by a user's own
+    # `files:` is skipped with a warning, not a failure
+    (tmp_path / "package.json").write_text('{"name": "app", "version": "1.0.0"}', "utf-8")
+    args = shlex.split(entry)[2:] + [str(EXAMPLES / "openai-responses-clean.json"), str(tmp_path / "package.json")]
     assert shlex.split(entry)[:2] == ["prefixguard", "lint"] and lint(*args)[0] == 0

@@ -11,6 +11,7 @@ import pytest
 from prefixguard.contracts import model_contract, providers
 from prefixguard.lint import catalog
 from prefixguard.lint.runner import check_prompt
+from prefixguard.lint.sequence import Sequence
 from prefixguard.wire import parse_request
 
 ALL = frozenset(r.code for r in catalog.rules())
@@ -31,6 +32,16 @@ def found(body: dict, rule: str | None = None, path: str | None = None) -> list:
     prompt = parse_request(json.dumps(body, indent=1), path=path)
     hits = check_prompt(prompt, ALL)
     return [h for h in hits if rule is None or h.rule == rule]
+
+
+def found_in_sequence(bodies: list[dict], rule: str) -> list[list]:
+    """Hits of `rule` on each body of a capture, in sequence mode (each against its session's earlier one)."""
+    seq, out = Sequence(ALL), []
+    for line, body in enumerate(bodies, start=1):
+        prompt = parse_request(json.dumps(body))
+        match, hits = seq.add(prompt, line)
+        out.append([h for h in check_prompt(prompt, ALL, None, match) + hits if h.rule == rule])
+    return out
 
 
 def anthropic(system, messages, tools=None, model="claude-sonnet-4-5", **extra):
@@ -90,8 +101,14 @@ def test_volatile_in_prefix_ignores_history_written_by_tools_and_model():
                 assistant(f"It is {STAMP}."), user("Thanks", )]
     body = anthropic("You tell the time.", messages, cache_control=EPH)
     assert found(body, "volatile-in-prefix") == []
-    messages[0] = user(f"Sent at {STAMP}: what time is it?")   # text the app writes is checked
-    assert [h.pointer for h in found(body, "volatile-in-prefix")] == ["/messages/0/content"]
+    # a time in a message the app wrote earlier is history, re-sent as it was: no evidence alone ...
+    messages[0] = user(f"Sent at {STAMP}: what time is it?")
+    assert found(body, "volatile-in-prefix") == []
+    # ... unless the app re-renders it: the same message with another time than in the earlier request
+    earlier = copy.deepcopy(body)
+    earlier["messages"] = [user(f"Sent at {STAMP.replace(':31Z', ':02Z')}: what time is it?"), *messages[1:3]]
+    hits = found_in_sequence([earlier, body], "volatile-in-prefix")
+    assert [[h.pointer for h in x] for x in hits] == [[], ["/messages/0/content"]]
 
 
 def test_volatile_in_prefix_openai_chat(shared_data):
@@ -99,18 +116,25 @@ def test_volatile_in_prefix_openai_chat(shared_data):
                        "/0001.request.json").read_text())
     assert found(base, "volatile-in-prefix") == []
     bad = copy.deepcopy(base)
-    bad["messages"][0]["content"] = f"Request {UUID}. " + bad["messages"][0]["content"]
+    bad["messages"][0]["content"] = f"request_id: {UUID}. " + bad["messages"][0]["content"]
     hits = found(bad, "volatile-in-prefix")
-    assert [(h.pointer, h.key, h.inner) for h in hits] == [("/messages/0/content", "uuid", (8, 44))]
+    assert [(h.pointer, h.key, h.inner) for h in hits] == [("/messages/0/content", "request-id", (0, 48))]
     good = copy.deepcopy(base)  # the same id in the last message is not in the prefix
-    good["messages"][-1]["content"] += f" Request {UUID}."
+    good["messages"][-1]["content"] += f" request_id: {UUID}."
     assert found(good, "volatile-in-prefix") == []
+    # a bare UUID may be a constant (a tenant, a document): no evidence that it varies on its own
+    bare = copy.deepcopy(base)
+    bare["messages"][0]["content"] = f"Tenant {UUID}. " + bare["messages"][0]["content"]
+    assert found(bare, "volatile-in-prefix") == []
 
 
 def test_volatile_in_prefix_openai_responses():
-    bad = responses(f"Today is Wednesday, December 2. {filler(100)}", [{"role": "user", "content": "Hi"}])
+    bad = responses(f"The time is now 16:11. {filler(100)}", [{"role": "user", "content": "Hi"}])
     assert [h.key for h in found(bad, "volatile-in-prefix")] == ["today-phrase"]
-    good = responses(filler(100), [{"role": "user", "content": "Today is Wednesday, December 2. Hi"}])
+    # the date alone changes once a day: the rounding the rule's own fix recommends, not a finding
+    daily = responses(f"Today is Wednesday, December 2. {filler(100)}", [{"role": "user", "content": "Hi"}])
+    assert found(daily, "volatile-in-prefix") == []
+    good = responses(filler(100), [{"role": "user", "content": "The time is now 16:11. Hi"}])
     assert found(good, "volatile-in-prefix") == []
 
 
@@ -134,9 +158,13 @@ def test_breakpoint_on_volatile_anthropic():
 
 
 def test_breakpoint_on_volatile_automatic():
-    bad = anthropic("You are terse.", [user(f"Ping {UUID}")], cache_control=EPH)
-    hits = found(bad, "breakpoint-on-volatile")
-    assert len(hits) == 1 and hits[0].message.startswith("automatic cache breakpoint")
+    """The automatic breakpoint lands on the last block. A time in the newest user message is no
+    evidence alone (that message is re-sent as written on the next turn); in the system prompt it is."""
+    assert found(anthropic("You are terse.", [user(f"Ping sent at {STAMP}")], cache_control=EPH),
+                 "breakpoint-on-volatile") == []
+    system_last = anthropic([text("You are terse."), text(f"Current time: {STAMP}")], [], cache_control=EPH)
+    hits = found(system_last, "breakpoint-on-volatile")
+    assert len(hits) == 1 and hits[0].message.startswith("automatic cache breakpoint lands")
     assert found(anthropic("You are terse.", [user("Ping")], cache_control=EPH), "breakpoint-on-volatile") == []
 
 
@@ -187,13 +215,16 @@ def test_volatile_routing_prefix(shape):
         if shape == "chat":
             return chat([{"role": "system", "content": system}, user(last)], **extra)
         return responses(system, [{"role": "user", "content": last}], **extra)
-    bad = build(f"Session {UUID}. {long_rules}", "Summarize the report.", prompt_cache_key="analyst")
+    bad = build(f"Sent {STAMP}. {long_rules}", "Summarize the report.", prompt_cache_key="analyst")
     hits = found(bad, "volatile-routing-prefix")
-    assert [(h.key, h.variant) for h in hits] == [("uuid", None)]
-    good = build(long_rules, f"Session {UUID}. Summarize the report.", prompt_cache_key="analyst")
+    assert [(h.key, h.variant) for h in hits] == [("iso-timestamp", None)]
+    good = build(long_rules, f"Sent {STAMP}. Summarize the report.", prompt_cache_key="analyst")
     assert found(good, "volatile-routing-prefix") == []
+    # a session id is the same for every request of the session: no routing hazard on its own
+    assert found(build(f"Session {UUID}. {long_rules}", "Summarize.", prompt_cache_key="analyst"),
+                 "volatile-routing-prefix") == []
     # past the routing prefix: not a routing hazard (still in the prefix, a PG101 matter)
-    late = build(f"{long_rules} Session {UUID}.", "Summarize.", prompt_cache_key="analyst")
+    late = build(f"{long_rules} Sent {STAMP}.", "Summarize.", prompt_cache_key="analyst")
     assert found(late, "volatile-routing-prefix") == []
     # a long prompt without prompt_cache_key: the info case
     nokey = build(long_rules, "Summarize the report.")
@@ -249,55 +280,70 @@ def test_tools_unsorted_recorded(shared_data):
 
 # ------------------------------------------------------------------------------------------- PG202
 
-def test_unstable_key_order_anthropic_schema_and_input():
+def test_unstable_key_order_needs_two_orders_of_the_same_object():
+    """Unsorted keys are the usual layout of a hand-written schema ("type" before "properties"): never a
+    finding alone. The same schema or tool input sent in another key order later in the session is."""
     tool = {"name": "weather", "input_schema": {"type": "object", "properties": {"unit": {}, "city": {}}}}
     call = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"unit": "C", "city": "Paris"}}
-    body = anthropic("sys", [user("Weather?"), {"role": "assistant", "content": [call]}], tools=[tool])
-    hits = found(body, "unstable-key-order")
+    first = anthropic("sys", [user("Weather?"), assistant([call]),
+                              user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny"}])], tools=[tool])
+    assert found(first, "unstable-key-order") == []
+    later = copy.deepcopy(first)
+    later["messages"] += [assistant("Sunny in Paris."), user("And tomorrow?")]
+    assert found_in_sequence([first, later], "unstable-key-order") == [[], []]     # same order: nothing
+    resorted = copy.deepcopy(later)
+    resorted["tools"][0]["input_schema"] = {"properties": {"unit": {}, "city": {}}, "type": "object"}
+    resorted["messages"][1]["content"][0]["input"] = {"city": "Paris", "unit": "C"}
+    hits = found_in_sequence([first, resorted], "unstable-key-order")[1]
     assert [h.pointer for h in hits] == ["/tools/0/input_schema", "/messages/1/content/0/input"]
-    tool["input_schema"] = {"properties": {"city": {}, "unit": {}}, "type": "object"}
-    call["input"] = {"city": "Paris", "unit": "C"}
-    assert found(body, "unstable-key-order") == []
+    assert 'serialized with its keys in another order: "properties" now comes before "type"' in hits[0].message
 
 
 def test_unstable_key_order_openai_arguments():
     call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"unit":"C","city":"Paris"}'}}
     body = chat([user("Weather?"), {"role": "assistant", "content": None, "tool_calls": [call]},
                  {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}, user("Thanks")])
-    assert [h.pointer for h in found(body, "unstable-key-order")] == ["/messages/1/tool_calls/0/function/arguments"]
-    call["function"]["arguments"] = '{"city":"Paris","unit":"C"}'
     assert found(body, "unstable-key-order") == []
-    item = {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": '{"b": 1, "a": 2}'}
-    rbody = responses("sys", [{"role": "user", "content": "Weather?"}, item,
-                              {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}])
-    assert [h.pointer for h in found(rbody, "unstable-key-order")] == ["/input/1/arguments"]
-    item["arguments"] = '{"a": 2, "b": 1}'
-    assert found(rbody, "unstable-key-order") == []
+    again = copy.deepcopy(body)
+    again["messages"] += [assistant("You are welcome."), user("Bye")]
+    again["messages"][1]["tool_calls"][0]["function"]["arguments"] = '{"city":"Paris","unit":"C"}'
+    hits = found_in_sequence([body, again], "unstable-key-order")
+    assert [[h.pointer for h in x] for x in hits] == [[], ["/messages/1/tool_calls/0/function/arguments"]]
+    # other values, not another order of the same ones: not this rule
+    other = copy.deepcopy(again)
+    other["messages"][1]["tool_calls"][0]["function"]["arguments"] = '{"city":"Lyon","unit":"C"}'
+    assert found_in_sequence([body, other], "unstable-key-order") == [[], []]
 
 
-@pytest.mark.parametrize("shape, pointer", [("chat", "/tools/0/function/parameters/properties/city"),
-                                            ("responses", "/tools/0/parameters/properties/city")])
-def test_unstable_key_order_openai_tool_schemas(shape, pointer):
-    def build(city: dict):
-        schema = {"properties": {"city": city, "unit": {"enum": ["C", "F"], "type": "string"}},
-                  "required": ["city"], "type": "object"}
-        if shape == "chat":
-            return chat([user("Weather?")], tools=[{"type": "function", "function": {
-                "description": "Weather for a city.", "name": "weather", "parameters": schema}}])
-        return responses("sys", [{"role": "user", "content": "Weather?"}], tools=[{
-            "description": "Weather for a city.", "name": "weather", "parameters": schema, "type": "function"}])
-    hits = found(build({"type": "string", "description": "City name"}), "unstable-key-order")
-    assert [(h.pointer, h.message) for h in hits] == [(pointer, 'schema keys not in sorted order: "type" before '
-                                                                '"description"')]
-    assert found(build({"description": "City name", "type": "string"}), "unstable-key-order") == []
+def test_unstable_key_order_two_orders_in_one_request():
+    """A serializer known to be unstable, seen inside one request: two calls of the same tool whose
+    arguments come with the same keys in two orders."""
+    def call(i: int, args: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "weather", "arguments": args}}]}
+    def result(i: int) -> dict:
+        return {"role": "tool", "tool_call_id": f"call_{i}", "content": "Sunny"}
+    steady = chat([user("Weather?"), call(1, '{"unit":"C","city":"Paris"}'), result(1),
+                   call(2, '{"unit":"C","city":"Lyon"}'), result(2), user("Thanks")])
+    assert found(steady, "unstable-key-order") == []        # unsorted, but always the same order
+    drift = copy.deepcopy(steady)
+    drift["messages"][3]["tool_calls"][0]["function"]["arguments"] = '{"city":"Lyon","unit":"C"}'
+    hits = found(drift, "unstable-key-order")
+    assert [h.pointer for h in hits] == ["/messages/3/tool_calls/0/function/arguments"]
+    assert "at /messages/1/tool_calls/0/function/arguments (city, unit vs unit, city)" in hits[0].message
 
 
-def test_unstable_key_order_recorded_schemas_are_sorted(shared_data):
+def test_unstable_key_order_recorded_schemas(shared_data):
     base = json.loads((shared_data / "recorded/pydantic-ai/test_dbos_test_complex_agent_run_in_workflow"
                        "/0002.request.json").read_text())
-    assert found(base, "unstable-key-order") == []
     base["tools"][0]["function"]["parameters"] = {"type": "object", **base["tools"][0]["function"]["parameters"]}
-    assert [h.pointer for h in found(base, "unstable-key-order")] == ["/tools/0/function/parameters"]
+    assert found(base, "unstable-key-order") == []                     # "type" first: the usual layout
+    assert found_in_sequence([base, base], "unstable-key-order") == [[], []]
+    flipped = copy.deepcopy(base)
+    params = flipped["tools"][0]["function"]["parameters"]
+    flipped["tools"][0]["function"]["parameters"] = dict(sorted(params.items()))
+    hits = found_in_sequence([base, flipped], "unstable-key-order")[1]
+    assert [h.pointer for h in hits] == ["/tools/0/function/parameters"]
 
 
 # ------------------------------------------------------------------------------------------- PG301
@@ -439,18 +485,18 @@ def test_below_minimum_compatible_server_has_none():
 
 # ------------------------------------------------------------------------------------------- PG403
 
-def test_lookback_exceeded():
+def test_lookback_exceeded_not_for_far_apart_breakpoints():
+    """Two breakpoints far apart are no problem: the previous request wrote its entry at its last block,
+    and this request's breakpoint on the last message reaches it (Claude Code's layout: the system prompt
+    and the last two user messages marked; the provider reads everything)."""
     lookback = providers()["anthropic"]["lookback_blocks"]
     turns = []
-    for i in range(lookback // 2 + 1):                  # just over the lookback in blocks
+    for i in range(lookback // 2 + 1):
         turns += [user(f"Step {chr(65 + i % 26)}"), assistant("Done.")]
-    bad = anthropic([text(filler(1100), cache_control=EPH)], turns + [user([text("Go on", cache_control=EPH)])])
-    hits = found(bad, "lookback-exceeded")
-    assert [h.pointer for h in hits] == [f"/messages/{len(turns)}/content/0"]
-    good = copy.deepcopy(bad)   # one more breakpoint halfway keeps every gap within the lookback
-    mid = lookback // 2 - (lookback // 2) % 2          # a user turn in the middle
-    good["messages"][mid] = user([text("Step", cache_control=EPH)])
-    assert found(good, "lookback-exceeded") == []
+    turns[-2] = user([text("Step Z", cache_control=EPH)])          # the previous request's last message
+    body = anthropic([text(filler(1100), cache_control=EPH)], turns + [user([text("Go on", cache_control=EPH)])])
+    assert found(body, "lookback-exceeded") == []
+    assert found_in_sequence([dict(body, messages=body["messages"][:-2]), body], "lookback-exceeded") == [[], []]
 
 
 def _agent_turn(calls: int, start: int) -> list[dict]:
@@ -477,12 +523,12 @@ def test_lookback_exceeded_by_one_turn(where):
     last = "/cache_control" if where == "automatic" else f"/messages/4/content/{lookback // 2 - 1}"
     hits = found(build(lookback // 2), "lookback-exceeded")   # 2 x lookback/2 = lookback blocks appended
     assert [h.pointer for h in hits] == [last]
-    assert f"this turn added {lookback} blocks after the previous request's last block (/messages/2/content/0)" \
-        in hits[0].message
+    assert f"the previous request wrote its cache entry at /messages/2/content/0, {lookback} blocks before this " \
+        "breakpoint" in hits[0].message
     assert found(build(lookback // 2 - 1), "lookback-exceeded") == []   # lookback - 2 blocks: still read
     # with a system breakpoint too, the same breakpoint is reported once, for the turn
     hits = found(build(lookback // 2, system_mark=True), "lookback-exceeded")
-    assert [(h.pointer, h.message.startswith("this turn")) for h in hits] == [(last, True)]
+    assert [(h.pointer, h.message.startswith("the previous request")) for h in hits] == [(last, True)]
     # the fix the rule gives: one more breakpoint within the lookback of the previous request's end
     fixed = build(lookback // 2)
     fixed["messages"][3]["content"][lookback // 4]["cache_control"] = EPH
@@ -490,3 +536,22 @@ def test_lookback_exceeded_by_one_turn(where):
     # a first turn has no previous request to read from
     first = anthropic("You are terse.", [user([text(f"Part {i}") for i in range(lookback + 5)])], cache_control=EPH)
     assert found(first, "lookback-exceeded") == []
+
+
+def test_lookback_exceeded_in_sequence_mode_reads_what_was_written():
+    """In a capture the earlier request's own breakpoints say where entries were written."""
+    lookback = providers()["anthropic"]["lookback_blocks"]
+    system = [text("You are a coding agent. " + filler(1100))]
+    first = anthropic(system, [user("Fix the failing tests.")] + _agent_turn(1, 0))
+    first["messages"][-1]["content"][-1]["cache_control"] = EPH
+    second = copy.deepcopy(first)
+    second["messages"][-1]["content"][-1].pop("cache_control")
+    second["messages"] += _agent_turn(lookback // 2, 1)
+    second["messages"][-1]["content"][-1]["cache_control"] = EPH
+    hits = found_in_sequence([first, second], "lookback-exceeded")
+    assert [len(x) for x in hits] == [0, 1]
+    assert hits[1][0].message.startswith("the request on line 1 wrote its cache entry at /messages/2/content/0")
+    near = copy.deepcopy(second)
+    near["messages"][-1]["content"][-1].pop("cache_control")
+    near["messages"][3]["content"][0]["cache_control"] = EPH       # within the lookback of the entry
+    assert found_in_sequence([first, near], "lookback-exceeded") == [[], []]

@@ -6,6 +6,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 from importlib.resources import files
 
 SEVERITIES = ("error", "warning", "info")   # most severe first
@@ -36,7 +37,7 @@ class Rule:
 @cache
 def rules() -> tuple[Rule, ...]:
     """All rules, in code order. Raises ValueError on a malformed catalog (a packaging bug)."""
-    data = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    data = _data()
     families = data["families"]
     out = []
     for row in data["rule"]:
@@ -59,6 +60,32 @@ def rules() -> tuple[Rule, ...]:
 @cache
 def _by_key() -> dict[str, Rule]:
     return {key: r for r in rules() for key in (r.code, r.name)}
+
+
+def at_least(findings: Iterable[Any], severity: str) -> list[Any]:
+    """The findings of this severity or a more severe one."""
+    rank = SEVERITIES.index(severity)
+    return [f for f in findings if SEVERITIES.index(f.severity) <= rank]
+
+
+def default_codes() -> frozenset[str]:
+    """The rules that run when nothing is selected: those of severity error or warning."""
+    return frozenset(r.code for r in rules() if r.severity != "info")
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+
+
+def help_uri(code: str) -> str:
+    """Where a rule's documentation lives (catalog.toml `help_uri`, with {code} and {anchor})."""
+    return _data()["help_uri"].format(code=code, anchor=code.lower())
+
+
+def count_margin() -> float:
+    """How far under a token minimum our count must be to count as evidence (catalog.toml `count_margin`)."""
+    return float(_data()["count_margin"])
 
 
 def get(key: str) -> Rule | None:

@@ -3,25 +3,36 @@
 A check knows prompt structure (segments, breakpoints, token counts), not provider field names; the
 numbers it compares against (minimums, breakpoint limits, lookback, TTLs, routing prefix) come from
 rules/providers.toml. Which rules run for a prompt is decided by the catalog (`providers` of each rule).
+
+A finding needs evidence. A value that merely looks volatile (a date, a UUID) is reported only when the
+request itself says it varies (a clock value or a per-request id in the system prompt, which apps render
+for every request: rules/volatile.toml `varies`) or, in sequence mode, when it changed since the earlier
+request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never called volatile,
+and constants inside tool definitions never are.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.lint.position import join_pointer
-from prefixguard.policy import can_carry_breakpoint
+from prefixguard.policy import breakpoints as policy_breakpoints
 from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile
 
 Check = Callable[["Context"], Iterator[Hit]]
 CHECKS: dict[str, Check] = {}
+# Rules about what the API rejects: the only ones that apply to a token-counting request (nothing cached).
+VERSIONED = re.compile(r"_\d{8}$")
+VALIDITY = frozenset({"invalid-breakpoint", "too-many-breakpoints", "ttl-order"})
 
 
 def check(name: str) -> Callable[[Check], Check]:
@@ -35,9 +46,7 @@ def check(name: str) -> Callable[[Check], Check]:
 # not something re-rendered per request, so volatile-in-prefix looks only at what the app writes.
 PRODUCED_KINDS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
 PRODUCED_ROLES = ("assistant", "tool")
-# Where tool schemas and tool-call arguments sit (Anthropic, Chat and Responses shapes): found by key,
-# at most two objects deep in a tool or tool-call segment.
-SCHEMA_KEYS = ("input_schema", "parameters", "schema")
+# Where a tool call's arguments sit (Anthropic `input`; Chat and Responses `arguments`).
 ARGUMENT_KEYS = ("input", "arguments")
 # Values that are not prompt text: encoded payloads and signatures, and the breakpoint markers.
 NOT_TEXT_KEYS = ("signature", "data", "encrypted_content", *MARKER_KEYS)
@@ -59,13 +68,19 @@ class Volatile:
     name: str           # pattern name
     text: str
     at: float           # where in the segment's text the match starts, 0..1 (for token positions)
+    varies: str = ""    # the pattern's own evidence: "clock" | "request" | "user" | "" (a shape only)
+    changed: bool = False  # sequence mode: the value differs from the earlier request's at this place
 
 
 class Context:
     """One prompt with what several checks need, computed once."""
 
-    def __init__(self, prompt: Prompt, extra_patterns: Mapping[str, str] | None = None) -> None:
+    def __init__(self, prompt: Prompt, extra_patterns: Mapping[str, str] | None = None,
+                 earlier: Prompt | None = None, earlier_line: int | None = None,
+                 new_conversation: bool = False) -> None:
         self.prompt = prompt
+        # Sequence mode: the session's best earlier request (prefixguard/session.py), for evidence of change.
+        self.earlier, self.earlier_line, self.new_conversation = earlier, earlier_line, new_conversation
         self.segments = prompt.segments
         self.provider = provider_for(prompt.api, prompt.model)
         self.limits: dict[str, Any] = providers()[self.provider]
@@ -89,20 +104,22 @@ class Context:
         return [Breakpoint(i, s.breakpoint, s.pointer) for i, s in enumerate(self.segments) if s.breakpoint]
 
     @cached_property
+    def _points(self) -> dict[int, str]:
+        """The policy's breakpoints (prefixguard/policy.py): segment index -> TTL, the automatic one included."""
+        return policy_breakpoints(self.prompt, self.ineligible)
+
+    @cached_property
     def auto(self) -> Breakpoint | None:
-        """The top-level automatic breakpoint, placed on the last block that can carry one."""
-        if not self.prompt.auto_breakpoint:
+        """The top-level automatic breakpoint, on the block the policy puts it: the last that can carry one."""
+        if not self.prompt.auto_breakpoint or not self._points:
             return None
-        target = next((i for i in range(len(self.segments) - 1, -1, -1) if self._can_carry(self.segments[i])), None)
-        return None if target is None else Breakpoint(target, self.prompt.auto_breakpoint, "/cache_control", True)
+        return Breakpoint(max(self._points), self.prompt.auto_breakpoint, "/cache_control", True)
 
     @cached_property
     def breakpoints(self) -> list[Breakpoint]:
         """Distinct cache positions in prefix order (an automatic one on an explicit one's block is one)."""
-        out = list(self.explicit)
-        if self.auto and all(b.index != self.auto.index for b in out):
-            out.append(self.auto)
-        return sorted(out, key=lambda b: b.index)
+        explicit = {b.index: b for b in self.explicit}
+        return [explicit.get(i) or Breakpoint(i, ttl, "/cache_control", True) for i, ttl in sorted(self._points.items())]
 
     @cached_property
     def last_message_start(self) -> int:
@@ -132,13 +149,42 @@ class Context:
             return min(end, self.last_message_start)
         return self.last_message_start
 
-    def _can_carry(self, seg: Segment) -> bool:
-        return can_carry_breakpoint(seg, self.ineligible)
-
     def volatile(self, i: int) -> list[Volatile]:
+        """Everything in segment i that looks volatile, evidence or not."""
         if i not in self._volatile:
             self._volatile[i] = list(_scan(self.segments[i], self._extra))
         return self._volatile[i]
+
+    @cached_property
+    def _earlier_segments(self) -> dict[str, Segment]:
+        return {s.pointer: s for s in self.earlier.segments} if self.earlier is not None else {}
+
+    def earlier_segment(self, seg: Segment) -> Segment | None:
+        """The earlier request's block at the same place, when it is the same conversation's block."""
+        if self.earlier is None or (self.new_conversation and seg.level == "messages"):
+            return None
+        return self._earlier_segments.get(seg.pointer)
+
+    def varying(self, i: int) -> list[Volatile]:
+        """The volatile values in segment i with evidence that they vary. Sequence mode: those that changed
+        since the earlier request (none when the block is byte-identical). Otherwise those the pattern
+        itself vouches for (a clock, a per-request id) in the system prompt (system and developer
+        messages included)."""
+        seg = self.segments[i]
+        if not _written_by_app(seg):
+            return []
+        before = self.earlier_segment(seg)
+        if before is not None:
+            if before.key == seg.key:
+                return []
+            old = dict(_strings(before.value, before.pointer))
+            return [replace(v, changed=True) for v in self.volatile(i) if v.text not in old.get(v.pointer, "")]
+        if seg.level != "system":
+            # A tool's documentation holds constants (example times, model ids); message history is sent
+            # again as it was written (a time in an earlier message is when it was said). The system
+            # prompt is what apps render anew for every request.
+            return []
+        return [v for v in self.volatile(i) if v.varies]
 
 
 def _text(seg: Segment) -> str | None:
@@ -179,7 +225,7 @@ def _scan(seg: Segment, extra: tuple[tuple[str, str], ...]) -> Iterator[Volatile
     seen = 0
     for pointer, text in leaves:
         for m in _find(text, extra):
-            yield Volatile(pointer, m.start, m.end, m.name, m.text, (seen + m.start) / total)
+            yield Volatile(pointer, m.start, m.end, m.name, m.text, (seen + m.start) / total, m.varies)
         seen += len(text)
 
 
@@ -188,8 +234,15 @@ def _quote(text: str, limit: int = 48) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _volatile_hit(rule: str, v: Volatile, message: str) -> Hit:
-    return Hit(rule, v.pointer, f"{message}: {v.name} {_quote(v.text)}", key=v.name, inner=(v.start, v.end))
+EVIDENCE = {"clock": "a clock value: a request rendered later renders another one",
+            "request": "an id made per request", "user": "a pattern configured as volatile"}
+
+
+def _volatile_hit(rule: str, v: Volatile, message: str, ctx: Context) -> Hit:
+    why = f"changed since line {ctx.earlier_line}" if v.changed and ctx.earlier_line is not None else \
+        "changed since the earlier request" if v.changed else EVIDENCE.get(v.varies, "volatile")
+    return Hit(rule, v.pointer, f"{message}: {v.name} {_quote(v.text)} ({why})", key=v.name,
+               inner=(v.start, v.end))
 
 
 # ---------------------------------------------------------------------------------- volatile content
@@ -197,18 +250,17 @@ def _volatile_hit(rule: str, v: Volatile, message: str) -> Hit:
 @check("volatile-in-prefix")
 def volatile_in_prefix(ctx: Context) -> Iterator[Hit]:
     for i in range(ctx.prefix_end):
-        if _written_by_app(ctx.segments[i]):
-            for v in ctx.volatile(i):
-                yield _volatile_hit("volatile-in-prefix", v, "volatile content in the cached prefix")
+        for v in ctx.varying(i):
+            yield _volatile_hit("volatile-in-prefix", v, "volatile content in the cached prefix", ctx)
 
 
 @check("breakpoint-on-volatile")
 def breakpoint_on_volatile(ctx: Context) -> Iterator[Hit]:
     for bp in ctx.breakpoints:
-        found = ctx.volatile(bp.index)
+        found = ctx.varying(bp.index)
         if found:
             where = "automatic cache breakpoint lands" if bp.auto else "cache breakpoint"
-            yield _volatile_hit("breakpoint-on-volatile", found[0], f"{where} on a block with volatile content")
+            yield _volatile_hit("breakpoint-on-volatile", found[0], f"{where} on a block with volatile content", ctx)
 
 
 @check("volatile-routing-prefix")
@@ -219,14 +271,12 @@ def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
     for i, seg in enumerate(ctx.segments):
         if ctx.before[i] >= limit:
             break
-        if not _written_by_app(seg):
-            continue
-        for v in ctx.volatile(i):
+        for v in ctx.varying(i):
             at = ctx.before[i] + round(seg.tokens * v.at)
             if at < limit:
                 yield _volatile_hit("volatile-routing-prefix", v,
                                     f"volatile content at token {at:,}, inside the first {limit} tokens "
-                                    "that route the request to a cache")
+                                    "that route the request to a cache", ctx)
     if not ctx.prompt.settings.get("prompt_cache_key"):
         yield Hit("volatile-routing-prefix", "",
                   f"no prompt_cache_key on a prompt of {ctx.tokens(ctx.total)}: requests sharing this "
@@ -255,59 +305,89 @@ def tools_unsorted(ctx: Context) -> Iterator[Hit]:
             return
 
 
-def _objects(value: Any, pointer: str, keys: tuple[str, ...], depth: int = 2) -> Iterator[tuple[str, Any]]:
-    """Members named by keys, found at most `depth` objects deep."""
-    if not isinstance(value, dict) or depth == 0:
+def _reordered(old: Any, new: Any, pointer: str) -> tuple[str, str, str] | None:
+    """The first object (depth first) that holds the same data in both with its keys in another order:
+    (pointer, key, the key that now follows it). JSON text inside strings (tool-call arguments) counts."""
+    if isinstance(old, str) and isinstance(new, str):
+        if old == new or old[:1] not in "{[" or new[:1] not in "{[":
+            return None
+        try:
+            return _reordered(json.loads(old), json.loads(new), pointer)
+        except (ValueError, RecursionError):
+            return None
+    if isinstance(old, dict) and isinstance(new, dict):
+        if old == new and list(old) != list(new):
+            a, b = next((x, y) for x, y in zip(new, old) if x != y)
+            return pointer, a, b
+        for k, v in new.items():
+            if k in old and (found := _reordered(old[k], v, join_pointer(pointer, k))):
+                return found
+    elif isinstance(old, list) and isinstance(new, list):
+        for i, (x, y) in enumerate(zip(old, new)):
+            if found := _reordered(x, y, f"{pointer}/{i}"):
+                return found
+    return None
+
+
+def _call_arguments(value: Any, pointer: str) -> Iterator[tuple[str, Any]]:
+    """(pointer, object) of a tool call's arguments, found by key at most two objects deep (Anthropic
+    `input`; Chat and Responses `arguments`, a JSON string)."""
+    if not isinstance(value, dict):
         return
     for k, v in value.items():
-        if k in keys:
+        if k in ARGUMENT_KEYS:
+            if isinstance(v, str):
+                try:
+                    v = json.loads(v)
+                except (ValueError, RecursionError):
+                    continue
             yield join_pointer(pointer, k), v
         elif isinstance(v, dict):
-            yield from _objects(v, join_pointer(pointer, k), keys, depth - 1)
+            yield from _call_arguments(v, join_pointer(pointer, k))
 
 
-def _unsorted(value: Any, pointer: str) -> tuple[str, str, str] | None:
-    """The first object (depth first) whose keys are out of sorted order: (pointer, key, next key)."""
-    if isinstance(value, dict):
-        for a, b in pairwise(value):
-            if a > b:
-                return pointer, a, b
-        items = value.items()
-    elif isinstance(value, list):
-        items = ((str(i), v) for i, v in enumerate(value))
-    else:
-        return None
-    for k, v in items:
-        found = _unsorted(v, join_pointer(pointer, k))
-        if found:
-            return found
-    return None
+def _serializer_drift(ctx: Context) -> Iterator[Hit]:
+    """Evidence inside one request: calls of the same tool whose arguments have the same keys in two
+    different orders. Whatever wrote them does not keep an order (a map serialized unordered, objects
+    rebuilt on resume), so the next rebuild can reorder the history too."""
+    seen: dict[tuple[str | None, frozenset[str]], tuple[tuple[str, ...], str]] = {}
+    for seg in ctx.segments:
+        if seg.kind != "tool_use":
+            continue
+        name = _tool_name(seg.value)
+        for pointer, args in _call_arguments(seg.value, seg.pointer):
+            if not isinstance(args, dict) or len(args) < 2:
+                continue
+            key, order = (name, frozenset(args)), tuple(args)
+            first = seen.setdefault(key, (order, pointer))
+            if first[0] != order:
+                yield Hit("unstable-key-order", pointer,
+                          f"arguments of {_quote(name or 'a tool')} written with their keys in another order than "
+                          f"at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the serializer does not "
+                          "keep an order", key=pointer)
+                return
 
 
 @check("unstable-key-order")
 def unstable_key_order(ctx: Context) -> Iterator[Hit]:
+    """Only on evidence: the same object as in the earlier request of the session with its keys in
+    another order (sequence mode), or calls of one tool whose arguments come in two key orders in this
+    request. Unsorted keys alone are the usual layout of a hand-written schema."""
+    reported = set()
+    for hit in _serializer_drift(ctx):
+        reported.add(hit.pointer)
+        yield hit
+    if ctx.earlier is None:
+        return
     for seg in ctx.segments:
-        if seg.level == "tools":
-            parts, what = _objects(seg.value, seg.pointer, SCHEMA_KEYS), "schema"
-        elif seg.kind == "tool_use":
-            parts, what = _objects(seg.value, seg.pointer, ARGUMENT_KEYS), "tool-call input"
-        else:
+        before = ctx.earlier_segment(seg)
+        if before is None or before.key == seg.key:
             continue
-        for pointer, value in parts:
-            if isinstance(value, str):  # arguments sent as a JSON string: the key order is inside it
-                try:
-                    found = _unsorted(json.loads(value), "")
-                except ValueError:
-                    continue
-                where = pointer
-            else:
-                found = _unsorted(value, pointer)
-                where = found[0] if found else pointer
-            if found:
-                yield Hit("unstable-key-order", where,
-                          f"{what} keys not in sorted order: {_quote(found[1])} before {_quote(found[2])}",
-                          key=found[0])
-                break
+        found = _reordered(before.value, seg.value, seg.pointer)
+        if found and found[0] not in reported:
+            yield Hit("unstable-key-order", found[0],
+                      f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
+                      f"{_quote(found[1])} now comes before {_quote(found[2])}", key=found[0])
 
 
 # ------------------------------------------------------------------------------------------ breakpoints
@@ -394,49 +474,75 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     yield Hit("too-many-breakpoints", pointer, f"{count} cache breakpoints{auto}; at most {limit} are allowed")
 
 
+def _clearly_below(tokens: int, minimum: int) -> bool:
+    """Our tokenizer is not the provider's (which counts more, and adds its template): a count within the
+    catalog's margin under a minimum is no evidence of being under it."""
+    return tokens * (1 + catalog.count_margin()) < minimum
+
+
+def _versioned_tool(value: Any) -> bool:
+    """A provider-defined tool (its type carries a version date: web_search_20250305, bash_20250124,
+    tool_search_tool_bm25_20251119): the provider renders a prompt of its own for it."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return isinstance(kind, str) and VERSIONED.search(kind) is not None
+
+
 @check("below-minimum")
 def below_minimum(ctx: Context) -> Iterator[Hit]:
     minimum = ctx.contract.min_cacheable_tokens
     model = ctx.prompt.model or "this model"
     if ctx.provider != "anthropic":
-        if ctx.total < minimum:
+        if _clearly_below(ctx.total, minimum):
             yield Hit("below-minimum", "", f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
                       f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)
         return
+    if any(_versioned_tool(seg.value) for seg in ctx.segments if seg.level == "tools"):
+        return  # the provider adds that tool's own prompt and expansions, which we cannot count
+    # A breakpoint under the minimum costs money only when no breakpoint of the request reaches it (then
+    # nothing is cached at all); under a later one that does, it is a slot spent for nothing (info).
+    covered = any(not _clearly_below(ctx.before[bp.index + 1], minimum) for bp in ctx.breakpoints)
     for bp in ctx.breakpoints:
         upto = ctx.before[bp.index + 1]
-        if upto < minimum:
+        if _clearly_below(upto, minimum):
+            tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
             yield Hit("below-minimum", bp.pointer,
                       f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
-                      f"minimum of {model}: nothing is cached here")
+                      f"minimum of {model}: {tail}", variant="covered" if covered else None)
 
 
 @check("lookback-exceeded")
 def lookback_exceeded(ctx: Context) -> Iterator[Hit]:
+    """A breakpoint looks back `lookback` blocks, itself included, for an entry written earlier. The
+    furthest entry the previous request wrote (its real breakpoints in sequence mode; otherwise inferred:
+    this request's breakpoints before the new turn, and the previous request's last block when a
+    breakpoint moves with the conversation) must be within reach of some breakpoint of this request."""
     lookback = ctx.limits.get("lookback_blocks")
-    if lookback is None:
+    if lookback is None or not ctx.breakpoints:
         return
-    turn = _turn_past_lookback(ctx, lookback)
-    if turn is not None:
-        yield turn
-    for prev, bp in pairwise(ctx.breakpoints):
-        if bp.index - prev.index + 1 > lookback and (turn is None or turn.pointer != bp.pointer):
-            yield Hit("lookback-exceeded", bp.pointer,
-                      f"the previous breakpoint ({prev.pointer}) is {bp.index - prev.index} blocks back; a breakpoint "
-                      f"looks back over {lookback} blocks, itself included")
-
-
-def _turn_past_lookback(ctx: Context, lookback: int) -> Hit | None:
-    """The common case: a breakpoint that moves with the conversation (or the automatic one) wrote an
-    entry at the previous request's last block, and this turn appended `lookback` blocks or more after
-    it. Unless some breakpoint sits within the lookback of that block, nothing reads the entry."""
-    end = ctx.previous_end
-    if end is None or any(end <= b.index < end + lookback for b in ctx.breakpoints):
-        return None
-    bp = next((b for b in ctx.breakpoints if b.index >= end + lookback), None)
+    written = _written_before(ctx)
+    if not written:
+        return
+    last = max(written)
+    if any(last <= b.index < last + lookback for b in ctx.breakpoints):
+        return
+    bp = next((b for b in ctx.breakpoints if b.index > last), None)
     if bp is None:
-        return None
-    return Hit("lookback-exceeded", bp.pointer,
-               f"this turn added {bp.index - end} blocks after the previous request's last block "
-               f"({ctx.segments[end].pointer}); a breakpoint looks back over {lookback} blocks, itself included, "
-               "so the entry written there is not read")
+        return
+    by = f"the request on line {ctx.earlier_line}" if ctx.earlier_line is not None else "the previous request"
+    yield Hit("lookback-exceeded", bp.pointer,
+              f"{by} wrote its cache entry at {ctx.segments[last].pointer}, {bp.index - last} blocks before this "
+              f"breakpoint; a breakpoint looks back over {lookback} blocks, itself included, so that entry is "
+              "not read and the prefix is written again")
+
+
+def _written_before(ctx: Context) -> list[int]:
+    """Indices of this request's blocks where the previous request of the conversation wrote an entry."""
+    if ctx.earlier is not None and not ctx.new_conversation:
+        shared = [i for i in policy_breakpoints(ctx.earlier, ctx.ineligible)
+                  if i < len(ctx.prompt.chain) and i < len(ctx.earlier.chain) and ctx.earlier.chain[i] == ctx.prompt.chain[i]]
+        return shared
+    end = ctx.previous_end
+    if end is None:
+        return []
+    moving = any(b.index > end for b in ctx.breakpoints)
+    return [b.index for b in ctx.breakpoints if b.index <= end] + ([end] if moving else [])

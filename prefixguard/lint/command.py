@@ -1,7 +1,7 @@
 """`prefixguard lint`, `prefixguard rule`, `prefixguard rules`.
 
-Exit status of lint: 0 no findings (or --exit-zero), 1 findings, 2 usage or input error (one line on
-stderr per error, never a traceback).
+Exit status of lint: 0 no findings at or above --fail-on (or --exit-zero), 1 such findings, 2 usage or
+input error (one line on stderr per error, never a traceback).
 """
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def _version() -> str:
 
 @click.command(cls=Command)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
-              help="Output format.")
+@click.option("--output-format", "--format", "fmt", type=click.Choice(list(FORMATS)), default="text",
+              show_default=True, help="Output format (--format is an alias).")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of standard output.")
 @click.option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated).")
@@ -64,14 +64,18 @@ def _version() -> str:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
 @click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Accepted findings: written when missing (or with --write-baseline), else applied.")
-@click.option("--write-baseline", is_flag=True, help="(Re)write the --baseline file from this run and exit 0.")
+              help="Accepted findings: only findings not in this file are reported. A missing file is an "
+                   "error (a typo must not keep CI green); create it with --write-baseline.")
+@click.option("--write-baseline", "--update-baseline", "write_baseline", is_flag=True,
+              help="(Re)write the --baseline file from this run and exit 0.")
+@click.option("--fail-on", type=click.Choice(catalog.SEVERITIES), default=None,
+              help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
 @click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tuple[str, ...],
          extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], config_file: Path | None,
-         baseline_file: Path | None, write_baseline: bool, exit_zero: bool, statistics: bool,
+         baseline_file: Path | None, write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool,
          no_tokens: bool) -> None:
     """Check LLM request bodies for prompt-cache hazards.
 
@@ -80,11 +84,16 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
     options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
 
-    A directory or glob that holds no request file is not an error: a warning on stderr, exit 0 (as in
-    ruff), so a CI job over a folder that is empty for now passes. A path that does not exist is an error.
+    By default the rules of severity error and warning run, and info findings are not shown; name rules
+    with --select or --extend-select to see their info findings too (`--select ALL` for everything).
 
-    Exit status: 0 no findings, 1 findings, 2 usage or input error (any file that could not be read
-    or parsed: the others are still linted and reported).
+    A directory or glob that holds no request file is not an error: a warning on stderr, exit 0 (as in
+    ruff), so a CI job over a folder that is empty for now passes. JSON files that are not request
+    bodies we read (API responses, package.json, test expectations, Bedrock and Gemini bodies) are
+    skipped with one warning line. A path that does not exist is an error.
+
+    Exit status: 0 no findings at or above --fail-on, 1 such findings, 2 usage or input error (any file
+    that could not be read or parsed: the others are still linted and reported).
     """
     if write_baseline and baseline_file is None:
         _fail("--write-baseline needs --baseline FILE")
@@ -98,13 +107,20 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     kinds = ", ".join(f"*{suffix}" for suffix in runner.SUFFIXES)
     for arg in result.empty:
         click.echo(f"prefixguard: warning: no request files ({kinds}) found in {arg}", err=True)
+    if result.skipped:
+        n = len(result.skipped)
+        click.echo(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
+                   f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
+                   f"(first: {result.skipped[0]})", err=True)
     for error in result.errors:
         click.echo(f"prefixguard: error: {error}", err=True)
     findings = result.findings
     run = formats.Run(_version(), result.files, result.requests, result.errors,
                       "estimate" if no_tokens else tokens.encoding_name())
     if baseline_file is not None:
-        if write_baseline or not baseline_file.exists():
+        if not write_baseline and not baseline_file.exists():
+            _fail(f"{baseline_file}: baseline file not found (create it with --write-baseline)")
+        if write_baseline:
             if result.errors:
                 sys.exit(EXIT_ERROR)  # a baseline of a partial run would hide the unread files' findings
             try:
@@ -121,7 +137,8 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     _emit(_report(findings, run, fmt, statistics), output_file)
     if result.errors:
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+    failing = catalog.at_least(findings, fail_on or settings.fail_on)
+    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_CLEAN)
 
 
 def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: bool) -> str:

@@ -1,18 +1,21 @@
 """Lint settings: [tool.prefixguard] in the nearest pyproject.toml, then the command line on top.
 
     [tool.prefixguard]
-    select = ["PG1", "PG3"]            # codes, code prefixes or rule names; default: every rule
+    select = ["PG1", "PG3"]            # codes, code prefixes or rule names; default: the error and
+                                       # warning rules (info findings show only for rules named here)
     extend-select = ["tools-unsorted"]
     ignore = ["PG202"]
     exclude = ["fixtures/responses/*"]  # skipped when walking directories
     per-file-ignores = { "tests/fixtures/*.json" = ["below-minimum"] }
     extra-volatile-patterns = { order-number = 'ORD-\\d{8}' }
+    fail-on = "warning"                # lowest severity that makes lint exit 1 (error | warning | info)
 
 Selection is resolved like ruff's: each layer (the file, then the command line) may replace the
 selection (select), add to it (extend-select) and remove from it (ignore), in that order.
 """
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ from typing import Any
 from prefixguard.errors import InputError
 from prefixguard.lint import catalog
 
-KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns"}
+KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +44,16 @@ class Settings:
     exclude: tuple[str, ...] = ()
     extra_patterns: dict[str, str] = field(default_factory=dict)
     config: Path | None = None                   # the pyproject.toml read, if any
+    # Info findings are shown only for rules named in a selection (the default set is errors and warnings).
+    info_codes: frozenset[str] = frozenset()
+    fail_on: str = "warning"                     # lowest severity that makes lint exit 1
+
+    def shown(self, code: str, severity: str) -> bool:
+        return severity != "info" or code in self.info_codes
 
     def relative(self, path: Path) -> str:
         """path relative to the root, in / form (absolute when outside it)."""
-        resolved = path.resolve()
+        resolved = Path(os.path.realpath(path))  # never raises on a link loop (Path.resolve does)
         try:
             return resolved.relative_to(self.root).as_posix()
         except ValueError:
@@ -106,15 +115,20 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
     file_layer = Layer(_opt_list(table, "select", where), tuple(_list(table, "extend-select", where)),
                        tuple(_list(table, "ignore", where)))
     try:
-        enabled = _apply(frozenset(r.code for r in catalog.rules()), file_layer)
+        enabled = _apply(catalog.default_codes(), file_layer)
+        named = catalog.resolve_all((*(file_layer.select or ()), *file_layer.extend_select))
         per_file = tuple((pattern, catalog.resolve_all(_strs(codes, f"per-file-ignores '{pattern}'", where)))
                          for pattern, codes in _table(table, "per-file-ignores", where).items())
     except ValueError as err:
         raise InputError(str(err), where) from None
     try:
         enabled = _apply(enabled, cli)
+        named |= catalog.resolve_all((*(cli.select or ()), *cli.extend_select))
     except ValueError as err:
         raise InputError(f"{err} on the command line") from None
+    fail_on = table.get("fail-on", "warning")
+    if fail_on not in catalog.SEVERITIES:
+        raise InputError(f"fail-on must be one of {', '.join(catalog.SEVERITIES)}", where)
     patterns = {str(k): v for k, v in _table(table, "extra-volatile-patterns", where).items()}
     for name, regex in patterns.items():
         if not isinstance(regex, str):
@@ -124,7 +138,8 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
         except re.error as err:
             raise InputError(f"extra-volatile-patterns '{name}' is not a valid regex: {err}", where) from None
     root = path.parent.resolve() if path is not None else cwd
-    return Settings(root, enabled, per_file, (*_list(table, "exclude", where), *exclude), patterns, path)
+    return Settings(root, enabled, per_file, (*_list(table, "exclude", where), *exclude), patterns, path,
+                    named & enabled, fail_on)
 
 
 def _apply(enabled: frozenset[str], layer: Layer) -> frozenset[str]:

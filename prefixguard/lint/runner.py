@@ -3,9 +3,11 @@
 in the file as written (line, column, snippet, fingerprint)."""
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -13,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, NotARequest
 from prefixguard.lint import catalog
-from prefixguard.lint.checks import CHECKS, Context
+from prefixguard.lint.checks import CHECKS, VALIDITY, Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
 from prefixguard.lint.sequence import Sequence
 from prefixguard.prompt import Prompt
+from prefixguard.session import Match
 from prefixguard.wire import MAX_BYTES, parse_request
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -32,18 +35,27 @@ class Result:
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)   # one line each, naming the file
     empty: list[str] = field(default_factory=list)    # directories and globs that held no request file
+    skipped: list[str] = field(default_factory=list)  # files (or JSONL lines) that are not request bodies we read
     files: int = 0
     requests: int = 0
 
 
-def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None) -> list[Hit]:
-    """The single-request rules among `codes` that apply to this prompt's provider, run on it."""
-    ctx = Context(prompt, extra_patterns)
+def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None,
+                 match: Match | None = None) -> list[Hit]:
+    """The single-request rules among `codes` that apply to this prompt's provider, run on it. match: in
+    sequence mode, the session's best earlier request (evidence of what changed). A token-counting
+    request caches nothing: only the rules on what the API rejects run on it."""
+    earlier = match.prompt if match is not None else None
+    ctx = Context(prompt, extra_patterns, earlier, match.earlier if earlier is not None else None,
+                  bool(match and match.new_conversation))
     hits: list[Hit] = []
     for rule in catalog.rules():
         check = CHECKS.get(rule.name)
-        if check is not None and rule.code in codes and ctx.provider in rule.providers:
-            hits.extend(check(ctx))
+        if check is None or rule.code not in codes or ctx.provider not in rule.providers:
+            continue
+        if prompt.counts_only and rule.name not in VALIDITY:
+            continue
+        hits.extend(check(ctx))
     return hits
 
 
@@ -56,12 +68,20 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
         if arg == STDIN or os.path.isfile(arg):
             out.append(arg)
             continue
+        if os.path.lexists(arg) and not os.path.isdir(arg):
+            raise InputError(_not_regular(arg), arg)
         if os.path.isdir(arg):
             found = list(_walk(Path(arg), settings))
         elif glob.has_magic(arg):
             found = []
             for name in sorted(glob.glob(arg, recursive=True)):
-                found.extend(_walk(Path(name), settings) if os.path.isdir(name) else [name])
+                if os.path.isdir(name):
+                    found.extend(_walk(Path(name), settings))
+                elif os.path.isfile(name):
+                    found.append(name)
+                elif _not_regular(name) == "symbolic link loop":
+                    raise InputError("symbolic link loop", name)
+            found = _distinct(found)   # `**` follows links to folders: one file may be reached by many paths
         else:
             raise InputError("no such file or directory", arg)
         out.extend(found)
@@ -70,13 +90,42 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
     return list(dict.fromkeys(out)), empty
 
 
+def _distinct(names: list[str]) -> list[str]:
+    """The first path to each file (by its real path)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        seen.setdefault(os.path.realpath(name), name)
+    return list(seen.values())
+
+
+def _not_regular(name: str) -> str:
+    """Why a path that exists is neither a file nor a directory lint can read."""
+    try:
+        mode = os.stat(name).st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "symbolic link loop"
+        return "broken symbolic link" if os.path.islink(name) else (err.strerror or str(err)).lower()
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+             (stat.S_ISSOCK, "a socket"))
+    return "not a regular file (" + next((what for test, what in kinds if test(mode)), "a special file") + ")"
+
+
 def _walk(root: Path, settings: Settings) -> Iterator[str]:
-    for folder, dirs, files in os.walk(root):
+    """Request files under root (symbolic links to folders are not followed, so a loop cannot recur); a
+    link loop among the files is bad input, a dangling link is not a request file."""
+    def fail(err: OSError) -> None:
+        raise InputError((err.strerror or str(err)).lower(), err.filename)
+    for folder, dirs, files in os.walk(root, onerror=fail):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not settings.excluded(Path(folder, d)))
         for name in sorted(files):
             path = Path(folder, name)
-            if path.suffix in SUFFIXES and not settings.excluded(path):
+            if path.suffix not in SUFFIXES or settings.excluded(path):
+                continue
+            if os.path.isfile(path):
                 yield str(path)
+            elif os.path.islink(path) and _not_regular(str(path)) == "symbolic link loop":
+                raise InputError("symbolic link loop", str(path))
 
 
 def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Result:
@@ -86,11 +135,13 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
         result.files += 1
         try:
             lint_file(name, settings, result, count_tokens)
+        except NotARequest as err:
+            result.skipped.append(str(err))
         except InputError as err:
             result.errors.append(str(err))
         except RecursionError:  # parsed, but too deep for the rules' walk over values
             result.errors.append(str(InputError("JSON nested too deeply", name)))
-    result.findings.sort(key=Finding.sort_key)
+    result.findings = sorted((f for f in result.findings if settings.shown(f.code, f.severity)), key=Finding.sort_key)
     return result
 
 
@@ -109,13 +160,18 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         return
     sequence = Sequence(codes)
     for line_no, line in _lines(text):
-        record = _record(line, f"{name}:{line_no}", count_tokens)
+        try:
+            record = _record(line, f"{name}:{line_no}", count_tokens)
+        except NotARequest as err:
+            result.skipped.append(str(err))
+            continue
         if record is None:
             continue
         prompt, to_line, tenant = record
         result.requests += 1
         place = Placer(name, relpath, Document(line), _locator(prompt, to_line), line_no)
-        hits = check_prompt(prompt, codes, settings.extra_patterns) + sequence.add(prompt, line_no, tenant)
+        match, hits = sequence.add(prompt, line_no, tenant)
+        hits = check_prompt(prompt, codes, settings.extra_patterns, match) + hits
         result.findings.extend(place(h) for h in hits)
 
 
@@ -123,6 +179,8 @@ def _read(name: str) -> str:
     try:
         if name == STDIN:
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        elif not os.path.isfile(name):
+            raise InputError(_not_regular(name), name)
         else:
             if os.path.getsize(name) > MAX_BYTES:
                 raise InputError(f"file is {os.path.getsize(name) / 2**20:.1f} MiB, over the "

@@ -26,7 +26,8 @@ def _rule(r: catalog.Rule) -> dict[str, Any]:
     markdown = (f"{r.summary}\n\n**Why:** {r.why}\n\n**Fix:** {r.fix}\n\n"
                 f"Bad:\n```json\n{r.bad}\n```\n\nGood:\n```json\n{r.good}\n```")
     return {"id": r.code, "name": r.name, "shortDescription": {"text": r.summary},
-            "fullDescription": {"text": r.why}, "help": {"text": help_text, "markdown": markdown},
+            "fullDescription": {"text": r.why}, "helpUri": catalog.help_uri(r.code),
+            "help": {"text": help_text, "markdown": markdown},
             "defaultConfiguration": {"level": LEVELS[r.severity]},
             "properties": {"tags": [r.family, *r.providers], "providers": list(r.providers)}}
 

@@ -12,7 +12,7 @@ from prefixguard.compare import DESCRIPTIONS, Comparison
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.prompt import Prompt
-from prefixguard.session import Sessions
+from prefixguard.session import Match, Sessions
 
 
 class Sequence:
@@ -20,13 +20,17 @@ class Sequence:
         self.rules = {cause: r for cause, r in catalog.by_cause().items() if r.code in codes}
         self._sessions = Sessions()
 
-    def add(self, prompt: Prompt, line: int, tenant: str = "") -> list[Hit]:
-        """Compare with the best earlier request of the same tenant, then remember this one."""
+    def add(self, prompt: Prompt, line: int, tenant: str = "") -> tuple[Match | None, list[Hit]]:
+        """Compare with the best earlier request of the same tenant, then remember this one. Returns the
+        match (for the single-request rules' evidence of change) and the break, if any. A token-counting
+        request is not part of the conversation: neither compared nor remembered."""
+        if prompt.counts_only:
+            return None, []
         match = self._sessions.observe(prompt, line, tenant)
         if not self.rules or not match.broken:
-            return []
+            return match, []
         hit = self._hit(match.comparison, prompt, match.earlier)
-        return [hit] if hit is not None else []
+        return match, [hit] if hit is not None else []
 
     def _hit(self, r: Comparison, prompt: Prompt, earlier: int) -> Hit | None:
         rule = self.rules.get(r.causes[0])

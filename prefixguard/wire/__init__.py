@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, NotARequest
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
@@ -49,6 +49,12 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking",
                      "server_tool_use", "search_result"}
 _CHAT_PARTS = {"image_url", "input_audio", "file"}
 _CHAT_ROLES = {"system", "developer", "tool", "function"}
+# Shapes that are not requests of the three APIs read here (a response; Bedrock Converse and Gemini,
+# not read yet): NotARequest, so that lint skips them with a warning instead of failing.
+_RESPONSE_OBJECTS = {"response", "chat.completion", "chat.completion.chunk", "list", "model"}
+_BEDROCK_KEYS = {"inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
+                 "performanceConfig", "promptVariables", "additionalModelResponseFieldPaths"}
+_COUNT_PATH = re.compile(r"/(count_tokens|input_tokens)/?$")
 
 
 def detect_api(body: dict | None, path: str | None = None) -> str:
@@ -58,11 +64,34 @@ def detect_api(body: dict | None, path: str | None = None) -> str:
         return api
     if not isinstance(body, dict):
         raise InputError("unknown API shape: the body is not a JSON object")
+    foreign = _foreign(body)
+    if foreign:
+        raise NotARequest(foreign)
     if "messages" in body:
         return anthropic.API if _anthropic_score(body) > 0 else openai_chat.API
     if "input" in body or "instructions" in body:
         return openai_responses.API
-    raise InputError("unknown API shape: no 'messages' (Anthropic, OpenAI Chat) or 'input' (OpenAI Responses)")
+    raise NotARequest("unknown API shape: no 'messages' (Anthropic, OpenAI Chat) or 'input' (OpenAI Responses)")
+
+
+def _foreign(body: dict[str, Any]) -> str | None:
+    if body.get("object") in _RESPONSE_OBJECTS or (body.get("type") == "message" and body.get("role") == "assistant"):
+        return "an API response"
+    if "messages" in body and _BEDROCK_KEYS & body.keys():
+        return "a Bedrock Converse body (not supported yet)"
+    if isinstance(body.get("input"), dict) and "model" not in body:
+        return "a Bedrock CountTokens body (not supported yet)"
+    if "contents" in body and "messages" not in body:
+        return "a Gemini body (not supported yet)"
+    return None
+
+
+def counts_only(api: str, body: dict[str, Any], path: str | None) -> bool:
+    """A token-counting request: the count_tokens / input_tokens endpoints, or an Anthropic body without
+    max_tokens (which the Messages endpoint rejects and count_tokens takes)."""
+    if path and _COUNT_PATH.search(urlsplit(path).path):
+        return True
+    return api == anthropic.API and "max_tokens" not in body
 
 
 def _api_of_path(path: str | None) -> str | None:
@@ -123,12 +152,13 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         raise InputError("JSON nested too deeply", source) from None
     except InputError as err:
         if source:
-            raise InputError(str(err), source) from None
+            raise type(err)(str(err), source) from None
         raise
     prompt.text = text
     prompt.source = source
     prompt.tokens_estimated = out.estimated
     prompt.chain = chain(prompt.segments)
+    prompt.counts_only = counts_only(api, root.value, path)
     return prompt
 
 

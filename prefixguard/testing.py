@@ -1,0 +1,203 @@
+"""Prompt-cache checks inside an app's own tests.
+
+- `assert_prefix_stable(a, b)`: the later request `b` must reuse the cached prefix of `a`; otherwise it
+  raises PrefixBroken with the explanation (cause, where, what changed, the fix).
+- `Recorder`: captures every request body an app sends through the anthropic or openai SDK (or any
+  httpx client), by wrapping the client's transport. The SDKs moved from `httpx` to its fork `httpx2`;
+  the recorder builds its transports from the module of the transport it wraps, else from `httpx2` when
+  installed, else `httpx`. The wrapped transport still answers: the network by
+  default, or whatever the test already uses (httpx.MockTransport, respx), so no network is needed when
+  the test mocks responses. `write()` saves a capture (JSONL) that `prefixguard lint` reads in sequence
+  mode; `breaks()` says where a recorded session broke its own prefix.
+
+    recorder = Recorder()
+    client = anthropic.Anthropic(http_client=recorder.http_client())
+    app.run(client)
+    assert not recorder.breaks(), recorder.explain()
+
+The pytest plugin (prefixguard.pytest_plugin) gives each test a Recorder as the `prefix_recorder` fixture.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.errors import InputError
+from prefixguard.prompt import Prompt
+from prefixguard.session import Sessions
+from prefixguard.wire import parse_request
+
+
+class PrefixBroken(AssertionError):
+    """A later request does not reuse the earlier one's cached prefix; str() explains why."""
+
+    def __init__(self, message: str, comparison: Comparison) -> None:
+        super().__init__(message)
+        self.comparison = comparison
+
+
+Body = dict | str | bytes | Prompt
+
+
+def _prompt(body: Body, path: str | None = None) -> Prompt:
+    if isinstance(body, Prompt):
+        return body
+    if isinstance(body, dict):
+        body = json.dumps(body, ensure_ascii=False)
+    return parse_request(body, path=path, count_tokens=False)
+
+
+def explain(r: Comparison, where: str = "") -> str:
+    """A break in a few lines: cause, where, before/after, tokens, the fix."""
+    d = r.divergence
+    head = f"prefix broken{where}: {DESCRIPTIONS[r.causes[0]]}" + (f" ({r.setting})" if r.setting else "")
+    lines = [head]
+    if d is not None:
+        lines.append(f"  at {d.level} level, {d.pointer} (byte {d.byte_offset:,})")
+    if r.before or r.after:
+        lines += [f"  before: {r.before}", f"  after:  {r.after}"]
+    if r.detail:
+        lines.append(f"  changed: {r.detail}")
+    lines.append(f"  {r.reused_tokens:,} tokens reused, {r.reprefill_tokens:,} to prefill again")
+    if r.fix:
+        lines.append(f"  fix: {r.fix}")
+    return "\n".join(lines)
+
+
+def assert_prefix_stable(a: Body, b: Body) -> Comparison:
+    """Raise PrefixBroken (an AssertionError) when request `b`, sent after `a`, does not reuse a's cached
+    prefix. a and b: request bodies (dict, JSON text or bytes) or parsed Prompts. Returns the comparison."""
+    r = compare(_prompt(a), _prompt(b))
+    if r.broken:
+        raise PrefixBroken(explain(r), r)
+    return r
+
+
+@dataclass(slots=True)
+class Recorded:
+    path: str              # URL path the request went to
+    body: bytes            # the body as sent
+    prompt: Prompt
+
+
+class Recorder:
+    """Collects the LLM request bodies sent through the clients it wraps (in order)."""
+
+    def __init__(self, name: str = "session") -> None:
+        self.name = name
+        self.requests: list[Recorded] = []
+
+    # ------------------------------------------------------------------ hooks into httpx / the SDKs
+
+    def transport(self, inner: Any = None) -> Any:
+        """A transport that records, then hands the request to `inner` (default: the network)."""
+        mod = _httpx(inner)
+        return _classes(mod.__name__)[0](self, inner or mod.HTTPTransport())
+
+    def async_transport(self, inner: Any = None) -> Any:
+        mod = _httpx(inner)
+        return _classes(mod.__name__)[1](self, inner or mod.AsyncHTTPTransport())
+
+    def http_client(self, **kwargs: Any) -> Any:
+        """A Client for the SDKs' `http_client=`; kwargs go to the Client (`transport`, if any, is wrapped)."""
+        inner = kwargs.pop("transport", None)
+        return _httpx(inner).Client(**kwargs, transport=self.transport(inner))
+
+    def async_http_client(self, **kwargs: Any) -> Any:
+        inner = kwargs.pop("transport", None)
+        return _httpx(inner).AsyncClient(**kwargs, transport=self.async_transport(inner))
+
+    def record(self, path: str, body: bytes) -> None:
+        """Keep one request body if it is an LLM request prefixguard reads (others pass unrecorded)."""
+        try:
+            prompt = parse_request(body, path=path, count_tokens=False)
+        except InputError:
+            return
+        self.requests.append(Recorded(path, body, prompt))
+
+    # ------------------------------------------------------------------------------ what was recorded
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.body) for r in self.requests]
+
+    def breaks(self) -> list[tuple[int, int, Comparison]]:
+        """(earlier index, index, comparison) of each request that broke the prefix of the best earlier
+        request of the session: the same session model as the proxy and lint's sequence mode. Requests to
+        different APIs (Anthropic, OpenAI) never share a cache, so each API is a tenant of its own."""
+        sessions, out = Sessions(), []
+        for i, r in enumerate(self.requests):
+            if r.prompt.counts_only:
+                continue
+            match = sessions.observe(r.prompt, i, tenant=r.prompt.api)
+            if match.broken:
+                out.append((match.earlier, i, match.comparison))
+        return out
+
+    def explain(self) -> str:
+        return "\n".join(explain(c, f" between request {a + 1} and request {b + 1} of {self.name}")
+                         for a, b, c in self.breaks())
+
+    def rows(self) -> Iterator[str]:
+        """Capture rows (one JSON object a line) as `prefixguard lint` reads them."""
+        for r in self.requests:
+            yield json.dumps({"path": r.path, "request": json.loads(r.body)}, ensure_ascii=False)
+
+    def write(self, folder: str | Path) -> Path | None:
+        """Write the session to folder/<name>.jsonl (nothing when nothing was recorded); returns the file."""
+        if not self.requests:
+            return None
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', self.name).strip('_') or 'session'}.jsonl"
+        path.write_text("".join(row + "\n" for row in self.rows()), "utf-8")
+        return path
+
+
+def _httpx(inner: Any) -> ModuleType:
+    """The httpx flavour to build with: the wrapped transport's, else httpx2 (today's SDKs), else httpx."""
+    if inner is not None:
+        return importlib.import_module(type(inner).__module__.partition(".")[0])
+    try:
+        return importlib.import_module("httpx2")
+    except ImportError:
+        return importlib.import_module("httpx")
+
+
+@cache
+def _classes(module: str) -> tuple[type, type]:
+    """Recording transports (sync, async) subclassing that module's base transports."""
+    mod = importlib.import_module(module)
+
+    class Transport(mod.BaseTransport):  # type: ignore[name-defined,misc]
+        def __init__(self, recorder: Recorder, inner: Any) -> None:
+            self.recorder, self.inner = recorder, inner
+
+        def handle_request(self, request: Any) -> Any:
+            if request.method == "POST":
+                self.recorder.record(request.url.path, request.read())
+            return self.inner.handle_request(request)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[name-defined,misc]
+        def __init__(self, recorder: Recorder, inner: Any) -> None:
+            self.recorder, self.inner = recorder, inner
+
+        async def handle_async_request(self, request: Any) -> Any:
+            if request.method == "POST":
+                self.recorder.record(request.url.path, await request.aread())
+            return await self.inner.handle_async_request(request)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Transport, AsyncTransport
