@@ -37,7 +37,7 @@ EPH = {"type": "ephemeral"}
 
 def _usage(request: Path, api: str):
     """The provider's usage for a recorded request (its response, JSON or SSE), or None."""
-    for suffix in (".response.json", ".response.sse"):
+    for suffix in (".response.json", ".response.sse", ".response.txt"):
         path = Path(str(request).replace(".request.json", suffix))
         if path.exists():
             return parse_response(path.read_bytes(), api)

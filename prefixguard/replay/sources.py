@@ -185,7 +185,7 @@ def cassette_uris(p: Path) -> dict[str, str]:
 
 def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) -> Usage | None:
     """The provider's usage from a recorded response beside the request, where there is one."""
-    for name in (f"{stem}.response.json", f"{stem}.response.sse"):
+    for name in (f"{stem}.response.json", f"{stem}.response.sse", f"{stem}.response.txt"):
         f = p / name
         if f.exists():
             try:
