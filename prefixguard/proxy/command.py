@@ -66,7 +66,14 @@ def capture() -> None:
 @click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
 def export(db: Path) -> None:
     """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
+    import os
+
     from prefixguard.store import open_store
 
-    with open_store(db) as store:
-        store.export(sys.stdout)
+    try:
+        with open_store(db) as store:
+            store.export(sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        sys.exit(0)
