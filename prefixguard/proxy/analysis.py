@@ -253,6 +253,10 @@ class Analyzer:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
             usage = stream.usage()
             output = usage.output or stream.output_chunks
+            if resp.error and stream.finished and resp.status is not None and 200 <= resp.status < 300:
+                # The client closed the connection after the provider's last event (an SDK stops
+                # reading at [DONE]): the answer was whole, and its usage counts.
+                resp.error, ok = None, True
         elif api and resp.body and ok:
             usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last

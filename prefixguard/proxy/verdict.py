@@ -59,7 +59,7 @@ def early(expected: Expected, cmp: Comparison | None) -> Verdict:
 def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
           error: str | None = None) -> Verdict:
     """The verdict with the reported usage. `expected` is None when the request could not be analysed."""
-    if error or status is None or not 200 <= status < 300:
+    if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
         return Verdict("error", error or f"http {status}")
     if not usage.reported:
         return Verdict("not_reported")

@@ -192,6 +192,10 @@ def _adapter(api: str) -> ModuleType:
         raise InputError(f"unknown API {api!r} (one of {', '.join(APIS)})") from None
 
 
+# Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
+FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
 class UsageStream:
     """Reads usage out of a streamed response fed chunk by chunk, with chunks cut anywhere.
 
@@ -208,6 +212,7 @@ class UsageStream:
         self._raw: dict[str, Any] | None = None
         self.first_content_at: float | None = None  # time.monotonic() of the first content event
         self.output_chunks = 0                      # content events seen
+        self.finished = False                       # the provider's last event came: the answer is whole
 
     def feed(self, chunk: bytes) -> None:
         scan_from = len(self._buf)  # bytes before this chunk hold no newline: do not search them again
@@ -234,6 +239,8 @@ class UsageStream:
     def _dispatch(self) -> None:
         data, name = "\n".join(self._data), self._event
         self._data, self._event = [], None
+        if data == "[DONE]":
+            self.finished = True
         if not data or data == "[DONE]":
             return
         try:
@@ -244,6 +251,8 @@ class UsageStream:
             return
         if name and "type" not in event:
             event["type"] = name
+        if event.get("type") in FINAL_EVENTS:
+            self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
         if self._mod.is_content(event):
             self.output_chunks += 1
