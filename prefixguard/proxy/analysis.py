@@ -23,7 +23,7 @@ from prefixguard.fingerprint import PrefixIndex
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
 from prefixguard.proxy import verdict as verdicts
-from prefixguard.proxy.redact import api_keys, redact_body, redact_path, redact_text, tenant_of
+from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
@@ -241,10 +241,25 @@ class Analyzer:
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
-        """Store the flow; returns its console line (None when it was no LLM request)."""
+        """Store the flow; returns its console line (None when it was no LLM request). A flow whose
+        analysis fails still gets its row, with the failure as its error (and the failure is raised,
+        for the console)."""
         flow = self._flows.pop(resp.id, None)
         if flow is None:  # its request step never ran
             return None
+        try:
+            return self._finish(flow, resp)
+        except Exception as err:
+            if self.store is not None:
+                rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method,
+                             upstream=flow.upstream if isinstance(flow.upstream, str) else None,
+                             tenant=flow.tenant, request_bytes=len(flow.body), status=resp.status,
+                             error=f"analysis failed: {type(err).__name__}: {err}", verdict="error")
+                redact_fields(rec, flow.secrets)
+                self.store.add(rec)
+            raise
+
+    def _finish(self, flow: FlowState, resp: Response) -> str | None:
         prompt = flow.prompt
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
@@ -258,13 +273,16 @@ class Analyzer:
                 # reading at [DONE]): the answer was whole, and its usage counts.
                 resp.error, ok = None, True
         elif api and resp.body and ok:
-            usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
+            try:
+                usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
+            except InputError as err:  # a 200 whose body is no answer: the row says so
+                resp.error = f"unreadable response: {err}"
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
                      request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)
         if self.bodies:
-            rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
+            rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.tokens_estimated
             rec.fingerprints = b"".join(prompt.chain)
@@ -293,6 +311,7 @@ class Analyzer:
                 self._ratio[prompt.model] = min(MAX_RATIO, max(1 / MAX_RATIO, usage.prompt_total / prompt.total_tokens))
             scaled = _scaled(prompt, self._ratio.get(prompt.model, 1.0))
             self.policy_for(prompt).commit(scaled, flow.ts, flow.tenant)
+        redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)
         return _line(rec) if prompt is not None else None
