@@ -8,3 +8,7 @@ class InputError(Exception):
     def __init__(self, message: str, source: str | None = None) -> None:
         message = " ".join(message.split())  # one line, whatever the cause's text held
         super().__init__(f"{source}: {message}" if source else message)
+
+
+class TooLarge(InputError):
+    """A request with more parts than the analysis is allowed to hold in memory (PREFIXGUARD_MAX_PARTS)."""

@@ -178,3 +178,14 @@ def test_substituted_nodes_never_internal_error(tmp_path: Path, data: st.DataObj
         assert code in (0, 1, 2), (args, where, value, err)
         if code == 2:
             assert one_error_line(err), err
+
+
+@pytest.mark.parametrize("command", ["lint", "diff"])
+def test_too_many_parts_is_one_line(tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefixguard.wire as wire
+    monkeypatch.setattr(wire, "MAX_PARTS", 100)
+    f = tmp_path / "big.json"
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": "ok"} for i in range(201)]
+    f.write_text(json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": msgs}))
+    code, _, err = run(command, str(f)) if command == "lint" else run(command, str(f), str(f))
+    assert code == 2 and one_error_line(err) and "too large to analyse" in err

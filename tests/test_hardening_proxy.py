@@ -307,3 +307,24 @@ def test_not_modified_is_not_an_error(tmp_path: Path) -> None:
     with open_store(tmp_path / "c.db") as store:
         [row] = store.rows()
     assert row["status"] == 304 and row["verdict"] == "not_reported"
+
+
+# ---- item 1: a request with more parts than the ceiling is not analysed, and says so
+
+def test_too_large_a_request_is_recorded_not_analysed(shared_data: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFIXGUARD_MAX_PARTS", "500")  # read by the analysis process at its start
+    db = tmp_path / "c.db"
+    lines: list[str] = []
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": "ok"} for i in range(1001)]
+    big = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": msgs}
+    small = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    with Upstream(shared_data / "recorded") as up, \
+            ProxyThread([up.url], addon=PrefixGuard(console=lines.append), store=str(db)) as px:
+        for key, body in (("big-" + "k" * 20, big), ("small-" + "k" * 20, small)):
+            assert httpx.post(px.url + "/v1/messages", json=body, headers={"x-api-key": key}).status_code == 200
+        [row] = tenant_rows(db, "big-" + "k" * 20, 1, 15)
+        [other] = tenant_rows(db, "small-" + "k" * 20, 1, 15)
+    assert row["cause"].startswith("not analysed: too large") and row["request"] is None
+    assert other["verdict"] and other["api"] == "anthropic"  # the next flow is analysed as usual
+    assert any("not analysed: too large" in line for line in lines)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison, compare
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, TooLarge
 from prefixguard.fingerprint import PrefixIndex
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
@@ -218,6 +218,8 @@ class Analyzer:
             prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
         except InputError as err:
             flow.skip = redact_text(str(err), flow.secrets)
+            if isinstance(err, TooLarge):
+                flow.skip = f"not analysed: too large ({flow.skip.removeprefix(flow.id + ': ').removeprefix('too large to analyse: ')})"
             return None
         flow.prompt = prompt
         key = (flow.tenant, prompt.model)
@@ -281,7 +283,7 @@ class Analyzer:
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
                      request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)
-        if self.bodies:
+        if self.bodies and not (flow.skip or "").startswith("not analysed: "):  # a body too large to read is not kept
             rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.tokens_estimated
@@ -314,4 +316,6 @@ class Analyzer:
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)
+        if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
+            return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
         return _line(rec) if prompt is not None else None

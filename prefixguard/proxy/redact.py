@@ -38,6 +38,8 @@ KEY_FORMATS = re.compile("|".join((
     r"\bxox[abposre]-[A-Za-z0-9-]{10,}",                   # Slack tokens
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs (header.payload.signature)
 )))
+# Every KEY_FORMATS match starts with one of these (the regex's alternation tries each at every position)
+_KEY_PREFIXES = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "gh", "github_pat_", "xox", "eyJ")
 # A JSON escape that could spell a key's characters: the body must be read decoded to see it.
 _ESCAPES = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
 # Any of SECRET_FIELDS as a quoted string ('_' written '-' or '_', any case): a body without one has
@@ -83,6 +85,8 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in secrets:
         if len(secret) >= 8:  # shorter strings are not keys, and replacing them would mangle text
             text = text.replace(secret, REDACTED)
+    if not any(prefix in text for prefix in _KEY_PREFIXES):  # C-speed scans: a 60 MB body in ~0.2 s
+        return text
     return KEY_FORMATS.sub(REDACTED, text)
 
 
