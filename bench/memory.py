@@ -33,8 +33,8 @@ ANSWER = RECORDED / "openllmetry/test_prompt_caching_test_anthropic_prompt_cachi
 
 def body_of(mib: float) -> bytes:
     """An Anthropic request of `mib` MiB made of small alternating messages."""
-    one = len(json.dumps({"role": "user", "content": "ok thanks"})) + 2
-    n = int(mib * (1 << 20) / one) | 1
+    pair = sum(len(json.dumps({"role": r, "content": "ok thanks"})) + 2 for r in ("user", "assistant"))
+    n = int(mib * (1 << 20) / pair * 2) - 2  # a little under `mib` MiB, as the body limit is 64 MiB
     msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": "ok thanks"} for i in range(n)]
     return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": msgs}).encode()
 

@@ -219,7 +219,8 @@ class Analyzer:
         except InputError as err:
             flow.skip = redact_text(str(err), flow.secrets)
             if isinstance(err, TooLarge):
-                flow.skip = f"not analysed: too large ({flow.skip.removeprefix(flow.id + ': ').removeprefix('too large to analyse: ')})"
+                why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
+                flow.skip = f"not analysed: too large ({why})"
             return None
         flow.prompt = prompt
         key = (flow.tenant, prompt.model)

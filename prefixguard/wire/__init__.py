@@ -161,12 +161,12 @@ def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
     if isinstance(body, str):
         size = len(body) if body.isascii() else len(body.encode("utf-8", "surrogatepass"))
         if size > max_bytes:
-            raise InputError(f"body is {size} bytes, over the {max_bytes}-byte limit")
+            raise TooLarge(f"body is {size} bytes, over the {max_bytes}-byte limit")
         text = body
     else:
         body = bytes(body)
         if len(body) > max_bytes:
-            raise InputError(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
+            raise TooLarge(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as err:
