@@ -2,6 +2,7 @@
 the prefixguard addon, real SDK clients in front, a loopback upstream replaying real recordings behind."""
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -268,10 +269,15 @@ def test_large_json_response_streams_and_is_still_read(shared_data: Path, tmp_pa
     up = Upstream(recorded, body=json.dumps(answer).encode())
     with up, ProxyThread([up.url], addon=PrefixGuard(console=lambda _: None), store=str(db)) as px:
         key = "sk-ant-api03-large-" + "z" * 20
-        r = httpx.post(px.url + "/v1/messages", json=json.loads((recorded / LEGACY_JSON / "0001.request.json").read_text()),
-                       headers={"x-api-key": key}, timeout=30)
+        request = json.loads((recorded / LEGACY_JSON / "0001.request.json").read_text())
+        request["messages"][0]["content"][0]["text"] += " word" * (300 << 10)  # a 1.5 MB request: streamed up too
+        sent = json.dumps(request).encode()
+        r = httpx.post(px.url + "/v1/messages", content=sent, headers={"x-api-key": key, "x-test-id": "big-up"},
+                       timeout=60)
         assert r.status_code == 200 and len(r.content) > 3 << 20
+        assert up.seen["big-up"]["request_sha"] == hashlib.sha256(sent).hexdigest()  # byte for byte
         [row] = tenant_rows(db, key, 1, 15)
+    assert row["model"] and row["verdict"] != "error"
     assert row["usage"]["reported"] and row["usage"]["prompt_total"] == sum(
         answer["usage"].get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
 
