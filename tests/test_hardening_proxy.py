@@ -170,6 +170,7 @@ def test_keys_of_known_formats_never_stored(env: Env) -> None:
         assert secret not in details, name
         assert not any(secret in line for line in env.lines), name
     assert "beta=true" in export and "[redacted]" in export
+    assert "[redacted]" in details and "Zx9" not in details  # the changed system prompt, its excerpt cut short
 
 
 def subprocess_export(db: Path) -> str:

@@ -37,6 +37,8 @@ KEY_FORMATS = re.compile("|".join((
     r"\bgithub_pat_[A-Za-z0-9_]{22,}",                     # GitHub fine-grained tokens
     r"\bxox[abposre]-[A-Za-z0-9-]{10,}",                   # Slack tokens
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs (header.payload.signature)
+    # a key cut short by an ellipsis (a diff's excerpt): its start is still the key's
+    r"(?:sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox[abposre]-|eyJ)[A-Za-z0-9_.-]*\u2026",
 )))
 # Every KEY_FORMATS match starts with one of these (the regex's alternation tries each at every position)
 _KEY_PREFIXES = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "gh", "github_pat_", "xox", "eyJ")
