@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -47,13 +46,10 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def run(mib: float, small: bytes) -> dict[str, float]:
-    lines: dict[str, float] = {}
-    done = threading.Event()
+    lines: dict[str, float] = {}  # console line -> when it came
 
     def console(line: str) -> None:
         lines[line] = time.monotonic()
-        if "small-" in line or len(lines) >= 2:
-            done.set()
 
     big = body_of(mib)
     with tempfile.TemporaryDirectory() as tmp, Upstream(RECORDED, body=ANSWER.read_bytes()) as up:
@@ -61,12 +57,17 @@ def run(mib: float, small: bytes) -> dict[str, float]:
         with ProxyThread([up.url], addon=addon, store=str(Path(tmp) / "c.db")) as px, httpx.Client(timeout=300) as c:
             c.post(px.url + "/v1/messages", content=small, headers={"x-api-key": "small-warm" + "k" * 20})
             time.sleep(1.0)  # the process is started and its tokenizer loaded
+            lines.clear()
+            c.post(px.url + "/v1/messages", content=small, headers={"x-api-key": "small-alone" + "k" * 20})
+            answered = time.monotonic()
+            while not lines and time.monotonic() < answered + 30:
+                time.sleep(0.001)
+            alone = max(lines.values()) - answered
             base = peak_rss_mb(addon._worker.pid)
             t0 = time.monotonic()
             c.post(px.url + "/v1/messages", content=big, headers={"x-api-key": "big" + "k" * 20})
             big_sent = time.monotonic() - t0
             lines.clear()
-            done.clear()
             t1 = time.monotonic()
             c.post(px.url + "/v1/messages", content=small, headers={"x-api-key": "small" + "k" * 20})
             answered = time.monotonic()
@@ -75,7 +76,7 @@ def run(mib: float, small: bytes) -> dict[str, float]:
                 time.sleep(0.01)
             last = max(lines.values()) if lines else float("nan")
             peak = peak_rss_mb(addon._worker.pid)
-    return {"mib": len(big) / (1 << 20), "base_mb": base, "peak_mb": peak, "big_sent_s": big_sent,
+    return {"mib": len(big) / (1 << 20), "base_mb": base, "alone_s": alone, "peak_mb": peak, "big_sent_s": big_sent,
             "small_wait_s": last - answered, "small_total_s": answered - t1, "rows": len(lines)}
 
 
@@ -85,11 +86,12 @@ def main() -> None:
     args = ap.parse_args()
     small = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
                         "messages": [{"role": "user", "content": "hello"}]}).encode()
-    print(f"{'body MiB':>9} {'idle RSS MB':>12} {'peak RSS MB':>12} {'peak/body':>10} {'small row wait s':>17}")
+    print(f"{'body MiB':>9} {'idle RSS MB':>12} {'peak RSS MB':>12} {'peak/body':>10} {'small row wait s':>17}"
+          f" {'alone s':>8} {'ratio':>6}")
     for mib in args.sizes:
         r = run(mib, small)
         print(f"{r['mib']:9.1f} {r['base_mb']:12.0f} {r['peak_mb']:12.0f} {r['peak_mb'] / r['mib']:10.1f} "
-              f"{r['small_wait_s']:17.3f}", flush=True)
+              f"{r['small_wait_s']:17.3f} {r['alone_s']:8.3f} {r['small_wait_s'] / r['alone_s']:6.1f}", flush=True)
 
 
 if __name__ == "__main__":
