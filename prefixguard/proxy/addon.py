@@ -6,7 +6,9 @@ URL cannot change (regular/forward mode with mitmproxy's CA):
     mitmdump -s prefixguard/proxy/addon.py --set prefixguard_store=capture.db
 
 On the request path the addon only takes notes: the request's bytes, header fields and times as they
-are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else,
+are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Nothing is held
+back: flows the analysis does not read stream through both ways, and a body it reads that is larger
+than STREAM_OVER (or of unknown size) streams through a tap whose copy goes to the analysis. Everything else,
 reading headers and keys included, runs in one worker process (prefixguard/proxy/worker.py,
 analysis.py); a failure there is logged and never fails, delays or alters a flow. When the worker falls
 behind by more than MAX_BACKLOG bytes, new flows pass unanalysed. The console line of each request is
