@@ -13,3 +13,7 @@ class InputError(Exception):
 class NotARequest(InputError):
     """Valid JSON that is not a request body prefixguard reads: an API response, another provider's
     shape, unrelated JSON (package.json, test expectations). Lint skips such files with a warning."""
+
+
+class TooLarge(InputError):
+    """A request with more parts than the analysis is allowed to hold in memory (PREFIXGUARD_MAX_PARTS)."""

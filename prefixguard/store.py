@@ -72,7 +72,7 @@ class Record:
         """The export shape (JSON lines) that lint's sequence mode and replay read."""
         try:
             request = json.loads(self.request) if self.request is not None else None
-        except ValueError:
+        except (ValueError, RecursionError):
             request = self.request  # not JSON: kept as text
         u = self.usage
         return {
@@ -101,11 +101,23 @@ def _flat(rec: Record) -> dict[str, Any]:
     return out
 
 
+# Python types each column's SQLite type may hold (a foreign writer can store any type in any column).
+_KINDS = {"TEXT": (str,), "REAL": (int, float), "INTEGER": (int,), "BLOB": (bytes,)}
+_COLUMN_KINDS = {c.split()[0]: _KINDS[c.split()[1]] for c in _COLUMNS.split(",") if c.strip()}
+
+
 def _record(row: sqlite3.Row) -> Record:
     data = {k: row[k] for k in row.keys() if k in _NAMES}
+    for name, value in data.items():
+        if value is not None and not isinstance(value, _COLUMN_KINDS[name]):
+            raise InputError(f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
+                             f"expected {_COLUMN_KINDS[name][0].__name__}")
     usage = Usage(**{k: data.pop(k) or 0 for k in _USAGE})
     usage.reported = bool(usage.reported)
-    data["segments"] = json.loads(data["segments"] or "[]")
+    try:
+        data["segments"] = json.loads(data["segments"] or "[]")
+    except (ValueError, RecursionError):
+        raise InputError(f"row {data.get('id')!r}: column segments is not JSON") from None
     data["fingerprints"] = data["fingerprints"] or b""
     data["tokens_estimated"] = bool(data.get("tokens_estimated"))
     return Record(usage=usage, **data)
@@ -158,8 +170,12 @@ class Store:
             raise _not_ours(self.path, "an empty file")
         if header != SQLITE_HEADER:
             raise _not_ours(self.path, "not an SQLite file")
+        # A file with no -wal beside it has no writer and nothing unmerged: immutable=1 reads it without
+        # creating -wal/-shm files. Beside a live proxy (a -wal exists), mode=ro reads its latest rows.
+        resolved = self.path.resolve()
+        live = resolved.with_name(resolved.name + "-wal").exists()
         try:
-            db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True,
+            db = sqlite3.connect(f"file:{quote(str(resolved))}?mode=ro{'' if live else '&immutable=1'}", uri=True,
                                  check_same_thread=False, isolation_level=None)
         except sqlite3.Error as err:
             raise _not_ours(self.path, str(err)) from None
@@ -215,6 +231,8 @@ class Store:
                 yield _record(row)
         except sqlite3.DatabaseError as err:
             raise _not_ours(self.path, str(err)) from None
+        except InputError as err:
+            raise InputError(str(err), str(self.path)) from None
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every flow in the export shape (see Record.row)."""
@@ -276,6 +294,8 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 row = json.loads(line)
             except ValueError as err:
                 raise InputError(f"line {n}: not JSON ({err})", str(path)) from None
+            except RecursionError:
+                raise InputError(f"line {n}: JSON nested too deeply", str(path)) from None
             if not isinstance(row, dict):
                 raise InputError(f"line {n}: expected a JSON object, got {type(row).__name__}", str(path))
             yield n, row

@@ -6,7 +6,9 @@ URL cannot change (regular/forward mode with mitmproxy's CA):
     mitmdump -s prefixguard/proxy/addon.py --set prefixguard_store=capture.db
 
 On the request path the addon only takes notes: the request's bytes, header fields and times as they
-are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Everything else,
+are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Nothing is held
+back: flows the analysis does not read stream through both ways, and a body it reads that is larger
+than STREAM_OVER (or of unknown size) streams through a tap whose copy goes to the analysis. Everything else,
 reading headers and keys included, runs in one worker process (prefixguard/proxy/worker.py,
 analysis.py); a failure there is logged and never fails, delays or alters a flow. When the worker falls
 behind by more than MAX_BACKLOG bytes, new flows pass unanalysed. The console line of each request is
@@ -39,6 +41,8 @@ from prefixguard.wire import InputError, detect_api
 logger = logging.getLogger("prefixguard.proxy")
 
 META = "prefixguard"
+BODY = "prefixguard-body"  # the tap of a body that streams through and is read afterwards
+STREAM_OVER = 1 << 20      # bodies larger than this (or of unknown size) stream instead of being buffered
 MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
 # How long a flow's hand-off to the analysis may wait to share one write (and one wake-up of the
 # analysis process) with others. A request's: short, so its early verdict is ready for any answer slower
@@ -70,6 +74,17 @@ def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | Non
             text = value.decode("utf-8", "surrogateescape")
             found[name] = f"{found[name]}, {text}" if name in found else text
     return found.get(b"content-type"), found.get(b"content-encoding")
+
+
+def _analysed(req: http.Request) -> bool:
+    """A request the analysis reads: a POST to a Messages / Chat Completions / Responses path."""
+    if req.method != "POST":
+        return False
+    try:
+        detect_api(None, req.path)
+    except InputError:
+        return False
+    return True
 
 
 def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
@@ -162,18 +177,30 @@ class PrefixGuard:
 
     # ---- flow hooks
     @_hook
-    def request(self, flow: http.HTTPFlow) -> None:
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """Route the request (before any byte of it goes upstream) and choose how its body travels:
+        a request prefixguard does not read streams through untouched; an LLM request over STREAM_OVER
+        streams through a tap that keeps a copy for the analysis; a smaller one is buffered (cheaper)."""
         req = flow.request
         route = next((r for r in self.routes if r.matches(req.path)), None)
         if route is not None:
             route.apply(req)
-        if req.method != "POST":
+        if not _analysed(req):
+            req.stream = True
             return
-        try:
-            detect_api(None, req.path)
-        except InputError:
+        size = req.headers.get("content-length", "")
+        if not size.isdigit() or int(size) > STREAM_OVER:
+            tap = StreamTap()
+            req.stream = tap
+            flow.metadata[BODY] = tap
+
+    @_hook
+    def request(self, flow: http.HTTPFlow) -> None:
+        req = flow.request
+        if not _analysed(req):
             return  # not a Messages / Chat Completions / Responses call
-        body = req.raw_content or b""
+        tap = flow.metadata.pop(BODY, None)
+        body = b"".join(chunk for _, chunk in tap.chunks) if tap is not None else req.raw_content or b""
         worker = self._start()
         if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
@@ -190,7 +217,10 @@ class PrefixGuard:
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        if META not in flow.metadata or flow.response is None:
+        if flow.response is None:
+            return
+        if META not in flow.metadata:  # a response nobody reads passes as it comes, SSE or not
+            flow.response.stream = True
             return
         seq, resp = flow.metadata[META]
         resp.headers_at = time.monotonic()
@@ -200,6 +230,12 @@ class PrefixGuard:
             tap = StreamTap()
             resp.chunks = tap.chunks
             flow.response.stream = tap
+        else:
+            size = flow.response.headers.get("content-length", "")
+            if not size.isdigit() or int(size) > STREAM_OVER:  # large or of unknown size: not held back
+                tap = StreamTap()
+                flow.response.stream = tap
+                flow.metadata[BODY] = tap
         if self.headers:
             worker = self._worker
             _add_verdict(flow.response.headers, worker.answers().pop(seq, None) if worker else None)
@@ -210,7 +246,14 @@ class PrefixGuard:
             return
         _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
-        self._finish(resp, flow.response.raw_content if resp.chunks is None else b"")
+        tap = flow.metadata.pop(BODY, None)
+        if resp.chunks is not None:
+            body = b""
+        elif tap is not None:
+            body = b"".join(chunk for _, chunk in tap.chunks)
+        else:
+            body = flow.response.raw_content
+        self._finish(resp, body)
 
     @_hook
     def error(self, flow: http.HTTPFlow) -> None:

@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, TooLarge
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
 from prefixguard.proxy import verdict as verdicts
-from prefixguard.proxy.redact import api_keys, redact_body, redact_path, redact_text, tenant_of
+from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
 from prefixguard.scale import TokenScale
 from prefixguard.session import Sessions
@@ -191,6 +191,9 @@ class Analyzer:
             prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
         except InputError as err:
             flow.skip = redact_text(str(err), flow.secrets)
+            if isinstance(err, TooLarge):
+                why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
+                flow.skip = f"not analysed: too large ({why})"
             return None
         flow.prompt = prompt
         match = self._sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
@@ -203,10 +206,25 @@ class Analyzer:
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
-        """Store the flow; returns its console line (None when it was no LLM request)."""
+        """Store the flow; returns its console line (None when it was no LLM request). A flow whose
+        analysis fails still gets its row, with the failure as its error (and the failure is raised,
+        for the console)."""
         flow = self._flows.pop(resp.id, None)
         if flow is None:  # its request step never ran
             return None
+        try:
+            return self._finish(flow, resp)
+        except Exception as err:
+            if self.store is not None:
+                rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method,
+                             upstream=flow.upstream if isinstance(flow.upstream, str) else None,
+                             tenant=flow.tenant, request_bytes=len(flow.body), status=resp.status,
+                             error=f"analysis failed: {type(err).__name__}: {err}", verdict="error")
+                redact_fields(rec, flow.secrets)
+                self.store.add(rec)
+            raise
+
+    def _finish(self, flow: FlowState, resp: Response) -> str | None:
         prompt = flow.prompt
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
@@ -215,14 +233,21 @@ class Analyzer:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
             usage = stream.usage()
             output = usage.output or stream.output_chunks
+            if resp.error and stream.finished and resp.status is not None and 200 <= resp.status < 300:
+                # The client closed the connection after the provider's last event (an SDK stops
+                # reading at [DONE]): the answer was whole, and its usage counts.
+                resp.error, ok = None, True
         elif api and resp.body and ok:
-            usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
+            try:
+                usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
+            except InputError as err:  # a 200 whose body is no answer: the row says so
+                resp.error = f"unreadable response: {err}"
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
                      request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)
-        if self.bodies:
-            rec.request = redact_body(flow.body.decode("utf-8", "replace"), flow.secrets)
+        if self.bodies and not (flow.skip or "").startswith("not analysed: "):  # a body too large to read is not kept
+            rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.estimated
             rec.fingerprints = b"".join(prompt.chain)
@@ -251,6 +276,9 @@ class Analyzer:
             scaled, policy = self._scale.scaled(prompt), self.policy_for(prompt)
             policy.commit(scaled, flow.ts, flow.tenant)
             policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
+        redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)
+        if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
+            return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
         return _line(rec) if prompt is not None else None

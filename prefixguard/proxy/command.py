@@ -32,19 +32,22 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
     """
     from prefixguard.proxy.addon import PrefixGuard
     from prefixguard.proxy.route import Route
-    from prefixguard.proxy.run import serve
+    from prefixguard.proxy.run import check_listen, serve
 
     for spec in upstreams:
         try:
             Route.parse(spec)
         except ValueError as err:
             fail(f"--upstream: {err}")
+    check_listen(host, port)  # a port in use or a bad --host: one line, exit 2, before anything starts
     if store is not None:
         from prefixguard.store import check_writable_store
         check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
                 "prefixguard_policy": policy or ""}
+
+    _console_log()
 
     def listening(real_port: int) -> None:
         click.echo(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", err=True)
@@ -53,8 +56,23 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         serve(list(upstreams), host=host, port=port, addon=PrefixGuard(), settings=settings, on_listen=listening)
     except KeyboardInterrupt:
         pass
-    except (OSError, InputError) as err:
+    except InputError as err:
+        fail(str(err))
+    except OSError as err:
         fail(str(err), code=1)
+
+
+def _console_log() -> None:
+    """The addon's warnings (a failed analysis, analysis behind, a restarted analysis process) on
+    stderr: mitmproxy's own log display is off in `prefixguard proxy`."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log = logging.getLogger("prefixguard")
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
 
 
 @click.group()
@@ -66,7 +84,14 @@ def capture() -> None:
 @click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
 def export(db: Path) -> None:
     """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
+    import os
+
     from prefixguard.store import open_store
 
-    with open_store(db) as store:
-        store.export(sys.stdout)
+    try:
+        with open_store(db) as store:
+            store.export(sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        sys.exit(0)

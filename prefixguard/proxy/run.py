@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +15,27 @@ from typing import Any
 from mitmproxy import options
 from mitmproxy.tools.dump import DumpMaster
 
+from prefixguard.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.route import Route
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise InputError naming the reason when the proxy could not listen on host:port (an address
+    that does not resolve or is not this machine's, a port in use or not allowed). mitmproxy would
+    only log it and exit 1 with "Error logged during startup"."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as err:
+        raise InputError(f"--host {host!r} is no address to listen on ({getattr(err, 'strerror', None) or err})") from None
+    for family, kind, proto, _, addr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            if hasattr(socket, "SO_REUSEADDR") and family != getattr(socket, "AF_UNIX", None):
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            try:
+                probe.bind(addr)
+            except OSError as err:
+                raise InputError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
 def proxy_options(upstreams: list[str], host: str, port: int) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     """The verdict with the reported usage. `expected` is None when the request could not be analysed.
     owed: what the request would have read had its prefix not changed (in the provider's tokens);
     by default the expected read plus the comparison's re-prefill."""
-    if error or status is None or not 200 <= status < 300:
+    if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
         return Verdict("error", error or f"http {status}")
     if not usage.reported:
         return Verdict("not_reported")

@@ -218,6 +218,8 @@ class Worker:
                 self._on_report(*marshal.loads(await out.readexactly(size)))
         except asyncio.IncompleteReadError:  # the process ended
             self._ended = True
+            self._queue.put(None)  # the feeder stops
+            await asyncio.to_thread(self._proc.wait)  # reaped now, not left a zombie until the proxy exits
 
     async def close(self) -> None:
         """Let the process finish what it was sent, then end it."""

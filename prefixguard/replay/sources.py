@@ -93,7 +93,32 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
         rows = list(read_jsonl(p))
         if rows and not (isinstance(rows[0], dict) and "request" in rows[0]):
             raise InputError("not a capture export: rows have no 'request'", str(p))
+    for n, row in enumerate(rows, 1):
+        check_row(row, f"{p}: row {n}")
     return sorted(rows, key=lambda r: r.get("ts") or 0)
+
+
+# The export's fields that readers use, and the JSON types each may have (None: null or absent).
+ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
+    "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
+    "cause": (str,), "expected_cached": (int,),
+}
+_USAGE_TYPES = (int, float)
+
+
+def check_row(row: dict[str, Any], where: str) -> None:
+    """Raise InputError when a capture row holds a field of the wrong JSON type (a hand-edited or
+    foreign file), so readers never meet a string where they add seconds or a list where they look
+    up a key."""
+    for key, kinds in ROW_TYPES.items():
+        value = row.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
+                             f"{' or '.join(k.__name__ for k in kinds)} or null")
+    for key, value in (row.get("usage") or {}).items():
+        if key != "reported" and value is not None and (not isinstance(value, _USAGE_TYPES) or isinstance(value, bool)):
+            raise InputError(f"{where}: 'usage.{key}' is {type(value).__name__}, expected a number")
 
 
 def _is_sqlite(p: Path) -> bool:
@@ -198,7 +223,8 @@ def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
     out, skipped = [], 0
-    for row in rows:
+    for n, row in enumerate(rows, 1):
+        check_row(row, f"{p}: row {n}")
         body = row.get("request")
         if not isinstance(body, dict) or ("api" in row and row["api"] is None):
             skipped += 1          # captured with --no-bodies, or no LLM request (the proxy could not parse it)

@@ -6,6 +6,7 @@ anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_r
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from prefixguard.errors import InputError, NotARequest
+from prefixguard.errors import InputError, NotARequest, TooLarge
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
@@ -23,6 +24,11 @@ from prefixguard.wire.segments import Builder
 ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, openai_responses)}
 APIS = tuple(ADAPTERS)
 MAX_BYTES = 64 << 20
+# The most parts (messages, blocks, tools) a request may have to be analysed: each costs about 1 KB in
+# memory (its node, segment, canonical bytes and fingerprint) and ~50 us, so a body of millions of tiny
+# messages would take gigabytes and a minute; 20,000 parts (far above real agent sessions) keep one
+# request's analysis near a second. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
+MAX_PARTS = int(os.environ.get("PREFIXGUARD_MAX_PARTS", "20000") or 0)
 
 _PATHS = {"messages": anthropic.API, "chat/completions": openai_chat.API, "responses": openai_responses.API}
 _PATH = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
@@ -136,6 +142,7 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
     """
     try:
         text = _decode(body, max_bytes)
+        _check_parts(text)
         try:
             root = jsonspan.parse(text, _SPEC)
         except json.JSONDecodeError as err:
@@ -169,16 +176,27 @@ def _detect(body: dict[str, Any], path: str | None, headers: Mapping[str, str] |
     return detect_api(body, path)
 
 
+def _check_parts(text: str) -> None:
+    """Raise TooLarge before parsing when the body has more parts than MAX_PARTS. A part is an object
+    with a "role" or a "type" (messages, blocks, tools): counted in the text at C speed, with no
+    memory (a quoted "role" outside a key or value is escaped, so it is never over-counted much)."""
+    if MAX_PARTS and len(text) > MAX_PARTS * 8:  # fewer bytes than that cannot hold so many parts
+        parts = text.count('"role"') + text.count('"type"')
+        if parts > MAX_PARTS:
+            raise TooLarge(f"too large to analyse: about {parts} parts, over the ceiling of {MAX_PARTS} "
+                           f"(PREFIXGUARD_MAX_PARTS sets it)")
+
+
 def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
     if isinstance(body, str):
         size = len(body) if body.isascii() else len(body.encode("utf-8", "surrogatepass"))
         if size > max_bytes:
-            raise InputError(f"body is {size} bytes, over the {max_bytes}-byte limit")
+            raise TooLarge(f"body is {size} bytes, over the {max_bytes}-byte limit")
         text = body
     else:
         body = bytes(body)
         if len(body) > max_bytes:
-            raise InputError(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
+            raise TooLarge(f"body is {len(body)} bytes, over the {max_bytes}-byte limit")
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -222,6 +240,10 @@ def _adapter(api: str) -> ModuleType:
         raise InputError(f"unknown API {api!r} (one of {', '.join(APIS)})") from None
 
 
+# Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
+FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
 class UsageStream:
     """Reads usage out of a streamed response fed chunk by chunk, with chunks cut anywhere.
 
@@ -238,6 +260,7 @@ class UsageStream:
         self._raw: dict[str, Any] | None = None
         self.first_content_at: float | None = None  # time.monotonic() of the first content event
         self.output_chunks = 0                      # content events seen
+        self.finished = False                       # the provider's last event came: the answer is whole
 
     def feed(self, chunk: bytes) -> None:
         scan_from = len(self._buf)  # bytes before this chunk hold no newline: do not search them again
@@ -264,6 +287,8 @@ class UsageStream:
     def _dispatch(self) -> None:
         data, name = "\n".join(self._data), self._event
         self._data, self._event = [], None
+        if data == "[DONE]":
+            self.finished = True
         if not data or data == "[DONE]":
             return
         try:
@@ -274,6 +299,8 @@ class UsageStream:
             return
         if name and "type" not in event:
             event["type"] = name
+        if event.get("type") in FINAL_EVENTS:
+            self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
         if self._mod.is_content(event):
             self.output_chunks += 1

@@ -25,7 +25,10 @@ def ttl(value: Any) -> str | None:
     if isinstance(value, dict):
         mark = value.get("cache_control")
         if isinstance(mark, dict):
-            return mark.get("ttl") or DEFAULT_TTL
+            value = mark.get("ttl")
+            if value is not None and not isinstance(value, str):  # the API answers 400; so do we
+                raise InputError(f"cache_control.ttl must be a string such as \"1h\", got {type(value).__name__}")
+            return value or DEFAULT_TTL
     return None
 
 
