@@ -242,6 +242,8 @@ def test_totals_do_not_scale_with_base64_length(api: str, tmp_path: Path) -> Non
     a, b = parse_request(_image_request(flat, api)), parse_request(_image_request(noisy, api))
     assert a.total_tokens == b.total_tokens < 1000
     assert a.chain != b.chain  # the bytes still decide cache identity
+    if api != "anthropic":  # lint's below-minimum speaks of a breakpoint; the OpenAI shapes here have none
+        return
     # lint reads the same count: below Sonnet's 1,024-token minimum whatever the base64 weighs
     path = tmp_path / "noisy.json"
     path.write_bytes(_image_request(noisy, api))
