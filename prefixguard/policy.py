@@ -147,9 +147,10 @@ def _longest(chain: list[bytes], alive: Any) -> int:
 
 
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
-# part's text is hashed in pieces of this many characters (about 64 tokens, under OpenAI's 128-token
-# step), each piece's hash covering the prefix before it, so that is found to within a piece.
-PIECE = 256
+# part's text is hashed in pieces of this many characters (about 128 tokens, OpenAI's step), each
+# piece's hash covering the prefix before it, so that is found to within a piece. (Each piece is an
+# entry: a MB of prompt holds 2,000 of the MAX_ENTRIES.)
+PIECE = 512
 
 
 def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
