@@ -152,6 +152,9 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
     model = model.to_empty(device=device)
     if weights is None:
         model.init_random(seed)
+    elif str(weights).endswith(".gguf"):
+        from engine.gguf_model import load_weights
+        load_weights(model, weights)
     else:
         from engine.loader import load_weights
         load_weights(model, weights)
