@@ -79,7 +79,12 @@ class RadixTree:
     def insert(self, tokens: Sequence[int], pages: Sequence[int]) -> int:
         """Cache `tokens[:len(pages) * page_size]` in `pages`. Where the tree already holds a
         position with another page, the given page is a duplicate and is freed. Returns how many
-        tokens were already cached."""
+        tokens were already cached.
+
+        `pages` is what a request holds: the tree's own pages for the prefix it matched, then pages
+        it computed itself. So along one edge the given pages equal the tree's up to some point and
+        differ after it; comparing an edge's first and last page says which case it is without a
+        Python loop over its pages (the loop is left for an edge that the point falls inside)."""
         ps = self.page_size
         n = len(pages) * ps
         if len(tokens) < n:
@@ -102,9 +107,11 @@ class RadixTree:
             if i + m > n or key[i:i + m] != child.key:
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
-            given = pages[i // ps:(i + m) // ps]
-            if given != child.pages:
-                self.allocator.free([p for p, q in zip(given, child.pages) if p != q])
+            held = child.pages
+            if pages[i // ps] != held[0]:           # the request computed this edge again: its pages go
+                self.allocator.free(pages[i // ps:(i + m) // ps])
+            elif pages[(i + m) // ps - 1] != held[-1]:
+                self.allocator.free([p for p, q in zip(pages[i // ps:(i + m) // ps], held) if p != q])
             child.last_access = now
             node, i = child, i + m
         return i
