@@ -35,12 +35,14 @@ def measure(engine: LLMEngine, prompt: list[int], clock: str) -> tuple[float, in
 
 
 def prefill_macs(c: ModelConfig, new: int, ctx: int) -> float:
-    """Multiply-adds to prefill the last `new` of `ctx` tokens: projections and MLP per token,
-    attention per (query, visible key) pair, and one row of logits."""
+    """Multiply-adds the engine spends to prefill the last `new` of `ctx` tokens: projections and MLP
+    per token, attention per (query, visible key) pair, and one row of logits. The last layer
+    computes K and V for every token but the rest only for the last row (nothing reads the others)."""
     q, kv = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     per_token = c.hidden_size * (2 * q + 2 * kv) + 3 * c.hidden_size * c.intermediate_size
     pairs = (ctx * (ctx + 1) - (ctx - new) * (ctx - new + 1)) // 2
-    return c.num_layers * (per_token * new + 2 * q * pairs) + c.hidden_size * c.vocab_size
+    last = 2 * c.hidden_size * kv * new + (per_token - 2 * c.hidden_size * kv) + 2 * q * ctx
+    return (c.num_layers - 1) * (per_token * new + 2 * q * pairs) + last + c.hidden_size * c.vocab_size
 
 
 def run_length(length: int, args, rng: random.Random) -> list[dict]:

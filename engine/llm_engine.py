@@ -157,7 +157,6 @@ class LLMEngine:
         t0 = time.perf_counter()
         ids, positions, batch = self._batch(plan, t0)
         dev = self.device
-        hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
         rows, sampling, end = [], [], 0
         for c in plan.chunks:
             end += c.end - c.start
@@ -165,9 +164,15 @@ class LLMEngine:
             if c.samples:                       # only the last row of a finished prompt needs logits
                 rows.append(end - 1)
                 sampling.append(c.seq)
+        rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
+        if plan.decode:                         # every row samples
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)[rows_t]
+        else:                                   # the last layer computes the sampled rows only
+            batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch, rows_t)
         tokens, logits = [], None
         if sampling:
-            logits = self.model.compute_logits(hidden[torch.tensor(rows, device=dev)])
+            logits = self.model.compute_logits(hidden)
             tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
         elif dev.type == "cuda":
             torch.cuda.synchronize(dev)          # so that prefill_seconds is the GPU's time, not the launch's
