@@ -48,7 +48,8 @@ def prefill_macs(c: ModelConfig, new: int, ctx: int) -> float:
 def run_length(length: int, args, rng: random.Random) -> list[dict]:
     engine = LLMEngine(args.preset, device=args.device, dtype=args.dtype, page_size=args.page_size,
                        kv_pages=6 * length // args.page_size + 64, prefill_chunk=args.prefill_chunk)
-    fresh = lambda n: [rng.randrange(100_000) for _ in range(n)]   # noqa: E731
+    vocab = min(engine.config.vocab_size, 100_000)                  # a real model's vocabulary may be smaller
+    fresh = lambda n: [rng.randrange(vocab) for _ in range(n)]      # noqa: E731
     measure(engine, fresh(256), args.clock)                         # warm up kernels
     base = fresh(length)
     measure(engine, base, args.clock)                               # the shared prefix, now cached
@@ -74,7 +75,7 @@ def run_length(length: int, args, rng: random.Random) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--preset", default="small")
+    ap.add_argument("--preset", default="small", help="a model preset, or smollm2-135m (the real model)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")

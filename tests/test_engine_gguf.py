@@ -44,7 +44,9 @@ def engine():
     from engine.llm_engine import LLMEngine
 
     torch.set_num_threads(1)
-    return LLMEngine(MODEL, page_size=1, kv_pages=8192)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    # bench/gpu.sh sets PREFIXGUARD_ENGINE_DEVICE=cuda: the same checks on the GPU (the reference stays on CPU)
+    return LLMEngine(MODEL, device=os.environ.get("PREFIXGUARD_ENGINE_DEVICE", "cpu"), page_size=1, kv_pages=8192)
 
 
 @pytest.fixture(scope="module")
