@@ -110,7 +110,7 @@ class Phase:
               help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
 @click.option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny", show_default=True,
               help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
-              "tokenizer; slower, needs the engine extra).")
+              "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra).")
 def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():

@@ -140,3 +140,24 @@ def test_served_usage_counts_in_the_models_tokenizer(engine):
     assert first["choices"][0]["finish_reason"] == "stop"
     assert first["choices"][0]["message"]["content"] == "The capital of France is Paris."
     assert counted["input_tokens"] == want
+
+
+def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data):
+    """replay --target engine --engine-model smollm2-135m: the agent session's prompts are rendered
+    and counted by SmolLM2's own template, and later calls reuse the earlier ones' prefix."""
+    from prefixguard.replay import sources
+    from prefixguard.replay.run import replay
+    from prefixguard.replay.targets import EngineTarget, _rendered
+
+    session = sources.load(shared_data / "lmcache-agent-trace" / "miniswe" /
+                           "189f0222310bd8eee310f204e91b9c84.jsonl").requests[:3]
+    target = EngineTarget(MODEL, page_size=16, max_tokens=2)
+    try:
+        out = replay(session, target, timestamps=False, progress=False)
+    finally:
+        target.close()
+    assert [o.error for o in out] == [None] * len(session)
+    want = [len(_rendered(r, None, engine.template)[1]) for r in session]
+    assert [o.prompt_tokens for o in out] == want
+    assert want != [len(_rendered(r, None)[1]) for r in session]          # not cl100k's counts
+    assert out[0].cached_tokens == 0 and all(o.cached_tokens > 0.5 * o.prompt_tokens for o in out[1:])
