@@ -143,8 +143,9 @@ class ChatMLTemplate:
         from tokenizers import Tokenizer, models, pre_tokenizers
 
         r = reader(str(path))
-        if _field(r, "tokenizer.ggml.model") != "gpt2":
-            raise ValueError(f"{path}: tokenizer {_field(r, 'tokenizer.ggml.model')!r}; only byte-level BPE (gpt2) is supported")
+        kind = _field(r, "tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise ValueError(f"{path}: tokenizer {kind!r}; only byte-level BPE (gpt2) is supported")
         tokens: list[str] = _field(r, "tokenizer.ggml.tokens")
         types: list[int] = _field(r, "tokenizer.ggml.token_type")
         merges = [tuple(m.split(" ", 1)) for m in _field(r, "tokenizer.ggml.merges")]
