@@ -45,7 +45,7 @@ class RadixTree:
         n = len(key) // ps * ps
         self._clock += 1
         now = self._clock
-        node, i, pages = self.root, 0, []
+        node, i, path = self.root, 0, []
         while i < n:
             child = node.children.get(key[i] if ps == 1 else tuple(key[i:i + ps]))
             if child is None:
@@ -55,8 +55,11 @@ class RadixTree:
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
             child.last_access = now
-            pages += child.pages
+            path.append(child.pages)
             node, i = child, i + m
+        pages = []
+        for part in path:   # after the walk: one pass over the keys' memory, then one over the pages'
+            pages += part
         return pages, node
 
     def peek(self, tokens: Sequence[int]) -> int:
