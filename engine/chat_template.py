@@ -123,13 +123,3 @@ class Cl100kTemplate:
 
 CL100K = Cl100kTemplate()
 
-
-def for_model(model: str) -> Template:
-    """The template a model name renders with: a GGUF model's own, else cl100k's."""
-    from engine.config import GGUF_MODELS
-
-    if model in GGUF_MODELS:
-        from engine.gguf_model import gguf_path, template
-
-        return template(str(gguf_path(model)))
-    return CL100K
