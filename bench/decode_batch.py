@@ -28,7 +28,8 @@ def clock(args) -> float:
 
 
 def run_batch(engine: LLMEngine, batch: int, args, rng: random.Random) -> dict:
-    seqs = [engine.add_request([rng.randrange(100_000) for _ in range(args.prompt)], max_tokens=args.tokens + 1)
+    vocab = min(engine.config.vocab_size, 100_000)   # a real model's vocabulary may be smaller
+    seqs = [engine.add_request([rng.randrange(vocab) for _ in range(args.prompt)], max_tokens=args.tokens + 1)
             for _ in range(batch)]
     while any(not s.output_ids for s in seqs):      # prefill everything first
         engine.step()
@@ -46,7 +47,7 @@ def run_batch(engine: LLMEngine, batch: int, args, rng: random.Random) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--preset", default="small")
+    ap.add_argument("--preset", default="small", help="a model preset, or smollm2-135m (the real model)")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens per request")
     ap.add_argument("--tokens", type=int, default=16, help="decode steps timed per request")

@@ -35,18 +35,21 @@ def measure(engine: LLMEngine, prompt: list[int], clock: str) -> tuple[float, in
 
 
 def prefill_macs(c: ModelConfig, new: int, ctx: int) -> float:
-    """Multiply-adds to prefill the last `new` of `ctx` tokens: projections and MLP per token,
-    attention per (query, visible key) pair, and one row of logits."""
+    """Multiply-adds the engine spends to prefill the last `new` of `ctx` tokens: projections and MLP
+    per token, attention per (query, visible key) pair, and one row of logits. The last layer
+    computes K and V for every token but the rest only for the last row (nothing reads the others)."""
     q, kv = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
     per_token = c.hidden_size * (2 * q + 2 * kv) + 3 * c.hidden_size * c.intermediate_size
     pairs = (ctx * (ctx + 1) - (ctx - new) * (ctx - new + 1)) // 2
-    return c.num_layers * (per_token * new + 2 * q * pairs) + c.hidden_size * c.vocab_size
+    last = 2 * c.hidden_size * kv * new + (per_token - 2 * c.hidden_size * kv) + 2 * q * ctx
+    return (c.num_layers - 1) * (per_token * new + 2 * q * pairs) + last + c.hidden_size * c.vocab_size
 
 
 def run_length(length: int, args, rng: random.Random) -> list[dict]:
     engine = LLMEngine(args.preset, device=args.device, dtype=args.dtype, page_size=args.page_size,
                        kv_pages=6 * length // args.page_size + 64, prefill_chunk=args.prefill_chunk)
-    fresh = lambda n: [rng.randrange(100_000) for _ in range(n)]   # noqa: E731
+    vocab = min(engine.config.vocab_size, 100_000)                  # a real model's vocabulary may be smaller
+    fresh = lambda n: [rng.randrange(vocab) for _ in range(n)]      # noqa: E731
     measure(engine, fresh(256), args.clock)                         # warm up kernels
     base = fresh(length)
     measure(engine, base, args.clock)                               # the shared prefix, now cached
@@ -72,7 +75,7 @@ def run_length(length: int, args, rng: random.Random) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--preset", default="small")
+    ap.add_argument("--preset", default="small", help="a model preset, or smollm2-135m (the real model)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")

@@ -27,6 +27,8 @@ class AttnBatch:
     prefill: list[PrefillSeq] | None = None
     decode_slots: torch.Tensor | None = None   # [B, max_ctx] slots, padded
     decode_mask: torch.Tensor | None = None    # [B, 1, 1, max_ctx] True where a slot is real
+    sampled: list[int] | None = None       # prefill: indices into `prefill` of the sequences whose last
+                                           # row gives logits (the last layer computes only those rows)
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
@@ -50,6 +52,27 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: in
             kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
         o = _causal_suffix(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0))
         out[rows] = o.squeeze(0).transpose(0, 1)
+    return out
+
+
+def last_row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
+    """The last layer of a prefill step: K/V of every new token go to the pool, but only the last
+    query of each sampled sequence is computed (nothing reads the other rows' outputs). That query
+    sees its whole context, so it needs no mask. q: [len(batch.sampled), heads, hd]; k, v: [T, kv_heads, hd]."""
+    k_cache, v_cache = batch.k_cache[layer], batch.v_cache[layer]
+    k_cache[batch.slot_mapping] = k
+    v_cache[batch.slot_mapping] = v
+    out = torch.empty_like(q)
+    for j, i in enumerate(batch.sampled):
+        s = batch.prefill[i]
+        if s.kv_slots.numel() == s.q_len:
+            rows = slice(s.q_start, s.q_start + s.q_len)
+            kk, vv = k[rows], v[rows]
+        else:
+            kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
+        o = F.scaled_dot_product_attention(q[j:j + 1].transpose(0, 1).unsqueeze(0), kk.transpose(0, 1).unsqueeze(0),
+                                           vv.transpose(0, 1).unsqueeze(0), enable_gqa=True)
+        out[j] = o[0, :, 0]
     return out
 
 

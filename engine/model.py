@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from engine.attention import AttnBatch, causal_attention, paged_attention
+from engine.attention import AttnBatch, causal_attention, last_row_attention, paged_attention
 from engine.config import ModelConfig
 
 
@@ -72,6 +72,15 @@ class Attention(nn.Module):
         o = causal_attention(q, k, v) if batch is None else paged_attention(q, k, v, self.layer, batch)
         return self.o_proj(o.reshape(t, self.nh * self.hd))
 
+    def forward_rows(self, x: torch.Tensor, positions: torch.Tensor, rotary: Rotary, batch: AttnBatch,
+                     rows: torch.Tensor) -> torch.Tensor:
+        """K/V for every token, the output only for `rows` (the last row of each sampled sequence)."""
+        t, r = x.shape[0], rows.numel()
+        k = rotary(self.k_proj(x).view(t, self.nkv, self.hd), positions)
+        v = self.v_proj(x).view(t, self.nkv, self.hd)
+        q = rotary(self.q_proj(x[rows]).view(r, self.nh, self.hd), positions[rows])
+        return self.o_proj(last_row_attention(q, k, v, self.layer, batch).reshape(r, self.nh * self.hd))
+
 
 class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
@@ -97,6 +106,10 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), positions, rotary, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
 
+    def forward_rows(self, x, positions, rotary, batch, rows):
+        x = x[rows] + self.self_attn.forward_rows(self.input_layernorm(x), positions, rotary, batch, rows)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
 
 class Body(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
@@ -114,12 +127,19 @@ class LlamaModel(nn.Module):
         self.rotary = Rotary(config)
         self.lm_head = None if config.tie_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: AttnBatch | None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: AttnBatch | None,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
         """Flattened tokens of a batch -> final hidden states [T, hidden]. batch=None: one
-        sequence from scratch, no cache."""
+        sequence from scratch, no cache. rows (a prefill batch whose `sampled` names them): the
+        last layer computes K/V for every token but its output only for these rows, and the result
+        is [len(rows), hidden]: the rest of that layer's work would feed no logits."""
         x = self.model.embed_tokens(input_ids)
-        for layer in self.model.layers:
+        layers = self.model.layers
+        last = len(layers) - 1 if rows is not None else len(layers)
+        for layer in layers[:last]:
             x = layer(x, positions, self.rotary, batch)
+        if rows is not None:
+            x = layers[last].forward_rows(x, positions, self.rotary, batch, rows)
         return self.model.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -152,6 +172,9 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
     model = model.to_empty(device=device)
     if weights is None:
         model.init_random(seed)
+    elif str(weights).endswith(".gguf"):
+        from engine.gguf_model import load_weights
+        load_weights(model, weights)
     else:
         from engine.loader import load_weights
         load_weights(model, weights)

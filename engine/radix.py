@@ -45,7 +45,7 @@ class RadixTree:
         n = len(key) // ps * ps
         self._clock += 1
         now = self._clock
-        node, i, pages = self.root, 0, []
+        node, i, path = self.root, 0, []
         while i < n:
             child = node.children.get(key[i] if ps == 1 else tuple(key[i:i + ps]))
             if child is None:
@@ -55,8 +55,11 @@ class RadixTree:
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
             child.last_access = now
-            pages += child.pages
+            path.append(child.pages)
             node, i = child, i + m
+        pages = []
+        for part in path:   # after the walk: one pass over the keys' memory, then one over the pages'
+            pages += part
         return pages, node
 
     def peek(self, tokens: Sequence[int]) -> int:
@@ -79,7 +82,12 @@ class RadixTree:
     def insert(self, tokens: Sequence[int], pages: Sequence[int]) -> int:
         """Cache `tokens[:len(pages) * page_size]` in `pages`. Where the tree already holds a
         position with another page, the given page is a duplicate and is freed. Returns how many
-        tokens were already cached."""
+        tokens were already cached.
+
+        `pages` is what a request holds: the tree's own pages for the prefix it matched, then pages
+        it computed itself. So along one edge the given pages equal the tree's up to some point and
+        differ after it; comparing an edge's first and last page says which case it is without a
+        Python loop over its pages (the loop is left for an edge that the point falls inside)."""
         ps = self.page_size
         n = len(pages) * ps
         if len(tokens) < n:
@@ -102,9 +110,11 @@ class RadixTree:
             if i + m > n or key[i:i + m] != child.key:
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
-            given = pages[i // ps:(i + m) // ps]
-            if given != child.pages:
-                self.allocator.free([p for p, q in zip(given, child.pages) if p != q])
+            held = child.pages
+            if pages[i // ps] != held[0]:           # the request computed this edge again: its pages go
+                self.allocator.free(pages[i // ps:(i + m) // ps])
+            elif pages[(i + m) // ps - 1] != held[-1]:
+                self.allocator.free([p for p, q in zip(pages[i // ps:(i + m) // ps], held) if p != q])
             child.last_access = now
             node, i = child, i + m
         return i

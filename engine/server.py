@@ -148,6 +148,8 @@ class Served:
         self.default_max_tokens = default_max_tokens
         self.clock = clock
         self.metrics = Metrics()
+        # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
+        self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
         self._policies: dict[str, CachePolicy] = {}
 
     def policy_for(self, prompt: Prompt) -> CachePolicy | None:
@@ -191,7 +193,7 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
                                    count_tokens=False)
         except InputError as e:
             return _error(api_anthropic.error, 400, str(e))
-        return JSONResponse({"input_tokens": len(chat_template.render(prompt.segments))})
+        return JSONResponse({"input_tokens": len(served.template.render(prompt.segments))})
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -229,7 +231,7 @@ def _endpoint(served: Served, path: str, shape: Any, error: Any) -> Any:
 async def _answer(served: Served, request: Request, path: str, shape: Any, error: Any) -> Response:
     body = await request.body()
     try:
-        # count_tokens=False: chat_template.render counts each segment in the engine's own tokens below
+        # count_tokens=False: the template's render counts each segment in the engine's own tokens below
         prompt = parse_request(body, path=path, headers=request.headers, count_tokens=False)
         opts = shape.options(json.loads(body), served.default_max_tokens)
         if prompt.api == api_anthropic.Messages.API:
@@ -238,13 +240,13 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
         return _error(error, 400, str(e))
     if not any(s.level == "messages" for s in prompt.segments):
         return _error(error, 400, "at least one message (input item) is required")
-    ids = chat_template.render(prompt.segments)
+    ids = served.template.render(prompt.segments)
     now = served.clock()
     policy = served.policy_for(prompt)
     expected = policy.lookup(prompt, now) if policy else None
     try:
         stream = served.runner.submit(ids, max_tokens=max(1, opts.max_tokens), temperature=opts.temperature,
-                                      stop_token_ids=chat_template.stop_ids(), seed=opts.seed,
+                                      stop_token_ids=served.template.stop_ids(), seed=opts.seed,
                                       reuse_limit=expected.read_tokens if expected else None)
     except Overloaded as e:
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
@@ -286,7 +288,7 @@ class Generation:
         self.expected, self.stream, self.reply = expected, stream, reply
         self.stops: tuple[str, ...] = reply.opts.stop
         self.prewarm = reply.opts.max_tokens == 0   # one token is computed, none is returned
-        self.detok = chat_template.Detokenizer()
+        self.detok = served.template.detokenizer()
         self.held = ""        # text that may be the start of a stop sequence: not sent yet
         self.output = 0
         self.finish = "stop"

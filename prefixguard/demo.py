@@ -45,6 +45,9 @@ class DemoError(click.ClickException):
     exit_code = 1
 
 
+DEMO_MODELS = ("tiny", "smollm2-135m")   # the engine's random-weight preset, or a small real model
+
+
 class Child:
     """A server subprocess: started, its URL read from its output, stopped for sure."""
 
@@ -105,7 +108,10 @@ class Phase:
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path),
               help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
-def demo(as_json: bool, store: Path | None) -> None:
+@click.option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny", show_default=True,
+              help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
+              "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra).")
+def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
         raise DemoError(f"{APP}: the example app is missing (run the demo from a prefixguard checkout)")
@@ -114,7 +120,7 @@ def demo(as_json: bool, store: Path | None) -> None:
         path = store or Path(tmp) / "capture.db"
         if path.exists():
             raise click.UsageError(f"{path}: exists; give a new file to --store")
-        phases = _run(path, quiet=as_json)
+        phases = _run(path, quiet=as_json, engine_model=engine_model)
     result = {"before": phases[0].summary(), "after": phases[1].summary(),
               "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1)}
     if store:
@@ -125,13 +131,13 @@ def demo(as_json: bool, store: Path | None) -> None:
         _print(result)
 
 
-def _run(store: Path, *, quiet: bool) -> list[Phase]:
+def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]:
     say = (lambda _: None) if quiet else (lambda text: click.echo(text, err=True))
     children: list[Child] = []
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children on kill too
     try:
-        say("starting the engine (tiny model, CPU) and the proxy in front of it ...")
-        engine = Child("engine", [*CLI, "engine", "serve", "--model", "tiny", "--port", "0",
+        say(f"starting the engine ({engine_model} model, CPU) and the proxy in front of it ...")
+        engine = Child("engine", [*CLI, "engine", "serve", "--model", engine_model, "--port", "0",
                                   "--cache-policy", "auto", "--max-tokens", "16"])
         children.append(engine)
         engine_url = engine.url()

@@ -12,8 +12,11 @@ def engine() -> None:
 
 
 @engine.command()
-@click.option("--model", default="tiny", show_default=True, help="Model preset (tiny, small, 1b).")
-@click.option("--weights", type=click.Path(exists=True), help="Local safetensors checkpoint folder.")
+@click.option("--model", default="tiny", show_default=True,
+              help="Random-weight preset (tiny, small, 1b) or a real model (smollm2-135m: its own tokenizer "
+              "and chat template; needs the engine extra).")
+@click.option("--weights", type=click.Path(exists=True),
+              help="Local safetensors checkpoint folder, or a llama-architecture .gguf file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="0: a free port, printed on start.")

@@ -23,7 +23,9 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
               help="sim: cache size in tokens (default: unbounded).")
 @click.option("--capacity-pages", type=click.IntRange(1), help="sim: cache size in pages; engine: KV pool size.")
 @click.option("--model", help="Model to price (and, for http, to ask for) instead of the trace's.")
-@click.option("--engine-model", default="tiny", show_default=True, help="engine: model preset.")
+@click.option("--engine-model", default="tiny", show_default=True,
+              help="engine: model preset (tiny, small, 1b), or smollm2-135m (a real model; its own tokenizer "
+              "counts the tokens).")
 @click.option("--baseline", is_flag=True, help="engine: also replay with prefix reuse off, side by side "
               "(measures prefill seconds saved).")
 @click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,

@@ -140,3 +140,17 @@ def test_allocator_never_hands_out_a_page_twice():
     with pytest.raises(RuntimeError, match="freed twice"):
         alloc.free(got[:1])
     assert sorted(alloc.alloc(2)) == sorted(got[:2])
+
+
+@pytest.mark.parametrize("reused", [0, 1, 3, 4])
+def test_insert_frees_exactly_the_pages_a_request_computed_again(reused):
+    """A request's pages are the tree's for the prefix it matched, then its own: along one edge the
+    first `reused` given pages are the tree's and the rest are duplicates, freed, whatever the split."""
+    alloc = PageAllocator(100)
+    tree = RadixTree(2, alloc)
+    a = alloc.alloc(4)
+    tree.insert([1, 1, 2, 2, 3, 3, 4, 4], a)
+    fresh = alloc.alloc(4 - reused)
+    assert tree.insert([1, 1, 2, 2, 3, 3, 4, 4], a[:reused] + fresh) == 8
+    assert alloc.num_used == 4 and not any(alloc.is_used(p) for p in fresh)
+    assert tree.match_prefix([1, 1, 2, 2, 3, 3, 4, 4])[0] == a

@@ -56,13 +56,15 @@ def prompt_of(req: Request, model: str | None = None) -> Prompt:
     return _rendered(req, model)[0]
 
 
-def _rendered(req: Request, model: str | None) -> tuple[Prompt, list[int]]:
-    """prompt_of, with the token ids the template rendered (the targets that need them render once)."""
+def _rendered(req: Request, model: str | None,
+              template: chat_template.Template = chat_template.CL100K) -> tuple[Prompt, list[int]]:
+    """prompt_of, with the token ids the template rendered (the targets that need them render once);
+    template: the engine model's (a GGUF model has its own tokenizer), else the presets' cl100k one."""
     if req.body is None:
         raise InputError(NO_BODIES, req.ref)
     prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref,
                            count_tokens=False)
-    ids = chat_template.render(prompt.segments)   # also sets each segment's tokens as the template counts them
+    ids = template.render(prompt.segments)   # also sets each segment's tokens as the template counts them
     if model:
         prompt.model = model
     return prompt, ids
@@ -304,15 +306,23 @@ def streaming(body: dict[str, Any], api: str, max_tokens: int, model: str | None
     return out
 
 
-def block_ids(blocks: list[int], length: int) -> list[int]:
+def block_ids(blocks: list[int], length: int, vocab_size: int = 100_352) -> list[int]:
     """Token ids standing for Mooncake blocks: equal blocks give equal ids, different blocks differ in
     their first two ids (so the engine's tree shares exactly the prefixes the trace shares)."""
-    base = 99_991                       # a prime below cl100k_base's ordinary ids
+    base = _prime_below(min(vocab_size, 99_992))   # below cl100k_base's ordinary ids and the vocabulary
     ids: list[int] = []
     for h in blocks:
         ids += [h % base, h // base % base, *((h * MOONCAKE_BLOCK_TOKENS + j) % base
                                               for j in range(2, MOONCAKE_BLOCK_TOKENS))]
     return ids[:length]
+
+
+def _prime_below(n: int) -> int:
+    """The largest prime below n (n > 2)."""
+    p = n - 1
+    while any(p % d == 0 for d in range(2, int(p ** 0.5) + 1)):
+        p -= 1
+    return p
 
 
 class EngineTarget:
@@ -364,9 +374,10 @@ class EngineTarget:
 
     def run(self, req: Request, now: float) -> Outcome:
         if req.blocks is not None:
-            ids, api, model = block_ids(req.blocks, req.input_tokens), "", self.model_name or req.model
+            ids = block_ids(req.blocks, req.input_tokens, self.engine.config.vocab_size)
+            api, model = "", self.model_name or req.model
         else:
-            prompt, ids = _rendered(req, self.model_name)
+            prompt, ids = _rendered(req, self.model_name, self.engine.template)
             api, model = prompt.api, prompt.model
         want = min(req.output_tokens or self.max_tokens, self.max_tokens)
         try:
