@@ -22,6 +22,19 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": ERROR_TYPE.get(status, "api_error"), "message": message}}
 
 
+def _prewarm_refused(body: dict[str, Any]) -> str | None:
+    """Why a pre-warming request (max_tokens 0) is refused, as the API refuses it: streamed, with
+    thinking on, or with a tool forced (shared/reference/provider-caching.md)."""
+    thinking, choice = body.get("thinking"), body.get("tool_choice")
+    if flag(body, "stream"):
+        return "streamed"
+    if isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled"):
+        return "with thinking on"
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return "with a tool forced"
+    return None
+
+
 def check(prompt: Prompt) -> None:
     """What the API refuses with a 400 that the wire adapter accepts: too many breakpoints."""
     limit = providers()["anthropic"]["max_breakpoints"]
@@ -41,8 +54,8 @@ class Messages:
         max_tokens = integer(body, "max_tokens", None, minimum=0)
         if max_tokens is None:
             raise InputError("'max_tokens' is required")
-        if max_tokens == 0 and flag(body, "stream"):
-            raise InputError("'max_tokens': 0 pre-warms the cache and cannot be streamed")
+        if max_tokens == 0 and _prewarm_refused(body):
+            raise InputError(f"'max_tokens': 0 pre-warms the cache, which cannot be done {_prewarm_refused(body)}")
         return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=1.0),
                        flag(body, "stream"), stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
 

@@ -151,6 +151,7 @@ class Served:
         # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
         self._policies: dict[str, CachePolicy] = {}
+        self.serves: Callable[[str | None], bool] | None = None   # the model names answered (None: any)
 
     def policy_for(self, prompt: Prompt) -> CachePolicy | None:
         """The contract this request is served under; None: reuse any cached prefix (radix).
@@ -166,11 +167,14 @@ class Served:
 
 
 def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,
-               default_max_tokens: int = 64, clock: Callable[[], float] = time.time) -> FastAPI:
+               default_max_tokens: int = 64, clock: Callable[[], float] = time.time,
+               serves: Callable[[str | None], bool] | None = None) -> FastAPI:
     """The ASGI app. It owns the engine thread: started on startup, stopped on shutdown.
-    clock: wall time in seconds for the policies' TTLs (tests pass their own)."""
+    clock: wall time in seconds for the policies' TTLs (tests pass their own).
+    serves: which model names it answers to (others get 404, as the providers answer); None: any."""
     runner = Runner(engine, max_queue=max_queue)
     served = Served(runner, cache_policy, default_max_tokens, clock)
+    served.serves = serves
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -238,6 +242,8 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
             api_anthropic.check(prompt)
     except InputError as e:
         return _error(error, 400, str(e))
+    if served.serves is not None and not served.serves(prompt.model):
+        return _error(error, 404, f"model: {prompt.model} (this server does not serve it)")
     if not any(s.level == "messages" for s in prompt.segments):
         return _error(error, 400, "at least one message (input item) is required")
     ids = served.template.render(prompt.segments)

@@ -28,6 +28,11 @@ def provider_for(api: str, model: str | None = None) -> str:
     return "compatible"
 
 
+def sold(model: str | None) -> bool:
+    """Whether a provider's table knows the model (by family: claude-sonnet-4-5-2025..., gpt-4o-mini)."""
+    return bool(model) and any(_known(t, model) for t in providers().values() if isinstance(t, dict))
+
+
 def _known(table: dict[str, Any], model: str) -> bool:
     return any(_same_family(model, m["prefix"]) for m in table.get("models", ()))
 

@@ -1,6 +1,8 @@
 """`prefixguard engine serve`: the local engine as an OpenAI- and Anthropic-compatible HTTP server."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from prefixguard.policy import POLICIES
@@ -34,9 +36,13 @@ def engine() -> None:
 @click.option("--max-tokens", "default_max_tokens", type=click.IntRange(1), default=64, show_default=True,
               help="Output tokens when an OpenAI request sets no limit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
+@click.option("--served-model-name", "served_names", multiple=True, metavar="NAME",
+              help="A model name requests may ask for (repeatable; '*': any). Default: the --model name and "
+              "every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an app keeps its "
+              "model name; any other name gets 404 in the provider's shape, as the providers answer.")
 def serve(model: str, weights: str | None, host: str, port: int, cache_policy: str, device: str, dtype: str,
           page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
-          seed: int) -> None:
+          seed: int, served_names: tuple[str, ...]) -> None:
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     import uvicorn
 
@@ -54,9 +60,20 @@ def serve(model: str, weights: str | None, host: str, port: int, cache_policy: s
     except (ValueError, OSError, RuntimeError) as e:
         raise click.UsageError(f"cannot start the engine: {e}") from None
     app = create_app(llm, cache_policy=cache_policy, model_name=model, max_queue=max_queue,
-                     default_max_tokens=default_max_tokens)
+                     default_max_tokens=default_max_tokens, serves=_serves(model, served_names))
     bound = sock.getsockname()[1]
     click.echo(f"prefixguard engine: model {model}, cache policy {cache_policy}, "
                f"listening on http://{host}:{bound}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
     server.run(sockets=[sock])
+
+
+def _serves(model: str, names: tuple[str, ...]) -> Callable[[str | None], bool] | None:
+    """The model names the server answers to: --served-model-name's, else its own and what providers sell."""
+    if "*" in names:
+        return None
+    if names:
+        return lambda asked: asked in names
+    from prefixguard.contracts import sold
+
+    return lambda asked: asked == model or sold(asked)

@@ -23,7 +23,8 @@ from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
-TEXT_MODEL = "replay"         # model name sent for traces that name none
+TEXT_MODEL = "tiny"           # model name sent for traces that name none: the one `engine serve` answers
+                              # to as it starts (pass replay --model for another server's)
 TEXT_PATH = "/v1/chat/completions"
 
 
