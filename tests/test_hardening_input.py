@@ -189,3 +189,13 @@ def test_too_many_parts_is_one_line(tmp_path: Path, command: str, monkeypatch: p
     f.write_text(json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": msgs}))
     code, _, err = run(command, str(f)) if command == "lint" else run(command, str(f), str(f))
     assert code == 2 and one_error_line(err) and "too large to analyse" in err
+
+
+def test_a_ceiling_that_is_not_a_number_is_one_line(tmp_path: Path) -> None:
+    body = tmp_path / "a.json"
+    body.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}))
+    env = {"PATH": "", "PREFIXGUARD_MAX_PARTS": "lots"}
+    done = subprocess.run([sys.executable, "-c", "from prefixguard.cli import main; main()", "diff", str(body),
+                           str(body)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith("PREFIXGUARD_MAX_PARTS must be a whole number (0: no limit), not 'lots'")

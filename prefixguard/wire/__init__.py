@@ -28,7 +28,8 @@ MAX_BYTES = 64 << 20
 # memory (its node, segment, canonical bytes and fingerprint) and ~50 us, so a body of millions of tiny
 # messages would take gigabytes and a minute; 20,000 parts (far above real agent sessions) keep one
 # request's analysis near a second. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
-MAX_PARTS = int(os.environ.get("PREFIXGUARD_MAX_PARTS", "20000") or 0)
+_PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "20000").strip() or "0"
+MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
 
 _PATHS = {"messages": anthropic.API, "chat/completions": openai_chat.API, "responses": openai_responses.API}
 _PATH = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
@@ -180,6 +181,8 @@ def _check_parts(text: str) -> None:
     """Raise TooLarge before parsing when the body has more parts than MAX_PARTS. A part is an object
     with a "role" or a "type" (messages, blocks, tools): counted in the text at C speed, with no
     memory (a quoted "role" outside a key or value is escaped, so it is never over-counted much)."""
+    if MAX_PARTS is None:
+        raise InputError(f"PREFIXGUARD_MAX_PARTS must be a whole number (0: no limit), not {_PARTS!r}")
     if MAX_PARTS and len(text) > MAX_PARTS * 8:  # fewer bytes than that cannot hold so many parts
         parts = text.count('"role"') + text.count('"type"')
         if parts > MAX_PARTS:
