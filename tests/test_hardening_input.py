@@ -199,3 +199,12 @@ def test_a_ceiling_that_is_not_a_number_is_one_line(tmp_path: Path) -> None:
                            str(body)], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().endswith("PREFIXGUARD_MAX_PARTS must be a whole number (0: no limit), not 'lots'")
+
+
+def test_a_key_cut_at_its_start_by_an_excerpt_is_redacted() -> None:
+    """compare's excerpts ('…' on either side) can cut a pasted key anywhere: its tail is redacted too."""
+    from prefixguard.proxy.redact import redact_text
+    key = "sk-ant-api03-" + "Zx9AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    for excerpt in (f"…{key[9:]} was pasted", f"pasted {key[:20]}…", f"x …{key[4:30]}…"):
+        assert "Zx9AbCdEfGh" not in redact_text(excerpt) and "[redacted]" in redact_text(excerpt), excerpt
+    assert redact_text("…the configuration of the cache") == "…the configuration of the cache"  # prose stays

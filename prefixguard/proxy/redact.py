@@ -39,9 +39,11 @@ KEY_FORMATS = re.compile("|".join((
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs (header.payload.signature)
     # a key cut short by an ellipsis (a diff's excerpt): its start is still the key's
     r"(?:sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox[abposre]-|eyJ)[A-Za-z0-9_.-]*\u2026",
+    # ...or cut at its start: a long unbroken run of key characters right after the ellipsis
+    r"\u2026(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}",
 )))
 # Every KEY_FORMATS match starts with one of these (the regex's alternation tries each at every position)
-_KEY_PREFIXES = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "gh", "github_pat_", "xox", "eyJ")
+_KEY_PREFIXES = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "gh", "github_pat_", "xox", "eyJ", "\u2026")
 # A JSON escape that could spell a key's characters: the body must be read decoded to see it.
 _ESCAPES = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
 # Any of SECRET_FIELDS as a quoted string ('_' written '-' or '_', any case): a body without one has
