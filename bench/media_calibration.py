@@ -3,7 +3,8 @@ total, on every recorded request that sends an image or a document block.
 
 Billed: Anthropic input + cache_creation + cache_read; OpenAI(-shaped) prompt_tokens. Images and PDFs
 are costed by rules/media.toml, the text around them by our tokenizer (cl100k, not the provider's).
-Rows marked "estimate" send media by file id or URL: no size in the request, a documented estimate.
+Rows marked "estimate" send media by file id or URL with no upload seen: a documented estimate (the
+files a cassette uploads, POST /v1/files, are read first, as replay and the proxy read them).
 Also prints what the old count (base64 tokenized as text) gave, measured in the same run.
 
     .venv/bin/python bench/media_calibration.py [--data ../shared/data] [--json]
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from prefixguard import tokens  # noqa: E402
 from prefixguard.prompt import compact_json  # noqa: E402
+from prefixguard.replay.sources import cassette_uris, remember_uploads  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 SETS = ("recorded/crewai", "recorded/pydantic-ai", "recorded/openllmetry")
@@ -36,6 +38,7 @@ def requests(data: Path) -> list[Path]:
 
 
 def row(path: Path, data: Path) -> dict[str, object]:
+    remember_uploads(path.parent, cassette_uris(path.parent))  # files the cassette uploaded, by id
     prompt = parse_request(path.read_bytes(), source=str(path))
     response = next(path.parent.glob(path.name.split(".")[0] + ".response.*"))
     billed = parse_response(response.read_bytes(), prompt.api).prompt_total

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import tomllib
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -36,6 +37,7 @@ class Media:
     media_type: str | None = None  # "image/png", "application/pdf", "text/plain", ...
     detail: str | None = None    # OpenAI's "low" | "high" | "auto"
     text: str | None = None      # a plain-text document's text: counted by the tokenizer
+    file_id: str | None = None   # sent by a file id: its size is known if its upload was seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +101,44 @@ def cost(items: Iterable[Media], rules: Rules, count_text: Any) -> Cost:
     return Cost(total, estimated)
 
 
+# ---- files uploaded earlier (a Files API): what their ids stand for, read once from the upload
+
+UPLOADS_MAX = 4096
+_uploads: OrderedDict[str, Media] = OrderedDict()
+
+
+def remember_upload(file_id: str, media_type: str | None, data: str) -> None:
+    """A file uploaded under this id (base64 data): later requests that send the id cost what it holds."""
+    _uploads[file_id] = Media(IMAGE if (media_type or "").startswith("image/") else DOCUMENT, data, media_type)
+    _uploads.move_to_end(file_id)
+    if len(_uploads) > UPLOADS_MAX:
+        _uploads.popitem(last=False)
+
+
+def forget_uploads() -> None:
+    _uploads.clear()
+
+
+def resolved(item: Media) -> Media:
+    """The item with its upload's data where it was sent by the id of a file seen uploaded."""
+    upload = _uploads.get(item.file_id) if item.file_id and item.data is None else None
+    return item if upload is None else Media(item.kind, upload.data, upload.media_type, item.detail)
+
+
+def upload_key(items: Iterable[Media]) -> bytes:
+    """Which of these file ids have a known upload: part of a remembered cost's key."""
+    return b"".join(b"u" if i.file_id in _uploads else b"" for i in items)
+
+
 def image_cost(item: Media, rules: Rules) -> Cost:
+    item = resolved(item)
     size = image_size(item.data) if item.data else None
     w, h = size or rules.image["estimate_size"]
     return Cost(image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0), size is None)
 
 
 def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
+    item = resolved(item)
     if item.text is not None:
         return Cost(count_text(item.text), False)
     pages = pdf_pages(item.data) if item.data and (item.media_type or PDF) == PDF else None

@@ -28,7 +28,7 @@ from prefixguard.scale import TokenScale
 from prefixguard.session import Sessions
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
-from prefixguard.wire import parse_request, parse_response
+from prefixguard.wire import files, parse_request, parse_response
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 
@@ -243,6 +243,8 @@ class Analyzer:
             except InputError as err:  # a 200 whose body is no answer: the row says so
                 resp.error = f"unreadable response: {err}"
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
+        elif prompt is None and ok and resp.body and files.is_upload(flow.path, flow.method):
+            files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
                      request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)

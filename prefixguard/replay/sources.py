@@ -20,7 +20,7 @@ from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, json_lines, open_store, read_jsonl
 from prefixguard.usage import Usage
-from prefixguard.wire import detect_api, parse_response
+from prefixguard.wire import detect_api, files, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "tiny"           # model name sent for traces that name none: the one `engine serve` answers
@@ -179,12 +179,13 @@ def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
 
 
 def _folder(p: Path) -> Trace:
-    files = sorted(f for f in p.glob("*.json") if f.name != "meta.json" and not f.name.endswith(".response.json"))
-    if not files:
+    bodies = sorted(f for f in p.glob("*.json") if f.name != "meta.json" and not f.name.endswith(".response.json"))
+    if not bodies:
         raise InputError("no request files (*.json) in the folder", str(p))
     uris = cassette_uris(p)
+    remember_uploads(p, uris)
     out = []
-    for i, f in enumerate(files):
+    for i, f in enumerate(bodies):
         try:
             body = json.loads(f.read_text("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -195,6 +196,15 @@ def _folder(p: Path) -> Trace:
         out.append(Request(i, 0.0, model=body.get("model"), path=uris.get(stem), body=body,
                            reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name))
     return Trace("folder", str(p), out)
+
+
+def remember_uploads(p: Path, uris: dict[str, str]) -> None:
+    """Files a cassette uploads (its requests to /v1/files): later requests that send their ids are
+    costed by what the files hold."""
+    for stem, uri in uris.items():
+        body, response = p / f"{stem}.request.txt", p / f"{stem}.response.json"
+        if files.is_upload(uri) and body.exists() and response.exists():
+            files.remember(body.read_bytes(), response.read_bytes())
 
 
 def cassette_uris(p: Path) -> dict[str, str]:

@@ -73,7 +73,9 @@ def _source(kind: str, source: Any) -> Media:
     if form == "content" and isinstance(source.get("content"), list):
         parts = source["content"]
         return Media(DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
-    return Media(kind, media_type=source.get("media_type"))  # url, file: size unknown, an estimate
+    # by URL or file id: the size is unknown (an estimate) unless the file's upload was seen
+    file_id = source.get("file_id") if form == "file" and isinstance(source.get("file_id"), str) else None
+    return Media(kind, media_type=source.get("media_type"), file_id=file_id)
 
 
 def _has_image(block: Any) -> bool:

@@ -127,15 +127,22 @@ def part_media(part: Any) -> Media | None:
         if isinstance(ref, dict):  # Chat: {"url": ..., "detail": ...}; Responses: a string
             ref, detail = ref.get("url"), ref.get("detail", detail)
         found = media.data_url(ref)
-        return Media(IMAGE, found[1] if found else None, found[0] if found else None, detail)
+        return Media(IMAGE, found[1] if found else None, found[0] if found else None, detail,
+                     file_id=_file_id(part))
     if kind in ("file", "input_file"):
         ref = part.get("file") if kind == "file" else part
         data = ref.get("file_data") if isinstance(ref, dict) else None
         found = media.data_url(data)
         if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
             found = (PDF, data)
-        return Media(DOCUMENT, found[1] if found else None, found[0] if found else None)
+        return Media(DOCUMENT, found[1] if found else None, found[0] if found else None,
+                     file_id=_file_id(ref))
     return None
+
+
+def _file_id(ref: Any) -> str | None:
+    file_id = ref.get("file_id") if isinstance(ref, dict) else None
+    return file_id if isinstance(file_id, str) else None
 
 
 def _part_kind(part: Any, where: str) -> str:

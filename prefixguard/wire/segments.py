@@ -66,7 +66,8 @@ class Builder:
             rest = count_text(text) if text else 0
             return rest + cost.tokens, cost.tokens, cost.estimated
 
-        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else b""), compute)
+        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else b"") +
+                               media_cost.upload_key(media), compute)
 
 
 def expect(node: Node | None, kind: type | tuple[type, ...], where: str) -> Node | None:
