@@ -73,13 +73,11 @@ def cassettes(data: Path, names: tuple[str, ...] = SOURCES) -> list[tuple[str, P
 
 
 def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, bytes]] | None]:
-    stem = ref.removesuffix(".request.json")
-    whole, stream = folder / f"{stem}.response.json", folder / f"{stem}.response.sse"
-    if whole.exists():
-        return whole.read_bytes(), None
-    if stream.exists():
-        return None, [(0.0, stream.read_bytes())]
-    return None, None
+    """(whole body, or stream chunks) of a recorded response, as the proxy would have seen it."""
+    found = sources.response_file(folder, ref.removesuffix(".request.json"))
+    if found is None:
+        return None, None
+    return (found.read_bytes(), None) if found.suffix == ".json" else (None, [(0.0, found.read_bytes())])
 
 
 def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:

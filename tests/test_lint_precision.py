@@ -28,6 +28,7 @@ from prefixguard.lint.sequence import Sequence
 from prefixguard.replay.fixes import Fixer
 from prefixguard.replay.sources import Request
 from prefixguard.volatile import find_volatile
+from prefixguard.replay.sources import response_file
 from prefixguard.wire import parse_request, parse_response
 
 FOLDERS = ("crewai", "openllmetry", "pydantic-ai", "pydantic-ai-bedrock", "pydantic-ai-gemini")
@@ -37,11 +38,8 @@ EPH = {"type": "ephemeral"}
 
 def _usage(request: Path, api: str):
     """The provider's usage for a recorded request (its response, JSON or SSE), or None."""
-    for suffix in (".response.json", ".response.sse", ".response.txt"):
-        path = Path(str(request).replace(".request.json", suffix))
-        if path.exists():
-            return parse_response(path.read_bytes(), api)
-    return None
+    path = response_file(request.parent, request.name.removesuffix(".request.json"))
+    return parse_response(path.read_bytes(), api) if path else None
 
 
 def _why_true(f, body: dict, request: Path) -> str | None:

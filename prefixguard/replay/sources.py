@@ -219,17 +219,22 @@ def cassette_uris(p: Path) -> dict[str, str]:
     return {f"{c['n']:04d}": urlparse(c["uri"]).path for c in calls if "n" in c and "uri" in c}
 
 
+def response_file(p: Path, stem: str) -> Path | None:
+    """A recorded call's response beside its request: JSON, or a stream (.sse, or .txt as some
+    recorders keep it)."""
+    return next((f for f in (p / f"{stem}.response.{ext}" for ext in ("json", "sse", "txt")) if f.exists()), None)
+
+
 def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) -> Usage | None:
     """The provider's usage from a recorded response beside the request, where there is one."""
-    for name in (f"{stem}.response.json", f"{stem}.response.sse", f"{stem}.response.txt"):
-        f = p / name
-        if f.exists():
-            try:
-                usage = parse_response(f.read_bytes(), detect_api(body, path))
-            except InputError:
-                return None
-            return usage if usage.reported else None
-    return None
+    f = response_file(p, stem)
+    if f is None:
+        return None
+    try:
+        usage = parse_response(f.read_bytes(), detect_api(body, path))
+    except InputError:
+        return None
+    return usage if usage.reported else None
 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
