@@ -39,8 +39,16 @@ def _known(table: dict[str, Any], model: str) -> bool:
 
 def _same_family(model: str, prefix: str) -> bool:
     """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
-    dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6)."""
-    return model.rpartition("/")[2].replace(".", "-").startswith(prefix.replace(".", "-"))
+    dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
+    region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too."""
+    bare, want = model.rpartition("/")[2], prefix.replace(".", "-")
+    return any(name.replace(".", "-").startswith(want) for name in (bare, *_unqualified(bare)))
+
+
+def _unqualified(model: str) -> list[str]:
+    """The id after each leading dotted qualifier: us.anthropic.claude-x -> anthropic.claude-x, claude-x."""
+    parts = model.split(".")
+    return [".".join(parts[k:]) for k in range(1, min(len(parts), 3))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +75,12 @@ class ModelContract:
 
 @cache
 def model_contract(api: str, model: str | None) -> ModelContract:
-    name = provider_for(api, model)
+    return provider_contract(provider_for(api, model), model)
+
+
+@cache
+def provider_contract(name: str, model: str | None) -> ModelContract:
+    """A model's contract in one provider's table (a policy forced to a provider asks this)."""
     table = providers()[name]
     row = dict(table.get("default_model", {}))
     best = max((m for m in table.get("models", ()) if model and _same_family(model, m["prefix"])),

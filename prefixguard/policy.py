@@ -23,7 +23,7 @@ from typing import Any
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.contracts import model_contract, provider_for, providers, verdict_rules
+from prefixguard.contracts import model_contract, provider_contract, provider_for, providers, verdict_rules
 from prefixguard.prompt import LEVELS, Prompt, Segment
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -175,6 +175,7 @@ class PrefixPolicy(CachePolicy):
         self.step: int = max(1, table.get("token_step", 1))
         self.retention: dict[str, float] = table.get("retention_seconds", {})
         self.default_retention: str | None = table.get("default_retention")
+        self.by_model: bool = provider in PER_MODEL_MINIMUM
 
     def _ttl(self, prompt: Prompt) -> float:
         if not self.retention:
@@ -184,6 +185,8 @@ class PrefixPolicy(CachePolicy):
 
     def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
         total = prompt.total_tokens
+        if self.by_model:  # Gemini: a minimum per model
+            self.minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
         if total == 0 or total < self.minimum:
             return Expected(0, 0, total, "below_minimum" if total else "cold")
         chain = self.keyed_chain(prompt)
@@ -239,9 +242,10 @@ class AnthropicPolicy(CachePolicy):
 
     provider = "anthropic"
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "anthropic") -> None:
+        self.provider = provider  # bedrock: the same contract with its own numbers
         super().__init__()
-        table = providers()["anthropic"]
+        table = providers()[provider]
         self.lookback: int = table["lookback_blocks"]
         self.ttl_seconds: dict[str, float] = table["ttl_seconds"]
         self.default_ttl: str = table["default_ttl"]
@@ -262,7 +266,7 @@ class AnthropicPolicy(CachePolicy):
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
         owner = (tenant, prompt.model or "")
-        minimum = model_contract("anthropic", prompt.model).min_cacheable_tokens
+        minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
 
         read_at, expired_at, read_entries = -1, -1, []
         for idx, _ in points:
@@ -327,7 +331,9 @@ class AnthropicPolicy(CachePolicy):
 
 
 POLICIES = {"radix": lambda: PrefixPolicy("compatible"), "openai": lambda: PrefixPolicy("openai"),
-            "anthropic": AnthropicPolicy}
+            "anthropic": AnthropicPolicy, "bedrock": lambda: AnthropicPolicy("bedrock"),
+            "gemini": lambda: PrefixPolicy("gemini")}
+PER_MODEL_MINIMUM = ("gemini",)  # prefix policies whose minimum is the model's, not the table's
 
 
 def make_policy(name: str) -> CachePolicy:
@@ -340,4 +346,5 @@ def make_policy(name: str) -> CachePolicy:
 
 def policy_name(api: str, model: str | None) -> str:
     """The policy of the provider that serves this API shape and model."""
-    return {"anthropic": "anthropic", "openai": "openai"}.get(provider_for(api, model), "radix")
+    provider = provider_for(api, model)
+    return provider if provider in POLICIES else "radix"

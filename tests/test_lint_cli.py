@@ -90,7 +90,7 @@ def test_not_a_request_body_is_skipped_with_one_warning(project: Path):
     write(project / "reqs" / "package.json", {"name": "app", "version": "1.0.0"})
     write(project / "reqs" / "0001.response.json", {"id": "msg_1", "type": "message", "role": "assistant",
                                                      "content": [], "usage": {"input_tokens": 5}})
-    write(project / "reqs" / "gemini.json", {"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]})
+    write(project / "reqs" / "count.json", {"input": {"converse": {"messages": [{"role": "user", "content": [{"text": "Hi"}]}]}}})
     code, out, err = run("reqs")
     assert code == 0 and "All checks passed: 0 requests in 3 files" in out, (out, err)
     assert err.count("\n") == 1 and err.startswith("prefixguard: warning: skipped 3 files that are not request bodies")

@@ -173,6 +173,6 @@ def test_bad_responses():
     with pytest.raises(InputError):
         parse_response(b'{"usage": ', "anthropic")
     with pytest.raises(InputError, match="unknown API"):
-        parse_response(b"{}", "gemini")
+        parse_response(b"{}", "cohere")
     with pytest.raises(InputError):
-        UsageStream("gemini")
+        UsageStream("cohere")

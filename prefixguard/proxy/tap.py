@@ -20,8 +20,12 @@ _DECODERS: dict[str, Callable[[], Any]] = {
 }
 
 
+# SSE, and AWS EventStream (Bedrock ConverseStream / InvokeModelWithResponseStream: binary frames)
+STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
+
+
 def is_event_stream(content_type: str | None) -> bool:
-    return bool(content_type) and content_type.split(";")[0].strip().lower() == "text/event-stream"
+    return bool(content_type) and content_type.split(";")[0].strip().lower() in STREAM_TYPES
 
 
 class StreamTap:

@@ -1,10 +1,13 @@
 """Wire adapters: request bytes -> Prompt, response bytes (JSON or SSE) -> Usage.
 
 Nothing outside this package knows a provider's field names. One module per API shape:
-anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_responses (POST /v1/responses).
+anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_responses (POST /v1/responses),
+bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateContent); routes.py maps paths.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import re
@@ -18,10 +21,12 @@ from prefixguard.errors import InputError, NotARequest, TooLarge
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
-from prefixguard.wire import anthropic, jsonspan, openai_chat, openai_responses
+from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
+from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed
 from prefixguard.wire.segments import Builder
 
-ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, openai_responses)}
+ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, openai_responses, bedrock_converse,
+                                                       gemini)}
 APIS = tuple(ADAPTERS)
 MAX_BYTES = 64 << 20
 # The most parts (messages, blocks, tools) a request may have to be analysed: each costs about 1 KB in
@@ -30,9 +35,6 @@ MAX_BYTES = 64 << 20
 # request's analysis near a second. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
 _PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "20000").strip() or "0"
 MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
-
-_PATHS = {"messages": anthropic.API, "chat/completions": openai_chat.API, "responses": openai_responses.API}
-_PATH = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
 
 # The parts whose spans the adapters read, for all three shapes at once (the shape is known only after
 # parsing): every other member is decoded for its value only.
@@ -45,6 +47,10 @@ _SPEC: jsonspan.Spec = {
     "instructions": None,
     "response_format": None,
     "text": {"format": None},
+    "toolConfig": {"tools": {"[]": None}},                       # Bedrock Converse
+    "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},  # Gemini
+    "systemInstruction": {"parts": {"[]": None}},
+    "system_instruction": {"parts": {"[]": None}},
 }
 
 # Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
@@ -56,8 +62,8 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking",
                      "server_tool_use", "search_result"}
 _CHAT_PARTS = {"image_url", "input_audio", "file"}
 _CHAT_ROLES = {"system", "developer", "tool", "function"}
-# Shapes that are not requests of the three APIs read here (a response; Bedrock Converse and Gemini,
-# not read yet): NotARequest, so that lint skips them with a warning instead of failing.
+# Shapes that are not requests of the APIs read here (a response, a count): NotARequest, so that lint
+# skips them with a warning instead of failing.
 _RESPONSE_OBJECTS = {"response", "chat.completion", "chat.completion.chunk", "list", "model"}
 _BEDROCK_KEYS = {"inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
                  "performanceConfig", "promptVariables", "additionalModelResponseFieldPaths"}
@@ -74,22 +80,36 @@ def detect_api(body: dict | None, path: str | None = None) -> str:
     foreign = _foreign(body)
     if foreign:
         raise NotARequest(foreign)
+    if "contents" in body and "messages" not in body:
+        return gemini.API
+    if "messages" in body and _BEDROCK_KEYS & body.keys() or _converse_blocks(body):
+        return bedrock_converse.API
     if "messages" in body:
         return anthropic.API if _anthropic_score(body) > 0 else openai_chat.API
     if "input" in body or "instructions" in body:
         return openai_responses.API
-    raise NotARequest("unknown API shape: no 'messages' (Anthropic, OpenAI Chat) or 'input' (OpenAI Responses)")
+    raise NotARequest(f"unknown API shape: no 'messages', 'input' or 'contents' ({routes.known_shapes()})")
+
+
+def _converse_blocks(body: dict[str, Any]) -> bool:
+    """Converse content blocks have no 'type': the first block of system or of the first message is
+    {"text": ...} or {"cachePoint": ...} alone; the model is in the path, never in the body."""
+    system, messages = body.get("system"), body.get("messages")
+    if "model" in body or isinstance(system, str):
+        return False
+    first = system[0] if isinstance(system, list) and system else None
+    if first is None and isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        content = messages[0].get("content")
+        first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, dict) and "type" not in first and bool(
+        first.keys() & {"text", "cachePoint", "image", "document", "toolUse", "toolResult"})
 
 
 def _foreign(body: dict[str, Any]) -> str | None:
     if body.get("object") in _RESPONSE_OBJECTS or (body.get("type") == "message" and body.get("role") == "assistant"):
         return "an API response"
-    if "messages" in body and _BEDROCK_KEYS & body.keys():
-        return "a Bedrock Converse body (not supported yet)"
     if isinstance(body.get("input"), dict) and "model" not in body:
-        return "a Bedrock CountTokens body (not supported yet)"
-    if "contents" in body and "messages" not in body:
-        return "a Gemini body (not supported yet)"
+        return "a Bedrock CountTokens body (a count, not a generation)"
     return None
 
 
@@ -102,8 +122,8 @@ def counts_only(api: str, body: dict[str, Any], path: str | None) -> bool:
 
 
 def _api_of_path(path: str | None) -> str | None:
-    found = _PATH.search(urlsplit(path).path) if path else None
-    return _PATHS[found.group(1)] if found else None
+    found = routes.route(path)
+    return found[0] if found else None
 
 
 def _anthropic_score(body: dict[str, Any]) -> int:
@@ -151,7 +171,9 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
         api = _detect(root.value, path, headers)
-        out = Builder(count_tokens, api, root.value.get("model"))
+        routed = routes.route(path)
+        path_model = routed[1] if routed else None  # Bedrock, Vertex, Gemini: the model is in the path
+        out = Builder(count_tokens, api, root.value.get("model") or path_model)
         try:
             prompt = ADAPTERS[api].request(root, out, headers)
         except (TypeError, AttributeError, KeyError) as err:  # a field of an unexpected JSON type
@@ -162,6 +184,8 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if source:
             raise type(err)(str(err), source) from None
         raise
+    if prompt.model is None and path_model:
+        prompt.model = path_model
     prompt.text = text
     prompt.source = source
     prompt.tokens_estimated = out.estimated
@@ -227,6 +251,11 @@ def parse_response(body: bytes | str, api: str) -> Usage:
             if b"\n" not in raw_bytes.strip():
                 raise InputError("response is not valid JSON") from None
         else:
+            if isinstance(obj, list) and getattr(mod, "JSON_ARRAY_STREAM", False):  # Gemini without alt=sse
+                raw = None
+                for item in obj:
+                    raw = mod.stream_usage(item, raw) if isinstance(item, dict) else raw
+                return mod.usage(raw)
             if not isinstance(obj, dict):
                 raise InputError("response must be a JSON object")
             return mod.usage(obj.get("usage")) if "usage" in obj else mod.usage(mod.stream_usage(obj, None))
@@ -250,8 +279,9 @@ FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomp
 class UsageStream:
     """Reads usage out of a streamed response fed chunk by chunk, with chunks cut anywhere.
 
-    Takes SSE (event:/data: lines, events end at a blank line) and bare JSON lines. Keeps only what
-    it needs: the provider's latest usage object, and when content began (for TTFT).
+    Takes SSE (event:/data: lines, events end at a blank line), bare JSON lines, and AWS EventStream
+    binary frames (Bedrock: told apart by their first bytes). Keeps only what it needs: the provider's
+    latest usage object, and when content began (for TTFT).
     """
 
     def __init__(self, api: str) -> None:
@@ -264,8 +294,25 @@ class UsageStream:
         self.first_content_at: float | None = None  # time.monotonic() of the first content event
         self.output_chunks = 0                      # content events seen
         self.finished = False                       # the provider's last event came: the answer is whole
+        self.frames: EventStreamDecoder | None = None  # set once the stream shows EventStream framing
+        self._final = getattr(self._mod, "FINAL_EVENTS", FINAL_EVENTS)
+        self._begun = False
 
     def feed(self, chunk: bytes) -> None:
+        if self.frames is not None:
+            self._framed(chunk)
+            return
+        if not self._begun:  # the first bytes tell EventStream frames (a zero length byte) from text
+            pending = bytes(self._buf) + chunk
+            if pending[:1] == b"\x00" and len(pending) < 12:
+                self._buf[:] = pending  # wait for the whole prelude
+                return
+            self._begun = bool(pending)
+            if looks_framed(pending):
+                self._buf.clear()
+                self.frames = EventStreamDecoder()
+                self._framed(pending)
+                return
         scan_from = len(self._buf)  # bytes before this chunk hold no newline: do not search them again
         self._buf += chunk
         start = 0
@@ -273,6 +320,21 @@ class UsageStream:
             self._line(bytes(self._buf[start:nl]).rstrip(b"\r").decode("utf-8", "replace"))
             start = scan_from = nl + 1
         del self._buf[:start]
+
+    def _framed(self, chunk: bytes) -> None:
+        """EventStream messages: the :event-type header names the event, the payload is its JSON
+        (InvokeModelWithResponseStream wraps the model's own event, base64, in "bytes")."""
+        for headers, payload in self.frames.feed(chunk):
+            if headers.get(":message-type", "event") != "event":
+                continue  # an exception message: the status and the error say it
+            try:
+                event = json.loads(payload)
+                if isinstance(event, dict) and isinstance(event.get("bytes"), str) and len(event) <= 2:
+                    event = json.loads(base64.b64decode(event["bytes"]))
+            except (ValueError, binascii.Error):
+                continue
+            if isinstance(event, dict):
+                self._event_of(headers.get(":event-type"), event)
 
     def _line(self, line: str) -> None:
         if not line:
@@ -298,11 +360,14 @@ class UsageStream:
             event = json.loads(data)
         except ValueError:
             return
-        if not isinstance(event, dict):
-            return
+        if isinstance(event, dict):
+            self._event_of(name, event)
+
+    def _event_of(self, name: str | None, event: dict[str, Any]) -> None:
         if name and "type" not in event:
             event["type"] = name
-        if event.get("type") in FINAL_EVENTS:
+        final = getattr(self._mod, "is_final", None)
+        if event.get("type") in self._final or (final is not None and final(event)):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
         if self._mod.is_content(event):

@@ -1,0 +1,167 @@
+"""Amazon Bedrock Converse API (POST /model/{modelId}/converse, /converse-stream).
+
+Prefix order: toolConfig.tools, then system, then messages. A breakpoint is a block of its own,
+`{"cachePoint": {"type": "default", "ttl": ...}}`, placed after the part it closes: it marks the part
+before it (the same position Anthropic's cache_control on that part would mark) and is no prefix byte.
+The model id is in the path, never in the body. Usage (JSON `usage`, the stream's `metadata` event):
+inputTokens (neither read nor written) + cacheReadInputTokens + cacheWriteInputTokens = prompt total.
+"""
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from prefixguard.contracts import providers
+from prefixguard.errors import InputError
+from prefixguard.media import DOCUMENT, IMAGE, Media
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
+
+API = "bedrock-converse"
+MARKER = "cachePoint"
+KINDS = {"text": "text", "image": "image", "document": "document", "video": "video", "toolUse": "tool_use",
+         "toolResult": "tool_result", "reasoningContent": "thinking", "guardContent": "text",
+         "citationsContent": "text", "searchResult": "document", "toolSpec": "tool", "systemTool": "tool"}
+FINAL_EVENTS = frozenset({"metadata"})  # sent after messageStop: usage and metrics
+_FORMATS = {"pdf": "application/pdf", "txt": "text/plain", "md": "text/markdown", "html": "text/html",
+            "csv": "text/csv", "png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+
+
+def _ttl(block: Any) -> str | None:
+    """The TTL of a cachePoint block, or None when the block is content."""
+    if not isinstance(block, dict) or MARKER not in block:
+        return None
+    mark = block[MARKER]
+    ttl = mark.get("ttl") if isinstance(mark, dict) else None
+    if ttl is not None and not isinstance(ttl, str):
+        raise InputError(f"cachePoint.ttl must be a string such as \"1h\", got {type(ttl).__name__}")
+    return ttl or providers()["bedrock"]["default_ttl"]
+
+
+def _kind(block: Any, where: str) -> str:
+    if not isinstance(block, dict) or len(block) == 0:
+        raise InputError(f"{where} must be an object with one member naming its kind (text, image, toolUse, ...)")
+    name = next(iter(block))
+    return KINDS.get(name, name)
+
+
+def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
+    inner = block.get("image" if kind == "image" else "document")
+    if not isinstance(inner, dict):
+        return None
+    source = inner.get("source")
+    data = source.get("bytes") if isinstance(source, dict) else None
+    mime = _FORMATS.get(str(inner.get("format", "")).lower())
+    if kind == "document" and isinstance(source, dict) and isinstance(source.get("text"), str):
+        return [Media(DOCUMENT, media_type="text/plain", text=source["text"])]
+    if isinstance(data, str) and mime == "text/plain":
+        try:
+            return [Media(DOCUMENT, media_type=mime, text=base64.b64decode(data).decode("utf-8", "replace"))]
+        except ValueError:
+            pass
+    return [Media(IMAGE if kind == "image" else DOCUMENT, data if isinstance(data, str) else None, mime)]
+
+
+def _blocks(out: Builder, node: Node, level: str, where: str, *, role: str | None = None,
+            message_index: int | None = None, header: dict[str, Any] | None = None) -> bool:
+    """Add each content block of a list as a segment; a cachePoint marks the segment before it.
+    Returns whether any block was images."""
+    images = False
+    for bi, block in enumerate(node.kids):
+        value, at = block.value, f"{where}/{bi}"
+        ttl = _ttl(value)
+        if ttl is not None:
+            if out.segments:  # a point with nothing before it caches nothing
+                out.segments[-1].breakpoint = ttl
+            continue
+        kind = _kind(value, at)
+        text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
+        media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
+        out.add(level, at, kind, block, role=role, message_index=message_index, header=header,
+                text=text, media=media)
+        header = None
+        images = images or kind == "image"
+    return images
+
+
+def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
+    body = root.value
+    config = expect(root.get("toolConfig"), dict, "'toolConfig'")
+    tools = expect(config.get("tools"), list, "/toolConfig/tools") if config is not None else None
+    if tools is not None:
+        _blocks(out, tools, "tools", "/toolConfig/tools")
+
+    system = expect(root.get("system"), list, "'system'")
+    if system is not None:
+        _blocks(out, system, "system", "/system", role="system", header={})
+
+    messages = expect(root.get("messages"), list, "'messages'")
+    if messages is None and system is None:
+        raise InputError("no 'messages' list")
+    images = False
+    for mi, msg in enumerate(messages.kids if messages else ()):
+        if not isinstance(msg.value, dict):
+            raise InputError(f"/messages/{mi} must be an object")
+        role = msg.value.get("role")
+        header = message_header(msg.value, "content")
+        content = msg.get("content")
+        if content is None or not isinstance(content.value, list):
+            raise wrong_type(f"/messages/{mi}/content", list, None if content is None else content.value)
+        before = len(out.segments)
+        images = _blocks(out, content, "messages", f"/messages/{mi}/content", role=role, message_index=mi,
+                         header=header) or images
+        if len(out.segments) == before:
+            out.add("messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi,
+                    header=header)
+
+    extra = body.get("additionalModelRequestFields")
+    extra = extra if isinstance(extra, dict) else {}
+    thinking = extra.get("thinking") or extra.get("reasoning_config") or extra.get("reasoningConfig")
+    choice = config.value.get("toolChoice") if config is not None else None
+    perf = body.get("performanceConfig")
+    settings = {
+        "thinking": thinking,
+        "effort": (extra.get("output_config") or {}).get("effort") if isinstance(extra.get("output_config"), dict) else None,
+        "tool_choice": choice,
+        "speed": perf.get("latency") if isinstance(perf, dict) else None,
+        "guardrail": body.get("guardrailConfig"),
+        "images": images,
+    }
+    return Prompt(API, None, out.segments, settings)
+
+
+# ---- usage
+
+def usage(raw: Mapping[str, Any] | None) -> Usage:
+    """Additive, like Anthropic's: inputTokens excludes what was read from or written to the cache.
+    cacheDetails (when sent) splits the writes by TTL."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    uncached = as_int(raw.get("inputTokens"))
+    read = as_int(raw.get("cacheReadInputTokens", raw.get("cacheReadInputTokenCount")))
+    write = as_int(raw.get("cacheWriteInputTokens", raw.get("cacheWriteInputTokenCount")))
+    by_ttl = {"5m": 0, "1h": 0}
+    details = raw.get("cacheDetails")
+    for item in details if isinstance(details, list) else ():
+        if isinstance(item, Mapping) and item.get("ttl") in by_ttl:
+            by_ttl[item["ttl"]] += as_int(item.get("inputTokens"))
+    w5, w1 = (by_ttl["5m"], by_ttl["1h"]) if sum(by_ttl.values()) == write else (write, 0)
+    reported = any(raw.get(k) is not None for k in ("cacheReadInputTokens", "cacheWriteInputTokens",
+                                                     "cacheReadInputTokenCount", "cacheWriteInputTokenCount"))
+    return Usage(prompt_total=uncached + read + write, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
+                 uncached=uncached, output=as_int(raw.get("outputTokens")), reported=reported)
+
+
+def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """ConverseStream: the `metadata` event carries usage (its EventStream :event-type is the type)."""
+    raw = event.get("usage")
+    if event.get("type") == "metadata" and isinstance(raw, Mapping):
+        return dict(raw)
+    return current
+
+
+def is_content(event: Mapping[str, Any]) -> bool:
+    return event.get("type") == "contentBlockDelta"

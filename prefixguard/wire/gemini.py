@@ -1,0 +1,154 @@
+"""Google Gemini generateContent / streamGenerateContent (Gemini API and Vertex AI).
+
+Prefix order: tools, then systemInstruction, then contents. No breakpoints: implicit caching keys on
+the prefix as sent; an explicit cache is named by `cachedContent` (a resource whose tokens come first
+and are read whole). The model is in the path (`models/{model}:generateContent`).
+Usage: `usageMetadata`, where cachedContentTokenCount counts INSIDE promptTokenCount (subset
+convention); a stream (`?alt=sse`, or a JSON array without it) repeats it on every chunk, the last
+one final.
+"""
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from prefixguard.contracts import providers
+from prefixguard.errors import InputError
+from prefixguard.media import DOCUMENT, IMAGE, Media
+from prefixguard.prompt import Prompt
+from prefixguard.usage import Usage
+from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
+
+API = "gemini"
+JSON_ARRAY_STREAM = True  # streamGenerateContent without alt=sse answers one JSON array of chunks
+KINDS = {"text": "text", "inlineData": "media", "fileData": "media", "functionCall": "tool_use",
+         "functionResponse": "tool_result", "executableCode": "tool_use", "codeExecutionResult": "tool_result",
+         "videoMetadata": "video"}
+# The same names as the Python SDK writes them when a client posts its dict as is
+_SNAKE = {"inline_data": "inlineData", "file_data": "fileData", "function_call": "functionCall",
+          "function_response": "functionResponse", "executable_code": "executableCode",
+          "code_execution_result": "codeExecutionResult"}
+
+
+def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
+    """(kind, text to count, media) of one part."""
+    if not isinstance(part, dict):
+        raise InputError(f"{where} must be an object (a part: text, inlineData, functionCall, ...)")
+    if part.get("thought") is True:
+        return "thinking", part.get("text") if isinstance(part.get("text"), str) else None, None
+    for key, value in part.items():
+        name = _SNAKE.get(key, key)
+        kind = KINDS.get(name)
+        if kind == "text":
+            return "text", value if isinstance(value, str) else None, None
+        if kind == "media":
+            return _media(value)
+        if kind:
+            return kind, None, None
+    return "part", None, None
+
+
+def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
+    if not isinstance(ref, dict):
+        return "document", None, [Media(DOCUMENT)]
+    mime = ref.get("mimeType") or ref.get("mime_type")
+    mime = mime if isinstance(mime, str) else None
+    data = ref.get("data")
+    kind = IMAGE if mime and mime.startswith("image/") else DOCUMENT
+    if isinstance(data, str) and mime and mime.startswith("text/"):
+        try:
+            return "document", None, [Media(DOCUMENT, media_type=mime,
+                                            text=base64.b64decode(data).decode("utf-8", "replace"))]
+        except ValueError:
+            pass
+    return kind, None, [Media(kind, data if isinstance(data, str) else None, mime)]
+
+
+def _parts(out: Builder, node: Node, level: str, where: str, role: str | None, mi: int | None,
+           header: dict[str, Any] | None) -> bool:
+    images = False
+    parts = expect(node.get("parts"), list, f"{where}/parts")
+    for pi, part in enumerate(parts.kids if parts else ()):
+        kind, text, media = _kind(part.value, f"{where}/parts/{pi}")
+        out.add(level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header,
+                text=text, media=media)
+        header = None
+        images = images or kind == IMAGE
+    if header is not None:  # no parts: the whole entry is one segment
+        out.add(level, where, "empty", node, role=role, message_index=mi, header=header, whole=True)
+    return images
+
+
+def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
+    body = root.value
+    tools = expect(root.get("tools"), list, "'tools'")
+    for i, tool in enumerate(tools.kids if tools else ()):
+        out.add("tools", f"/tools/{i}", "tool", tool)
+
+    key = "systemInstruction" if "systemInstruction" in body else "system_instruction"
+    system = expect(root.get(key), (dict, str), f"'{key}'")
+    if system is not None and isinstance(system.value, str):
+        out.add("system", f"/{key}", "text", system, role="system", header={}, text=system.value)
+    elif system is not None:
+        _parts(out, system, "system", f"/{key}", "system", None, message_header(system.value, "parts"))
+
+    contents = expect(root.get("contents"), (list, dict), "'contents'")
+    if contents is None:
+        raise InputError("no 'contents' list")
+    images = False
+    entries = contents.kids if isinstance(contents.value, list) else [contents]
+    for mi, entry in enumerate(entries):
+        if not isinstance(entry.value, dict):
+            raise wrong_type(f"/contents/{mi}", dict, entry.value)
+        where = f"/contents/{mi}" if isinstance(contents.value, list) else "/contents"
+        role = entry.value.get("role") or "user"
+        images = _parts(out, entry, "messages", where, role, mi, message_header(entry.value, "parts")) or images
+
+    gen = body.get("generationConfig") or body.get("generation_config")
+    gen = gen if isinstance(gen, dict) else {}
+    cached = body.get("cachedContent", body.get("cached_content"))
+    settings = {
+        "tool_choice": body.get("toolConfig", body.get("tool_config")),
+        "thinking": gen.get("thinkingConfig", gen.get("thinking_config")),
+        "response_schema": gen.get("responseSchema", gen.get("responseJsonSchema")),
+        "cached_content": cached if isinstance(cached, str) else None,
+        "images": images,
+    }
+    return Prompt(API, None, out.segments, settings)
+
+
+# ---- usage
+
+def usage(raw: Mapping[str, Any] | None) -> Usage:
+    """Subset convention: cachedContentTokenCount is inside promptTokenCount. Gemini leaves out counts
+    that are zero (rules/providers.toml: gemini.zero_counts_omitted), so a usageMetadata with a prompt
+    count reports the cache even without the cached field."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    prompt = as_int(raw.get("promptTokenCount"))
+    read = min(as_int(raw.get("cachedContentTokenCount")), prompt)
+    output = as_int(raw.get("candidatesTokenCount")) + as_int(raw.get("thoughtsTokenCount"))
+    omitted = providers()["gemini"].get("zero_counts_omitted", False)
+    reported = raw.get("cachedContentTokenCount") is not None or (omitted and raw.get("promptTokenCount") is not None)
+    return Usage(prompt_total=prompt, cache_read=read, uncached=prompt - read, output=output, reported=reported)
+
+
+def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each chunk repeats usageMetadata so far; the last one is the final count."""
+    raw = event.get("usageMetadata")
+    return dict(raw) if isinstance(raw, Mapping) else current
+
+
+def is_content(event: Mapping[str, Any]) -> bool:
+    for cand in event.get("candidates") or ():
+        content = cand.get("content") if isinstance(cand, Mapping) else None
+        if isinstance(content, Mapping) and any(isinstance(p, Mapping) and (p.get("text") or len(p) > 1 or
+                                                 "functionCall" in p) for p in content.get("parts") or ()):
+            return True
+    return False
+
+
+def is_final(event: Mapping[str, Any]) -> bool:
+    return any(isinstance(c, Mapping) and c.get("finishReason") for c in event.get("candidates") or ())

@@ -1,0 +1,222 @@
+"""Bedrock Converse and Gemini generateContent: recorded requests -> Prompt, recorded responses (JSON,
+Gemini SSE) and AWS EventStream frames -> Usage, path routing, unknown shapes."""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.eventstream import EventStreamBuffer
+
+from prefixguard.errors import InputError
+from prefixguard.usage import Usage
+from prefixguard.wire import UsageStream, detect_api, parse_request, parse_response, routes
+from prefixguard.wire.eventstream import EventStreamDecoder, encode
+
+SOURCES = ("pydantic-ai-bedrock", "pydantic-ai-gemini")
+
+
+def calls(shared_data: Path) -> list[tuple[Path, dict, str, str]]:
+    """(cassette folder, interaction, path with query, API) of every recorded Converse / Gemini generation."""
+    out = []
+    for name in SOURCES:
+        for meta in sorted((shared_data / "recorded" / name).glob("*/meta.json")):
+            for call in json.loads(meta.read_text())["interactions"]:
+                url = urlsplit(call["uri"])
+                path = url.path + (f"?{url.query}" if url.query else "")
+                api = routes.route(path)
+                if api and api[0] in ("bedrock-converse", "gemini") and call["request"] == "json":
+                    out.append((meta.parent, call, path, api[0]))
+    return out
+
+
+def test_every_recorded_request_parses_with_exact_spans(shared_data):
+    found = calls(shared_data)
+    by_api = {api: sum(a == api for *_, a in found) for api in ("bedrock-converse", "gemini")}
+    assert by_api["bedrock-converse"] >= 60 and by_api["gemini"] >= 75, by_api
+    for folder, call, path, api in found:
+        body = (folder / f"{call['n']:04d}.request.json").read_text()
+        prompt = parse_request(body, path=path, count_tokens=False)
+        assert prompt.api == api and prompt.model, (folder.name, prompt.model)
+        assert "%3A" not in prompt.model and "/" not in prompt.model  # unquoted, the id alone
+        assert prompt.segments, folder.name
+        for seg in prompt.segments:  # each span holds exactly the JSON of its part
+            assert json.loads(body[seg.start:seg.end]) == seg.value, (folder.name, seg.pointer)
+        assert [s.level for s in prompt.segments] == sorted((s.level for s in prompt.segments),
+                                                            key=("tools", "system", "messages").index)
+
+
+def test_every_recorded_response_gives_consistent_usage(shared_data):
+    reported = total = 0
+    for folder, call, path, api in calls(shared_data):
+        if call["status"] != 200 or call["response"] not in ("json", "sse"):
+            continue
+        usage = parse_response((folder / f"{call['n']:04d}.response.{call['response']}").read_bytes(), api)
+        total += 1
+        assert usage.prompt_total == usage.cache_read + usage.cache_write + usage.uncached
+        assert usage.prompt_total > 0 and usage.output > 0, (folder.name, call["n"])
+        reported += usage.reported
+    # every Gemini answer reports (zero counts are left out); Bedrock's non-Claude, non-Nova models send no cache field
+    assert total >= 125 and reported >= 105, (total, reported)
+
+
+def recorded(shared_data: Path, cassette: str, n: int, kind: str) -> Path:
+    return next((shared_data / "recorded").glob(f"pydantic-ai-*/{cassette}")) / f"{n:04d}.{kind}"
+
+
+@pytest.mark.parametrize("cassette,n,api,expected", [
+    # read off the files: inputTokens + cacheRead + cacheWrite; outputTokens
+    ("test_bedrock_test_bedrock_cache_write_and_read", 1, "bedrock-converse", Usage(1324, 0, 1322, 0, 2, 5, True)),
+    ("test_bedrock_test_bedrock_cache_write_and_read", 2, "bedrock-converse", Usage(1324, 1322, 0, 0, 2, 5, True)),
+    ("test_bedrock_test_bedrock_cache_messages_with_image_as_last_content", 2, "bedrock-converse",
+     Usage(2374, 2074, 297, 0, 3, 61, True)),
+    # cachedContentTokenCount inside promptTokenCount (3,520 = 3,512 cached + 8)
+    ("test_cache_test_google_model_cached_content", 2, "gemini", Usage(3520, 3512, 0, 0, 8, None, True)),
+])
+def test_known_usages(shared_data, cassette, n, api, expected):
+    usage = parse_response(recorded(shared_data, cassette, n, "response.json").read_bytes(), api)
+    if expected.output is None:
+        expected.output = usage.output
+    assert usage == expected
+
+
+def test_bedrock_cache_points_mark_the_block_before_them(shared_data):
+    path = "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse"
+    body = recorded(shared_data, "test_bedrock_test_bedrock_cache_write_and_read", 1, "request.json").read_text()
+    prompt = parse_request(body, path=path)
+    assert prompt.model == "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    marked = [(s.pointer, s.breakpoint) for s in prompt.segments if s.breakpoint]
+    # content: text, document, text, cachePoint, text, cachePoint -> the blocks at 2 and 4 carry them
+    assert marked[-2:] == [("/messages/0/content/2", "5m"), ("/messages/0/content/4", "5m")]
+    assert not any(p.endswith(("/3", "/5")) for p, _ in marked if p.startswith("/messages/0/"))
+    # a cachePoint is no prefix byte: removing one changes no fingerprint
+    plain = json.loads(body)
+    plain["messages"][0]["content"] = [b for b in plain["messages"][0]["content"] if "cachePoint" not in b]
+    assert parse_request(json.dumps(plain), path=path).chain == parse_request(json.dumps(json.loads(body)), path=path).chain
+
+
+def test_converse_body_without_path_is_not_taken_for_anthropic():
+    body = {"system": [{"text": "You are terse."}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+            "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+    prompt = parse_request(json.dumps(body))
+    assert prompt.api == "bedrock-converse" and prompt.segments[0].breakpoint == "1h"
+    with pytest.raises(InputError, match="cachePoint.ttl must be a string"):
+        parse_request(json.dumps({**body, "system": [{"text": "x"}, {"cachePoint": {"ttl": 5}}]}))
+
+
+def test_routes_take_the_model_from_the_path():
+    anthropic_body = json.dumps({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
+                                 "messages": [{"role": "user", "content": "hi"}]})
+    for path, model in (("/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+                        ("/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
+                         "claude-sonnet-4-5@20250929")):
+        prompt = parse_request(anthropic_body, path=path)
+        assert (prompt.api, prompt.model) == ("anthropic", model)
+    assert routes.route("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse") == ("gemini", "gemini-2.5-flash")
+    assert routes.route("/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro:generateContent") == \
+        ("gemini", "gemini-3-pro")
+    assert routes.route("/model/meta.llama3-8b-instruct-v1%3A0/invoke") is None  # not an Anthropic body
+    assert routes.route("/v1beta/models/gemini-2.5-flash:countTokens") is None
+
+
+def test_unknown_shape_names_the_known_ones():
+    with pytest.raises(InputError) as err:
+        detect_api({"prompt": "hello"})
+    text = str(err.value)
+    assert "\n" not in text and all(s in text for s in ("Anthropic", "Chat Completions", "Responses",
+                                                         "Bedrock Converse", "Gemini"))
+
+
+# ---- streams
+
+def test_gemini_sse_chunk_by_chunk(shared_data):
+    sse = recorded(shared_data, "test_code_execution_test_code_execution_stream", 1, "response.sse").read_bytes()
+    last = [json.loads(line[6:]) for line in sse.decode().splitlines() if line.startswith("data: ")][-1]
+    whole = parse_response(sse, "gemini")
+    assert whole.prompt_total == last["usageMetadata"]["promptTokenCount"] and whole.reported
+    for size in (1, 7, 64, 4096):
+        stream = UsageStream("gemini")
+        for i in range(0, len(sse), size):
+            stream.feed(sse[i:i + size])
+        assert stream.usage() == whole and stream.finished and stream.first_content_at is not None
+
+
+def test_gemini_stream_as_json_array():
+    chunks = [{"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}}],
+               "usageMetadata": {"promptTokenCount": 5000, "totalTokenCount": 5000}},
+              {"candidates": [{"content": {"parts": [{"text": "lo"}], "role": "model"}, "finishReason": "STOP"}],
+               "usageMetadata": {"promptTokenCount": 5000, "cachedContentTokenCount": 4096,
+                                 "candidatesTokenCount": 2, "totalTokenCount": 5002}}]
+    body = "[" + ",\r\n".join(json.dumps(c) for c in chunks) + "]"
+    assert parse_response(body, "gemini") == Usage(5000, 4096, 0, 0, 904, 2, True)
+
+
+def converse_stream(read: int, write: int) -> list[bytes]:
+    """A ConverseStream answer framed as Bedrock frames it (event type and content type headers, JSON
+    payloads with the "p" padding field Bedrock adds)."""
+    events = [("messageStart", {"role": "assistant"}),
+              ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Paris"}}),
+              ("contentBlockStop", {"contentBlockIndex": 0}),
+              ("messageStop", {"stopReason": "end_turn"}),
+              ("metadata", {"usage": {"inputTokens": 12, "outputTokens": 3, "totalTokens": 15 + read + write,
+                                      "cacheReadInputTokens": read, "cacheWriteInputTokens": write},
+                            "metrics": {"latencyMs": 321}})]
+    return [encode({":event-type": name, ":content-type": "application/json", ":message-type": "event"},
+                   json.dumps({**payload, "p": "abcdefghij"}).encode()) for name, payload in events]
+
+
+def test_eventstream_frames_agree_with_botocore():
+    frames = b"".join(converse_stream(1322, 0))
+    theirs = EventStreamBuffer()
+    theirs.add_data(frames)
+    ours = EventStreamDecoder().feed(frames)
+    mine = [(h, p) for h, p in ours]
+    assert [(m.headers, m.payload) for m in theirs] == mine and len(mine) == 5
+
+
+def test_converse_stream_usage_cut_anywhere():
+    frames = b"".join(converse_stream(1322, 7))
+    want = Usage(1341, 1322, 7, 0, 12, 3, True)
+    assert parse_response(frames, "bedrock-converse") == want
+    for size in (1, 3, 11, 12, 13, 100):
+        stream = UsageStream("bedrock-converse")
+        for i in range(0, len(frames), size):
+            stream.feed(frames[i:i + size])
+        assert stream.usage() == want and stream.finished and stream.output_chunks == 1, size
+
+
+def test_eventstream_crc_checked():
+    frame = bytearray(converse_stream(5, 0)[-1])
+    frame[-10] ^= 0xFF  # a payload byte: the message CRC fails
+    decoder = EventStreamDecoder()
+    assert decoder.feed(bytes(frame)) == [] and decoder.error == "message CRC mismatch"
+    bad_prelude = bytearray(converse_stream(5, 0)[0])
+    bad_prelude[9] ^= 1
+    decoder = EventStreamDecoder()
+    assert decoder.feed(bytes(bad_prelude)) == [] and "prelude CRC" in decoder.error
+    # an over-long length with a valid prelude CRC is refused, not waited for
+    prelude = struct.pack(">II", 1 << 30, 0)
+    decoder = EventStreamDecoder()
+    decoder.feed(prelude + struct.pack(">I", zlib.crc32(prelude)))
+    assert "bad message length" in decoder.error
+    # a broken stream gives no usage rather than a wrong one, and never raises
+    stream = UsageStream("bedrock-converse")
+    stream.feed(bytes(frame))
+    assert stream.usage() == Usage()
+
+
+def test_invoke_with_response_stream_wraps_anthropic_events():
+    import base64
+    events = [{"type": "message_start", "message": {"usage": {"input_tokens": 4, "cache_read_input_tokens": 2048,
+                                                              "cache_creation_input_tokens": 0, "output_tokens": 1}}},
+              {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "hi"}},
+              {"type": "message_delta", "usage": {"output_tokens": 9}}, {"type": "message_stop"}]
+    frames = b"".join(encode({":event-type": "chunk", ":message-type": "event"},
+                             json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()}).encode())
+                      for e in events)
+    stream = UsageStream("anthropic")
+    stream.feed(frames)
+    assert stream.usage() == Usage(2052, 2048, 0, 0, 4, 9, True) and stream.finished
