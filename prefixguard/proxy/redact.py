@@ -50,12 +50,17 @@ _ESCAPES = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
 # nothing to scrub.
 _MAYBE_SECRET_FIELD = re.compile('"(?:' + "|".join(sorted(n.replace("_", "[-_]") for n in SECRET_FIELDS)) + ')"', re.I)
 _SCHEME = re.compile(r"^(bearer|basic|token)\s+", re.I)
+_SIGV4 = re.compile(r"^AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/")
 
 
 def api_keys(headers: Mapping[str, str]) -> list[str]:
     """The credentials a request carries in its headers (scheme words such as 'Bearer' removed)."""
     lower = {k.lower(): v for k, v in headers.items()}
-    return [_SCHEME.sub("", lower[h]).strip() for h in KEY_HEADERS if lower.get(h, "").strip()]
+    keys = [_SCHEME.sub("", lower[h]).strip() for h in KEY_HEADERS if lower.get(h, "").strip()]
+    # AWS SigV4 (Bedrock): the header changes with every request (date, signature); the access key id
+    # in its Credential= names the caller, so it comes first (the tenant), the whole header after it.
+    found = _SIGV4.search(lower.get("authorization", ""))
+    return [found.group(1), *keys] if found else keys
 
 
 def tenant_of(headers: Mapping[str, str]) -> str:
