@@ -23,6 +23,7 @@ from prefixguard.fingerprint import common_prefix
 from prefixguard.policy import breakpoints, make_policy, policy_name
 from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment, compact_json
 from prefixguard.volatile import find_volatile
+from prefixguard.wire.segments import tool_name
 
 DESCRIPTIONS = {
     "append_only": "B extends A: the cached prefix is reused whole",
@@ -356,11 +357,7 @@ def _tool_names(p: Prompt) -> list[str]:
 
 
 def _tool_name(value: Any) -> str:
-    if not isinstance(value, dict):
-        return "?"
-    fn = value.get("function")
-    name = value.get("name") or (fn.get("name") if isinstance(fn, dict) else None) or value.get("type")
-    return str(name)
+    return str(tool_name(value, server_type=True)) if isinstance(value, dict) else "?"
 
 
 def _moved(na: list[str], nb: list[str]) -> str:

@@ -42,9 +42,10 @@ def test_every_example_pair(pair: Path) -> None:
 
 def test_examples_cover_every_cause_for_every_shape() -> None:
     found = {(p.parent.name, p.name) for p in PAIRS}
-    for shape in ("anthropic", "openai-chat", "openai-responses"):
+    for shape in ("anthropic", "openai-chat", "openai-responses", "bedrock-converse", "gemini"):
         missing = {c for c in CAUSES if (shape, c) not in found}
-        assert missing <= ({"breakpoint_changed"} if shape != "anthropic" else set()), (shape, missing)
+        breakpoints = shape in ("anthropic", "bedrock-converse")  # the others have no per-block breakpoint
+        assert missing <= (set() if breakpoints else {"breakpoint_changed"}), (shape, missing)
 
 
 def test_committed_examples_match_their_generator() -> None:

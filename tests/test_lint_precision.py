@@ -42,6 +42,14 @@ def _usage(request: Path, api: str):
     return parse_response(path.read_bytes(), api) if path else None
 
 
+def _names(tool: dict) -> list[str]:
+    """The function names a tool entry declares: Anthropic / Chat / Converse one each, a Gemini Tool many."""
+    if "functionDeclarations" in tool:
+        return [d["name"] for d in tool["functionDeclarations"]]
+    name = tool.get("name") or tool.get("function", {}).get("name") or tool.get("toolSpec", {}).get("name")
+    return [name] if name else []
+
+
 def _why_true(f, body: dict, request: Path) -> str | None:
     """Why a finding on a recorded request is true, from evidence outside lint; None when there is none."""
     prompt = parse_request(json.dumps(body))
@@ -49,7 +57,8 @@ def _why_true(f, body: dict, request: Path) -> str | None:
     if f.code == "PG201":
         # the tool list as sent is not in name order: its order is how the app built it (a dict, an MCP
         # listing), not a property of the tools, and any other build order is another prefix
-        names = [n for t in body["tools"] if (n := t.get("name") or t.get("function", {}).get("name"))]
+        tools = body.get("tools") or body.get("toolConfig", {}).get("tools") or []
+        names = [n for t in tools for n in _names(t)]
         return "tools out of name order" if names != sorted(names) else None
     if f.code == "PG402" and usage is not None and usage.reported:
         # the provider itself cached nothing: no read, no write

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SHAPES = ("anthropic", "openai-chat", "openai-responses")
+SHAPES = ("anthropic", "openai-chat", "openai-responses", "bedrock-converse", "gemini")
 MODELS = {"anthropic": ("claude-sonnet-4-5", "claude-opus-4-1"),
           "openai-chat": ("gpt-4.1", "gpt-4.1-mini"),
-          "openai-responses": ("gpt-5", "gpt-5-mini")}
+          "openai-responses": ("gpt-5", "gpt-5-mini"),
+          "bedrock-converse": ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-3-7-sonnet-20250219-v1:0"),
+          "gemini": ("gemini-2.5-pro", "gemini-2.5-flash")}
 TIME_A, TIME_B = "2026-12-02T16:11:31Z", "2026-12-02T16:14:02Z"
 
 SYSTEM = f"""You are Atlas, the engineering agent for the Ledgerline billing platform. You work inside a \
@@ -346,7 +348,67 @@ def openai_responses(model: str, system: str, tools: list, history: list) -> dic
     }
 
 
-RENDER = {"anthropic": anthropic, "openai-chat": openai_chat, "openai-responses": openai_responses}
+def bedrock_converse(model: str, system: str, tools: list, history: list, *, breakpoint_last: bool = True) -> dict:
+    """The arguments of boto3's converse_stream(): modelId goes in the path on the wire, the rest is the body."""
+    messages: list[dict[str, Any]] = []
+    for turn in history:
+        if turn[0] == "user":
+            content = turn[1] if isinstance(turn[1], list) else [{"text": turn[1]}]
+            messages.append({"role": "user", "content": content})
+        elif turn[0] == "assistant":
+            blocks: list[dict[str, Any]] = [{"text": turn[1]}]
+            blocks += [{"toolUse": {"toolUseId": f"tooluse_{cid}", "name": name, "input": args}}
+                       for cid, name, args in turn[2]]
+            messages.append({"role": "assistant", "content": blocks})
+        else:
+            block = {"toolResult": {"toolUseId": f"tooluse_{turn[1]}", "content": [{"text": turn[2]}]}}
+            if messages[-1]["role"] == "user" and "toolResult" in messages[-1]["content"][0]:
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": "user", "content": [block]})
+    if breakpoint_last:  # a cachePoint block after the newest block, moved every turn
+        messages[-1]["content"].append({"cachePoint": {"type": "default"}})
+    return {
+        "modelId": model,
+        "system": [{"text": system}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
+        "messages": messages,
+        "toolConfig": {"tools": [{"toolSpec": {"name": n, "description": d, "inputSchema": {"json": s}}}
+                                 for n, d, s in tools]},
+        "inferenceConfig": {"maxTokens": 8192},
+    }
+
+
+def gemini(model: str, system: str, tools: list, history: list) -> dict:
+    """A GenerateContentRequest (its `model` field as the REST reference gives it; on the wire the path
+    names the model)."""
+    contents: list[dict[str, Any]] = []
+    for turn in history:
+        if turn[0] == "user":
+            parts = turn[1] if isinstance(turn[1], list) else [{"text": turn[1]}]
+            contents.append({"role": "user", "parts": parts})
+        elif turn[0] == "assistant":
+            parts = [{"text": turn[1]}] + [{"functionCall": {"id": cid, "name": name, "args": args}}
+                                           for cid, name, args in turn[2]]
+            contents.append({"role": "model", "parts": parts})
+        else:
+            name = next(c[1] for t in history if t[0] == "assistant" for c in t[2] if c[0] == turn[1])
+            part = {"functionResponse": {"id": turn[1], "name": name, "response": {"output": turn[2]}}}
+            if contents[-1]["role"] == "user" and "functionResponse" in contents[-1]["parts"][0]:
+                contents[-1]["parts"].append(part)
+            else:
+                contents.append({"role": "user", "parts": [part]})
+    return {
+        "model": f"models/{model}",
+        "systemInstruction": {"parts": [{"text": system}]},
+        "contents": contents,
+        "tools": [{"functionDeclarations": [{"name": n, "description": d, "parameters": s} for n, d, s in tools]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        "generationConfig": {"temperature": 0.2, "maxOutputTokens": 8192},
+    }
+
+
+RENDER = {"anthropic": anthropic, "openai-chat": openai_chat, "openai-responses": openai_responses,
+          "bedrock-converse": bedrock_converse, "gemini": gemini}
 
 
 def request(shape: str, *, model: str | None = None, now: str = TIME_A, tools: list | None = None,
@@ -358,7 +420,13 @@ def request(shape: str, *, model: str | None = None, now: str = TIME_A, tools: l
 # ---- where things are in each shape (what expected.json says)
 
 def system_pointer(shape: str) -> str:
-    return {"anthropic": "/system/0", "openai-chat": "/messages/0/content", "openai-responses": "/instructions"}[shape]
+    return {"anthropic": "/system/0", "openai-chat": "/messages/0/content", "openai-responses": "/instructions",
+            "bedrock-converse": "/system/0", "gemini": "/systemInstruction/parts/0"}[shape]
+
+
+def tool_pointer(shape: str, i: int) -> str:
+    return {"bedrock-converse": f"/toolConfig/tools/{i}", "gemini": f"/tools/0/functionDeclarations/{i}"}.get(
+        shape, f"/tools/{i}")
 
 
 # ---- the pairs: each returns (a, b, level, pointer); b is the session's next request with the change
@@ -384,20 +452,20 @@ def tools_reordered(shape: str) -> Pair:
     # A set of tools collected from a dict or an MCP server: same tools, another order.
     shuffled = [TOOLS[i] for i in (0, 1, 3, 2, 4, 5)]
     a, b = request(shape), request(shape, tools=shuffled, history=next_history())
-    return a, b, "tools", "/tools/2"
+    return a, b, "tools", tool_pointer(shape, 2)
 
 
 def tools_changed(shape: str) -> Pair:
     tools = TOOLS[:3] + [EXTRA_TOOL] + TOOLS[3:]  # a tool enabled mid-session, inserted, not appended
     a, b = request(shape), request(shape, tools=tools, history=next_history())
-    return a, b, "tools", "/tools/3"
+    return a, b, "tools", tool_pointer(shape, 3)
 
 
 def tool_schema_changed(shape: str) -> Pair:
     tools = copy.deepcopy(TOOLS)
     tools[4][2]["properties"]["timeout_s"]["maximum"] = 3600  # a limit raised between two turns
     a, b = request(shape), request(shape, tools=tools, history=next_history())
-    return a, b, "tools", "/tools/4"
+    return a, b, "tools", tool_pointer(shape, 4)
 
 
 def key_order_changed(shape: str) -> Pair:
@@ -409,7 +477,8 @@ def key_order_changed(shape: str) -> Pair:
     history[1] = (history[1][0], history[1][1], [("call_01", name, reordered)] + history[1][2][1:])
     a, b = request(shape), request(shape, history=history)
     pointer = {"anthropic": "/messages/1/content/1", "openai-chat": "/messages/2/tool_calls/0",
-               "openai-responses": "/input/2"}[shape]
+               "openai-responses": "/input/2", "bedrock-converse": "/messages/1/content/1",
+               "gemini": "/contents/1/parts/1"}[shape]
     return a, b, "messages", pointer
 
 
@@ -433,7 +502,8 @@ def history_rewritten(shape: str) -> Pair:
     history[2] = ("tool", "call_01", PYTEST_OUTPUT.split("=== FAILURES ===")[0] + "[output truncated]")
     a, b = request(shape), request(shape, history=history)
     pointer = {"anthropic": "/messages/2/content/0", "openai-chat": "/messages/3/content",
-               "openai-responses": "/input/4"}[shape]
+               "openai-responses": "/input/4", "bedrock-converse": "/messages/2/content/0",
+               "gemini": "/contents/2/parts/0"}[shape]
     return a, b, "messages", pointer
 
 
@@ -443,7 +513,8 @@ def history_truncated(shape: str) -> Pair:
     kept = history[:1] + history[4:]
     a, b = request(shape), request(shape, history=kept)
     pointer = {"anthropic": "/messages/1/content/0", "openai-chat": "/messages/2/content",
-               "openai-responses": "/input/1/content/0"}[shape]
+               "openai-responses": "/input/1/content/0", "bedrock-converse": "/messages/1/content/0",
+               "gemini": "/contents/1/parts/0"}[shape]
     return a, b, "messages", pointer
 
 
@@ -452,13 +523,14 @@ def history_compacted(shape: str) -> Pair:
     history = [("user", SUMMARY + "\n\n" + HISTORY[-1][1])] + NEXT_TURN
     a, b = request(shape), request(shape, history=history)
     pointer = {"anthropic": "/messages/0/content/0", "openai-chat": "/messages/1/content",
-               "openai-responses": "/input/0/content"}[shape]
+               "openai-responses": "/input/0/content", "bedrock-converse": "/messages/0/content/0",
+               "gemini": "/contents/0/parts/0"}[shape]
     return a, b, "messages", pointer
 
 
 def model_changed(shape: str) -> Pair:
     a, b = request(shape), request(shape, model=MODELS[shape][1], history=next_history())
-    return a, b, "tools", "/tools/0"
+    return a, b, "tools", tool_pointer(shape, 0)
 
 
 def setting_changed(shape: str) -> Pair:
@@ -466,6 +538,12 @@ def setting_changed(shape: str) -> Pair:
     if shape == "anthropic":  # extended thinking switched on for a hard turn: the messages level is rebuilt
         b["thinking"] = {"type": "enabled", "budget_tokens": 4096}
         return a, b, "messages", "/messages/0/content/0"
+    if shape == "bedrock-converse":  # the same, through Converse's pass-through fields for the model
+        b["additionalModelRequestFields"] = {"thinking": {"type": "enabled", "budget_tokens": 4096}}
+        return a, b, "messages", "/messages/0/content/0"
+    if shape == "gemini":  # a thinking budget set for a hard turn
+        b["generationConfig"] = {**b["generationConfig"], "thinkingConfig": {"thinkingBudget": 4096}}
+        return a, b, "messages", "/contents/0/parts/0"
     # A cache key that includes a per-request value: every request is routed to a cold machine.
     b["prompt_cache_key"] = "billing-service/atlas/run-2"
     return a, b, "tools", "/tools/0"
@@ -473,12 +551,9 @@ def setting_changed(shape: str) -> Pair:
 
 def images_changed(shape: str) -> Pair:
     # An image attached to an earlier user turn on one request and not on the next.
-    image = {"anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_B64}},
-             "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE_B64}"}},
-             "openai-responses": {"type": "input_image", "image_url": f"data:image/png;base64,{IMAGE_B64}"}}[shape]
-    text = {"anthropic": "text", "openai-chat": "text", "openai-responses": "input_text"}[shape]
+    image, part = image_part(shape)
     history = copy.deepcopy(HISTORY)
-    history[0] = ("user", [{"type": text, "text": history[0][1]}, {"type": text, "text": SCREENSHOT_TEXT}, image])
+    history[0] = ("user", [part(history[0][1]), part(SCREENSHOT_TEXT), image])
     a = request(shape, history=history)
     later = history + NEXT_TURN
     later[0] = ("user", later[0][1][:2])  # the app stops re-sending the attachment
@@ -487,8 +562,22 @@ def images_changed(shape: str) -> Pair:
     # first differing part is the block that now stands there (an image added in a NEW message breaks
     # nothing: providers render the earlier prefix alike, as recorded usage shows).
     pointer = {"anthropic": "/messages/1/content/0", "openai-chat": "/messages/2/content",
-               "openai-responses": "/input/1/content/0"}[shape]
+               "openai-responses": "/input/1/content/0", "bedrock-converse": "/messages/1/content/0",
+               "gemini": "/contents/1/parts/0"}[shape]
     return a, b, "messages", pointer
+
+
+def image_part(shape: str) -> tuple[dict, Callable[[str], dict]]:
+    """An image part and a maker of text parts, as each shape writes them."""
+    image = {"anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_B64}},
+             "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE_B64}"}},
+             "openai-responses": {"type": "input_image", "image_url": f"data:image/png;base64,{IMAGE_B64}"},
+             "bedrock-converse": {"image": {"format": "png", "source": {"bytes": IMAGE_B64}}},
+             "gemini": {"inlineData": {"mimeType": "image/png", "data": IMAGE_B64}}}[shape]
+    if shape in ("bedrock-converse", "gemini"):
+        return image, lambda text: {"text": text}
+    kind = "input_text" if shape == "openai-responses" else "text"
+    return image, lambda text: {"type": kind, "text": text}
 
 
 def breakpoint_changed(shape: str) -> Pair:
@@ -496,6 +585,7 @@ def breakpoint_changed(shape: str) -> Pair:
     # system one, so the entry A wrote at its newest block can no longer be read: the history is prefilled again.
     a, b = request(shape), request(shape, history=next_history())
     for message in b["messages"]:
+        message["content"] = [block for block in message["content"] if "cachePoint" not in block]
         for block in message["content"]:
             block.pop("cache_control", None)
     return a, b, "messages", "/messages/0/content/0"
@@ -519,17 +609,14 @@ def text_block_is_string(shape: str) -> Pair:
 
 def image_in_new_message(shape: str) -> Pair:
     # A screenshot attached in a NEW user message: the cached prefix before it is untouched.
-    image = {"anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_B64}},
-             "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE_B64}"}},
-             "openai-responses": {"type": "input_image", "image_url": f"data:image/png;base64,{IMAGE_B64}"}}[shape]
-    text = {"anthropic": "text", "openai-chat": "text", "openai-responses": "input_text"}[shape]
-    later = next_history() + [("user", [{"type": text, "text": SCREENSHOT_TEXT}, image])]
+    image, part = image_part(shape)
+    later = next_history() + [("user", [part(SCREENSHOT_TEXT), image])]
     return request(shape), request(shape, history=later), "", ""
 
 
 EQUIVALENT: dict[str, Callable[[str], Pair]] = {f.__name__: f for f in (text_block_is_string, image_in_new_message)}
 PAIRS = CAUSES | EQUIVALENT
-ONLY = {"breakpoint_changed": ("anthropic",),  # the OpenAI shapes have no per-block breakpoint here
+ONLY = {"breakpoint_changed": ("anthropic", "bedrock-converse"),  # the others have no per-block breakpoint here
         "text_block_is_string": ("anthropic", "openai-chat")}  # Responses has no string content of this kind
 
 

@@ -21,6 +21,7 @@ from itertools import accumulate, pairwise
 from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.wire.segments import tool_name
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.lint.position import join_pointer
@@ -84,6 +85,8 @@ class Context:
         self.segments = prompt.segments
         self.provider = provider_for(prompt.api, prompt.model)
         self.limits: dict[str, Any] = providers()[self.provider]
+        # written at breakpoints and read by lookback (Anthropic, and Bedrock with its own numbers)
+        self.breakpointed = self.limits.get("policy", self.provider) == "anthropic"
         self.contract = model_contract(prompt.api, prompt.model)
         self._extra = tuple(sorted((extra_patterns or {}).items()))  # hashable: the key of _find's cache
         # blocks no breakpoint may sit on, and that the automatic breakpoint walks back over
@@ -144,7 +147,7 @@ class Context:
     def prefix_end(self) -> int:
         """Segments [0, prefix_end) form the prefix a later request of this conversation should reuse:
         up to the last breakpoint (Anthropic) and in every case before the latest message."""
-        if self.provider == "anthropic":
+        if self.breakpointed:
             end = self.breakpoints[-1].index + 1 if self.breakpoints else 0
             return min(end, self.last_message_start)
         return self.last_message_start
@@ -286,12 +289,7 @@ def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
 # ------------------------------------------------------------------------- ordering and serialization
 
 def _tool_name(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return None
-    name = value.get("name")
-    if name is None and isinstance(value.get("function"), dict):
-        name = value["function"].get("name")
-    return name if isinstance(name, str) else None
+    return tool_name(value)
 
 
 @check("tools-unsorted")
@@ -451,9 +449,17 @@ def ttl_order(ctx: Context) -> Iterator[Hit]:
             shortest = bp
 
 
+def _model_unknown(ctx: Context) -> bool:
+    """No contract for this model: the body does not name it (Bedrock, Gemini: the path does) or, where
+    only the listed models cache at all (Bedrock), it is not listed. Its minimum is then unknown."""
+    return not ctx.contract.confirmed and (ctx.prompt.model is None or ctx.limits.get("listed_models_only", False))
+
+
 @check("no-breakpoint")
 def no_breakpoint(ctx: Context) -> Iterator[Hit]:
     minimum = ctx.contract.min_cacheable_tokens
+    if _model_unknown(ctx):
+        return
     if not ctx.breakpoints and ctx.total >= minimum:
         yield Hit("no-breakpoint", "",
                   f"no cache breakpoint on a prompt of {ctx.tokens(ctx.total)} (cacheable from {minimum} "
@@ -491,7 +497,9 @@ def _versioned_tool(value: Any) -> bool:
 def below_minimum(ctx: Context) -> Iterator[Hit]:
     minimum = ctx.contract.min_cacheable_tokens
     model = ctx.prompt.model or "this model"
-    if ctx.provider != "anthropic":
+    if _model_unknown(ctx):
+        return
+    if not ctx.breakpointed:
         if _clearly_below(ctx.total, minimum):
             yield Hit("below-minimum", "", f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
                       f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)

@@ -53,6 +53,11 @@ _SPEC: jsonspan.Spec = {
     "system_instruction": {"parts": {"[]": None}},
 }
 
+# Gemini puts every function of an app in one Tool object: its declarations are walked (one segment
+# each) only when the body holds some, so the other shapes' tools stay leaf values (the fast path).
+_DECLARED_SPEC: jsonspan.Spec = {**_SPEC, "tools": {"[]": {"functionDeclarations": {"[]": None},
+                                                          "function_declarations": {"[]": None}}}}
+
 # Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
 _ANTHROPIC_KEYS = {"system", "anthropic_version", "cache_control", "stop_sequences", "thinking", "top_k",
                    "output_config", "container", "mcp_servers"}
@@ -65,7 +70,7 @@ _CHAT_ROLES = {"system", "developer", "tool", "function"}
 # Shapes that are not requests of the APIs read here (a response, a count): NotARequest, so that lint
 # skips them with a warning instead of failing.
 _RESPONSE_OBJECTS = {"response", "chat.completion", "chat.completion.chunk", "list", "model"}
-_BEDROCK_KEYS = {"inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
+_BEDROCK_KEYS = {"modelId", "inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
                  "performanceConfig", "promptVariables", "additionalModelResponseFieldPaths"}
 _COUNT_PATH = re.compile(r"/(count_tokens|input_tokens)/?$")
 
@@ -165,7 +170,8 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         text = _decode(body, max_bytes)
         _check_parts(text)
         try:
-            root = jsonspan.parse(text, _SPEC)
+            declared = '"functionDeclarations"' in text or '"function_declarations"' in text
+            root = jsonspan.parse(text, _DECLARED_SPEC if declared else _SPEC)
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
         if not isinstance(root.value, dict):
@@ -184,7 +190,7 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if source:
             raise type(err)(str(err), source) from None
         raise
-    if prompt.model is None and path_model:
+    if path_model:  # on the wire the path names the model (a body's own is not sent)
         prompt.model = path_model
     prompt.text = text
     prompt.source = source

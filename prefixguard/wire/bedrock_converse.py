@@ -130,7 +130,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "guardrail": body.get("guardrailConfig"),
         "images": images,
     }
-    return Prompt(API, None, out.segments, settings)
+    model = body.get("modelId")  # in the path on the wire; an SDK call's arguments dumped to a file hold it
+    return Prompt(API, model if isinstance(model, str) else None, out.segments, settings)
 
 
 # ---- usage

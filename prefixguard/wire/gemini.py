@@ -85,7 +85,13 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     body = root.value
     tools = expect(root.get("tools"), list, "'tools'")
     for i, tool in enumerate(tools.kids if tools else ()):
-        out.add("tools", f"/tools/{i}", "tool", tool)
+        key = next((k for k in ("functionDeclarations", "function_declarations") if k in (tool.kids or {})), None)
+        declared = tool.get(key) if key else None
+        if declared is not None and isinstance(declared.value, list) and len(tool.value) == 1:
+            for j, fn in enumerate(declared.kids):  # one segment per function: a reorder is seen as one
+                out.add("tools", f"/tools/{i}/{key}/{j}", "tool", fn)
+        else:
+            out.add("tools", f"/tools/{i}", "tool", tool)
 
     key = "systemInstruction" if "systemInstruction" in body else "system_instruction"
     system = expect(root.get(key), (dict, str), f"'{key}'")
@@ -116,7 +122,14 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "cached_content": cached if isinstance(cached, str) else None,
         "images": images,
     }
-    return Prompt(API, None, out.segments, settings)
+    return Prompt(API, _model(body), out.segments, settings)
+
+
+def _model(body: dict[str, Any]) -> str | None:
+    """GenerateContentRequest's own `model` ("models/gemini-2.5-pro"), in a file or a batch item; on the
+    wire the path names it."""
+    model = body.get("model")
+    return model.rpartition("/")[2] if isinstance(model, str) and model else None
 
 
 # ---- usage

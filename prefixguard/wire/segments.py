@@ -107,3 +107,15 @@ def model_of(body: dict[str, Any]) -> str | None:
 def as_int(value: Any) -> int:
     """A usage count: an integer, else 0 (absent, null or of the wrong JSON type)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tool_name(value: Any, server_type: bool = False) -> str | None:
+    """A tool definition's name in any shape: Anthropic and Gemini `name`, Chat's `function.name`,
+    Converse's `toolSpec.name`; with server_type, a server tool without one by its `type`."""
+    if not isinstance(value, dict):
+        return None
+    inner = value.get("function") or value.get("toolSpec")
+    name = value.get("name") or (inner.get("name") if isinstance(inner, dict) else None)
+    if name is None and server_type:
+        name = value.get("type")
+    return name if isinstance(name, str) else None
