@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
 from prefixguard.contracts import providers
+from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
@@ -73,14 +74,33 @@ class Messages:
         self.opts = opts
         self.id = new_id("msg_")
         self.stop_sequence: str | None = None   # the one that ended the text, if any
+        self.diagnosis: Diagnosis | None = None  # set when the request asked (diagnostics.previous_message_id)
+
+    @staticmethod
+    def compared_with(body: dict[str, Any]) -> str | None:
+        """The earlier response a request asks its cache diagnosis against."""
+        asked = body.get("diagnostics")
+        found = asked.get("previous_message_id") if isinstance(asked, dict) else None
+        return found if isinstance(found, str) else None
+
+    def _diagnostics(self) -> dict[str, Any]:
+        d = self.diagnosis
+        if d is None or d.status == NO_MISS:
+            return {"cache_miss_reason": None}
+        if d.status != MISS:
+            return {"cache_miss_reason": {"type": d.label or "unavailable"}}
+        return {"cache_miss_reason": {"type": d.label, "cache_missed_input_tokens": d.missed_tokens or 0}}
 
     def _stop_reason(self, finish: str) -> str:
         return STOP_REASON.get(finish, "end_turn")
 
     def _message(self, content: list[dict[str, Any]], usage: Usage, finish: str | None) -> dict[str, Any]:
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
-                "content": content, "stop_reason": self._stop_reason(finish) if finish else None,
-                "stop_sequence": self.stop_sequence, "usage": self.usage_json(usage)}
+        message = {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
+                   "content": content, "stop_reason": self._stop_reason(finish) if finish else None,
+                   "stop_sequence": self.stop_sequence, "usage": self.usage_json(usage)}
+        if self.opts.diagnose:  # on the message, and on message_start when streaming, as the API puts it
+            message["diagnostics"] = self._diagnostics()
+        return message
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
         # max_tokens 0 pre-warms: the prompt is read and written to the cache, and no content comes back

@@ -20,6 +20,7 @@ class Options:
     include_usage: bool = False    # OpenAI Chat: stream_options.include_usage
     seed: int | None = None
     stop: tuple[str, ...] = ()     # stop sequences: the text ends before the first one generated
+    diagnose: bool = False         # the request asked for the provider's cache diagnosis
 
 
 def model_of(body: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
@@ -113,6 +114,24 @@ class Responses:
         self.created = int(time.time())
         self.text = ""
         self._seq = 0
+        self.diagnosis: Diagnosis | None = None  # set when asked (prompt_cache_options.comparison_response_id)
+
+    @staticmethod
+    def compared_with(body: dict[str, Any]) -> str | None:
+        options = body.get("prompt_cache_options")
+        found = options.get("comparison_response_id") if isinstance(options, dict) else None
+        return found if isinstance(found, str) else None
+
+    def _diagnostics(self) -> dict[str, Any]:
+        d = self.diagnosis
+        if d is None or d.status == NO_MISS:
+            return {"type": "cache_hit"}
+        if d.status == NOT_FOUND:
+            return {"type": "comparison_response_not_found"}
+        if d.status != MISS:
+            return {"type": "unavailable"}
+        return {"type": "cache_miss", "cache_missed_tokens": d.missed_tokens or 0, "reason": d.label,
+                "comparison_reusable_tokens": d.reusable_tokens}
 
     def _response(self, status: str, output: list[dict[str, Any]], usage: Usage | None) -> dict[str, Any]:
         return {"id": self.id, "object": "response", "created_at": self.created, "status": status,
@@ -123,7 +142,8 @@ class Responses:
                 "reasoning": {"effort": None, "summary": None}, "store": False,
                 "temperature": self.opts.temperature, "text": {"format": {"type": "text"}},
                 "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
-                "usage": None if usage is None else self.usage_json(usage), "metadata": {}}
+                "usage": None if usage is None else self.usage_json(usage), "metadata": {},
+                **({"prompt_cache_diagnostics": self._diagnostics()} if self.opts.diagnose else {})}
 
     def _item(self, status: str) -> dict[str, Any]:
         content = [self._part()] if status == "completed" else []

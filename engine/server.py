@@ -15,8 +15,10 @@ import json
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,6 +28,8 @@ from engine import api_anthropic, api_openai, chat_template
 from engine.api_common import sse
 from engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
 from engine.scheduler import RequestTooLarge
+from prefixguard.compare import compare
+from prefixguard.diagnosis import Diagnosis, of_comparison
 from prefixguard.errors import InputError
 from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
@@ -134,6 +138,7 @@ def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: 
 
 
 CACHE_POLICIES = ("auto", *POLICIES)
+KEEP_ANSWERED = 10_000  # prompts of earlier responses kept for diagnoses (the oldest go first)
 
 
 class Served:
@@ -152,6 +157,19 @@ class Served:
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
         self._policies: dict[str, CachePolicy] = {}
         self.serves: Callable[[str | None], bool] | None = None   # the model names answered (None: any)
+        self._answered: OrderedDict[str, Prompt] = OrderedDict()  # response id -> its prompt, for diagnoses
+
+    def diagnose(self, earlier_id: str, prompt: Prompt) -> Diagnosis:
+        """The cache diagnosis a provider gives against an earlier response (prefixguard's comparison)."""
+        earlier = self._answered.get(earlier_id)
+        if earlier is None:
+            return of_comparison(None, False, 0)
+        return of_comparison(compare(earlier, prompt), True, earlier.total_tokens)
+
+    def answered(self, response_id: str, prompt: Prompt) -> None:
+        self._answered[response_id] = prompt
+        while len(self._answered) > KEEP_ANSWERED:
+            self._answered.popitem(last=False)
 
     def policy_for(self, prompt: Prompt) -> CachePolicy | None:
         """The contract this request is served under; None: reuse any cached prefix (radix).
@@ -237,7 +255,8 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     try:
         # count_tokens=False: the template's render counts each segment in the engine's own tokens below
         prompt = parse_request(body, path=path, headers=request.headers, count_tokens=False)
-        opts = shape.options(json.loads(body), served.default_max_tokens)
+        data = json.loads(body)
+        opts = shape.options(data, served.default_max_tokens)
         if prompt.api == api_anthropic.Messages.API:
             api_anthropic.check(prompt)
     except InputError as e:
@@ -261,6 +280,11 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     except ValueError as e:
         return _error(error, 400, str(e))
     reply = shape(opts)
+    earlier_id = shape.compared_with(data) if hasattr(shape, "compared_with") else None
+    if earlier_id is not None and served.cache_policy != "radix":  # a provider's contract: its diagnostics too
+        reply.opts = replace(opts, diagnose=True)
+        reply.diagnosis = served.diagnose(earlier_id, prompt)
+    served.answered(reply.id, prompt)
     generation = Generation(served, policy, prompt, now, expected, stream, reply)
     if opts.stream:
         return StreamingResponse(generation.frames(error), media_type="text/event-stream",

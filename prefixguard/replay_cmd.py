@@ -15,7 +15,7 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.command()
 @click.argument("source", type=click.Path())
 @click.option("--target", default="sim", show_default=True, help=TARGET_HELP)
-@click.option("--policy", type=click.Choice(["auto", "radix", "anthropic", "openai"]),
+@click.option("--policy", type=click.Choice(["auto", "radix", "anthropic", "openai", "bedrock", "gemini"]),
               help="sim: reuse any cached prefix (radix), follow one provider's caching contract, or judge each "
                    "request by its own provider's contract (auto) [default: auto for a capture, else radix].")
 @click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
-SCHEMA_VERSION = 2   # 2: tokens_estimated
+SCHEMA_VERSION = 3   # 2: tokens_estimated; 3: diagnosis
 SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # file names taken as SQLite whatever they hold
 
@@ -32,7 +32,8 @@ _COLUMNS = """
     error TEXT, prompt_total INTEGER, cache_read INTEGER, cache_write_5m INTEGER, cache_write_1h INTEGER,
     uncached INTEGER, output INTEGER, reported INTEGER, ttft_s REAL, decode_tps REAL, total_s REAL,
     verdict TEXT, cause TEXT, expected_cached INTEGER, expected_reason TEXT, previous_id TEXT,
-    reprefill_tokens INTEGER, cost_usd REAL, detail TEXT, tokens_estimated INTEGER NOT NULL DEFAULT 0
+    reprefill_tokens INTEGER, cost_usd REAL, detail TEXT, tokens_estimated INTEGER NOT NULL DEFAULT 0,
+    diagnosis TEXT
 """
 
 
@@ -67,6 +68,7 @@ class Record:
     cost_usd: float | None = None          # what the break cost, when one was found
     detail: str | None = None
     tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
+    diagnosis: str | None = None           # the provider's own cache diagnosis and our agreement with it (JSON)
 
     def row(self) -> dict[str, Any]:
         """The export shape (JSON lines) that lint's sequence mode and replay read."""
@@ -84,12 +86,21 @@ class Record:
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": self.verdict, "cause": self.cause, "expected_cached": self.expected_cached,
             "tokens_estimated": self.tokens_estimated,
+            "diagnosis": _json_or_none(self.diagnosis),
         }
 
 
 _USAGE = tuple(f.name for f in fields(Usage))
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
-_ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0"}   # columns a version-1 file lacks
+_ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0",   # columns a version-1 file lacks
+          "diagnosis": "TEXT"}                              # and a version-2 one
+
+
+def _json_or_none(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        return None
 
 
 def _flat(rec: Record) -> dict[str, Any]:

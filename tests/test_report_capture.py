@@ -193,7 +193,7 @@ def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> 
     for req in requests:
         prompt = prompt_of(req)
         groups.setdefault(policy_name(prompt.api, prompt.model), []).append(req)
-    assert set(groups) == {"anthropic", "openai", "radix"}
+    assert set(groups) == {"anthropic", "openai", "radix", "bedrock", "gemini"}
     for name, reqs in groups.items():
         alone = replay(reqs, SimTarget(name), progress=False)
         assert [key(o) for o in alone] == [auto[r.ref] for r in reqs], name

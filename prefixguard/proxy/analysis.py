@@ -11,6 +11,7 @@ It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison
+from prefixguard.diagnosis import Diagnosis, agreement, as_row
 from prefixguard.errors import InputError, TooLarge
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
@@ -28,7 +30,7 @@ from prefixguard.scale import TokenScale
 from prefixguard.session import Sessions
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
-from prefixguard.wire import files, parse_request, parse_response
+from prefixguard.wire import files, parse_diagnosis, parse_request, parse_response
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 
@@ -145,7 +147,19 @@ def _line(rec: Record) -> str:
         parts.append(f"{rec.decode_tps:.1f} tok/s")
     if rec.total_s is not None:
         parts.append(f"total {rec.total_s:.3f}s")
-    return "prefixguard " + " ".join(parts)
+    said = diagnosis_said(rec)
+    return "prefixguard " + " ".join(parts) + (f" | {said}" if said else "")
+
+
+def diagnosis_said(rec: Record) -> str | None:
+    """The provider's diagnosis beside ours: "provider says: system_changed (1,234 missed) |
+    prefixguard: volatile_content at /system/0 -- agree"."""
+    diag = Diagnosis.from_json(rec.diagnosis)
+    if diag is None:
+        return None
+    verdict = json.loads(rec.diagnosis).get("agreement")
+    ours = rec.cause if rec.verdict == "miss_prefix_changed" else "no break"
+    return f"provider says: {diag.said()} | prefixguard: {ours}" + (f" -- {verdict.replace('_', ' ')}" if verdict else "")
 
 
 class Analyzer:
@@ -228,10 +242,10 @@ class Analyzer:
         prompt = flow.prompt
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
-        usage, first, output = Usage(), None, 0
+        usage, first, output, diag = Usage(), None, 0, None
         if api and resp.chunks is not None:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
-            usage = stream.usage()
+            usage, diag = stream.usage(), stream.diagnosis
             output = usage.output or stream.output_chunks
             if resp.error and stream.finished and resp.status is not None and 200 <= resp.status < 300:
                 # The client closed the connection after the provider's last event (an SDK stops
@@ -239,7 +253,9 @@ class Analyzer:
                 resp.error, ok = None, True
         elif api and resp.body and ok:
             try:
-                usage = parse_response(decoded(resp.body, resp.encoding)[0], api)
+                plain = decoded(resp.body, resp.encoding)[0]
+                usage = parse_response(plain, api)
+                diag = parse_diagnosis(plain, api) if b'diagnostic' in plain else None  # asked for: rare
             except InputError as err:  # a 200 whose body is no answer: the row says so
                 resp.error = f"unreadable response: {err}"
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
@@ -270,6 +286,8 @@ class Analyzer:
                 rec.expected_cached, rec.expected_reason = flow.expected.read_tokens, flow.expected.reason
             rec.previous_id = flow.previous_id
             cmp = flow.comparison
+            if diag is not None:
+                rec.diagnosis = json.dumps(as_row(diag, agreement(diag, cmp)), separators=(",", ":"))
             if cmp is not None and cmp.broken:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)

@@ -27,7 +27,7 @@ from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
 from prefixguard.scale import TokenScale
 from prefixguard.wire import UsageStream, parse_request
 
-POLICIES = ("radix", "anthropic", "openai", "auto")
+POLICIES = ("radix", "anthropic", "openai", "bedrock", "gemini", "auto")
 DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
 NO_BODIES = "this trace holds no request bodies (Mooncake): only --target sim or engine replays it"
 API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}

@@ -306,7 +306,35 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
                               "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}
                              for r in gaps[:5] if r["expected_cached"] != (_usage(r).get("cache_read") or 0)],
-            "finding": finding}
+            "finding": finding, "agreement": _agreement(rows)}
+
+
+def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The provider's own miss diagnostics beside ours, per cause: both found it, only we did, only the
+    provider did; and the requests where both found a miss but placed it differently."""
+    table: dict[str, Counter[str]] = {}
+    disagreements = []
+    clear = 0  # both said nothing broke: agreement, with no cause to file it under
+    for r in rows:
+        diag = r.get("diagnosis") or {}
+        verdict = diag.get("agreement")
+        clear += verdict == "both_clear"
+        if verdict is None or verdict == "both_clear":
+            continue
+        ours = (r.get("cause") or "").split(" at ")[0] if r.get("verdict") == "miss_prefix_changed" else ""
+        name = ours or diag.get("label") or diag.get("status") or "?"
+        table.setdefault(name, Counter())[verdict] += 1
+        if verdict == "disagree":
+            disagreements.append({"request": str(r.get("id")), "provider": diag.get("label"),
+                                  "provider_level": diag.get("level"), "ours": r.get("cause")})
+    compared = clear + sum(sum(c.values()) for c in table.values())
+    agreed = clear + sum(c["agree"] for c in table.values())
+    finding = (f"The provider's own diagnostics and ours agree on {agreed} of {compared} compared requests."
+               if compared else "No request carries the provider's own cache diagnostics.")
+    return {"compared": compared, "agreed": agreed, "both_clear": clear, "finding": finding, "disagreements": disagreements,
+            "causes": [{"cause": name, "both": c["agree"] + c["disagree"], "agree": c["agree"],
+                        "only_us": c["only_us"], "only_provider": c["only_provider"]}
+                       for name, c in sorted(table.items())]}
 
 
 def _points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:

@@ -75,6 +75,15 @@ def render(d: Diagnosis) -> str:
         _table(["request", "predicted", "reported", "verdict"],
                [[g["request"], f"{g['predicted']:,}", f"{g['reported']:,}", str(g["verdict"])]
                 for g in f["largest_gaps"]]) if f["largest_gaps"] else "")
+    agreement = f.get("agreement") or {}
+    if agreement.get("compared"):
+        step5 += f"<p>{escape(agreement['finding'])}</p>" + _table(
+            ["cause", "both (agree)", "only prefixguard", "only the provider"],
+            [[c["cause"], f"{c['both']} ({c['agree']})", str(c["only_us"]), str(c["only_provider"])]
+             for c in agreement["causes"]]) + (_table(
+                ["disagreement", "provider says", "prefixguard says"],
+                [[d["request"], str(d["provider"]), str(d["ours"])] for d in agreement["disagreements"]])
+                if agreement["disagreements"] else "")
 
     body = "".join([
         f'<p class="estimated">{escape(ESTIMATED)}</p>' if d.tokens_estimated else "",

@@ -58,3 +58,13 @@ def render(d: Diagnosis, console: Console | None = None) -> None:
     for gap in f["largest_gaps"]:
         console.print(f"   {escape(gap['request'])}: predicted {gap['predicted']:,}, reported {gap['reported']:,} "
                       f"({gap['verdict']})")
+    agreement = f.get("agreement") or {}
+    if agreement.get("compared"):
+        console.print(f"   provider diagnostics: {escape(agreement['finding'])}")
+        table = Table("cause", "both (agree)", "only us", "only the provider", box=None, padding=(0, 2))
+        for c in agreement["causes"]:
+            table.add_row(escape(c["cause"]), f"{c['both']} ({c['agree']})", str(c["only_us"]), str(c["only_provider"]))
+        console.print(table)
+        for dis in agreement["disagreements"]:
+            console.print(f"   disagree {escape(dis['request'])}: provider {escape(str(dis['provider']))}, "
+                          f"prefixguard {escape(str(dis['ours']))}")

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from prefixguard.diagnosis import Diagnosis
 from prefixguard.errors import InputError, NotARequest, TooLarge
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
@@ -271,6 +272,25 @@ def parse_response(body: bytes | str, api: str) -> Usage:
     return stream.usage()
 
 
+def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
+    """The provider's own cache diagnosis in a whole response (JSON or a stream), None when it gave none."""
+    mod = _adapter(api)
+    if not hasattr(mod, "diagnosis"):
+        return None
+    raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    if raw_bytes.lstrip()[:1] == b"{":
+        try:
+            obj = json.loads(raw_bytes)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            return mod.diagnosis(obj)
+    stream = UsageStream(api)
+    stream.feed(raw_bytes)
+    stream.feed(b"\n\n")
+    return stream.diagnosis
+
+
 def _adapter(api: str) -> ModuleType:
     try:
         return ADAPTERS[api]
@@ -302,6 +322,8 @@ class UsageStream:
         self.finished = False                       # the provider's last event came: the answer is whole
         self.frames: EventStreamDecoder | None = None  # set once the stream shows EventStream framing
         self._final = getattr(self._mod, "FINAL_EVENTS", FINAL_EVENTS)
+        self._diagnose = getattr(self._mod, "stream_diagnosis", None)
+        self.diagnosis: Diagnosis | None = None     # the provider's own cache diagnosis, when it sent one
         self._begun = False
 
     def feed(self, chunk: bytes) -> None:
@@ -376,6 +398,8 @@ class UsageStream:
         if event.get("type") in self._final or (final is not None and final(event)):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
+        if self._diagnose is not None:
+            self.diagnosis = self._diagnose(event, self.diagnosis)
         if self._mod.is_content(event):
             self.output_chunks += 1
             if self.first_content_at is None:
@@ -386,4 +410,4 @@ class UsageStream:
         return self._mod.usage(self._raw)
 
 
-__all__ = ["APIS", "InputError", "UsageStream", "detect_api", "parse_request", "parse_response"]
+__all__ = ["APIS", "InputError", "UsageStream", "detect_api", "parse_diagnosis", "parse_request", "parse_response"]

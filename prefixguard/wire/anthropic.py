@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt, compact_json, without_markers
@@ -209,3 +210,39 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 
 def is_content(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "content_block_delta"
+
+
+# ---- cache diagnostics (asked with diagnostics.previous_message_id)
+
+_MISS_LEVELS = {"model_changed": "model", "system_changed": "system", "tools_changed": "tools",
+                "messages_changed": "messages"}
+_NO_COMPARISON = {"previous_message_not_found": "not_found", "unavailable": "unavailable"}
+
+
+def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
+    """A response message's `diagnostics`: None when not asked; cache_miss_reason null means no miss
+    found (or the comparison still pending: the API cannot tell them apart)."""
+    found = message.get("diagnostics")
+    if not isinstance(found, Mapping):
+        return None
+    reason = found.get("cache_miss_reason")
+    if not isinstance(reason, Mapping):
+        return Diagnosis(NO_MISS, label="none")
+    kind = str(reason.get("type") or "")
+    missed = reason.get("cache_missed_input_tokens")
+    missed = as_int(missed) if missed is not None else None
+    if kind in _NO_COMPARISON:
+        return Diagnosis(_NO_COMPARISON[kind], label=kind)
+    return Diagnosis(MISS, _MISS_LEVELS.get(kind), kind, missed)
+
+
+def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    """Streaming: the diagnosis comes on message_start, inside its message."""
+    if event.get("type") == "message_start" and isinstance(event.get("message"), Mapping):
+        return diagnosis(event["message"]) or current
+    return current
+
+
+def diagnostics_field(previous_id: str) -> tuple[str, dict[str, Any]]:
+    """The body field that asks for a diagnosis against an earlier response (the proxy's opt-in)."""
+    return "diagnostics", {"previous_message_id": previous_id}

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.media import Media
 from prefixguard.prompt import Prompt, compact_json
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, expect, message_header, model_of, wrong_type
+from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
 
 API = "openai-responses"
 PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
@@ -123,3 +124,37 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 def is_content(event: Mapping[str, Any]) -> bool:
     kind = event.get("type")
     return isinstance(kind, str) and kind.endswith(".delta")
+
+
+# ---- prompt cache diagnostics (GPT-5.6+, asked with prompt_cache_options.comparison_response_id)
+
+_STATUS = {"cache_miss": MISS, "cache_hit": NO_MISS, "comparison_response_not_found": NOT_FOUND,
+           "unavailable": UNAVAILABLE}
+# The API gives a miss's reason as text: the words that place it in the prefix (checked in this order).
+_REASON_LEVELS = (("model", "model"), ("service_tier", "model"), ("tool", "tools"), ("instruction", "system"),
+                  ("system", "system"), ("developer", "system"), ("input", "messages"), ("message", "messages"))
+
+
+def diagnosis(response: Mapping[str, Any]) -> Diagnosis | None:
+    found = response.get("prompt_cache_diagnostics")
+    if not isinstance(found, Mapping):
+        return None
+    kind = str(found.get("type") or "")
+    reason = found.get("reason") if isinstance(found.get("reason"), str) else None
+    level = next((lv for word, lv in _REASON_LEVELS if reason and word in reason.lower()), None)
+    missed, reusable = found.get("cache_missed_tokens"), found.get("comparison_reusable_tokens")
+    return Diagnosis(_STATUS.get(kind, UNAVAILABLE), level if kind == "cache_miss" else None,
+                     reason or kind, as_int(missed) if missed is not None else None,
+                     as_int(reusable) if reusable is not None else None, reason)
+
+
+def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    """Streaming: with the final response object (response.completed)."""
+    response = event.get("response")
+    return (diagnosis(response) or current) if isinstance(response, Mapping) else current
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    options = body.get("prompt_cache_options")
+    return "prompt_cache_options", {**(options if isinstance(options, dict) else {}),
+                                    "comparison_response_id": previous_id}
