@@ -161,3 +161,48 @@ def test_engine_responses_diagnostics(tmp_path: Path):
     assert "prompt_cache_diagnostics" not in first
     got = parse_diagnosis(json.dumps(second), "openai-responses")
     assert got.status == "miss" and got.level == "tools" and got.missed_tokens > 0
+
+
+@pytest.mark.slow
+def test_opt_in_adds_the_asking_member_and_nothing_else(shared_data: Path, tmp_path: Path):
+    """--ask-diagnostics: the second request of a tenant reaches the upstream as the app sent it plus one
+    member after the opening brace; without the flag (the other proxy tests) every byte passes."""
+    import hashlib
+
+    from upstream import Upstream
+
+    legacy = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
+    raw = (shared_data / "recorded" / legacy / "0001.request.json").read_bytes()
+    answer = json.loads((shared_data / "recorded" / legacy / "0001.response.json").read_bytes())
+    headers = {"x-api-key": "sk-ant-api03-optin-test", "content-type": "application/json"}
+    with Upstream(shared_data / "recorded") as up:
+        with ProxyThread([up.url], addon=PrefixGuard(console=lambda _: None), store=str(tmp_path / "c.db"),
+                         diagnostics=True) as px:
+            for n in (1, 2):
+                r = httpx.post(f"{px.url}/v1/messages", content=raw, headers={**headers, "x-test-id": f"optin-{n}"},
+                               timeout=30)
+                assert r.status_code == 200
+    member = b'"diagnostics":{"previous_message_id":"' + answer["id"].encode() + b'"},'
+    start = raw.index(b"{") + 1
+    assert up.seen["optin-1"]["request_sha"] == hashlib.sha256(raw).hexdigest()  # nothing to name yet
+    assert up.seen["optin-2"]["request_sha"] == hashlib.sha256(raw[:start] + member + raw[start:]).hexdigest()
+
+
+@pytest.mark.slow
+def test_opt_in_against_the_engine_agrees(tmp_path: Path):
+    from engine.llm_engine import LLMEngine
+    from engine.server import create_app, serve_in_thread
+
+    system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
+    lines: list[str] = []
+    db = tmp_path / "capture.db"
+    with serve_in_thread(create_app(LLMEngine("tiny", page_size=1), cache_policy="anthropic")) as url:
+        with ProxyThread([url], addon=PrefixGuard(console=lines.append), store=str(db), diagnostics=True) as px:
+            client = anthropic.Anthropic(base_url=px.url, api_key="sk-ant-test-optin", max_retries=0)
+            for text in (system, system.replace("clause 9:", "clause 9 (new):")):  # the app asks for nothing
+                client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=[{"role": "user", "content": "Hi"}],
+                                       system=[{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}])
+            stored = rows(db, 2)
+    assert stored[0]["diagnosis"] is None
+    assert stored[1]["diagnosis"]["label"] == "system_changed" and stored[1]["diagnosis"]["agreement"] == "agree"
+    assert any("provider says: system_changed" in ln and ln.endswith("-- agree") for ln in lines)

@@ -32,6 +32,7 @@ from typing import Any
 from mitmproxy import http
 
 from prefixguard.proxy.analysis import Analyzer, Early, Response
+from prefixguard.proxy.ask import Asker
 from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
@@ -50,7 +51,7 @@ MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows 
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
 OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
-           "prefixguard_policy", "prefixguard_upstreams")
+           "prefixguard_policy", "prefixguard_upstreams", "prefixguard_diagnostics")
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
@@ -127,6 +128,7 @@ class PrefixGuard:
         self._settings: dict[str, Any] = {}
         self._worker: Worker | None = None
         self._skipping = False
+        self.asker: Asker | None = None  # --ask-diagnostics: the one option that changes a request body
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
@@ -137,6 +139,9 @@ class PrefixGuard:
         loader.add_option("prefixguard_policy", str, "", "Cache policy: radix, anthropic, openai (empty: by provider).")
         loader.add_option("prefixguard_upstreams", Sequence[str], [],
                           "Reverse-proxy routes PREFIX=URL (a URL alone: every other path).")
+        loader.add_option("prefixguard_diagnostics", bool, False,
+                          "Ask the provider for its cache diagnosis against the tenant's previous response: "
+                          "adds one member to Messages / Responses request bodies (off: every byte passes).")
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
@@ -145,6 +150,8 @@ class PrefixGuard:
         opts = ctx.options
         self.routes = sorted((Route.parse(s) for s in opts.prefixguard_upstreams), key=lambda r: -len(r.prefix))
         self.headers, self.quiet = opts.prefixguard_headers, opts.prefixguard_quiet
+        if opts.prefixguard_diagnostics != (self.asker is not None):
+            self.asker = Asker() if opts.prefixguard_diagnostics else None
         settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
                     "policy": opts.prefixguard_policy or None}
         if settings != self._settings:
@@ -201,6 +208,8 @@ class PrefixGuard:
             return  # not a Messages / Chat Completions / Responses call
         tap = flow.metadata.pop(BODY, None)
         body = b"".join(chunk for _, chunk in tap.chunks) if tap is not None else req.raw_content or b""
+        if self.asker is not None and tap is None:  # a body streamed through is already on its way
+            body = self.asker.before(flow, body)
         worker = self._start()
         if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
@@ -253,6 +262,8 @@ class PrefixGuard:
             body = b"".join(chunk for _, chunk in tap.chunks)
         else:
             body = flow.response.raw_content
+        if self.asker is not None and not resp.encoding:
+            self.asker.after(flow, resp.chunks[0][1] if resp.chunks else body or b"")
         self._finish(resp, body)
 
     @_hook

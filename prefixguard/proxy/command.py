@@ -20,11 +20,15 @@ from prefixguard.errors import InputError
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
 @click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
-@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]),
+@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai", "bedrock", "gemini"]),
               help="Cache policy for expectations (default: the provider's, from the API shape and model).")
 @click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
+@click.option("--ask-diagnostics", is_flag=True,
+              help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
+                   "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
+                   "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
 def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
-          no_headers: bool, policy: str | None, quiet: bool) -> None:
+          no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
 
     Point the app's base URL at it (e.g. ANTHROPIC_BASE_URL=http://127.0.0.1:8080). Bodies pass through
@@ -45,7 +49,7 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
-                "prefixguard_policy": policy or ""}
+                "prefixguard_policy": policy or "", "prefixguard_diagnostics": ask_diagnostics}
 
     _console_log()
 

@@ -291,6 +291,33 @@ def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
     return stream.diagnosis
 
 
+def response_id(head: bytes, api: str) -> str | None:
+    """The id of a response (Messages, Responses) from its first bytes (a JSON body or a stream's first
+    event): what a later request names to ask for a diagnosis."""
+    pattern = getattr(ADAPTERS.get(api), "RESPONSE_ID", None)
+    found = pattern.search(head) if pattern is not None else None
+    return found.group(1).decode("ascii") if found else None
+
+
+def ask_diagnosis(body: bytes, api: str, previous_id: str) -> bytes | None:
+    """The body with the one member added that asks the provider for its cache diagnosis against an
+    earlier response, inserted right after the opening brace: every other byte stays as it was. None
+    when the API has no diagnostics, the body sets the member already, or it is not a JSON object."""
+    mod = ADAPTERS.get(api)
+    if mod is None or not hasattr(mod, "diagnostics_field"):
+        return None
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    field = mod.diagnostics_field(previous_id, obj) if isinstance(obj, dict) else None
+    start = body.find(b"{")
+    if field is None or start < 0:
+        return None
+    member = json.dumps({field[0]: field[1]}, separators=(",", ":")).encode()[1:-1]
+    return body[:start + 1] + member + (b"," if obj else b"") + body[start + 1:]
+
+
 def _adapter(api: str) -> ModuleType:
     try:
         return ADAPTERS[api]

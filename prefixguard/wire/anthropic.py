@@ -5,6 +5,7 @@ Prefix order: tools, then system, then messages. Breakpoints are `cache_control`
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -243,6 +244,10 @@ def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Dia
     return current
 
 
-def diagnostics_field(previous_id: str) -> tuple[str, dict[str, Any]]:
-    """The body field that asks for a diagnosis against an earlier response (the proxy's opt-in)."""
-    return "diagnostics", {"previous_message_id": previous_id}
+RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(msg_[A-Za-z0-9_-]{1,200})"')  # a message's id (JSON or message_start)
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The body member that asks for a diagnosis against an earlier response (the proxy's opt-in);
+    None when the body has one already."""
+    return None if "diagnostics" in body else ("diagnostics", {"previous_message_id": previous_id})

@@ -6,6 +6,7 @@ count as the system level.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,7 +155,10 @@ def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Dia
     return (diagnosis(response) or current) if isinstance(response, Mapping) else current
 
 
-def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    options = body.get("prompt_cache_options")
-    return "prompt_cache_options", {**(options if isinstance(options, dict) else {}),
-                                    "comparison_response_id": previous_id}
+RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')  # JSON, or response.created
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """None when the body sets prompt_cache_options itself (its bytes are left as they are)."""
+    return None if "prompt_cache_options" in body else ("prompt_cache_options",
+                                                        {"comparison_response_id": previous_id})
