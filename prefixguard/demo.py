@@ -122,7 +122,8 @@ def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
             raise click.UsageError(f"{path}: exists; give a new file to --store")
         phases = _run(path, quiet=as_json, engine_model=engine_model)
     result = {"before": phases[0].summary(), "after": phases[1].summary(),
-              "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1)}
+              "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1),
+              "provider_diagnostics": _agreement([r for p in phases for r in p.requests])}
     if store:
         result["store"] = str(store)
     if as_json:
@@ -141,7 +142,9 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
                                   "--cache-policy", "auto", "--max-tokens", "16"])
         children.append(engine)
         engine_url = engine.url()
-        proxy = Child("proxy", [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q"])
+        # --ask-diagnostics: the engine answers as the providers do, so their own diagnoses sit beside ours
+        proxy = Child("proxy", [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q",
+                                "--ask-diagnostics"])
         children.append(proxy)
         proxy_url = proxy.url()
         phases, expected = [], 0
@@ -208,8 +211,10 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
     u = rec.usage
     cost = model_contract(rec.api or "", rec.model).cost(uncached=u.uncached, cache_read=u.cache_read,
                                                           write_5m=u.cache_write_5m, write_1h=u.cache_write_1h)
+    diagnosis = json.loads(rec.diagnosis) if rec.diagnosis else None
     return {"run": run, "request": turn, "api": rec.api, "model": rec.model, "verdict": rec.verdict,
-            "cause": rec.cause, "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
+            "cause": rec.cause, "provider_says": diagnosis and diagnosis.get("label"),
+            "agreement": diagnosis and diagnosis.get("agreement"), "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
             "cache_write": u.cache_write, "ttft_s": rec.ttft_s, "reprefill_tokens": rec.reprefill_tokens or 0,
             "input_cost_usd": round(cost, 6)}
 
@@ -232,6 +237,12 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if where and where not in entry["where"]:
                 entry["where"].append(where)
     return sorted(found.values(), key=lambda e: -e["reprefill_tokens"])
+
+
+def _agreement(requests: list[dict[str, Any]]) -> dict[str, int]:
+    """How often the engine's own diagnosis (as a provider gives it) and the proxy's agreed."""
+    found = Counter(r["agreement"] for r in requests if r.get("agreement"))
+    return {"compared": sum(found.values()), "agreed": found["agree"] + found["both_clear"], **found}
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -269,6 +280,11 @@ def _print(result: dict[str, Any]) -> None:
     for c in result["causes"]:
         console.print(f"- [bold]{c['cause']}[/bold] at {', '.join(c['where'])}: {c['requests']} requests, "
                       f"{c['reprefill_tokens']} tokens prefilled again. {c['fix']}")
+    diag = result["provider_diagnostics"]
+    if diag["compared"]:
+        console.print(f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
+                      f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
+                      "`prefixguard report` shows them per cause.")
     console.print(f"[dim]{result['seconds']} s. The app: examples/app/agent.py (--fixed applies the fixes). "
                   "Keep the capture with --store, then run prefixguard report on it.[/dim]")
 

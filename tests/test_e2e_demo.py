@@ -52,6 +52,13 @@ def test_demo_shows_the_fixes_raise_the_hit_rate(tmp_path: Path) -> None:
     assert {c["cause"] for c in result["causes"]} >= {"volatile_content", "tools_reordered"}
     assert after["prefill_s"] < before["prefill_s"]
     assert (tmp_path / "capture.db").is_file()
+    # the engine's own diagnoses (asked by the proxy's --ask-diagnostics) beside the proxy's, in the report
+    diag = result["provider_diagnostics"]
+    assert diag["compared"] >= 8 and diag["agreed"] >= 0.75 * diag["compared"], diag
+    report = subprocess.run([*DEMO[:-1], "report", str(tmp_path / "capture.db"), "--format", "json"],
+                            capture_output=True, text=True, timeout=120)
+    table = json.loads(report.stdout)["fields"]["agreement"]
+    assert table["compared"] == diag["compared"] and table["causes"], table
 
 
 def test_demo_interrupted_leaves_no_process(tmp_path: Path) -> None:
