@@ -29,6 +29,7 @@ from prefixguard.replay.targets import SimTarget
 from prefixguard.store import open_store
 
 SOURCES = ("crewai", "openllmetry", "pydantic-ai")
+PROVIDER_SOURCES = ("pydantic-ai-bedrock", "pydantic-ai-gemini")  # Bedrock Converse and Gemini, measured apart
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded"
 TOLERANCE = 0.05
 
@@ -119,7 +120,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--show-misses", action="store_true", help="list the requests whose read was predicted wrong")
     args = ap.parse_args()
-    f = measure(args.data)
+    for names in (SOURCES, PROVIDER_SOURCES):
+        print(f"== {', '.join(names)}")
+        _table(measure(args.data, names), args.show_misses)
+
+
+def _table(f: Figures, show_misses: bool) -> None:
     print(f"{'figure':58} {'proxy':>13} {'replay sim':>13}")
     for label, read, later in (("reads (provider read > 0) predicted within 5%", True, False),
                                ("  the same, after each cassette's first request", True, True),
@@ -130,7 +136,7 @@ def main() -> None:
             cells.append(f"{ok}/{n} {100 * ok / max(n, 1):3.0f}%")
         print(f"{label:58} {cells[0]:>13} {cells[1]:>13}")
     print(f"{'false breaks (miss_prefix_changed, provider read >= 95% owed)':58} {len(f.false_breaks()):>13}")
-    if args.show_misses:
+    if show_misses:
         for r in f.rows:
             if r.reported_read and abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read:
                 print(f"  {r.source}/{r.cassette[:60]} #{r.n} {r.model}: read {r.reported_read} of "

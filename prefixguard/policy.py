@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, takewhile
 from typing import Any
 
 from xxhash import xxh3_128_digest
@@ -209,6 +209,9 @@ class PrefixPolicy(CachePolicy):
             same = _longest(pieces, lambda fp: alive(b"c" + fp))
             reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
         read = self._rounded(reached) if reached else 0
+        # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
+        explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
+        read = max(read, explicit)
         if read:
             reason = "hit"
         else:

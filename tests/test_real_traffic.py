@@ -42,3 +42,24 @@ def test_no_false_breaks(figures) -> None:
     """No miss_prefix_changed where the provider read what it owed had the prefix not changed."""
     assert figures.false_breaks() == []
     assert any(r.verdict == "hit" for r in figures.rows)
+
+
+@pytest.fixture(scope="module")
+def provider_figures(shared_data: Path):
+    spec = importlib.util.spec_from_file_location("real_traffic", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.measure(shared_data / "recorded", module.PROVIDER_SOURCES)
+
+
+def test_bedrock_and_gemini_recordings(provider_figures) -> None:
+    """Bedrock Converse (cachePoint contract) and Gemini (implicit, and an explicit cachedContents read
+    whole): the floors this build measures (bench/RESULTS.md)."""
+    for who in ("proxy_expected", "sim_predicted"):
+        zeros_ok, zeros = provider_figures.share(who, read=False)
+        reads_ok, reads = provider_figures.share(who, read=True)
+        assert zeros >= 100 and zeros_ok >= 0.95 * zeros, (who, zeros_ok, zeros)
+        assert reads >= 10 and reads_ok >= 6, (who, reads_ok, reads)
+    assert provider_figures.false_breaks() == []
+    assert {r.source for r in provider_figures.rows} == {"pydantic-ai-bedrock", "pydantic-ai-gemini"}

@@ -20,7 +20,7 @@ from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, json_lines, open_store, read_jsonl
 from prefixguard.usage import Usage
-from prefixguard.wire import detect_api, files, parse_response
+from prefixguard.wire import detect_api, files, gemini, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "tiny"           # model name sent for traces that name none: the one `engine serve` answers
@@ -205,6 +205,8 @@ def remember_uploads(p: Path, uris: dict[str, str]) -> None:
         body, response = p / f"{stem}.request.txt", p / f"{stem}.response.json"
         if files.is_upload(uri) and body.exists() and response.exists():
             files.remember(body.read_bytes(), response.read_bytes())
+        elif gemini.is_cache_creation(uri) and response.exists():  # an explicit cache later requests name
+            gemini.remember_cached(response.read_bytes())
 
 
 def cassette_uris(p: Path) -> dict[str, str]:

@@ -51,6 +51,8 @@ _SPEC: jsonspan.Spec = {
     "toolConfig": {"tools": {"[]": None}},                       # Bedrock Converse
     "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},  # Gemini
     "systemInstruction": {"parts": {"[]": None}},
+    "cachedContent": None,
+    "cached_content": None,
     "system_instruction": {"parts": {"[]": None}},
 }
 
@@ -81,6 +83,8 @@ def detect_api(body: dict | None, path: str | None = None) -> str:
     api = _api_of_path(path)
     if api:
         return api
+    if gemini.is_cache_creation(path):
+        raise NotARequest("a Gemini cachedContents creation (an explicit cache, not a generation)")
     if not isinstance(body, dict):
         raise InputError("unknown API shape: the body is not a JSON object")
     foreign = _foreign(body)
@@ -116,6 +120,8 @@ def _foreign(body: dict[str, Any]) -> str | None:
         return "an API response"
     if isinstance(body.get("input"), dict) and "model" not in body:
         return "a Bedrock CountTokens body (a count, not a generation)"
+    if "contents" in body and {"ttl", "expireTime"} & body.keys():
+        return "a Gemini cachedContents creation (an explicit cache, not a generation)"
     return None
 
 

@@ -10,7 +10,11 @@ one final.
 from __future__ import annotations
 
 import base64
+import json
+import re
+from collections import OrderedDict
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 from typing import Any
 
 from prefixguard.contracts import providers
@@ -81,8 +85,40 @@ def _parts(out: Builder, node: Node, level: str, where: str, role: str | None, m
     return images
 
 
+# Explicit caches seen created (POST .../cachedContents): name -> its tokens, as its creation reported.
+_CACHED: OrderedDict[str, int] = OrderedDict()
+KEEP_CACHED = 10_000
+_CREATE = re.compile(r"/cachedContents/?$")
+
+
+def is_cache_creation(path: str | None, method: str = "POST") -> bool:
+    return method == "POST" and bool(path) and _CREATE.search(urlsplit(path).path) is not None
+
+
+def remember_cached(response: bytes) -> bool:
+    """Remember an explicit cache's tokens from its creation's response; False when unreadable."""
+    try:
+        doc = json.loads(response)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    meta = doc.get("usageMetadata") if isinstance(doc, dict) else None
+    name = doc.get("name") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not isinstance(meta, dict) or not as_int(meta.get("totalTokenCount")):
+        return False
+    _CACHED[name] = as_int(meta["totalTokenCount"])
+    while len(_CACHED) > KEEP_CACHED:
+        _CACHED.popitem(last=False)
+    return True
+
+
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
     body = root.value
+    key = "cachedContent" if "cachedContent" in body else "cached_content"
+    named = expect(root.get(key), str, f"'{key}'")
+    if named is not None:  # the explicit cache comes first, read whole: its tokens as its creation said
+        seg = out.add("tools", f"/{key}", "cached_content", named)
+        seg.tokens = _CACHED.get(named.value, 0)
+        seg.estimated = named.value not in _CACHED
     tools = expect(root.get("tools"), list, "'tools'")
     for i, tool in enumerate(tools.kids if tools else ()):
         key = next((k for k in ("functionDeclarations", "function_declarations") if k in (tool.kids or {})), None)
