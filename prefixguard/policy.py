@@ -176,6 +176,8 @@ class PrefixPolicy(CachePolicy):
         self.retention: dict[str, float] = table.get("retention_seconds", {})
         self.default_retention: str | None = table.get("default_retention")
         self.by_model: bool = provider in PER_MODEL_MINIMUM
+        self.explicit: dict[str, Any] = table.get("explicit_mode", {})   # OpenAI GPT-5.6+ explicit mode
+        self.explicit_lookback: int = table.get("read_lookback_breakpoints", 0)
 
     def _ttl(self, prompt: Prompt) -> float:
         if not self.retention:
@@ -192,6 +194,8 @@ class PrefixPolicy(CachePolicy):
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
         owner = (tenant, prompt.model or "")
+        if self.explicit and prompt.settings.get("cache_mode") == "explicit":
+            return self._plan_explicit(prompt, chain, cum, owner, now, commit)
         ttl = self._ttl(prompt)
 
         def stored(fp: bytes) -> bool:
@@ -223,6 +227,37 @@ class PrefixPolicy(CachePolicy):
                 for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
                     self._put((*owner, b"c" + piece), now)
         return Expected(read, 0, total - read, reason)
+
+    def _plan_explicit(self, prompt: Prompt, chain: list[bytes], cum: list[int], owner: tuple[str, str],
+                       now: float, commit: bool) -> Expected:
+        """Explicit mode: entries are written at breakpoints only (at most max_writes); a read must match
+        exactly at one of the latest `read_lookback_breakpoints` breakpoints, with no fallback to a
+        shorter prefix; the TTL is the mode's own."""
+        total = prompt.total_tokens
+        points = [i for i, s in enumerate(prompt.segments) if s.breakpoint][-self.explicit_lookback:]
+        if not points:
+            return Expected(0, 0, total, "no_breakpoint")
+        ttl = self.explicit.get("ttl_seconds", float("inf"))
+        key = b"x"  # explicit entries apart from the automatic ones
+
+        def alive(fp: bytes) -> bool:
+            last = self._get((*owner, key + fp))
+            return last is not None and now - last <= ttl
+
+        hit = next((i for i in reversed(points) if alive(chain[i])), None)
+        read = cum[hit] if hit is not None and cum[hit] >= self.minimum else 0
+        writes = [i for i in points if (hit is None or i > hit) and cum[i] >= self.minimum][:self.explicit.get("max_writes", 4)]
+        written = cum[writes[-1]] - read if writes else 0
+        if read:
+            reason = "hit"
+        elif all(cum[i] < self.minimum for i in points):
+            reason = "below_minimum"
+        else:
+            reason = "ttl_expired" if any(self._get((*owner, key + chain[i])) is not None for i in points) else "cold"
+        if commit:
+            for i in ([hit] if read else []) + writes:
+                self._put((*owner, key + chain[i]), now)
+        return Expected(read, written, total - read - written, reason)
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
         for fp in chain[:last + 1]:

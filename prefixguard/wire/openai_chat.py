@@ -110,9 +110,15 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "prompt_cache_key": body.get("prompt_cache_key"),
         "prompt_cache_retention": body.get("prompt_cache_retention"),
         "prompt_cache_options": options,
+        "cache_mode": cache_mode(options),
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
+
+
+def cache_mode(options: Any) -> str | None:
+    """"explicit" when prompt_cache_options asks for explicit breakpoints (GPT-5.6+), else None."""
+    return "explicit" if isinstance(options, dict) and options.get("mode") == "explicit" else None
 
 
 def part_media(part: Any) -> Media | None:

@@ -97,6 +97,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "prompt_cache_key": body.get("prompt_cache_key"),
         "prompt_cache_retention": body.get("prompt_cache_retention"),
         "prompt_cache_options": options,
+        "cache_mode": openai_chat.cache_mode(options),
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
