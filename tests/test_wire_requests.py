@@ -203,7 +203,7 @@ def test_openai_chat_segments_and_settings(shared_data):
     ]
     assert prompt.settings == {"tool_choice": "auto", "parallel_tool_calls": False, "effort": "low",
                                "prompt_cache_key": "k1", "prompt_cache_retention": "24h",
-                               "prompt_cache_options": None, "images": True}
+                               "prompt_cache_options": None, "cache_mode": None, "images": True}
     # the tool message's id is part of what the provider renders
     other = json.loads(json.dumps(doc))
     other["messages"][4]["tool_call_id"] = "c2"
