@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from botocore.eventstream import EventStreamBuffer
 
 from prefixguard.errors import InputError
@@ -220,3 +221,19 @@ def test_invoke_with_response_stream_wraps_anthropic_events():
     stream = UsageStream("anthropic")
     stream.feed(frames)
     assert stream.usage() == Usage(2052, 2048, 0, 0, 4, 9, True) and stream.finished
+
+
+@settings(max_examples=200, deadline=None)
+@given(noise=st.binary(max_size=300), cuts=st.lists(st.integers(min_value=1, max_value=60), max_size=12))
+def test_eventstream_never_raises_and_cuts_do_not_matter(noise: bytes, cuts: list[int]) -> None:
+    frames = b"".join(converse_stream(700, 30))
+    for data in (noise, b"\x00" + noise, frames[:len(noise)] + noise, frames):
+        stream = UsageStream("bedrock-converse")
+        i = 0
+        for size in cuts or [len(data) or 1]:
+            stream.feed(data[i:i + size])
+            i += size
+        stream.feed(data[i:])
+        usage = stream.usage()
+        assert usage.prompt_total == usage.cache_read + usage.cache_write + usage.uncached
+    assert usage == Usage(742, 700, 30, 0, 12, 3, True)  # the whole frames, however they were cut
