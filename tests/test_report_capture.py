@@ -120,6 +120,12 @@ def test_json_report_numbers_come_from_the_capture(capture: Path) -> None:
                                             if r["expected_cached"] is not None)
     assert fields["not_reported"] == sum(1 for r in rows if not r["usage"]["reported"])
     assert doc["tokens_estimated"] is False and not any(r["tokens_estimated"] for r in rows)
+    # Gemini's explicit cache: its creation went through the proxy (no row), the requests naming it are
+    # predicted to read it whole, as the provider did
+    named = [r for r in rows if isinstance(r["request"], dict) and "cachedContent" in r["request"]]
+    assert named and all(r["usage"]["cache_read"] > 3000 and r["verdict"] == "hit" and
+                         abs(r["expected_cached"] - r["usage"]["cache_read"]) <= 0.05 * r["usage"]["cache_read"]
+                         for r in named)
 
 
 def test_the_jsonl_export_reports_the_same(capture: Path, tmp_path: Path) -> None:

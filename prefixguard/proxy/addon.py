@@ -38,6 +38,7 @@ from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.wire import InputError, detect_api
+from prefixguard.wire.gemini import is_cache_creation
 
 logger = logging.getLogger("prefixguard.proxy")
 
@@ -78,9 +79,12 @@ def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | Non
 
 
 def _analysed(req: http.Request) -> bool:
-    """A request the analysis reads: a POST to a Messages / Chat Completions / Responses path."""
+    """A request the analysis reads: a POST to a path of an API shape it reads, or the creation of a
+    Gemini explicit cache (later requests that name it read its tokens)."""
     if req.method != "POST":
         return False
+    if is_cache_creation(req.path):
+        return True
     try:
         detect_api(None, req.path)
     except InputError:

@@ -30,7 +30,7 @@ from prefixguard.scale import TokenScale
 from prefixguard.session import Sessions
 from prefixguard.store import Record, Store
 from prefixguard.usage import Usage
-from prefixguard.wire import files, parse_diagnosis, parse_request, parse_response
+from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 
@@ -242,6 +242,10 @@ class Analyzer:
         prompt = flow.prompt
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
+        if prompt is None and gemini.is_cache_creation(flow.path, flow.method):
+            if ok and resp.body:  # no row: not a generation; remembered for the requests that name it
+                gemini.remember_cached(decoded(resp.body, resp.encoding)[0])
+            return None
         usage, first, output, diag = Usage(), None, 0, None
         if api and resp.chunks is not None:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
