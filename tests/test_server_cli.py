@@ -55,5 +55,5 @@ def test_a_taken_port_is_a_usage_error() -> None:
 def test_unknown_model_and_policy_are_usage_errors() -> None:
     done = subprocess.run([*SERVE, "--model", "huge", "--port", "0"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "unknown model preset 'huge'" in done.stderr and "Traceback" not in done.stderr
-    done = subprocess.run([*SERVE, "--cache-policy", "gemini"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "gemini" in done.stderr
+    done = subprocess.run([*SERVE, "--cache-policy", "cohere"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cohere" in done.stderr
