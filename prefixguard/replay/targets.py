@@ -94,6 +94,7 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
     o.cost_usd = contract.cost(uncached=o.uncached_tokens, cache_read=o.cached_tokens,
                                write_5m=o.written_tokens - write_1h, write_1h=write_1h, output=o.output_tokens)
     o.full_cost_usd = contract.cost(uncached=o.prompt_tokens, output=o.output_tokens)
+    o.prices = contract.prices
     return o
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prefixguard import tokens
+from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
@@ -76,6 +77,7 @@ class Diagnosis:
     points: list[tuple[float, float]] = field(default_factory=list)  # (cached fraction, TTFT s) per request
     findings: list[str] = field(default_factory=list)                # one headline per step
     tokens_estimated: bool = False   # our counts (predictions, re-prefilled tokens) are estimates
+    prices: list[str] = field(default_factory=list)   # the price tables costs come from, with their dates
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -99,6 +101,7 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
                      _causes(rows), _infra(rows), _fields(rows), _points(rows))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
+    diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
     # The proxy's predictions were counted when it ran; the causes are counted here, now.
     diag.tokens_estimated = any(r.get("tokens_estimated") for r in rows) or (
         tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows))

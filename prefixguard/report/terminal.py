@@ -38,6 +38,8 @@ def render(d: Diagnosis, console: Console | None = None) -> None:
         for c in d.causes:
             table.add_row(c.name, str(c.requests), f"{c.reprefill_tokens:,}", f"${c.cost_usd:,.4f}")
         console.print(table)
+        if d.prices:
+            console.print(f"   prices: {escape('; '.join(d.prices))}")
         for c in d.causes:
             ex = c.example
             if not ex:
