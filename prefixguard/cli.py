@@ -30,6 +30,7 @@ COMMANDS = {
     "replay": "prefixguard.replay_cmd:replay",
     "report": "prefixguard.report.command:report",
     "demo": "prefixguard.demo:demo",
+    "import": "prefixguard.importer.command:import_logs",
 }
 
 # The optional dependencies and the extra that brings each.

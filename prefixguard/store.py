@@ -84,6 +84,9 @@ class Record:
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": self.verdict, "cause": self.cause, "expected_cached": self.expected_cached,
             "tokens_estimated": self.tokens_estimated,
+            # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
+            "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,
+            "cost_usd": self.cost_usd,
         }
 
 

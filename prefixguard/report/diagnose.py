@@ -78,6 +78,7 @@ class Diagnosis:
     findings: list[str] = field(default_factory=list)                # one headline per step
     tokens_estimated: bool = False   # our counts (predictions, re-prefilled tokens) are estimates
     prices: list[str] = field(default_factory=list)   # the price tables costs come from, with their dates
+    notes: list[str] = field(default_factory=list)    # what the reader must know about the source
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -101,11 +102,25 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
                      _causes(rows), _infra(rows), _fields(rows), _points(rows))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
+    diag.notes = _notes(rows)
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
     # The proxy's predictions were counted when it ran; the causes are counted here, now.
     diag.tokens_estimated = any(r.get("tokens_estimated") for r in rows) or (
         tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows))
     return diag
+
+
+def _notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows imported from agents' logs (`prefixguard import`) hold no request: say what that means."""
+    imported = Counter(str(r["upstream"])[len("import:"):] for r in rows
+                       if str(r.get("upstream") or "").startswith("import:"))
+    if not imported:
+        return []
+    tools = ", ".join(f"{n} from {tool} logs" for tool, n in sorted(imported.items()))
+    return [f"{tools}: no request bodies exist, so each call is judged against the call before it in its "
+            "session (gaps over the TTL, compactions, model switches), and no TTFT was logged. The logs' "
+            "input/output token counts are streaming placeholders in many versions: hit rates rest on the cache "
+            "fields."]
 
 
 def _usage(row: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +232,10 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
             changed = row.get("verdict") == "miss_prefix_changed"
             stored = next(iter(read_cause(row.get("cause"))[0]), None) if changed else None
             if stored:
-                causes.setdefault(stored, Cause(stored)).requests += 1
+                cause = causes.setdefault(stored, Cause(stored))
+                cause.requests += 1
+                cause.reprefill_tokens += row.get("reprefill_tokens") or 0   # as counted when it was stored
+                cause.cost_usd += row.get("cost_usd") or 0.0
             continue
         ts = row.get("ts")
         match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)

@@ -17,6 +17,8 @@ def render(d: Diagnosis, console: Console | None = None) -> None:
     console.print(f"[bold]prefixguard report[/] {escape(d.source)}: {d.requests} requests over {d.span_s:,.0f} s")
     if d.tokens_estimated:
         console.print(f"[yellow]{escape(ESTIMATED)}[/]")
+    for note in d.notes:
+        console.print(f"[yellow]{escape(note)}[/]")
 
     console.print(f"\n[bold]1. TTFT vs decode rate[/]  {escape(d.split['finding'])}")
     table = Table("window (s)", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio", box=None)
