@@ -11,8 +11,11 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from prefixguard import tokens
@@ -79,6 +82,8 @@ class Diagnosis:
     tokens_estimated: bool = False   # our counts (predictions, re-prefilled tokens) are estimates
     prices: list[str] = field(default_factory=list)   # the price tables costs come from, with their dates
     notes: list[str] = field(default_factory=list)    # what the reader must know about the source
+    headline: dict[str, Any] = field(default_factory=dict)   # hit rate, money lost to misses, top cause, fix
+    listed: dict[str, dict[str, Any]] = field(default_factory=dict)  # requests the report names: time, body
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -102,12 +107,71 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
                      _causes(rows), _infra(rows), _fields(rows), _points(rows))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
-    diag.notes = _notes(rows)
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
+    diag.notes = _notes(rows)
+    diag.headline = _headline(diag, rows)
+    diag.listed = _listed(diag, rows, t0)
     # The proxy's predictions were counted when it ran; the causes are counted here, now.
     diag.tokens_estimated = any(r.get("tokens_estimated") for r in rows) or (
         tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows))
     return diag
+
+
+LOST_VERDICTS = ("miss_ttl_expired", "miss_server_side", "miss_unexplained")   # misses no cause explains
+MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
+
+
+@cache
+def _fixes() -> dict[str, str]:
+    """The fix of each cause, from the rule catalog (rules/catalog.toml)."""
+    doc = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    return {r["cause"]: r["fix"] for r in doc.get("rule", ()) if r.get("cause") and r.get("fix")}
+
+
+TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
+           "provider sells one.")
+
+
+def _headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The page's first line: hit rate, money lost to misses, the top cause and its fix."""
+    read = sum(w.read for w in d.windows)
+    total = read + sum(w.written + w.uncached for w in d.windows)
+    other = Counter()
+    for r in rows:
+        if r.get("verdict") in LOST_VERDICTS and r.get("cost_usd"):
+            other[r["verdict"]] += r["cost_usd"]
+    lost = sum(c.cost_usd for c in d.causes) + sum(other.values())
+    top = max([(c.cost_usd, c.reprefill_tokens, c.name) for c in d.causes]
+              + [(v, 0, k) for k, v in other.items()], default=None)
+    name = top[2] if top else None
+    if name is None and d.infra["ttl_expired"]:
+        name = "miss_ttl_expired"
+    example = next((c.example for c in d.causes if c.name == name and c.example), None)
+    fix = (example or {}).get("fix") or _fixes().get(name or "") or (TTL_FIX if name == "miss_ttl_expired" else None)
+    hit = read / total if total else None
+    parts = [f"Cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "No cache fields reported",
+             f"${lost:,.4f} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
+    if name:
+        parts.append(f"top cause: {name}")
+    return {"hit_rate": hit, "lost_usd": lost, "top_cause": name, "fix": fix, "text": "; ".join(parts) + "."}
+
+
+def _listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dict[str, Any]]:
+    """The requests the report names (cause examples, largest gaps, queued hits): when, and their body."""
+    ids = {str(c.example[k]) for c in d.causes if c.example for k in ("request", "earlier")}
+    ids |= {g["request"] for g in d.fields["largest_gaps"]} | set(d.infra["queued_examples"])
+    out = {}
+    for r in rows:
+        rid = str(r.get("id"))
+        if rid not in ids:
+            continue
+        body = r.get("request")
+        text = json.dumps(body, indent=1, ensure_ascii=False) if isinstance(body, dict) else body
+        out[rid] = {"ts": r.get("ts"), "t": (r.get("ts") or t0) - t0, "model": r.get("model"),
+                    "verdict": r.get("verdict"), "source": r.get("path"),
+                    "body": text if text is None or len(text) <= MAX_LISTED_BODY else
+                    text[:MAX_LISTED_BODY] + f"\n... ({len(text):,} characters, cut)"}
+    return out
 
 
 def _notes(rows: list[dict[str, Any]]) -> list[str]:

@@ -15,6 +15,10 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 def render(d: Diagnosis, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]prefixguard report[/] {escape(d.source)}: {d.requests} requests over {d.span_s:,.0f} s")
+    if d.headline:
+        console.print(f"[bold]{escape(d.headline['text'])}[/]")
+        if d.headline.get("fix"):
+            console.print(f"fix: {escape(d.headline['fix'])}")
     if d.tokens_estimated:
         console.print(f"[yellow]{escape(ESTIMATED)}[/]")
     for note in d.notes:
