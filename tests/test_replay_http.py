@@ -151,3 +151,109 @@ def test_retry_after_forms() -> None:
     date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
     assert 25 < retry_after({"retry-after": date}, 0) <= 30
     assert 0.375 <= retry_after({}, 0) <= 0.625 and 1.5 <= retry_after({}, 2) <= 2.5
+
+
+def self_signed(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that is its own CA (trusted through SSL_CERT_FILE), and its key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, False, False, False), True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+class H2Server:
+    """A TLS server that offers only HTTP/2 (ALPN h2), built on the h2 library: counts connections and
+    the protocol each negotiated."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        import socket
+        import ssl
+
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.ctx.set_alpn_protocols(["h2"])
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.protocols: list[str | None] = []
+        self.requests: list[dict[str, str]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                raw, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw) -> None:
+        import h2.config
+        import h2.connection
+        import h2.events
+
+        try:
+            tls = self.ctx.wrap_socket(raw, server_side=True)
+        except OSError:
+            return
+        self.protocols.append(tls.selected_alpn_protocol())
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        conn.initiate_connection()
+        tls.sendall(conn.data_to_send())
+        headers: dict[int, dict[str, str]] = {}
+        with tls:
+            while data := tls.recv(65535):
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        headers[ev.stream_id] = {k.decode() if isinstance(k, bytes) else k:
+                                                 v.decode() if isinstance(v, bytes) else v for k, v in ev.headers}
+                    elif isinstance(ev, h2.events.DataReceived):
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        self.requests.append(headers.pop(ev.stream_id, {}))
+                        payload = sse(cached=256)
+                        conn.send_headers(ev.stream_id, [(":status", "200"), ("content-type", "text/event-stream"),
+                                                         ("content-length", str(len(payload)))])
+                        conn.send_data(ev.stream_id, payload, end_stream=True)
+                    elif isinstance(ev, h2.events.ConnectionTerminated):
+                        return
+                tls.sendall(conn.data_to_send())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.timeout(60)
+def test_http2_is_used_where_the_server_offers_it(tmp_path, monkeypatch) -> None:
+    cert, key = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", cert)      # httpx trusts it like any CA bundle
+    server = H2Server(cert, key)
+    target = HttpTarget(f"https://127.0.0.1:{server.port}", max_tokens=8)
+    try:
+        outcomes = [target.run(request(i), float(i)) for i in range(3)]
+    finally:
+        target.close()
+        server.close()
+    assert target.client.http2
+    assert [o.error for o in outcomes] == [None] * 3 and [o.cached_tokens for o in outcomes] == [256] * 3
+    assert server.protocols == ["h2"]              # one connection, HTTP/2, for the three requests
+    assert [r[":path"] for r in server.requests] == ["/v1/chat/completions"] * 3
