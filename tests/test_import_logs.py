@@ -107,3 +107,27 @@ def test_bad_folders_fail_in_one_line(tmp_path: Path, tool: str) -> None:
     for folder, message in [(tmp_path / "missing", "no such folder"), (tmp_path, "session log with token usage")]:
         res = CliRunner().invoke(main, ["import", tool, str(folder), "--store", str(tmp_path / "x.db")])
         assert res.exit_code == 2 and res.output.count("\n") == 1 and message in res.output, res.output
+
+
+def test_odd_lines_do_not_break_the_import(tmp_path: Path) -> None:
+    """Values of the wrong type, a folder named like a log, binary junk: skipped or counted as none."""
+    folder = tmp_path / "projects" / "p"
+    folder.mkdir(parents=True)
+    (folder / "odd.jsonl").mkdir()
+    (folder / "junk.jsonl").write_bytes(b"\xff\xfe\x00binary\n")
+    lines = [{"type": "assistant", "sessionId": 7, "timestamp": "2026-11-20T10:00:00Z",
+              "message": {"id": "m1", "model": ["x"], "usage": {"input_tokens": "12", "cache_read_input_tokens": None,
+                                                                "cache_creation_input_tokens": -5,
+                                                                "cache_creation": "oops", "output_tokens": True}}},
+             {"type": "assistant", "sessionId": "s", "timestamp": 12345, "message": {"id": "m2", "usage": {}}},
+             {"type": "assistant", "sessionId": "s", "timestamp": "2026-11-20T10:00:05Z",
+              "message": {"id": "m3", "model": "claude-sonnet-4-5", "usage": {"cache_read_input_tokens": 2000,
+                                                                             "cache_creation_input_tokens": 100}}}]
+    (folder / "s.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows, out = imported(tmp_path, "claude-code", tmp_path / "projects")
+    assert len(rows) == 2 and "1 lines were not JSON" in out
+    odd = next(r for r in rows if r["tenant"] == "7")
+    assert odd["model"] is None and odd["usage"]["prompt_total"] == 0
+    good = next(r for r in rows if r["tenant"] == "s")
+    assert good["usage"]["cache_read"] == 2000 and good["usage"]["cache_write_5m"] == 100
+    assert report(tmp_path / "claude-code.db")["requests"] == 2

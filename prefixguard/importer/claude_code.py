@@ -53,21 +53,26 @@ def lines(path: Path, skipped: list[str]) -> Any:
                 yield n, obj
 
 
+def count(value: Any) -> int:
+    """A token count as logged; anything else (null, text, negative) counts as none."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
 def usage(raw: dict[str, Any]) -> Usage:
-    written = raw.get("cache_creation_input_tokens") or 0
-    split = raw.get("cache_creation") or {}
-    w1h = split.get("ephemeral_1h_input_tokens") or 0
-    w5m = split.get("ephemeral_5m_input_tokens") if split else None
+    written = count(raw.get("cache_creation_input_tokens"))
+    split = raw.get("cache_creation") if isinstance(raw.get("cache_creation"), dict) else {}
+    w1h = count(split.get("ephemeral_1h_input_tokens"))
+    w5m = count(split.get("ephemeral_5m_input_tokens")) if "ephemeral_5m_input_tokens" in split else None
     if w5m is None:   # no split logged: the contract's default TTL
-        w5m, w1h = (0, written) if providers()["anthropic"]["default_ttl"] == "1h" else (written - w1h, w1h)
-    read, uncached = raw.get("cache_read_input_tokens") or 0, raw.get("input_tokens") or 0
+        w5m, w1h = (0, written) if providers()["anthropic"]["default_ttl"] == "1h" else (max(0, written - w1h), w1h)
+    read, uncached = count(raw.get("cache_read_input_tokens")), count(raw.get("input_tokens"))
     return Usage(prompt_total=read + w5m + w1h + uncached, cache_read=read, cache_write_5m=w5m,
-                 cache_write_1h=w1h, uncached=uncached, output=raw.get("output_tokens") or 0, reported=True)
+                 cache_write_1h=w1h, uncached=uncached, output=count(raw.get("output_tokens")), reported=True)
 
 
 def read(folder: Path, skipped: list[str]) -> list[Turn]:
     """Every API call logged under `folder` (a projects folder, one project's, or one file)."""
-    files = [folder] if folder.is_file() else sorted(folder.rglob("*.jsonl"))
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*.jsonl") if p.is_file())
     turns: list[Turn] = []
     seen: set[str] = set()    # a resumed session's file repeats earlier responses: each counts once
     for path in files:
@@ -84,7 +89,7 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
             message = obj.get("message")
             if kind != "assistant" or not isinstance(message, dict) or not isinstance(message.get("usage"), dict):
                 continue
-            model = message.get("model")
+            model = message.get("model") if isinstance(message.get("model"), str) else None
             if model == "<synthetic>":
                 continue
             key = str(message.get("id") or obj.get("requestId") or obj.get("uuid") or n)

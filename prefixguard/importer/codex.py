@@ -13,26 +13,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefixguard.importer.claude_code import lines, timestamp
+from prefixguard.importer.claude_code import count, lines, timestamp
 from prefixguard.importer.turns import Turn
 from prefixguard.usage import Usage
 
 
 def usage(raw: dict[str, Any]) -> Usage:
-    total = int(raw.get("input_tokens") or 0)
-    read = min(int(raw.get("cached_input_tokens") or 0), total)
-    return Usage(prompt_total=total, cache_read=read, uncached=total - read,
-                 output=int(raw.get("output_tokens") or 0), reported=True)
+    total = count(raw.get("input_tokens"))
+    read = min(count(raw.get("cached_input_tokens")), total)
+    return Usage(prompt_total=total, cache_read=read, uncached=total - read, output=count(raw.get("output_tokens")),
+                 reported=True)
 
 
 def _delta(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
     """The last call's counts from two running totals (versions that log no last_token_usage)."""
-    return {k: (now.get(k) or 0) - ((before or {}).get(k) or 0)
+    return {k: count(now.get(k)) - count((before or {}).get(k))
             for k in ("input_tokens", "cached_input_tokens", "output_tokens")}
 
 
 def read(folder: Path, skipped: list[str]) -> list[Turn]:
-    files = [folder] if folder.is_file() else sorted(folder.rglob("rollout-*.jsonl"))
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("rollout-*.jsonl") if p.is_file())
     turns: list[Turn] = []
     for path in files:
         session, model, compacted, total = path.stem, None, False, None
@@ -43,7 +43,7 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
             if kind == "session_meta":
                 session = str(payload.get("id") or session)
             elif kind == "turn_context":
-                model = payload.get("model") or model
+                model = payload.get("model") if isinstance(payload.get("model"), str) else model
             elif kind == "compacted" or (kind == "event_msg" and payload.get("type") == "context_compacted"):
                 compacted = True
             elif kind == "event_msg" and payload.get("type") == "token_count":
