@@ -81,6 +81,9 @@ def from_package(provider: str, model: str | None) -> Prices | None:
                   values["cache_write_mtok"], values["cache_write_1h_mtok"], *table)
 
 
-def label(source: str, date: str) -> str:
-    """How a cost names its prices: 'genai-prices 0.2.3, 2026-10-19'."""
-    return f"{source}, {date}"
+def summary() -> str:
+    """Where costs come from, for a banner: the package with its date, else the TOML table."""
+    table = None if os.environ.get("PREFIXGUARD_PRICES", "").lower() in ("rules", "toml") else package_table()
+    if table is None:
+        return "rules/providers.toml"
+    return f"{table[0]}, {table[1]} (rules/providers.toml for models it lacks)"
