@@ -136,10 +136,10 @@ def _headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The page's first line: hit rate, money lost to misses, the top cause and its fix."""
     read = sum(w.read for w in d.windows)
     total = read + sum(w.written + w.uncached for w in d.windows)
-    other = Counter()
+    other: Counter[str] = Counter()
     for r in rows:
-        if r.get("verdict") in LOST_VERDICTS and r.get("cost_usd"):
-            other[r["verdict"]] += r["cost_usd"]
+        if r.get("verdict") in LOST_VERDICTS:
+            other[r["verdict"]] += r.get("cost_usd") or _miss_cost(r)
     lost = sum(c.cost_usd for c in d.causes) + sum(other.values())
     top = max([(c.cost_usd, c.reprefill_tokens, c.name) for c in d.causes]
               + [(v, 0, k) for k, v in other.items()], default=None)
@@ -154,6 +154,21 @@ def _headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     if name:
         parts.append(f"top cause: {name}")
     return {"hit_rate": hit, "lost_usd": lost, "top_cause": name, "fix": fix, "text": "; ".join(parts) + "."}
+
+
+def _miss_cost(row: dict[str, Any]) -> float:
+    """What a miss no cause explains cost (the proxy stores no cost for those): the tokens it owed and did
+    not read, paid as written (or uncached) instead of read, at the row's model prices."""
+    u = _usage(row)
+    lost = (row.get("expected_cached") or 0) - (u.get("cache_read") or 0)
+    if lost <= 0:
+        return 0.0
+    contract = model_contract(row.get("api") or "", row.get("model"))
+    if u.get("cache_write_1h") and not u.get("cache_write_5m"):
+        paid = contract.cost(write_1h=lost)
+    else:
+        paid = contract.cost(write_5m=lost) if u.get("cache_write_5m") else contract.cost(uncached=lost)
+    return paid - contract.cost(cache_read=lost)
 
 
 def _listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dict[str, Any]]:
