@@ -2,6 +2,7 @@
 requests, retries that honour retry-after (and are not counted in TTFT), the key from the environment."""
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -33,6 +34,7 @@ class Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.script = list(script)       # (status, headers) answered in turn; then 200s
         self.connections = 0
+        self.gzip = False                # compress answers for clients that accept it
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
@@ -56,7 +58,12 @@ class Handler(BaseHTTPRequestHandler):
                                          "auth": self.headers.get("authorization")})
             status, headers = self.server.script.pop(0) if self.server.script else (200, {})
         payload = sse(cached=256) if status == 200 else b'{"error": {"type": "rate_limit_error"}}'
+        zipped = self.server.gzip and "gzip" in (self.headers.get("accept-encoding") or "")
+        if zipped:
+            payload = gzip.compress(payload)
         self.send_response(status)
+        if zipped:
+            self.send_header("content-encoding", "gzip")
         self.send_header("content-type", "text/event-stream" if status == 200 else "application/json")
         self.send_header("content-length", str(len(payload)))
         for k, v in headers.items():
@@ -99,6 +106,18 @@ def test_requests_share_one_kept_alive_connection(serve) -> None:
     assert server.connections == 1          # urllib opened one per request
     sent = server.requests[0]["body"]
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.timeout(60)
+def test_a_compressed_stream_is_read_decoded(serve) -> None:
+    server = serve()
+    server.gzip = True
+    target = HttpTarget(f"http://127.0.0.1:{server.server_address[1]}", max_tokens=8)
+    try:
+        o = target.run(request(0), 0.0)
+    finally:
+        target.close()
+    assert o.error is None and (o.prompt_tokens, o.cached_tokens) == (300, 256)
 
 
 @pytest.mark.timeout(60)

@@ -103,7 +103,7 @@ class Client:
                 continue
             try:
                 if resp.status_code < 400:
-                    yield Attempt(resp.status_code, started, tries=attempt + 1), resp.iter_raw()
+                    yield Attempt(resp.status_code, started, tries=attempt + 1), resp.iter_bytes()   # decoded: httpx asks for gzip
                     return
                 wait = retry_after(resp.headers, attempt)
                 body = resp.read()[:300].decode("utf-8", "replace")
