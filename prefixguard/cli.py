@@ -30,11 +30,12 @@ COMMANDS = {
     "replay": "prefixguard.replay_cmd:replay",
     "report": "prefixguard.report.command:report",
     "demo": "prefixguard.demo:demo",
+    "import": "prefixguard.importer.command:import_logs",
 }
 
 # The optional dependencies and the extra that brings each.
 EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetensors": "engine",
-          "numpy": "engine", "mitmproxy": "proxy"}
+          "numpy": "engine", "mitmproxy": "proxy", "httpx": "http"}
 
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
 

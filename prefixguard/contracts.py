@@ -7,6 +7,8 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from prefixguard.prices import from_package
+
 
 @cache
 def providers() -> dict[str, Any]:
@@ -61,6 +63,13 @@ class ModelContract:
     read_multiplier: float            # price of a cached token over the base input price
     write_multiplier: dict[str, float]  # by TTL ("5m", "1h"); OpenAI: {"default": x}
     confirmed: bool
+    price_source: str = "rules/providers.toml"   # where the prices come from (prefixguard/prices.py)
+    price_date: str = ""                         # that source's date: printed with every cost
+
+    @property
+    def prices(self) -> str:
+        """'genai-prices 0.2.3, 2026-10-19': the source and date a printed cost names."""
+        return f"{self.price_source}, {self.price_date}" if self.price_date else self.price_source
 
     def cost(self, uncached: int = 0, cache_read: int = 0, write_5m: int = 0, write_1h: int = 0,
              output: int = 0) -> float:
@@ -93,9 +102,19 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
     else:
         read = 1.0 - row.get("cached_discount", 0.0)
         writes = {"default": row.get("write_multiplier", 1.0)}
-    return ModelContract(name, model, row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0)),
-                         row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0), read, writes,
-                         bool(row.get("confirmed", True)))
+    minimum = row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0))
+    live = from_package(name, model)   # the maintained price table first; this file's is the fallback
+    if live is not None:
+        read = live.cache_read / live.input if live.cache_read is not None else read
+        if live.cache_write_1h is not None:
+            writes = {**writes, "1h": live.cache_write_1h / live.input}
+        if live.cache_write_5m is not None:
+            writes = {**writes, "5m" if "5m" in writes else "default": live.cache_write_5m / live.input}
+        return ModelContract(name, model, minimum, live.input, live.output, read, writes, True, live.source,
+                             live.date)
+    return ModelContract(name, model, minimum, row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0),
+                         read, writes, bool(row.get("confirmed", True)), "rules/providers.toml",
+                         table.get("prices_read", table.get("read", "")))
 
 
 @cache

@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from prefixguard import prices
 from prefixguard.proxy.verdict import read_cause
 
 APP = Path(__file__).resolve().parent.parent / "examples" / "app" / "agent.py"
@@ -271,7 +272,7 @@ def _print(result: dict[str, Any]) -> None:
              _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
             ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
              _ratio(before["prefill_s"], after["prefill_s"])),
-            ("input cost at list prices", f"${before['input_cost_usd']:.4f}", f"${after['input_cost_usd']:.4f}",
+            (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}", f"${after['input_cost_usd']:.4f}",
              _ratio(before["input_cost_usd"], after["input_cost_usd"])))
     for row in rows:
         summary.add_row(*row)

@@ -13,6 +13,7 @@ import click
 
 from prefixguard import tokens
 from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
@@ -47,7 +48,8 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
         sys.exit(EXIT_ERROR)
     result = compare(pa, pb)
     if fmt == "json":
-        out = result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result)}
+        out = result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result),
+                                  "prices": model_contract(pb.api, pb.model).prices}
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         click.echo(render_text(result, pa, pb))
@@ -101,7 +103,7 @@ def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
     lines += [
         f"  tokens    {r.reused_tokens:,} reused, {r.reprefill_tokens:,} to prefill again{share}; {counted}",
         f"  cost      ${r.cost_usd:.4f} more than reading them from cache, at {r.model or 'unknown model'} prices"
-        f" (${r.cost_usd * 1000:,.2f} per 1,000 such requests)",
+        f" (${r.cost_usd * 1000:,.2f} per 1,000 such requests; prices: {model_contract(b.api, b.model).prices})",
         f"  fix       {r.fix}",
     ]
     lines += [f"  also      {x}" for x in r.extra]

@@ -87,6 +87,9 @@ class Record:
             "verdict": self.verdict, "cause": self.cause, "expected_cached": self.expected_cached,
             "tokens_estimated": self.tokens_estimated,
             "diagnosis": _json_or_none(self.diagnosis),
+            # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
+            "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,
+            "cost_usd": self.cost_usd,
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from prefixguard.compare import DESCRIPTIONS, Comparison
+from prefixguard.contracts import model_contract
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.prompt import Prompt
@@ -40,7 +41,8 @@ class Sequence:
         what = DESCRIPTIONS[r.causes[0]] + (f" ({r.setting})" if r.setting else "")
         tokens = tokens_text(r.reprefill_tokens, r.tokens_estimated)
         message = (f"prefix break against line {earlier}: {what}; {tokens} prefilled again, "
-                   f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices")
+                   f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices "
+                   f"({model_contract(prompt.api, r.model).prices})")
         if r.detail:
             message += f" [{r.detail}]"
         char = len(prompt.text.encode("utf-8")[:d.byte_offset].decode("utf-8", "ignore"))

@@ -52,9 +52,11 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
                 "prefixguard_policy": policy or "", "prefixguard_diagnostics": ask_diagnostics}
 
     _console_log()
+    from prefixguard import prices
 
     def listening(real_port: int) -> None:
         click.echo(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", err=True)
+        click.echo(f"prefixguard costs at list prices: {prices.summary()}", err=True)
 
     try:
         serve(list(upstreams), host=host, port=port, addon=PrefixGuard(), settings=settings, on_listen=listening)

@@ -40,6 +40,7 @@ class Outcome:
     reported_cached: int | None = None  # the provider's own number, where the capture holds one
     reported_prompt: int | None = None
     error: str | None = None       # the target failed this request (HTTP status, message)
+    prices: str = ""               # the price table the costs come from, with its date
 
 
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -60,6 +61,7 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "requests_with_hits": sum(1 for o in done if o.cached_tokens),
         "cost_usd": sum(o.cost_usd for o in done),
         "cost_without_cache_usd": sum(o.full_cost_usd for o in done),
+        "prices": sorted({o.prices for o in done if o.prices}),
     }
     timed = [o for o in done if o.ttft_s is not None]
     if timed:

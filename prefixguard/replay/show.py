@@ -28,6 +28,7 @@ ROWS: list[tuple[str, Any]] = [
     ("prefill seconds saved", lambda s: f"{s['prefill_saved_s']:.2f} s (x{s['prefill_ratio']:.2f})"
      if s.get("prefill_ratio") is not None else "-"),
     ("cost", lambda s: f"${s['cost_usd']:,.4f}"),
+    ("prices from", lambda s: "; ".join(s.get("prices") or ()) or "-"),
     ("cost with no cache", lambda s: f"${s['cost_without_cache_usd']:,.4f}"),
     ("predicted vs reported cached", lambda s: _agreement(s.get("predicted_vs_reported"))),
 ]

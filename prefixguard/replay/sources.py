@@ -103,7 +103,8 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
 ROW_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
     "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
-    "cause": (str,), "expected_cached": (int,),
+    "cause": (str,), "expected_cached": (int,), "upstream": (str,), "detail": (str,), "reprefill_tokens": (int,),
+    "cost_usd": (int, float),
 }
 _USAGE_TYPES = (int, float)
 

@@ -11,8 +11,6 @@ import itertools
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Protocol
 
 from engine import chat_template
@@ -96,6 +94,7 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
     o.cost_usd = contract.cost(uncached=o.uncached_tokens, cache_read=o.cached_tokens,
                                write_5m=o.written_tokens - write_1h, write_1h=write_1h, output=o.output_tokens)
     o.full_cost_usd = contract.cost(uncached=o.prompt_tokens, output=o.output_tokens)
+    o.prices = contract.prices
     return o
 
 
@@ -247,33 +246,45 @@ class HttpTarget:
     needs_bodies = True
 
     def __init__(self, base_url: str, *, max_tokens: int = 16, model: str | None = None,
-                 headers: dict[str, str] | None = None, timeout: float = 600.0) -> None:
+                 headers: dict[str, str] | None = None, timeout: float = 600.0,
+                 max_retries: int | None = None) -> None:
+        from prefixguard.replay.http_client import MAX_RETRIES, Client
+
         self.base_url = base_url.rstrip("/")
         self.max_tokens = max_tokens
         self.model = model
         self.headers = headers or {}
         self.timeout = timeout
+        # One pooled client for the whole replay: keep-alive, HTTP/2 where offered, retries.
+        self.client = Client(self.base_url, timeout, MAX_RETRIES if max_retries is None else max_retries)
+
+    def close(self) -> None:
+        self.client.close()
 
     def run(self, req: Request, now: float) -> Outcome:
+        import httpx
+
+        from prefixguard.replay.http_client import auth_headers
+
         prompt = prompt_of(req, self.model)
         path = req.path or API_PATHS[prompt.api]
         body = streaming(req.body, prompt.api, min(req.output_tokens or self.max_tokens, self.max_tokens), self.model)
         data = json.dumps(body, ensure_ascii=False).encode()
-        headers = {"content-type": "application/json", **self.headers}
+        headers = {"content-type": "application/json", **auth_headers(prompt.api, self.headers), **self.headers}
         if prompt.api == "anthropic":
             headers.setdefault("anthropic-version", "2023-06-01")
         stream = UsageStream(prompt.api)
-        start = time.monotonic()
         try:
-            with urllib.request.urlopen(urllib.request.Request(self.base_url + path, data, headers),
-                                        timeout=self.timeout) as resp:
-                while chunk := resp.read1(65536):
+            with self.client.stream(path, data, headers) as (attempt, chunks):
+                start = attempt.started     # the last try's: waits before retries are not TTFT
+                for chunk in chunks:
                     stream.feed(chunk)
-        except urllib.error.HTTPError as e:
-            return outcome(req, prompt.total_tokens, 0, model=prompt.model,
-                           error=f"HTTP {e.code}: {e.read(300).decode('utf-8', 'replace')}")
-        except (urllib.error.URLError, OSError) as e:
+        except httpx.HTTPError as e:
             return outcome(req, prompt.total_tokens, 0, model=prompt.model, error=f"{type(e).__name__}: {e}")
+        if attempt.status >= 400:
+            return outcome(req, prompt.total_tokens, 0, model=prompt.model,
+                           error=f"HTTP {attempt.status}: {attempt.error_body}"
+                                 + (f" (after {attempt.tries} tries)" if attempt.tries > 1 else ""))
         end = time.monotonic()
         stream.feed(b"\n\n")
         usage = stream.usage()

@@ -1,124 +1,226 @@
 """Charts as inline SVG strings: no script library, no external asset, readable in any browser.
 
-Every drawn data element has class "mark", so a check can count what the browser actually laid out.
+Each axis has one unit, chosen from the largest value it shows (ms or s or min; tokens or k tokens), and
+round ticks (1, 2 or 5 times a power of ten). A line breaks where a value is missing rather than joining
+across the gap. Every drawn data element has class "mark" and a tooltip (<title>) with its value, so a
+check can count what the browser actually laid out.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 W, H = 560, 230
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 12, 36
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 22, 40
 COLORS = ("#2563eb", "#f59e0b", "#dc2626", "#16a34a", "#7c3aed", "#0891b2")
-
-Fmt = Callable[[float], str]
-
-
-def _scale(lo: float, hi: float, a: float, b: float) -> Callable[[float], float]:
-    span = (hi - lo) or 1.0
-    return lambda v: a + (v - lo) / span * (b - a)
+EMPTY_H = 56
 
 
-def _frame(name: str, title: str, body: str, legend: Sequence[tuple[str, str]] = ()) -> str:
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """How an axis shows its values: value / factor, then the label."""
+
+    label: str
+    factor: float
+
+    def show(self, value: float, decimals: int | None = None) -> str:
+        v = value / self.factor
+        if decimals is None:
+            decimals = 0 if abs(v) >= 100 or v == int(v) else (1 if abs(v) >= 10 else 2)
+        text = f"{v:,.{decimals}f}"
+        return text + ("%" if self.label == "%" else "")
+
+    def tip(self, value: float) -> str:
+        return self.show(value) + ("" if self.label == "%" else f" {self.label}")
+
+
+def unit(kind: str, hi: float) -> Unit:
+    """The unit of an axis of this kind whose largest value is `hi` (in base units: seconds, tokens)."""
+    hi = abs(hi)
+    if kind == "seconds":
+        return (Unit("ms", 1e-3) if hi < 1 else Unit("s", 1.0) if hi < 120 else Unit("min", 60.0) if hi < 7200
+                else Unit("h", 3600.0))
+    if kind == "tokens":
+        return Unit("M tokens", 1e6) if hi >= 1e7 else Unit("k tokens", 1e3) if hi >= 1e4 else Unit("tokens", 1.0)
+    if kind == "rate":
+        return Unit("k tokens/s", 1e3) if hi >= 1e4 else Unit("tokens/s", 1.0)
+    if kind == "ratio":
+        return Unit("%", 0.01)
+    return Unit(kind, 1.0)
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], int]:
+    """Round ticks covering [lo, hi] (about `count` of them) and the decimals they need."""
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(1, count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw * 0.999)
+    first = math.floor(lo / step + 1e-9) * step
+    last = math.ceil(hi / step - 1e-9) * step
+    n = int(round((last - first) / step))
+    decimals = 0
+    while decimals < 6 and abs(step * 10 ** decimals - round(step * 10 ** decimals)) > 1e-6:
+        decimals += 1          # as many as the step needs: 0.25 shows two, 0.2 one
+    return [first + i * step for i in range(n + 1)], decimals
+
+
+@dataclass(slots=True)
+class Axis:
+    """One axis: its unit, its ticks (in base units) and the map to pixels."""
+
+    unit: Unit
+    ticks: list[float]
+    decimals: int
+    a: float           # pixel of the first tick
+    b: float           # pixel of the last tick
+
+    @classmethod
+    def make(cls, kind: str, lo: float, hi: float, a: float, b: float, fixed: tuple[float, float] | None = None,
+             count: int = 5) -> Axis:
+        u = unit(kind, max(abs(lo), abs(hi)))
+        if fixed is not None:
+            lo, hi = fixed
+        ticks, decimals = nice_ticks(lo / u.factor, hi / u.factor, count)
+        if fixed is not None:   # the range is the range (0-100%): ticks inside it only
+            ticks = [t for t in ticks if lo / u.factor - 1e-9 <= t <= hi / u.factor + 1e-9]
+        return cls(u, [t * u.factor for t in ticks], decimals, a, b)
+
+    def __call__(self, v: float) -> float:
+        lo, hi = self.ticks[0], self.ticks[-1]
+        return self.a + (v - lo) / ((hi - lo) or 1.0) * (self.b - self.a)
+
+    def label(self, v: float) -> str:
+        return self.unit.show(v, self.decimals)
+
+
+def _frame(name: str, title: str, body: str, legend: Sequence[tuple[str, str]] = (), height: int = H) -> str:
     keys = "".join(f'<span class="key"><i style="background:{c}"></i>{escape(label)}</span>' for label, c in legend)
+    legend_html = f'<div class="legend">{keys}</div>' if keys else ""
     return (f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
-            f'<svg data-chart="{name}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-            f'aria-label="{escape(title)}">{body}</svg><div class="legend">{keys}</div></figure>')
+            f'<svg data-chart="{name}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" '
+            f'aria-label="{escape(title)}">{body}</svg>{legend_html}</figure>')
 
 
-def _axes(x_lo: float, x_hi: float, y_lo: float, y_hi: float, x_fmt: Fmt, y_fmt: Fmt, ticks: int = 4) -> str:
-    out = [f'<line class="axis" x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}"/>',
-           f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}"/>']
-    sx, sy = _scale(x_lo, x_hi, LEFT, W - RIGHT), _scale(y_lo, y_hi, H - BOTTOM, TOP)
-    for i in range(ticks + 1):
-        yv = y_lo + (y_hi - y_lo) * i / ticks
-        xv = x_lo + (x_hi - x_lo) * i / ticks
-        out.append(f'<line class="grid" x1="{LEFT}" y1="{sy(yv):.1f}" x2="{W - RIGHT}" y2="{sy(yv):.1f}"/>')
-        out.append(f'<text class="tick" x="{LEFT - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">'
-                   f'{escape(y_fmt(yv))}</text>')
-        out.append(f'<text class="tick" x="{sx(xv):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">'
-                   f'{escape(x_fmt(xv))}</text>')
+def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
+    """Axes, grid lines, round tick labels, and each axis's unit written once."""
+    bottom = H - BOTTOM
+    out = [f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{W - RIGHT}" y2="{bottom}"/>',
+           f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}"/>']
+    for v in y.ticks:
+        py = y(v)
+        out.append(f'<line class="grid" x1="{LEFT}" y1="{py:.1f}" x2="{W - RIGHT}" y2="{py:.1f}"/>')
+        out.append(f'<text class="tick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{escape(y.label(v))}</text>')
+    if y.unit.label != "%":
+        out.append(f'<text class="unit" x="{LEFT - 6}" y="{TOP - 9}" text-anchor="end">{escape(y.unit.label)}</text>')
+    if x is not None:
+        for v in x.ticks:
+            out.append(f'<text class="tick" x="{x(v):.1f}" y="{bottom + 15}" text-anchor="middle">'
+                       f'{escape(x.label(v))}</text>')
+        name = f"{x_name} ({x.unit.label})" if x.unit.label != "%" else x_name
+        out.append(f'<text class="unit" x="{W - RIGHT}" y="{bottom + 32}" text-anchor="end">{escape(name)}</text>')
     return "".join(out)
 
 
 def _empty(name: str, title: str) -> str:
-    return _frame(name, title, f'<text class="empty" x="{W / 2}" y="{H / 2}" text-anchor="middle">no data</text>')
+    return _frame(name, title, f'<text class="empty" x="{W / 2}" y="{EMPTY_H / 2 + 5}" text-anchor="middle">'
+                               f'no data</text>', height=EMPTY_H)
 
 
 def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str, Sequence[float | None]]],
-          x_fmt: Fmt, y_fmt: Fmt, y_min: float | None = 0.0, y_max: float | None = None) -> str:
-    """Line chart: one polyline per series (gaps where a value is None), a dot at each point."""
+          x_kind: str, y_kind: str, x_name: str = "time since the first request",
+          y_range: tuple[float, float] | None = None) -> str:
+    """Line chart: one line per series, broken where a value is missing, a dot with its value at each point."""
     values = [v for _, vs in series for v in vs if v is not None]
     if not values or not xs:
         return _empty(name, title)
-    y_lo = min(values) if y_min is None else y_min
-    y_hi = max(values) if y_max is None else y_max
-    x_lo, x_hi = min(xs), max(xs)
-    sx, sy = _scale(x_lo, x_hi, LEFT, W - RIGHT), _scale(y_lo, y_hi, H - BOTTOM, TOP)
-    body = [_axes(x_lo, x_hi, y_lo, y_hi, x_fmt, y_fmt)]
+    x = Axis.make(x_kind, min(0.0, min(xs)) if x_kind == "seconds" else min(xs), max(xs), LEFT, W - RIGHT)
+    y = Axis.make(y_kind, 0.0, max(values), H - BOTTOM, TOP, fixed=y_range)
+    body = [_grid(x, y, x_name)]
     for (label, vs), color in zip(series, COLORS):
-        pts = [(sx(x), sy(v)) for x, v in zip(xs, vs) if v is not None]
-        if len(pts) > 1:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-            body.append(f'<polyline class="mark" fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
-        body.extend(f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{escape(label)}'
-                    f'</title></circle>' for x, y in pts)
+        runs: list[list[tuple[float, float, float, float]]] = [[]]
+        for xv, v in zip(xs, vs):
+            if v is None:
+                runs.append([])        # a gap: the next point starts a new line
+            else:
+                runs[-1].append((x(xv), y(v), xv, v))
+        for run in runs:
+            if len(run) > 1:
+                path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in run)
+                body.append(f'<polyline class="line" fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
+            body.extend(f'<circle class="mark" cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>'
+                        f'{escape(label)}: {escape(y.unit.tip(v))} at {escape(x.unit.tip(xv))}</title></circle>'
+                        for px, py, xv, v in run)
     return _frame(name, title, "".join(body), [(label, c) for (label, _), c in zip(series, COLORS)])
 
 
-def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_fmt: Fmt, y_fmt: Fmt,
+def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind: str, y_kind: str, x_name: str,
             x_range: tuple[float, float] | None = None) -> str:
     if not points:
         return _empty(name, title)
-    x_lo, x_hi = x_range or (min(p[0] for p in points), max(p[0] for p in points))
-    y_hi = max(p[1] for p in points)
-    sx, sy = _scale(x_lo, x_hi, LEFT, W - RIGHT), _scale(0.0, y_hi, H - BOTTOM, TOP)
-    body = [_axes(x_lo, x_hi, 0.0, y_hi, x_fmt, y_fmt)]
-    body.extend(f'<circle class="mark" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{COLORS[0]}" '
-                f'fill-opacity="0.6"/>' for x, y in points)
+    x = Axis.make(x_kind, min(p[0] for p in points), max(p[0] for p in points), LEFT, W - RIGHT, fixed=x_range)
+    y = Axis.make(y_kind, 0.0, max(p[1] for p in points), H - BOTTOM, TOP)
+    body = [_grid(x, y, x_name)]
+    body.extend(f'<circle class="mark" cx="{x(px):.1f}" cy="{y(py):.1f}" r="3.5" fill="{COLORS[0]}" '
+                f'fill-opacity="0.6"><title>{escape(y.unit.tip(py))} at {escape(x.unit.tip(px))}</title></circle>'
+                for px, py in points)
     return _frame(name, title, "".join(body))
 
 
-def stacked(name: str, title: str, labels: Sequence[str], stacks: Sequence[tuple[str, Sequence[float]]],
-            y_fmt: Fmt) -> str:
-    """Stacked bars, one per label; each stack is a class of the whole (e.g. read, written, uncached)."""
-    totals = [sum(vs[i] for _, vs in stacks) for i in range(len(labels))]
-    if not labels or not any(totals):
+def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tuple[str, Sequence[float]]],
+            x_kind: str, y_kind: str, x_name: str = "window start") -> str:
+    """Stacked bars, one per window; each stack is a class of the whole (e.g. read, written, uncached)."""
+    totals = [sum(vs[i] for _, vs in stacks) for i in range(len(starts))]
+    if not starts or not any(totals):
         return _empty(name, title)
-    y_hi = max(totals)
-    sy = _scale(0.0, y_hi, H - BOTTOM, TOP)
-    slot = (W - LEFT - RIGHT) / len(labels)
-    body = [_axes(0, 1, 0.0, y_hi, lambda _: "", y_fmt)]
-    for i, label in enumerate(labels):
+    y = Axis.make(y_kind, 0.0, max(totals), H - BOTTOM, TOP)
+    xu = unit(x_kind, max(starts))
+    body = [_grid(None, y)]
+    slot = (W - LEFT - RIGHT) / len(starts)
+    every = max(1, math.ceil(len(starts) / 8))   # at most 8 labels: they never overlap
+    for i, start in enumerate(starts):
         base = 0.0
-        x = LEFT + i * slot + slot * 0.15
+        x0 = LEFT + i * slot + slot * 0.15
+        tips = []
         for (cls, vs), color in zip(stacks, COLORS):
             v = vs[i]
             if v > 0:
-                y0, y1 = sy(base), sy(base + v)
-                body.append(f'<rect class="mark" x="{x:.1f}" y="{y1:.1f}" width="{slot * 0.7:.1f}" '
-                            f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(cls)}: {v:,.0f}</title></rect>')
+                y0, y1 = y(base), y(base + v)
+                tips.append(f"{cls}: {y.unit.tip(v)}")
+                body.append(f'<rect class="mark" x="{x0:.1f}" y="{y1:.1f}" width="{slot * 0.7:.1f}" '
+                            f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(xu.tip(start))}: {escape(cls)} '
+                            f'{escape(y.unit.tip(v))} of {escape(y.unit.tip(totals[i]))}</title></rect>')
             base += v
-        body.append(f'<text class="tick" x="{x + slot * 0.35:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">'
-                    f'{escape(label)}</text>')
+        if i % every == 0:
+            body.append(f'<text class="tick" x="{x0 + slot * 0.35:.1f}" y="{H - BOTTOM + 15}" text-anchor="middle">'
+                        f'{escape(xu.show(start, 0 if start / xu.factor >= 10 else 1))}</text>')
+    body.append(f'<text class="unit" x="{W - RIGHT}" y="{H - BOTTOM + 32}" text-anchor="end">'
+                f'{escape(x_name)} ({escape(xu.label)})</text>')
     return _frame(name, title, "".join(body), [(cls, c) for (cls, _), c in zip(stacks, COLORS)])
 
 
-def bars(name: str, title: str, items: Sequence[tuple[str, float]], fmt: Fmt) -> str:
-    """Horizontal bars in the order given (callers pass the largest first), each labelled with its value."""
-    items = [(label, v) for label, v in items if v > 0]
-    if not items:
+def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
+         tips: Sequence[str] | None = None) -> str:
+    """Horizontal bars in the order given (callers pass the largest first), each labelled with its value.
+    The chart is as tall as its bars: no empty band under a short list."""
+    shown = [(label, v, (tips[i] if tips else "")) for i, (label, v) in enumerate(items) if v > 0]
+    if not shown:
         return _empty(name, title)
-    hi = max(v for _, v in items)
-    label_w = 150
-    sx = _scale(0.0, hi, label_w, W - 90)
-    row = min(32.0, (H - TOP - 8) / len(items))
+    u = unit(kind, max(v for _, v, _ in shown))
+    label_w, row = 150, 30.0
+    height = int(8 + row * len(shown) + 8)
+    hi = max(v for _, v, _ in shown)
     body = []
-    for i, (label, v) in enumerate(items):
-        y = TOP + i * row
-        body.append(f'<text class="tick" x="{label_w - 8}" y="{y + row * 0.6:.1f}" text-anchor="end">'
+    for i, (label, v, tip) in enumerate(shown):
+        y0 = 8 + i * row
+        w = max(1.0, v / hi * (W - 110 - label_w))
+        body.append(f'<text class="tick" x="{label_w - 8}" y="{y0 + row * 0.6:.1f}" text-anchor="end">'
                     f'{escape(label)}</text>')
-        body.append(f'<rect class="mark" x="{label_w}" y="{y + row * 0.15:.1f}" '
-                    f'width="{max(1.0, sx(v) - label_w):.1f}" height="{row * 0.7:.1f}" fill="{COLORS[2]}"/>')
-        body.append(f'<text class="tick" x="{sx(v) + 6:.1f}" y="{y + row * 0.6:.1f}">{escape(fmt(v))}</text>')
-    return _frame(name, title, "".join(body))
+        body.append(f'<rect class="mark" x="{label_w}" y="{y0 + row * 0.15:.1f}" width="{w:.1f}" '
+                    f'height="{row * 0.7:.1f}" fill="{COLORS[2]}"><title>{escape(label)}: {escape(u.tip(v))}'
+                    f'{escape(tip)}</title></rect>')
+        body.append(f'<text class="tick" x="{label_w + w + 6:.1f}" y="{y0 + row * 0.6:.1f}">'
+                    f'{escape(u.tip(v))}</text>')
+    return _frame(name, title, "".join(body), height=height)

@@ -15,8 +15,14 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 def render(d: Diagnosis, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]prefixguard report[/] {escape(d.source)}: {d.requests} requests over {d.span_s:,.0f} s")
+    if d.headline:
+        console.print(f"[bold]{escape(d.headline['text'])}[/]")
+        if d.headline.get("fix"):
+            console.print(f"fix: {escape(d.headline['fix'])}")
     if d.tokens_estimated:
         console.print(f"[yellow]{escape(ESTIMATED)}[/]")
+    for note in d.notes:
+        console.print(f"[yellow]{escape(note)}[/]")
 
     console.print(f"\n[bold]1. TTFT vs decode rate[/]  {escape(d.split['finding'])}")
     table = Table("window (s)", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio", box=None)
@@ -38,6 +44,8 @@ def render(d: Diagnosis, console: Console | None = None) -> None:
         for c in d.causes:
             table.add_row(c.name, str(c.requests), f"{c.reprefill_tokens:,}", f"${c.cost_usd:,.4f}")
         console.print(table)
+        if d.prices:
+            console.print(f"   prices: {escape('; '.join(d.prices))}")
         for c in d.causes:
             ex = c.example
             if not ex:

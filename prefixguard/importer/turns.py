@@ -1,0 +1,128 @@
+"""Turns read from an agent's session logs, judged against the provider's caching contract, and stored as
+capture rows (the proxy's Record) marked as imported: no request body exists, only the usage the log kept.
+
+A log has no prompt to compare, so a turn is judged against the turn before it in the same lineage (a
+session, or one subagent of it): what that turn read and wrote is what this one could read. A turn that
+read clearly less (rules/verdict.toml's tolerance) missed, and the log says why when it can:
+- more time passed than the entry's TTL (rules/providers.toml: the TTL it was written with) -> TTL expired;
+- the agent compacted the conversation in between -> history_compacted;
+- the model changed (each model has its own cache) -> model_changed;
+- otherwise the log cannot tell (a changed system prompt or tool list, or the provider): miss_unexplained.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefixguard.contracts import model_contract, provider_for, providers, verdict_rules
+from prefixguard.store import Record
+from prefixguard.usage import Usage
+
+UNEXPLAINED = "miss_unexplained"
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model call as an agent's log recorded it."""
+
+    tool: str                  # "claude-code" | "codex"
+    lineage: str               # session id, plus the subagent's id for a sidechain
+    ts: float                  # unix seconds
+    api: str                   # the API shape the agent called ("anthropic", "openai-responses")
+    model: str | None
+    usage: Usage
+    ref: str                   # file:line it came from
+    sidechain: bool = False
+    compacted_before: bool = False   # the agent compacted the conversation since the lineage's previous turn
+    notes: list[str] = field(default_factory=list)
+
+
+def _ttl_seconds(provider: str, usage: Usage) -> tuple[str, float]:
+    """(name, seconds) of the TTL what a turn wrote or read lives for, from the contract."""
+    table = providers()[provider]
+    if "ttl_seconds" in table:
+        name = "1h" if usage.cache_write_1h and not usage.cache_write_5m else table["default_ttl"]
+        return name, float(table["ttl_seconds"][name])
+    retention = table.get("retention_seconds") or {}
+    name = table.get("default_retention")
+    return (name, float(retention[name])) if name in retention else ("none", float("inf"))
+
+
+def _cached_after(provider: str, usage: Usage) -> int:
+    """What a turn left in the cache for the next one: what it read and wrote (explicit caching), or its
+    whole prompt in the contract's steps (automatic caching, which reports no writes)."""
+    table = providers()[provider]
+    if table.get("usage_convention") == "additive":
+        return usage.cache_read + usage.cache_write
+    step = int(table.get("token_step", 1)) or 1
+    minimum = int(table.get("min_cacheable_tokens", 0))
+    total = usage.prompt_total
+    return total // step * step if total >= minimum else 0
+
+
+def _gap(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def judge(turns: Iterable[Turn]) -> list[Record]:
+    """Capture rows, oldest first, each judged against the previous turn of its lineage."""
+    tolerance = float(verdict_rules()["read_tolerance"])
+    last: dict[str, tuple[Turn, str]] = {}
+    records = []
+    for turn in sorted(turns, key=lambda t: t.ts):
+        provider = provider_for(turn.api, turn.model)
+        u = turn.usage
+        rid = f"{turn.tool}:{Path(turn.ref).name}"   # file:line: a re-import replaces its rows
+        rec = Record(id=rid, ts=turn.ts, path=turn.ref, method="LOG", upstream=f"import:{turn.tool}", api=turn.api,
+                     model=turn.model, tenant=turn.lineage, request=None, status=200, usage=u)
+        notes = list(turn.notes)
+        earlier = last.get(turn.lineage)
+        if earlier is None:
+            rec.verdict = "hit" if u.cache_read else "cold"
+            if turn.compacted_before:
+                notes.append("compacted before")
+        else:
+            prev, prev_id = earlier
+            rec.previous_id = prev_id
+            expected = _cached_after(provider, prev.usage)
+            rec.expected_cached = expected
+            elapsed = turn.ts - prev.ts
+            ttl_name, ttl = _ttl_seconds(provider, prev.usage)
+            switched = prev.model != turn.model
+            if switched:
+                notes.append(f"model {prev.model} -> {turn.model}")
+            if turn.compacted_before:
+                notes.append("compacted")
+            if expected and u.cache_read < expected * (1 - tolerance):
+                lost = expected - u.cache_read
+                if elapsed > ttl:
+                    rec.verdict, rec.cause = "miss_ttl_expired", f"gap of {_gap(elapsed)} over the {ttl_name} TTL"
+                elif turn.compacted_before:
+                    rec.verdict, rec.cause = "miss_prefix_changed", "history_compacted"
+                elif switched:
+                    rec.verdict, rec.cause = "miss_prefix_changed", "model_changed"
+                else:
+                    rec.verdict, rec.cause = UNEXPLAINED, "the log holds no prompt to compare"
+                rec.reprefill_tokens = lost
+                rec.cost_usd = _lost_cost(turn, lost)
+            else:
+                rec.verdict = "hit" if u.cache_read else "cold"
+        rec.detail = "; ".join([f"imported from {turn.tool} log (no request body)"] + notes)
+        last[turn.lineage] = (turn, rid)
+        records.append(rec)
+    return records
+
+
+def _lost_cost(turn: Turn, tokens: int) -> float:
+    """What re-prefilling `tokens` cost over reading them: written (explicit caching) or uncached."""
+    contract = model_contract(turn.api, turn.model)
+    if turn.usage.cache_write_1h and not turn.usage.cache_write_5m:
+        paid = contract.cost(write_1h=tokens)
+    elif turn.usage.cache_write:
+        paid = contract.cost(write_5m=tokens)
+    else:
+        paid = contract.cost(uncached=tokens)
+    return paid - contract.cost(cache_read=tokens)

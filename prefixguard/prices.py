@@ -1,0 +1,89 @@
+"""Model prices: from the maintained `genai-prices` package (its data ships inside it, so this works
+offline), with the dated table in rules/providers.toml as the fallback for a model it does not know,
+when it is not installed, or when PREFIXGUARD_PRICES=rules asks for the table.
+
+Prices change monthly, so every printed cost names its source and that source's date (`label`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+PACKAGE = "genai-prices"
+# genai-prices names providers as prefixguard's contracts do; a local server has no price.
+PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai"}
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens, by token class; `source` and `date` say where they come from."""
+
+    input: float
+    output: float
+    cache_read: float | None          # None: the source gives no cache price (the contract's multiplier holds)
+    cache_write_5m: float | None
+    cache_write_1h: float | None
+    source: str
+    date: str
+
+
+def _base(value: Any) -> float | None:
+    """A price as a float: a tiered price's base tier (prefixguard prices below the long-context tier)."""
+    if value is None:
+        return None
+    if not isinstance(value, Decimal):
+        value = getattr(value, "base", None)
+    return None if value is None else float(value)
+
+
+@cache
+def package_table() -> tuple[str, str] | None:
+    """(source, date) of the installed genai-prices data, or None when it is not installed. The date is
+    the latest day its data says prices were checked or updated."""
+    try:
+        from genai_prices import data
+        pkg = f"{PACKAGE} {version(PACKAGE)}"
+    except (ImportError, PackageNotFoundError):
+        return None
+    days = []
+    for provider in data.providers:
+        for text in [provider.price_comments] + [m.price_comments for m in provider.models]:
+            days += re.findall(r"(?:checked|updated)[^0-9]{0,20}(20\d\d-\d\d-\d\d)", text or "", re.I)
+    return pkg, max(days, default="undated")
+
+
+def from_package(provider: str, model: str | None) -> Prices | None:
+    """Today's prices of a model from genai-prices, or None (not installed, unknown model or provider)."""
+    if os.environ.get("PREFIXGUARD_PRICES", "").lower() in ("rules", "toml") or not model:
+        return None
+    table = package_table()
+    pid = PROVIDER_IDS.get(provider)
+    if table is None or pid is None:
+        return None
+    from genai_prices.data_snapshot import get_snapshot
+
+    try:
+        _, info = get_snapshot().find_provider_model(model.rpartition("/")[2], None, pid, None)
+        price = info.get_prices(datetime.now(UTC))
+    except (LookupError, ValueError):
+        return None
+    values = {k: _base(getattr(price, k, None)) for k in ("input_mtok", "output_mtok", "cache_read_mtok",
+                                                          "cache_write_mtok", "cache_write_1h_mtok")}
+    if not values["input_mtok"] or values["output_mtok"] is None:
+        return None
+    return Prices(values["input_mtok"], values["output_mtok"], values["cache_read_mtok"],
+                  values["cache_write_mtok"], values["cache_write_1h_mtok"], *table)
+
+
+def summary() -> str:
+    """Where costs come from, for a banner: the package with its date, else the TOML table."""
+    table = None if os.environ.get("PREFIXGUARD_PRICES", "").lower() in ("rules", "toml") else package_table()
+    if table is None:
+        return "rules/providers.toml"
+    return f"{table[0]}, {table[1]} (rules/providers.toml for models it lacks)"

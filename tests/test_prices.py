@@ -1,0 +1,85 @@
+"""Prices come from the maintained genai-prices package (its bundled data: offline), the dated TOML table
+is the fallback, and every printed cost names its source and date."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from genai_prices import Usage, calc_price
+
+from prefixguard.cli import main
+from prefixguard.contracts import model_contract, providers
+from prefixguard.prices import package_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = [str(ROOT / "examples/requests/anthropic/volatile_content" / n) for n in ("a.json", "b.json")]
+
+
+@pytest.fixture(autouse=True)
+def fresh_contracts():
+    model_contract.cache_clear()
+    yield
+    model_contract.cache_clear()
+
+
+@pytest.mark.parametrize("api, model, provider", [("anthropic", "claude-sonnet-4-5-20250929", "anthropic"),
+                                                  ("anthropic", "claude-haiku-4-5", "anthropic"),
+                                                  ("openai-chat", "gpt-4o-mini", "openai"),
+                                                  ("openai-responses", "gpt-5", "openai")])
+def test_costs_match_the_package_calculation(api: str, model: str, provider: str) -> None:
+    contract = model_contract(api, model)
+    assert contract.price_source.startswith("genai-prices ")
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d", contract.price_date)
+    uncached, read, written, output = 3_000, 50_000, 2_000, 400
+    ours = contract.cost(uncached=uncached, cache_read=read, write_5m=written if provider == "anthropic" else 0,
+                         output=output)
+    usage = Usage(input_tokens=uncached + read + (written if provider == "anthropic" else 0),
+                  cache_read_tokens=read, output_tokens=output,
+                  **({"cache_write_tokens": written} if provider == "anthropic" else {}))
+    theirs = float(calc_price(usage, model, provider_id=provider).total_price)
+    assert ours == pytest.approx(theirs, rel=1e-9)
+
+
+def test_one_hour_writes_use_the_package_price() -> None:
+    contract = model_contract("anthropic", "claude-sonnet-4-5")
+    theirs = calc_price(Usage(input_tokens=10_000, cache_write_tokens=10_000, cache_write_1h_tokens=10_000), "claude-sonnet-4-5",
+                        provider_id="anthropic").total_price
+    assert contract.cost(write_1h=10_000) == pytest.approx(float(theirs), rel=1e-9)
+
+
+def test_the_toml_table_is_the_fallback_with_its_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFIXGUARD_PRICES", "rules")
+    c = model_contract("anthropic", "claude-sonnet-4-5")
+    table = providers()["anthropic"]
+    row = next(m for m in table["models"] if m["prefix"] == "claude-sonnet-4-5")
+    assert (c.input_per_mtok, c.output_per_mtok) == (row["input_per_mtok"], row["output_per_mtok"])
+    assert c.prices == f"rules/providers.toml, {table['read']}"
+
+
+def test_a_model_the_package_does_not_know_falls_back() -> None:
+    c = model_contract("anthropic", "claude-nonexistent-9")
+    assert c.price_source == "rules/providers.toml" and not c.confirmed
+    local = model_contract("openai-chat", "llama-3-8b")           # a local server: no price anywhere
+    assert local.provider == "compatible" and local.input_per_mtok == 0.0
+
+
+def test_the_package_table_is_dated() -> None:
+    source, date = package_table()
+    assert source.startswith("genai-prices ") and re.fullmatch(r"20\d\d-\d\d-\d\d", date)
+
+
+def test_diff_prints_the_price_source_and_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    res = CliRunner().invoke(main, ["diff", *PAIR])
+    assert res.exit_code == 1
+    cost = next(line for line in res.stdout.splitlines() if line.strip().startswith("cost"))
+    source, date = package_table()
+    assert f"prices: {source}, {date}" in cost
+    assert json.loads(CliRunner().invoke(main, ["diff", *PAIR, "--format", "json"]).stdout)["prices"] == \
+        f"{source}, {date}"
+    monkeypatch.setenv("PREFIXGUARD_PRICES", "rules")
+    model_contract.cache_clear()
+    res = CliRunner().invoke(main, ["diff", *PAIR])
+    assert f"prices: rules/providers.toml, {providers()['anthropic']['read']}" in res.stdout
