@@ -50,7 +50,8 @@ MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows 
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
 OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
-           "prefixguard_policy", "prefixguard_upstreams")
+           "prefixguard_policy", "prefixguard_upstreams", "prefixguard_otlp_endpoint", "prefixguard_metrics_port",
+           "prefixguard_metrics_host")
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
@@ -137,6 +138,9 @@ class PrefixGuard:
         loader.add_option("prefixguard_policy", str, "", "Cache policy: radix, anthropic, openai (empty: by provider).")
         loader.add_option("prefixguard_upstreams", Sequence[str], [],
                           "Reverse-proxy routes PREFIX=URL (a URL alone: every other path).")
+        loader.add_option("prefixguard_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per call (empty: none).")
+        loader.add_option("prefixguard_metrics_port", int, 0, "Port of the Prometheus /metrics (0: none).")
+        loader.add_option("prefixguard_metrics_host", str, "127.0.0.1", "Address of the Prometheus /metrics.")
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
@@ -147,6 +151,10 @@ class PrefixGuard:
         self.headers, self.quiet = opts.prefixguard_headers, opts.prefixguard_quiet
         settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
                     "policy": opts.prefixguard_policy or None}
+        if opts.prefixguard_otlp_endpoint:  # telemetry runs in the analysis process, like everything else
+            settings["otlp_endpoint"] = opts.prefixguard_otlp_endpoint
+        if opts.prefixguard_metrics_port:
+            settings |= {"metrics_port": opts.prefixguard_metrics_port, "metrics_host": opts.prefixguard_metrics_host}
         if settings != self._settings:
             self._settings = settings
             if self._worker is not None:  # new settings, new worker; the old one finishes its queue

@@ -151,8 +151,15 @@ def _line(rec: Record) -> str:
 class Analyzer:
     """Per-flow analysis with the state across flows: earlier prompts, policies, the store."""
 
-    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None) -> None:
+    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None,
+                 otlp_endpoint: str | None = None, metrics_port: int | None = None,
+                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy") -> None:
         self.store = Store(store) if store else None
+        self.telemetry = None
+        if otlp_endpoint or metrics_port is not None:  # spans and metrics of each record, beside the store
+            from prefixguard.telemetry.sink import Telemetry
+            self.telemetry = Telemetry(otlp_endpoint=otlp_endpoint, metrics_port=metrics_port,
+                                       metrics_host=metrics_host, service=service)
         self.bodies = bodies
         self.forced_policy = policy
         self._policies: dict[str, CachePolicy] = {}
@@ -171,6 +178,8 @@ class Analyzer:
     def close(self, _: object = None) -> None:
         if self.store is not None:
             self.store.close()
+        if self.telemetry is not None:
+            self.telemetry.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
         name = self.forced_policy or policy_name(prompt.api, prompt.model)
@@ -281,6 +290,9 @@ class Analyzer:
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)
+        if self.telemetry is not None and prompt is not None:
+            lag = time.monotonic() - resp.ended_at if resp.ended_at is not None else None
+            self.telemetry.add(rec, lag)
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
             return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
         return _line(rec) if prompt is not None else None
