@@ -111,6 +111,7 @@ class Response:
     error: str | None = None
     chunks: list[tuple[float, bytes]] | None = None  # a streamed body: (arrival, bytes) of each chunk
     body: bytes | None = None          # a whole body, not streamed (content-encoding not undone)
+    usage: Usage | None = None         # usage an in-process caller has already read (LiteLLM's streams)
 
 
 # What the addon sends for each step, as plain tuples of these classes' first fields, in order.
@@ -238,7 +239,9 @@ class Analyzer:
         api = prompt.api if prompt else None
         ok = resp.status is not None and 200 <= resp.status < 300 and not resp.error
         usage, first, output = Usage(), None, 0
-        if api and resp.chunks is not None:
+        if resp.usage is not None:
+            usage, first, output = resp.usage, resp.headers_at, resp.usage.output
+        elif api and resp.chunks is not None:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
             usage = stream.usage()
             output = usage.output or stream.output_chunks
