@@ -124,3 +124,19 @@ def test_a_failing_analysis_never_reaches_the_caller(setup, caplog: pytest.LogCa
     while "analysis of LiteLLM call" not in caplog.text and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "analysis of LiteLLM call" in caplog.text
+
+
+def test_litellm_proxy_handler_from_the_environment(tmp_path: Path) -> None:
+    """LiteLLM's proxy names `prefixguard.integrations.litellm.handler` in its config: one callback per
+    process, configured by the environment, made on first use."""
+    import subprocess
+    import sys
+
+    code = ("import litellm, prefixguard.integrations.litellm as m; h = m.handler; "
+            "assert h is m.handler and isinstance(h, litellm.integrations.custom_logger.CustomLogger); "
+            "print(h.analyzer.store.path, h.analyzer.telemetry.metrics is not None)")
+    port = str(__import__("test_telemetry").free_port())
+    env = {**os.environ, "PREFIXGUARD_STORE": str(tmp_path / "env.db"), "PREFIXGUARD_METRICS_PORT": port}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(tmp_path / "env.db"), "True"]
