@@ -22,11 +22,13 @@ from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from engine import api_anthropic, api_openai, chat_template
 from engine.api_common import sse
-from engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
+from engine.metrics import Metrics
+from engine.runner import EngineFailed, Overloaded, Runner, Stream
 from engine.scheduler import RequestTooLarge
 from prefixguard.compare import compare
 from prefixguard.diagnosis import Diagnosis, of_comparison
@@ -39,89 +41,6 @@ from prefixguard.wire import parse_request
 SHAPES = {"/v1/messages": (api_anthropic.Messages, api_anthropic.error),
           "/v1/chat/completions": (api_openai.Chat, api_openai.error),
           "/v1/responses": (api_openai.Responses, api_openai.error)}
-
-
-class Histogram:
-    """A Prometheus histogram (cumulative buckets, sum, count)."""
-
-    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...]) -> None:
-        self.name, self.help, self.buckets = name, help_text, buckets
-        self.counts = [0] * len(buckets)
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
-        self.sum += value
-        self.count += 1
-
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        lines += [f'{self.name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets, self.counts, strict=True)]
-        lines += [f'{self.name}_bucket{{le="+Inf"}} {self.count}', f"{self.name}_sum {self.sum:.6f}",
-                  f"{self.name}_count {self.count}"]
-        return lines
-
-
-class Metrics:
-    def __init__(self) -> None:
-        self.requests: dict[tuple[str, int], int] = {}
-        self.prompt_tokens = 0
-        self.cached_tokens = 0
-        self.output_tokens = 0
-        seconds = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-        self.ttft = Histogram("prefixguard_engine_ttft_seconds", "Time to first token.", seconds)
-        self.prefill = Histogram("prefixguard_engine_prefill_seconds", "Prefill compute per request.", seconds)
-        self.decode = Histogram("prefixguard_engine_decode_tokens_per_second",
-                                "Decode rate after the first token, per request.",
-                                (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500))
-
-    def count(self, api: str, status: int) -> None:
-        self.requests[(api, status)] = self.requests.get((api, status), 0) + 1
-
-    def finished(self, event: Event, usage: Usage) -> None:
-        self.prompt_tokens += usage.prompt_total
-        self.cached_tokens += usage.cache_read
-        self.output_tokens += usage.output
-        if event.ttft is not None:
-            self.ttft.observe(event.ttft)
-        if event.prefill_seconds is not None:
-            self.prefill.observe(event.prefill_seconds)
-        if event.decode_tps is not None:
-            self.decode.observe(event.decode_tps)
-
-    def render(self, runner: Runner) -> str:
-        hit = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-        lines = ["# HELP prefixguard_engine_requests_total Requests answered, by API and HTTP status.",
-                 "# TYPE prefixguard_engine_requests_total counter"]
-        lines += [f'prefixguard_engine_requests_total{{api="{api}",status="{status}"}} {n}'
-                  for (api, status), n in sorted(self.requests.items())]
-        for name, kind, value, help_text in (
-                ("prompt_tokens_total", "counter", self.prompt_tokens, "Prompt tokens of finished requests."),
-                ("cached_tokens_total", "counter", self.cached_tokens, "Prompt tokens read from the radix tree."),
-                ("output_tokens_total", "counter", self.output_tokens, "Tokens generated."),
-                ("prefix_hit_rate", "gauge", hit, "Cached over prompt tokens since start."),
-                ("requests_in_flight", "gauge", runner.in_flight, "Requests admitted and not finished."),
-                ("queue_depth", "gauge", runner.waiting, "Requests admitted with no token yet."),
-                ("queue_capacity", "gauge", runner.max_queue, "Requests in flight before 429."),
-                *_pool_lines(runner.engine)):
-            lines += [f"# HELP prefixguard_engine_{name} {help_text}", f"# TYPE prefixguard_engine_{name} {kind}",
-                      f"prefixguard_engine_{name} {value:g}" if isinstance(value, float) else
-                      f"prefixguard_engine_{name} {value}"]
-        for histogram in (self.ttft, self.prefill, self.decode):
-            lines += histogram.render()
-        return "\n".join(lines) + "\n"
-
-
-def _pool_lines(engine: Any) -> list[tuple[str, str, float, str]]:
-    stats = engine.stats
-    total, used = stats["pool_pages_total"], stats["pool_pages_used"]
-    return [("kv_pool_pages", "gauge", total, "KV pages in the pool."),
-            ("kv_pool_used_ratio", "gauge", used / total if total else 0.0,
-             "Share of KV pages in use, radix tree included."),
-            ("kv_evicted_pages_total", "counter", stats["evicted_pages"], "Tree pages evicted for room.")]
 
 
 def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: int) -> Usage:
@@ -152,7 +71,7 @@ class Served:
         self.cache_policy = cache_policy
         self.default_max_tokens = default_max_tokens
         self.clock = clock
-        self.metrics = Metrics()
+        self.metrics = Metrics(runner)
         # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
         self._policies: dict[str, CachePolicy] = {}
@@ -230,8 +149,8 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
                 "in_flight": runner.in_flight}
 
     @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(served.metrics.render(runner), media_type="text/plain; version=0.0.4")
+    async def metrics() -> Response:
+        return Response(generate_latest(served.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -35,7 +35,8 @@ COMMANDS = {
 
 # The optional dependencies and the extra that brings each.
 EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetensors": "engine",
-          "numpy": "engine", "mitmproxy": "proxy", "httpx": "http"}
+          "numpy": "engine", "mitmproxy": "proxy", "httpx": "http", "opentelemetry": "telemetry",
+          "prometheus_client": "telemetry", "litellm": "litellm"}
 
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
 

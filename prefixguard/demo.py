@@ -184,7 +184,7 @@ def _prefill_seconds(engine_url: str) -> float:
     """Prefill compute so far, from the engine's /metrics."""
     with urllib.request.urlopen(engine_url + "/metrics", timeout=10) as r:
         text = r.read().decode()
-    found = re.search(r"^prefixguard_engine_prefill_seconds_sum ([\d.e+-]+)$", text, re.M)
+    found = re.search(r"^prefixguard_engine_request_prefill_time_seconds_sum ([\d.e+-]+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
 
 

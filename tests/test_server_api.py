@@ -9,6 +9,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from engine import chat_template
 from engine.llm_engine import LLMEngine
@@ -188,13 +189,18 @@ def test_count_tokens_models_health_metrics(server, claude):
     assert counted.input_tokens == len(prompt_ids(body, "/v1/messages"))
     assert httpx.get(url + "/v1/models").json()["data"][0]["id"] == "tiny"
     assert httpx.get(url + "/health").json()["status"] == "ok"
-    metrics = httpx.get(url + "/metrics").text
-    for name in ("prefixguard_engine_prefix_hit_rate", "prefixguard_engine_cached_tokens_total",
-                 "prefixguard_engine_ttft_seconds_bucket", "prefixguard_engine_decode_tokens_per_second_count",
-                 "prefixguard_engine_kv_pool_used_ratio", "prefixguard_engine_queue_depth"):
-        assert name in metrics
-    hit = next(line for line in metrics.splitlines() if line.startswith("prefixguard_engine_prefix_hit_rate "))
-    assert 0 < float(hit.split()[1]) < 1
+    text = httpx.get(url + "/metrics").text
+    found = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+             if not s.labels or set(s.labels) <= {"api", "code"}}
+    for name in ("prefixguard_engine_prefix_cache_queries_total", "prefixguard_engine_prefix_cache_hits_total",
+                 "prefixguard_engine_time_to_first_token_seconds_count", "prefixguard_engine_decode_tokens_per_second_count",
+                 "prefixguard_engine_kv_pool_used_ratio", "prefixguard_engine_num_requests_waiting",
+                 "prefixguard_engine_requests_total", "prefixguard_engine_kv_evicted_pages_total"):
+        assert name in found, name
+    # the hit rate is derived from two counters (rate() over a window in PromQL), no since-start gauge
+    assert 0 < found["prefixguard_engine_prefix_cache_hits_total"] < found["prefixguard_engine_prefix_cache_queries_total"]
+    assert not any(name.endswith("hit_rate") for name in found)
+    assert "status=" not in text and 'code="200"' in text
 
 
 def test_stop_sequences_cut_the_text_plain_and_streamed(claude, gpt):

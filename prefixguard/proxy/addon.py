@@ -52,7 +52,8 @@ MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows 
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
 OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
-           "prefixguard_policy", "prefixguard_upstreams", "prefixguard_diagnostics")
+           "prefixguard_policy", "prefixguard_upstreams", "prefixguard_diagnostics", "prefixguard_otlp_endpoint",
+           "prefixguard_metrics_port", "prefixguard_metrics_host")
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
@@ -146,6 +147,9 @@ class PrefixGuard:
         loader.add_option("prefixguard_diagnostics", bool, False,
                           "Ask the provider for its cache diagnosis against the tenant's previous response: "
                           "adds one member to Messages / Responses request bodies (off: every byte passes).")
+        loader.add_option("prefixguard_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per call (empty: none).")
+        loader.add_option("prefixguard_metrics_port", int, 0, "Port of the Prometheus /metrics (0: none).")
+        loader.add_option("prefixguard_metrics_host", str, "127.0.0.1", "Address of the Prometheus /metrics.")
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
@@ -158,6 +162,10 @@ class PrefixGuard:
             self.asker = Asker() if opts.prefixguard_diagnostics else None
         settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
                     "policy": opts.prefixguard_policy or None}
+        if opts.prefixguard_otlp_endpoint:  # telemetry runs in the analysis process, like everything else
+            settings["otlp_endpoint"] = opts.prefixguard_otlp_endpoint
+        if opts.prefixguard_metrics_port:
+            settings |= {"metrics_port": opts.prefixguard_metrics_port, "metrics_host": opts.prefixguard_metrics_host}
         if settings != self._settings:
             self._settings = settings
             if self._worker is not None:  # new settings, new worker; the old one finishes its queue

@@ -113,6 +113,7 @@ class Response:
     error: str | None = None
     chunks: list[tuple[float, bytes]] | None = None  # a streamed body: (arrival, bytes) of each chunk
     body: bytes | None = None          # a whole body, not streamed (content-encoding not undone)
+    usage: Usage | None = None         # usage an in-process caller has already read (LiteLLM's streams)
 
 
 # What the addon sends for each step, as plain tuples of these classes' first fields, in order.
@@ -165,8 +166,15 @@ def diagnosis_said(rec: Record) -> str | None:
 class Analyzer:
     """Per-flow analysis with the state across flows: earlier prompts, policies, the store."""
 
-    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None) -> None:
+    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None,
+                 otlp_endpoint: str | None = None, metrics_port: int | None = None,
+                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy") -> None:
         self.store = Store(store) if store else None
+        self.telemetry = None
+        if otlp_endpoint or metrics_port is not None:  # spans and metrics of each record, beside the store
+            from prefixguard.telemetry.sink import Telemetry
+            self.telemetry = Telemetry(otlp_endpoint=otlp_endpoint, metrics_port=metrics_port,
+                                       metrics_host=metrics_host, service=service)
         self.bodies = bodies
         self.forced_policy = policy
         self._policies: dict[str, CachePolicy] = {}
@@ -185,6 +193,8 @@ class Analyzer:
     def close(self, _: object = None) -> None:
         if self.store is not None:
             self.store.close()
+        if self.telemetry is not None:
+            self.telemetry.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
         name = self.forced_policy or policy_name(prompt.api, prompt.model)
@@ -247,7 +257,9 @@ class Analyzer:
                 gemini.remember_cached(decoded(resp.body, resp.encoding)[0])
             return None
         usage, first, output, diag = Usage(), None, 0, None
-        if api and resp.chunks is not None:
+        if resp.usage is not None:
+            usage, first, output = resp.usage, resp.headers_at, resp.usage.output
+        elif api and resp.chunks is not None:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
             usage, diag = stream.usage(), stream.diagnosis
             output = usage.output or stream.output_chunks
@@ -303,6 +315,9 @@ class Analyzer:
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)
+        if self.telemetry is not None and prompt is not None:
+            lag = time.monotonic() - resp.ended_at if resp.ended_at is not None else None
+            self.telemetry.add(rec, lag)
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
             return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
         return _line(rec) if prompt is not None else None

@@ -27,8 +27,13 @@ from prefixguard.errors import InputError
               help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
                    "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
                    "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
+@click.option("--otlp-endpoint", metavar="URL",
+              help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
 def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
-          no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool) -> None:
+          no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool, otlp_endpoint: str | None = None,
+          metrics_port: int | None = None) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
 
     Point the app's base URL at it (e.g. ANTHROPIC_BASE_URL=http://127.0.0.1:8080). Bodies pass through
@@ -44,12 +49,19 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         except ValueError as err:
             fail(f"--upstream: {err}")
     check_listen(host, port)  # a port in use or a bad --host: one line, exit 2, before anything starts
+    if metrics_port is not None:
+        import prometheus_client  # noqa: F401 - a missing extra fails here, in one line
+        check_listen(host, metrics_port)
+    if otlp_endpoint:
+        _check_telemetry(otlp_endpoint)
     if store is not None:
         from prefixguard.store import check_writable_store
         check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
-                "prefixguard_policy": policy or "", "prefixguard_diagnostics": ask_diagnostics}
+                "prefixguard_policy": policy or "", "prefixguard_diagnostics": ask_diagnostics,
+                "prefixguard_otlp_endpoint": otlp_endpoint or "", "prefixguard_metrics_port": metrics_port or 0,
+                "prefixguard_metrics_host": host}
 
     _console_log()
     from prefixguard import prices
@@ -66,6 +78,16 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         fail(str(err))
     except OSError as err:
         fail(str(err), code=1)
+
+
+def _check_telemetry(endpoint: str) -> None:
+    """A bad URL or a missing extra: one line, exit 2, before anything listens."""
+    try:
+        from prefixguard.telemetry.spans import traces_url
+        traces_url(endpoint)
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+    except ValueError as err:
+        fail(str(err))
 
 
 def _console_log() -> None:
@@ -88,15 +110,23 @@ def capture() -> None:
 
 @capture.command("export")
 @click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
-def export(db: Path) -> None:
-    """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "otlp-json"]), default="jsonl", show_default=True,
+              help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
+                   "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
+def export(db: Path, fmt: str) -> None:
+    """Write a capture to stdout, as JSON lines or as OpenTelemetry spans."""
+    import json
     import os
 
     from prefixguard.store import open_store
 
     try:
         with open_store(db) as store:
-            store.export(sys.stdout)
+            if fmt == "otlp-json":
+                from prefixguard.telemetry.spans import otlp_json
+                sys.stdout.write(json.dumps(otlp_json(store.records()), separators=(",", ":")) + "\n")
+            else:
+                store.export(sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush

@@ -1,0 +1,1 @@
+"""prefixguard inside other tools' processes (LiteLLM), reusing the proxy's analysis as it is."""

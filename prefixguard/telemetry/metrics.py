@@ -1,0 +1,81 @@
+"""Prometheus metrics of the proxied calls, from their capture records (prometheus-client).
+
+Counters, not ratios: the hit rate over any window is
+`rate(prefixguard_proxy_cached_tokens_total[5m]) / rate(prefixguard_proxy_prompt_tokens_total[5m])`.
+Labels stay few and bounded: provider, model, code (HTTP status), verdict, cause (the taxonomy's names).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from prefixguard.contracts import provider_for
+from prefixguard.proxy.verdict import read_cause
+from prefixguard.store import Record
+from prefixguard.telemetry import names as n
+
+MISSES = ("miss_prefix_changed", "miss_ttl_expired", "miss_server_side")
+
+
+def miss_cause(rec: Record) -> str:
+    """The cause label of a miss: the first cause a prefix change names, else what the verdict says."""
+    if rec.verdict == "miss_prefix_changed":
+        return next(iter(read_cause(rec.cause)[0]), "unknown")
+    return (rec.verdict or "unknown").removeprefix("miss_")
+
+
+class ProxyMetrics:
+    """The metrics, in a registry of their own (several proxies or tests in one process never clash)."""
+
+    def __init__(self, registry: Any = None, prefix: str = n.PROXY) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r, base = self.registry, ("provider", "model")
+
+        def counter(name: str, text: str, labels: tuple[str, ...] = base) -> Any:
+            return Counter(f"{prefix}_{name}", text, labels, registry=r)
+
+        def histogram(name: str, text: str, buckets: tuple[float, ...], labels: tuple[str, ...] = base) -> Any:
+            return Histogram(f"{prefix}_{name}", text, labels, buckets=buckets, registry=r)
+
+        self.requests = counter(n.REQUESTS, "LLM calls, by HTTP status code and verdict.", (*base, "code", "verdict"))
+        self.prompt = counter(n.PROMPT_TOKENS, "Prompt tokens the provider reported.")
+        self.cached = counter(n.CACHED_TOKENS, "Prompt tokens the provider read from its cache.")
+        self.written = counter(n.CACHE_WRITE_TOKENS, "Prompt tokens the provider wrote to its cache.")
+        self.misses = counter(n.MISSES, "Cache misses, by cause.", (*base, "cause"))
+        self.reprefill = counter(n.REPREFILL_TOKENS, "Tokens prefilled again because the prefix changed, by cause.",
+                                 (*base, "cause"))
+        self.cost = counter(n.MISS_COST, "What prefix changes cost over cache reads, in US dollars.")
+        self.ttft = histogram(n.TTFT, "Time to first token.", n.SECONDS)
+        self.decode = histogram(n.DECODE_RATE, "Decode rate after the first token.", n.TOKENS_PER_SECOND)
+        self.lag = histogram(n.ANALYSIS_LAG, "From a response's end to its analysis done.", n.SECONDS, ())
+
+    def add(self, rec: Record, lag: float | None = None) -> None:
+        provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
+        base = {"provider": provider, "model": rec.model or ""}
+        code = str(rec.status) if rec.status is not None else "none"
+        self.requests.labels(**base, code=code, verdict=rec.verdict or "none").inc()
+        u = rec.usage
+        if u.reported:
+            self.prompt.labels(**base).inc(u.prompt_total)
+            self.cached.labels(**base).inc(u.cache_read)
+            self.written.labels(**base).inc(u.cache_write)
+        if rec.verdict in MISSES:
+            cause = miss_cause(rec)
+            self.misses.labels(**base, cause=cause).inc()
+            if rec.reprefill_tokens:
+                self.reprefill.labels(**base, cause=cause).inc(rec.reprefill_tokens)
+                self.cost.labels(**base).inc(rec.cost_usd or 0.0)
+        if rec.ttft_s is not None:
+            self.ttft.labels(**base).observe(rec.ttft_s)
+        if rec.decode_tps is not None:
+            self.decode.labels(**base).observe(rec.decode_tps)
+        if lag is not None:
+            self.lag.observe(max(lag, 0.0))
+
+    def serve(self, host: str, port: int) -> Any:
+        """/metrics on host:port from a daemon thread; returns the server (shutdown() stops it)."""
+        from prometheus_client import start_http_server
+
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return server

@@ -1,0 +1,49 @@
+"""Every telemetry name in one place: OpenTelemetry GenAI attributes, prefixguard's own span attributes,
+Prometheus metric names and their buckets. Names only; provider facts stay in rules/."""
+from __future__ import annotations
+
+# ---- OpenTelemetry GenAI semantic conventions (span attributes)
+GEN_AI_OPERATION = "gen_ai.operation.name"
+GEN_AI_SYSTEM = "gen_ai.system"                 # the older name, still what most backends group by
+GEN_AI_PROVIDER = "gen_ai.provider.name"        # its successor
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_TTFT = "gen_ai.response.time_to_first_chunk"   # seconds
+HTTP_STATUS = "http.response.status_code"
+SERVER_ADDRESS = "server.address"
+ERROR_TYPE = "error.type"
+
+# ---- prefixguard's span attributes
+PG_VERDICT = "prefixguard.verdict"
+PG_CAUSE = "prefixguard.cause"
+PG_POINTER = "prefixguard.pointer"
+PG_EXPECTED_CACHED = "prefixguard.expected_cached_tokens"
+PG_REPREFILL = "prefixguard.reprefill_tokens"
+PG_MISS_COST = "prefixguard.miss_cost_usd"
+PG_DECODE_TPS = "prefixguard.decode_tokens_per_second"
+PG_TENANT = "prefixguard.tenant"
+PG_ESTIMATED = "prefixguard.tokens_estimated"
+SCOPE = "prefixguard"
+
+# ---- Prometheus (prometheus-client adds _total to counters; labels: provider, model, code, verdict, cause)
+PROXY = "prefixguard_proxy"
+REQUESTS = "requests"                    # counter
+PROMPT_TOKENS = "prompt_tokens"          # counter
+CACHED_TOKENS = "cached_tokens"          # counter: read from the provider's cache
+CACHE_WRITE_TOKENS = "cache_write_tokens"  # counter
+MISSES = "cache_misses"                  # counter, by cause
+REPREFILL_TOKENS = "reprefill_tokens"    # counter, by cause
+MISS_COST = "miss_cost_usd"              # counter
+TTFT = "time_to_first_token_seconds"     # histogram
+DECODE_RATE = "decode_tokens_per_second"  # histogram
+ANALYSIS_LAG = "analysis_lag_seconds"    # histogram: response end -> its analysis done
+
+# The engine's, after vLLM's prefix-cache metrics (vllm:prefix_cache_queries / _hits, counted in tokens),
+# without the colon, which Prometheus keeps for recording rules.
+ENGINE = "prefixguard_engine"
+
+SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+TOKENS_PER_SECOND = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
