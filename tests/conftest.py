@@ -8,6 +8,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"   # in CI a copy of shared/ sits beside the clone
+# Tests count with the tokenizer itself, never with counts an earlier run kept in the user's cache
+# (tests/test_tokens.py turns the disk store on in a temporary directory).
+os.environ["PREFIXGUARD_CACHE_DIR"] = "off"
 
 
 @pytest.fixture(scope="session")

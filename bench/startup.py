@@ -1,0 +1,77 @@
+"""Whole-process time of the commands users wait on: `prefixguard diff` of a ~1 MB pair (bench/core.py's
+session, a timestamp break), with the token counts kept on disk (warm), without them (cold), without
+tokens at all, `lint` of one file, `--help`; against `python -c pass` and, where given, cachelint's diff
+of the same pair. Fresh processes, interleaved rounds, medians: ratios are what to read.
+
+    .venv/bin/python bench/startup.py [--rounds 9] [--cachelint SITE_DIR]
+SITE_DIR holds cachelint 0.1.0a2 (`pip install --target SITE_DIR --no-deps cachelint==0.1.0a2`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import core  # noqa: E402
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--cachelint", type=Path, help="a directory where cachelint is installed (--target)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="pg-startup-"))
+    gen = core._examples()
+    tools, history = core.build_session(gen)
+    a, b = core.bodies(gen, "anthropic", tools, history, gen.NEXT_TURN, gen.TIME_B)
+    pa, pb = tmp / "a.json", tmp / "b.json"
+    pa.write_bytes(a)
+    pb.write_bytes(b)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users keep .pyc files
+    env["PYTHONPATH"] = str(ROOT)
+    warm = {**env, "PREFIXGUARD_CACHE_DIR": str(tmp / "cache")}
+    cold = {**env, "PREFIXGUARD_CACHE_DIR": "off"}
+    pg = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
+    cases = {
+        "python -c pass": ([sys.executable, "-c", "pass"], env),
+        "diff, counts on disk": (pg + ["diff", str(pa), str(pb)], warm),
+        "diff, no disk cache": (pg + ["diff", str(pa), str(pb)], cold),
+        "diff --no-tokens": (pg + ["diff", "--no-tokens", str(pa), str(pb)], cold),
+        "lint, counts on disk": (pg + ["lint", str(pb)], warm),
+        "--help": (pg + ["--help"], env),
+    }
+    if args.cachelint:
+        cases["cachelint diff"] = ([sys.executable, "-c", "import sys; from cachelint.cli import main; "
+                                    "sys.exit(main())", "diff", str(pa), str(pb)],
+                                   {**env, "PYTHONPATH": str(args.cachelint)})
+    for cmd, e in cases.values():  # compile .pyc, fill the cache directory
+        timed(cmd, e)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.rounds):
+        for name, (cmd, e) in cases.items():
+            times[name].append(timed(cmd, e))
+    med = {name: statistics.median(v) for name, v in times.items()}
+    ref = "cachelint diff" if args.cachelint else "diff --no-tokens"
+    print(f"{len(a) / 2**20:.2f} MB pair; medians of {args.rounds} interleaved rounds; ratio to {ref}")
+    print(f"{'command':24} {'s':>7} {'ratio':>7}")
+    for name, s in med.items():
+        print(f"{name:24} {s:7.3f} {s / med[ref]:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
