@@ -62,3 +62,12 @@ def test_a_missing_extra_names_the_install_command(tmp_path: Path) -> None:
 def test_help_and_version_exit_0() -> None:
     assert run("--help").returncode == 0 and "lint" in run("--help").stdout
     assert run("--version").returncode == 0
+
+
+@pytest.mark.parametrize("argv", [["lint", "--no-such-flag", "x.json"], ["diff", "--no-such-flag"],
+                                  ["replay", "--no-such-flag"], ["rules", "--no-such-flag"]])
+def test_usage_errors_of_every_command_point_to_its_help(argv: list[str]) -> None:
+    """One error path for all commands: lint's usage errors get the same hint as the others'."""
+    done = run(*argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith(f"(see prefixguard {argv[0]} --help)"), done.stderr

@@ -82,7 +82,7 @@ def test_cli_json_and_errors():
 def test_cli_does_not_import_torch():
     import subprocess
     import sys
-    code = "import sys; from prefixguard.cli import main; import prefixguard.kv_cmd; assert 'torch' not in sys.modules"
+    code = "import sys; from prefixguard.cli import main; import prefixguard.cli.kv; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -10,7 +10,7 @@ from mitmproxy.test import tutils
 
 from prefixguard.compare import compare
 from prefixguard.policy import Expected
-from prefixguard.proxy import verdict
+from prefixguard import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream

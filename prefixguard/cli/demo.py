@@ -30,9 +30,9 @@ from typing import Any
 
 import click
 
-from prefixguard.proxy.verdict import read_cause
+from prefixguard.verdict import read_cause
 
-APP = Path(__file__).resolve().parent.parent / "examples" / "app" / "agent.py"
+APP = Path(__file__).resolve().parents[2] / "examples" / "app" / "agent.py"
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
 PHASES = (("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from prefixguard.cli import fail
+from prefixguard.cli.exits import fail
 from prefixguard.errors import InputError
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"

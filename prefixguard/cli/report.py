@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from prefixguard.cli import fail
+from prefixguard.cli.exits import fail
 from prefixguard.errors import InputError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 from importlib.resources import files
@@ -121,3 +121,17 @@ def resolve_all(selectors: Iterable[str]) -> frozenset[str]:
     for s in selectors:
         out |= resolve(s)
     return out
+
+
+def as_dict(r: Rule) -> dict[str, Any]:
+    return {k: v for k, v in asdict(r).items() if v not in (None, {})} | {"providers": list(r.providers)}
+
+
+def explain(r: Rule) -> str:
+    """One rule for people, like `ruff rule`."""
+    variants = "".join(f"; {sev} when {name}" for name, sev in r.variants.items())
+    head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
+           f"Providers: {', '.join(r.providers)}."
+    cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
+    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```json\n{r.bad}\n```\n\n"
+            f"## Good\n```json\n{r.good}\n```\n\n## Fix\n{r.fix}")

@@ -21,7 +21,7 @@ from prefixguard.compare import Comparison
 from prefixguard.errors import InputError, TooLarge
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
-from prefixguard.proxy import verdict as verdicts
+from prefixguard import verdict as verdicts
 from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
 from prefixguard.scale import TokenScale

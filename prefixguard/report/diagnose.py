@@ -19,7 +19,7 @@ from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
-from prefixguard.proxy.verdict import read_cause
+from prefixguard.verdict import read_cause
 from prefixguard.replay.results import distribution, quantile
 from prefixguard.wire import parse_request
 
