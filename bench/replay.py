@@ -15,7 +15,8 @@ from pathlib import Path
 from engine import chat_template
 
 from prefixguard.replay import sources
-from prefixguard.replay.results import against_baseline, distribution, summarize
+from prefixguard.replay.results import against_baseline, summarize
+from prefixguard.stats import distribution
 from prefixguard.replay.run import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget, prompt_of
 

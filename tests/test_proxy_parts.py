@@ -114,10 +114,11 @@ def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, 0, n, 0, 0, 3, True), 200)
     assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
     assert verdict.early(Expected(0, n, 0, "cold"), cmp) == v
-    assert verdict.read_cause(v.cause) == (["volatile_content"], "/system/0")  # what the demo and report read
-    assert verdict.read_cause("tools_reordered+model_changed at /tools/2") == (["tools_reordered", "model_changed"],
-                                                                                "/tools/2")
-    assert verdict.read_cause(None) == ([], None)
+    Change = verdict.PrefixChange  # what the demo and report read back
+    assert Change.parse(v.cause) == Change(("volatile_content",), "/system/0")
+    both = Change.parse("tools_reordered+model_changed at /tools/2")
+    assert both == Change(("tools_reordered", "model_changed"), "/tools/2") and str(both) == "tools_reordered+model_changed at /tools/2"
+    assert Change.parse(None) == Change(()) and v.verdict is verdict.VerdictName.MISS_PREFIX_CHANGED
     # the provider read what an unchanged prefix would have given: the change cost nothing, a note on a hit
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, n, 0, 0, 0, 3, True), 200)
     assert v.verdict == "hit" and v.cause.startswith("note: volatile_content at /system/0 cost nothing")

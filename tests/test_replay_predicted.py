@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS
-from prefixguard.replay.sources import read_capture
+from prefixguard.capture import read_capture
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from prefixguard.verdict import read_cause
+from prefixguard.verdict import PrefixChange, VerdictName
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "app" / "agent.py"
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
@@ -220,10 +220,11 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
-        if r["verdict"] != "miss_prefix_changed":  # a hit's cause is a note, an error's its reason
+        if r["verdict"] != VerdictName.MISS_PREFIX_CHANGED:  # a hit's cause is a note, an error's its reason
             continue
-        names, where = read_cause(r["cause"])
-        for name in names:
+        change = PrefixChange.parse(r["cause"])
+        where = change.pointer
+        for name in change.causes:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
                                             "fix": FIXES.get(name, "").format(what="the changing text",
                                                                               level="prefix")})
@@ -275,8 +276,8 @@ def _print(result: dict[str, Any]) -> None:
 
 def _verdict(r: dict[str, Any]) -> str:
     """The verdict, or for a changed prefix its cause: what broke."""
-    names, _ = read_cause(r["cause"])
-    if r["verdict"] == "miss_prefix_changed" and names:
+    names = PrefixChange.parse(r["cause"]).causes
+    if r["verdict"] == VerdictName.MISS_PREFIX_CHANGED and names:
         return ", ".join(names)
     return str(r["verdict"])
 

@@ -18,7 +18,7 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
     from prefixguard.replay.results import check_writable
-    from prefixguard.replay.sources import read_capture
+    from prefixguard.capture import read_capture
     from prefixguard.report.diagnose import diagnose
 
     try:

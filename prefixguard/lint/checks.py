@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
-from prefixguard.lint.position import join_pointer
+from prefixguard.wire.jsonspan import join_pointer
 from prefixguard.policy import breakpoints as policy_breakpoints
 from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prefixguard.errors import InputError
+from prefixguard.stats import distribution
 from prefixguard.store import SQLITE_SUFFIXES
 
 # A prediction agrees with the provider's number within this many tokens or this fraction, whichever
@@ -98,22 +99,6 @@ def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
             "over_predicted": over,
             "under_predicted": under,
             "mean_abs_diff_tokens": sum(abs(o.cached_tokens - o.reported_cached) for o in outcomes) / len(outcomes)}
-
-
-def distribution(values: list[float]) -> dict[str, float | int | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
-    ordered = sorted(values)
-    return {"n": len(ordered), "p50": quantile(ordered, 0.5), "p90": quantile(ordered, 0.9),
-            "p99": quantile(ordered, 0.99), "mean": sum(ordered) / len(ordered)}
-
-
-def quantile(ordered: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks, on sorted values."""
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def check_writable(path: str | Path) -> None:

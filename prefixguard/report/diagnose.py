@@ -19,8 +19,8 @@ from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
-from prefixguard.verdict import read_cause
-from prefixguard.replay.results import distribution, quantile
+from prefixguard.verdict import PrefixChange, VerdictName
+from prefixguard.stats import distribution, quantile
 from prefixguard.wire import parse_request
 
 MAX_WINDOWS = 12
@@ -211,8 +211,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
     for row in rows:
         prompt = _prompt(row)
         if prompt is None:  # stored without its body: the cause the proxy found, if it was a break
-            changed = row.get("verdict") == "miss_prefix_changed"
-            stored = next(iter(read_cause(row.get("cause"))[0]), None) if changed else None
+            changed = row.get("verdict") == VerdictName.MISS_PREFIX_CHANGED
+            stored = next(iter(PrefixChange.parse(row.get("cause")).causes), None) if changed else None
             if stored:
                 causes.setdefault(stored, Cause(stored)).requests += 1
             continue
