@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import chat_template
+from prefixguard.engine import chat_template
 
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize

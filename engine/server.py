@@ -22,10 +22,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from engine import api_anthropic, api_openai, chat_template
-from engine.api_common import sse
-from engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
-from engine.scheduler import RequestTooLarge
+from prefixguard.engine import api_anthropic, api_openai, chat_template
+from prefixguard.engine.api_common import sse
+from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
+from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.errors import InputError
 from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from engine import kvmath
+from prefixguard.engine import kvmath
 from prefixguard.cli import main
 
 MODELS = kvmath.load_models()
@@ -48,7 +48,7 @@ def test_capacity_after_weights():
 
 @pytest.mark.parametrize("page_size,dtype,kv_dtype", [(1, "float32", "fp32"), (16, "bfloat16", "bf16"), (7, "float16", "fp16")])
 def test_matches_the_engine_pool_allocation(page_size, dtype, kv_dtype):
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
     budget = 3_000_000
     engine = LLMEngine("tiny", dtype=dtype, page_size=page_size, kv_memory_bytes=budget)
     arch = MODELS["engine-tiny"]
@@ -88,9 +88,9 @@ def test_cli_does_not_import_torch():
 
 def test_cli_reads_a_checkpoint_config(tmp_path):
     """A config.json as the engine's loader writes it: kv's per-token bytes equal the pool's."""
-    from engine.config import PRESETS
-    from engine.llm_engine import LLMEngine
-    from engine.loader import save_weights
+    from prefixguard.engine.config import PRESETS
+    from prefixguard.engine.llm_engine import LLMEngine
+    from prefixguard.engine.loader import save_weights
     engine = LLMEngine("tiny", kv_pages=4, page_size=1)
     save_weights(engine.model, PRESETS["tiny"], tmp_path)
     r = CliRunner().invoke(main, ["kv", "--config", str(tmp_path / "config.json"), "--kv-dtype", "fp32",

@@ -46,13 +46,13 @@ def serve(model: str, weights: str | None, host: str, port: int, cache_policy: s
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     import uvicorn
 
-    from engine.server import create_app, listen
+    from prefixguard.engine.server import create_app, listen
 
     try:  # the port first: a taken one fails in a second, before the model loads
         sock = listen(host, port)
     except OSError as e:
         raise click.UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
 
     try:
         llm = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,

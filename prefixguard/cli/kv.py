@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from engine import kvmath
+from prefixguard.engine import kvmath
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -22,7 +22,7 @@ def parse_size(text: str) -> float:
 
 
 def arch_from_file(path: str) -> kvmath.Arch:
-    from engine.config import from_hf_config
+    from prefixguard.engine.config import from_hf_config
     try:
         return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -75,7 +75,7 @@ def default_codes() -> frozenset[str]:
 
 @cache
 def _data() -> dict[str, Any]:
-    return tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))
 
 
 def help_uri(code: str) -> str:

@@ -15,8 +15,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Protocol
 
-from engine import chat_template
-from engine.radix import RadixTree
+from prefixguard.engine import chat_template
+from prefixguard.engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
@@ -337,7 +337,7 @@ class EngineTarget:
     def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
                  prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu",
                  model_name: str | None = None) -> None:
-        from engine.llm_engine import LLMEngine
+        from prefixguard.engine.llm_engine import LLMEngine
 
         self.engine = LLMEngine(model, device=device, page_size=page_size, kv_pages=kv_pages,
                                 prefix_reuse=prefix_reuse)

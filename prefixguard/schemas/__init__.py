@@ -1,0 +1,1 @@
+"""JSON Schemas of every JSON output of prefixguard (tests validate real outputs against them)."""
