@@ -2,7 +2,7 @@
 
 It starts the local engine (the tiny random-weight model, on CPU) as an Anthropic- and
 OpenAI-compatible server that caches the way those providers do (--cache-policy auto), starts the
-prefixguard proxy in front of it, and runs the example agent (examples/app/agent.py: the real anthropic
+prefixguard proxy in front of it, and runs the example agent (prefixguard/cli/demo_app.py: the real anthropic
 and openai SDKs) through the proxy twice as written, then twice with the fixes prefixguard suggests.
 Each run is a new process, as after a restart; the demo pins each process's hash seed so that the
 output is the same every time. Then it prints what the proxy's capture store holds: per-request
@@ -32,7 +32,7 @@ import click
 
 from prefixguard.verdict import PrefixChange, VerdictName
 
-APP = Path(__file__).resolve().parents[2] / "examples" / "app" / "agent.py"
+APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
 PHASES = (("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
@@ -114,7 +114,7 @@ class Phase:
 def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
-        raise DemoError(f"{APP}: the example app is missing (run the demo from a prefixguard checkout)")
+        raise DemoError(f"{APP}: the example app is missing: reinstall prefixguard")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="prefixguard-demo-") as tmp:
         path = store or Path(tmp) / "capture.db"
@@ -270,7 +270,7 @@ def _print(result: dict[str, Any]) -> None:
     for c in result["causes"]:
         console.print(f"- [bold]{c['cause']}[/bold] at {', '.join(c['where'])}: {c['requests']} requests, "
                       f"{c['reprefill_tokens']} tokens prefilled again. {c['fix']}")
-    console.print(f"[dim]{result['seconds']} s. The app: examples/app/agent.py (--fixed applies the fixes). "
+    console.print(f"[dim]{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
                   "Keep the capture with --store, then run prefixguard report on it.[/dim]")
 
 
