@@ -17,64 +17,13 @@ from itertools import accumulate
 from typing import Any
 
 
+from prefixguard.causes import FIXES
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
 from prefixguard.policy import breakpoints, make_policy, policy_name
 from prefixguard.prompt import LEVELS, MARKER_KEYS, Prompt, Segment, compact_json
 from prefixguard.volatile import find_volatile
-
-DESCRIPTIONS = {
-    "append_only": "B extends A: the cached prefix is reused whole",
-    "volatile_content": "volatile content (a timestamp, date, id or nonce) changed in the prefix",
-    "tools_reordered": "the same tools are listed in another order",
-    "tools_changed": "a tool was added or removed",
-    "tool_schema_changed": "a tool's definition changed",
-    "key_order_changed": "the same data was serialized with keys in another order",
-    "whitespace_changed": "only whitespace changed",
-    "system_changed": "the system prompt changed",
-    "history_rewritten": "an earlier message was edited or re-serialized",
-    "history_truncated": "a sliding window dropped early messages",
-    "history_compacted": "the history was replaced by a summary",
-    "model_changed": "the model changed (each model has its own cache)",
-    "setting_changed": "a cache-keying setting changed",
-    "images_changed": "images were added, removed or changed",
-    "breakpoint_changed": "a cache breakpoint moved, was removed or changed TTL",
-}
-
-CAUSES = tuple(DESCRIPTIONS)  # the fixed taxonomy: these names are part of the JSON output
-
-FIXES = {
-    "append_only": "Nothing to fix: B extends A, so A's cached prefix is reused.",
-    "volatile_content": "Keep {what} out of the cached prefix: move it after the last breakpoint (the end of "
-                        "the newest user message), or round it so it rarely changes (the date, not the time).",
-    "tools_reordered": "Give tools a fixed order (sort them by name) before every request: the same set must "
-                       "render the same bytes.",
-    "tools_changed": "Keep the tool list fixed for the whole session (offer every tool up front and steer with "
-                     "the prompt or tool_choice); change it only between sessions.",
-    "tool_schema_changed": "Build tool definitions once at start-up and reuse them; never render a schema or "
-                           "description from per-request state.",
-    "key_order_changed": "Serialize with one stable key order: send back the provider's JSON as received, or "
-                         "sort keys everywhere you re-render tool inputs and schemas.",
-    "whitespace_changed": "Render text the same way on every path: apply the same strip/normalization to every "
-                          "request, or none.",
-    "system_changed": "Keep the system prompt static for a session; put per-request details in the newest "
-                      "user message instead.",
-    "history_rewritten": "Send earlier turns exactly as sent before: keep the messages you sent and append to "
-                         "them, never re-render or edit old turns.",
-    "history_truncated": "Move the window rarely and in large steps (drop many turns at once), or compact: "
-                         "every move of the window's start re-prefills the whole history.",
-    "history_compacted": "Expected after a compaction: compact rarely, and put a breakpoint on the summary so "
-                         "the following turns reuse it.",
-    "model_changed": "Each model has its own cache: keep one model per session, and give a fallback model its "
-                     "own long-lived sessions.",
-    "setting_changed": "Keep {what} fixed for the session: changing it invalidates the {level} level and "
-                       "everything after it.",
-    "images_changed": "Keep images once sent (same bytes, same detail) in every later request: adding or "
-                      "removing one invalidates the messages level.",
-    "breakpoint_changed": "Keep breakpoints on the cached prefix where they were, with the same TTL: only add "
-                          "a new one on the newest block.",
-}
 
 COMPACTION_KINDS = {"compaction", "compaction_summary"}  # provider-side compaction items
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from prefixguard.compare import CAUSES, compare, contract_reads
+from prefixguard.causes import CAUSES
+from prefixguard.compare import compare, contract_reads
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import parse_request

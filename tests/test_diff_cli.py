@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.compare import CAUSES
+from prefixguard.causes import CAUSES
 from prefixguard.wire import MAX_BYTES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests"

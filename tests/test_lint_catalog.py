@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.compare import CAUSES
+from prefixguard.causes import CAUSES
 from prefixguard.contracts import providers
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS

@@ -216,7 +216,7 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
 
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cause the proxy found: how often, where, the tokens it made the engine prefill again, the fix."""
-    from prefixguard.compare import FIXES
+    from prefixguard.causes import CAUSES, generic_fix
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
@@ -226,8 +226,7 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         where = change.pointer
         for name in change.causes:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
-                                            "fix": FIXES.get(name, "").format(what="the changing text",
-                                                                              level="prefix")})
+                                            "fix": generic_fix(name) if name in CAUSES else ""})
             entry["requests"] += 1
             entry["reprefill_tokens"] += r["reprefill_tokens"]
             if where and where not in entry["where"]:

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from prefixguard import tokens
-from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.causes import DESCRIPTIONS
+from prefixguard.compare import Comparison, compare
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request

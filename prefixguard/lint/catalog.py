@@ -9,6 +9,8 @@ from functools import cache
 from typing import Any
 from importlib.resources import files
 
+from prefixguard.causes import generic_fix
+
 SEVERITIES = ("error", "warning", "info")   # most severe first
 _CODE = re.compile(r"PG\d{3}")
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -49,7 +51,7 @@ def rules() -> tuple[Rule, ...]:
             raise ValueError(f"rules/catalog.toml: {code} has an unknown severity")
         out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
                         summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
-                        good=row["good"].strip(), fix=row["fix"], family=families[code[:3]],
+                        good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]), family=families[code[:3]],
                         cause=row.get("cause"), variants=dict(row.get("variants", {}))))
     out.sort(key=lambda r: r.code)
     if len({r.code for r in out}) != len(out) or len({r.name for r in out}) != len(out):

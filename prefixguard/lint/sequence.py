@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prefixguard.compare import DESCRIPTIONS, Comparison
+from prefixguard.causes import DESCRIPTIONS
+from prefixguard.compare import Comparison
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.prompt import Prompt
