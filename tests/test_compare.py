@@ -354,7 +354,7 @@ _block = st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), _
 @given(st.one_of(st.tuples(st.text(max_size=80), st.text(max_size=80)), st.tuples(_block, _block)))
 def test_one_string_fast_path_says_what_deepdiff_says(pair: tuple[Any, Any]) -> None:
     """The explanation skips deepdiff when one string changed: its line must be deepdiff's, word for word."""
-    from prefixguard.compare import _deepdiff_changes, _one_string_changed
+    from prefixguard.jsondiff import _deepdiff_changes, _one_string_changed
     a, b = pair
     assume(a != b or type(a) is not type(b))
     fast = _one_string_changed(a, b)
