@@ -17,7 +17,8 @@ from typing import Any, Callable, Collection
 
 from prefixguard.errors import InputError, NotARequest
 from prefixguard.lint import catalog
-from prefixguard.lint.checks import CHECKS, VALIDITY, Context
+from prefixguard.lint.checks import CHECKS, VALIDITY
+from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
