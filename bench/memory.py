@@ -21,7 +21,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from upstream import Upstream  # noqa: E402
+from helpers.upstream import Upstream  # noqa: E402
 
 from prefixguard.proxy.addon import PrefixGuard  # noqa: E402
 from prefixguard.proxy.run import ProxyThread  # noqa: E402

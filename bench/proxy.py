@@ -42,7 +42,7 @@ PATHS = ("direct", "bare", "bare-2", "prefixguard")
 def serve(kind: str, upstream: str | None, store: str | None) -> None:
     if kind == "upstream":
         sys.path.insert(0, str(ROOT / "tests"))
-        from upstream import Upstream
+        from helpers.upstream import Upstream
         up = Upstream(RECORDED)
         print(f"PORT {up.url.rsplit(':', 1)[1]}", flush=True)
         up.server.serve_forever()

@@ -3,7 +3,6 @@ recorded requests (mutated the way apps break them) and in real recorded request
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from helpers import make_examples
 from prefixguard.causes import CAUSES
 from prefixguard.compare import compare, contract_reads
 from prefixguard.errors import InputError
@@ -23,14 +23,7 @@ SHAPES = ("anthropic", "openai-chat", "openai-responses")
 PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
 
 
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "requests" / "make_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = make_examples
 
 
 def parse(body: dict | bytes, shape: str | None = None) -> Prompt:

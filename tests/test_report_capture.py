@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.sources import cassette_uris
-from upstream import Upstream
+from helpers.upstream import Upstream
 
 CHARTS = ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached", "causes")
 URL = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
