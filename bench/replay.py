@@ -95,7 +95,7 @@ def main() -> None:
     e = result["engine"]
     print(f"\nengine ({e['model']}, {e['device']}) on miniswe: {e['sessions']} smallest sessions, {e['calls']} calls")
     print(f"  {'':22}{'no reuse':>12}{'reuse':>12}{'ratio':>10}")
-    for label, key, fmt in (("prompt tokens", "prompt_tokens", ",.0f"), ("cached tokens", "cached_tokens", ",.0f"),
+    for label, key, fmt in (("prompt tokens", "prompt_tokens", ",.0f"), ("cached tokens", "cache_read", ",.0f"),
                             ("hit ratio", "hit_ratio", ".3f"), ("prefill seconds", "prefill_s", ".2f"),
                             ("wall seconds", "wall_s", ".2f")):
         a, b = e["no_reuse"][key], e["reuse"][key]

@@ -125,9 +125,9 @@ def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: 
     up to its breakpoints); tokens it expected to read but the tree no longer had are written again."""
     read = cached
     writes = dict(expected.write_by_ttl) if expected else {}
-    if expected and (expected.read_tokens or expected.write_tokens) and expected.read_tokens > read:
+    if expected and (expected.cache_read or expected.cache_write) and expected.cache_read > read:
         ttl = expected.ttl or "5m"
-        writes[ttl] = writes.get(ttl, 0) + expected.read_tokens - read
+        writes[ttl] = writes.get(ttl, 0) + expected.cache_read - read
     w5, w1 = writes.get("5m", 0), writes.get("1h", 0)
     return Usage(prompt_total=prompt_total, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
                  uncached=prompt_total - read - w5 - w1, output=output, reported=True)
@@ -253,7 +253,7 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     try:
         stream = served.runner.submit(ids, max_tokens=max(1, opts.max_tokens), temperature=opts.temperature,
                                       stop_token_ids=served.template.stop_ids(), seed=opts.seed,
-                                      reuse_limit=expected.read_tokens if expected else None)
+                                      reuse_limit=expected.cache_read if expected else None)
     except Overloaded as e:
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
     except RequestTooLarge as e:  # over the model's context, or more than the whole KV pool

@@ -122,8 +122,8 @@ def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[
     only request the cache has seen. The policy module is the one place that knows the contracts."""
     policy = make_policy(policy_name(b.api, b.model))
     policy.commit(a, 0.0)
-    cached = policy.lookup(a, 0.0).read_tokens
-    return (policy.lookup(b, elapsed or 0.0).read_tokens if cached else 0), cached
+    cached = policy.lookup(a, 0.0).cache_read
+    return (policy.lookup(b, elapsed or 0.0).cache_read if cached else 0), cached
 
 
 def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:

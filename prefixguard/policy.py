@@ -33,12 +33,12 @@ MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least rec
 class Expected:
     """What the provider should report for one request."""
 
-    read_tokens: int
-    write_tokens: int
-    uncached_tokens: int
+    cache_read: int
+    cache_write: int
+    uncached: int
     reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
-    write_by_ttl: dict[str, int] = field(default_factory=dict)  # write_tokens split by TTL (Anthropic)
+    write_by_ttl: dict[str, int] = field(default_factory=dict)  # cache_write split by TTL (Anthropic)
 
 
 class CachePolicy:

@@ -77,14 +77,14 @@ def _prefix_changed(cmp: Comparison | None) -> str | None:
 
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
     """The verdict the request alone supports (no usage yet)."""
-    if expected.read_tokens == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
+    if expected.cache_read == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
         return Verdict(VerdictName(expected.reason))
     changed = _prefix_changed(cmp)
     if changed:
         return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
     if expected.reason == "ttl_expired":
         return Verdict(VerdictName.MISS_TTL_EXPIRED)
-    if expected.read_tokens:
+    if expected.cache_read:
         return Verdict(VerdictName.EXPECT_PARTIAL if expected.reason == "partial" else VerdictName.EXPECT_HIT)
     return Verdict(VerdictName.COLD)
 
@@ -102,7 +102,7 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
         return Verdict(VerdictName.HIT if usage.cache_read else VerdictName.COLD)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
-    read, want = usage.cache_read, expected.read_tokens
+    read, want = usage.cache_read, expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
     changed = _prefix_changed(cmp)
     owed = (want + cmp.reprefill_tokens if owed is None else owed) if changed else want

@@ -76,7 +76,7 @@ def test_cli_json_and_errors():
     r = CliRunner().invoke(main, ["kv", "-m", "llama-3-8b", "--memory", "lots"])
     assert r.exit_code == 2 and "not a size" in r.output
     r = CliRunner().invoke(main, ["kv", "--list", "--format", "json"])
-    assert {m["model"] for m in json.loads(r.output)} >= {"llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b"}
+    assert {m["model"] for m in json.loads(r.output)["models"]} >= {"llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b"}
 
 
 def test_cli_does_not_import_torch():

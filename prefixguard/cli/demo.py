@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from prefixguard.schemas import versioned
 from prefixguard.verdict import PrefixChange, VerdictName
 
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
@@ -98,7 +99,7 @@ class Phase:
         prompt = sum(r["prompt_tokens"] for r in reqs)
         ttfts = [r["ttft_s"] for r in reqs if r["ttft_s"] is not None]
         return {"requests": reqs, "hit_rate": sum(r["cache_read"] for r in reqs) / prompt if prompt else 0.0,
-                "prompt_tokens": prompt, "cached_tokens": sum(r["cache_read"] for r in reqs),
+                "prompt_tokens": prompt, "cache_read": sum(r["cache_read"] for r in reqs),
                 "ttft_mean_s": sum(ttfts) / len(ttfts) if ttfts else None,
                 "prefill_s": self.prefill_s, "input_cost_usd": round(sum(r["input_cost_usd"] for r in reqs), 6),
                 "verdicts": dict(Counter(r["verdict"] for r in reqs))}
@@ -126,7 +127,7 @@ def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
     if store:
         result["store"] = str(store)
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(versioned(result), indent=2))
     else:
         _print(result)
 

@@ -14,11 +14,12 @@ import click
 from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison, compare
+from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 
-EXIT_REUSED, EXIT_BROKEN, EXIT_ERROR = 0, 1, 2
 
 
 @click.command()
@@ -44,15 +45,14 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     try:
         pa, pb = load(a, not no_tokens), load(b, not no_tokens)
     except InputError as err:
-        click.echo(f"prefixguard: error: {err}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(err))
     result = compare(pa, pb)
     if fmt == "json":
-        out = result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result)}
+        out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result)})
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         click.echo(render_text(result, pa, pb))
-    sys.exit(EXIT_BROKEN if result.broken else EXIT_REUSED)
+    sys.exit(EXIT_FINDINGS if result.broken else EXIT_OK)  # 1: the prefix breaks
 
 
 def load(path: Path, count_tokens: bool) -> Prompt:

@@ -13,9 +13,13 @@ import click
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-def fail(message: str, code: int = EXIT_USAGE, command: str | None = None) -> NoReturn:
-    """Print `prefixguard: error: MESSAGE` (with a `--help` hint for a usage error) and exit."""
-    hint = f" (see {command} --help)" if command and code == EXIT_USAGE else ""
+def error(message: str, hint: str = "") -> None:
+    """One error line on stderr, `prefixguard: error: MESSAGE`, whitespace folded so it stays one line."""
     click.echo(f"prefixguard: error: {' '.join(str(message).split())}{hint}", err=True)
+
+
+def fail(message: str, code: int = EXIT_USAGE, command: str | None = None) -> NoReturn:
+    """Print the error (with a `--help` hint for a usage error) and exit."""
+    error(message, f" (see {command} --help)" if command and code == EXIT_USAGE else "")
     sys.exit(code)
 

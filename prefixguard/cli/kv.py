@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from prefixguard.engine import kvmath
+from prefixguard.schemas import versioned
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -59,7 +60,7 @@ def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, me
                  "heads": a.heads, "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a), "source": a.source}
                 for a in models.values()]
         if fmt == "json":
-            click.echo(json.dumps(rows, indent=2))
+            click.echo(json.dumps(versioned({"models": rows}), indent=2))
         else:
             for r in rows:
                 click.echo(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
@@ -77,7 +78,7 @@ def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, me
     out = kvmath.plan(arch, context=context, concurrency=concurrency, kv_dtype=kv_dtype,
                       weight_dtype=weight_dtype, memory=mem, page_size=page_size)
     if fmt == "json":
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(versioned(out), indent=2))
         return
     click.echo(render(out))
 

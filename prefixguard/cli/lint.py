@@ -13,11 +13,13 @@ from pathlib import Path
 import click
 
 from prefixguard import tokens
+from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
 from prefixguard.errors import InputError
 from prefixguard.lint import baseline, catalog, config, formats, runner
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
+from prefixguard.schemas import versioned
 
 FORMATS: dict[str, formats.Formatter] = {
     "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,
@@ -95,7 +97,7 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
                    f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
                    f"(first: {result.skipped[0]})", err=True)
     for error in result.errors:
-        click.echo(f"prefixguard: error: {error}", err=True)
+        exits.error(error)
     findings = result.findings
     run = formats.Run(_version(), result.files, result.requests, result.errors,
                       "estimate" if no_tokens else tokens.encoding_name())
@@ -128,7 +130,7 @@ def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: boo
         rows = runner.statistics(findings)
         if fmt in HUMAN:
             return "\n".join(x for x in (formats.statistics_text(rows), formats.summary(findings, run)) if x)
-        return json.dumps(rows, indent=2)
+        return json.dumps(versioned({"statistics": rows}), indent=2)
     body = FORMATS[fmt](findings, run)
     if fmt in HUMAN:
         return "\n\n".join(x for x in (body, formats.summary(findings, run)) if x)
@@ -156,7 +158,8 @@ def rule(key: str, fmt: str) -> None:
     r = catalog.get(key)
     if r is None:
         fail(f"unknown rule '{key}' (see `prefixguard rules`)")
-    click.echo(json.dumps(catalog.as_dict(r), indent=2, ensure_ascii=False) if fmt == "json" else catalog.explain(r))
+    click.echo(json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json"
+               else catalog.explain(r))
 
 
 @click.command()
@@ -164,7 +167,8 @@ def rule(key: str, fmt: str) -> None:
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":
-        click.echo(json.dumps([catalog.as_dict(r) for r in catalog.rules()], indent=2, ensure_ascii=False))
+        click.echo(json.dumps(versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2,
+                              ensure_ascii=False))
         return
     width = max(len(r.name) for r in catalog.rules())
     for r in catalog.rules():

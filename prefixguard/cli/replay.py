@@ -8,6 +8,7 @@ import click
 
 from prefixguard.cli.exits import fail
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
 
@@ -99,7 +100,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
             if name in summaries:
                 summaries[name] = results.against_baseline(summaries[name], summaries["no_reuse"])
     if fmt == "json":
-        doc: dict[str, Any] = {**meta, **summaries["as_is"]}
+        doc: dict[str, Any] = versioned({**meta, **summaries["as_is"]})
         for name in ("no_reuse", "fixed"):
             if name in summaries:
                 doc[name] = summaries[name]

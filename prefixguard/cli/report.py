@@ -8,6 +8,7 @@ import click
 
 from prefixguard.cli.exits import fail
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 
 
 @click.command()
@@ -31,7 +32,7 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
         from prefixguard.report import html
         Path(html_out).write_text(html.render(diagnosis), "utf-8")
     if fmt == "json":
-        click.echo(json.dumps(diagnosis.to_json(), indent=1, default=str))
+        click.echo(json.dumps(versioned(diagnosis.to_json()), indent=1, default=str))
     else:
         from prefixguard.report import terminal
         terminal.render(diagnosis)

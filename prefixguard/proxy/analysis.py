@@ -202,7 +202,7 @@ class Analyzer:
         scaled = self._scale.scaled(prompt)
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         early = verdicts.early(flow.expected, flow.comparison)
-        return Early(early.verdict.value, early.cause, flow.expected.read_tokens)  # plain str for marshal
+        return Early(early.verdict.value, early.cause, flow.expected.cache_read)  # plain str for marshal
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -267,7 +267,7 @@ class Analyzer:
             v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:
-                rec.expected_cached, rec.expected_reason = flow.expected.read_tokens, flow.expected.reason
+                rec.expected_cached, rec.expected_reason = flow.expected.cache_read, flow.expected.reason
             rec.previous_id = flow.previous_id
             cmp = flow.comparison
             if cmp is not None and cmp.broken:

@@ -43,14 +43,14 @@ class Window:
     decode_p50: float | None = None
     prompt_p50: float | None = None
     prompt_p90: float | None = None
-    read: int = 0
-    written: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     uncached: int = 0
 
     @property
     def hit_ratio(self) -> float | None:
-        total = self.read + self.written + self.uncached
-        return self.read / total if total else None
+        total = self.cache_read + self.cache_write + self.uncached
+        return self.cache_read / total if total else None
 
 
 @dataclass(slots=True)
@@ -141,8 +141,8 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
         for r in ok:
             u = _usage(r)
             if u.get("reported"):
-                w.read += u.get("cache_read") or 0
-                w.written += (u.get("cache_write_5m") or 0) + (u.get("cache_write_1h") or 0)
+                w.cache_read += u.get("cache_read") or 0
+                w.cache_write += (u.get("cache_write_5m") or 0) + (u.get("cache_write_1h") or 0)
                 w.uncached += u.get("uncached") or 0
         out.append(w)
     return out
@@ -301,7 +301,7 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not_reported:
         finding += f" {not_reported} responses reported no cache field (never counted as misses)."
     gaps = sorted(checked, key=lambda r: -abs(r["expected_cached"] - (_usage(r).get("cache_read") or 0)))
-    return {"requests": len(checked), "predicted_cached": predicted, "reported_cached": reported, "as_expected": agree,
+    return {"requests": len(checked), "predicted_cache_read": predicted, "reported_cache_read": reported, "as_expected": agree,
             "not_reported": not_reported, "verdicts": dict(verdicts),
             "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
                               "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}

@@ -43,7 +43,7 @@ def render(d: Diagnosis) -> str:
         [("p50", [w.prompt_p50 for w in d.windows]), ("p90", [w.prompt_p90 for w in d.windows])], time_fmt,
         _tokens) + charts.stacked(
         "tokens", "Prompt tokens by class", labels,
-        [("read from cache", [w.read for w in d.windows]), ("written", [w.written for w in d.windows]),
+        [("read from cache", [w.cache_read for w in d.windows]), ("written", [w.cache_write for w in d.windows]),
          ("uncached", [w.uncached for w in d.windows])], _tokens) + charts.scatter(
         "ttft-vs-cached", "TTFT against the cached fraction of the prompt", d.points, lambda v: f"{v:.0%}", _ms,
         (0.0, 1.0)) + "</div>"
