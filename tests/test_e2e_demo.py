@@ -39,7 +39,7 @@ def alive(pid: int) -> bool:
 
 def test_demo_shows_the_fixes_raise_the_hit_rate(tmp_path: Path) -> None:
     started = time.monotonic()
-    done = subprocess.run([*DEMO, "--json", "--store", str(tmp_path / "capture.db")], capture_output=True,
+    done = subprocess.run([*DEMO, "-o", "json", "--store", str(tmp_path / "capture.db")], capture_output=True,
                           text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert time.monotonic() - started < 180

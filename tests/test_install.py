@@ -39,7 +39,7 @@ def test_installed_outside_the_checkout_the_demo_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     where, missing = done.stdout.splitlines()
     assert where.startswith(str(site)) and missing == "None None"
-    demo = subprocess.run([str(venv / "bin" / "prefixguard"), "demo", "--json"], capture_output=True,
+    demo = subprocess.run([str(venv / "bin" / "prefixguard"), "demo", "-o", "json"], capture_output=True,
                           text=True, timeout=600, env=env, cwd=work)
     assert demo.returncode == 0, demo.stderr[-2000:]
     result = json.loads(demo.stdout)

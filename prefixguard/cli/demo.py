@@ -1,7 +1,7 @@
 """`prefixguard demo`: a cache break and its fix, end to end, on this machine, in about a minute.
 
 It starts the local engine (the tiny random-weight model, on CPU) as an Anthropic- and
-OpenAI-compatible server that caches the way those providers do (--cache-policy auto), starts the
+OpenAI-compatible server that caches the way those providers do (--policy auto), starts the
 prefixguard proxy in front of it, and runs the example agent (prefixguard/cli/demo_app.py: the real anthropic
 and openai SDKs) through the proxy twice as written, then twice with the fixes prefixguard suggests.
 Each run is a new process, as after a restart; the demo pins each process's hash seed so that the
@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from prefixguard.cli.options import alias, output_format
 from prefixguard.schemas import versioned
 from prefixguard.verdict import PrefixChange, VerdictName
 
@@ -106,13 +107,15 @@ class Phase:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).",
+               old=())
+@alias("--json", "fmt", flag_value="json")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path),
               help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
 @click.option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny", show_default=True,
               help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
               "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra).")
-def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
+def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
         raise DemoError(f"{APP}: the example app is missing: reinstall prefixguard")
@@ -121,12 +124,12 @@ def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
         path = store or Path(tmp) / "capture.db"
         if path.exists():
             raise click.UsageError(f"{path}: exists; give a new file to --store")
-        phases = _run(path, quiet=as_json, engine_model=engine_model)
+        phases = _run(path, quiet=fmt == "json", engine_model=engine_model)
     result = {"before": phases[0].summary(), "after": phases[1].summary(),
               "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1)}
     if store:
         result["store"] = str(store)
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps(versioned(result), indent=2))
     else:
         _print(result)
@@ -139,7 +142,7 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
     try:
         say(f"starting the engine ({engine_model} model, CPU) and the proxy in front of it ...")
         engine = Child("engine", [*CLI, "engine", "serve", "--model", engine_model, "--port", "0",
-                                  "--cache-policy", "auto", "--max-tokens", "16"])
+                                  "--policy", "auto", "--max-tokens", "16"])
         children.append(engine)
         engine_url = engine.url()
         proxy = Child("proxy", [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q"])

@@ -15,6 +15,7 @@ from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison, compare
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
+from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
 from prefixguard.prompt import Prompt
@@ -25,8 +26,7 @@ from prefixguard.wire import MAX_BYTES, parse_request
 @click.command()
 @click.argument("a", metavar="A.json", type=click.Path(dir_okay=True, path_type=Path))
 @click.argument("b", metavar="B.json", type=click.Path(dir_okay=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Human text, or one JSON object.")
+@output_format(help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
 @click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     """Compare an earlier request A with a later request B (same session): does B reuse A's cached

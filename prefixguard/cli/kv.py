@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from prefixguard.engine import kvmath
+from prefixguard.cli.options import output_format
 from prefixguard.schemas import versioned
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -50,7 +51,7 @@ def human(n: float) -> str:
 @click.option("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
 @click.option("--page-size", type=click.IntRange(1, 64), default=1, show_default=True, help="KV page size of a paged pool.")
 @click.option("--list", "list_models", is_flag=True, help="List the known models and exit.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models,
        fmt) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""

@@ -15,6 +15,7 @@ import click
 from prefixguard import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
+from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
 from prefixguard.lint import baseline, catalog, config, formats, runner
 from prefixguard.lint.finding import Finding
@@ -37,9 +38,8 @@ def _version() -> str:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--output-format", "--format", "fmt", type=click.Choice(list(FORMATS)), default="text",
-              show_default=True, help="Output format (--format is an alias).")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
+@output_format(list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
+@click.option("--output-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of standard output.")
 @click.option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated).")
 @click.option("--extend-select", multiple=True, help="Rules to run on top of the selection.")
@@ -152,7 +152,7 @@ def _emit(report: str, output_file: Path | None) -> None:
 
 @click.command()
 @click.argument("key", metavar="CODE|NAME")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def rule(key: str, fmt: str) -> None:
     """Explain one rule: what it finds, why it costs money or latency, a bad and a good example, the fix."""
     r = catalog.get(key)
@@ -163,7 +163,7 @@ def rule(key: str, fmt: str) -> None:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":

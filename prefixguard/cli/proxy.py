@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from prefixguard.cli.exits import fail
+from prefixguard.cli.options import policy_option
 from prefixguard.errors import InputError
 
 
@@ -20,8 +21,7 @@ from prefixguard.errors import InputError
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
 @click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
-@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]),
-              help="Cache policy for expectations (default: the provider's, from the API shape and model).")
+@policy_option("auto")
 @click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
 def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
           no_headers: bool, policy: str | None, quiet: bool) -> None:
@@ -45,7 +45,7 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
-                "prefixguard_policy": policy or ""}
+                "prefixguard_policy": "" if policy == "auto" else policy}  # auto: each provider's own
 
     _console_log()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from prefixguard.cli.exits import fail
+from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
 
@@ -14,7 +15,7 @@ from prefixguard.schemas import versioned
 @click.command()
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
