@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from mitmproxy.test import tutils
 
 from prefixguard.compare import compare
@@ -13,6 +14,7 @@ from prefixguard.policy import Expected
 from prefixguard import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
+from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
@@ -59,13 +61,19 @@ def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -
     assert tap.chunks[0][0] < first <= tap.chunks[-1][0]  # the chunk that carried the first text delta
 
 
-def test_tap_reads_a_gzip_stream(shared_data: Path) -> None:
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd"])
+def test_tap_reads_a_compressed_stream(shared_data: Path, encoding: str) -> None:
+    """The stream and whole bodies are decoded by one path (proxy/encoding.py): br and zstd included."""
+    import brotli
+    from backports import zstd
     data = (shared_data / STREAM).read_bytes()
     tap = StreamTap()
-    packed = gzip.compress(data)
+    packed = {"gzip": gzip.compress, "br": brotli.compress, "zstd": zstd.compress}[encoding](data)
     for i in range(0, len(packed), 50):
         tap(packed[i:i + 50])
-    assert read_stream(tap.chunks, "anthropic", "gzip")[0].usage() == parse_response(data, "anthropic")
+    usage = read_stream(tap.chunks, "anthropic", encoding)[0].usage()
+    assert usage == parse_response(data, "anthropic") and usage.reported
+    assert decoded(packed, encoding) == (data, True) and decoded(packed, "nosuch") == (packed, False)
     assert is_event_stream("text/event-stream; charset=utf-8") and not is_event_stream("application/json")
 
 

@@ -22,6 +22,7 @@ from prefixguard.errors import InputError, TooLarge
 from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
 from prefixguard.prompt import Prompt
 from prefixguard import verdict as verdicts
+from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
 from prefixguard.scale import TokenScale
@@ -84,19 +85,6 @@ def _plain(fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
         value = raw_value.decode("utf-8", "surrogateescape")
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
-
-
-def decoded(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
-    """The body with its content-encoding undone (mitmproxy's decoders: gzip, deflate, br, zstd), and
-    whether that worked; on failure the body as it came."""
-    encoding = (encoding or "").strip().lower()
-    if not body or encoding in ("", "identity"):
-        return body, True
-    from mitmproxy.net.encoding import decode  # only the proxy sends encoded bodies, and it has mitmproxy
-    try:
-        return decode(body, encoding), True
-    except ValueError:
-        return body, False
 
 
 @dataclass(slots=True)
