@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers.upstream import Upstream  # noqa: E402
 
 from prefixguard.proxy.addon import PrefixGuard  # noqa: E402
-from prefixguard.proxy.run import ProxyThread  # noqa: E402
+from prefixguard.proxy.serve import ProxyThread  # noqa: E402
 
 RECORDED = ROOT.parent / "shared" / "data" / "recorded"
 ANSWER = RECORDED / "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy/0001.response.json"

@@ -48,7 +48,7 @@ def serve(kind: str, upstream: str | None, store: str | None) -> None:
         up.server.serve_forever()
         return
     from prefixguard.proxy.addon import PrefixGuard
-    from prefixguard.proxy.run import serve as serve_proxy
+    from prefixguard.proxy.serve import serve as serve_proxy
     from prefixguard.proxy.tap import is_event_stream
 
     class StreamSSE:

@@ -17,7 +17,7 @@ from prefixguard.engine import chat_template
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize
 from prefixguard.stats import distribution
-from prefixguard.replay.run import replay
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget, prompt_of
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -146,7 +146,7 @@ def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data
     """replay --target engine --engine-model smollm2-135m: the agent session's prompts are rendered
     and counted by SmolLM2's own template, and later calls reuse the earlier ones' prefix."""
     from prefixguard.replay import sources
-    from prefixguard.replay.run import replay
+    from prefixguard.replay.player import replay
     from prefixguard.replay.targets import EngineTarget, _rendered
 
     session = sources.load(shared_data / "lmcache-agent-trace" / "miniswe" /

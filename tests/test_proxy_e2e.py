@@ -26,7 +26,7 @@ import pytest
 
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from prefixguard.errors import InputError
 from prefixguard.store import open_store
 from helpers.faults import MARKER, FaultyAnalyzer

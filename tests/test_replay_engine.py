@@ -8,7 +8,7 @@ import pytest
 
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize
-from prefixguard.replay.run import replay
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget
 
 SESSION = "189f0222310bd8eee310f204e91b9c84.jsonl"   # the smallest miniswe session: 6 calls, ~8k tokens

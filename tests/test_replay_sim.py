@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from prefixguard.cli import main
 from prefixguard.replay import sources
 from prefixguard.replay.results import summarize
-from prefixguard.replay.run import replay
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import SimTarget
 
 

@@ -181,7 +181,7 @@ def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> 
     from prefixguard.policy import policy_name
     from prefixguard.replay import sources
     from prefixguard.replay.results import Outcome
-    from prefixguard.replay.run import replay
+    from prefixguard.replay.player import replay
     from prefixguard.replay.targets import SimTarget, prompt_of
 
     def key(o: Outcome) -> tuple:

@@ -17,7 +17,7 @@ from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
 from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
-from prefixguard.lint import baseline, catalog, config, formats, runner
+from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
 from prefixguard.schemas import versioned
@@ -85,10 +85,10 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
                        config.split_selectors(ignore))
     try:
         settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
-        result = runner.lint(list(paths), settings, count_tokens=not no_tokens)
+        result = linter.lint(list(paths), settings, count_tokens=not no_tokens)
     except InputError as err:
         fail(str(err))
-    kinds = ", ".join(f"*{suffix}" for suffix in runner.SUFFIXES)
+    kinds = ", ".join(f"*{suffix}" for suffix in linter.SUFFIXES)
     for arg in result.empty:
         click.echo(f"prefixguard: warning: no request files ({kinds}) found in {arg}", err=True)
     if result.skipped:
@@ -127,7 +127,7 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
 
 def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: bool) -> str:
     if statistics:
-        rows = runner.statistics(findings)
+        rows = linter.statistics(findings)
         if fmt in HUMAN:
             return "\n".join(x for x in (formats.statistics_text(rows), formats.summary(findings, run)) if x)
         return json.dumps(versioned({"statistics": rows}), indent=2)

@@ -32,7 +32,7 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
     """
     from prefixguard.proxy.addon import PrefixGuard
     from prefixguard.proxy.route import Route
-    from prefixguard.proxy.run import check_listen, serve
+    from prefixguard.proxy.serve import check_listen, serve
 
     for spec in upstreams:
         try:

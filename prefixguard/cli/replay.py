@@ -59,7 +59,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
     """
     from prefixguard.replay import results, sources, targets
     from prefixguard.replay.fixes import Fixer
-    from prefixguard.replay.run import replay as run
+    from prefixguard.replay.player import replay as run
 
     try:
         if out:

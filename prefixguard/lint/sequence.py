@@ -16,7 +16,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.session import Match, Sessions
 
 
-class Sequence:
+class SequenceMode:
     def __init__(self, codes: Collection[str]) -> None:
         self.rules = {cause: r for cause, r in catalog.by_cause().items() if r.code in codes}
         self._sessions = Sessions()
