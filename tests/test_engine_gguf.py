@@ -160,4 +160,4 @@ def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data
     want = [len(_rendered(r, None, engine.template)[1]) for r in session]
     assert [o.prompt_tokens for o in out] == want
     assert want != [len(_rendered(r, None)[1]) for r in session]          # not cl100k's counts
-    assert out[0].cached_tokens == 0 and all(o.cached_tokens > 0.5 * o.prompt_tokens for o in out[1:])
+    assert out[0].cache_read == 0 and all(o.cache_read > 0.5 * o.prompt_tokens for o in out[1:])
