@@ -27,7 +27,7 @@ from prefixguard.engine.api_common import sse
 from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
 from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.errors import InputError
-from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
+from prefixguard.policy import POLICIES, CachePolicy, Expected, Policies
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request
@@ -150,20 +150,13 @@ class Served:
         self.metrics = Metrics()
         # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self.serves: Callable[[str | None], bool] | None = None   # the model names answered (None: any)
 
     def policy_for(self, prompt: Prompt) -> CachePolicy | None:
         """The contract this request is served under; None: reuse any cached prefix (radix).
         auto: the contract of the provider whose API shape and model the request names."""
-        name = self.cache_policy
-        if name == "auto":
-            name = policy_name(prompt.api, prompt.model)
-        if name == "radix":
-            return None
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.cache_policy, prompt.api, prompt.model, radix=False)
 
 
 def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,

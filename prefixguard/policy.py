@@ -341,3 +341,21 @@ def make_policy(name: str) -> CachePolicy:
 def policy_name(api: str, model: str | None) -> str:
     """The policy of the provider that serves this API shape and model."""
     return {"anthropic": "anthropic", "openai": "openai"}.get(provider_for(api, model), "radix")
+
+
+class Policies:
+    """One policy state per contract, made on first use: what the proxy, the engine server and replay
+    each keep. `chosen` auto (or None) judges a request by its own provider's contract."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, CachePolicy] = {}
+
+    def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True) -> CachePolicy | None:
+        """The state for this request; with radix=False, None for the radix policy (the caller keeps a
+        real radix tree instead)."""
+        name = policy_name(api, model) if chosen in (None, "auto") else chosen
+        if name == "radix" and not radix:
+            return None
+        if name not in self._made:
+            self._made[name] = make_policy(name)
+        return self._made[name]

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from prefixguard import tokens
 from prefixguard.compare import Comparison
 from prefixguard.errors import InputError, TooLarge
-from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
+from prefixguard.policy import CachePolicy, Expected, Policies
 from prefixguard.prompt import Prompt
 from prefixguard import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
@@ -143,7 +143,7 @@ class Analyzer:
         self.store = Store(store) if store else None
         self.bodies = bodies
         self.forced_policy = policy
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self._scale = TokenScale()
         self._sessions = Sessions()
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
@@ -161,10 +161,7 @@ class Analyzer:
             self.store.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
-        name = self.forced_policy or policy_name(prompt.api, prompt.model)
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.forced_policy, prompt.api, prompt.model)
 
     # ---- step 1
     def request(self, flow: FlowState) -> Early | None:

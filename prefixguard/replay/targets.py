@@ -20,7 +20,7 @@ from prefixguard.engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
-from prefixguard.policy import CachePolicy, make_policy, policy_name
+from prefixguard.policy import CachePolicy, Policies
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
@@ -139,7 +139,7 @@ class SimTarget:
         self.capacity_tokens = capacity_tokens
         self.capacity_pages = capacity_pages
         self.model = model
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self._tree: RadixTree | None = None
         self._capacity: int | None = None
         self._pages = _Pages()
@@ -161,12 +161,7 @@ class SimTarget:
 
     def _policy(self, api: str, model: str | None) -> CachePolicy | None:
         """The contract a request is judged by (None: the radix tree), one state per contract."""
-        name = policy_name(api, model) if self.policy_name == "auto" else self.policy_name
-        if name == "radix":
-            return None
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.policy_name, api, model, radix=False)
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
