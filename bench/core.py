@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import statistics
 import sys
@@ -32,11 +31,10 @@ SHAPES = ("anthropic", "openai-chat", "openai-responses")
 
 
 def _examples() -> Any:
-    """The example session (system prompt, tools, turns) from examples/requests/make_examples.py."""
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples/requests/make_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The example session (system prompt, tools, turns) from tests/helpers/make_examples.py."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers import make_examples
+    return make_examples
 
 
 def build_session(gen: Any, n_tools: int = 50, n_turns: int = 50) -> tuple[list, list]:

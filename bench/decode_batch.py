@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from engine.llm_engine import LLMEngine  # noqa: E402
+from prefixguard.engine.llm_engine import LLMEngine  # noqa: E402
 
 
 def clock(args) -> float:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from prefixguard import tokens
-from prefixguard.lint import config, runner
+from prefixguard.lint import config, linter
 
 WORDS = ("the deployment pipeline builds image runs unit and integration suites promotes build to staging when "
          "every check passes production follows after manual approval cache prefix tokens model request tool "
@@ -89,8 +89,8 @@ def measure(path: Path, text: str, jsonl: bool) -> dict:
     settings = config.load(None, config.Layer(), cwd=path.parent)
     loads = timed(lambda: [json.loads(x) for x in text.splitlines()] if jsonl else json.loads(text))
     counted = [None]
-    lint_s = timed(lambda: counted.__setitem__(0, runner.lint([str(path)], settings, count_tokens=True)))
-    estimate_s = timed(lambda: runner.lint([str(path)], settings, count_tokens=False))
+    lint_s = timed(lambda: counted.__setitem__(0, linter.lint([str(path)], settings, count_tokens=True)))
+    estimate_s = timed(lambda: linter.lint([str(path)], settings, count_tokens=False))
     result = counted[0]
     assert not result.errors, result.errors
     return {"input": path.name, "bytes": len(text.encode()), "requests": result.requests,

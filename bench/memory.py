@@ -21,10 +21,10 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from upstream import Upstream  # noqa: E402
+from helpers.upstream import Upstream  # noqa: E402
 
 from prefixguard.proxy.addon import PrefixGuard  # noqa: E402
-from prefixguard.proxy.run import ProxyThread  # noqa: E402
+from prefixguard.proxy.serve import ProxyThread  # noqa: E402
 
 RECORDED = ROOT.parent / "shared" / "data" / "recorded"
 ANSWER = RECORDED / "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy/0001.response.json"

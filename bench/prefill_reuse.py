@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from engine.config import ModelConfig  # noqa: E402
-from engine.llm_engine import LLMEngine  # noqa: E402
+from prefixguard.engine.config import ModelConfig  # noqa: E402
+from prefixguard.engine.llm_engine import LLMEngine  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.9, 0.99)
 SLACK = 0.05

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from engine.config import ModelConfig  # noqa: E402
-from engine.llm_engine import LLMEngine  # noqa: E402
+from prefixguard.engine.config import ModelConfig  # noqa: E402
+from prefixguard.engine.llm_engine import LLMEngine  # noqa: E402
 
 
 def hf_model(config: ModelConfig, engine: LLMEngine):

@@ -42,13 +42,13 @@ PATHS = ("direct", "bare", "bare-2", "prefixguard")
 def serve(kind: str, upstream: str | None, store: str | None) -> None:
     if kind == "upstream":
         sys.path.insert(0, str(ROOT / "tests"))
-        from upstream import Upstream
+        from helpers.upstream import Upstream
         up = Upstream(RECORDED)
         print(f"PORT {up.url.rsplit(':', 1)[1]}", flush=True)
         up.server.serve_forever()
         return
     from prefixguard.proxy.addon import PrefixGuard
-    from prefixguard.proxy.run import serve as serve_proxy
+    from prefixguard.proxy.serve import serve as serve_proxy
     from prefixguard.proxy.tap import is_event_stream
 
     class StreamSSE:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.kv_pool import PageAllocator  # noqa: E402
-from engine.radix import RadixTree  # noqa: E402
+from prefixguard.engine.kv_pool import PageAllocator  # noqa: E402
+from prefixguard.engine.radix import RadixTree  # noqa: E402
 
 # SGLang's RadixCache on the multi-turn workload on these 2-core machines (the figures).
 SGLANG_MATCH_PER_S = 4300

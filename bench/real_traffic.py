@@ -100,7 +100,7 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:
                 analyzer.finish(Response(flow_id, status=200, headers_at=float(i), ended_at=float(i),
                                          body=body, chunks=chunks))
                 try:
-                    done[flow_id] = sim.run(req, req.ts).cached_tokens
+                    done[flow_id] = sim.run(req, req.ts).cache_read
                 except InputError:
                     done[flow_id] = None
             analyzer.close()

@@ -12,11 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import chat_template
+from prefixguard.engine import chat_template
 
 from prefixguard.replay import sources
-from prefixguard.replay.results import against_baseline, distribution, summarize
-from prefixguard.replay.run import replay
+from prefixguard.replay.results import against_baseline, summarize
+from prefixguard.stats import distribution
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget, prompt_of
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -94,7 +95,7 @@ def main() -> None:
     e = result["engine"]
     print(f"\nengine ({e['model']}, {e['device']}) on miniswe: {e['sessions']} smallest sessions, {e['calls']} calls")
     print(f"  {'':22}{'no reuse':>12}{'reuse':>12}{'ratio':>10}")
-    for label, key, fmt in (("prompt tokens", "prompt_tokens", ",.0f"), ("cached tokens", "cached_tokens", ",.0f"),
+    for label, key, fmt in (("prompt tokens", "prompt_tokens", ",.0f"), ("cached tokens", "cache_read", ",.0f"),
                             ("hit ratio", "hit_ratio", ".3f"), ("prefill seconds", "prefill_s", ".2f"),
                             ("wall seconds", "wall_s", ".2f")):
         a, b = e["no_reuse"][key], e["reuse"][key]

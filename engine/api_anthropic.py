@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
 from prefixguard.contracts import providers
 from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.errors import InputError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
 from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage

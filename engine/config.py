@@ -69,7 +69,7 @@ def resolve(model: str | ModelConfig) -> ModelConfig:
     if isinstance(model, ModelConfig):
         return model
     if model in GGUF_MODELS:
-        from engine.gguf_model import gguf_path, read_config
+        from prefixguard.engine.gguf_model import gguf_path, read_config
         return read_config(gguf_path(model))
     if model not in PRESETS:
         raise ValueError(f"unknown model preset {model!r}; known: {', '.join(MODEL_NAMES)}")

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.chat_template import Detokenizer
-from engine.config import GGUF_MODELS, ModelConfig
+from prefixguard.engine.chat_template import Detokenizer
+from prefixguard.engine.config import GGUF_MODELS, ModelConfig
 from prefixguard.prompt import compact_json, without_markers
 
 # GGUF tensor name (after "blk.N.") -> the engine's parameter name (after "model.layers.N.").

@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import asdict, dataclass
+from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
-from engine.config import PRESETS, ModelConfig
+from prefixguard.engine.config import PRESETS, ModelConfig
 
-MODELS_FILE = Path(__file__).resolve().parent.parent / "rules" / "kv_models.toml"
+MODELS_FILE: Any = files("prefixguard.rules").joinpath("kv_models.toml")  # installed as package data
 
 # Bytes per stored value. Quantized KV also keeps scales (a few bytes per block of values); they
 # are left out, as the vendors' own sizing tables do.
@@ -54,10 +56,9 @@ def from_config(name: str, c: ModelConfig, source: str = "") -> Arch:
                 c.vocab_size, c.tie_embeddings, c.qkv_bias, c.max_position, source)
 
 
-def load_models(path: Path = MODELS_FILE) -> dict[str, Arch]:
+def load_models(path: Path | None = None) -> dict[str, Arch]:
     """The published architectures in rules/kv_models.toml, then the engine's own presets."""
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    data = tomllib.loads((path or MODELS_FILE).read_text("utf-8"))
     models = {name: Arch(name=name, **row) for name, row in data.items()}
     for name, cfg in PRESETS.items():
         models[f"engine-{name}"] = from_config(f"engine-{name}", cfg, "engine/config.py")

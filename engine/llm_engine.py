@@ -7,14 +7,14 @@ import time
 
 import torch
 
-from engine.attention import AttnBatch, PrefillSeq
-from engine.chat_template import CL100K, Template
-from engine.config import GGUF_MODELS, ModelConfig, resolve
-from engine.kv_pool import KVPool
-from engine.model import build_model
-from engine.sampler import sample
-from engine.scheduler import Plan, RequestTooLarge, Scheduler
-from engine.sequence import Sequence
+from prefixguard.engine.attention import AttnBatch, PrefillSeq
+from prefixguard.engine.chat_template import CL100K, Template
+from prefixguard.engine.config import GGUF_MODELS, ModelConfig, resolve
+from prefixguard.engine.kv_pool import KVPool
+from prefixguard.engine.model import build_model
+from prefixguard.engine.sampler import sample
+from prefixguard.engine.scheduler import Plan, RequestTooLarge, Scheduler
+from prefixguard.engine.sequence import Sequence
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
@@ -32,7 +32,7 @@ def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pa
 
 def template_for(weights: str | None) -> Template:
     if weights is not None and weights.endswith(".gguf"):
-        from engine.gguf_model import template
+        from prefixguard.engine.gguf_model import template
         return template(weights)
     return CL100K
 
@@ -53,14 +53,14 @@ class LLMEngine:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if isinstance(model, str) and model in GGUF_MODELS and weights is None:
-            from engine.gguf_model import gguf_path
+            from prefixguard.engine.gguf_model import gguf_path
             weights = str(gguf_path(model))
         if weights is not None and not isinstance(model, ModelConfig):
             if weights.endswith(".gguf"):
-                from engine.gguf_model import read_config
+                from prefixguard.engine.gguf_model import read_config
                 self.config = read_config(weights)
             else:
-                from engine.loader import load_config
+                from prefixguard.engine.loader import load_config
                 self.config = load_config(weights)
         else:
             self.config = resolve(model)

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from engine.config import ModelConfig, from_hf_config
+from prefixguard.engine.config import ModelConfig, from_hf_config
 
 # Checkpoint tensors the model has no parameter for: rotary caches some exports carry.
 _IGNORED = ("rotary_emb.inv_freq",)

@@ -7,8 +7,8 @@ import math
 import torch
 from torch import nn
 
-from engine.attention import AttnBatch, causal_attention, last_row_attention, paged_attention
-from engine.config import ModelConfig
+from prefixguard.engine.attention import AttnBatch, causal_attention, last_row_attention, paged_attention
+from prefixguard.engine.config import ModelConfig
 
 
 class RMSNorm(nn.Module):
@@ -173,10 +173,10 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
     if weights is None:
         model.init_random(seed)
     elif str(weights).endswith(".gguf"):
-        from engine.gguf_model import load_weights
+        from prefixguard.engine.gguf_model import load_weights
         load_weights(model, weights)
     else:
-        from engine.loader import load_weights
+        from prefixguard.engine.loader import load_weights
         load_weights(model, weights)
     model.to(dtype)
     model.rotary = Rotary(config).to(device)     # computed in float64, kept in float32 whatever the dtype

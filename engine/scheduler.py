@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from engine.kv_pool import PageAllocator
-from engine.radix import RadixTree
-from engine.sequence import Sequence, Status
+from prefixguard.engine.kv_pool import PageAllocator
+from prefixguard.engine.radix import RadixTree
+from prefixguard.engine.sequence import Sequence, Status
 
 
 class RequestTooLarge(ValueError):

@@ -25,15 +25,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from engine import api_anthropic, api_openai, chat_template
-from engine.api_common import sse
-from engine.metrics import Metrics
-from engine.runner import EngineFailed, Overloaded, Runner, Stream
-from engine.scheduler import RequestTooLarge
+from prefixguard.engine import api_anthropic, api_openai, chat_template
+from prefixguard.engine.api_common import sse
+from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
+from prefixguard.engine.scheduler import RequestTooLarge
+from prefixguard.engine.metrics import Metrics
 from prefixguard.compare import compare
 from prefixguard.diagnosis import Diagnosis, of_comparison
 from prefixguard.errors import InputError
-from prefixguard.policy import POLICIES, CachePolicy, Expected, make_policy, policy_name
+from prefixguard.policy import POLICIES, CachePolicy, Expected, Policies
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request
@@ -48,9 +48,9 @@ def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: 
     up to its breakpoints); tokens it expected to read but the tree no longer had are written again."""
     read = cached
     writes = dict(expected.write_by_ttl) if expected else {}
-    if expected and (expected.read_tokens or expected.write_tokens) and expected.read_tokens > read:
+    if expected and (expected.cache_read or expected.cache_write) and expected.cache_read > read:
         ttl = expected.ttl or "5m"
-        writes[ttl] = writes.get(ttl, 0) + expected.read_tokens - read
+        writes[ttl] = writes.get(ttl, 0) + expected.cache_read - read
     w5, w1 = writes.get("5m", 0), writes.get("1h", 0)
     return Usage(prompt_total=prompt_total, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
                  uncached=prompt_total - read - w5 - w1, output=output, reported=True)
@@ -74,7 +74,7 @@ class Served:
         self.metrics = Metrics(runner)
         # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self.serves: Callable[[str | None], bool] | None = None   # the model names answered (None: any)
         self._answered: OrderedDict[str, Prompt] = OrderedDict()  # response id -> its prompt, for diagnoses
 
@@ -93,14 +93,7 @@ class Served:
     def policy_for(self, prompt: Prompt) -> CachePolicy | None:
         """The contract this request is served under; None: reuse any cached prefix (radix).
         auto: the contract of the provider whose API shape and model the request names."""
-        name = self.cache_policy
-        if name == "auto":
-            name = policy_name(prompt.api, prompt.model)
-        if name == "radix":
-            return None
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.cache_policy, prompt.api, prompt.model, radix=False)
 
 
 def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,
@@ -191,7 +184,7 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     try:
         stream = served.runner.submit(ids, max_tokens=max(1, opts.max_tokens), temperature=opts.temperature,
                                       stop_token_ids=served.template.stop_ids(), seed=opts.seed,
-                                      reuse_limit=expected.read_tokens if expected else None)
+                                      reuse_limit=expected.cache_read if expected else None)
     except Overloaded as e:
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
     except RequestTooLarge as e:  # over the model's context, or more than the whole KV pool

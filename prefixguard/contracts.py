@@ -12,7 +12,7 @@ from prefixguard.prices import from_package
 
 @cache
 def providers() -> dict[str, Any]:
-    return tomllib.loads(files("rules").joinpath("providers.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("providers.toml").read_text("utf-8"))
 
 
 def provider_for(api: str, model: str | None = None) -> str:
@@ -120,10 +120,10 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
 @cache
 def equivalences() -> dict[str, Any]:
     """Bytes a provider renders alike (rules/equivalences.toml): name -> {apis, what, evidence, ...}."""
-    return tomllib.loads(files("rules").joinpath("equivalences.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("equivalences.toml").read_text("utf-8"))
 
 
 @cache
 def verdict_rules() -> dict[str, Any]:
     """How verdicts judge a reported read against the prediction (rules/verdict.toml)."""
-    return tomllib.loads(files("rules").joinpath("verdict.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("verdict.toml").read_text("utf-8"))

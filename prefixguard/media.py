@@ -60,7 +60,7 @@ def data_url(url: Any) -> tuple[str, str] | None:
 
 @cache
 def _tables() -> dict[str, Any]:
-    return tomllib.loads(files("rules").joinpath("media.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("media.toml").read_text("utf-8"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,12 @@ MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least rec
 class Expected:
     """What the provider should report for one request."""
 
-    read_tokens: int
-    write_tokens: int
-    uncached_tokens: int
+    cache_read: int
+    cache_write: int
+    uncached: int
     reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
-    write_by_ttl: dict[str, int] = field(default_factory=dict)  # write_tokens split by TTL (Anthropic)
+    write_by_ttl: dict[str, int] = field(default_factory=dict)  # cache_write split by TTL (Anthropic)
 
 
 class CachePolicy:
@@ -386,3 +386,21 @@ def policy_name(api: str, model: str | None) -> str:
     """The policy of the provider that serves this API shape and model."""
     provider = provider_for(api, model)
     return provider if provider in POLICIES else "radix"
+
+
+class Policies:
+    """One policy state per contract, made on first use: what the proxy, the engine server and replay
+    each keep. `chosen` auto (or None) judges a request by its own provider's contract."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, CachePolicy] = {}
+
+    def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True) -> CachePolicy | None:
+        """The state for this request; with radix=False, None for the radix policy (the caller keeps a
+        real radix tree instead)."""
+        name = policy_name(api, model) if chosen in (None, "auto") else chosen
+        if name == "radix" and not radix:
+            return None
+        if name not in self._made:
+            self._made[name] = make_policy(name)
+        return self._made[name]

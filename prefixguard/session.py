@@ -17,7 +17,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixguard.compare import Comparison, compare, messages
+from prefixguard.classify import messages
+from prefixguard.compare import Comparison, compare
 from prefixguard.contracts import provider_for
 from prefixguard.fingerprint import PrefixIndex
 from prefixguard.prompt import Prompt

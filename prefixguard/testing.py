@@ -29,7 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.causes import DESCRIPTIONS
+from prefixguard.compare import Comparison, compare
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions

@@ -25,7 +25,7 @@ class VolatileMatch:
 
 @cache
 def _catalog() -> tuple[dict, ...]:
-    return tuple(tomllib.loads(files("rules").joinpath("volatile.toml").read_text("utf-8"))["pattern"])
+    return tuple(tomllib.loads(files("prefixguard.rules").joinpath("volatile.toml").read_text("utf-8"))["pattern"])
 
 
 def catalog_patterns() -> tuple[tuple[str, str], ...]:

@@ -62,3 +62,33 @@ def test_a_missing_extra_names_the_install_command(tmp_path: Path) -> None:
 def test_help_and_version_exit_0() -> None:
     assert run("--help").returncode == 0 and "lint" in run("--help").stdout
     assert run("--version").returncode == 0
+
+
+@pytest.mark.parametrize("argv", [["lint", "--no-such-flag", "x.json"], ["diff", "--no-such-flag"],
+                                  ["replay", "--no-such-flag"], ["rules", "--no-such-flag"]])
+def test_usage_errors_of_every_command_point_to_its_help(argv: list[str]) -> None:
+    """One error path for all commands: lint's usage errors get the same hint as the others'."""
+    done = run(*argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith(f"(see prefixguard {argv[0]} --help)"), done.stderr
+
+
+@pytest.mark.parametrize("old,new", [
+    (["diff", "--format", "json"], ["diff", "-o", "json"]),
+    (["rules", "--format", "json"], ["rules", "--output-format", "json"]),
+    (["kv", "--model", "llama-3-8b", "--format", "json"], ["kv", "--model", "llama-3-8b", "-o", "json"]),
+])
+def test_old_flag_names_are_hidden_aliases_for_one_release(old: list[str], new: list[str], tmp_path: Path) -> None:
+    body = tmp_path / "a.json"
+    body.write_text('{"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}')
+    extra = [str(body), str(body)] if old[0] == "diff" else []
+    was, now = run(*old, *extra), run(*new, *extra)
+    assert was.returncode == now.returncode == 0 and was.stdout == now.stdout and now.stdout.startswith("{")
+    assert old[-2] not in run(old[0], "--help").stdout.replace("--output-format", "")  # hidden
+
+
+def test_unified_flags_in_help() -> None:
+    for command in ("diff", "kv", "report", "replay", "rules", "lint", "demo"):
+        assert "-o, --output-format" in run(command, "--help").stdout, command
+    for command in (["proxy"], ["engine", "serve"], ["replay"]):
+        assert "--policy [auto|anthropic|bedrock|gemini|openai|radix]" in run(*command, "--help").stdout, command

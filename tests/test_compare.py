@@ -3,7 +3,6 @@ recorded requests (mutated the way apps break them) and in real recorded request
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from prefixguard.compare import CAUSES, compare, contract_reads
+from helpers import make_examples
+from prefixguard.causes import CAUSES
+from prefixguard.compare import compare, contract_reads
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.wire import parse_request
@@ -22,14 +23,7 @@ SHAPES = ("anthropic", "openai-chat", "openai-responses")
 PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
 
 
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "requests" / "make_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = make_examples
 
 
 def parse(body: dict | bytes, shape: str | None = None) -> Prompt:
@@ -353,7 +347,7 @@ _block = st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), _
 @given(st.one_of(st.tuples(st.text(max_size=80), st.text(max_size=80)), st.tuples(_block, _block)))
 def test_one_string_fast_path_says_what_deepdiff_says(pair: tuple[Any, Any]) -> None:
     """The explanation skips deepdiff when one string changed: its line must be deepdiff's, word for word."""
-    from prefixguard.compare import _deepdiff_changes, _one_string_changed
+    from prefixguard.jsondiff import _deepdiff_changes, _one_string_changed
     a, b = pair
     assume(a != b or type(a) is not type(b))
     fast = _one_string_changed(a, b)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from prefixguard.cli import main
 from prefixguard.diagnosis import Diagnosis, agreement
 from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from prefixguard.store import open_store
 from prefixguard.wire import UsageStream, parse_diagnosis
 
@@ -102,7 +102,7 @@ def rows(db: Path, n: int, timeout: float = 20.0) -> list[dict]:
 @pytest.mark.slow
 def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
     from engine.llm_engine import LLMEngine
-    from engine.server import create_app, serve_in_thread
+    from prefixguard.engine.server import create_app, serve_in_thread
 
     system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
     lines: list[str] = []
@@ -148,7 +148,7 @@ def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
 @pytest.mark.slow
 def test_engine_responses_diagnostics(tmp_path: Path):
     from engine.llm_engine import LLMEngine
-    from engine.server import create_app, serve_in_thread
+    from prefixguard.engine.server import create_app, serve_in_thread
 
     instructions = " ".join(f"Rule {i}: answer in one word." for i in range(260))
     with serve_in_thread(create_app(LLMEngine("tiny", page_size=1), cache_policy="openai")) as url:
@@ -169,7 +169,7 @@ def test_opt_in_adds_the_asking_member_and_nothing_else(shared_data: Path, tmp_p
     member after the opening brace; without the flag (the other proxy tests) every byte passes."""
     import hashlib
 
-    from upstream import Upstream
+    from helpers.upstream import Upstream
 
     legacy = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
     raw = (shared_data / "recorded" / legacy / "0001.request.json").read_bytes()
@@ -191,7 +191,7 @@ def test_opt_in_adds_the_asking_member_and_nothing_else(shared_data: Path, tmp_p
 @pytest.mark.slow
 def test_opt_in_against_the_engine_agrees(tmp_path: Path):
     from engine.llm_engine import LLMEngine
-    from engine.server import create_app, serve_in_thread
+    from prefixguard.engine.server import create_app, serve_in_thread
 
     system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
     lines: list[str] = []

@@ -1,7 +1,6 @@
 """`prefixguard diff` on every example pair, its JSON output, and bad input (exit 2, one line)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.compare import CAUSES
+from helpers import make_examples
+from prefixguard.causes import CAUSES
 from prefixguard.wire import MAX_BYTES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests"
@@ -49,9 +49,7 @@ def test_examples_cover_every_cause_for_every_shape() -> None:
 
 
 def test_committed_examples_match_their_generator() -> None:
-    spec = importlib.util.spec_from_file_location("make_examples", EXAMPLES / "make_examples.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = make_examples
     for pair in PAIRS:
         a, b, _, _ = gen.PAIRS[pair.name](pair.parent.name)
         assert json.loads((pair / "a.json").read_text()) == a, pair

@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 import yaml
 
-from prefixguard.lint.command import lint
-from prefixguard.proxy.command import proxy
+from prefixguard.cli.lint import lint
+from prefixguard.cli.proxy import proxy
 
 ROOT = Path(__file__).resolve().parents[1]
 

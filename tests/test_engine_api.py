@@ -9,10 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config import PRESETS, with_overrides
-from engine.llm_engine import LLMEngine
-from engine.loader import save_weights
-from engine.scheduler import RequestTooLarge
+from prefixguard.engine.config import PRESETS, with_overrides
+from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.loader import save_weights
+from prefixguard.engine.scheduler import RequestTooLarge
 
 
 def rand_ids(rng: random.Random, n: int) -> list[int]:

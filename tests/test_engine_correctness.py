@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from engine.llm_engine import LLMEngine
+from prefixguard.engine.llm_engine import LLMEngine
 
 TOL = 1e-4
 

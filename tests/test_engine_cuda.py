@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from engine.llm_engine import LLMEngine
+from prefixguard.engine.llm_engine import LLMEngine
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -41,7 +41,7 @@ def engine():
     require(*NEEDED)
     import torch
 
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
 
     torch.set_num_threads(1)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -56,7 +56,7 @@ def hf():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.gguf_model import gguf_path
+    from prefixguard.engine.gguf_model import gguf_path
 
     path = gguf_path(MODEL)
     tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
@@ -123,7 +123,7 @@ def test_greedy_tokens_equal_transformers(engine, hf):
 def test_served_usage_counts_in_the_models_tokenizer(engine):
     """engine serve --model smollm2-135m: prompt and cached tokens are this tokenizer's, and the
     answer stops at the model's end of turn."""
-    from engine.server import create_app, serve_in_thread
+    from prefixguard.engine.server import create_app, serve_in_thread
 
     messages = PROMPTS[0]
     want = len(engine.template.render(segments(messages)))
@@ -146,7 +146,7 @@ def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data
     """replay --target engine --engine-model smollm2-135m: the agent session's prompts are rendered
     and counted by SmolLM2's own template, and later calls reuse the earlier ones' prefix."""
     from prefixguard.replay import sources
-    from prefixguard.replay.run import replay
+    from prefixguard.replay.player import replay
     from prefixguard.replay.targets import EngineTarget, _rendered
 
     session = sources.load(shared_data / "lmcache-agent-trace" / "miniswe" /
@@ -160,4 +160,4 @@ def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data
     want = [len(_rendered(r, None, engine.template)[1]) for r in session]
     assert [o.prompt_tokens for o in out] == want
     assert want != [len(_rendered(r, None)[1]) for r in session]          # not cl100k's counts
-    assert out[0].cached_tokens == 0 and all(o.cached_tokens > 0.5 * o.prompt_tokens for o in out[1:])
+    assert out[0].cache_read == 0 and all(o.cache_read > 0.5 * o.prompt_tokens for o in out[1:])

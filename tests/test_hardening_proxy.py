@@ -18,9 +18,9 @@ import openai
 import pytest
 
 from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from test_proxy_e2e import OPENAI_STREAM, STREAM, streamable, tenant_rows
-from upstream import Upstream
+from helpers.upstream import Upstream
 
 LINGER_S = 1.5
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from engine import kvmath
+from prefixguard.engine import kvmath
 from prefixguard.cli import main
 
 MODELS = kvmath.load_models()
@@ -48,7 +48,7 @@ def test_capacity_after_weights():
 
 @pytest.mark.parametrize("page_size,dtype,kv_dtype", [(1, "float32", "fp32"), (16, "bfloat16", "bf16"), (7, "float16", "fp16")])
 def test_matches_the_engine_pool_allocation(page_size, dtype, kv_dtype):
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
     budget = 3_000_000
     engine = LLMEngine("tiny", dtype=dtype, page_size=page_size, kv_memory_bytes=budget)
     arch = MODELS["engine-tiny"]
@@ -76,21 +76,21 @@ def test_cli_json_and_errors():
     r = CliRunner().invoke(main, ["kv", "-m", "llama-3-8b", "--memory", "lots"])
     assert r.exit_code == 2 and "not a size" in r.output
     r = CliRunner().invoke(main, ["kv", "--list", "--format", "json"])
-    assert {m["model"] for m in json.loads(r.output)} >= {"llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b"}
+    assert {m["model"] for m in json.loads(r.output)["models"]} >= {"llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b"}
 
 
 def test_cli_does_not_import_torch():
     import subprocess
     import sys
-    code = "import sys; from prefixguard.cli import main; import prefixguard.kv_cmd; assert 'torch' not in sys.modules"
+    code = "import sys; from prefixguard.cli import main; import prefixguard.cli.kv; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_cli_reads_a_checkpoint_config(tmp_path):
     """A config.json as the engine's loader writes it: kv's per-token bytes equal the pool's."""
-    from engine.config import PRESETS
-    from engine.llm_engine import LLMEngine
-    from engine.loader import save_weights
+    from prefixguard.engine.config import PRESETS
+    from prefixguard.engine.llm_engine import LLMEngine
+    from prefixguard.engine.loader import save_weights
     engine = LLMEngine("tiny", kv_pages=4, page_size=1)
     save_weights(engine.model, PRESETS["tiny"], tmp_path)
     r = CliRunner().invoke(main, ["kv", "--config", str(tmp_path / "config.json"), "--kv-dtype", "fp32",

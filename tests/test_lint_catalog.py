@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.compare import CAUSES
+from prefixguard.causes import CAUSES
 from prefixguard.contracts import providers
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS
@@ -79,7 +79,7 @@ def test_rules_command():
     lines = out.strip().split("\n")
     assert code == 0 and len(lines) == len(catalog.rules())
     assert [line.split()[0] for line in lines] == [r.code for r in catalog.rules()]
-    rows = json.loads(cli("rules", "--format", "json")[1])
+    rows = json.loads(cli("rules", "--format", "json")[1])["rules"]
     assert [r["name"] for r in rows] == [r.name for r in catalog.rules()]
 
 

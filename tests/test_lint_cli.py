@@ -300,7 +300,7 @@ def test_statistics(project: Path):
     assert rows == [["2", "PG101", "[volatile-in-prefix]"], ["2", "PG102", "[breakpoint-on-volatile]"],
                     ["2", "PG402", "[below-minimum]"]]
     _, out, _ = run("--statistics", "--format", "json", "a.json")
-    assert json.loads(out)[0] == {"code": "PG101", "name": "volatile-in-prefix", "count": 1}
+    assert json.loads(out)["statistics"][0] == {"code": "PG101", "name": "volatile-in-prefix", "count": 1}
 
 
 def test_directories_globs_and_excludes(project: Path):

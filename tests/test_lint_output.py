@@ -129,7 +129,7 @@ def test_json_format_validates_against_its_schema(tmp_path: Path):
     path = tmp_path / "req.json"
     path.write_text(json.dumps(BODY, indent=2), "utf-8")
     doc = lint_json(str(path))
-    schema = json.loads(files("prefixguard.lint").joinpath("lint-output.schema.json").read_text("utf-8"))
+    schema = json.loads(files("prefixguard.schemas").joinpath("lint.schema.json").read_text("utf-8"))
     jsonschema.Draft202012Validator(schema).validate(doc)
     assert doc["schema_version"] == 1 and doc["files"] == 1 and doc["requests"] == 1
     for f in doc["findings"]:

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from prefixguard.contracts import model_contract
-from prefixguard.lint import catalog, config, runner
-from prefixguard.lint.runner import check_prompt
-from prefixguard.lint.sequence import Sequence
+from prefixguard.lint import catalog, config, linter
+from prefixguard.lint.linter import check_prompt
+from prefixguard.lint.sequence import SequenceMode
 from prefixguard.replay.fixes import Fixer
 from prefixguard.replay.sources import Request
 from prefixguard.volatile import find_volatile
@@ -74,7 +74,7 @@ def _why_true(f, body: dict, request: Path) -> str | None:
 def test_recorded_traffic_few_findings_each_true(shared_data: Path):
     roots = [str(shared_data / "recorded" / name) for name in FOLDERS]
     settings = config.load(None, config.Layer(), cwd=shared_data)
-    result = runner.lint(roots, settings)
+    result = linter.lint(roots, settings)
     assert result.errors == []                      # exit 0 or 1, never 2: other shapes are skipped
     assert result.requests >= 400 and len(result.skipped) > 0
     loud = [f for f in result.findings if f.severity in ("error", "warning")]
@@ -132,7 +132,7 @@ def test_claude_code_layout_is_clean():
     body = _claude_code_like()
     assert _codes(body) == []
     # the same request as a session (each request the next turn): still nothing
-    seq, earlier = Sequence(DEFAULT), copy.deepcopy(body)
+    seq, earlier = SequenceMode(DEFAULT), copy.deepcopy(body)
     earlier["messages"] = earlier["messages"][:-2]
     earlier["messages"][-3]["content"][-1]["cache_control"] = EPH
     for line, b in enumerate((earlier, body), start=1):
@@ -158,7 +158,7 @@ def test_byte_identical_block_is_not_called_volatile():
     body = _claude_code_like()
     body["system"][1]["text"] += " Session started 2026-12-02T16:11:31.101462Z."
     assert "breakpoint-on-volatile" in _codes(body)
-    seq, per_line = Sequence(DEFAULT), []
+    seq, per_line = SequenceMode(DEFAULT), []
     later = copy.deepcopy(body)
     later["messages"] += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks"}]
     for line, b in enumerate((body, later), start=1):

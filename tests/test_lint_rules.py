@@ -10,8 +10,8 @@ import pytest
 
 from prefixguard.contracts import model_contract, providers
 from prefixguard.lint import catalog
-from prefixguard.lint.runner import check_prompt
-from prefixguard.lint.sequence import Sequence
+from prefixguard.lint.linter import check_prompt
+from prefixguard.lint.sequence import SequenceMode
 from prefixguard.wire import parse_request
 
 ALL = frozenset(r.code for r in catalog.rules())
@@ -36,7 +36,7 @@ def found(body: dict, rule: str | None = None, path: str | None = None) -> list:
 
 def found_in_sequence(bodies: list[dict], rule: str) -> list[list]:
     """Hits of `rule` on each body of a capture, in sequence mode (each against its session's earlier one)."""
-    seq, out = Sequence(ALL), []
+    seq, out = SequenceMode(ALL), []
     for line, body in enumerate(bodies, start=1):
         prompt = parse_request(json.dumps(body))
         match, hits = seq.add(prompt, line)

@@ -1,5 +1,5 @@
 """prefixguard.testing and the pytest plugin, end to end: the real anthropic and openai SDKs against a
-loopback server that answers with recorded responses (tests/upstream.py), the recorder under their HTTP
+loopback server that answers with recorded responses (tests/helpers/upstream.py), the recorder under their HTTP
 client, lint reading what it wrote, and the plugin failing a test in a pytest run of examples/pytest/."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from prefixguard.cli import main
 from prefixguard.testing import PrefixBroken, Recorder, assert_prefix_stable
 
-from upstream import Upstream
+from helpers.upstream import Upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "examples" / "requests" / "anthropic"

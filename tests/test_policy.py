@@ -55,10 +55,10 @@ def test_anthropic_write_then_read_within_ttl_and_expiry() -> None:
     pol = make_policy("anthropic")
     p = anthropic_body()
     first = pol.commit(p, 0.0, "t")
-    assert (first.read_tokens, first.write_tokens, first.reason) == (0, p.total_tokens, "cold")
+    assert (first.cache_read, first.cache_write, first.reason) == (0, p.total_tokens, "cold")
     assert first.write_by_ttl == {"5m": p.total_tokens}
     assert pol.lookup(p, TTL_5M - 1, "t").reason == "hit"
-    assert pol.lookup(p, TTL_5M - 1, "t").read_tokens == p.total_tokens
+    assert pol.lookup(p, TTL_5M - 1, "t").cache_read == p.total_tokens
     assert pol.lookup(p, TTL_5M + 1, "t").reason == "ttl_expired"
 
 
@@ -83,13 +83,13 @@ def test_anthropic_one_hour_ttl() -> None:
 def test_anthropic_automatic_breakpoint_on_the_last_block() -> None:
     pol = make_policy("anthropic")
     p = anthropic_body(bp_last=False, auto=True)
-    assert pol.commit(p, 0.0).write_tokens == p.total_tokens
+    assert pol.commit(p, 0.0).cache_write == p.total_tokens
     longer = parse_request(json.dumps({**json.loads(p.text), "messages": json.loads(p.text)["messages"] + [
         {"role": "assistant", "content": [{"type": "text", "text": "an answer"}]},
         {"role": "user", "content": [{"type": "text", "text": "a follow-up"}]}]}), path="/v1/messages")
     got = pol.lookup(longer, 1.0)
-    assert (got.reason, got.read_tokens) == ("hit", p.total_tokens)
-    assert got.write_tokens == longer.total_tokens - p.total_tokens
+    assert (got.reason, got.cache_read) == ("hit", p.total_tokens)
+    assert got.cache_write == longer.total_tokens - p.total_tokens
 
 
 def test_anthropic_no_breakpoint_and_minimum_per_model() -> None:
@@ -99,7 +99,7 @@ def test_anthropic_no_breakpoint_and_minimum_per_model() -> None:
     big_min = model_contract("anthropic", "claude-haiku-4-5").min_cacheable_tokens
     assert small.total_tokens < big_min
     assert pol.commit(small, 0.0).reason == "below_minimum"
-    assert pol.lookup(small, 1.0).read_tokens == 0
+    assert pol.lookup(small, 1.0).cache_read == 0
     # the same prompt clears a smaller model minimum
     opus = anthropic_body(system=800, model="claude-opus-5")
     assert opus.total_tokens >= model_contract("anthropic", "claude-opus-5").min_cacheable_tokens
@@ -119,12 +119,12 @@ def test_anthropic_lookback_limit() -> None:
     blocks[-1]["cache_control"] = mark()
     grown["messages"] += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": blocks}]
     far = pol.lookup(parse_request(json.dumps(grown), path="/v1/messages"), 1.0)
-    assert (far.read_tokens, far.reason) == (0, "no_breakpoint")
+    assert (far.cache_read, far.reason) == (0, "no_breakpoint")
     # a few blocks fewer and the same breakpoint reaches it
     near_blocks = blocks[-(lookback - 3):]
     grown["messages"][-1]["content"] = near_blocks
     near = pol.lookup(parse_request(json.dumps(grown), path="/v1/messages"), 1.0)
-    assert near.reason == "hit" and near.read_tokens > 0
+    assert near.reason == "hit" and near.cache_read > 0
 
 
 def test_anthropic_partial_when_a_longer_entry_is_out_of_reach() -> None:
@@ -136,7 +136,7 @@ def test_anthropic_partial_when_a_longer_entry_is_out_of_reach() -> None:
     same["messages"][0]["content"][0]["cache_control"] = mark()  # a breakpoint short of the cached end
     got = pol.lookup(parse_request(json.dumps(same), path="/v1/messages"), 1.0)
     assert got.reason == "partial"
-    assert got.read_tokens == p.segments[0].tokens   # the system entry
+    assert got.cache_read == p.segments[0].tokens   # the system entry
 
 
 def test_anthropic_setting_change_keeps_the_system_entry() -> None:
@@ -145,9 +145,9 @@ def test_anthropic_setting_change_keeps_the_system_entry() -> None:
     pol.commit(p, 0.0)
     thinking = anthropic_body(bp_system=True, thinking={"type": "enabled", "budget_tokens": 2048})
     got = pol.lookup(thinking, 1.0)
-    assert got.read_tokens == p.segments[0].tokens  # thinking invalidates messages, not system
+    assert got.cache_read == p.segments[0].tokens  # thinking invalidates messages, not system
     tools_changed = anthropic_body(bp_system=True, tools=[{"name": "t", "input_schema": {"type": "object"}}])
-    assert pol.lookup(tools_changed, 1.0).read_tokens == 0
+    assert pol.lookup(tools_changed, 1.0).cache_read == 0
 
 
 def test_state_is_per_tenant_and_model() -> None:
@@ -178,9 +178,9 @@ def test_openai_minimum_steps_and_retention() -> None:
     got = pol.lookup(other, 10.0)
     shared = p.segments[0].tokens
     step = OPENAI["token_step"]
-    assert got.reason == "hit" and got.write_tokens == 0
-    assert got.read_tokens % step == 0 and shared - step < got.read_tokens <= shared
-    assert got.uncached_tokens == other.total_tokens - got.read_tokens
+    assert got.reason == "hit" and got.cache_write == 0
+    assert got.cache_read % step == 0 and shared - step < got.cache_read <= shared
+    assert got.uncached == other.total_tokens - got.cache_read
     retention = OPENAI["retention_seconds"]
     assert pol.lookup(other, retention["in_memory"] + 1).reason == "ttl_expired"
     long = chat(3000, prompt_cache_retention="24h")
@@ -193,7 +193,7 @@ def test_radix_reads_any_shared_prefix_forever() -> None:
     p = chat(40, model="local-tiny")
     pol.commit(p, 0.0)
     got = pol.lookup(chat(40, user="else", model="local-tiny"), 1e9)
-    assert (got.reason, got.read_tokens) == ("hit", p.segments[0].tokens)
+    assert (got.reason, got.cache_read) == ("hit", p.segments[0].tokens)
 
 
 def test_recorded_openai_requests(shared_data: Path) -> None:
@@ -204,7 +204,7 @@ def test_recorded_openai_requests(shared_data: Path) -> None:
         p = parse_request((folder / f"{n:04d}.request.json").read_bytes(), path="/v1/chat/completions")
         e = pol.commit(p, float(n))
         reasons.append(e.reason)
-        assert e.read_tokens <= p.total_tokens
+        assert e.cache_read <= p.total_tokens
     assert reasons == ["cold", "hit", "hit", "hit"]
 
 
@@ -236,8 +236,8 @@ def test_what_the_provider_reports_reading_is_held() -> None:
     first, later = anthropic_body(bp_system=True), anthropic_body(turns=2, bp_system=True)
     pol = make_policy("anthropic")
     pol.observe(first, first.segments[0].tokens, 0.0, "t")  # the provider read the system prompt
-    assert pol.lookup(later, 10.0, "t").read_tokens == later.segments[0].tokens
-    assert make_policy("anthropic").lookup(later, 10.0, "t").read_tokens == 0  # not without the report
+    assert pol.lookup(later, 10.0, "t").cache_read == later.segments[0].tokens
+    assert make_policy("anthropic").lookup(later, 10.0, "t").cache_read == 0  # not without the report
 
 
 def test_automatic_caching_reads_into_the_first_differing_part() -> None:
@@ -247,5 +247,5 @@ def test_automatic_caching_reads_into_the_first_differing_part() -> None:
     body = lambda tail: {"model": "gpt-4o", "messages": [{"role": "user", "content": text(4000, "s") + tail}]}  # noqa: E731
     a, b = (parse_request(json.dumps(body(t)), path="/v1/chat/completions") for t in (" first", " second"))
     pol.commit(a, 0.0)
-    got = pol.lookup(b, 1.0).read_tokens
+    got = pol.lookup(b, 1.0).cache_read
     assert got > 0.9 * a.total_tokens - OPENAI["token_step"] and got <= a.total_tokens

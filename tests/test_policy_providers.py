@@ -30,13 +30,13 @@ def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
     assert policy.commit(first, 0.0).reason == "cold"
     later = parse_request(json.dumps(responses("And the night before? " * 5, mode="explicit", system_point=True)))
     got = policy.lookup(later, 60.0)
-    assert got.reason == "hit" and got.read_tokens == later.segments[0].tokens  # at the system breakpoint
+    assert got.reason == "hit" and got.cache_read == later.segments[0].tokens  # at the system breakpoint
     # no breakpoint where the shared prefix ends: no fallback to it (the implicit mode reads it)
     moved = parse_request(json.dumps(responses("And the night before? " * 5, mode="explicit", system_point=False)))
-    assert policy.lookup(moved, 60.0).read_tokens == 0
+    assert policy.lookup(moved, 60.0).cache_read == 0
     implicit = make_policy("openai")
     implicit.commit(parse_request(json.dumps(responses("What failed last night? " * 5, mode=None, system_point=True))), 0.0)
-    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).read_tokens > 0
+    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).cache_read > 0
     # the mode's own TTL
     assert policy.lookup(later, explicit["ttl_seconds"] + 1).reason == "ttl_expired"
 
@@ -57,7 +57,7 @@ def test_bedrock_converse_is_judged_by_bedrock_numbers():
     short = parse_request(json.dumps(body), path="/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse")
     sonnet = make_policy("bedrock")
     sonnet.commit(short, 0.0)
-    assert sonnet.lookup(short, 10.0).read_tokens == short.segments[0].tokens  # Sonnet's lower minimum
+    assert sonnet.lookup(short, 10.0).cache_read == short.segments[0].tokens  # Sonnet's lower minimum
     assert sonnet.lookup(short, 10.0 + providers()["bedrock"]["ttl_seconds"]["5m"] + 1).reason == "ttl_expired"
 
 
@@ -71,5 +71,5 @@ def test_gemini_minimum_is_the_models():
     policy = make_policy("gemini")
     policy.commit(flash, 0.0)
     policy.commit(three, 0.0)
-    assert policy.lookup(flash, 5.0).read_tokens > 0
+    assert policy.lookup(flash, 5.0).cache_read > 0
     assert policy.lookup(three, 5.0).reason == "below_minimum"

@@ -26,11 +26,11 @@ import pytest
 
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from prefixguard.errors import InputError
 from prefixguard.store import open_store
-from faults import MARKER, FaultyAnalyzer
-from upstream import Upstream
+from helpers.faults import MARKER, FaultyAnalyzer
+from helpers.upstream import Upstream
 
 LEGACY = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy"

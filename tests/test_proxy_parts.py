@@ -6,13 +6,15 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from mitmproxy.test import tutils
 
 from prefixguard.compare import compare
 from prefixguard.policy import Expected
-from prefixguard.proxy import verdict
+from prefixguard import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
+from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream
 from prefixguard.usage import Usage
 from prefixguard.wire import parse_request, parse_response
@@ -59,13 +61,19 @@ def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -
     assert tap.chunks[0][0] < first <= tap.chunks[-1][0]  # the chunk that carried the first text delta
 
 
-def test_tap_reads_a_gzip_stream(shared_data: Path) -> None:
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd"])
+def test_tap_reads_a_compressed_stream(shared_data: Path, encoding: str) -> None:
+    """The stream and whole bodies are decoded by one path (proxy/encoding.py): br and zstd included."""
+    import brotli
+    from backports import zstd
     data = (shared_data / STREAM).read_bytes()
     tap = StreamTap()
-    packed = gzip.compress(data)
+    packed = {"gzip": gzip.compress, "br": brotli.compress, "zstd": zstd.compress}[encoding](data)
     for i in range(0, len(packed), 50):
         tap(packed[i:i + 50])
-    assert read_stream(tap.chunks, "anthropic", "gzip")[0].usage() == parse_response(data, "anthropic")
+    usage = read_stream(tap.chunks, "anthropic", encoding)[0].usage()
+    assert usage == parse_response(data, "anthropic") and usage.reported
+    assert decoded(packed, encoding) == (data, True) and decoded(packed, "nosuch") == (packed, False)
     assert is_event_stream("text/event-stream; charset=utf-8") and not is_event_stream("application/json")
 
 
@@ -114,10 +122,11 @@ def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, 0, n, 0, 0, 3, True), 200)
     assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
     assert verdict.early(Expected(0, n, 0, "cold"), cmp) == v
-    assert verdict.read_cause(v.cause) == (["volatile_content"], "/system/0")  # what the demo and report read
-    assert verdict.read_cause("tools_reordered+model_changed at /tools/2") == (["tools_reordered", "model_changed"],
-                                                                                "/tools/2")
-    assert verdict.read_cause(None) == ([], None)
+    Change = verdict.PrefixChange  # what the demo and report read back
+    assert Change.parse(v.cause) == Change(("volatile_content",), "/system/0")
+    both = Change.parse("tools_reordered+model_changed at /tools/2")
+    assert both == Change(("tools_reordered", "model_changed"), "/tools/2") and str(both) == "tools_reordered+model_changed at /tools/2"
+    assert Change.parse(None) == Change(()) and v.verdict is verdict.VerdictName.MISS_PREFIX_CHANGED
     # the provider read what an unchanged prefix would have given: the change cost nothing, a note on a hit
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, n, 0, 0, 0, 3, True), 200)
     assert v.verdict == "hit" and v.cause.startswith("note: volatile_content at /system/0 cost nothing")

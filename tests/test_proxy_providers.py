@@ -19,7 +19,7 @@ from botocore.config import Config
 
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from prefixguard.store import open_store
 from prefixguard.wire.eventstream import encode
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.kv_pool import PageAllocator
-from engine.radix import RadixTree
+from prefixguard.engine.kv_pool import PageAllocator
+from prefixguard.engine.radix import RadixTree
 
 keys = st.lists(st.integers(0, 2), max_size=14)
 ops = st.lists(st.one_of(

@@ -89,7 +89,7 @@ def test_report_on_the_proxy_capture(through_proxy: tuple[dict, Path], tmp_path:
     assert f"{doc['requests']} requests" in res.output and "5. Cache fields" in res.output
     assert "No TTFT was recorded" not in res.output            # the proxy timed every request
     js = json.loads(CliRunner().invoke(main, ["report", str(capture), "--format", "json"]).output)
-    assert js["fields"]["reported_cached"] == doc["cached_tokens"]   # what replay read is what the proxy stored
+    assert js["fields"]["reported_cache_read"] == doc["cache_read"]   # what replay read is what the proxy stored
     assert all(w["ttft_p50"] is not None for w in js["windows"] if w["requests"])
 
     browser = chromium()

@@ -8,7 +8,7 @@ import pytest
 
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize
-from prefixguard.replay.run import replay
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget
 
 SESSION = "189f0222310bd8eee310f204e91b9c84.jsonl"   # the smallest miniswe session: 6 calls, ~8k tokens
@@ -32,9 +32,9 @@ def test_engine_reuses_what_the_sim_predicts_and_saves_prefill(session: list[sou
     measured = on_engine(session, reuse=True)
     baseline = on_engine(session, reuse=False)
     assert [o.error for o in measured] == [None] * len(session)
-    assert [o.cached_tokens for o in measured] == [o.cached_tokens for o in predicted]
+    assert [o.cache_read for o in measured] == [o.cache_read for o in predicted]
     assert [o.prompt_tokens for o in measured] == [o.prompt_tokens for o in predicted]
-    assert all(o.cached_tokens == 0 for o in baseline)
+    assert all(o.cache_read == 0 for o in baseline)
     assert all(o.ttft_s and o.prefill_s and o.output_tokens == 4 for o in measured)
     summary = against_baseline(summarize(measured), summarize(baseline))
     assert summary["hit_ratio"] > 0.75

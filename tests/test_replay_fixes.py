@@ -39,7 +39,7 @@ def test_fixes_recover_the_broken_prefix(tmp_path: Path, api: str, case: str) ->
         pytest.skip(f"no {api} example of {case}")
     doc = replay_json(pair_folder(tmp_path, api, case))
     assert doc["requests"] == doc["fixed"]["requests"] == 2
-    assert doc["fixed"]["cached_tokens"] > doc["cached_tokens"]
+    assert doc["fixed"]["cache_read"] > doc["cache_read"]
     # And the fixed pair no longer breaks at all, in the core's own terms.
     trace = sources.load(tmp_path / f"{api}-{case}")
     fixer = Fixer()
@@ -51,7 +51,7 @@ def test_fixes_recover_the_broken_prefix(tmp_path: Path, api: str, case: str) ->
 def test_fixes_cost_stable_traffic_nothing(tmp_path: Path) -> None:
     doc = replay_json(pair_folder(tmp_path, "anthropic", "append_only"))
     # Sorted keys change a few tokens of the tool definitions, not what is reused.
-    assert doc["cached_tokens"] > 0
+    assert doc["cache_read"] > 0
     assert doc["fixed"]["hit_ratio"] == pytest.approx(doc["hit_ratio"], abs=0.005)
 
 

@@ -101,7 +101,7 @@ def test_requests_share_one_kept_alive_connection(serve) -> None:
     finally:
         target.close()
     assert [o.error for o in outcomes] == [None] * 5
-    assert [o.cached_tokens for o in outcomes] == [256] * 5 and outcomes[0].prompt_tokens == 300
+    assert [o.cache_read for o in outcomes] == [256] * 5 and outcomes[0].prompt_tokens == 300
     assert len(server.requests) == 5
     assert server.connections == 1          # urllib opened one per request
     sent = server.requests[0]["body"]
@@ -117,7 +117,7 @@ def test_a_compressed_stream_is_read_decoded(serve) -> None:
         o = target.run(request(0), 0.0)
     finally:
         target.close()
-    assert o.error is None and (o.prompt_tokens, o.cached_tokens) == (300, 256)
+    assert o.error is None and (o.prompt_tokens, o.cache_read) == (300, 256)
 
 
 @pytest.mark.timeout(60)
@@ -128,7 +128,7 @@ def test_429_is_retried_after_retry_after_and_ttft_excludes_the_wait(serve) -> N
         o = target.run(request(0), 0.0)
     finally:
         target.close()
-    assert o.error is None and o.cached_tokens == 256
+    assert o.error is None and o.cache_read == 256
     times = [r["t"] for r in server.requests]
     assert len(times) == 3
     assert times[1] - times[0] >= 0.95         # retry-after: 1 (seconds)
@@ -273,6 +273,6 @@ def test_http2_is_used_where_the_server_offers_it(tmp_path, monkeypatch) -> None
         target.close()
         server.close()
     assert target.client.http2
-    assert [o.error for o in outcomes] == [None] * 3 and [o.cached_tokens for o in outcomes] == [256] * 3
+    assert [o.error for o in outcomes] == [None] * 3 and [o.cache_read for o in outcomes] == [256] * 3
     assert server.protocols == ["h2"]              # one connection, HTTP/2, for the three requests
     assert [r[":path"] for r in server.requests] == ["/v1/chat/completions"] * 3

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS
-from prefixguard.replay.sources import read_capture
+from prefixguard.capture import read_capture
 
 pytestmark = pytest.mark.slow
 
@@ -48,15 +48,15 @@ def test_auto_policy_predicts_what_the_engine_server_reported(demo_capture: Path
     rows = read_capture(demo_capture)
     assert {r["api"] for r in rows} == {"anthropic", "openai-chat"}
     reported = [r for r in rows if r["usage"]["reported"]]
-    reported_cached = sum(r["usage"]["cache_read"] for r in reported)
-    assert len(reported) == len(rows) and reported_cached > 0
+    reported_cache_read = sum(r["usage"]["cache_read"] for r in reported)
+    assert len(reported) == len(rows) and reported_cache_read > 0
 
     out = tmp_path / "results.json"
     doc = replay_json(str(demo_capture), "--out", str(out))
     assert doc["policy"] == "auto"                  # the default for a capture
     got = doc["predicted_vs_reported"]
-    assert got["requests"] == len(rows) and got["reported_cached"] == reported_cached
-    assert abs(got["predicted_cached"] - reported_cached) <= 0.02 * reported_cached, got
+    assert got["requests"] == len(rows) and got["reported_cache_read"] == reported_cache_read
+    assert abs(got["predicted_cache_read"] - reported_cache_read) <= 0.02 * reported_cache_read, got
     assert got["agree"] >= 0.8 * got["requests"], got
 
     # Per request, from the results file: the same count of predictions within the slack of the report.
@@ -65,13 +65,13 @@ def test_auto_policy_predicts_what_the_engine_server_reported(demo_capture: Path
     agree = 0
     for o in outcomes:
         told = by_id[o["ref"]]["usage"]["cache_read"]
-        assert o["reported_cached"] == told
-        agree += abs(o["cached_tokens"] - told) <= max(AGREE_TOKENS, AGREE_FRACTION * max(told, o["cached_tokens"]))
+        assert o["reported_cache_read"] == told
+        agree += abs(o["cache_read"] - told) <= max(AGREE_TOKENS, AGREE_FRACTION * max(told, o["cache_read"]))
     assert agree == got["agree"]
     # Both providers' requests hit and missed: the agreement is not all zeros.
     for api in ("anthropic", "openai-chat"):
-        hits = [o for o in outcomes if by_id[o["ref"]]["api"] == api and o["reported_cached"]]
-        misses = [o for o in outcomes if by_id[o["ref"]]["api"] == api and not o["reported_cached"]]
+        hits = [o for o in outcomes if by_id[o["ref"]]["api"] == api and o["reported_cache_read"]]
+        misses = [o for o in outcomes if by_id[o["ref"]]["api"] == api and not o["reported_cache_read"]]
         assert hits and misses, api
 
     text = CliRunner().invoke(main, ["replay", str(demo_capture)]).output
@@ -80,7 +80,7 @@ def test_auto_policy_predicts_what_the_engine_server_reported(demo_capture: Path
 
 def test_one_contract_for_a_mixed_capture_predicts_it_wrong(demo_capture: Path) -> None:
     """What auto fixes: one policy over both providers' traffic misses the reported numbers by far."""
-    reported = replay_json(str(demo_capture))["predicted_vs_reported"]["reported_cached"]
+    reported = replay_json(str(demo_capture))["predicted_vs_reported"]["reported_cache_read"]
     for policy in ("radix", "anthropic"):
         got = replay_json(str(demo_capture), "--policy", policy)["predicted_vs_reported"]
-        assert abs(got["predicted_cached"] - reported) > 0.2 * reported, (policy, got)
+        assert abs(got["predicted_cache_read"] - reported) > 0.2 * reported, (policy, got)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from prefixguard.cli import main
 from prefixguard.replay import sources
 from prefixguard.replay.results import summarize
-from prefixguard.replay.run import replay
+from prefixguard.replay.player import replay
 from prefixguard.replay.targets import SimTarget
 
 
@@ -49,7 +49,7 @@ def test_unbounded_sim_gives_the_mooncake_ideal(mooncake: Path) -> None:
     cached, total = mooncake_ideal(mooncake)
     got = sim(mooncake)
     assert got["requests"] == 3993
-    assert (got["cached_tokens"], got["prompt_tokens"]) == (cached, total)
+    assert (got["cache_read"], got["prompt_tokens"]) == (cached, total)
     assert got["hit_ratio"] == cached / total
     assert 0.6 < got["hit_ratio"] < 0.7          # the README's "about 0.65"
 
@@ -84,7 +84,7 @@ def test_anthropic_policy_sees_its_lookback_on_long_prompts(mooncake: Path) -> N
     # previous turn's entry whenever a turn adds more than 20 blocks.
     got = sim(mooncake, policy="anthropic", model="claude-sonnet-4-5")
     assert 0 < got["hit_ratio"] < sim(mooncake)["hit_ratio"]
-    assert got["written_tokens"] > 0
+    assert got["cache_write"] > 0
 
 
 def lmcache_ideal(folder: Path) -> float:
@@ -123,10 +123,10 @@ def test_cli_json_and_results_files(mooncake: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["requests"] == 500 and doc["format"] == "mooncake"
-    assert doc["hit_ratio"] == doc["cached_tokens"] / doc["prompt_tokens"]
+    assert doc["hit_ratio"] == doc["cache_read"] / doc["prompt_tokens"]
     import sqlite3
     con = sqlite3.connect(out)
-    assert con.execute("SELECT COUNT(*), SUM(cached_tokens) FROM requests").fetchone() == (500, doc["cached_tokens"])
+    assert con.execute("SELECT COUNT(*), SUM(cache_read) FROM requests").fetchone() == (500, doc["cache_read"])
     assert json.loads(con.execute("SELECT value FROM summary WHERE run='as_is'").fetchone()[0])["requests"] == 500
     res = CliRunner().invoke(main, ["replay", str(mooncake), "--limit", "50", "--out", str(tmp_path / "r.json")])
     assert res.exit_code == 0 and "hit ratio, token-weighted" in res.output
@@ -143,7 +143,7 @@ def test_agreement_allows_a_few_tokens_or_a_few_percent_whichever_is_more() -> N
     from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS, Outcome, agreement
 
     def o(predicted: int, reported: int) -> Outcome:
-        return Outcome(0, 0.0, "r", "", None, 10_000, predicted, reported_cached=reported)
+        return Outcome(0, 0.0, "r", "", None, 10_000, predicted, reported_cache_read=reported)
 
     big = 2000
     slack = round(AGREE_FRACTION * big)                   # of the larger of the two numbers
@@ -152,5 +152,5 @@ def test_agreement_allows_a_few_tokens_or_a_few_percent_whichever_is_more() -> N
              (big, big - slack), (big + 1, big - slack), (big - slack, big + 1)]
     got = agreement([o(p, r) for p, r in pairs])
     assert (got["agree"], got["over_predicted"], got["under_predicted"]) == (2, 2, 2)
-    assert got["predicted_cached"] == sum(p for p, _ in pairs) and got["reported_cached"] == sum(r for _, r in pairs)
+    assert got["predicted_cache_read"] == sum(p for p, _ in pairs) and got["reported_cache_read"] == sum(r for _, r in pairs)
     assert got["mean_abs_diff_tokens"] == sum(abs(p - r) for p, r in pairs) / len(pairs)

@@ -138,7 +138,7 @@ def test_progress_bar_shows_rate_and_eta_on_a_terminal(shared_data: Path) -> Non
 
     from rich.console import Console
 
-    from prefixguard.replay.run import replay
+    from prefixguard.replay.player import replay
     from prefixguard.replay.targets import SimTarget
     buf = io.StringIO()
     requests = sources.load(shared_data / "mooncake" / "synthetic_trace.jsonl").requests[:400]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.sources import cassette_uris
-from upstream import Upstream
+from helpers.upstream import Upstream
 
 CHARTS = ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached", "causes")
 URL = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
@@ -111,12 +111,12 @@ def test_json_report_numbers_come_from_the_capture(capture: Path) -> None:
     rows = [json.loads(line) for line in export.splitlines()]
     assert doc["requests"] == len(rows) > 30
     reported = [r for r in rows if r["usage"]["reported"]]
-    assert sum(w["read"] for w in doc["windows"]) == sum(r["usage"]["cache_read"] for r in reported)
+    assert sum(w["cache_read"] for w in doc["windows"]) == sum(r["usage"]["cache_read"] for r in reported)
     causes = {c["name"]: c for c in doc["causes"]}
     assert "system_changed" in causes and causes["system_changed"]["example"]["pointer"].startswith("/system")
     assert all(c["reprefill_tokens"] >= 0 and c["requests"] > 0 for c in doc["causes"])
     fields = doc["fields"]
-    assert fields["reported_cached"] == sum(r["usage"]["cache_read"] for r in reported
+    assert fields["reported_cache_read"] == sum(r["usage"]["cache_read"] for r in reported
                                             if r["expected_cached"] is not None)
     assert fields["not_reported"] == sum(1 for r in rows if not r["usage"]["reported"])
     assert doc["tokens_estimated"] is False and not any(r["tokens_estimated"] for r in rows)
@@ -187,11 +187,11 @@ def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> 
     from prefixguard.policy import policy_name
     from prefixguard.replay import sources
     from prefixguard.replay.results import Outcome
-    from prefixguard.replay.run import replay
+    from prefixguard.replay.player import replay
     from prefixguard.replay.targets import SimTarget, prompt_of
 
     def key(o: Outcome) -> tuple:
-        return o.ref, o.prompt_tokens, o.cached_tokens, o.written_tokens, o.uncached_tokens, o.reason
+        return o.ref, o.prompt_tokens, o.cache_read, o.cache_write, o.uncached, o.reason
 
     requests = sources.load(capture).requests
     auto = {o.ref: key(o) for o in replay(requests, SimTarget("auto"), progress=False)}
@@ -206,7 +206,7 @@ def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> 
     res = CliRunner().invoke(main, ["replay", str(capture), "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert doc["policy"] == "auto" and doc["cached_tokens"] == sum(a[2] for a in auto.values())
+    assert doc["policy"] == "auto" and doc["cache_read"] == sum(a[2] for a in auto.values())
 
 
 def test_estimated_token_counts_are_marked_from_the_proxy_to_the_report(shared_data: Path, tmp_path: Path,

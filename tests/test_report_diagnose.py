@@ -50,5 +50,5 @@ def test_infrastructure_signals() -> None:
     assert infra["errors"] == {"529": 1, "429": 1}
     assert "TTL expiries" in d.findings[3] and "queueing" in d.findings[3]
     f = d.fields
-    assert f["predicted_cached"] - f["reported_cached"] == 2 * 4500
+    assert f["predicted_cache_read"] - f["reported_cache_read"] == 2 * 4500
     assert {g["request"] for g in f["largest_gaps"]} == {"r21", "r22"}

@@ -11,9 +11,9 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine import chat_template
-from engine.llm_engine import LLMEngine
-from engine.server import create_app, serve_in_thread
+from prefixguard.engine import chat_template
+from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.server import create_app, serve_in_thread
 from prefixguard.wire import parse_request
 
 pytestmark = pytest.mark.slow

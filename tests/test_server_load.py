@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from engine.llm_engine import LLMEngine
-from engine.server import create_app, serve_in_thread
+from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.server import create_app, serve_in_thread
 
 pytestmark = pytest.mark.slow
 

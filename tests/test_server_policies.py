@@ -10,9 +10,9 @@ import anthropic
 import openai
 import pytest
 
-from engine import chat_template
-from engine.llm_engine import LLMEngine
-from engine.server import create_app, serve_in_thread
+from prefixguard.engine import chat_template
+from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.server import create_app, serve_in_thread
 from prefixguard.contracts import model_contract, providers
 from prefixguard.wire import parse_request
 

@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from otlp_receiver import OtlpReceiver
 from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from prefixguard.store import open_store
 from test_proxy_e2e import LEGACY, OPENAI_STREAM, Clock, sha, tenant_rows
-from upstream import Upstream
+from helpers.upstream import Upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = [str(Path(sys.executable).with_name("prefixguard"))]  # the installed console script

@@ -4,10 +4,12 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 from importlib.resources import files
+
+from prefixguard.causes import generic_fix
 
 SEVERITIES = ("error", "warning", "info")   # most severe first
 _CODE = re.compile(r"PG\d{3}")
@@ -49,7 +51,7 @@ def rules() -> tuple[Rule, ...]:
             raise ValueError(f"rules/catalog.toml: {code} has an unknown severity")
         out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
                         summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
-                        good=row["good"].strip(), fix=row["fix"], family=families[code[:3]],
+                        good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]), family=families[code[:3]],
                         cause=row.get("cause"), variants=dict(row.get("variants", {}))))
     out.sort(key=lambda r: r.code)
     if len({r.code for r in out}) != len(out) or len({r.name for r in out}) != len(out):
@@ -75,7 +77,7 @@ def default_codes() -> frozenset[str]:
 
 @cache
 def _data() -> dict[str, Any]:
-    return tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    return tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))
 
 
 def help_uri(code: str) -> str:
@@ -121,3 +123,17 @@ def resolve_all(selectors: Iterable[str]) -> frozenset[str]:
     for s in selectors:
         out |= resolve(s)
     return out
+
+
+def as_dict(r: Rule) -> dict[str, Any]:
+    return {k: v for k, v in asdict(r).items() if v not in (None, {})} | {"providers": list(r.providers)}
+
+
+def explain(r: Rule) -> str:
+    """One rule for people, like `ruff rule`."""
+    variants = "".join(f"; {sev} when {name}" for name, sev in r.variants.items())
+    head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
+           f"Providers: {', '.join(r.providers)}."
+    cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
+    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```json\n{r.bad}\n```\n\n"
+            f"## Good\n```json\n{r.good}\n```\n\n## Fix\n{r.fix}")

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from prefixguard.lint import catalog
-from prefixguard.lint.command import explain
 
 
 def render() -> str:
@@ -15,7 +14,7 @@ def render() -> str:
              "| code | name | severity | summary |", "| --- | --- | --- | --- |"]
     parts += [f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity} | {r.summary} |" for r in catalog.rules()]
     for r in catalog.rules():
-        body = explain(r).replace("\n## ", "\n### ").removeprefix("# ")
+        body = catalog.explain(r).replace("\n## ", "\n### ").removeprefix("# ")
         parts += ["", f'<a id="{r.code.lower()}"></a>', "", f"## {body}"]
     return "\n".join(parts) + "\n"
 

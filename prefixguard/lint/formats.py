@@ -76,7 +76,7 @@ def as_dict(f: Finding) -> dict[str, Any]:
 
 
 def json_format(findings: list[Finding], run: Run) -> str:
-    """Versioned: see prefixguard/lint/lint-output.schema.json for the fields."""
+    """Versioned: see prefixguard/schemas/lint.schema.json for the fields."""
     doc = {"schema_version": JSON_SCHEMA_VERSION, "tool": {"name": "prefixguard", "version": run.version},
            "tokenizer": run.tokenizer, "files": run.files, "requests": run.requests, "baselined": run.baselined,
            "findings": [as_dict(f) for f in findings], "errors": run.errors}

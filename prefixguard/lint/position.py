@@ -10,19 +10,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from prefixguard.wire import jsonspan
-
-
-def split_pointer(pointer: str) -> list[str]:
-    """RFC 6901 tokens of a pointer ("" is the whole document)."""
-    if not pointer:
-        return []
-    if not pointer.startswith("/"):
-        raise ValueError(f"not a JSON pointer: {pointer!r}")
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
-
-
-def join_pointer(base: str, *tokens: str | int) -> str:
-    return base + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+from prefixguard.wire.jsonspan import join_pointer, split_pointer
 
 
 class Document:

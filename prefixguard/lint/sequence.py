@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prefixguard.compare import DESCRIPTIONS, Comparison
+from prefixguard.causes import DESCRIPTIONS
+from prefixguard.compare import Comparison
 from prefixguard.contracts import model_contract
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
@@ -16,7 +17,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.session import Match, Sessions
 
 
-class Sequence:
+class SequenceMode:
     def __init__(self, codes: Collection[str]) -> None:
         self.rules = {cause: r for cause, r in catalog.by_cause().items() if r.code in codes}
         self._sessions = Sessions()

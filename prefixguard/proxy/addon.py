@@ -37,6 +37,7 @@ from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
+from prefixguard.verdict import VerdictName
 from prefixguard.wire import InputError, detect_api
 from prefixguard.wire.gemini import is_cache_creation
 
@@ -97,9 +98,9 @@ def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -
     """The x-prefixguard-* headers for an early answer: appended to the fields in one step (each
     headers[name] = value rewrites them all), replaced where an upstream sent its own."""
     if answer is None:
-        pairs = [("x-prefixguard-verdict", "pending")]
+        pairs = [("x-prefixguard-verdict", VerdictName.PENDING)]
     elif answer is False:  # analysed, but no LLM request it could read
-        pairs = [("x-prefixguard-verdict", "unknown")]
+        pairs = [("x-prefixguard-verdict", VerdictName.UNKNOWN)]
     else:
         early = Early(*answer)
         pairs = [("x-prefixguard-verdict", early.verdict)]

@@ -21,9 +21,10 @@ from prefixguard import tokens
 from prefixguard.compare import Comparison
 from prefixguard.diagnosis import Diagnosis, agreement, as_row
 from prefixguard.errors import InputError, TooLarge
-from prefixguard.policy import CachePolicy, Expected, make_policy, policy_name
+from prefixguard.policy import CachePolicy, Expected, Policies
 from prefixguard.prompt import Prompt
-from prefixguard.proxy import verdict as verdicts
+from prefixguard import verdict as verdicts
+from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
 from prefixguard.scale import TokenScale
@@ -86,19 +87,6 @@ def _plain(fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
         value = raw_value.decode("utf-8", "surrogateescape")
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
-
-
-def decoded(body: bytes, encoding: str | None) -> tuple[bytes, bool]:
-    """The body with its content-encoding undone (mitmproxy's decoders: gzip, deflate, br, zstd), and
-    whether that worked; on failure the body as it came."""
-    encoding = (encoding or "").strip().lower()
-    if not body or encoding in ("", "identity"):
-        return body, True
-    from mitmproxy.net.encoding import decode  # only the proxy sends encoded bodies, and it has mitmproxy
-    try:
-        return decode(body, encoding), True
-    except ValueError:
-        return body, False
 
 
 @dataclass(slots=True)
@@ -177,7 +165,7 @@ class Analyzer:
                                        metrics_host=metrics_host, service=service)
         self.bodies = bodies
         self.forced_policy = policy
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self._scale = TokenScale()
         self._sessions = Sessions()
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
@@ -197,10 +185,7 @@ class Analyzer:
             self.telemetry.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
-        name = self.forced_policy or policy_name(prompt.api, prompt.model)
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.forced_policy, prompt.api, prompt.model)
 
     # ---- step 1
     def request(self, flow: FlowState) -> Early | None:
@@ -226,7 +211,7 @@ class Analyzer:
         scaled = self._scale.scaled(prompt)
         flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
         early = verdicts.early(flow.expected, flow.comparison)
-        return Early(early.verdict, early.cause, flow.expected.read_tokens)
+        return Early(early.verdict.value, early.cause, flow.expected.cache_read)  # plain str for marshal
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -297,9 +282,9 @@ class Analyzer:
             rec.cause = flow.skip
         else:
             v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
-            rec.verdict, rec.cause = v.verdict, v.cause
+            rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:
-                rec.expected_cached, rec.expected_reason = flow.expected.read_tokens, flow.expected.reason
+                rec.expected_cached, rec.expected_reason = flow.expected.cache_read, flow.expected.reason
             rec.previous_id = flow.previous_id
             cmp = flow.comparison
             if diag is not None:

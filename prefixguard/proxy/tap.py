@@ -6,18 +6,9 @@ content began) happens later, off that path, in `read_stream()`. So the tap adds
 from __future__ import annotations
 
 import time
-import zlib
-from collections.abc import Callable
-from typing import Any
 
+from prefixguard.proxy.encoding import decoder as make_decoder
 from prefixguard.wire import UsageStream
-
-# Content-Encodings the tap can undo while reading a stream (zlib covers gzip and deflate).
-_DECODERS: dict[str, Callable[[], Any]] = {
-    "gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
-    "x-gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
-    "deflate": lambda: zlib.decompressobj(),
-}
 
 
 # SSE, and AWS EventStream (Bedrock ConverseStream / InvokeModelWithResponseStream: binary frames)
@@ -46,9 +37,12 @@ def read_stream(chunks: list[tuple[float, bytes]], api: str, encoding: str | Non
     the first content event (time.monotonic(), None if no content came)."""
     stream = UsageStream(api)
     first: float | None = None
-    decoder = _DECODERS[encoding.lower()]() if encoding and encoding.lower() in _DECODERS else None
+    try:
+        decoder = make_decoder(encoding)
+    except ValueError:  # an encoding nobody can undo: the events stay unread, as for no usage
+        return stream, None
     for at, chunk in chunks:
-        stream.feed(decoder.decompress(chunk) if decoder else chunk)
+        stream.feed(decoder.feed(chunk) if decoder else chunk)
         if first is None and stream.first_content_at is not None:
             first = at
     stream.feed(b"\n\n")  # close the last event when the stream lacked its final blank line

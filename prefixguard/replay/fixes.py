@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prefixguard.lint.position import split_pointer
+from prefixguard.wire.jsonspan import split_pointer
 from prefixguard.replay.sources import Request
 from prefixguard.volatile import find_volatile
 from prefixguard.wire import parse_request

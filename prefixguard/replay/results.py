@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from prefixguard.errors import InputError
+from prefixguard.schemas import SCHEMA_VERSION
+from prefixguard.stats import distribution
 from prefixguard.store import SQLITE_SUFFIXES
 
 # A prediction agrees with the provider's number within this many tokens or this fraction, whichever
@@ -27,9 +29,9 @@ class Outcome:
     session: str
     model: str | None
     prompt_tokens: int
-    cached_tokens: int             # read from the cache
-    written_tokens: int = 0        # prefilled and kept for later requests
-    uncached_tokens: int = 0       # prefilled and not kept (below the minimum, no breakpoint, no room)
+    cache_read: int             # read from the cache
+    cache_write: int = 0        # prefilled and kept for later requests
+    uncached: int = 0       # prefilled and not kept (below the minimum, no breakpoint, no room)
     reason: str | None = None      # the policy's reason, e.g. hit, cold, ttl_expired
     output_tokens: int = 0
     ttft_s: float | None = None
@@ -37,7 +39,7 @@ class Outcome:
     decode_tps: float | None = None
     cost_usd: float = 0.0
     full_cost_usd: float = 0.0     # the same tokens with no cache at all
-    reported_cached: int | None = None  # the provider's own number, where the capture holds one
+    reported_cache_read: int | None = None  # the provider's own number, where the capture holds one
     reported_prompt: int | None = None
     error: str | None = None       # the target failed this request (HTTP status, message)
     prices: str = ""               # the price table the costs come from, with its date
@@ -47,30 +49,30 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     """Totals and ratios over a replay; `hit_ratio` is token-weighted, `request_hit_ratio` per request."""
     done = [o for o in outcomes if o.error is None]
     prompt = sum(o.prompt_tokens for o in done)
-    cached = sum(o.cached_tokens for o in done)
+    cached = sum(o.cache_read for o in done)
     out: dict[str, Any] = {
         "requests": len(done),
         "errors": len(outcomes) - len(done),
         "prompt_tokens": prompt,
-        "cached_tokens": cached,
-        "written_tokens": sum(o.written_tokens for o in done),
-        "uncached_tokens": sum(o.uncached_tokens for o in done),
+        "cache_read": cached,
+        "cache_write": sum(o.cache_write for o in done),
+        "uncached": sum(o.uncached for o in done),
         "hit_ratio": cached / prompt if prompt else 0.0,
-        "request_hit_ratio": (sum(o.cached_tokens / o.prompt_tokens for o in done if o.prompt_tokens) / len(done)
+        "request_hit_ratio": (sum(o.cache_read / o.prompt_tokens for o in done if o.prompt_tokens) / len(done)
                               if done else 0.0),
-        "requests_with_hits": sum(1 for o in done if o.cached_tokens),
+        "requests_with_hits": sum(1 for o in done if o.cache_read),
         "cost_usd": sum(o.cost_usd for o in done),
         "cost_without_cache_usd": sum(o.full_cost_usd for o in done),
         "prices": sorted({o.prices for o in done if o.prices}),
     }
     timed = [o for o in done if o.ttft_s is not None]
     if timed:
-        out["ttft_s"] = {"with_reuse": distribution([o.ttft_s for o in timed if o.cached_tokens]),
-                         "without_reuse": distribution([o.ttft_s for o in timed if not o.cached_tokens])}
+        out["ttft_s"] = {"with_reuse": distribution([o.ttft_s for o in timed if o.cache_read]),
+                         "without_reuse": distribution([o.ttft_s for o in timed if not o.cache_read])}
     prefilled = [o.prefill_s for o in done if o.prefill_s is not None]
     if prefilled:
         out["prefill_s"] = sum(prefilled)
-    checked = [o for o in done if o.reported_cached is not None]
+    checked = [o for o in done if o.reported_cache_read is not None]
     if checked:
         out["predicted_vs_reported"] = agreement(checked)
     return out
@@ -89,33 +91,17 @@ def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
     """Predicted cached tokens against the provider's reported ones."""
     over = under = 0
     for o in outcomes:
-        d = o.cached_tokens - o.reported_cached
-        slack = max(AGREE_TOKENS, AGREE_FRACTION * max(o.reported_cached, o.cached_tokens))
+        d = o.cache_read - o.reported_cache_read
+        slack = max(AGREE_TOKENS, AGREE_FRACTION * max(o.reported_cache_read, o.cache_read))
         over += d > slack
         under += d < -slack
     return {"requests": len(outcomes),
-            "predicted_cached": sum(o.cached_tokens for o in outcomes),
-            "reported_cached": sum(o.reported_cached for o in outcomes),
+            "predicted_cache_read": sum(o.cache_read for o in outcomes),
+            "reported_cache_read": sum(o.reported_cache_read for o in outcomes),
             "agree": len(outcomes) - over - under,
             "over_predicted": over,
             "under_predicted": under,
-            "mean_abs_diff_tokens": sum(abs(o.cached_tokens - o.reported_cached) for o in outcomes) / len(outcomes)}
-
-
-def distribution(values: list[float]) -> dict[str, float | int | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
-    ordered = sorted(values)
-    return {"n": len(ordered), "p50": quantile(ordered, 0.5), "p90": quantile(ordered, 0.9),
-            "p99": quantile(ordered, 0.99), "mean": sum(ordered) / len(ordered)}
-
-
-def quantile(ordered: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks, on sorted values."""
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+            "mean_abs_diff_tokens": sum(abs(o.cache_read - o.reported_cache_read) for o in outcomes) / len(outcomes)}
 
 
 def check_writable(path: str | Path) -> None:
@@ -135,7 +121,7 @@ def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]
     if p.suffix in SQLITE_SUFFIXES:
         _write_sqlite(p, runs, meta)
     else:
-        doc = {"meta": meta, "runs": {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
+        doc = {"schema_version": SCHEMA_VERSION, "meta": meta, "runs": {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
                                       for name, rows in runs.items()}}
         p.write_text(json.dumps(doc, indent=1), "utf-8")
 

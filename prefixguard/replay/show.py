@@ -16,9 +16,9 @@ def _ttft(summary: dict[str, Any], group: str) -> str:
 ROWS: list[tuple[str, Any]] = [
     ("requests", lambda s: f"{s['requests']:,}" + (f" ({s['errors']} failed)" if s["errors"] else "")),
     ("prompt tokens", lambda s: f"{s['prompt_tokens']:,}"),
-    ("cached (read)", lambda s: f"{s['cached_tokens']:,}"),
-    ("written", lambda s: f"{s['written_tokens']:,}"),
-    ("uncached", lambda s: f"{s['uncached_tokens']:,}"),
+    ("cached (read)", lambda s: f"{s['cache_read']:,}"),
+    ("written", lambda s: f"{s['cache_write']:,}"),
+    ("uncached", lambda s: f"{s['uncached']:,}"),
     ("hit ratio, token-weighted", lambda s: f"{s['hit_ratio']:.1%}"),
     ("hit ratio, per request", lambda s: f"{s['request_hit_ratio']:.1%}"),
     ("requests with a hit", lambda s: f"{s['requests_with_hits']:,}"),
@@ -37,7 +37,7 @@ ROWS: list[tuple[str, Any]] = [
 def _agreement(a: dict[str, Any] | None) -> str:
     if not a:
         return "-"
-    return (f"{a['predicted_cached']:,} vs {a['reported_cached']:,} "
+    return (f"{a['predicted_cache_read']:,} vs {a['reported_cache_read']:,} "
             f"({a['agree']}/{a['requests']} agree)")
 
 

@@ -18,7 +18,8 @@ from urllib.parse import urlparse
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, json_lines, open_store, read_jsonl
+from prefixguard.capture import check_row, is_sqlite, read_capture
+from prefixguard.store import json_lines
 from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, files, gemini, parse_response
 
@@ -66,7 +67,7 @@ def load(path: str | Path) -> Trace:
         if jsonl:
             return _lmcache(p, [r for f in jsonl for r in json_lines(f)])
         return _folder(p)
-    if _is_sqlite(p):
+    if is_sqlite(p):
         return _capture(p, read_capture(p))
     records = list(json_lines(p))
     if not records:
@@ -80,55 +81,6 @@ def load(path: str | Path) -> Trace:
         return _capture(p, [rec for _, rec in records])
     raise InputError("unknown trace format: expected capture rows, Mooncake hash_ids or LMCache input "
                      "records", str(p))
-
-
-def read_capture(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a capture store (SQLite) or of its JSONL export, oldest first, in the export shape."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such file", str(p))
-    if _is_sqlite(p):
-        with open_store(p) as store:
-            rows = list(store.rows())
-    else:
-        rows = list(read_jsonl(p))
-        if rows and not (isinstance(rows[0], dict) and "request" in rows[0]):
-            raise InputError("not a capture export: rows have no 'request'", str(p))
-    for n, row in enumerate(rows, 1):
-        check_row(row, f"{p}: row {n}")
-    return sorted(rows, key=lambda r: r.get("ts") or 0)
-
-
-# The export's fields that readers use, and the JSON types each may have (None: null or absent).
-ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
-    "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
-    "cause": (str,), "expected_cached": (int,), "upstream": (str,), "detail": (str,), "reprefill_tokens": (int,),
-    "cost_usd": (int, float),
-}
-_USAGE_TYPES = (int, float)
-
-
-def check_row(row: dict[str, Any], where: str) -> None:
-    """Raise InputError when a capture row holds a field of the wrong JSON type (a hand-edited or
-    foreign file), so readers never meet a string where they add seconds or a list where they look
-    up a key."""
-    for key, kinds in ROW_TYPES.items():
-        value = row.get(key)
-        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
-            raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
-                             f"{' or '.join(k.__name__ for k in kinds)} or null")
-    for key, value in (row.get("usage") or {}).items():
-        if key != "reported" and value is not None and (not isinstance(value, _USAGE_TYPES) or isinstance(value, bool)):
-            raise InputError(f"{where}: 'usage.{key}' is {type(value).__name__}, expected a number")
-
-
-def _is_sqlite(p: Path) -> bool:
-    """An SQLite file, or one named like one (so an empty or broken .db is called no capture store)."""
-    if p.suffix in SQLITE_SUFFIXES:
-        return True
-    with p.open("rb") as f:
-        return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
 
 
 def _field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -13,12 +13,12 @@ import threading
 import time
 from typing import Any, Protocol
 
-from engine import chat_template
-from engine.radix import RadixTree
+from prefixguard.engine import chat_template
+from prefixguard.engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
-from prefixguard.policy import CachePolicy, make_policy, policy_name
+from prefixguard.policy import CachePolicy, Policies
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
@@ -91,8 +91,8 @@ def blocks_api(policy: str, model: str | None) -> str:
 def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcome:
     """Cost at the model's prices (rules/providers.toml), and what the same tokens cost with no cache."""
     contract = model_contract(api, model)
-    o.cost_usd = contract.cost(uncached=o.uncached_tokens, cache_read=o.cached_tokens,
-                               write_5m=o.written_tokens - write_1h, write_1h=write_1h, output=o.output_tokens)
+    o.cost_usd = contract.cost(uncached=o.uncached, cache_read=o.cache_read,
+                               write_5m=o.cache_write - write_1h, write_1h=write_1h, output=o.output_tokens)
     o.full_cost_usd = contract.cost(uncached=o.prompt_tokens, output=o.output_tokens)
     o.prices = contract.prices
     return o
@@ -101,7 +101,7 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
 def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome:
     reported = req.reported
     return Outcome(req.index, req.ts, req.ref, req.session, kw.pop("model", req.model), prompt_tokens, cached,
-                   reported_cached=reported.cache_read if reported else None,
+                   reported_cache_read=reported.cache_read if reported else None,
                    reported_prompt=reported.prompt_total if reported else None, **kw)
 
 
@@ -138,7 +138,7 @@ class SimTarget:
         self.capacity_tokens = capacity_tokens
         self.capacity_pages = capacity_pages
         self.model = model
-        self._policies: dict[str, CachePolicy] = {}
+        self._policies = Policies()
         self._tree: RadixTree | None = None
         self._capacity: int | None = None
         self._pages = _Pages()
@@ -160,12 +160,7 @@ class SimTarget:
 
     def _policy(self, api: str, model: str | None) -> CachePolicy | None:
         """The contract a request is judged by (None: the radix tree), one state per contract."""
-        name = policy_name(api, model) if self.policy_name == "auto" else self.policy_name
-        if name == "radix":
-            return None
-        if name not in self._policies:
-            self._policies[name] = make_policy(name)
-        return self._policies[name]
+        return self._policies.get(self.policy_name, api, model, radix=False)
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
@@ -204,7 +199,7 @@ class SimTarget:
         matched, kept = self._cache(tree, req.blocks, len(req.blocks))
         cached = min(matched * MOONCAKE_BLOCK_TOKENS, total)
         written = min(kept * MOONCAKE_BLOCK_TOKENS, total) - cached
-        o = outcome(req, total, cached, written_tokens=written, uncached_tokens=total - cached - written,
+        o = outcome(req, total, cached, cache_write=written, uncached=total - cached - written,
                     reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0,
                     model=self.model or req.model)
         return priced(o, blocks_api(self.policy_name, o.model), o.model)
@@ -214,7 +209,7 @@ class SimTarget:
         # As the engine does: the last token is always computed, since it gives the first logits.
         cached, kept = self._cache(tree, ids, len(ids) - 1)
         written = kept - cached
-        o = outcome(req, len(ids), cached, written_tokens=written, uncached_tokens=len(ids) - kept,
+        o = outcome(req, len(ids), cached, cache_write=written, uncached=len(ids) - kept,
                     reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0, model=prompt.model)
         return priced(o, prompt.api, prompt.model)
 
@@ -230,8 +225,8 @@ class SimTarget:
         policy.commit(held, now, req.tenant)
         if req.reported is not None:
             policy.observe(held, req.reported.cache_read, now, req.tenant)  # what the provider holds
-        o = outcome(req, judged.total_tokens, exp.read_tokens, written_tokens=exp.write_tokens,
-                    uncached_tokens=exp.uncached_tokens, reason=exp.reason, output_tokens=req.output_tokens or 0,
+        o = outcome(req, judged.total_tokens, exp.cache_read, cache_write=exp.cache_write,
+                    uncached=exp.uncached, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
         return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))
 
@@ -294,8 +289,8 @@ class HttpTarget:
         if not usage.reported:
             return outcome(req, prompt.total_tokens, 0, model=prompt.model, ttft_s=ttft, decode_tps=decode,
                            error="the server reported no cached-token field")
-        o = outcome(req, usage.prompt_total, usage.cache_read, written_tokens=usage.cache_write,
-                    uncached_tokens=usage.uncached, output_tokens=usage.output, ttft_s=ttft, decode_tps=decode,
+        o = outcome(req, usage.prompt_total, usage.cache_read, cache_write=usage.cache_write,
+                    uncached=usage.uncached, output_tokens=usage.output, ttft_s=ttft, decode_tps=decode,
                     reason="hit" if usage.cache_read else "cold", model=prompt.model)
         return priced(o, prompt.api, prompt.model, write_1h=usage.cache_write_1h)
 
@@ -348,7 +343,7 @@ class EngineTarget:
     def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
                  prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu",
                  model_name: str | None = None) -> None:
-        from engine.llm_engine import LLMEngine
+        from prefixguard.engine.llm_engine import LLMEngine
 
         self.engine = LLMEngine(model, device=device, page_size=page_size, kv_pages=kv_pages,
                                 prefix_reuse=prefix_reuse)
@@ -403,8 +398,8 @@ class EngineTarget:
             return outcome(req, len(ids), 0, model=model, error=self._failed)
         cached = seq.cached_tokens or 0
         full = len(ids) // self.page_size * self.page_size if self.prefix_reuse else cached
-        o = outcome(req, len(ids), cached, written_tokens=max(0, full - cached),
-                    uncached_tokens=len(ids) - max(full, cached), reason="hit" if cached else "cold",
+        o = outcome(req, len(ids), cached, cache_write=max(0, full - cached),
+                    uncached=len(ids) - max(full, cached), reason="hit" if cached else "cold",
                     output_tokens=len(seq.output_ids), ttft_s=seq.ttft, prefill_s=seq.prefill_seconds,
                     decode_tps=seq.decode_tps, model=model)
         return priced(o, api, model)

@@ -23,8 +23,8 @@ from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
-from prefixguard.proxy.verdict import read_cause
-from prefixguard.replay.results import distribution, quantile
+from prefixguard.verdict import PrefixChange, VerdictName
+from prefixguard.stats import distribution, quantile
 from prefixguard.wire import parse_request
 
 MAX_WINDOWS = 12
@@ -47,14 +47,14 @@ class Window:
     decode_p50: float | None = None
     prompt_p50: float | None = None
     prompt_p90: float | None = None
-    read: int = 0
-    written: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     uncached: int = 0
 
     @property
     def hit_ratio(self) -> float | None:
-        total = self.read + self.written + self.uncached
-        return self.read / total if total else None
+        total = self.cache_read + self.cache_write + self.uncached
+        return self.cache_read / total if total else None
 
 
 @dataclass(slots=True)
@@ -124,7 +124,7 @@ MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report
 @cache
 def _fixes() -> dict[str, str]:
     """The fix of each cause, from the rule catalog (rules/catalog.toml)."""
-    doc = tomllib.loads(files("rules").joinpath("catalog.toml").read_text("utf-8"))
+    doc = tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))
     return {r["cause"]: r["fix"] for r in doc.get("rule", ()) if r.get("cause") and r.get("fix")}
 
 
@@ -134,8 +134,8 @@ TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write 
 
 def _headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The page's first line: hit rate, money lost to misses, the top cause and its fix."""
-    read = sum(w.read for w in d.windows)
-    total = read + sum(w.written + w.uncached for w in d.windows)
+    read = sum(w.cache_read for w in d.windows)
+    total = read + sum(w.cache_write + w.uncached for w in d.windows)
     other: Counter[str] = Counter()
     for r in rows:
         if r.get("verdict") in LOST_VERDICTS:
@@ -238,8 +238,8 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
         for r in ok:
             u = _usage(r)
             if u.get("reported"):
-                w.read += u.get("cache_read") or 0
-                w.written += (u.get("cache_write_5m") or 0) + (u.get("cache_write_1h") or 0)
+                w.cache_read += u.get("cache_read") or 0
+                w.cache_write += (u.get("cache_write_5m") or 0) + (u.get("cache_write_1h") or 0)
                 w.uncached += u.get("uncached") or 0
         out.append(w)
     return out
@@ -308,8 +308,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
     for row in rows:
         prompt = _prompt(row)
         if prompt is None:  # stored without its body: the cause the proxy found, if it was a break
-            changed = row.get("verdict") == "miss_prefix_changed"
-            stored = next(iter(read_cause(row.get("cause"))[0]), None) if changed else None
+            changed = row.get("verdict") == VerdictName.MISS_PREFIX_CHANGED
+            stored = next(iter(PrefixChange.parse(row.get("cause")).causes), None) if changed else None
             if stored:
                 cause = causes.setdefault(stored, Cause(stored))
                 cause.requests += 1
@@ -401,7 +401,7 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not_reported:
         finding += f" {not_reported} responses reported no cache field (never counted as misses)."
     gaps = sorted(checked, key=lambda r: -abs(r["expected_cached"] - (_usage(r).get("cache_read") or 0)))
-    return {"requests": len(checked), "predicted_cached": predicted, "reported_cached": reported, "as_expected": agree,
+    return {"requests": len(checked), "predicted_cache_read": predicted, "reported_cache_read": reported, "as_expected": agree,
             "not_reported": not_reported, "verdicts": dict(verdicts),
             "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
                               "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}

@@ -138,7 +138,7 @@ def render(d: Diagnosis) -> str:
         [("p50", [w.prompt_p50 for w in d.windows]), ("p90", [w.prompt_p90 for w in d.windows])], "seconds",
         "tokens") + charts.stacked(
         "tokens", "Prompt tokens by class", [w.start for w in d.windows],
-        [("read from cache", [w.read for w in d.windows]), ("written", [w.written for w in d.windows]),
+        [("read from cache", [w.cache_read for w in d.windows]), ("written", [w.cache_write for w in d.windows]),
          ("uncached", [w.uncached for w in d.windows])], "seconds", "tokens") + charts.scatter(
         "ttft-vs-cached", "TTFT against the cached fraction of the prompt", d.points, "ratio", "seconds",
         "cached fraction of the prompt", (0.0, 1.0)) + "</div>"

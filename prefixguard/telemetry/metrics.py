@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixguard.contracts import provider_for
-from prefixguard.proxy.verdict import read_cause
+from prefixguard.verdict import PrefixChange
 from prefixguard.store import Record
 from prefixguard.telemetry import names as n
 
@@ -19,7 +19,7 @@ MISSES = ("miss_prefix_changed", "miss_ttl_expired", "miss_server_side")
 def miss_cause(rec: Record) -> str:
     """The cause label of a miss: the first cause a prefix change names, else what the verdict says."""
     if rec.verdict == "miss_prefix_changed":
-        return next(iter(read_cause(rec.cause)[0]), "unknown")
+        return next(iter(PrefixChange.parse(rec.cause).causes), "unknown")
     return (rec.verdict or "unknown").removeprefix("miss_")
 
 

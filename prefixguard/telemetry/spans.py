@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prefixguard.contracts import provider_for
-from prefixguard.proxy.verdict import read_cause
+from prefixguard.verdict import PrefixChange
 from prefixguard.store import Record
 from prefixguard.telemetry import names as n
 
@@ -32,8 +32,8 @@ def attributes(rec: Record) -> dict[str, Any]:
         out |= {n.GEN_AI_INPUT_TOKENS: u.prompt_total, n.GEN_AI_OUTPUT_TOKENS: u.output,
                 n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write}
     if rec.verdict == "miss_prefix_changed":
-        causes, pointer = read_cause(rec.cause)
-        out |= {n.PG_CAUSE: "+".join(causes), n.PG_POINTER: pointer}
+        change = PrefixChange.parse(rec.cause)
+        out |= {n.PG_CAUSE: "+".join(change.causes), n.PG_POINTER: change.pointer}
     else:
         out[n.PG_CAUSE] = rec.cause
     if rec.reprefill_tokens:

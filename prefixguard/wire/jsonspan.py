@@ -125,3 +125,17 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
         if found is None:
             raise json.JSONDecodeError("Expecting ',' delimiter", text, end)
     return Node(value, start, found.end(), kids)
+
+
+# JSON pointers (RFC 6901): how findings, causes and fixes name a place in a request body.
+def split_pointer(pointer: str) -> list[str]:
+    """RFC 6901 tokens of a pointer ("" is the whole document)."""
+    if not pointer:
+        return []
+    if not pointer.startswith("/"):
+        raise ValueError(f"not a JSON pointer: {pointer!r}")
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+
+
+def join_pointer(base: str, *tokens: str | int) -> str:
+    return base + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)

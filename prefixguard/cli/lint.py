@@ -7,41 +7,26 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, NoReturn
 
 import click
 
 from prefixguard import tokens
+from prefixguard.cli import exits
+from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
+from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
-from prefixguard.lint import baseline, catalog, config, formats, runner
+from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
+from prefixguard.schemas import versioned
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FORMATS: dict[str, formats.Formatter] = {
     "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,
     "sarif": sarif,
 }
 HUMAN = ("text", "concise")
-
-
-class Command(click.Command):
-    """Usage errors in one line on stderr, exit 2 (click would print the usage block too)."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as err:
-            _fail(err.format_message())
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"prefixguard: error: {message}", err=True)
-    raise click.exceptions.Exit(EXIT_ERROR)
 
 
 def _version() -> str:
@@ -51,11 +36,10 @@ def _version() -> str:
         return "0+unknown"
 
 
-@click.command(cls=Command)
+@click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--output-format", "--format", "fmt", type=click.Choice(list(FORMATS)), default="text",
-              show_default=True, help="Output format (--format is an alias).")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
+@output_format(list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
+@click.option("--output-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of standard output.")
 @click.option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated).")
 @click.option("--extend-select", multiple=True, help="Rules to run on top of the selection.")
@@ -96,15 +80,15 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     that could not be read or parsed: the others are still linted and reported).
     """
     if write_baseline and baseline_file is None:
-        _fail("--write-baseline needs --baseline FILE")
+        fail("--write-baseline needs --baseline FILE")
     cli = config.Layer(config.split_selectors(select) or None, config.split_selectors(extend_select),
                        config.split_selectors(ignore))
     try:
         settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
-        result = runner.lint(list(paths), settings, count_tokens=not no_tokens)
+        result = linter.lint(list(paths), settings, count_tokens=not no_tokens)
     except InputError as err:
-        _fail(str(err))
-    kinds = ", ".join(f"*{suffix}" for suffix in runner.SUFFIXES)
+        fail(str(err))
+    kinds = ", ".join(f"*{suffix}" for suffix in linter.SUFFIXES)
     for arg in result.empty:
         click.echo(f"prefixguard: warning: no request files ({kinds}) found in {arg}", err=True)
     if result.skipped:
@@ -113,40 +97,40 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
                    f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
                    f"(first: {result.skipped[0]})", err=True)
     for error in result.errors:
-        click.echo(f"prefixguard: error: {error}", err=True)
+        exits.error(error)
     findings = result.findings
     run = formats.Run(_version(), result.files, result.requests, result.errors,
                       "estimate" if no_tokens else tokens.encoding_name())
     if baseline_file is not None:
         if not write_baseline and not baseline_file.exists():
-            _fail(f"{baseline_file}: baseline file not found (create it with --write-baseline)")
+            fail(f"{baseline_file}: baseline file not found (create it with --write-baseline)")
         if write_baseline:
             if result.errors:
-                sys.exit(EXIT_ERROR)  # a baseline of a partial run would hide the unread files' findings
+                sys.exit(EXIT_USAGE)  # a baseline of a partial run would hide the unread files' findings
             try:
                 baseline.write(baseline_file, findings)
             except InputError as err:
-                _fail(str(err))
+                fail(str(err))
             click.echo(f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
                        err=True)
-            sys.exit(EXIT_CLEAN)
+            sys.exit(EXIT_OK)
         try:
             findings, run.baselined = baseline.apply(findings, baseline.load(baseline_file))
         except InputError as err:
-            _fail(str(err))
+            fail(str(err))
     _emit(_report(findings, run, fmt, statistics), output_file)
     if result.errors:
-        sys.exit(EXIT_ERROR)
+        sys.exit(EXIT_USAGE)
     failing = catalog.at_least(findings, fail_on or settings.fail_on)
-    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_CLEAN)
+    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
 
 
 def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: bool) -> str:
     if statistics:
-        rows = runner.statistics(findings)
+        rows = linter.statistics(findings)
         if fmt in HUMAN:
             return "\n".join(x for x in (formats.statistics_text(rows), formats.summary(findings, run)) if x)
-        return json.dumps(rows, indent=2)
+        return json.dumps(versioned({"statistics": rows}), indent=2)
     body = FORMATS[fmt](findings, run)
     if fmt in HUMAN:
         return "\n\n".join(x for x in (body, formats.summary(findings, run)) if x)
@@ -161,42 +145,30 @@ def _emit(report: str, output_file: Path | None) -> None:
     try:
         output_file.write_text(report + "\n" if report else "", "utf-8")
     except OSError as err:
-        _fail(f"{output_file}: {(err.strerror or str(err)).lower()}")
+        fail(f"{output_file}: {(err.strerror or str(err)).lower()}")
 
 
 # ---------------------------------------------------------------------------------------- the catalog
 
-def _rule_dict(r: catalog.Rule) -> dict[str, Any]:
-    return {k: v for k, v in asdict(r).items() if v not in (None, {})} | {"providers": list(r.providers)}
-
-
-def explain(r: catalog.Rule) -> str:
-    """One rule for people, like `ruff rule`."""
-    variants = "".join(f"; {sev} when {name}" for name, sev in r.variants.items())
-    head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
-           f"Providers: {', '.join(r.providers)}."
-    cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
-    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```json\n{r.bad}\n```\n\n"
-            f"## Good\n```json\n{r.good}\n```\n\n## Fix\n{r.fix}")
-
-
-@click.command(cls=Command)
+@click.command()
 @click.argument("key", metavar="CODE|NAME")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def rule(key: str, fmt: str) -> None:
     """Explain one rule: what it finds, why it costs money or latency, a bad and a good example, the fix."""
     r = catalog.get(key)
     if r is None:
-        _fail(f"unknown rule '{key}' (see `prefixguard rules`)")
-    click.echo(json.dumps(_rule_dict(r), indent=2, ensure_ascii=False) if fmt == "json" else explain(r))
+        fail(f"unknown rule '{key}' (see `prefixguard rules`)")
+    click.echo(json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json"
+               else catalog.explain(r))
 
 
-@click.command(cls=Command)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.command()
+@output_format()
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":
-        click.echo(json.dumps([_rule_dict(r) for r in catalog.rules()], indent=2, ensure_ascii=False))
+        click.echo(json.dumps(versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2,
+                              ensure_ascii=False))
         return
     width = max(len(r.name) for r in catalog.rules())
     for r in catalog.rules():

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import click
 
-from prefixguard.policy import POLICIES
+from prefixguard.cli.options import policy_option
 
 
 @click.group()
@@ -22,9 +22,7 @@ def engine() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="0: a free port, printed on start.")
-@click.option("--cache-policy", type=click.Choice(["auto", *sorted(POLICIES)]), default="radix",
-              show_default=True, help="radix: reuse any cached prefix; anthropic / openai: follow that "
-              "provider's contract; auto: the contract of the provider each request's API shape names.")
+@policy_option("radix", old=("--cache-policy",))
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--page-size", type=click.IntRange(1), default=1, show_default=True,
@@ -40,29 +38,29 @@ def engine() -> None:
               help="A model name requests may ask for (repeatable; '*': any). Default: the --model name and "
               "every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an app keeps its "
               "model name; any other name gets 404 in the provider's shape, as the providers answer.")
-def serve(model: str, weights: str | None, host: str, port: int, cache_policy: str, device: str, dtype: str,
+def serve(model: str, weights: str | None, host: str, port: int, policy: str, device: str, dtype: str,
           page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
           seed: int, served_names: tuple[str, ...]) -> None:
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     import uvicorn
 
-    from engine.server import create_app, listen
+    from prefixguard.engine.server import create_app, listen
 
     try:  # the port first: a taken one fails in a second, before the model loads
         sock = listen(host, port)
     except OSError as e:
         raise click.UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
 
     try:
         llm = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
                         max_batch=max_batch, seed=seed, weights=weights)
     except (ValueError, OSError, RuntimeError) as e:
         raise click.UsageError(f"cannot start the engine: {e}") from None
-    app = create_app(llm, cache_policy=cache_policy, model_name=model, max_queue=max_queue,
+    app = create_app(llm, cache_policy=policy, model_name=model, max_queue=max_queue,
                      default_max_tokens=default_max_tokens, serves=_serves(model, served_names))
     bound = sock.getsockname()[1]
-    click.echo(f"prefixguard engine: model {model}, cache policy {cache_policy}, "
+    click.echo(f"prefixguard engine: model {model}, cache policy {policy}, "
                f"listening on http://{host}:{bound}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
     server.run(sockets=[sock])

@@ -7,7 +7,7 @@ breakers in it of the kind prefixguard finds in real apps:
 `--fixed` applies what prefixguard suggests: the time moves out of the prefix into the user's turn,
 and the tools are sorted by name.
 
-    python examples/app/agent.py --base-url http://127.0.0.1:8080 [--fixed]
+    python -m prefixguard.cli.demo_app --base-url http://127.0.0.1:8080 [--fixed]
 
 The base URL may be a provider, the prefixguard proxy or the local engine. The demo's engine has
 random weights, so its replies are gibberish: the agent follows a fixed plan of tool calls instead

@@ -10,10 +10,10 @@ import anthropic
 import openai
 import pytest
 
-from engine.llm_engine import LLMEngine
-from engine.server import create_app, serve_in_thread
+from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.server import create_app, serve_in_thread
 from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.run import ProxyThread
+from prefixguard.proxy.serve import ProxyThread
 from test_proxy_e2e import tenant_rows
 
 pytestmark = pytest.mark.slow

@@ -6,19 +6,21 @@ from pathlib import Path
 
 import click
 
-from prefixguard.cli import fail
+from prefixguard.cli.exits import fail
+from prefixguard.cli.options import output_format
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 
 
 @click.command()
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
     from prefixguard.replay.results import check_writable
-    from prefixguard.replay.sources import read_capture
+    from prefixguard.capture import read_capture
     from prefixguard.report.diagnose import diagnose
 
     try:
@@ -31,7 +33,7 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
         from prefixguard.report import html
         Path(html_out).write_text(html.render(diagnosis), "utf-8")
     if fmt == "json":
-        click.echo(json.dumps(diagnosis.to_json(), indent=1, default=str))
+        click.echo(json.dumps(versioned(diagnosis.to_json()), indent=1, default=str))
     else:
         from prefixguard.report import terminal
         terminal.render(diagnosis)

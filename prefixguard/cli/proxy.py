@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from prefixguard.cli import fail
+from prefixguard.cli.exits import fail
+from prefixguard.cli.options import policy_option
 from prefixguard.errors import InputError
 
 
@@ -20,8 +21,7 @@ from prefixguard.errors import InputError
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
 @click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
-@click.option("--policy", type=click.Choice(["radix", "anthropic", "openai", "bedrock", "gemini"]),
-              help="Cache policy for expectations (default: the provider's, from the API shape and model).")
+@policy_option("auto")
 @click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
 @click.option("--ask-diagnostics", is_flag=True,
               help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
@@ -41,7 +41,7 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
     """
     from prefixguard.proxy.addon import PrefixGuard
     from prefixguard.proxy.route import Route
-    from prefixguard.proxy.run import check_listen, serve
+    from prefixguard.proxy.serve import check_listen, serve
 
     for spec in upstreams:
         try:
@@ -59,9 +59,9 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         check_writable_store(store)  # a foreign or broken file fails here, before anything listens
     settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
-                "prefixguard_policy": policy or "", "prefixguard_diagnostics": ask_diagnostics,
-                "prefixguard_otlp_endpoint": otlp_endpoint or "", "prefixguard_metrics_port": metrics_port or 0,
-                "prefixguard_metrics_host": host}
+                "prefixguard_policy": "" if policy == "auto" else policy,  # auto: each provider's own
+                "prefixguard_diagnostics": ask_diagnostics, "prefixguard_otlp_endpoint": otlp_endpoint or "",
+                "prefixguard_metrics_port": metrics_port or 0, "prefixguard_metrics_host": host}
 
     _console_log()
     from prefixguard import prices

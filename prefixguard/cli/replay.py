@@ -6,8 +6,10 @@ from typing import Any
 
 import click
 
-from prefixguard.cli import fail
+from prefixguard.cli.exits import fail
+from prefixguard.cli.options import POLICY_HELP, alias, from_alias, output_format, policy_option
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
 
@@ -15,9 +17,7 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.command()
 @click.argument("source", type=click.Path())
 @click.option("--target", default="sim", show_default=True, help=TARGET_HELP)
-@click.option("--policy", type=click.Choice(["auto", "radix", "anthropic", "openai", "bedrock", "gemini"]),
-              help="sim: reuse any cached prefix (radix), follow one provider's caching contract, or judge each "
-                   "request by its own provider's contract (auto) [default: auto for a capture, else radix].")
+@policy_option(None, help="sim: " + POLICY_HELP[0].lower() + POLICY_HELP[1:] + " [default: auto for a capture, else radix]")
 @click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
 @click.option("--capacity", "capacity_tokens", type=click.IntRange(1),
               help="sim: cache size in tokens (default: unbounded).")
@@ -26,8 +26,9 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @click.option("--engine-model", default="tiny", show_default=True,
               help="engine: model preset (tiny, small, 1b), or smollm2-135m (a real model; its own tokenizer "
               "counts the tokens).")
-@click.option("--baseline", is_flag=True, help="engine: also replay with prefix reuse off, side by side "
-              "(measures prefill seconds saved).")
+@click.option("--no-reuse-run", "baseline", is_flag=True, callback=from_alias,
+              help="engine: also replay with prefix reuse off, side by side (measures prefill seconds saved).")
+@alias("--baseline", "baseline", flag_value=True)
 @click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Play the trace this many times faster (TTLs count on the scaled clock).")
 @click.option("--ignore-timestamps", is_flag=True, help="Send requests back to back; no TTL ever expires.")
@@ -40,8 +41,10 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
               help="Replay again with prefixguard's fixes applied, side by side (sim and engine start that "
                    "run cold; an http server keeps what the first run cached).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="http: header to send (repeat).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write per-request results (.json, or .db for SQLite).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output-file", "out", type=click.Path(dir_okay=False), callback=from_alias,
+              help="Write per-request results (.json, or .db for SQLite).")
+@alias("--out", "out", type=click.Path(dir_okay=False))
+@output_format()
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def replay(source: str, target: str, policy: str | None, page_size: int | None, capacity_tokens: int | None,
            capacity_pages: int | None, model: str | None, engine_model: str, baseline: bool, speed: float,
@@ -56,7 +59,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
     """
     from prefixguard.replay import results, sources, targets
     from prefixguard.replay.fixes import Fixer
-    from prefixguard.replay.run import replay as run
+    from prefixguard.replay.player import replay as run
 
     try:
         if out:
@@ -64,7 +67,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
         trace = sources.load(source)
         requests = trace.requests[:limit] if limit else trace.requests
         if baseline and target != "engine":
-            raise click.BadParameter("only the engine target can turn prefix reuse off", param_hint="--baseline")
+            raise click.BadParameter("only the engine target can turn prefix reuse off", param_hint="--no-reuse-run")
         policy = policy or ("auto" if trace.kind == "capture" else "radix")
         make = _target_factory(target, policy=policy, page_size=page_size, capacity_tokens=capacity_tokens,
                                capacity_pages=capacity_pages, model=model, engine_model=engine_model,
@@ -99,7 +102,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
             if name in summaries:
                 summaries[name] = results.against_baseline(summaries[name], summaries["no_reuse"])
     if fmt == "json":
-        doc: dict[str, Any] = {**meta, **summaries["as_is"]}
+        doc: dict[str, Any] = versioned({**meta, **summaries["as_is"]})
         for name in ("no_reuse", "fixed"):
             if name in summaries:
                 doc[name] = summaries[name]

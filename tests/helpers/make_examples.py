@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "examples" / "requests"  # where the examples are written
 SHAPES = ("anthropic", "openai-chat", "openai-responses", "bedrock-converse", "gemini")
 MODELS = {"anthropic": ("claude-sonnet-4-5", "claude-opus-4-1"),
           "openai-chat": ("gpt-4.1", "gpt-4.1-mini"),

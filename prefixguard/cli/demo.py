@@ -1,8 +1,8 @@
 """`prefixguard demo`: a cache break and its fix, end to end, on this machine, in about a minute.
 
 It starts the local engine (the tiny random-weight model, on CPU) as an Anthropic- and
-OpenAI-compatible server that caches the way those providers do (--cache-policy auto), starts the
-prefixguard proxy in front of it, and runs the example agent (examples/app/agent.py: the real anthropic
+OpenAI-compatible server that caches the way those providers do (--policy auto), starts the
+prefixguard proxy in front of it, and runs the example agent (prefixguard/cli/demo_app.py: the real anthropic
 and openai SDKs) through the proxy twice as written, then twice with the fixes prefixguard suggests.
 Each run is a new process, as after a restart; the demo pins each process's hash seed so that the
 output is the same every time. Then it prints what the proxy's capture store holds: per-request
@@ -31,9 +31,11 @@ from typing import Any
 import click
 
 from prefixguard import prices
-from prefixguard.proxy.verdict import read_cause
+from prefixguard.cli.options import alias, output_format
+from prefixguard.schemas import versioned
+from prefixguard.verdict import PrefixChange, VerdictName
 
-APP = Path(__file__).resolve().parent.parent / "examples" / "app" / "agent.py"
+APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
 PHASES = (("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
@@ -99,36 +101,38 @@ class Phase:
         prompt = sum(r["prompt_tokens"] for r in reqs)
         ttfts = [r["ttft_s"] for r in reqs if r["ttft_s"] is not None]
         return {"requests": reqs, "hit_rate": sum(r["cache_read"] for r in reqs) / prompt if prompt else 0.0,
-                "prompt_tokens": prompt, "cached_tokens": sum(r["cache_read"] for r in reqs),
+                "prompt_tokens": prompt, "cache_read": sum(r["cache_read"] for r in reqs),
                 "ttft_mean_s": sum(ttfts) / len(ttfts) if ttfts else None,
                 "prefill_s": self.prefill_s, "input_cost_usd": round(sum(r["input_cost_usd"] for r in reqs), 6),
                 "verdicts": dict(Counter(r["verdict"] for r in reqs))}
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).",
+               old=())
+@alias("--json", "fmt", flag_value="json")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path),
               help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
 @click.option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny", show_default=True,
               help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
               "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra).")
-def demo(as_json: bool, store: Path | None, engine_model: str) -> None:
+def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
-        raise DemoError(f"{APP}: the example app is missing (run the demo from a prefixguard checkout)")
+        raise DemoError(f"{APP}: the example app is missing: reinstall prefixguard")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="prefixguard-demo-") as tmp:
         path = store or Path(tmp) / "capture.db"
         if path.exists():
             raise click.UsageError(f"{path}: exists; give a new file to --store")
-        phases = _run(path, quiet=as_json, engine_model=engine_model)
+        phases = _run(path, quiet=fmt == "json", engine_model=engine_model)
     result = {"before": phases[0].summary(), "after": phases[1].summary(),
               "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1),
               "provider_diagnostics": _agreement([r for p in phases for r in p.requests])}
     if store:
         result["store"] = str(store)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
+    if fmt == "json":
+        click.echo(json.dumps(versioned(result), indent=2))
     else:
         _print(result)
 
@@ -140,7 +144,7 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
     try:
         say(f"starting the engine ({engine_model} model, CPU) and the proxy in front of it ...")
         engine = Child("engine", [*CLI, "engine", "serve", "--model", engine_model, "--port", "0",
-                                  "--cache-policy", "auto", "--max-tokens", "16"])
+                                  "--policy", "auto", "--max-tokens", "16"])
         children.append(engine)
         engine_url = engine.url()
         # --ask-diagnostics: the engine answers as the providers do, so their own diagnoses sit beside ours
@@ -222,17 +226,17 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
 
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cause the proxy found: how often, where, the tokens it made the engine prefill again, the fix."""
-    from prefixguard.compare import FIXES
+    from prefixguard.causes import CAUSES, generic_fix
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:
-        if r["verdict"] != "miss_prefix_changed":  # a hit's cause is a note, an error's its reason
+        if r["verdict"] != VerdictName.MISS_PREFIX_CHANGED:  # a hit's cause is a note, an error's its reason
             continue
-        names, where = read_cause(r["cause"])
-        for name in names:
+        change = PrefixChange.parse(r["cause"])
+        where = change.pointer
+        for name in change.causes:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
-                                            "fix": FIXES.get(name, "").format(what="the changing text",
-                                                                              level="prefix")})
+                                            "fix": generic_fix(name) if name in CAUSES else ""})
             entry["requests"] += 1
             entry["reprefill_tokens"] += r["reprefill_tokens"]
             if where and where not in entry["where"]:
@@ -286,14 +290,14 @@ def _print(result: dict[str, Any]) -> None:
         console.print(f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
                       f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
                       "`prefixguard report` shows them per cause.")
-    console.print(f"[dim]{result['seconds']} s. The app: examples/app/agent.py (--fixed applies the fixes). "
+    console.print(f"[dim]{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
                   "Keep the capture with --store, then run prefixguard report on it.[/dim]")
 
 
 def _verdict(r: dict[str, Any]) -> str:
     """The verdict, or for a changed prefix its cause: what broke."""
-    names, _ = read_cause(r["cause"])
-    if r["verdict"] == "miss_prefix_changed" and names:
+    names = PrefixChange.parse(r["cause"]).causes
+    if r["verdict"] == VerdictName.MISS_PREFIX_CHANGED and names:
         return ", ".join(names)
     return str(r["verdict"])
 

@@ -17,6 +17,7 @@ addon adds pending and unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from prefixguard.compare import Comparison
 from prefixguard.contracts import verdict_rules
@@ -24,41 +25,68 @@ from prefixguard.policy import Expected
 from prefixguard.usage import Usage
 
 
+class VerdictName(StrEnum):
+    """Every verdict name (a str: stored, sent in headers and compared as its text)."""
+    HIT = "hit"
+    PARTIAL = "partial"
+    MISS_PREFIX_CHANGED = "miss_prefix_changed"
+    MISS_TTL_EXPIRED = "miss_ttl_expired"
+    MISS_SERVER_SIDE = "miss_server_side"
+    BELOW_MINIMUM = "below_minimum"
+    NO_BREAKPOINT = "no_breakpoint"
+    NOT_REPORTED = "not_reported"
+    COLD = "cold"
+    ERROR = "error"
+    EXPECT_HIT = "expect_hit"          # early only
+    EXPECT_PARTIAL = "expect_partial"  # early only
+    PENDING = "pending"                # the addon's, before analysis answers
+    UNKNOWN = "unknown"                # the addon's, when analysis could not answer
+
+
 @dataclass(slots=True)
 class Verdict:
-    verdict: str
+    verdict: VerdictName
     cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixChange:
+    """The cause of a miss_prefix_changed verdict: compare's cause names and where the prompt diverged.
+    Stored as its text, "a+b at /pointer" (str()); `parse` reads it back."""
+    causes: tuple[str, ...]
+    pointer: str | None = None
+
+    def __str__(self) -> str:
+        return "+".join(self.causes) + (f" at {self.pointer}" if self.pointer else "")
+
+    @classmethod
+    def parse(cls, cause: str | None) -> PrefixChange:
+        """A stored cause; other causes (free text) give their text as the one name."""
+        if not cause:
+            return cls(())
+        names, _, where = cause.partition(" at ")
+        return cls(tuple(names.split("+")), where or None)
 
 
 def _prefix_changed(cmp: Comparison | None) -> str | None:
     """The cause when the prompt changed inside what the earlier request had cached, else None."""
     if cmp is not None and cmp.broken and cmp.reprefill_tokens > 0:
-        where = f" at {cmp.divergence.pointer}" if cmp.divergence else ""
-        return f"{'+'.join(cmp.causes)}{where}"
+        return str(PrefixChange(tuple(cmp.causes), cmp.divergence.pointer if cmp.divergence else None))
     return None
-
-
-def read_cause(cause: str | None) -> tuple[list[str], str | None]:
-    """(cause names, pointer) of a stored miss_prefix_changed cause ("a+b at /pointer"); other causes
-    (free text) give their text as the one name."""
-    if not cause:
-        return [], None
-    names, _, where = cause.partition(" at ")
-    return names.split("+"), where or None
 
 
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
     """The verdict the request alone supports (no usage yet)."""
-    if expected.read_tokens == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
-        return Verdict(expected.reason)
+    if expected.cache_read == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
+        return Verdict(VerdictName(expected.reason))
     changed = _prefix_changed(cmp)
     if changed:
-        return Verdict("miss_prefix_changed", changed)
+        return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
     if expected.reason == "ttl_expired":
-        return Verdict("miss_ttl_expired")
-    if expected.read_tokens:
-        return Verdict("expect_partial" if expected.reason == "partial" else "expect_hit")
-    return Verdict("cold")
+        return Verdict(VerdictName.MISS_TTL_EXPIRED)
+    if expected.cache_read:
+        return Verdict(VerdictName.EXPECT_PARTIAL if expected.reason == "partial" else VerdictName.EXPECT_HIT)
+    return Verdict(VerdictName.COLD)
 
 
 def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
@@ -67,37 +95,37 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     owed: what the request would have read had its prefix not changed (in the provider's tokens);
     by default the expected read plus the comparison's re-prefill."""
     if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
-        return Verdict("error", error or f"http {status}")
+        return Verdict(VerdictName.ERROR, error or f"http {status}")
     if not usage.reported:
-        return Verdict("not_reported")
+        return Verdict(VerdictName.NOT_REPORTED)
     if expected is None:
-        return Verdict("hit" if usage.cache_read else "cold")
+        return Verdict(VerdictName.HIT if usage.cache_read else VerdictName.COLD)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
-    read, want = usage.cache_read, expected.read_tokens
+    read, want = usage.cache_read, expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
     changed = _prefix_changed(cmp)
     owed = (want + cmp.reprefill_tokens if owed is None else owed) if changed else want
     cost_nothing = read >= (1 - tol) * owed
     if changed and not cost_nothing and (as_predicted or read < want):
-        return Verdict("miss_prefix_changed", changed)
+        return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
-        return Verdict(expected.reason)
+        return Verdict(VerdictName(expected.reason))
     note = f"note: {changed} cost nothing" if changed and cost_nothing else None
     if as_predicted:
         if read:
-            return Verdict("hit", note)
-        return Verdict("miss_ttl_expired" if expected.reason == "ttl_expired" else "cold", note)
+            return Verdict(VerdictName.HIT, note)
+        return Verdict(VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD, note)
     if read > want:
         if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
-            return Verdict("cold", f"read {read} of {usage.prompt_total}: too little to count")
+            return Verdict(VerdictName.COLD, f"read {read} of {usage.prompt_total}: too little to count")
         # More than predicted: what the change seemed to break was read after all, or a cache that
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
         after = f" after {changed}" if changed else ""
-        return Verdict("hit", note or f"read {read} where ~{want} was predicted{after}: a cache written by "
+        return Verdict(VerdictName.HIT, note or f"read {read} where ~{want} was predicted{after}: a cache written by "
                                       "traffic not seen here")
     if read == 0:
         if expected.reason == "ttl_expired":
-            return Verdict("miss_ttl_expired", "prefix unchanged, last used longer ago than its TTL")
-        return Verdict("miss_server_side", f"expected ~{want} cached tokens, provider read none")
-    return Verdict("partial", f"read {read} of ~{want} expected")
+            return Verdict(VerdictName.MISS_TTL_EXPIRED, "prefix unchanged, last used longer ago than its TTL")
+        return Verdict(VerdictName.MISS_SERVER_SIDE, f"expected ~{want} cached tokens, provider read none")
+    return Verdict(VerdictName.PARTIAL, f"read {read} of ~{want} expected")

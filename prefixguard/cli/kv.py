@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from engine import kvmath
+from prefixguard.engine import kvmath
+from prefixguard.cli.options import output_format
+from prefixguard.schemas import versioned
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -22,7 +24,7 @@ def parse_size(text: str) -> float:
 
 
 def arch_from_file(path: str) -> kvmath.Arch:
-    from engine.config import from_hf_config
+    from prefixguard.engine.config import from_hf_config
     try:
         return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -49,7 +51,7 @@ def human(n: float) -> str:
 @click.option("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
 @click.option("--page-size", type=click.IntRange(1, 64), default=1, show_default=True, help="KV page size of a paged pool.")
 @click.option("--list", "list_models", is_flag=True, help="List the known models and exit.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_format()
 def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models,
        fmt) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""
@@ -59,7 +61,7 @@ def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, me
                  "heads": a.heads, "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a), "source": a.source}
                 for a in models.values()]
         if fmt == "json":
-            click.echo(json.dumps(rows, indent=2))
+            click.echo(json.dumps(versioned({"models": rows}), indent=2))
         else:
             for r in rows:
                 click.echo(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
@@ -77,7 +79,7 @@ def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, me
     out = kvmath.plan(arch, context=context, concurrency=concurrency, kv_dtype=kv_dtype,
                       weight_dtype=weight_dtype, memory=mem, page_size=page_size)
     if fmt == "json":
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(versioned(out), indent=2))
         return
     click.echo(render(out))
 

@@ -17,11 +17,12 @@ from typing import Any, Callable, Collection
 
 from prefixguard.errors import InputError, NotARequest
 from prefixguard.lint import catalog
-from prefixguard.lint.checks import CHECKS, VALIDITY, Context
+from prefixguard.lint.checks import CHECKS, VALIDITY
+from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
-from prefixguard.lint.sequence import Sequence
+from prefixguard.lint.sequence import SequenceMode
 from prefixguard.prompt import Prompt
 from prefixguard.session import Match
 from prefixguard.wire import MAX_BYTES, parse_request
@@ -158,7 +159,7 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         place = Placer(name, relpath, doc, _locator(prompt, _same), None)
         result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
-    sequence = Sequence(codes)
+    sequence = SequenceMode(codes)
     for line_no, line in _lines(text):
         try:
             record = _record(line, f"{name}:{line_no}", count_tokens)

@@ -1,9 +1,10 @@
-"""The `prefixguard` command. Subcommands live in their own modules and load only when called,
+"""The `prefixguard` command. Each subcommand is a module of this package and loads only when called,
 so `prefixguard lint` never pays for mitmproxy or torch.
 
-Every failure a user can cause ends here as one line on stderr and a documented exit code:
-0 success, 1 findings / a broken prefix / failed requests (the command says which), 2 usage or
-input error, 3 internal error (a bug: PREFIXGUARD_DEBUG=1 shows the traceback), 130 interrupted.
+Every failure a user can cause ends here as one line on stderr and a documented exit code
+(prefixguard/cli/exits.py): 0 success, 1 findings / a broken prefix / failed requests (the command
+says which), 2 usage or input error, 3 internal error (a bug: PREFIXGUARD_DEBUG=1 shows the traceback),
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -11,40 +12,33 @@ import importlib
 import os
 import sqlite3
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from prefixguard.cli.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, fail
 from prefixguard.errors import InputError
 
 # name -> "module:attribute" of a click command; each module owns one concern.
 COMMANDS = {
-    "diff": "prefixguard.diff_cmd:diff",
-    "lint": "prefixguard.lint.command:lint",
-    "rule": "prefixguard.lint.command:rule",
-    "rules": "prefixguard.lint.command:rules",
-    "proxy": "prefixguard.proxy.command:proxy",
-    "capture": "prefixguard.proxy.command:capture",
-    "kv": "prefixguard.kv_cmd:kv",
-    "engine": "prefixguard.engine_cmd:engine",
-    "replay": "prefixguard.replay_cmd:replay",
-    "report": "prefixguard.report.command:report",
-    "demo": "prefixguard.demo:demo",
-    "import": "prefixguard.importer.command:import_logs",
+    "diff": "prefixguard.cli.diff:diff",
+    "lint": "prefixguard.cli.lint:lint",
+    "rule": "prefixguard.cli.lint:rule",
+    "rules": "prefixguard.cli.lint:rules",
+    "proxy": "prefixguard.cli.proxy:proxy",
+    "capture": "prefixguard.cli.proxy:capture",
+    "kv": "prefixguard.cli.kv:kv",
+    "engine": "prefixguard.cli.engine:engine",
+    "replay": "prefixguard.cli.replay:replay",
+    "report": "prefixguard.cli.report:report",
+    "demo": "prefixguard.cli.demo:demo",
+    "import": "prefixguard.cli.import_logs:import_logs",
 }
 
 # The optional dependencies and the extra that brings each.
 EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetensors": "engine",
           "numpy": "engine", "mitmproxy": "proxy", "httpx": "http", "opentelemetry": "telemetry",
           "prometheus_client": "telemetry", "litellm": "litellm"}
-
-EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"prefixguard: error: {' '.join(str(message).split())}", err=True)
-    sys.exit(code)
-
 
 def _missing_extra(err: ImportError) -> str:
     top = (err.name or "").split(".")[0]
@@ -73,8 +67,8 @@ class LazyGroup(click.Group):
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
         except click.ClickException as e:
-            hint = f" (see {e.ctx.command_path} --help)" if isinstance(e, click.UsageError) and e.ctx else ""
-            fail(e.format_message() + hint)
+            usage = isinstance(e, click.UsageError) and e.ctx
+            fail(e.format_message(), command=e.ctx.command_path if usage else None)
         except click.Abort:
             fail("interrupted", EXIT_INTERRUPTED)
         except (InputError, OSError, UnicodeError, sqlite3.Error, ValueError) as e:

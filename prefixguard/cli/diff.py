@@ -12,20 +12,22 @@ from pathlib import Path
 import click
 
 from prefixguard import tokens
-from prefixguard.compare import DESCRIPTIONS, Comparison, compare
+from prefixguard.causes import DESCRIPTIONS
+from prefixguard.compare import Comparison, compare
+from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
+from prefixguard.cli.options import output_format
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
+from prefixguard.schemas import versioned
 from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 
-EXIT_REUSED, EXIT_BROKEN, EXIT_ERROR = 0, 1, 2
 
 
 @click.command()
 @click.argument("a", metavar="A.json", type=click.Path(dir_okay=True, path_type=Path))
 @click.argument("b", metavar="B.json", type=click.Path(dir_okay=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Human text, or one JSON object.")
+@output_format(help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
 @click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     """Compare an earlier request A with a later request B (same session): does B reuse A's cached
@@ -44,16 +46,15 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     try:
         pa, pb = load(a, not no_tokens), load(b, not no_tokens)
     except InputError as err:
-        click.echo(f"prefixguard: error: {err}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(err))
     result = compare(pa, pb)
     if fmt == "json":
-        out = result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result),
-                                  "prices": model_contract(pb.api, pb.model).prices}
+        out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result),
+                                            "prices": model_contract(pb.api, pb.model).prices})
         click.echo(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         click.echo(render_text(result, pa, pb))
-    sys.exit(EXIT_BROKEN if result.broken else EXIT_REUSED)
+    sys.exit(EXIT_FINDINGS if result.broken else EXIT_OK)  # 1: the prefix breaks
 
 
 def load(path: Path, count_tokens: bool) -> Prompt:

@@ -1,0 +1,59 @@
+"""Reading a capture, the proxy's record of traffic: its SQLite store or the store's JSONL export, as
+export-shaped rows (dicts) checked for the JSON types readers rely on. The one reader of captures for
+replay, report and the demo; lint reads the same rows line by line (it reports line:column)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, open_store, read_jsonl
+
+
+def read_capture(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a capture store (SQLite) or of its JSONL export, oldest first, in the export shape."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", str(p))
+    if is_sqlite(p):
+        with open_store(p) as store:
+            rows = list(store.rows())
+    else:
+        rows = list(read_jsonl(p))
+        if rows and not (isinstance(rows[0], dict) and "request" in rows[0]):
+            raise InputError("not a capture export: rows have no 'request'", str(p))
+    for n, row in enumerate(rows, 1):
+        check_row(row, f"{p}: row {n}")
+    return sorted(rows, key=lambda r: r.get("ts") or 0)
+
+
+# The export's fields that readers use, and the JSON types each may have (None: null or absent).
+ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
+    "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
+    "cause": (str,), "expected_cached": (int,), "upstream": (str,), "detail": (str,), "reprefill_tokens": (int,),
+    "cost_usd": (int, float),
+}
+_USAGE_TYPES = (int, float)
+
+
+def check_row(row: dict[str, Any], where: str) -> None:
+    """Raise InputError when a capture row holds a field of the wrong JSON type (a hand-edited or
+    foreign file), so readers never meet a string where they add seconds or a list where they look
+    up a key."""
+    for key, kinds in ROW_TYPES.items():
+        value = row.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
+                             f"{' or '.join(k.__name__ for k in kinds)} or null")
+    for key, value in (row.get("usage") or {}).items():
+        if key != "reported" and value is not None and (not isinstance(value, _USAGE_TYPES) or isinstance(value, bool)):
+            raise InputError(f"{where}: 'usage.{key}' is {type(value).__name__}, expected a number")
+
+
+def is_sqlite(p: Path) -> bool:
+    """An SQLite file, or one named like one (so an empty or broken .db is called no capture store)."""
+    if p.suffix in SQLITE_SUFFIXES:
+        return True
+    with p.open("rb") as f:
+        return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER

@@ -1,0 +1,160 @@
+"""Why a segment of a later request differs from the earlier one's: the compare cause (tools reordered,
+volatile content, history rewritten...) and a one-line detail. compare.py calls `classify` at the first
+divergence; the taxonomy's words are in rules/catalog.toml (prefixguard/causes.py)."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from prefixguard.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
+from prefixguard.prompt import Prompt, Segment, compact_json
+from prefixguard.volatile import find_volatile
+from prefixguard.wire.segments import tool_name
+
+COMPACTION_KINDS = {"compaction", "compaction_summary"}  # provider-side compaction items
+
+
+# How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).
+SUMMARY_WORDS = re.compile(r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
+                           r"earlier conversation|conversation so far|compacted")
+
+
+FALLBACK = {"tools": "tool_schema_changed", "system": "system_changed", "messages": "history_rewritten"}
+
+
+WINDOW = 200          # characters around a difference searched for volatile content
+
+
+MAX_EXPLAIN_DEPTH = 100  # JSON nesting the classifiers walk recursively; deeper parts are not explained
+
+
+def too_deep(value: Any, limit: int = MAX_EXPLAIN_DEPTH) -> bool:
+    """Nesting deeper than limit, found without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values() if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v if isinstance(x, (dict, list)))
+    return False
+
+
+def classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
+              level: str) -> tuple[str, str]:
+    if level == "tools":
+        cause, detail = _tools_cause(a, b, sa, sb, ta, tb, p)
+    elif level == "system":
+        cause, detail = _within(sa, sb, ta, tb, p) if sa.pointer == sb.pointer else (None, "")
+        if cause is None:
+            cause, detail = "system_changed", explain_change(sa, sb)
+    elif "image" in (sa.kind, sb.kind):
+        cause, detail = "images_changed", _image_detail(sa, sb)
+    else:
+        cause, detail = _history_cause(a, b)
+        if cause is None and sa.pointer == sb.pointer:
+            cause, detail = _within(sa, sb, ta, tb, p)
+        if cause is None:
+            cause, detail = "history_rewritten", explain_change(sa, sb)
+    return cause, detail
+
+
+def _image_detail(sa: Segment, sb: Segment) -> str:
+    if sa.kind == sb.kind:
+        return f"the image at {sb.pointer} changed"
+    return f"image {sa.pointer} removed" if sa.kind == "image" else f"image {sb.pointer} added"
+
+
+def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str, str]:
+    na, nb = _tool_names(a), _tool_names(b)
+    ca, cb = Counter(na), Counter(nb)
+    if na != nb and ca == cb:
+        return "tools_reordered", f"same {len(na)} tools in another order: {_moved(na, nb)}"
+    if ca != cb:
+        added = list((cb - ca).elements())
+        removed = list((ca - cb).elements())
+        parts = [f"added {', '.join(added)}" if added else "", f"removed {', '.join(removed)}" if removed else ""]
+        return "tools_changed", "; ".join(x for x in parts if x)
+    cause, detail = _within(sa, sb, ta, tb, p)
+    return (cause, detail) if cause else ("tool_schema_changed", f"{_tool_name(sb.value)}: {explain_change(sa, sb)}")
+
+
+def _tool_names(p: Prompt) -> list[str]:
+    return [_tool_name(s.value) for s in p.segments if s.level == "tools" and s.kind == "tool"]
+
+
+def _tool_name(value: Any) -> str:
+    return str(tool_name(value, server_type=True)) if isinstance(value, dict) else "?"
+
+
+def _moved(na: list[str], nb: list[str]) -> str:
+    i = next(k for k, (x, y) in enumerate(zip(na, nb)) if x != y)
+    return f"position {i} was {na[i]}, is {nb[i]}"
+
+
+def _within(sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str | None, str]:
+    """The cause of a change inside one part that is in the same place in both requests."""
+    va, vb = unmarked(sa.value), unmarked(sb.value)
+    da, db = json_data(va), json_data(vb)
+    if da == db and compact_json(va) != compact_json(vb):
+        return "key_order_changed", f"same data, keys in another order: {key_orders(da, db)}"
+    hit = _volatile_at(ta, tb, p)
+    if hit:
+        return "volatile_content", f"{hit[0]} '{hit[1]}' -> '{hit[2]}'"
+    if spaceless(da) == spaceless(db) and da != db:
+        return "whitespace_changed", explain_change(sa, sb)
+    return None, ""
+
+
+def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
+    """(pattern, old, new) when the first difference lies inside volatile content in both."""
+    def at(text: str) -> Any:
+        lo = max(0, p - WINDOW)
+        return next((m for m in find_volatile(text[lo:p + WINDOW]) if m.start <= p - lo < max(m.end, m.start + 1)),
+                    None)
+    ma, mb = at(ta), at(tb)
+    if ma is None or mb is None:
+        return None
+    return mb.name, ma.text, mb.text
+
+
+def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
+    """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it)."""
+    ma, mb = messages(a), messages(b)
+    ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb)) if x != y), None)  # first differing message
+    if ia is None:
+        return None, ""
+    rest_a = [key for _, key in ma[ia:]]
+    rest_b = [key for _, key in mb[ia:]]
+    if rest_b[0] in rest_a[1:]:
+        dropped = rest_a.index(rest_b[0])
+        first, last = ma[ia][0], ma[ia + dropped - 1][0]
+        span = f"message {first}" if dropped == 1 else f"messages {first}..{last}"
+        return "history_truncated", (f"{dropped} message{'s' * (dropped > 1)} dropped from the window (A's {span}); "
+                                     f"B resumes at A's message {ma[ia + dropped][0]}")
+    in_b = set(key for _, key in mb)
+    gone = sum(1 for key in rest_a if key not in in_b)
+    parts = [s for s in b.segments if s.level == "messages" and s.message_index == mb[ia][0]]
+    summary = any(s.kind in COMPACTION_KINDS or SUMMARY_WORDS.search(text_of(s.value)[:400]) for s in parts)
+    if rest_b[0] not in rest_a and summary and gone >= 1 and len(rest_b) < len(rest_a):
+        item = next((f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS),
+                    f"'{short(text_of(parts[0].value), 60)}'")
+        return "history_compacted", f"{gone} of A's messages from {ma[ia][0]} on are gone, replaced by {item}"
+    return None, ""
+
+
+def messages(p: Prompt, attr: str = "key") -> list[tuple[int, tuple[bytes, ...]]]:
+    """(message index, the `attr` of each of its parts: fingerprint key or canon) for each message of
+    the messages level, in order."""
+    out: list[tuple[int, list[bytes]]] = []
+    for s in p.segments:
+        if s.level != "messages":
+            continue
+        if out and out[-1][0] == s.message_index:
+            out[-1][1].append(getattr(s, attr))
+        else:
+            out.append((s.message_index, [getattr(s, attr)]))
+    return [(idx, tuple(parts)) for idx, parts in out]

@@ -1,0 +1,3 @@
+from prefixguard.cli import main
+
+main()

@@ -1,0 +1,163 @@
+"""What changed between two JSON values or texts, in words: the change deepdiff finds, key orders,
+whitespace, one string; and excerpts around a first difference. Used by compare and its classifiers."""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from prefixguard.prompt import LEVELS, MARKER_KEYS, Segment, compact_json
+
+EXCERPT = 72          # characters of an excerpt
+
+
+def _rebuilt(value: Any, text: Callable[[str], Any] = lambda s: s, drop: tuple[str, ...] = ()) -> Any:
+    """The JSON value rebuilt with each string replaced by text(string) and the keys in drop left out."""
+    if isinstance(value, dict):
+        return {k: _rebuilt(v, text, drop) for k, v in value.items() if k not in drop}
+    if isinstance(value, list):
+        return [_rebuilt(v, text, drop) for v in value]
+    return text(value) if isinstance(value, str) else value
+
+
+def unmarked(value: Any) -> Any:
+    """The value without breakpoint markers (they are not rendered content)."""
+    return _rebuilt(value, drop=MARKER_KEYS)
+
+
+def json_data(value: Any) -> Any:
+    """Order-free data: JSON carried in strings (tool-call arguments) decoded too."""
+    return _rebuilt(value, _decoded_json)
+
+
+def _decoded_json(text: str) -> Any:
+    if text[:1] in ("{", "["):
+        try:
+            return json_data(json.loads(text))
+        except (ValueError, RecursionError):
+            pass
+    return text
+
+
+def spaceless(value: Any) -> Any:
+    return _rebuilt(value, lambda s: re.sub(r"\s+", "", s))
+
+
+def key_orders(da: Any, db: Any) -> str:
+    """The first object of two json_data values whose keys come in another order, as 'path: a, b -> b, a'."""
+    stack: list[tuple[str, Any, Any]] = [("", da, db)]
+    while stack:
+        path, x, y = stack.pop(0)
+        if isinstance(x, dict) and isinstance(y, dict):
+            if list(x) != list(y):
+                return f"{path or '/'}: {', '.join(x)} -> {', '.join(y)}"
+            stack += [(f"{path}/{k}", x[k], y[k]) for k in x]
+        elif isinstance(x, list) and isinstance(y, list):
+            stack += [(f"{path}/{k}", u, v) for k, (u, v) in enumerate(zip(x, y))]
+    return "keys reordered"
+
+
+def explain_change(sa: Segment, sb: Segment) -> str:
+    """What changed inside a part, by deepdiff, in one line (the first two changes)."""
+    if sa.level != sb.level:  # one side has a part the other lacks at this level
+        extra, other, side = (sa, sb, "A") if LEVELS.index(sa.level) < LEVELS.index(sb.level) else (sb, sa, "B")
+        return f"{side} has {extra.pointer} ({extra.level}) where the other has moved on to {other.level}"
+    va, vb = json_data(unmarked(sa.value)), json_data(unmarked(sb.value))
+    if type(va) is not type(vb):
+        return f"re-serialized: {_json_kind(va)} -> {_json_kind(vb)}"
+    one = _one_string_changed(va, vb)
+    lines = [one] if one is not None else _deepdiff_changes(va, vb)
+    if not lines:
+        return "message fields changed (role, name or ids)" if sa.key != sb.key else "no visible change"
+    more = f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""
+    return "; ".join(lines[:2]) + more
+
+
+def _deepdiff_changes(va: Any, vb: Any) -> list[str]:
+    """One line per change deepdiff finds."""
+    from deepdiff import DeepDiff  # imported here: it pulls in numpy and pydantic (0.1 s) for one call
+    tree = DeepDiff(va, vb, view="tree", verbose_level=2)
+    lines = []
+    for report, items in tree.items():
+        for item in items:
+            path = "/" + "/".join(str(k) for k in item.path(output_format="list")) if item.path() != "root" else "text"
+            lines.append(_change(report, path, item.t1, item.t2))
+    return lines
+
+
+def _one_string_changed(va: Any, vb: Any) -> str | None:
+    """The line deepdiff would give when the two differ in one string only (a text, a system prompt, one
+    field of a block: most edits), at a fortieth of its cost; None for anything else."""
+    if isinstance(va, str):
+        return _change("values_changed", "text", va, vb)
+    if not isinstance(va, dict) or va.keys() != vb.keys():
+        return None
+    changed = [k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k])]
+    if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
+        return None
+    return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
+
+
+def _change(report: str, path: str, old: Any, new: Any) -> str:
+    if report.endswith("_added"):
+        return f"added {path} = {short(new)}"
+    if report.endswith("_removed"):
+        return f"removed {path} (was {short(old)})"
+    if isinstance(old, str) and isinstance(new, str):
+        p = common_start(old, new)
+        before, after = excerpts(old, new, p, 40, raw=False)
+        return f"{path}: '{before}' -> '{after}'"
+    return f"{path}: {short(old)} -> {short(new)}"
+
+
+def _json_kind(value: Any) -> str:
+    return {str: "a string", list: "a list of blocks", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("text", "content", "output", "summary", "encrypted_content"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    return compact_json(value)
+
+
+def short(value: Any, limit: int = 48) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def common_start(x: str | bytes, y: str | bytes) -> int:
+    n = min(len(x), len(y))
+    if x[:n] == y[:n]:
+        return n
+    lo, hi = 0, n  # binary search on slices: C-speed compares, O(n log n) worst case
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if x[:mid] == y[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def excerpts(x: str, y: str, p: int, width: int = EXCERPT, raw: bool = True) -> tuple[str, str]:
+    """The differing stretch of x and y from a little before p, trimmed to width, on one line.
+
+    raw: JSON text, where whitespace between tokens means nothing (collapsed); else a decoded string,
+    where it does (newlines and tabs shown escaped)."""
+    limit = min(len(x), len(y)) - p
+    suffix = common_start(x[::-1][:limit], y[::-1][:limit])
+    lead = min(p, width // 2)
+    return (_trim(x, p - lead, len(x) - suffix, width, raw), _trim(y, p - lead, len(y) - suffix, width, raw))
+
+
+def _trim(text: str, start: int, end: int, width: int, raw: bool) -> str:
+    end = min(len(text), max(end + 12, start + width // 2))  # some context after the change
+    piece = text[start:min(end, start + width)]
+    piece = " ".join(piece.split()) if raw else piece.encode("unicode_escape").decode("ascii")
+    return ("…" if start > 0 else "") + piece + ("…" if min(end, start + width) < len(text) else "")

@@ -1,0 +1,1 @@
+"""Test helpers: a recorded-traffic upstream, fault injection, the example-request generator."""
