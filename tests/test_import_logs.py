@@ -29,7 +29,7 @@ def imported(tmp_path: Path, tool: str, folder: Path | None, *env: tuple[str, st
 
 
 def report(store: Path) -> dict:
-    res = CliRunner().invoke(main, ["report", str(store), "--format", "json"])
+    res = CliRunner().invoke(main, ["report", str(store), "-o", "json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from genai_prices import Usage, calc_price
 
 from prefixguard.cli import main
-from prefixguard.contracts import model_contract, providers
+from prefixguard.contracts import model_contract, provider_contract, providers
 from prefixguard.prices import package_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,9 +20,14 @@ PAIR = [str(ROOT / "examples/requests/anthropic/volatile_content" / n) for n in 
 
 @pytest.fixture(autouse=True)
 def fresh_contracts():
-    model_contract.cache_clear()
+    _forget()   # prices are read once per model: these tests change where from
     yield
+    _forget()
+
+
+def _forget() -> None:
     model_contract.cache_clear()
+    provider_contract.cache_clear()
 
 
 @pytest.mark.parametrize("api, model, provider", [("anthropic", "claude-sonnet-4-5-20250929", "anthropic"),
@@ -77,9 +82,9 @@ def test_diff_prints_the_price_source_and_date(monkeypatch: pytest.MonkeyPatch) 
     cost = next(line for line in res.stdout.splitlines() if line.strip().startswith("cost"))
     source, date = package_table()
     assert f"prices: {source}, {date}" in cost
-    assert json.loads(CliRunner().invoke(main, ["diff", *PAIR, "--format", "json"]).stdout)["prices"] == \
+    assert json.loads(CliRunner().invoke(main, ["diff", *PAIR, "-o", "json"]).stdout)["prices"] == \
         f"{source}, {date}"
     monkeypatch.setenv("PREFIXGUARD_PRICES", "rules")
-    model_contract.cache_clear()
+    _forget()
     res = CliRunner().invoke(main, ["diff", *PAIR])
     assert f"prices: rules/providers.toml, {providers()['anthropic']['read']}" in res.stdout

@@ -153,3 +153,21 @@ def test_proxy_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "upstream must be an http(s) URL" in bad.output
     no_dir = CliRunner().invoke(main, ["proxy", "--upstream", "http://x", "--store", str(tmp_path / "no" / "c.db")])
     assert no_dir.exit_code == 2 and "cannot open the capture file" in no_dir.output and "Traceback" not in no_dir.output
+
+
+def test_the_pipe_to_the_analysis_names_its_fields() -> None:
+    """The addon packs each step's values by name and the analysis unpacks them by the same names: a
+    field renamed or reordered in FlowState or Response cannot shift values into the wrong place."""
+    import dataclasses
+    import marshal
+
+    from prefixguard.proxy.analysis import WIRE, packed, unpacked
+    for step, (cls, names) in WIRE.items():
+        assert set(names) <= {f.name for f in dataclasses.fields(cls)}, step
+    sent = packed("finish", chunks=[(1.0, b"data: x")], error=None, encoding="br", ended_at=2.5,
+                  headers_at=1.5, status=200, id="f1")
+    got = unpacked("finish", marshal.loads(marshal.dumps(sent)))
+    assert (got.id, got.status, got.headers_at, got.ended_at, got.encoding, got.chunks) == \
+        ("f1", 200, 1.5, 2.5, "br", [(1.0, b"data: x")])
+    with pytest.raises(KeyError):
+        packed("request", id="f1")   # a value left out is an error at the sender, not a None downstream

@@ -37,7 +37,7 @@ def test_a_stored_cause_leads_with_its_catalog_fix() -> None:
             row(2, read=0, written=1_000, verdict="miss_ttl_expired", expected=1_000, cost=0.002)]
     h = diagnose(rows, "c").headline
     assert h["lost_usd"] == pytest.approx(0.072)
-    assert h["top_cause"] == "model_changed" and "one model per conversation" in h["fix"]
+    assert h["top_cause"] == "model_changed" and "one model per session" in h["fix"]
 
 
 def test_a_clean_capture_has_no_cause() -> None:

@@ -173,5 +173,5 @@ def test_imported_logs_report_headline(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     dom = headless(tmp_path / "profile", "--dump-dom", html.as_uri()).stdout
     headline = dom[dom.index('id="headline"'):dom.index("</section>")]
-    assert "model_changed" in headline and "one model per conversation" in headline
+    assert "model_changed" in headline and "one model per session" in headline
     assert "placeholders" in dom and "No body stored" in dom

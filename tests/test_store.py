@@ -19,8 +19,8 @@ from prefixguard.store import Record, Store, check_writable_store, open_store, r
 from prefixguard.usage import Usage
 
 ROW_KEYS = ["id", "ts", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "expected_cached", "tokens_estimated", "upstream", "detail", "reprefill_tokens", "cost_usd",
-            "diagnosis"]
+            "cause", "expected_cached", "tokens_estimated", "diagnosis", "upstream", "detail", "reprefill_tokens",
+            "cost_usd"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:

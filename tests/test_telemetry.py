@@ -146,7 +146,7 @@ def test_unreachable_collector_leaves_traffic_untouched(shared_data: Path, tmp_p
 
 
 def test_capture_export_otlp_json(traffic: dict[str, Any]) -> None:
-    out = subprocess.run([*PG, "capture", "export", "--format", "otlp-json",
+    out = subprocess.run([*PG, "capture", "export", "-o", "otlp-json",
                           str(traffic["db"])], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.splitlines()) == 1  # one ExportTraceServiceRequest per line (otlpjsonfile)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import policy_option
+from prefixguard.cli.options import output_format, policy_option
 from prefixguard.errors import InputError
 
 
@@ -110,8 +110,8 @@ def capture() -> None:
 
 @capture.command("export")
 @click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "otlp-json"]), default="jsonl", show_default=True,
-              help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
+@output_format(("jsonl", "otlp-json"), "jsonl",
+               help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
                    "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
 def export(db: Path, fmt: str) -> None:
     """Write a capture to stdout, as JSON lines or as OpenTelemetry spans."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from mitmproxy import http
 
-from prefixguard.proxy.analysis import Analyzer, Early, Response
+from prefixguard.proxy.analysis import Analyzer, Early, Response, packed
 from prefixguard.proxy.ask import Asker
 from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
@@ -231,8 +231,9 @@ class PrefixGuard:
             self._skipping = True
             return
         self._skipping = False
-        seq = worker.submit("request", (flow.id, self.clock(), time.monotonic(), req.path,
-                                        (req.scheme, req.host, req.port), req.headers.fields),
+        seq = worker.submit("request", packed("request", id=flow.id, ts=self.clock(), sent=time.monotonic(),
+                                              path=req.path, upstream=(req.scheme, req.host, req.port),
+                                              fields=req.headers.fields),
                             body, REPLY if self.headers else None, REQUEST_WAIT_S)
         # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
         flow.metadata[META] = (seq, Response(flow.id))
@@ -295,8 +296,9 @@ class PrefixGuard:
         worker = self._worker
         to = None if self.quiet else PRINT if self.console is None else REPORT
         if worker is not None and worker.alive:
-            worker.submit("finish", (resp.id, resp.status, resp.headers_at, resp.ended_at, resp.encoding,
-                                     resp.error, resp.chunks), body or b"", to, END_WAIT_S)
+            worker.submit("finish", packed("finish", id=resp.id, status=resp.status, headers_at=resp.headers_at,
+                                           ended_at=resp.ended_at, encoding=resp.encoding, error=resp.error,
+                                           chunks=resp.chunks), body or b"", to, END_WAIT_S)
 
 
 addons = [PrefixGuard()]

@@ -15,7 +15,7 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison
@@ -104,8 +104,22 @@ class Response:
     usage: Usage | None = None         # usage an in-process caller has already read (LiteLLM's streams)
 
 
-# What the addon sends for each step, as plain tuples of these classes' first fields, in order.
-WIRE = {"request": FlowState, "finish": Response}
+# What the addon sends for each step: these fields of these classes, as a plain tuple in this order
+# (marshal carries tuples fastest). `packed` and `unpacked` are the two ends; a name that is not a
+# field fails on the first flow of any test.
+WIRE: dict[str, tuple[type, tuple[str, ...]]] = {
+    "request": (FlowState, ("id", "ts", "sent", "path", "upstream", "fields")),
+    "finish": (Response, ("id", "status", "headers_at", "ended_at", "encoding", "error", "chunks")),
+}
+
+
+def packed(step: str, **values: Any) -> tuple[Any, ...]:
+    return tuple(values[name] for name in WIRE[step][1])
+
+
+def unpacked(step: str, args: tuple[Any, ...]) -> Any:
+    cls, names = WIRE[step]
+    return cls(**dict(zip(names, args, strict=True)))
 
 
 class Early(NamedTuple):

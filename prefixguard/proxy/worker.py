@@ -9,7 +9,7 @@ Messages to the process: two 4-byte big-endian lengths, the message, then a raw 
 beside the message so that it is never copied into it). The first two messages are pickles: the
 parent's sys.path, then (analyzer factory, its settings). Then, in marshal (plain tuples: the fastest
 way Python has to write and read them), (seq, step, args, to): run analyzer.<step>(arg), where arg is
-WIRE[step](*args) with the payload as arg.body, and send its result `to`:
+unpacked(step, args) (analysis.WIRE names the fields) with the payload as arg.body, and send its result `to`:
 - REPLY: the answers pipe, which the addon reads when it needs an answer (a tuple, or False for none);
 - REPORT: the reports pipe, read as reports come;
 - PRINT: this process's stderr, the proxy's console;
@@ -233,7 +233,7 @@ class Worker:
 
 
 def main() -> None:
-    from prefixguard.proxy.analysis import WIRE
+    from prefixguard.proxy.analysis import WIRE, unpacked
     from prefixguard.proxy.redact import redact_text
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the proxy, which then stops us cleanly
@@ -248,7 +248,7 @@ def main() -> None:
     while (message := _read(inp)) is not None:
         data, body = message
         seq, step, args, to = marshal.loads(data)
-        arg = WIRE[step](*args) if step in WIRE else args
+        arg = unpacked(step, args) if step in WIRE else args
         if body:
             arg.body = body
         try:

@@ -11,14 +11,12 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from functools import cache
-from importlib.resources import files
 from typing import Any
 
 from prefixguard import tokens
+from prefixguard.causes import CAUSES, generic_fix
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
@@ -121,13 +119,6 @@ LOST_VERDICTS = ("miss_ttl_expired", "miss_server_side", "miss_unexplained")   #
 MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
 
 
-@cache
-def _fixes() -> dict[str, str]:
-    """The fix of each cause, from the rule catalog (rules/catalog.toml)."""
-    doc = tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))
-    return {r["cause"]: r["fix"] for r in doc.get("rule", ()) if r.get("cause") and r.get("fix")}
-
-
 TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
            "provider sells one.")
 
@@ -147,7 +138,7 @@ def _headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     if name is None and d.infra["ttl_expired"]:
         name = "miss_ttl_expired"
     example = next((c.example for c in d.causes if c.name == name and c.example), None)
-    fix = (example or {}).get("fix") or _fixes().get(name or "") or (TTL_FIX if name == "miss_ttl_expired" else None)
+    fix = (example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None) or (TTL_FIX if name == "miss_ttl_expired" else None)
     hit = read / total if total else None
     parts = [f"Cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "No cache fields reported",
              f"${lost:,.4f} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
