@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from prefixguard.engine.kv_pool import PageAllocator
 from prefixguard.engine.radix import RadixTree
 from prefixguard.engine.sequence import Sequence, Status
+from prefixguard.fingerprint import prefix_length
 
 
 class RequestTooLarge(ValueError):
@@ -206,12 +207,5 @@ class Scheduler:
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
-    """Binary search over slice comparisons (C speed) rather than a Python loop over tokens."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """Slice comparisons (C speed) rather than a Python loop over tokens."""
+    return prefix_length(min(len(a), len(b)), lambda k: a[:k] == b[:k])

@@ -10,9 +10,9 @@ from typing import Any
 from prefixguard.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
 from prefixguard.prompt import Prompt, Segment, compact_json
 from prefixguard.volatile import find_volatile
+from prefixguard.wire.fields import COMPACTION_KINDS
 from prefixguard.wire.segments import tool_name
 
-COMPACTION_KINDS = {"compaction", "compaction_summary"}  # provider-side compaction items
 
 
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).

@@ -9,7 +9,7 @@ so 128 non-cryptographic bits are plenty.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from xxhash import xxh3_128
@@ -29,16 +29,23 @@ def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
     return out
 
 
-def common_prefix(a: list[bytes], b: list[bytes]) -> int:
-    """Number of leading segments two chains share (binary search: chain[i] implies chain[:i])."""
-    lo, hi = 0, min(len(a), len(b))
+def prefix_length(n: int, holds: Callable[[int], bool]) -> int:
+    """The largest k <= n with holds(k), for a property of prefixes (holds(k) implies holds(j) for every
+    j < k; holds(0) is taken as true): a binary search, log2(n) calls. Every "how much of this prefix
+    is shared" question of the project (chains, cached prefixes, strings, token ids) is this one."""
+    lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[mid - 1] == b[mid - 1]:
+        if holds(mid):
             lo = mid
         else:
             hi = mid - 1
     return lo
+
+
+def common_prefix(a: list[bytes], b: list[bytes]) -> int:
+    """Number of leading segments two chains share (chain[i] implies chain[:i])."""
+    return prefix_length(min(len(a), len(b)), lambda k: a[k - 1] == b[k - 1])
 
 
 class PrefixIndex:
@@ -72,13 +79,7 @@ class PrefixIndex:
 
     def longest(self, chain: list[bytes]) -> tuple[int, Any | None]:
         """(leading segments shared with the best earlier chain, that chain's item); most recent on ties."""
-        lo, hi = 0, len(chain)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if chain[mid - 1] in self._owner:
-                lo = mid
-            else:
-                hi = mid - 1
+        lo = prefix_length(len(chain), lambda k: chain[k - 1] in self._owner)
         if lo == 0:
             return 0, None
         return lo, self._chains[self._owner[chain[lo - 1]]][1]

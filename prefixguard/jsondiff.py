@@ -7,7 +7,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from prefixguard.fingerprint import prefix_length
 from prefixguard.prompt import LEVELS, MARKER_KEYS, Segment, compact_json
+from prefixguard.wire.fields import TEXT_KEYS
 
 EXCERPT = 72          # characters of an excerpt
 
@@ -119,7 +121,7 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        for key in ("text", "content", "output", "summary", "encrypted_content"):
+        for key in TEXT_KEYS:
             if isinstance(value.get(key), str):
                 return value[key]
     return compact_json(value)
@@ -135,14 +137,7 @@ def common_start(x: str | bytes, y: str | bytes) -> int:
     n = min(len(x), len(y))
     if x[:n] == y[:n]:
         return n
-    lo, hi = 0, n  # binary search on slices: C-speed compares, O(n log n) worst case
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if x[:mid] == y[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return prefix_length(n, lambda k: x[:k] == y[:k])  # slices: C-speed compares, O(n log n) worst case
 
 
 def excerpts(x: str, y: str, p: int, width: int = EXCERPT, raw: bool = True) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from typing import Any
 from xxhash import xxh3_128_digest
 
 from prefixguard.contracts import model_contract, provider_contract, provider_for, providers, verdict_rules
+from prefixguard.fingerprint import prefix_length
 from prefixguard.prompt import LEVELS, Prompt, Segment
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -136,14 +137,7 @@ def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
 
 def _longest(chain: list[bytes], alive: Any) -> int:
     """Leading segments whose prefix passes alive(); a binary search, as alive is prefix-closed."""
-    lo, hi = 0, len(chain)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if alive(chain[mid - 1]):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return prefix_length(len(chain), lambda k: alive(chain[k - 1]))
 
 
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each

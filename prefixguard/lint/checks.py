@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterator
 from itertools import pairwise
 from typing import Any
 
-from prefixguard.wire.segments import tool_name
 from prefixguard.lint import catalog
 from prefixguard.lint.context import Breakpoint, Context, Volatile, block_text
 from prefixguard.lint.finding import Hit
 from prefixguard.policy import breakpoints as policy_breakpoints
 from prefixguard.prompt import MARKER_KEYS
+from prefixguard.wire.fields import ARGUMENT_KEYS
 from prefixguard.wire.jsonspan import join_pointer
+from prefixguard.wire.segments import tool_name
 
 Check = Callable[["Context"], Iterator[Hit]]
 CHECKS: dict[str, Check] = {}
@@ -40,8 +41,6 @@ def check(name: str) -> Callable[[Check], Check]:
     return register
 
 
-# Where a tool call's arguments sit (Anthropic `input`; Chat and Responses `arguments`).
-ARGUMENT_KEYS = ("input", "arguments")
 
 
 def _quote(text: str, limit: int = 48) -> str:
@@ -140,8 +139,8 @@ def _reordered(old: Any, new: Any, pointer: str) -> tuple[str, str, str] | None:
 
 
 def _call_arguments(value: Any, pointer: str) -> Iterator[tuple[str, Any]]:
-    """(pointer, object) of a tool call's arguments, found by key at most two objects deep (Anthropic
-    `input`; Chat and Responses `arguments`, a JSON string)."""
+    """(pointer, object) of a tool call's arguments, found by key at most two objects deep (the keys of
+    every shape: wire/fields.py; a JSON string where the shape sends one)."""
     if not isinstance(value, dict):
         return
     for k, v in value.items():

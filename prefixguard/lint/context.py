@@ -13,8 +13,9 @@ from typing import Any, Mapping
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
 from prefixguard.policy import breakpoints as policy_breakpoints
-from prefixguard.prompt import MARKER_KEYS, Prompt, Segment
+from prefixguard.prompt import Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile
+from prefixguard.wire.fields import NOT_TEXT_KEYS, is_id
 from prefixguard.wire.jsonspan import join_pointer
 
 # Content the model or a tool produced once and the app resends as it was: a timestamp in it is history,
@@ -25,8 +26,6 @@ PRODUCED_KINDS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "s
 PRODUCED_ROLES = ("assistant", "tool")
 
 
-# Values that are not prompt text: encoded payloads and signatures, and the breakpoint markers.
-NOT_TEXT_KEYS = ("signature", "data", "encrypted_content", *MARKER_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +184,7 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             yield pointer, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            if not (k == "id" or k.endswith("_id") or k in NOT_TEXT_KEYS):
+            if not (is_id(k) or k in NOT_TEXT_KEYS):
                 yield from _strings(v, join_pointer(pointer, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):

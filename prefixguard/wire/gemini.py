@@ -27,6 +27,7 @@ from prefixguard.wire.segments import Builder, as_int, expect, message_header, w
 
 API = "gemini"
 JSON_ARRAY_STREAM = True  # streamGenerateContent without alt=sse answers one JSON array of chunks
+ROLES = {"user": "user", "model": "assistant"}   # Gemini's roles in the Prompt's words
 KINDS = {"text": "text", "inlineData": "media", "fileData": "media", "functionCall": "tool_use",
          "functionResponse": "tool_result", "executableCode": "tool_use", "codeExecutionResult": "tool_result",
          "videoMetadata": "video"}
@@ -145,7 +146,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         if not isinstance(entry.value, dict):
             raise wrong_type(f"/contents/{mi}", dict, entry.value)
         where = f"/contents/{mi}" if isinstance(contents.value, list) else "/contents"
-        role = entry.value.get("role") or "user"
+        role = ROLES.get(entry.value.get("role") or "user", entry.value.get("role"))  # "model": its replies
         images = _parts(out, entry, "messages", where, role, mi, message_header(entry.value, "parts")) or images
 
     gen = body.get("generationConfig") or body.get("generation_config")

@@ -1,0 +1,27 @@
+"""Field names inside request content that the core and the lint checks look for, for every shape the
+adapters read, so that only wire/ knows provider field names: which members hold a tool call's
+arguments, which hold no prompt text (encoded payloads, signatures, ids), and which item kinds are a
+provider's own compaction of the history."""
+from __future__ import annotations
+
+from prefixguard.prompt import MARKER_KEYS
+
+# A tool call's arguments: Anthropic and Converse `input`; Chat and Responses `arguments` (a JSON
+# string); Gemini `args`.
+ARGUMENT_KEYS = ("input", "arguments", "args")
+
+# Values that are not prompt text: encoded payloads and signatures (Anthropic `signature`, `data`;
+# Responses `encrypted_content`; Converse `bytes`; Gemini `thoughtSignature`), and the breakpoint markers.
+NOT_TEXT_KEYS = ("signature", "data", "encrypted_content", "bytes", "thoughtSignature", *MARKER_KEYS)
+
+# Where a block keeps its text, in the order looked at (text blocks, tool results, summaries).
+TEXT_KEYS = ("text", "content", "output", "summary", "encrypted_content")
+
+# Items a provider writes when it compacts the history itself (OpenAI Responses).
+COMPACTION_KINDS = frozenset({"compaction", "compaction_summary"})
+
+
+def is_id(key: str) -> bool:
+    """An id member (`id`, `tool_use_id`, Converse's `toolUseId`): random-looking, yet the same for the
+    same item."""
+    return key == "id" or key.endswith("_id") or key.endswith("Id")
