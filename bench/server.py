@@ -87,7 +87,7 @@ async def measure(url: str, prompt_tokens: int, output_tokens: int, requests: in
 
 def start_server(model: str, kv_tokens: int) -> tuple[subprocess.Popen, str]:
     """The server process and its URL; its output goes to our stderr (tracebacks, if any)."""
-    args = [sys.executable, "-c", "from prefixguard.cli import main; main()", "engine", "serve", "--model", model,
+    args = [sys.executable, "-c", "from prefixguard.cli import main; main()", "engine", "serve", "--engine-model", model,
             "--port", "0", "--kv-pages", str(kv_tokens), "--max-queue", "256"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     for line in proc.stdout:

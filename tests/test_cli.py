@@ -92,3 +92,13 @@ def test_unified_flags_in_help() -> None:
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
         assert "--policy [auto|anthropic|bedrock|gemini|openai|radix]" in run(*command, "--help").stdout, command
+
+
+def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None:
+    """--engine-model: the weights the local engine runs (engine serve, replay, demo); --model: the model
+    name requests carry (replay, kv). engine serve's old --model is a hidden alias of --engine-model."""
+    for command in (["engine", "serve"], ["replay"], ["demo"]):
+        assert "--engine-model" in run(*command, "--help").stdout, command
+    assert "--model " not in run("engine", "serve", "--help").stdout
+    old, new = (run("engine", "serve", flag, "nosuch", "--port", "0") for flag in ("--model", "--engine-model"))
+    assert old.returncode == new.returncode == 2 and "nosuch" in new.stderr and old.stderr == new.stderr

@@ -54,7 +54,7 @@ def ideal(trace: Path) -> float:
 @pytest.fixture(scope="module")
 def through_proxy(subset: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path]]:
     capture = tmp_path_factory.mktemp("capture") / "capture.db"
-    server, server_url = start("engine", "serve", "--model", "tiny", "--port", "0", "--page-size", "16",
+    server, server_url = start("engine", "serve", "--engine-model", "tiny", "--port", "0", "--page-size", "16",
                            "--kv-pages", "32768")
     try:
         proxy, proxy_url = start("proxy", "--upstream", server_url, "--port", "0", "--store", str(capture), "-q")

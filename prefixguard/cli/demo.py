@@ -143,7 +143,7 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children on kill too
     try:
         say(f"starting the engine ({engine_model} model, CPU) and the proxy in front of it ...")
-        engine = Child("engine", [*CLI, "engine", "serve", "--model", engine_model, "--port", "0",
+        engine = Child("engine", [*CLI, "engine", "serve", "--engine-model", engine_model, "--port", "0",
                                   "--policy", "auto", "--max-tokens", "16"])
         children.append(engine)
         engine_url = engine.url()

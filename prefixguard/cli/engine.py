@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import click
 
-from prefixguard.cli.options import policy_option
+from prefixguard.cli.options import alias, from_alias, policy_option
 
 
 @click.group()
@@ -14,9 +14,10 @@ def engine() -> None:
 
 
 @engine.command()
-@click.option("--model", default="tiny", show_default=True,
-              help="Random-weight preset (tiny, small, 1b) or a real model (smollm2-135m: its own tokenizer "
+@click.option("--engine-model", "model", default="tiny", show_default=True, callback=from_alias,
+              help="The weights the engine runs: random-weight preset (tiny, small, 1b) or a real model (smollm2-135m: its own tokenizer "
               "and chat template; needs the engine extra).")
+@alias("--model", "model")
 @click.option("--weights", type=click.Path(exists=True),
               help="Local safetensors checkpoint folder, or a llama-architecture .gguf file.")
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -35,7 +36,7 @@ def engine() -> None:
               help="Output tokens when an OpenAI request sets no limit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
 @click.option("--served-model-name", "served_names", multiple=True, metavar="NAME",
-              help="A model name requests may ask for (repeatable; '*': any). Default: the --model name and "
+              help="A model name requests may ask for (repeatable; '*': any). Default: the --engine-model name and "
               "every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an app keeps its "
               "model name; any other name gets 404 in the provider's shape, as the providers answer.")
 def serve(model: str, weights: str | None, host: str, port: int, policy: str, device: str, dtype: str,
