@@ -3,9 +3,14 @@ offline), with the dated table in rules/providers.toml as the fallback for a mod
 when it is not installed, or when PREFIXGUARD_PRICES=rules asks for the table.
 
 Prices change monthly, so every printed cost names its source and that source's date (`label`).
+
+Importing genai-prices takes ~0.2 s (pydantic models of every provider), more than a whole `diff`: what
+was read from it is kept on disk per version of its data and per day (disk_cache.py), so a later run
+that prices the same models never imports it.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from dataclasses import dataclass
@@ -13,7 +18,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
+
+from xxhash import xxh3_64_hexdigest
+
+from prefixguard import disk_cache
 
 PACKAGE = "genai-prices"
 # genai-prices names providers as prefixguard's contracts do; a local server has no price.
@@ -43,9 +54,53 @@ def _base(value: Any) -> float | None:
 
 
 @cache
+def _memo() -> tuple[str, dict[str, Any]] | None:
+    """(file name, what earlier runs read from this genai-prices data today), or None when the package
+    is not installed. Found without importing it: its data file's size and mtime name the version."""
+    spec = find_spec("genai_prices")
+    if spec is None or not spec.origin:
+        return None
+    data = Path(spec.origin).with_name("data.py")
+    try:
+        stat = data.stat()
+    except OSError:
+        return None
+    day = datetime.now(UTC).date().isoformat()   # a price can change on a given day: read it anew daily
+    name = f"prices-{xxh3_64_hexdigest(f'{data}|{stat.st_size}|{stat.st_mtime_ns}|{day}'.encode())}.json"
+    kept = disk_cache.load_json(name)
+    return name, kept if isinstance(kept, dict) else {}
+
+
+_changed = False
+
+
+def _remembered(key: str, read: Any) -> Any:
+    """read() once per key for this data and day, across runs."""
+    global _changed
+    memo = _memo()
+    if memo is None:
+        return read()
+    if key not in memo[1]:
+        memo[1][key] = read()
+        _changed = True
+    return memo[1][key]
+
+
+@atexit.register
+def _save() -> None:
+    memo = _memo() if _changed else None
+    if memo is not None:
+        disk_cache.save_json(memo[0], memo[1], replaces="prices-*.json")
+
+
 def package_table() -> tuple[str, str] | None:
     """(source, date) of the installed genai-prices data, or None when it is not installed. The date is
     the latest day its data says prices were checked or updated."""
+    table = _remembered("table", _read_table) if _memo() is not None else None
+    return tuple(table) if table else None
+
+
+def _read_table() -> list[str] | None:
     try:
         from genai_prices import data
         pkg = f"{PACKAGE} {version(PACKAGE)}"
@@ -55,7 +110,7 @@ def package_table() -> tuple[str, str] | None:
     for provider in data.providers:
         for text in [provider.price_comments] + [m.price_comments for m in provider.models]:
             days += re.findall(r"(?:checked|updated)[^0-9]{0,20}(20\d\d-\d\d-\d\d)", text or "", re.I)
-    return pkg, max(days, default="undated")
+    return [pkg, max(days, default="undated")]
 
 
 def from_package(provider: str, model: str | None) -> Prices | None:
@@ -66,6 +121,11 @@ def from_package(provider: str, model: str | None) -> Prices | None:
     pid = PROVIDER_IDS.get(provider)
     if table is None or pid is None:
         return None
+    values = _remembered(f"{pid}/{model}", lambda: _read_prices(pid, model))
+    return None if values is None else Prices(*values, *table)
+
+
+def _read_prices(pid: str, model: str) -> list[float | None] | None:
     from genai_prices.data_snapshot import get_snapshot
 
     try:
@@ -73,12 +133,9 @@ def from_package(provider: str, model: str | None) -> Prices | None:
         price = info.get_prices(datetime.now(UTC))
     except (LookupError, ValueError):
         return None
-    values = {k: _base(getattr(price, k, None)) for k in ("input_mtok", "output_mtok", "cache_read_mtok",
-                                                          "cache_write_mtok", "cache_write_1h_mtok")}
-    if not values["input_mtok"] or values["output_mtok"] is None:
-        return None
-    return Prices(values["input_mtok"], values["output_mtok"], values["cache_read_mtok"],
-                  values["cache_write_mtok"], values["cache_write_1h_mtok"], *table)
+    values = [_base(getattr(price, k, None)) for k in ("input_mtok", "output_mtok", "cache_read_mtok",
+                                                        "cache_write_mtok", "cache_write_1h_mtok")]
+    return None if not values[0] or values[1] is None else values
 
 
 def summary() -> str:

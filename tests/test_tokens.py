@@ -130,26 +130,26 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
 
 
 def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
-    from prefixguard import token_store
+    from prefixguard import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
-    token_store.save_counts("enc", {b"a" * 16: 7, b"b" * 16: 9})
-    path = tmp_path / f"counts-enc-v{token_store.VERSION}.bin"
+    disk_cache.save_counts("enc", {b"a" * 16: 7, b"b" * 16: 9})
+    path = tmp_path / f"counts-enc-v{disk_cache.VERSION}.bin"
     path.write_bytes(path.read_bytes() + b"\x01\x02\x03")  # a run killed mid-write
-    assert token_store.load_counts("enc") == {b"a" * 16: 7, b"b" * 16: 9}
-    fresh_tokenizer.setattr(token_store, "MAX_RECORDS", 2)  # full: the next run starts the file over
-    token_store.save_counts("enc", {b"c" * 16: 1})
-    assert token_store.load_counts("enc") == {b"c" * 16: 1}
+    assert disk_cache.load_counts("enc") == {b"a" * 16: 7, b"b" * 16: 9}
+    fresh_tokenizer.setattr(disk_cache, "MAX_RECORDS", 2)  # full: the next run starts the file over
+    disk_cache.save_counts("enc", {b"c" * 16: 1})
+    assert disk_cache.load_counts("enc") == {b"c" * 16: 1}
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", "off")
-    token_store.save_counts("enc", {b"d" * 16: 1})
-    assert token_store.load_counts("enc") == {}
+    disk_cache.save_counts("enc", {b"d" * 16: 1})
+    assert disk_cache.load_counts("enc") == {}
 
 
 def test_the_data_file_changing_invalidates_the_saved_tables(fresh_tokenizer, tmp_path):
-    from prefixguard import token_store
+    from prefixguard import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path / "cache"))
     source = tmp_path / "enc.tiktoken"
     source.write_bytes(b"abc")
-    token_store.save_params("enc", source, {"name": "enc", "mergeable_ranks": {b"a": 0}})
-    assert token_store.load_params("enc", source) == {"name": "enc", "mergeable_ranks": {b"a": 0}}
+    disk_cache.save_params("enc", source, {"name": "enc", "mergeable_ranks": {b"a": 0}})
+    assert disk_cache.load_params("enc", source) == {"name": "enc", "mergeable_ranks": {b"a": 0}}
     source.write_bytes(b"abcd")
-    assert token_store.load_params("enc", source) is None
+    assert disk_cache.load_params("enc", source) is None

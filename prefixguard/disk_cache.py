@@ -1,5 +1,6 @@
-"""Token counts and the tokenizer's tables kept on disk between runs, so a `diff` or `lint` of files
-seen before needs no tokenizer at all (building cl100k_base costs ~0.15 s, more than the rest of a run).
+"""What prefixguard keeps on disk between runs, so that a `diff` or `lint` of files seen before needs
+neither a tokenizer (building cl100k_base costs ~0.15 s, more than the rest of a run) nor the price
+package's data (importing genai-prices costs ~0.2 s).
 
 Where: $PREFIXGUARD_CACHE_DIR, else $XDG_CACHE_HOME/prefixguard, else ~/.cache/prefixguard;
 PREFIXGUARD_CACHE_DIR=off keeps nothing on disk. Every file here can be deleted at any time.
@@ -7,9 +8,11 @@ PREFIXGUARD_CACHE_DIR=off keeps nothing on disk. Every file here can be deleted 
 - counts-<encoding>-v<N>.bin: records of (16-byte xxh3 digest of a segment's exact bytes, uint32 count),
   appended in one write per process; a torn or foreign tail is ignored; past MAX_RECORDS it starts over.
 - ranks-<encoding>.marshal: the encoding's parameters, valid while its data file keeps size and mtime.
+- prices-<key>.json: the prices read from genai-prices (prices.py), for one version of its data and day.
 """
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import struct
@@ -65,6 +68,40 @@ def save_counts(encoding: str, new: dict[bytes, int]) -> None:
         pass
 
 
+def load_json(name: str) -> Any:
+    """A JSON file kept here, or None (none, unreadable, or the cache is off)."""
+    root = directory()
+    try:
+        return json.loads((root / name).read_bytes()) if root else None
+    except (OSError, ValueError):
+        return None
+
+
+def save_json(name: str, value: Any, replaces: str = "") -> None:
+    """Write a JSON file here; files matching the glob `replaces` go (a price memo of an older day)."""
+    root = directory()
+    if root is None:
+        return
+    try:
+        for old in root.glob(replaces) if replaces and root.is_dir() else ():
+            if old.name != name:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    _write_whole(root / name, json.dumps(value).encode())
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Readers see the old file or the whole new one; best effort (a read-only home must not fail a lint)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
 def load_params(encoding: str, source: Path) -> dict[str, Any] | None:
     """The encoding's parameters as saved from `source`, if that file has not changed since."""
     root = directory()
@@ -82,13 +119,10 @@ def load_params(encoding: str, source: Path) -> dict[str, Any] | None:
 
 def save_params(encoding: str, source: Path, params: dict[str, Any]) -> None:
     root = directory()
-    if root is None:
-        return
     try:
         stat = source.stat()
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f"ranks-{encoding}.marshal.{os.getpid()}"
-        tmp.write_bytes(marshal.dumps({**params, "source": [str(source), stat.st_size, stat.st_mtime_ns]}))
-        tmp.replace(root / f"ranks-{encoding}.marshal")  # readers see the old file or the whole new one
+        data = marshal.dumps({**params, "source": [str(source), stat.st_size, stat.st_mtime_ns]})
     except (OSError, ValueError):
-        pass
+        return
+    if root is not None:
+        _write_whole(root / f"ranks-{encoding}.marshal", data)
