@@ -7,7 +7,6 @@ installed before that layout), this finder gives them the same names, so code im
 from __future__ import annotations
 
 import sys
-from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 _BESIDE = {"prefixguard.engine": "engine", "prefixguard.rules": "rules"}
 
 
-class _CheckoutFinder(MetaPathFinder):
+class _CheckoutFinder:  # a meta path finder (importlib.abc would import ~20 ms of importlib.resources)
     """prefixguard.engine -> <checkout>/engine, prefixguard.rules -> <checkout>/rules; last resort."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:

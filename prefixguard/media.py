@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import binascii
 import io
-import logging
 import math
 import re
 import tomllib
@@ -287,6 +286,8 @@ def pdf_pages(data: str) -> list[tuple[float, float, str]] | None:
     if not raw.startswith(b"%PDF"):
         return None
     try:
+        import logging
+
         from pypdf import PdfReader
     except ImportError:  # without pypdf: the page objects, letter-sized, without their text
         count = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", raw))

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -101,6 +100,7 @@ def package_table() -> tuple[str, str] | None:
 
 
 def _read_table() -> list[str] | None:
+    from importlib.metadata import PackageNotFoundError, version   # not at import: it costs ~12 ms
     try:
         from genai_prices import data
         pkg = f"{PACKAGE} {version(PACKAGE)}"
