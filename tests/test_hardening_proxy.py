@@ -19,7 +19,7 @@ import pytest
 
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from test_proxy_e2e import OPENAI_STREAM, STREAM, streamable, tenant_rows
+from helpers.proxy import OPENAI_STREAM, STREAM, streamable, tenant_rows
 from helpers.upstream import Upstream
 
 LINGER_S = 1.5
@@ -233,7 +233,7 @@ def test_a_200_body_that_is_not_json_gets_a_row_with_the_error(shared_data: Path
 
 
 def test_warnings_reach_the_cli_console_and_a_killed_analysis_is_reaped(shared_data: Path, tmp_path: Path) -> None:
-    from test_proxy_e2e import cli_proxy
+    from helpers.processes import cli_proxy
     out: list[str] = []
     body = json.loads((shared_data / "recorded" / LEGACY_JSON / "0001.request.json").read_text())
     with Upstream(shared_data / "recorded") as up:

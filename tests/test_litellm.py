@@ -18,7 +18,7 @@ from otlp_receiver import OtlpReceiver  # noqa: E402
 from prefixguard.integrations.litellm import PrefixGuardLogger  # noqa: E402
 from prefixguard.proxy.redact import tenant_of  # noqa: E402
 from prefixguard.store import open_store  # noqa: E402
-from test_proxy_e2e import LEGACY, OPENAI_STREAM, STREAM  # noqa: E402
+from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM  # noqa: E402
 from helpers.upstream import Upstream  # noqa: E402
 
 CLAUDE = "anthropic/claude-3-5-sonnet-20240620"

@@ -2,20 +2,14 @@
 clients in front, and behind it an upstream that replays real recorded provider responses."""
 from __future__ import annotations
 
-import contextlib
 import gzip
-import hashlib
 import json
 import logging
 import os
-import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +21,11 @@ import pytest
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.errors import InputError
 from prefixguard.store import open_store
 from helpers.faults import MARKER, FaultyAnalyzer
+from helpers.processes import cli_proxy
+from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM, TOOLS, Clock, sha, streamable, tenant_rows
 from helpers.upstream import Upstream
-
-LEGACY = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
-STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy"
-OPENAI_STREAM = "pydantic-ai/test_dbos_test_mcp_tools_not_cached_when_disabled"
-TOOLS = "pydantic-ai/test_tool_search_test_anthropic_custom_callable_round_trip"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
 
 class Env:
     def __init__(self, upstream: Upstream, proxy: ProxyThread, addon: PrefixGuard, clock: Clock, lines: list[str],
@@ -67,20 +48,6 @@ class Env:
         return tenant_rows(self.db, key, n, timeout)
 
 
-def tenant_rows(db: Path, key: str, n: int, timeout: float) -> list[dict[str, Any]]:
-    """The store rows of one tenant, once n of them are written (the analysis runs behind the flow)."""
-    tenant = tenant_of({"x-api-key": key})
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = []
-        with contextlib.suppress(InputError):  # missing, or created but its table not yet written
-            with open_store(db) as store:
-                rows = [r for r in store.rows() if r["tenant"] == tenant]
-        if len(rows) >= n or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.02)
-
-
 @pytest.fixture(scope="module")
 def env(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     recorded = shared_data / "recorded"
@@ -90,16 +57,6 @@ def env(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     with Upstream(recorded) as up:
         with ProxyThread([up.url, f"/openai={up.url}"], addon=addon, store=str(db)) as px:
             yield Env(up, px, addon, clock, lines, db, recorded)
-
-
-def streamable(body: dict[str, Any]) -> dict[str, Any]:
-    """A recorded streaming request for the SDKs' stream() helpers, which set `stream` themselves."""
-    body.pop("stream", None)
-    return body
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # ---- byte identity
@@ -421,32 +378,6 @@ def test_no_secret_in_store_or_console(env: Env) -> None:
     assert not any(key in line for line in env.lines)
     row = next(r for r in env.rows(key, 1))
     assert "beta=true" in row["path"] and row["request"]["metadata"] == {"user_id": "u1"}
-
-
-@contextlib.contextmanager
-def cli_proxy(args: list[str], program: str = "prefixguard", output: list[str] | None = None) -> Iterator[str]:
-    """Run the proxy in a subprocess; yields its URL (the port it printed), stops it with SIGINT. What it
-    printed after it started goes to `output`."""
-    exe = Path(sys.executable).with_name(program)
-    cmd = [str(exe), "proxy", "--port", "0", *args] if program == "prefixguard" else [str(exe), *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"listening (?:on http://|at )([\d.]+:\d+)", line)
-            url = f"http://{found.group(1)}" if found else None
-        assert url, f"{program} did not start"
-        yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=20)
-        assert proc.returncode == 0
-        if output is not None:
-            output += rest.splitlines()
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from prefixguard.engine.llm_engine import LLMEngine
 from prefixguard.engine.server import create_app, serve_in_thread
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from test_proxy_e2e import tenant_rows
+from helpers.proxy import tenant_rows
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from prefixguard.cli import main
-from test_report_capture import CHARTS, chromium, headless, start, stop
+from helpers.browser import CHARTS, headless
+from helpers.processes import start, stop
 
 pytestmark = pytest.mark.slow
 
@@ -92,8 +93,7 @@ def test_report_on_the_proxy_capture(through_proxy: tuple[dict, Path], tmp_path:
     assert js["fields"]["reported_cache_read"] == doc["cache_read"]   # what replay read is what the proxy stored
     assert all(w["ttft_p50"] is not None for w in js["windows"] if w["requests"])
 
-    browser = chromium()
-    dom = headless(browser, tmp_path / "profile", "--dump-dom", html.as_uri())
+    dom = headless(tmp_path / "profile", "--dump-dom", html.as_uri())
     drawn = {m[0]: int(m[1]) for m in re.findall(r'data-chart="([a-z-]+)"[^>]*data-drawn="(\d+)"', dom.stdout)}
     assert set(drawn) == set(CHARTS)
     for name in ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached"):

@@ -5,13 +5,7 @@ terminal, as JSON and as HTML (opened in headless Chromium)."""
 from __future__ import annotations
 
 import json
-import os
-import queue
 import re
-import shutil
-import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -21,46 +15,9 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.sources import cassette_uris
+from helpers.browser import CHARTS, headless
+from helpers.processes import start, stop
 from helpers.upstream import Upstream
-
-CHARTS = ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached", "causes")
-URL = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
-
-
-def start(*args: str, log: list[str] | None = None) -> tuple[subprocess.Popen, str]:
-    """A prefixguard subcommand in its own process; returns it and the URL it says it listens on.
-    Every line it prints is appended to `log` when one is given."""
-    script = Path(sys.executable).with_name("prefixguard")
-    proc = subprocess.Popen([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        for line in proc.stdout:
-            lines.put(line)
-            if log is not None:
-                log.append(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    seen = []
-    while True:
-        try:
-            line = lines.get(timeout=90)
-        except queue.Empty:
-            stop(proc)
-            raise AssertionError(f"{args[0]} did not start: {''.join(seen)}") from None
-        seen.append(line)
-        if m := URL.search(line):
-            return proc, m.group(1)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
 
 def through_proxy(recorded: Path, folders: list[Path], db: Path, *proxy_args: str,
                   log: list[str] | None = None) -> None:
@@ -137,30 +94,6 @@ def test_the_jsonl_export_reports_the_same(capture: Path, tmp_path: Path) -> Non
     assert a == b
 
 
-def chromium() -> str:
-    """Debian's chromium; installed with apt when missing and running as root, within a time bound."""
-    found = shutil.which("chromium") or (os.path.exists("/usr/bin/chromium") and "/usr/bin/chromium")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and this is not root: cannot install it")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:  # a fresh machine's package lists may be empty: update them first
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
-        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        pytest.skip("installing chromium took too long")
-    if not shutil.which("chromium"):
-        pytest.skip("apt-get install chromium failed")
-    return shutil.which("chromium")
-
-
-def headless(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                           "--disable-component-update", "--disable-sync", "--no-first-run",
-                           f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_html_report_is_self_contained_and_its_charts_render(capture: Path, tmp_path: Path) -> None:
     html = tmp_path / "report.html"
     res = CliRunner().invoke(main, ["report", str(capture), "--html", str(html)])
@@ -169,15 +102,14 @@ def test_html_report_is_self_contained_and_its_charts_render(capture: Path, tmp_
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page)     # no external asset
     assert all(f'data-chart="{name}"' in page for name in CHARTS)
 
-    browser = chromium()
-    dom = headless(browser, tmp_path / "profile", "--dump-dom", html.as_uri())
+    dom = headless(tmp_path / "profile", "--dump-dom", html.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     drawn = {m[0]: int(m[1]) for m in re.findall(r'data-chart="([a-z-]+)"[^>]*data-drawn="(\d+)"', dom.stdout)}
     assert set(drawn) == set(CHARTS)          # the page's script ran over every chart
     for name in CHARTS:
         assert drawn[name] > 0, (name, drawn)
     shot = tmp_path / "report.png"
-    headless(browser, tmp_path / "profile", "--window-size=1280,2000", f"--screenshot={shot}", html.as_uri())
+    headless(tmp_path / "profile", "--window-size=1280,2000", f"--screenshot={shot}", html.as_uri())
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 

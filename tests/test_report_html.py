@@ -5,16 +5,14 @@ screenshot that is a real, non-blank PNG of the window's size."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from PIL import Image, ImageStat
 
+from helpers.browser import headless
 from prefixguard.cli import main
 from prefixguard.report.charts import nice_ticks
 from prefixguard.report.html import plain
@@ -24,25 +22,6 @@ from prefixguard.usage import Usage
 CLAUDE_LOGS = Path(__file__).resolve().parent / "data" / "agent_logs" / "claude-code" / "projects"
 T0 = 1_795_000_000.0
 WIDTH, HEIGHT = 1280, 1800
-
-
-def chromium() -> str:
-    """Debian's chromium (`apt-get install -y chromium`). Missing under CI is a failure, not a skip."""
-    found = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
-                  if p and os.path.exists(p)), None)
-    if found is None:
-        message = "chromium is not installed: apt-get install -y chromium"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-def headless(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           "--hide-scrollbars", f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
 
 
 def body(now: str, tools: list[str]) -> str:

@@ -23,7 +23,7 @@ from otlp_receiver import OtlpReceiver
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
 from prefixguard.store import open_store
-from test_proxy_e2e import LEGACY, OPENAI_STREAM, Clock, sha, tenant_rows
+from helpers.proxy import LEGACY, OPENAI_STREAM, Clock, sha, tenant_rows
 from helpers.upstream import Upstream
 
 ROOT = Path(__file__).resolve().parent.parent
