@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.errors import InputError
-from prefixguard.store import Record, Store, check_writable_store, open_store, read_jsonl
+from prefixguard.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
 from prefixguard.usage import Usage
 
 ROW_KEYS = ["id", "ts", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "expected_cached", "tokens_estimated"]
+            "cause", "expected_cached", "tokens_estimated", "degraded"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:
@@ -256,7 +256,7 @@ def test_a_version_1_capture_is_read_as_is_and_upgraded_by_the_writer(tmp_path: 
         rec = record(1)
         rec.tokens_estimated = True
         store.add(rec)
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     with open_store(db) as store:
         assert [(r["id"], r["tokens_estimated"]) for r in store.rows()] == [("old", False), ("f1", True)]
 

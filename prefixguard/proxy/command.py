@@ -17,13 +17,14 @@ from prefixguard.errors import InputError
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port; the real one is printed).")
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
+@click.option("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
+@click.option("--index", metavar="URL", help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
 @click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
 @click.option("--policy", type=click.Choice(["radix", "anthropic", "openai"]),
               help="Cache policy for expectations (default: the provider's, from the API shape and model).")
 @click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
-def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
+def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
           no_headers: bool, policy: str | None, quiet: bool) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
 
@@ -40,10 +41,16 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         except ValueError as err:
             fail(f"--upstream: {err}")
     check_listen(host, port)  # a port in use or a bad --host: one line, exit 2, before anything starts
-    if store is not None:
-        from prefixguard.store import check_writable_store
-        check_writable_store(store)  # a foreign or broken file fails here, before anything listens
-    settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
+    try:
+        if store is not None:
+            from prefixguard.store import check_writable_store
+            check_writable_store(store)  # a foreign or broken file, a server that does not answer: here, before anything listens
+        if index:
+            from prefixguard.state import open_index
+            open_index(index).close()  # the URL's shape and the extra; a Redis down later only degrades verdicts
+    except InputError as err:
+        fail(str(err))
+    settings = {"prefixguard_store": str(store or ""), "prefixguard_index": index or "", "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
                 "prefixguard_policy": policy or ""}
 
@@ -81,15 +88,16 @@ def capture() -> None:
 
 
 @capture.command("export")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
-def export(db: Path) -> None:
-    """Write a capture as JSON lines to stdout (for `lint` sequence mode and `replay`)."""
+@click.argument("db")
+def export(db: str) -> None:
+    """Write a capture (an SQLite file or a postgresql:// URL) as JSON lines to stdout (for `lint`
+    sequence mode and `replay`)."""
     import os
 
-    from prefixguard.store import open_store
+    from prefixguard.store import open_capture
 
     try:
-        with open_store(db) as store:
+        with open_capture(db) as store:
             store.export(sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error

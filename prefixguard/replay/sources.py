@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from prefixguard import tokens
 from prefixguard.errors import InputError
-from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, json_lines, open_store, read_jsonl
+from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, is_capture_url, json_lines, open_capture, read_jsonl
 from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, files, parse_response
 
@@ -58,6 +58,8 @@ class Trace:
 
 def load(path: str | Path) -> Trace:
     """Read any supported trace; raises InputError naming the file on bad input."""
+    if is_capture_url(path):
+        return _capture(Path(str(path)), read_capture(path))
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or folder", str(p))
@@ -83,12 +85,16 @@ def load(path: str | Path) -> Trace:
 
 
 def read_capture(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a capture store (SQLite) or of its JSONL export, oldest first, in the export shape."""
-    p = Path(path)
-    if not p.is_file():
+    """Rows of a capture store (SQLite, or PostgreSQL by URL) or of its JSONL export, oldest first, in the
+    export shape."""
+    if is_capture_url(path):
+        with open_capture(path) as store:
+            rows = list(store.rows())
+        p = store.path
+    elif not (p := Path(path)).is_file():
         raise InputError("no such file", str(p))
-    if _is_sqlite(p):
-        with open_store(p) as store:
+    elif _is_sqlite(p):
+        with open_capture(p) as store:
             rows = list(store.rows())
     else:
         rows = list(read_jsonl(p))

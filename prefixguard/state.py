@@ -1,0 +1,45 @@
+"""What verdicts depend on across requests: the session model, the token scale, and a cache policy per
+provider, kept in this process or in a fleet's shared index (prefixguard/index.py). The proxy's
+analysis holds one; when the shared index cannot be reached it judges with a second, local one."""
+from __future__ import annotations
+
+from typing import Any
+
+from prefixguard.errors import InputError
+from prefixguard.policy import CachePolicy, make_policy, policy_name
+from prefixguard.prompt import Prompt
+from prefixguard.scale import FIT_LIFETIME, TokenScale
+from prefixguard.session import Sessions
+
+INDEX_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def open_index(url: str, prefix: str = "prefixguard:") -> Any:
+    """The shared index at `url` (redis://HOST:PORT/DB). InputError for another kind of URL, or when the
+    fleet extra is not installed."""
+    if not url.startswith(INDEX_SCHEMES):
+        raise InputError(f"--index {url!r}: expected a redis:// URL")
+    try:
+        from prefixguard.redis_index import RedisIndex
+        return RedisIndex(url, prefix)
+    except ImportError:
+        raise InputError("--index needs the redis package: pip install 'prefixguard[fleet]'") from None
+
+
+class State:
+    def __init__(self, shared: Any = None, policy: str | None = None) -> None:
+        self.shared = shared                      # a RedisIndex, or None: everything in this process
+        self.forced_policy = policy
+        self.sessions = Sessions(index=shared.sessions() if shared else None)
+        self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
+        self._policies: dict[str, CachePolicy] = {}
+
+    def policy_for(self, prompt: Prompt) -> CachePolicy:
+        name = self.forced_policy or policy_name(prompt.api, prompt.model)
+        if name not in self._policies:
+            if self.shared is None:
+                self._policies[name] = make_policy(name)
+            else:
+                probe = make_policy(name)  # the contract's longest TTL: the margin entries are kept past their end
+                self._policies[name] = make_policy(name, self.shared.table(f"p:{name}", probe.longest_ttl))
+        return self._policies[name]
