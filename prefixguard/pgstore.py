@@ -117,7 +117,11 @@ class PgStore:
             self._conn = _connect(url)
             self._check_readable()
             return
+        import logging
+
         from psycopg_pool import ConnectionPool
+
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # an outage is said once, by us, not per retry
 
         self.spool_path = Path(spool) if spool else spool_path(url)
         self._spool: Store | None = None
@@ -163,6 +167,7 @@ class PgStore:
                 for rec in batch:
                     self._spooled().add(rec)
             self._handled += len(batch)
+        self._retry_at = 0.0  # closing: one more try, whenever the last failure was
         self._drain()
 
     def _spooled(self) -> Store:

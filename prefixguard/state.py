@@ -4,6 +4,7 @@ analysis holds one; when the shared index cannot be reached it judges with a sec
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from prefixguard.errors import InputError
 from prefixguard.policy import CachePolicy, make_policy, policy_name
@@ -14,11 +15,16 @@ from prefixguard.session import Sessions
 INDEX_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-def open_index(url: str, prefix: str = "prefixguard:") -> Any:
-    """The shared index at `url` (redis://HOST:PORT/DB). InputError for another kind of URL, or when the
-    fleet extra is not installed."""
+def open_index(url: str) -> Any:
+    """The shared index at `url` (redis://HOST:PORT/DB, `?prefix=NAME:` for keys of their own: several
+    fleets, or a test, on one Redis). InputError for another kind of URL, or when the fleet extra is
+    not installed."""
     if not url.startswith(INDEX_SCHEMES):
         raise InputError(f"--index {url!r}: expected a redis:// URL")
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((v for k, v in query if k == "prefix"), "prefixguard:")
+    url = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "prefix"])))
     try:
         from prefixguard.redis_index import RedisIndex
         return RedisIndex(url, prefix)

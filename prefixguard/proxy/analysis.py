@@ -176,6 +176,8 @@ class Analyzer:
     def close(self, _: object = None) -> None:
         if self.store is not None:
             self.store.close()
+        if self._state.shared is not None:
+            self._state.shared.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
         return self._state.policy_for(prompt)
