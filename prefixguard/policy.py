@@ -13,7 +13,6 @@ The proxy's verdicts, the engine server's --cache-policy and replay's sim target
 from __future__ import annotations
 
 import json
-import marshal
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -174,7 +173,11 @@ def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
     """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
     seg = prompt.segments[i]
     text = prompt.text[seg.start:seg.end]
-    out, prev = [], before + marshal.dumps((seg.level, seg.role, seg.header))  # as another role it differs
+    # As another role it differs. JSON, not marshal: marshal's bytes depend on whether a string is
+    # interned and how many refer to it, so equal parts parsed twice (or read back from a fleet's
+    # shared index) could hash apart.
+    opener = json.dumps([seg.level, seg.role, seg.header], ensure_ascii=False, separators=(",", ":"))
+    out, prev = [], before + opener.encode("utf-8", "surrogatepass")
     for k in range(PIECE, len(text) + 1, PIECE):
         prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
         out.append(prev)

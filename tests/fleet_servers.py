@@ -185,3 +185,53 @@ class Forwarder:
             except OSError:
                 pass
             s.close()
+
+
+class Balancer:
+    """A round-robin HTTP load balancer on loopback, as a fleet runs in front of its proxies: request i
+    goes to backends[i % n], whole (these tests' answers are short). `delay`: seconds the upstream
+    (tests/upstream.py) waits before answering, as an LLM does: a proxy hands a flow's end to its
+    analysis within 50 ms, and a real answer takes longer than that."""
+
+    def __init__(self, backends: list[str], delay: float = 0.0) -> None:
+        import http.server
+
+        import httpx
+
+        self.backends, self.count = backends, 0
+        lock = threading.Lock()
+        balancer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                with lock:
+                    backend = balancer.backends[balancer.count % len(balancer.backends)]
+                    balancer.count += 1
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                if delay:
+                    headers["x-upstream-delay"] = str(delay)
+                r = httpx.post(backend + self.path, content=body, headers=headers, timeout=30)
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("content-length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Balancer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -279,6 +279,12 @@ class Analyzer:
             last = resp.chunks[-1][0] if resp.chunks else None
             if output and last is not None and last > first:
                 rec.decode_tps = output / (last - first)
+        if prompt is not None and self._state.shared is not None:
+            # In a fleet the request before this one may have ended on another proxy after this one
+            # began: the final verdict reads the shared index now, when it holds what ended before.
+            def relook(state: State) -> None:
+                flow.expected = state.policy_for(prompt).lookup(state.scale.scaled(prompt), flow.ts, flow.tenant)
+            self._judged(flow, relook)
         if prompt is None:
             rec.cause = flow.skip
         else:
