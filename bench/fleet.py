@@ -54,13 +54,14 @@ def sessions(data: Path = DATA) -> list[tuple[str, Path, Any]]:
     return out
 
 
-def run_session(folder: Path, trace: Any, analyzers: list[Analyzer], times: list[float] | None = None) -> None:
+def run_session(folder: Path, trace: Any, analyzers: list[Analyzer], times: list[float] | None = None,
+                ids: str = "") -> None:
     """The session's requests in order, request i (both its steps) on analyzers[i % len]: a fleet
     whose load balancer sends each request anywhere."""
     for i, req in enumerate(trace.requests):
         body, chunks = _response(folder, req.ref)
         analyzer = analyzers[i % len(analyzers)]
-        flow_id = f"{i}"
+        flow_id = f"{ids}{i}"
         start = time.perf_counter()
         analyzer.request(FlowState(flow_id, 1_000.0 + i, float(i), req.path or "/v1/messages",
                                    body=json.dumps(req.body).encode()))
@@ -112,7 +113,7 @@ def records(found: list[tuple[str, Path, Any]], tmp: Path, copies: int) -> list[
     db = tmp / "rows.db"
     analyzer = Analyzer(store=str(db))
     for n, (_, folder, trace) in enumerate(found):
-        run_session(folder, trace, [analyzer])
+        run_session(folder, trace, [analyzer], ids=f"s{n}-")
     analyzer.close()
     with open_capture(db) as store:
         base = list(store.records())
