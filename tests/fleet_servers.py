@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -191,9 +191,10 @@ class Balancer:
     """A round-robin HTTP load balancer on loopback, as a fleet runs in front of its proxies: request i
     goes to backends[i % n], whole (these tests' answers are short). `delay`: seconds the upstream
     (tests/upstream.py) waits before answering, as an LLM does: a proxy hands a flow's end to its
-    analysis within 50 ms, and a real answer takes longer than that."""
+    analysis within 50 ms, and a real answer takes longer than that. `before(n)`: called before request
+    n goes on (a test waits there for the analysis of the ones before, as seconds-long answers would)."""
 
-    def __init__(self, backends: list[str], delay: float = 0.0) -> None:
+    def __init__(self, backends: list[str], delay: float = 0.0, before: Callable[[int], None] | None = None) -> None:
         import http.server
 
         import httpx
@@ -208,8 +209,11 @@ class Balancer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with lock:
-                    backend = balancer.backends[balancer.count % len(balancer.backends)]
+                    n = balancer.count
+                    backend = balancer.backends[n % len(balancer.backends)]
                     balancer.count += 1
+                if before is not None:
+                    before(n)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 if delay:
                     headers["x-upstream-delay"] = str(delay)

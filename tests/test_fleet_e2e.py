@@ -81,6 +81,11 @@ def fleet(shared_data: Path):
         yield index, store, up
 
 
+def stored_count(store: str) -> int:
+    with open_capture(store) as s:
+        return len(s)
+
+
 def warm(store: str, up: Upstream, proxies: list[str]) -> None:
     """One request through each proxy, stored: their analysis processes are up (a proxy judges in the
     order its analysis runs, and one still starting would judge a session's first request last)."""
@@ -105,11 +110,21 @@ def test_demo_agent_through_two_proxies_is_judged_as_through_one(fleet, tmp_path
     keys = {fixed: f"sk-ant-api03-fleet{int(fixed)}-{'x' * 24}" for fixed in (False, True)}
     lines: list[str] = []
     with proxy(up.url, "--index", index, "--store", store, output=lines) as (a, _), \
-            proxy(up.url, "--index", index, "--store", store, output=lines) as (b, _), \
-            Balancer([a, b], delay=LATENCY_S) as lb:
+            proxy(up.url, "--index", index, "--store", store, output=lines) as (b, _):
         warm(store, up, [a, b])
+        stored = stored_count(store)
+
+        def settled(n: int) -> None:
+            """Request n goes on once the n before it are analysed and stored: a session whose answers
+            take longer than the proxies' analysis lags, whatever the load on this machine."""
+            deadline = time.monotonic() + 30
+            while stored_count(store) < stored + n and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+        lb = Balancer([a, b], delay=LATENCY_S, before=settled).__enter__()
         for fixed, key in keys.items():
             agent(lb.url, key, fixed)
+        lb.__exit__()
         assert lb.count >= 16   # 4 turns per SDK, 2 SDKs, 2 runs
     sent = {fixed: rows_of(store, tenant_of({"x-api-key": key}), 8) for fixed, key in keys.items()}
     single = str(tmp_path / "one.db")
