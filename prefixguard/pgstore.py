@@ -46,9 +46,8 @@ def _pg_columns() -> str:
 
 
 _TEXT = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip() and c.split()[1] == "TEXT")
-_COPY = f"COPY incoming ({', '.join(_NAMES)}) FROM STDIN"
-_MOVE = (f"INSERT INTO flows ({', '.join(_NAMES)}) SELECT {', '.join(_NAMES)} FROM (SELECT DISTINCT ON (id) * "
-         "FROM incoming ORDER BY id, seq) AS once ORDER BY seq ON CONFLICT (id) DO NOTHING")  # in arrival order
+_INSERT = (f"INSERT INTO flows ({', '.join(_NAMES)}) VALUES ({', '.join(['%s'] * len(_NAMES))}) "
+           "ON CONFLICT (id) DO NOTHING")
 
 
 def _values(rec: Record) -> list[Any]:
@@ -190,12 +189,7 @@ class PgStore:
                     migrate(conn)
                     self._migrated = True
                 with conn.transaction(), conn.cursor() as cur:
-                    # COPY into a scratch table, then one insert that skips ids already stored
-                    cur.execute("CREATE TEMP TABLE IF NOT EXISTS incoming (LIKE flows INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
-                    with cur.copy(_COPY) as copy:
-                        for rec in batch:
-                            copy.write_row(_values(rec))
-                    cur.execute(_MOVE)
+                    cur.executemany(_INSERT, [_values(r) for r in batch])
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSError) as err:
             self._retry_at = time.monotonic() + RETRY_S
             if not self._down:
