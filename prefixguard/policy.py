@@ -96,18 +96,20 @@ class CachePolicy:
     def _put(self, key: tuple[str, str, bytes], value: Any) -> None:
         self._entries.put(key, value, self._until(value))
 
+    # What a fleet's shared index needs of a policy (prefixguard/index.py). These defaults work for any
+    # policy, only slower in a fleet: nothing fetched ahead (each key asked for alone), entries kept a day.
     def _until(self, value: Any) -> float:
         """When an entry holding `value` is of no more use (a shared index lets it expire then)."""
-        raise NotImplementedError
+        return float("inf")
 
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         """Every key a step on this prompt may read (fetched at once from a shared index)."""
-        raise NotImplementedError
+        return []
 
     @property
     def longest_ttl(self) -> float:
         """The longest time the contract keeps an entry (inf: no expiry)."""
-        raise NotImplementedError
+        return float("inf")
 
     def keyed_chain(self, prompt: Prompt) -> list[bytes]:
         """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
