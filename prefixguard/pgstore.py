@@ -134,6 +134,7 @@ class PgStore:
         self._pool.open(wait=False)
         self._queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
         self._added = self._handled = 0   # rows queued, rows written or spooled (one writer thread each)
+        self._in_spool = 0                # rows in the spool (the writer thread counts them)
         self._thread = threading.Thread(target=self._write_loop, name="prefixguard-pgstore", daemon=True)
         self._thread.start()
 
@@ -146,6 +147,7 @@ class PgStore:
     def _write_loop(self) -> None:
         if self.spool_path.is_file():
             self._spool = Store(self.spool_path)   # rows an earlier run could not write
+            self._in_spool = len(self._spool)
         done = False
         while not done:
             batch: list[Record] = []
@@ -166,6 +168,7 @@ class PgStore:
             if batch and not self._write(batch):
                 for rec in batch:
                     self._spooled().add(rec)
+                self._in_spool = len(self._spool)  # an id spooled twice is one row
             self._handled += len(batch)
         self._retry_at = 0.0  # closing: one more try, whenever the last failure was
         self._drain()
@@ -225,6 +228,7 @@ class PgStore:
             if not self._write(batch):
                 return
             self._spool.remove([r.id for r in batch])
+            self._in_spool = len(self._spool)
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until what was added so far is written (or spooled)."""
@@ -234,8 +238,8 @@ class PgStore:
 
     @property
     def spooled(self) -> int:
-        """Rows waiting in the spool."""
-        return len(self._spool) if self._spool is not None else 0
+        """Rows waiting in the spool (read from any thread: the spool itself is the writer's)."""
+        return self._in_spool
 
     # ---- reading
     def _check_readable(self) -> None:
