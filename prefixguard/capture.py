@@ -7,16 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from prefixguard.errors import InputError
-from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, open_store, read_jsonl
+from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, is_capture_url, open_capture, read_jsonl
 
 
 def read_capture(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a capture store (SQLite) or of its JSONL export, oldest first, in the export shape."""
-    p = Path(path)
-    if not p.is_file():
+    """Rows of a capture store (SQLite, or a fleet's PostgreSQL by URL) or of its JSONL export, oldest
+    first, in the export shape."""
+    if is_capture_url(path):
+        with open_capture(path) as store:
+            rows = list(store.rows())
+        p = store.path
+    elif not (p := Path(path)).is_file():
         raise InputError("no such file", str(p))
-    if is_sqlite(p):
-        with open_store(p) as store:
+    elif is_sqlite(p):
+        with open_capture(p) as store:
             rows = list(store.rows())
     else:
         rows = list(read_jsonl(p))

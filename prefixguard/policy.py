@@ -13,18 +13,17 @@ The proxy's verdicts, the engine server's --cache-policy and replay's sim target
 from __future__ import annotations
 
 import json
-import marshal
 import threading
-from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import accumulate, takewhile
 from typing import Any
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.contracts import model_contract, provider_contract, provider_for, providers, verdict_rules
+from prefixguard.contracts import provider_contract, provider_for, providers, verdict_rules
 from prefixguard.fingerprint import prefix_length
+from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import LEVELS, Prompt, Segment
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -47,22 +46,27 @@ class CachePolicy:
 
     provider: str
 
-    def __init__(self) -> None:
+    def __init__(self, entries: Table | None = None) -> None:
         table = providers()[self.provider]
         self._invalidates: dict[str, str] = table.get("invalidates", {})
-        self._entries: OrderedDict[tuple[str, str, bytes], Any] = OrderedDict()
+        # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/index.py)
+        self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()
         self._keyed: tuple[list[bytes], list[bytes]] | None = None   # the last prompt keyed: (chain, keyed)
 
     def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
         """What the provider should read now; changes nothing."""
         with self._lock:
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
             return self._plan(prompt, now, tenant, commit=False)
 
     def commit(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
         """lookup, then record this request's reads and writes (refreshing the TTLs it touched)."""
         with self._lock:
-            return self._plan(prompt, now, tenant, commit=True)
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
+            expected = self._plan(prompt, now, tenant, commit=True)
+            self._entries.save()
+            return expected
 
     def observe(self, prompt: Prompt, read: int, now: float, tenant: str = "") -> None:
         """The provider reported reading `read` tokens of this prompt (counted in its tokens): the prefix
@@ -77,7 +81,9 @@ class CachePolicy:
         if last < 0:
             return
         with self._lock:
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
             self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
+            self._entries.save()
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
         raise NotImplementedError
@@ -89,10 +95,22 @@ class CachePolicy:
         return self._entries.get(key)
 
     def _put(self, key: tuple[str, str, bytes], value: Any) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > MAX_ENTRIES:
-            self._entries.popitem(last=False)
+        self._entries.put(key, value, self._until(value))
+
+    # What a fleet's shared index needs of a policy (prefixguard/index.py). These defaults work for any
+    # policy, only slower in a fleet: nothing fetched ahead (each key asked for alone), entries kept a day.
+    def _until(self, value: Any) -> float:
+        """When an entry holding `value` is of no more use (a shared index lets it expire then)."""
+        return float("inf")
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        """Every key a step on this prompt may read (fetched at once from a shared index)."""
+        return []
+
+    @property
+    def longest_ttl(self) -> float:
+        """The longest time the contract keeps an entry (inf: no expiry)."""
+        return float("inf")
 
     def keyed_chain(self, prompt: Prompt) -> list[bytes]:
         """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
@@ -151,7 +169,11 @@ def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
     """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
     seg = prompt.segments[i]
     text = prompt.text[seg.start:seg.end]
-    out, prev = [], before + marshal.dumps((seg.level, seg.role, seg.header))  # as another role it differs
+    # As another role it differs. JSON, not marshal: marshal's bytes depend on whether a string is
+    # interned and how many refer to it, so equal parts parsed twice (or read back from a fleet's
+    # shared index) could hash apart.
+    opener = json.dumps([seg.level, seg.role, seg.header], ensure_ascii=False, separators=(",", ":"))
+    out, prev = [], before + opener.encode("utf-8", "surrogatepass")
     for k in range(PIECE, len(text) + 1, PIECE):
         prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
         out.append(prev)
@@ -161,9 +183,9 @@ def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
 class PrefixPolicy(CachePolicy):
     """Automatic prefix caching: every prefix of a served prompt is cached (OpenAI, radix servers)."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, entries: Table | None = None) -> None:
         self.provider = provider
-        super().__init__()
+        super().__init__(entries)
         table = providers()[provider]
         self.minimum: int = table.get("min_cacheable_tokens", 0)
         self.step: int = max(1, table.get("token_step", 1))
@@ -257,6 +279,21 @@ class PrefixPolicy(CachePolicy):
         for fp in chain[:last + 1]:
             self._put((tenant, prompt.model or "", fp), now)
 
+    def _until(self, value: float) -> float:
+        return value + self.longest_ttl  # value: the entry's last use
+
+    @property
+    def longest_ttl(self) -> float:
+        return max(self.retention.values(), default=float("inf"))
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        chain = self.keyed_chain(prompt)
+        owner = (tenant, prompt.model or "")
+        keys = [(*owner, fp) for fp in chain]
+        for i in range(len(chain)):
+            keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
+        return keys
+
     def _rounded(self, tokens: int) -> int:
         if tokens < max(self.minimum, 1):
             return 0
@@ -274,9 +311,9 @@ class AnthropicPolicy(CachePolicy):
 
     provider = "anthropic"
 
-    def __init__(self, provider: str = "anthropic") -> None:
+    def __init__(self, provider: str = "anthropic", entries: Table | None = None) -> None:
         self.provider = provider  # bedrock: the same contract with its own numbers
-        super().__init__()
+        super().__init__(entries)
         table = providers()[provider]
         self.lookback: int = table["lookback_blocks"]
         self.ttl_seconds: dict[str, float] = table["ttl_seconds"]
@@ -348,6 +385,18 @@ class AnthropicPolicy(CachePolicy):
         if not self._alive(owner, chain[last], now):
             self._touch(owner, chain, last, self.default_ttl, now)
 
+    def _until(self, value: _Entry | float) -> float:
+        return value.expires if isinstance(value, _Entry) else value  # a "k" entry holds its expiry
+
+    @property
+    def longest_ttl(self) -> float:
+        return max(self.ttl_seconds.values())
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        owner = (tenant, prompt.model or "")
+        chain = self.keyed_chain(prompt)
+        return [(*owner, fp) for fp in chain] + [(*owner, b"k" + fp) for fp in chain]
+
     def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
         entry = self._get((*owner, fp))
         return entry is not None and entry.expires > now
@@ -362,16 +411,17 @@ class AnthropicPolicy(CachePolicy):
                 self._put(key, expires)
 
 
-POLICIES = {"radix": lambda: PrefixPolicy("compatible"), "openai": lambda: PrefixPolicy("openai"),
-            "anthropic": AnthropicPolicy, "bedrock": lambda: AnthropicPolicy("bedrock"),
-            "gemini": lambda: PrefixPolicy("gemini")}
+POLICIES = {"radix": lambda t=None: PrefixPolicy("compatible", t), "openai": lambda t=None: PrefixPolicy("openai", t),
+            "anthropic": lambda t=None: AnthropicPolicy("anthropic", t),
+            "bedrock": lambda t=None: AnthropicPolicy("bedrock", t), "gemini": lambda t=None: PrefixPolicy("gemini", t)}
 PER_MODEL_MINIMUM = ("gemini",)  # prefix policies whose minimum is the model's, not the table's
 
 
-def make_policy(name: str) -> CachePolicy:
-    """A fresh policy: "radix" (any cached prefix), "anthropic" or "openai"."""
+def make_policy(name: str, entries: Table | None = None) -> CachePolicy:
+    """A fresh policy: "radix" (any cached prefix), "anthropic" or "openai"; its entries in `entries`
+    (a fleet's shared index), else in this process."""
     try:
-        return POLICIES[name]()
+        return POLICIES[name](entries)
     except KeyError:
         raise ValueError(f"unknown cache policy {name!r} (one of {', '.join(POLICIES)})") from None
 
@@ -386,8 +436,9 @@ class Policies:
     """One policy state per contract, made on first use: what the proxy, the engine server and replay
     each keep. `chosen` auto (or None) judges a request by its own provider's contract."""
 
-    def __init__(self) -> None:
+    def __init__(self, table: Callable[[str, float], Table] | None = None) -> None:
         self._made: dict[str, CachePolicy] = {}
+        self._table = table   # a fleet's shared table for a policy's entries (name, lifetime), else in-process
 
     def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True) -> CachePolicy | None:
         """The state for this request; with radix=False, None for the radix policy (the caller keeps a
@@ -396,5 +447,7 @@ class Policies:
         if name == "radix" and not radix:
             return None
         if name not in self._made:
-            self._made[name] = make_policy(name)
+            # kept past their end by the contract's longest TTL: the margin a shared table needs
+            entries = self._table(f"p:{name}", make_policy(name).longest_ttl) if self._table else None
+            self._made[name] = make_policy(name, entries)
         return self._made[name]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 
@@ -25,9 +26,14 @@ class _Fit:
     unseen: int         # tokens it counts that the body does not show
 
 
+FIT_LIFETIME = 86_400.0  # a fit kept in a shared index outlives a day of silence from its model: refit then
+
+
 class TokenScale:
-    def __init__(self) -> None:
-        self._fit: dict[str | None, _Fit] = {}   # per model
+    """fits: where the fit of each model is kept (a fleet's shared index, prefixguard/index.py), else here."""
+
+    def __init__(self, fits: Table | None = None) -> None:
+        self._fit: Table = fits if fits is not None else LocalTable(1 << 16)   # per model
 
     def learn(self, prompt: Prompt, usage: Usage) -> None:
         """Fit the scale to a request whose usage reported its prompt total."""
@@ -36,10 +42,12 @@ class TokenScale:
         if ours <= 0 or theirs <= 0:
             return
         ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-        self._fit[prompt.model] = _Fit(ratio, max(0, round(theirs - ratio * ours)))
+        self._fit.put(prompt.model, _Fit(ratio, max(0, round(theirs - ratio * ours))), FIT_LIFETIME)
+        self._fit.save()
 
     def scaled(self, prompt: Prompt) -> Prompt:
         """The prompt with segment token counts in the provider's tokens (approximately)."""
+        self._fit.load(lambda: [prompt.model], 0.0)  # fits count their lifetime from 0: they need no clock
         fit = self._fit.get(prompt.model)
         if fit is None or not prompt.segments:
             return prompt

@@ -13,14 +13,15 @@ conversation. The proxy, lint's sequence mode and the report all ask it; none ke
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from xxhash import xxh3_64_digest
 
 from prefixguard.classify import messages
 from prefixguard.compare import Comparison, compare
 from prefixguard.contracts import provider_for
-from prefixguard.fingerprint import PrefixIndex
+from prefixguard.index import LocalSessions, SessionIndex, TenantView
 from prefixguard.prompt import Prompt
 from prefixguard.volatile import find_volatile
 
@@ -53,53 +54,48 @@ class _Seen:
     prompt: Prompt
     item: Any
     ts: float | None
-    parts: frozenset[bytes] = field(default_factory=frozenset)  # fingerprint key of each segment
+    parts: frozenset[bytes] = field(default_factory=frozenset)  # a hash of each segment's fingerprint key
 
 
-@dataclass(slots=True)
-class _Tenant:
-    index: PrefixIndex                     # every model's requests
-    recent: deque[_Seen]
-    by_model: dict[str | None, PrefixIndex] = field(default_factory=dict)
+def parts_of(prompt: Prompt) -> frozenset[bytes]:
+    """Each segment's key, hashed (as small as a fingerprint, so a shared index can hold it)."""
+    return frozenset(xxh3_64_digest(s.key) for s in prompt.segments)
 
 
 class Sessions:
-    def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT) -> None:
+    """index: where the requests seen are kept (prefixguard/index.py); in this process by default."""
+
+    def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT,
+                 index: SessionIndex | None = None) -> None:
         self.keep, self.tenants, self.recent = keep, tenants, recent
-        self._tenants: OrderedDict[tuple[str, str], _Tenant] = OrderedDict()
+        self.index: SessionIndex = index or LocalSessions(keep, tenants, recent)
 
     def observe(self, prompt: Prompt, item: Any = None, tenant: str = "", ts: float | None = None) -> Match:
         """Compare with the best earlier request of the tenant, then remember this one under `item`.
         ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
         key = (tenant, provider_for(prompt.api, prompt.model))  # a cache lives at one provider
-        state = self._tenants.pop(key, None) or _Tenant(PrefixIndex(self.keep), deque(maxlen=self.recent))
-        self._tenants[key] = state
-        while len(self._tenants) > self.tenants:
-            self._tenants.popitem(last=False)
-        seen = _Seen(prompt, item, ts, frozenset(s.key for s in prompt.segments))
+        seen = _Seen(prompt, item, ts, parts_of(prompt))
         match = Match()
-        best = self._best(state, seen)
+        view = self.index.view(key, prompt.chain, prompt.model)
+        best = self._best(view, seen) if view is not None else None
         if best is not None:
             elapsed = ts - best.ts if ts is not None and best.ts is not None else None
             cmp = compare(best.prompt, prompt, elapsed=elapsed)
             match = Match(best.item, best.prompt, cmp, new_conversation(best.prompt, prompt, cmp))
-        state.index.add(prompt.chain, seen)
-        state.by_model.setdefault(prompt.model, PrefixIndex(self.keep)).add(prompt.chain, seen)
-        state.recent.append(seen)
+        self.index.add(key, prompt.chain, prompt.model, seen)
         return match
 
     @staticmethod
-    def _best(state: _Tenant, seen: _Seen) -> _Seen | None:
-        if not state.recent:
-            return None
-        shared, best = state.index.longest(seen.prompt.chain)
-        own = state.by_model.get(seen.prompt.model)
-        if own is not None and best is not None and best.prompt.model != seen.prompt.model:
-            own_shared, own_best = own.longest(seen.prompt.chain)
-            if own_shared >= shared:  # as much in common with a request of its own model: that cache
+    def _best(view: TenantView, seen: _Seen) -> _Seen | None:
+        model = seen.prompt.model
+        shared, best = view.longest(any_model=True)
+        if best is not None and best.prompt.model != model:
+            own_shared, own_best = view.longest(model)
+            if own_best is not None and own_shared >= shared:  # as much in common with a request of its own model: that cache
                 best = own_best
         if best is None:  # most parts in common; the latest on ties
-            best = max(reversed(state.recent), key=lambda e: len(e.parts & seen.parts))
+            recent = view.recent()
+            best = max(reversed(recent), key=lambda e: len(e.parts & seen.parts)) if recent else None
         return best
 
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
 
-SCHEMA_VERSION = 3   # 2: tokens_estimated; 3: diagnosis
+SCHEMA_VERSION = 4   # 2: tokens_estimated; 3: diagnosis; 4: degraded
 SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # file names taken as SQLite whatever they hold
 
@@ -33,7 +33,7 @@ _COLUMNS = """
     uncached INTEGER, output INTEGER, reported INTEGER, ttft_s REAL, decode_tps REAL, total_s REAL,
     verdict TEXT, cause TEXT, expected_cached INTEGER, expected_reason TEXT, previous_id TEXT,
     reprefill_tokens INTEGER, cost_usd REAL, detail TEXT, tokens_estimated INTEGER NOT NULL DEFAULT 0,
-    diagnosis TEXT
+    diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0
 """
 
 
@@ -69,6 +69,7 @@ class Record:
     detail: str | None = None
     tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
     diagnosis: str | None = None           # the provider's own cache diagnosis and our agreement with it (JSON)
+    degraded: bool = False                 # judged without the fleet's shared index (it was down)
 
     def row(self) -> dict[str, Any]:
         """The export shape (JSON lines) that lint's sequence mode and replay read."""
@@ -85,7 +86,7 @@ class Record:
                       "reported": u.reported},
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": self.verdict, "cause": self.cause, "expected_cached": self.expected_cached,
-            "tokens_estimated": self.tokens_estimated,
+            "tokens_estimated": self.tokens_estimated, "degraded": self.degraded,
             "diagnosis": _json_or_none(self.diagnosis),
             # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
             "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,
@@ -96,7 +97,8 @@ class Record:
 _USAGE = tuple(f.name for f in fields(Usage))
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
 _ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0",   # columns a version-1 file lacks
-          "diagnosis": "TEXT"}                              # and a version-2 one
+          "diagnosis": "TEXT",                              # and a version-2 one
+          "degraded": "INTEGER NOT NULL DEFAULT 0"}         # and a version-3 one
 
 
 def _json_or_none(text: str | None) -> Any:
@@ -112,6 +114,7 @@ def _flat(rec: Record) -> dict[str, Any]:
     out["segments"] = json.dumps(rec.segments)
     out["reported"] = int(rec.usage.reported)
     out["tokens_estimated"] = int(rec.tokens_estimated)
+    out["degraded"] = int(rec.degraded)
     return out
 
 
@@ -134,6 +137,7 @@ def _record(row: sqlite3.Row) -> Record:
         raise InputError(f"row {data.get('id')!r}: column segments is not JSON") from None
     data["fingerprints"] = data["fingerprints"] or b""
     data["tokens_estimated"] = bool(data.get("tokens_estimated"))
+    data["degraded"] = bool(data.get("degraded"))
     return Record(usage=usage, **data)
 
 
@@ -238,6 +242,11 @@ class Store:
         with self._db:  # BEGIN ... COMMIT
             self._db.execute(sql, [row[n] for n in _NAMES])
 
+    def remove(self, ids: list[str]) -> None:
+        """Delete these flows (a spool, once they are in the fleet's store)."""
+        with self._db:
+            self._db.executemany("DELETE FROM flows WHERE id = ?", [(i,) for i in ids])
+
     def records(self) -> Iterator[Record]:
         """Every flow in arrival order."""
         try:
@@ -274,6 +283,23 @@ class Store:
         self.close()
 
 
+def is_capture_url(target: str | Path) -> bool:
+    """A PostgreSQL capture store's URL rather than a file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def open_capture(target: str | Path, *, create: bool = False) -> Any:
+    """THE opener of a capture store for every reader and writer: a postgresql:// URL (the fleet's
+    store, prefixguard/pgstore.py) or a SQLite file. Both give add, records, rows, export, len, close."""
+    if is_capture_url(target):
+        try:
+            from prefixguard.pgstore import PgStore
+        except ImportError:
+            raise InputError("a postgresql:// store needs psycopg: pip install 'prefixguard[fleet]'") from None
+        return PgStore(str(target), create=create)
+    return Store(target, create=create)
+
+
 def open_store(path: str | Path, *, create: bool = False) -> Store:
     """Open a capture file: read-only, or for writing (creating it) with create=True.
     Raises InputError naming the file when it is not a prefixguard capture (or cannot be written)."""
@@ -283,7 +309,12 @@ def open_store(path: str | Path, *, create: bool = False) -> Store:
 def check_writable_store(path: str | Path) -> None:
     """Raise InputError now, not at the first flow, when `path` cannot be the proxy's --store: a
     directory, a file that is not SQLite, another program's SQLite file, or no permission. A new or
-    empty file gets the capture table (what the proxy would do at its first flow)."""
+    empty file gets the capture table (what the proxy would do at its first flow). A postgresql:// URL:
+    the server must answer, and gets the table."""
+    if is_capture_url(path):
+        from prefixguard.pgstore import check_server
+        check_server(str(path))
+        return
     Store(path, create=True).close()
 
 

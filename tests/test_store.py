@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.errors import InputError
-from prefixguard.store import Record, Store, check_writable_store, open_store, read_jsonl
+from prefixguard.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
 from prefixguard.usage import Usage
 
 ROW_KEYS = ["id", "ts", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "expected_cached", "tokens_estimated", "diagnosis", "upstream", "detail", "reprefill_tokens",
-            "cost_usd"]
+            "cause", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
+            "reprefill_tokens", "cost_usd"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:
@@ -257,7 +257,7 @@ def test_a_version_1_capture_is_read_as_is_and_upgraded_by_the_writer(tmp_path: 
         rec = record(1)
         rec.tokens_estimated = True
         store.add(rec)
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     with open_store(db) as store:
         assert [(r["id"], r["tokens_estimated"]) for r in store.rows()] == [("old", False), ("f1", True)]
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -18,7 +17,8 @@ from prefixguard.errors import InputError
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port; the real one is printed).")
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="SQLite capture file to write.")
+@click.option("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
+@click.option("--index", metavar="URL", help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
 @click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
 @policy_option("auto")
@@ -31,7 +31,7 @@ from prefixguard.errors import InputError
               help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
-def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, no_bodies: bool,
+def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
           no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool, otlp_endpoint: str | None = None,
           metrics_port: int | None = None) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
@@ -54,10 +54,16 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: Path | None, 
         check_listen(host, metrics_port)
     if otlp_endpoint:
         _check_telemetry(otlp_endpoint)
-    if store is not None:
-        from prefixguard.store import check_writable_store
-        check_writable_store(store)  # a foreign or broken file fails here, before anything listens
-    settings = {"prefixguard_store": str(store or ""), "prefixguard_bodies": not no_bodies,
+    try:
+        if store is not None:
+            from prefixguard.store import check_writable_store
+            check_writable_store(store)  # a foreign or broken file, a server that does not answer: here, before anything listens
+        if index:
+            from prefixguard.state import open_index
+            open_index(index).close()  # the URL's shape and the extra; a Redis down later only degrades verdicts
+    except InputError as err:
+        fail(str(err))
+    settings = {"prefixguard_store": str(store or ""), "prefixguard_index": index or "", "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
                 "prefixguard_policy": "" if policy == "auto" else policy,  # auto: each provider's own
                 "prefixguard_diagnostics": ask_diagnostics, "prefixguard_otlp_endpoint": otlp_endpoint or "",
@@ -109,19 +115,20 @@ def capture() -> None:
 
 
 @capture.command("export")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db")
 @output_format(("jsonl", "otlp-json"), "jsonl",
                help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
                    "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
-def export(db: Path, fmt: str) -> None:
-    """Write a capture to stdout, as JSON lines or as OpenTelemetry spans."""
+def export(db: str, fmt: str) -> None:
+    """Write a capture (an SQLite file or a postgresql:// URL) to stdout, as JSON lines or as OpenTelemetry
+    spans."""
     import json
     import os
 
-    from prefixguard.store import open_store
+    from prefixguard.store import open_capture
 
     try:
-        with open_store(db) as store:
+        with open_capture(db) as store:
             if fmt == "otlp-json":
                 from prefixguard.telemetry.spans import otlp_json
                 sys.stdout.write(json.dumps(otlp_json(store.records()), separators=(",", ":")) + "\n")

@@ -25,6 +25,7 @@ from prefixguard.lint.position import Document, Locator, string_offset
 from prefixguard.lint.sequence import SequenceMode
 from prefixguard.prompt import Prompt
 from prefixguard.session import Match
+from prefixguard.store import is_capture_url, open_capture
 from prefixguard.wire import MAX_BYTES, parse_request
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -66,7 +67,7 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
     out: list[str] = []
     empty: list[str] = []
     for arg in args:
-        if arg == STDIN or os.path.isfile(arg):
+        if arg == STDIN or os.path.isfile(arg) or is_capture_url(arg):
             out.append(arg)
             continue
         if os.path.lexists(arg) and not os.path.isdir(arg):
@@ -147,11 +148,12 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
 
 
 def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool = True) -> None:
-    path = None if name == STDIN else Path(name)
-    text = _read(name)
+    url = is_capture_url(name)  # a fleet's capture store: its rows, exported, in sequence mode
+    path = None if name == STDIN or url else Path(name)
+    text = _export(name) if url else _read(name)
     codes = settings.codes_for(path)
-    relpath = settings.relative(path) if path else STDIN
-    jsonl = (path is not None and SUFFIXES.get(path.suffix) == "jsonl") or (path is None and _looks_jsonl(text))
+    relpath = name if url else settings.relative(path) if path else STDIN
+    jsonl = url or (path is not None and SUFFIXES.get(path.suffix) == "jsonl") or (path is None and _looks_jsonl(text))
     if not jsonl:
         prompt = parse_request(text, source=name, count_tokens=count_tokens)
         result.requests += 1
@@ -174,6 +176,16 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         match, hits = sequence.add(prompt, line_no, tenant)
         hits = check_prompt(prompt, codes, settings.extra_patterns, match) + hits
         result.findings.extend(place(h) for h in hits)
+
+
+def _export(url: str) -> str:
+    """A capture store's rows as the JSON lines `capture export` writes."""
+    import io
+
+    out = io.StringIO()
+    with open_capture(url) as store:
+        store.export(out)
+    return out.getvalue()
 
 
 def _read(name: str) -> str:

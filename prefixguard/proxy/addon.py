@@ -52,7 +52,7 @@ MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows 
 # than this (every real LLM call); a flow's end: nothing waits for it.
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
-OPTIONS = ("prefixguard_store", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
+OPTIONS = ("prefixguard_store", "prefixguard_index", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
            "prefixguard_policy", "prefixguard_upstreams", "prefixguard_diagnostics", "prefixguard_otlp_endpoint",
            "prefixguard_metrics_port", "prefixguard_metrics_host")
 
@@ -116,7 +116,7 @@ def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -
 
 
 class PrefixGuard:
-    """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_bodies,
+    """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_index, prefixguard_bodies,
     prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
 
     `clock` gives the wall time that TTLs count in (tests inject their own); `console` takes each
@@ -138,7 +138,8 @@ class PrefixGuard:
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
-        loader.add_option("prefixguard_store", str, "", "SQLite capture file (empty: none).")
+        loader.add_option("prefixguard_store", str, "", "Capture store: SQLite file or postgresql:// URL (empty: none).")
+        loader.add_option("prefixguard_index", str, "", "Shared session index of a fleet: redis:// URL (empty: in process).")
         loader.add_option("prefixguard_bodies", bool, True, "Store redacted request bodies (else fingerprints only).")
         loader.add_option("prefixguard_headers", bool, True, "Add x-prefixguard-* response headers.")
         loader.add_option("prefixguard_quiet", bool, False, "No console line per request.")
@@ -161,7 +162,8 @@ class PrefixGuard:
         self.headers, self.quiet = opts.prefixguard_headers, opts.prefixguard_quiet
         if opts.prefixguard_diagnostics != (self.asker is not None):
             self.asker = Asker() if opts.prefixguard_diagnostics else None
-        settings = {"store": opts.prefixguard_store or None, "bodies": opts.prefixguard_bodies,
+        settings = {"store": opts.prefixguard_store or None, "index": opts.prefixguard_index or None,
+                    "bodies": opts.prefixguard_bodies,
                     "policy": opts.prefixguard_policy or None}
         if opts.prefixguard_otlp_endpoint:  # telemetry runs in the analysis process, like everything else
             settings["otlp_endpoint"] = opts.prefixguard_otlp_endpoint

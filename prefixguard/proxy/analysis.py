@@ -15,21 +15,21 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from prefixguard import tokens
 from prefixguard.compare import Comparison
 from prefixguard.diagnosis import Diagnosis, agreement, as_row
 from prefixguard.errors import InputError, TooLarge
-from prefixguard.policy import CachePolicy, Expected, Policies
+from prefixguard.index import IndexDown
+from prefixguard.policy import CachePolicy, Expected
 from prefixguard.prompt import Prompt
 from prefixguard import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
 from prefixguard.proxy.tap import read_stream
-from prefixguard.scale import TokenScale
-from prefixguard.session import Sessions
-from prefixguard.store import Record, Store
+from prefixguard.state import State, open_index
+from prefixguard.store import Record, open_capture
 from prefixguard.usage import Usage
 from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response
 
@@ -58,6 +58,7 @@ class FlowState:
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
+    degraded: bool = False             # judged by this process's index: the fleet's shared one was down
 
     def read_transport(self) -> str | None:
         """Headers -> tenant, secrets, parse headers; path redacted; body decoded. Returns the
@@ -148,6 +149,8 @@ def _line(rec: Record) -> str:
         parts.append(f"ttft {rec.ttft_s:.3f}s")
     if rec.decode_tps is not None:
         parts.append(f"{rec.decode_tps:.1f} tok/s")
+    if rec.degraded:
+        parts.append("degraded")
     if rec.total_s is not None:
         parts.append(f"total {rec.total_s:.3f}s")
     said = diagnosis_said(rec)
@@ -170,8 +173,10 @@ class Analyzer:
 
     def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None,
                  otlp_endpoint: str | None = None, metrics_port: int | None = None,
-                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy") -> None:
-        self.store = Store(store) if store else None
+                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy", index: str | None = None) -> None:
+        """store: a capture file, or a postgresql:// URL; index: a fleet's shared session index
+        (redis:// URL), else this process keeps it."""
+        self.store = open_capture(store, create=True) if store else None
         self.telemetry = None
         if otlp_endpoint or metrics_port is not None:  # spans and metrics of each record, beside the store
             from prefixguard.telemetry.sink import Telemetry
@@ -179,9 +184,8 @@ class Analyzer:
                                        metrics_host=metrics_host, service=service)
         self.bodies = bodies
         self.forced_policy = policy
-        self._policies = Policies()
-        self._scale = TokenScale()
-        self._sessions = Sessions()
+        self._state = State(open_index(index) if index else None, policy)
+        self._local: State | None = None   # the fallback while the shared index is down
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
 
     def warm(self, _: object = None) -> None:
@@ -197,9 +201,23 @@ class Analyzer:
             self.store.close()
         if self.telemetry is not None:
             self.telemetry.close()
+        if self._state.shared is not None:
+            self._state.shared.close()
 
     def policy_for(self, prompt: Prompt) -> CachePolicy:
-        return self._policies.get(self.forced_policy, prompt.api, prompt.model)
+        return self._state.policy_for(prompt)
+
+    def _judged(self, flow: FlowState, step: Callable[[State], None]) -> None:
+        """step(state) with the shared state; with the local one when the shared index is down (the
+        flow is then marked degraded, and stays judged locally to its end)."""
+        if not flow.degraded:
+            try:
+                return step(self._state)
+            except IndexDown:
+                flow.degraded = True
+        if self._local is None:
+            self._local = State(None, self.forced_policy)
+        step(self._local)
 
     # ---- step 1
     def request(self, flow: FlowState) -> Early | None:
@@ -219,11 +237,13 @@ class Analyzer:
                 flow.skip = f"not analysed: too large ({why})"
             return None
         flow.prompt = prompt
-        match = self._sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
-        flow.previous_id = match.earlier
-        flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-        scaled = self._scale.scaled(prompt)
-        flow.expected = self.policy_for(prompt).lookup(scaled, flow.ts, flow.tenant)
+
+        def judge(state: State) -> None:
+            match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
+            flow.previous_id = match.earlier
+            flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
+            flow.expected = state.policy_for(prompt).lookup(state.scale.scaled(prompt), flow.ts, flow.tenant)
+        self._judged(flow, judge)
         early = verdicts.early(flow.expected, flow.comparison)
         return Early(early.verdict.value, early.cause, flow.expected.cache_read)  # plain str for marshal
 
@@ -292,6 +312,12 @@ class Analyzer:
             last = resp.chunks[-1][0] if resp.chunks else None
             if output and last is not None and last > first:
                 rec.decode_tps = output / (last - first)
+        if prompt is not None and self._state.shared is not None:
+            # In a fleet the request before this one may have ended on another proxy after this one
+            # began: the final verdict reads the shared index now, when it holds what ended before.
+            def relook(state: State) -> None:
+                flow.expected = state.policy_for(prompt).lookup(state.scale.scaled(prompt), flow.ts, flow.tenant)
+            self._judged(flow, relook)
         if prompt is None:
             rec.cause = flow.skip
         else:
@@ -307,10 +333,13 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            self._scale.learn(prompt, usage)
-            scaled, policy = self._scale.scaled(prompt), self.policy_for(prompt)
-            policy.commit(scaled, flow.ts, flow.tenant)
-            policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
+            def learn(state: State) -> None:
+                state.scale.learn(prompt, usage)
+                scaled, policy = state.scale.scaled(prompt), state.policy_for(prompt)
+                policy.commit(scaled, flow.ts, flow.tenant)
+                policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
+            self._judged(flow, learn)
+        rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
             self.store.add(rec)

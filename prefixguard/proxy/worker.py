@@ -265,13 +265,21 @@ def main() -> None:
         elif to == REPORT:
             _answer(reports, ("line", result))
         elif to == PRINT:
-            print(result, file=sys.stderr, flush=True)
+            try:
+                print(result, file=sys.stderr, flush=True)
+            except BrokenPipeError:  # the console is gone with the proxy
+                pass
     analyzer.close()
 
 
 def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:
-    out.write(b"".join(_frame(marshal.dumps(message))))
-    out.flush()
+    """Send to the proxy; nothing when it is gone (killed): what it sent before is still analysed and
+    stored, up to the end of our input."""
+    try:
+        out.write(b"".join(_frame(marshal.dumps(message))))
+        out.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: already failed once, and closed
+        pass
 
 
 def _lower_priority() -> None:

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.capture import check_row, is_sqlite, read_capture
-from prefixguard.store import json_lines
+from prefixguard.store import is_capture_url, json_lines
 from prefixguard.usage import Usage
 from prefixguard.wire import detect_api, files, gemini, parse_response
 
@@ -59,6 +59,8 @@ class Trace:
 
 def load(path: str | Path) -> Trace:
     """Read any supported trace; raises InputError naming the file on bad input."""
+    if is_capture_url(path):
+        return _capture(Path(str(path)), read_capture(path))
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or folder", str(p))

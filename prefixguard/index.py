@@ -1,0 +1,124 @@
+"""Where the session model, the cache policies and the token scale keep what they remember between
+requests. Two backends implement the same small interface:
+- in this process (the default, below): exact, bounded, gone when the process ends;
+- Redis (prefixguard/redis_index.py): shared by every proxy of a fleet, so a session whose requests land
+  on different proxies is judged as if one proxy had seen it all.
+The session logic (prefixguard/session.py) and the policies (prefixguard/policy.py) ask only these
+operations, so both backends give the same verdicts.
+
+- `SessionIndex`: per (tenant, provider), the requests seen: a longest-prefix lookup over their
+  fingerprint chains (over all models, or one model's), the latest ones, and adding one.
+- `Table`: a key -> value map with a lifetime per value (the cache policies' entries, the token scale's
+  fits). `load(keys, now)` announces the keys a step may read (a function listing them), so a remote backend fetches them in one
+  round trip; `save()` ends the step (a remote backend writes what was put, in one round trip).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Protocol
+
+from prefixguard.fingerprint import PrefixIndex
+
+
+class IndexDown(Exception):
+    """The shared index cannot be reached now: the caller judges with its local index instead."""
+
+
+class TenantView(Protocol):
+    """What one lookup needs of a tenant's requests, read once."""
+
+    def longest(self, model: str | None = None, *, any_model: bool = False) -> tuple[int, Any | None]:
+        """(leading segments shared with the best earlier chain, its entry): over every model's
+        requests (any_model), else over `model`'s alone; the most recent on ties."""
+
+    def recent(self) -> list[Any]:
+        """The latest entries, oldest first."""
+
+
+class SessionIndex(Protocol):
+    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+        """The tenant's requests as they stand (None when it has none)."""
+
+    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+        """Remember a request (`entry` is the session model's record of it)."""
+
+
+class _Tenant:
+    __slots__ = ("index", "recent_", "by_model", "keep", "_chain")
+
+    def __init__(self, keep: int, recent: int) -> None:
+        self.keep = keep
+        self._chain: list[bytes] = []                # the chain being looked up
+        self.index = PrefixIndex(keep)               # every model's requests
+        self.recent_: deque[Any] = deque(maxlen=recent)
+        self.by_model: dict[str | None, PrefixIndex] = {}
+
+    def longest(self, model: str | None = None, *, any_model: bool = False) -> tuple[int, Any | None]:
+        if any_model:
+            return self.index.longest(self._chain)
+        own = self.by_model.get(model)
+        return own.longest(self._chain) if own is not None else (0, None)
+
+    def recent(self) -> list[Any]:
+        return list(self.recent_)
+
+
+class LocalSessions:
+    """The in-process session index: `keep` requests per tenant, `tenants` tenants (least recently
+    active first out)."""
+
+    def __init__(self, keep: int, tenants: int, recent: int) -> None:
+        self.keep, self.tenants, self.recent = keep, tenants, recent
+        self._tenants: OrderedDict[tuple[str, str], _Tenant] = OrderedDict()
+
+    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+        state = self._tenants.pop(key, None) or _Tenant(self.keep, self.recent)
+        self._tenants[key] = state
+        while len(self._tenants) > self.tenants:
+            self._tenants.popitem(last=False)
+        if not state.recent_:
+            return None
+        state._chain = chain
+        return state
+
+    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+        state = self._tenants.get(key)
+        if state is None:
+            state = self._tenants[key] = _Tenant(self.keep, self.recent)
+        state.index.add(chain, entry)
+        state.by_model.setdefault(model, PrefixIndex(self.keep)).add(chain, entry)
+        state.recent_.append(entry)
+
+
+class Table(Protocol):
+    def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None: ...
+    def get(self, key: Hashable) -> Any: ...
+    def put(self, key: Hashable, value: Any, until: float) -> None: ...
+    def save(self) -> None: ...
+
+
+class LocalTable:
+    """An LRU map bounded to `size` entries; lifetimes are left to the reader (it compares times)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None:
+        pass  # everything is here already: the keys are not even listed
+
+    def get(self, key: Hashable) -> Any:
+        return self._entries.get(key)
+
+    def put(self, key: Hashable, value: Any, until: float) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def save(self) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,291 @@
+"""The fleet's shared index in Redis: the session model's requests, the cache policies' entries and the
+token scale's fits, so that many proxies judge a session as one proxy would (prefixguard/index.py).
+
+Layout (every key under one prefix; `{tag}` is a hash of tenant and provider, a Redis Cluster hash tag
+that keeps one tenant's keys on one node so that each step stays one pipelined round trip):
+- `<prefix>s{tag}:fp` (hash: fingerprint -> entry id, the latest request holding that prefix, all
+  models), `<prefix>s{tag}:fp:<model hash>` (one model's), `<prefix>s{tag}:recent` (list of the latest
+  entry ids), `<prefix>s{tag}:e:<id>` (the request: its prompt as compressed JSON, item, time);
+- `<prefix>p:<policy>{tag}<fingerprint>`: one policy entry; `<prefix>scale:<model>`: one fit.
+Every key expires: a session's with the provider's longest cache TTL plus as much again (so a request
+after an expiry is still named `ttl_expired`, as in one process), a policy entry when the provider drops
+it plus that margin. Nothing is kept past what the provider could still serve from its cache.
+
+Prompts are stored as JSON (never pickle: whoever can write to Redis must not run code in the proxy).
+The proxy's analysis process is the only user: never the request path. When Redis cannot be reached,
+every call raises IndexDown at once for RETRY_S seconds (the analysis judges with its local index
+meanwhile, and says so once on the console).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from xxhash import xxh3_64_hexdigest
+
+from prefixguard.contracts import providers
+from prefixguard.index import IndexDown, TenantView
+from prefixguard.prompt import Prompt, Segment
+
+RETRY_S = 5.0            # after a failure, Redis is tried again this much later
+TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
+NO_EXPIRY_S = 86_400.0   # lifetime of state under a contract without expiry (radix servers)
+KEEP_DECODED = 512       # requests kept decoded in this process (the ones it wrote or read lately)
+
+
+def _lifetime(provider: str) -> float:
+    """How long a tenant's session state is kept: the provider's longest TTL, twice."""
+    table = providers().get(provider, {})
+    ttls = list((table.get("ttl_seconds") or table.get("retention_seconds") or {}).values())
+    return 2 * max(ttls) if ttls else NO_EXPIRY_S
+
+
+class RedisIndex:
+    """A connection to the shared index. `url`: redis://HOST:PORT/DB; `prefix`: the keys' namespace."""
+
+    def __init__(self, url: str, prefix: str = "prefixguard:", warn: Callable[[str], None] | None = None) -> None:
+        import redis  # the fleet extra: only a proxy given --index needs it
+
+        self.url, self.prefix = url, prefix.encode()
+        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
+                                           health_check_interval=0)
+        self._errors = (redis.RedisError, OSError)
+        self._down_until = 0.0
+        self._warned = False
+        self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.decoded: OrderedDict[bytes, Any] = OrderedDict()   # entry id -> decoded request
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """fn() against Redis; IndexDown when it fails (and for RETRY_S after, without trying)."""
+        if time.monotonic() < self._down_until:
+            raise IndexDown(self.url)
+        try:
+            out = fn()
+        except self._errors as err:
+            self._down_until = time.monotonic() + RETRY_S
+            if not self._warned:
+                self._warned = True
+                self.warn(f"prefixguard warning: session index {self.url} unreachable ({type(err).__name__}: "
+                          f"{err}); verdicts use this proxy's own index, marked degraded, until it is back")
+            raise IndexDown(self.url) from None
+        if self._warned:
+            self._warned = False
+            self.warn(f"prefixguard: session index {self.url} is back")
+        return out
+
+    def sessions(self) -> RedisSessions:
+        return RedisSessions(self)
+
+    def table(self, name: str, margin: float) -> RedisTable:
+        """A table of entries named `name`, each kept `margin` seconds past its own end."""
+        return RedisTable(self, name, margin)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _tag(*parts: str | None) -> bytes:
+    return b"{" + xxh3_64_hexdigest("\x1f".join(p or "" for p in parts).encode("utf-8", "surrogatepass")).encode() + b"}"
+
+
+# ---- the session model's requests
+
+class _View:
+    def __init__(self, sessions: RedisSessions, base: bytes, chain: list[bytes], everyone: list[bytes | None],
+                 own: list[bytes | None], recent: list[bytes]) -> None:
+        self._sessions, self._base, self._chain = sessions, base, chain
+        self._everyone, self._own, self._recent = everyone, own, recent
+
+    def longest(self, model: str | None = None, *, any_model: bool = False) -> tuple[int, Any | None]:
+        owners = self._everyone if any_model else self._own
+        lo, hi = 0, len(owners)  # the same binary search as PrefixIndex.longest, over what Redis holds
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if owners[mid - 1] is not None:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo == 0:
+            return 0, None
+        found = self._sessions.entries(self._base, [owners[lo - 1]])[0]
+        return (lo, found) if found is not None else (0, None)  # expired meanwhile: as never seen
+
+    def recent(self) -> list[Any]:
+        return [e for e in self._sessions.entries(self._base, self._recent[::-1]) if e is not None]
+
+
+class RedisSessions:
+    def __init__(self, index: RedisIndex) -> None:
+        from prefixguard.session import RECENT
+
+        self.index, self.recent = index, RECENT
+
+    def _base(self, key: tuple[str, str]) -> bytes:
+        return self.index.prefix + b"s" + _tag(*key)
+
+    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+        base = self._base(key)
+        own = base + b":fp:" + xxh3_64_hexdigest((model or "").encode("utf-8", "surrogatepass")).encode()
+
+        def read() -> list[Any]:
+            pipe = self.index.client.pipeline(transaction=False)
+            if chain:
+                pipe.hmget(base + b":fp", chain)
+                pipe.hmget(own, chain)
+            pipe.lrange(base + b":recent", 0, -1)
+            return pipe.execute()
+        out = self.index.run(read)
+        recent = out[-1]
+        if not recent:
+            return None
+        everyone, mine = (out[0], out[1]) if chain else ([], [])
+        return _View(self, base, chain, everyone, mine, recent)
+
+    def entries(self, base: bytes, ids: list[bytes]) -> list[Any | None]:
+        """The requests stored under these ids (None for one expired), decoded ones from this process."""
+        decoded = self.index.decoded
+        missing = [i for i in ids if i not in decoded]
+        if missing:
+            blobs = self.index.run(lambda: self.index.client.mget([base + b":e:" + i for i in missing]))
+            for i, blob in zip(missing, blobs):
+                if blob is not None:
+                    self._remember(i, decode_seen(blob))
+        return [decoded.get(i) for i in ids]
+
+    def _remember(self, entry_id: bytes, seen: Any) -> None:
+        decoded = self.index.decoded
+        decoded[entry_id] = seen
+        decoded.move_to_end(entry_id)
+        while len(decoded) > KEEP_DECODED:
+            decoded.popitem(last=False)
+
+    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+        base = self._base(key)
+        own = base + b":fp:" + xxh3_64_hexdigest((model or "").encode("utf-8", "surrogatepass")).encode()
+        entry_id = uuid.uuid4().hex.encode()
+        ms = int(_lifetime(key[1]) * 1000)
+        blob = encode_seen(entry)
+
+        def write() -> None:
+            pipe = self.index.client.pipeline(transaction=False)
+            pipe.set(base + b":e:" + entry_id, blob, px=ms)
+            if chain:
+                owners = dict.fromkeys(chain, entry_id)
+                for name in (base + b":fp", own):
+                    pipe.hset(name, mapping=owners)
+                    pipe.pexpire(name, ms)
+            pipe.lpush(base + b":recent", entry_id)
+            pipe.ltrim(base + b":recent", 0, self.recent - 1)
+            pipe.pexpire(base + b":recent", ms)
+            pipe.execute()
+        self.index.run(write)
+        self._remember(entry_id, entry)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def encode_seen(seen: Any) -> bytes:
+    """A session entry (prompt, item, time) as compressed JSON: every field of the prompt, exactly."""
+    p: Prompt = seen.prompt
+    segments = [[s.level, s.pointer, s.kind, s.role, s.value, s.start, s.end, _b64(s.key), s.tokens, s.breakpoint,
+                 s.message_index, s.header, s.media_tokens, s.estimated] for s in p.segments]
+    doc = {"api": p.api, "model": p.model, "segments": segments, "settings": p.settings, "auto": p.auto_breakpoint,
+           "text": p.text, "source": p.source, "estimated": p.tokens_estimated, "chain": [_b64(c) for c in p.chain],
+           "counts_only": p.counts_only, "item": seen.item, "ts": seen.ts}
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 1)
+
+
+def decode_seen(blob: bytes) -> Any:
+    from prefixguard.session import _Seen, parts_of
+
+    doc = json.loads(zlib.decompress(blob))
+    segments = [Segment(level, pointer, kind, role, value, start, end, base64.b64decode(key), tokens, breakpoint,
+                        message_index, header, media_tokens, estimated)
+                for level, pointer, kind, role, value, start, end, key, tokens, breakpoint, message_index, header,
+                media_tokens, estimated in doc["segments"]]
+    prompt = Prompt(doc["api"], doc["model"], segments, doc["settings"], doc["auto"], doc["text"], doc["source"],
+                    doc["estimated"], [base64.b64decode(c) for c in doc["chain"]], doc["counts_only"])
+    return _Seen(prompt, doc["item"], doc["ts"], parts_of(prompt))
+
+
+# ---- the policies' entries and the scale's fits
+
+def _encode_value(value: Any) -> bytes:
+    from prefixguard.policy import _Entry
+    from prefixguard.scale import _Fit
+
+    if isinstance(value, _Entry):
+        return f"e{value.ttl} {value.expires!r}".encode()
+    if isinstance(value, _Fit):
+        return f"s{value.ratio!r} {value.unseen}".encode()
+    return b"f" + repr(float(value)).encode()
+
+
+def _decode_value(raw: bytes | None) -> Any:
+    from prefixguard.policy import _Entry
+    from prefixguard.scale import _Fit
+
+    if raw is None:
+        return None
+    kind, text = raw[:1], raw[1:].decode()
+    if kind == b"e":
+        ttl, expires = text.rsplit(" ", 1)
+        return _Entry(ttl, float(expires))
+    if kind == b"s":
+        ratio, unseen = text.split(" ")
+        return _Fit(float(ratio), int(unseen))
+    return float(text)
+
+
+class RedisTable:
+    """A Table (prefixguard/index.py) in Redis: keys fetched at load in one MGET, puts written at save in
+    one pipeline, each expiring `margin` seconds after its value's own end."""
+
+    def __init__(self, index: RedisIndex, name: str, margin: float) -> None:
+        self.index, self.margin = index, margin if margin != float("inf") else NO_EXPIRY_S
+        self._name = index.prefix + name.encode()
+        self._now = 0.0
+        self._values: dict[Hashable, Any] = {}
+        self._pending: dict[Hashable, tuple[Any, float]] = {}
+
+    def _key(self, key: Hashable) -> bytes:
+        if isinstance(key, tuple):  # (tenant, model, fingerprint): a policy entry
+            return self._name + _tag(key[0], key[1]) + key[2]
+        return self._name + b":" + str(key).encode("utf-8", "surrogatepass")
+
+    def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None:
+        self._now, self._pending = now, {}
+        wanted = list(dict.fromkeys(keys()))
+        raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
+        self._values = {k: _decode_value(v) for k, v in zip(wanted, raw)}
+
+    def get(self, key: Hashable) -> Any:
+        if key not in self._values:  # not announced at load: asked for alone
+            self._values[key] = _decode_value(self.index.run(lambda: self.index.client.get(self._key(key))))
+        return self._values[key]
+
+    def put(self, key: Hashable, value: Any, until: float) -> None:
+        self._values[key] = value
+        self._pending[key] = (value, until)
+
+    def save(self) -> None:
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+
+        def write() -> None:
+            pipe = self.index.client.pipeline(transaction=False)
+            for key, (value, until) in pending.items():
+                left = until - self._now if until != float("inf") else NO_EXPIRY_S
+                pipe.set(self._key(key), _encode_value(value), px=max(1, int((left + self.margin) * 1000)))
+            pipe.execute()
+        self.index.run(write)

@@ -1,0 +1,44 @@
+"""What verdicts depend on across requests: the session model, the token scale, and a cache policy per
+provider, kept in this process or in a fleet's shared index (prefixguard/index.py). The proxy's
+analysis holds one; when the shared index cannot be reached it judges with a second, local one."""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from prefixguard.errors import InputError
+from prefixguard.policy import CachePolicy, Policies
+from prefixguard.prompt import Prompt
+from prefixguard.scale import FIT_LIFETIME, TokenScale
+from prefixguard.session import Sessions
+
+INDEX_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def open_index(url: str) -> Any:
+    """The shared index at `url` (redis://HOST:PORT/DB, `?prefix=NAME:` for keys of their own: several
+    fleets, or a test, on one Redis). InputError for another kind of URL, or when the fleet extra is
+    not installed."""
+    if not url.startswith(INDEX_SCHEMES):
+        raise InputError(f"--index {url!r}: expected a redis:// URL")
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((v for k, v in query if k == "prefix"), "prefixguard:")
+    url = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "prefix"])))
+    try:
+        from prefixguard.redis_index import RedisIndex
+        return RedisIndex(url, prefix)
+    except ImportError:
+        raise InputError("--index needs the redis package: pip install 'prefixguard[fleet]'") from None
+
+
+class State:
+    def __init__(self, shared: Any = None, policy: str | None = None) -> None:
+        self.shared = shared                      # a RedisIndex, or None: everything in this process
+        self.forced_policy = policy
+        self.sessions = Sessions(index=shared.sessions() if shared else None)
+        self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
+        self._policies = Policies(shared.table if shared else None)
+
+    def policy_for(self, prompt: Prompt) -> CachePolicy:
+        return self._policies.get(self.forced_policy, prompt.api, prompt.model)

@@ -1,0 +1,217 @@
+"""Fleet mode on real servers: the session index in Redis and the capture store in PostgreSQL (the
+project's running servers, each test in a key prefix and a schema of its own; see helpers/fleet_servers.py).
+
+- Two analyses sharing Redis, the requests of every recorded session alternating between them, judge
+  each request as one analysis alone does (and two that do not share do not).
+- Redis flushed mid-run: nothing fails, every row is written; Redis gone: verdicts from the local
+  index, marked degraded, one console warning; Redis back: shared again.
+- PostgreSQL cut mid-run and back: rows spool to SQLite and drain, none lost, none twice.
+- Every reader of a .db file reads the postgresql:// URL: capture export (the same rows as SQLite),
+  report, replay, lint.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from helpers.fleet_servers import POSTGRES, Forwarder, PrivateRedis, pg_rows, pg_schema, redis_prefix
+from prefixguard import redis_index
+from prefixguard.proxy.analysis import Analyzer
+from prefixguard.store import Record, open_capture
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("fleet_bench", ROOT / "bench" / "fleet.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recorded(bench, shared_data: Path):
+    found = bench.sessions(shared_data / "recorded")
+    assert len(found) > 200
+    return found
+
+
+@pytest.fixture
+def index_url():
+    with redis_prefix() as url:
+        yield url
+
+
+@pytest.fixture
+def store_url():
+    with pg_schema() as url:
+        yield url
+
+
+def test_two_analyses_sharing_redis_judge_every_recorded_session_as_one(bench, recorded, index_url, tmp_path):
+    alone, fleet = bench.verdicts(index_url, tmp_path, recorded)
+    assert len(alone) == len(fleet) > 500
+    assert {k: v for k, v in fleet.items() if v != alone[k]} == {}
+    kinds = {v["verdict"] for v in alone.values()}
+    assert {"hit", "miss_prefix_changed", "partial", "cold", "no_breakpoint"} <= kinds
+    assert not any(v["degraded"] for v in fleet.values())
+    # the control: two analyses that share nothing see fragments, and judge otherwise
+    split = {}
+    for n, (name, folder, trace) in enumerate(recorded):
+        paths = [tmp_path / f"split{n}.{k}.db" for k in range(2)]
+        pair = [Analyzer(store=str(p)) for p in paths]
+        bench.run_session(folder, trace, pair)
+        for a in pair:
+            a.close()
+        split.update({f"{name}#{k}": v for k, v in bench.judged(paths).items()})
+    assert sum(split[k] != alone[k] for k in alone) > 50
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The installed console script, on this checkout's code."""
+    return subprocess.run([str(Path(sys.executable).with_name("prefixguard")), *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _longest(recorded):
+    return max(recorded, key=lambda s: len(s[2].requests))
+
+
+def test_flushall_mid_run_and_redis_down_then_back(bench, recorded, tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(redis_index, "RETRY_S", 0.2)
+    _, folder, trace = _longest(recorded)
+    n = len(trace.requests)
+    server = PrivateRedis().start()
+    try:
+        paths = [tmp_path / "a.db", tmp_path / "b.db"]
+        pair = [Analyzer(store=str(p), index=server.url) for p in paths]
+        half = type(trace)(trace.kind, trace.source, trace.requests[: n // 2])
+        bench.run_session(folder, half, pair)
+        server.flushall()                     # every shared key gone, mid-session
+        rest = type(trace)(trace.kind, trace.source, trace.requests)
+        bench.run_session(folder, rest, pair)  # the same requests again (ids 0..n-1 replace the first rows)
+        rows = bench.judged(paths)
+        assert len(rows) == n and not any(r["degraded"] for r in rows.values())
+        assert rows["0"]["previous_id"] is None  # after the flush, the first request found nothing before it
+
+        server.stop()                         # Redis gone: judged locally, marked degraded, said once
+        for a in pair:
+            a.store.close()
+        paths = [tmp_path / "c.db", tmp_path / "d.db"]
+        for a, p in zip(pair, paths):
+            a.store = open_capture(p, create=True)
+        bench.run_session(folder, half, pair)
+        rows = bench.judged(paths)
+        assert len(rows) == n // 2 and all(r["degraded"] for r in rows.values())
+        assert all(r["verdict"] for r in rows.values() if r["expected_reason"])
+        err = capfd.readouterr().err
+        assert sum("session index" in line and "unreachable" in line for line in err.splitlines()) == 2  # one per analysis
+
+        server.start()                        # back on the same port: shared again
+        time.sleep(0.3)
+        for a in pair:
+            a.store.close()
+        paths = [tmp_path / "e.db", tmp_path / "f.db"]
+        for a, p in zip(pair, paths):
+            a.store = open_capture(p, create=True)
+        bench.run_session(folder, half, pair)
+        rows = bench.judged(paths)
+        assert len(rows) == n // 2 and not any(r["degraded"] for r in rows.values())
+        for a in pair:
+            a.close()
+    finally:
+        server.stop()
+
+
+def _records(n: int, start: int = 0) -> list[Record]:
+    return [Record(id=f"flow-{i}", ts=1000.0 + i, path="/v1/messages", api="anthropic", model="claude-sonnet-4-5",
+                   tenant="t", request=json.dumps({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": f"hi {i}"}]}),
+                   fingerprints=bytes([i % 256]) * 16, segments=[["messages", "/messages/0/content", 3]], status=200,
+                   verdict="cold") for i in range(start, start + n)]
+
+
+def test_postgres_restart_mid_run_loses_no_row_and_duplicates_none(store_url, tmp_path, capfd):
+    parts = urlsplit(POSTGRES)
+    forward = Forwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    forward.restore()
+    via = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{forward.port}",
+                                    query=urlsplit(store_url).query))
+    spool = tmp_path / "spool.db"
+    from prefixguard.pgstore import PgStore
+    store = PgStore(via, create=True, spool=spool)
+    try:
+        for rec in _records(100):
+            store.add(rec)
+        store.flush()
+        assert len(pg_rows(store_url)) == 100
+        forward.cut()                                   # the server goes away
+        for rec in _records(100, 100):
+            store.add(rec)
+        store.flush()
+        assert store.spooled == 100 and spool.is_file()
+        forward.restore()                               # and comes back
+        for rec in _records(100, 200) + _records(50, 150):  # new rows, and 50 the spool holds too
+            store.add(rec)
+        store.flush()
+        deadline = time.monotonic() + 15
+        while store.spooled and time.monotonic() < deadline:  # drained while running, not only at close
+            time.sleep(0.05)
+        assert store.spooled == 0
+    finally:
+        store.close()
+        forward.cut()
+    rows = pg_rows(store_url)
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)) == 300
+    assert ids == [f"flow-{i}" for i in range(300)]           # in arrival order
+    assert rows[150] == _records(1, 150)[0].row()              # the row as given
+    assert not spool.exists()                                 # drained, then removed
+    err = capfd.readouterr().err
+    assert sum("capture store" in line and "unreachable" in line for line in err.splitlines()) == 1
+
+
+def test_rows_are_those_of_sqlite_and_every_reader_takes_the_url(bench, recorded, store_url, tmp_path):
+    _, folder, trace = _longest(recorded)
+    lite = tmp_path / "capture.db"
+    for target in (str(lite), store_url):
+        analyzer = Analyzer(store=target)
+        bench.run_session(folder, trace, [analyzer])
+        analyzer.close()
+
+    exported = [cli("capture", "export", t) for t in (str(lite), store_url)]
+    assert all(r.returncode == 0 for r in exported), [r.stderr for r in exported]
+    assert exported[0].stdout == exported[1].stdout and exported[0].stdout.count("\n") == len(trace.requests)
+    reports = [cli("report", t, "--format", "json") for t in (str(lite), store_url)]
+    assert all(r.returncode == 0 for r in reports), [r.stderr for r in reports]
+    a, b = (json.loads(r.stdout) for r in reports)
+    a.pop("source", None), b.pop("source", None)
+    assert a == b
+    replays = [cli("replay", t) for t in (str(lite), store_url)]
+    assert all(r.returncode == 0 for r in replays), [r.stderr for r in replays]
+    tables = [r.stdout[r.stdout.index("┏"):] for r in replays]   # the title names the source
+    assert tables[0] == tables[1] and "as is" in tables[0]
+    (tmp_path / "capture.jsonl").write_text(exported[0].stdout)
+    lints = [cli("lint", "--format", "json", "--select", "ALL", t, cwd=tmp_path) for t in ("capture.jsonl", store_url)]
+    assert lints[0].returncode == lints[1].returncode and lints[0].returncode in (0, 1), [r.stderr for r in lints]
+    codes = [[(f["code"], f["line"]) for f in json.loads(r.stdout)["findings"]] for r in lints]
+    assert codes[0] == codes[1]
+
+
+def test_a_url_that_is_no_store_is_one_line_exit_2(store_url, tmp_path):
+    empty = cli("capture", "export", store_url)            # a schema with no flows table
+    assert empty.returncode == 2 and "no flows table" in empty.stderr and "Traceback" not in empty.stderr
+    down = cli("report", "postgresql://postgres@127.0.0.1:1/test")
+    assert down.returncode == 2 and "cannot reach the PostgreSQL store" in down.stderr
+    assert len(down.stderr.strip().splitlines()) == 1
+    bad = cli("proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--index", "http://nope")
+    assert bad.returncode == 2 and "expected a redis:// URL" in bad.stderr
