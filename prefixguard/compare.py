@@ -17,7 +17,8 @@ from prefixguard.classify import FALLBACK, classify, too_deep
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
-from prefixguard.policy import breakpoints, make_policy, policy_name
+from prefixguard.breakpoints import breakpoints
+from prefixguard.policy import make_policy, policy_name
 from prefixguard.prompt import LEVELS, Prompt
 from prefixguard.jsondiff import common_start, excerpts, short
 

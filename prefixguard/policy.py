@@ -8,23 +8,30 @@ granularity: a cache entry is a prefix fingerprint (an element of Prompt.chain) 
 - anthropic: entries are written only at breakpoints (explicit, plus the automatic one); a breakpoint
   looks back a fixed number of blocks for an earlier entry; a minimum per model; the TTL counts from the
   last read or write.
-The proxy's verdicts, the engine server's --cache-policy and replay's sim target all use this module.
+- bedrock: the anthropic contract with Bedrock's numbers; gemini: the prefix contract with a minimum per
+  model.
+The proxy's verdicts, the engine server's --policy and replay's sim target all use this module.
+
+Why one file of ~430 lines: the contracts share CachePolicy's entry bookkeeping (commit, lookup, what
+the provider reported holding, the fleet's shared table) and differ in a method or two each; apart,
+each would need the base's internals.
 """
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, takewhile
 from typing import Any
 
 from xxhash import xxh3_128_digest
 
+from prefixguard.breakpoints import breakpoints
 from prefixguard.contracts import provider_contract, provider_for, providers, verdict_rules
 from prefixguard.fingerprint import prefix_length
 from prefixguard.index import LocalTable, Table
-from prefixguard.prompt import LEVELS, Prompt, Segment
+from prefixguard.prompt import LEVELS, Prompt
 
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
@@ -128,29 +135,6 @@ class CachePolicy:
                      for fp, seg in zip(prompt.chain, prompt.segments)]
         self._keyed = (prompt.chain, chain)
         return chain
-
-
-def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
-    """Whether the API accepts a breakpoint on this block: not on the kinds the contract names
-    (thinking...), nor on an empty text block."""
-    if seg.kind in ineligible:
-        return False
-    if seg.kind == "text":
-        text = seg.value if isinstance(seg.value, str) else seg.value.get("text") if isinstance(seg.value, dict) else None
-        return text != ""
-    return True
-
-
-def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
-    """Segment index -> TTL of each breakpoint; the automatic one goes on the last block that can carry
-    one (an explicit breakpoint already there keeps its TTL). Shared by compare and lint."""
-    points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
-    if prompt.auto_breakpoint:
-        last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
-                     if can_carry_breakpoint(prompt.segments[i], ineligible)), None)
-        if last is not None:
-            points.setdefault(last, prompt.auto_breakpoint)
-    return points
 
 
 def _longest(chain: list[bytes], alive: Any) -> int:

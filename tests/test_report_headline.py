@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from prefixguard.contracts import model_contract
-from prefixguard.report.diagnose import TTL_FIX, diagnose
+from prefixguard.report.diagnose import diagnose
+from prefixguard.report.headline import TTL_FIX
 
 
 def row(i: int, *, read: int, written: int = 0, verdict: str = "hit", expected: int | None = None,

@@ -21,7 +21,7 @@ from typing import Any
 from prefixguard.lint import catalog
 from prefixguard.lint.context import Breakpoint, Context, Volatile, block_text
 from prefixguard.lint.finding import Hit
-from prefixguard.policy import breakpoints as policy_breakpoints
+from prefixguard.breakpoints import breakpoints as policy_breakpoints
 from prefixguard.prompt import MARKER_KEYS
 from prefixguard.wire.fields import ARGUMENT_KEYS
 from prefixguard.wire.jsonspan import join_pointer

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
-from prefixguard.policy import breakpoints as policy_breakpoints
+from prefixguard.breakpoints import breakpoints as policy_breakpoints
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.volatile import VolatileMatch, find_volatile
 from prefixguard.wire.fields import NOT_TEXT_KEYS, is_id

@@ -1,0 +1,90 @@
+"""What a report leads with: the headline (hit rate, money lost to misses, the top cause and its fix), the
+requests it names with their bodies, and notes on its source (rows imported from agents' logs)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from prefixguard.causes import CAUSES, generic_fix
+from prefixguard.contracts import model_contract
+
+if TYPE_CHECKING:
+    from prefixguard.report.diagnose import Diagnosis
+
+LOST_VERDICTS = ("miss_ttl_expired", "miss_server_side", "miss_unexplained")   # misses no cause explains
+MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
+
+
+TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
+           "provider sells one.")
+
+
+def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The page's first line: hit rate, money lost to misses, the top cause and its fix."""
+    read = sum(w.cache_read for w in d.windows)
+    total = read + sum(w.cache_write + w.uncached for w in d.windows)
+    other: Counter[str] = Counter()
+    for r in rows:
+        if r.get("verdict") in LOST_VERDICTS:
+            other[r["verdict"]] += r.get("cost_usd") or _miss_cost(r)
+    lost = sum(c.cost_usd for c in d.causes) + sum(other.values())
+    top = max([(c.cost_usd, c.reprefill_tokens, c.name) for c in d.causes]
+              + [(v, 0, k) for k, v in other.items()], default=None)
+    name = top[2] if top else None
+    if name is None and d.infra["ttl_expired"]:
+        name = "miss_ttl_expired"
+    example = next((c.example for c in d.causes if c.name == name and c.example), None)
+    fix = (example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None) or (TTL_FIX if name == "miss_ttl_expired" else None)
+    hit = read / total if total else None
+    parts = [f"Cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "No cache fields reported",
+             f"${lost:,.4f} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
+    if name:
+        parts.append(f"top cause: {name}")
+    return {"hit_rate": hit, "lost_usd": lost, "top_cause": name, "fix": fix, "text": "; ".join(parts) + "."}
+
+
+def _miss_cost(row: dict[str, Any]) -> float:
+    """What a miss no cause explains cost (the proxy stores no cost for those): the tokens it owed and did
+    not read, paid as written (or uncached) instead of read, at the row's model prices."""
+    u = row.get("usage") or {}
+    lost = (row.get("expected_cached") or 0) - (u.get("cache_read") or 0)
+    if lost <= 0:
+        return 0.0
+    contract = model_contract(row.get("api") or "", row.get("model"))
+    if u.get("cache_write_1h") and not u.get("cache_write_5m"):
+        paid = contract.cost(write_1h=lost)
+    else:
+        paid = contract.cost(write_5m=lost) if u.get("cache_write_5m") else contract.cost(uncached=lost)
+    return paid - contract.cost(cache_read=lost)
+
+
+def listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dict[str, Any]]:
+    """The requests the report names (cause examples, largest gaps, queued hits): when, and their body."""
+    ids = {str(c.example[k]) for c in d.causes if c.example for k in ("request", "earlier")}
+    ids |= {g["request"] for g in d.fields["largest_gaps"]} | set(d.infra["queued_examples"])
+    out = {}
+    for r in rows:
+        rid = str(r.get("id"))
+        if rid not in ids:
+            continue
+        body = r.get("request")
+        text = json.dumps(body, indent=1, ensure_ascii=False) if isinstance(body, dict) else body
+        out[rid] = {"ts": r.get("ts"), "t": (r.get("ts") or t0) - t0, "model": r.get("model"),
+                    "verdict": r.get("verdict"), "source": r.get("path"),
+                    "body": text if text is None or len(text) <= MAX_LISTED_BODY else
+                    text[:MAX_LISTED_BODY] + f"\n... ({len(text):,} characters, cut)"}
+    return out
+
+
+def notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows imported from agents' logs (`prefixguard import`) hold no request: say what that means."""
+    imported = Counter(str(r["upstream"])[len("import:"):] for r in rows
+                       if str(r.get("upstream") or "").startswith("import:"))
+    if not imported:
+        return []
+    tools = ", ".join(f"{n} from {tool} logs" for tool, n in sorted(imported.items()))
+    return [f"{tools}: no request bodies exist, so each call is judged against the call before it in its "
+            "session (gaps over the TTL, compactions, model switches), and no TTFT was logged. The logs' "
+            "input/output token counts are streaming placeholders in many versions: hit rates rest on the cache "
+            "fields."]
