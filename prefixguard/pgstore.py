@@ -22,12 +22,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
 from prefixguard.errors import InputError
-from prefixguard.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Store, _flat, _record
+from prefixguard.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Rows, Store, _flat, _record
 
 BATCH = 500            # rows per transaction at most
 WAIT_S = 0.2           # a row waits this long for others to share its transaction
@@ -105,7 +105,7 @@ def spool_path(url: str) -> Path:
     return folder / f"spool-{xxh3_64_hexdigest(url.encode())}.db"
 
 
-class PgStore:
+class PgStore(Rows):
     """A capture store in PostgreSQL: a writer (create=True) or a reader."""
 
     def __init__(self, url: str, *, create: bool = False, spool: str | Path | None = None,
@@ -265,19 +265,6 @@ class PgStore:
                     yield _record(row)
                 except InputError as err:
                     raise InputError(str(err), self.path) from None
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        for rec in self.records():
-            yield rec.row()
-
-    def export(self, out: IO[str]) -> int:
-        import json
-
-        n = 0
-        for row in self.rows():
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
-        return n
 
     def __len__(self) -> int:
         if self._conn is None:

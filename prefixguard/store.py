@@ -168,7 +168,27 @@ def _header(path: Path) -> bytes:
         return f.read(len(SQLITE_HEADER))
 
 
-class Store:
+class Rows:
+    """What every capture store gives from its records(): rows in the export shape, and the export."""
+
+    def records(self) -> Iterator[Record]:
+        raise NotImplementedError
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every flow in the export shape (see Record.row)."""
+        for rec in self.records():
+            yield rec.row()
+
+    def export(self, out: IO[str]) -> int:
+        """Write JSON lines; returns the number of rows."""
+        n = 0
+        for row in self.rows():
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+        return n
+
+
+class Store(Rows):
     """A capture file. Writes come from one thread at a time; reads may run while a proxy writes."""
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
@@ -256,19 +276,6 @@ class Store:
             raise _not_ours(self.path, str(err)) from None
         except InputError as err:
             raise InputError(str(err), str(self.path)) from None
-
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Every flow in the export shape (see Record.row)."""
-        for rec in self.records():
-            yield rec.row()
-
-    def export(self, out: IO[str]) -> int:
-        """Write JSON lines; returns the number of rows."""
-        n = 0
-        for row in self.rows():
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
-        return n
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM flows").fetchone()[0]

@@ -58,6 +58,15 @@ def store_url():
         yield url
 
 
+
+def new_stores(pair: list, tmp_path: Path, *names: str) -> list[Path]:
+    """Each analysis of the pair writes to a fresh capture file from now on."""
+    paths = [tmp_path / n for n in names]
+    for a, p in zip(pair, paths):
+        a.store.close()
+        a.store = open_capture(p, create=True)
+    return paths
+
 def test_two_analyses_sharing_redis_judge_every_recorded_session_as_one(bench, recorded, index_url, tmp_path):
     alone, fleet = bench.verdicts(index_url, tmp_path, recorded)
     assert len(alone) == len(fleet) > 500
@@ -105,11 +114,7 @@ def test_flushall_mid_run_and_redis_down_then_back(bench, recorded, tmp_path, mo
         assert rows["0"]["previous_id"] is None  # after the flush, the first request found nothing before it
 
         server.stop()                         # Redis gone: judged locally, marked degraded, said once
-        for a in pair:
-            a.store.close()
-        paths = [tmp_path / "c.db", tmp_path / "d.db"]
-        for a, p in zip(pair, paths):
-            a.store = open_capture(p, create=True)
+        paths = new_stores(pair, tmp_path, "c.db", "d.db")
         bench.run_session(folder, half, pair)
         rows = bench.judged(paths)
         assert len(rows) == n // 2 and all(r["degraded"] for r in rows.values())
@@ -119,11 +124,7 @@ def test_flushall_mid_run_and_redis_down_then_back(bench, recorded, tmp_path, mo
 
         server.start()                        # back on the same port: shared again
         time.sleep(0.3)
-        for a in pair:
-            a.store.close()
-        paths = [tmp_path / "e.db", tmp_path / "f.db"]
-        for a, p in zip(pair, paths):
-            a.store = open_capture(p, create=True)
+        paths = new_stores(pair, tmp_path, "e.db", "f.db")
         bench.run_session(folder, half, pair)
         rows = bench.judged(paths)
         assert len(rows) == n // 2 and not any(r["degraded"] for r in rows.values())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from helpers.fleet_servers import Balancer, pg_rows, pg_schema, redis_prefix
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.replay import sources
 from prefixguard.store import open_capture
+from helpers.processes import listening
 from helpers.upstream import Upstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,16 +42,7 @@ def proxy(upstream: str, *args: str, output: list[str] | None = None) -> Iterato
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"listening on (http://[\d.]+:\d+)", line)
-            url = found.group(1) if found else None
-        assert url, "the proxy did not start"
-        yield url, proc
+        yield listening(proc), proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

@@ -58,19 +58,23 @@ def cli_proxy(args: list[str], program: str = "prefixguard", output: list[str] |
     cmd = [str(exe), "proxy", "--port", "0", *args] if program == "prefixguard" else [str(exe), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"listening (?:on http://|at )([\d.]+:\d+)", line)
-            url = f"http://{found.group(1)}" if found else None
-        assert url, f"{program} did not start"
-        yield url
+        yield listening(proc, program)
     finally:
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0
         if output is not None:
             output += rest.splitlines()
+
+
+def listening(proc: subprocess.Popen, name: str = "the proxy") -> str:
+    """The URL a proxy (prefixguard's or mitmdump) says it listens on, read from its output (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        found = re.search(r"listening (?:on http://|at )([\d.]+:\d+)", line)
+        if found:
+            return f"http://{found.group(1)}"
+    raise AssertionError(f"{name} did not start")
