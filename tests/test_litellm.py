@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of LiteLLM's price list from the internet
 litellm = pytest.importorskip("litellm") if not os.environ.get("CI") else __import__("litellm")
 
-from otlp_receiver import OtlpReceiver  # noqa: E402
+from helpers.otlp_receiver import OtlpReceiver  # noqa: E402
 from prefixguard.integrations.litellm import PrefixGuardLogger  # noqa: E402
 from prefixguard.proxy.redact import tenant_of  # noqa: E402
 from prefixguard.store import open_store  # noqa: E402

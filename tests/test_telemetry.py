@@ -19,7 +19,7 @@ from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from otlp_receiver import OtlpReceiver
+from helpers.otlp_receiver import OtlpReceiver
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
 from prefixguard.store import open_store
