@@ -101,7 +101,7 @@ def rows(db: Path, n: int, timeout: float = 20.0) -> list[dict]:
 
 @pytest.mark.slow
 def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
     from prefixguard.engine.server import create_app, serve_in_thread
 
     system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
@@ -147,7 +147,7 @@ def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
 
 @pytest.mark.slow
 def test_engine_responses_diagnostics(tmp_path: Path):
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
     from prefixguard.engine.server import create_app, serve_in_thread
 
     instructions = " ".join(f"Rule {i}: answer in one word." for i in range(260))
@@ -190,7 +190,7 @@ def test_opt_in_adds_the_asking_member_and_nothing_else(shared_data: Path, tmp_p
 
 @pytest.mark.slow
 def test_opt_in_against_the_engine_agrees(tmp_path: Path):
-    from engine.llm_engine import LLMEngine
+    from prefixguard.engine.llm_engine import LLMEngine
     from prefixguard.engine.server import create_app, serve_in_thread
 
     system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))

@@ -110,4 +110,10 @@ def test_only_the_engine_imports(heavy: str) -> None:
 
 
 def test_nobody_imports_the_bare_engine_or_rules() -> None:
+    """Installed, they are prefixguard.engine and prefixguard.rules; a bare name works only where an
+    older editable install still maps it, so tests and benches are read too."""
     assert _violations(lambda m, i: i.split(".")[0] in ("engine", "rules")) == []
+    scripts = [p for top in ("tests", "bench") for p in sorted((ROOT / top).rglob("*.py"))]
+    bare = sorted(f"{p.relative_to(ROOT)} imports {i}" for p in scripts for i in _imports(p, "tests.x")
+                  if i.split(".")[0] in ("engine", "rules"))
+    assert scripts and bare == []
