@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
@@ -27,9 +26,11 @@ FORMATS: dict[str, formats.Formatter] = {
     "sarif": sarif,
 }
 HUMAN = ("text", "concise")
+VERSIONED = ("json", "sarif")   # the formats that name prefixguard's version
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version   # ~20 ms: only for outputs that name it
     try:
         return version("prefixguard")
     except PackageNotFoundError:
@@ -99,7 +100,7 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     for error in result.errors:
         exits.error(error)
     findings = result.findings
-    run = formats.Run(_version(), result.files, result.requests, result.errors,
+    run = formats.Run(_version() if fmt in VERSIONED else "", result.files, result.requests, result.errors,
                       "estimate" if no_tokens else tokens.encoding_name())
     if baseline_file is not None:
         if not write_baseline and not baseline_file.exists():
