@@ -9,9 +9,6 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from prefixguard.policy import POLICIES
-
-POLICY_CHOICES = ("auto", *sorted(POLICIES))
 POLICY_HELP = ("Cache policy: auto (each request's own provider contract, from its API shape and model), radix "
                "(reuse any cached prefix), or one provider's contract")
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -49,9 +46,13 @@ def output_format(choices: Sequence[str] = ("text", "json"), default: str = "tex
 
 def policy_option(default: str | None, help: str = POLICY_HELP, old: Sequence[str] = ()) -> Decorator:
     """--policy auto|radix|anthropic|openai, the same choices in proxy, engine serve and replay."""
+    from prefixguard.policy import POLICIES   # here, not at import: lint and diff never pay for it
+
+    choices = ("auto", *sorted(POLICIES))
+
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
         for name in old:
-            f = alias(name, "policy", type=click.Choice(POLICY_CHOICES))(f)
-        return click.option("--policy", type=click.Choice(POLICY_CHOICES), default=default, show_default=default is not None,
+            f = alias(name, "policy", type=click.Choice(choices))(f)
+        return click.option("--policy", type=click.Choice(choices), default=default, show_default=default is not None,
                             callback=from_alias, help=help + ".")(f)
     return deco
