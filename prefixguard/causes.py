@@ -2,13 +2,13 @@
 not reuse an earlier one's cached prefix, in words and with its fix. The catalog is the one source."""
 from __future__ import annotations
 
-import tomllib
-from importlib.resources import files
 from typing import Any
+
+from prefixguard import ruleset
 
 
 def _table() -> dict[str, dict[str, Any]]:
-    return tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))["cause"]
+    return ruleset.load("catalog.toml")["cause"]
 
 
 _CAUSES = _table()

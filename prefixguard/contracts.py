@@ -1,18 +1,17 @@
 """Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
+from prefixguard import ruleset
 from prefixguard.prices import from_package
 
 
 @cache
 def providers() -> dict[str, Any]:
-    return tomllib.loads(files("prefixguard.rules").joinpath("providers.toml").read_text("utf-8"))
+    return ruleset.load("providers.toml")
 
 
 def provider_for(api: str, model: str | None = None) -> str:
@@ -120,10 +119,10 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
 @cache
 def equivalences() -> dict[str, Any]:
     """Bytes a provider renders alike (rules/equivalences.toml): name -> {apis, what, evidence, ...}."""
-    return tomllib.loads(files("prefixguard.rules").joinpath("equivalences.toml").read_text("utf-8"))
+    return ruleset.load("equivalences.toml")
 
 
 @cache
 def verdict_rules() -> dict[str, Any]:
     """How verdicts judge a reported read against the prediction (rules/verdict.toml)."""
-    return tomllib.loads(files("prefixguard.rules").joinpath("verdict.toml").read_text("utf-8"))
+    return ruleset.load("verdict.toml")

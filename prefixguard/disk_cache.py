@@ -9,6 +9,7 @@ PREFIXGUARD_CACHE_DIR=off keeps nothing on disk. Every file here can be deleted 
   appended in one write per process; a torn or foreign tail is ignored; past MAX_RECORDS it starts over.
 - ranks-<encoding>.marshal: the encoding's parameters, valid while its data file keeps size and mtime.
 - prices-<key>.json: the prices read from genai-prices (prices.py), for one version of its data and day.
+- rules-<file>-<hash>.marshal: a rules/ TOML file parsed (ruleset.py), by the hash of its bytes.
 """
 from __future__ import annotations
 
@@ -79,6 +80,27 @@ def load_json(name: str) -> Any:
 
 def save_json(name: str, value: Any, replaces: str = "") -> None:
     """Write a JSON file here; files matching the glob `replaces` go (a price memo of an older day)."""
+    _save(name, json.dumps(value).encode(), replaces)
+
+
+def load_marshal(name: str) -> Any:
+    """A marshal file kept here (plain data: dicts, lists, strings, numbers), or None."""
+    root = directory()
+    try:
+        return marshal.loads((root / name).read_bytes()) if root else None
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def save_marshal(name: str, value: Any, replaces: str = "") -> None:
+    try:
+        data = marshal.dumps(value)
+    except ValueError:
+        return
+    _save(name, data, replaces)
+
+
+def _save(name: str, data: bytes, replaces: str) -> None:
     root = directory()
     if root is None:
         return
@@ -88,7 +110,7 @@ def save_json(name: str, value: Any, replaces: str = "") -> None:
                 old.unlink(missing_ok=True)
     except OSError:
         pass
-    _write_whole(root / name, json.dumps(value).encode())
+    _write_whole(root / name, data)
 
 
 def _write_whole(path: Path, data: bytes) -> None:

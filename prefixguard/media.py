@@ -12,13 +12,13 @@ import binascii
 import io
 import math
 import re
-import tomllib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from typing import Any
+
+from prefixguard import ruleset
 
 IMAGE, DOCUMENT = "image", "document"
 PDF = "application/pdf"
@@ -59,7 +59,7 @@ def data_url(url: Any) -> tuple[str, str] | None:
 
 @cache
 def _tables() -> dict[str, Any]:
-    return tomllib.loads(files("prefixguard.rules").joinpath("media.toml").read_text("utf-8"))
+    return ruleset.load("media.toml")
 
 
 @dataclass(frozen=True, slots=True)

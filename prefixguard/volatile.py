@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from typing import Mapping
+
+from prefixguard import ruleset
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class VolatileMatch:
 
 @cache
 def _catalog() -> tuple[dict, ...]:
-    return tuple(tomllib.loads(files("prefixguard.rules").joinpath("volatile.toml").read_text("utf-8"))["pattern"])
+    return tuple(ruleset.load("volatile.toml")["pattern"])
 
 
 def catalog_patterns() -> tuple[tuple[str, str], ...]:

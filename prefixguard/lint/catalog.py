@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
-from importlib.resources import files
 
+from prefixguard import ruleset
 from prefixguard.causes import generic_fix
 
 SEVERITIES = ("error", "warning", "info")   # most severe first
@@ -77,7 +76,7 @@ def default_codes() -> frozenset[str]:
 
 @cache
 def _data() -> dict[str, Any]:
-    return tomllib.loads(files("prefixguard.rules").joinpath("catalog.toml").read_text("utf-8"))
+    return ruleset.load("catalog.toml")
 
 
 def help_uri(code: str) -> str:
