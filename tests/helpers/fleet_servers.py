@@ -1,19 +1,22 @@
 """Real Redis and PostgreSQL for the fleet tests: the project's running servers (URLs from
 PREFIXGUARD_TEST_REDIS / PREFIXGUARD_TEST_POSTGRES), each test run in a key prefix and a schema of its
 own, removed afterwards. Outages are never staged on those shared servers: a private redis-server
-process is flushed or stopped instead, and PostgreSQL is reached through a loopback forwarder that a
-test cuts and restores (a server restart as the client sees it: connections dropped, then refused)."""
+process is flushed or stopped instead, and a private PostgreSQL cluster (initdb in a temporary folder)
+is stopped and restarted for real."""
 from __future__ import annotations
 
 import os
+import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -118,73 +121,91 @@ class PrivateRedis:
             self.proc = None
 
 
-class Forwarder:
-    """A loopback TCP forwarder to a server: `cut()` drops every connection and refuses new ones (the
-    server down), `restore()` listens again on the same port (the server back)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.port = free_port()
-        self._conns: list[socket.socket] = []
-        self._server: socket.socket | None = None
-        self._lock = threading.Lock()
-
-    def restore(self) -> None:
-        server = socket.socket()
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", self.port))
-        server.listen(64)
-        self._server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
-
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            if self._server is not server:  # accepted as it was being cut
-                client.close()
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+def pg_bindir() -> Path | None:
+    """The folder of initdb and pg_ctl: pg_config's, else the newest /usr/lib/postgresql/*/bin."""
+    found = []
+    if pg_config := shutil.which("pg_config"):
         try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
+            found.append(Path(subprocess.run([pg_config, "--bindir"], capture_output=True, text=True,
+                                             timeout=5, check=True).stdout.strip()))
+        except (OSError, subprocess.SubprocessError):
             pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    versions = Path("/usr/lib/postgresql").glob("*/bin")
+    found += sorted(versions, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)
+    return next((d for d in found if (d / "initdb").is_file() and (d / "pg_ctl").is_file()), None)
 
-    def cut(self) -> None:
-        if self._server is not None:
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of this test's own (trust auth, 127.0.0.1, a free port, a temporary folder),
+    to stop, start and restart for real. PostgreSQL refuses to run as root: as root it runs as the
+    `postgres` system user (through runuser). `close()` stops it and removes its folder."""
+
+    def __init__(self) -> None:
+        bindir = pg_bindir()
+        if bindir is None:
+            unavailable("PostgreSQL server binaries",
+                        FileNotFoundError("no initdb/pg_ctl (pg_config --bindir, /usr/lib/postgresql/*/bin)"))
+        self.bindir, self.port, self.as_user = bindir, free_port(), []
+        if os.geteuid() == 0:
+            runuser = shutil.which("runuser")
             try:
-                self._server.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread: close alone would not
-            except OSError:
-                pass
-            self._server.close()
-            self._server = None
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for s in conns:
+                owner = pwd.getpwnam("postgres")
+            except KeyError as err:
+                unavailable("the postgres system user (PostgreSQL does not run as root)", err)
+            if runuser is None:
+                unavailable("runuser", FileNotFoundError("runuser not on PATH (needed to run PostgreSQL as postgres)"))
+            self.as_user = [runuser, "-u", "postgres", "--"]
+        self.dir = Path(tempfile.mkdtemp(prefix="pg-"))  # short: the socket path must fit in 107 bytes
+        if self.as_user:
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+        self.data = self.dir / "data"
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        try:
+            self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", timeout=60)
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, exe: str, *args: str, timeout: float = 15) -> None:
+        done = subprocess.run([*self.as_user, str(self.bindir / exe), *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=self.dir)
+        if done.returncode:
+            log = self.dir / "log"
+            tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+            raise RuntimeError(f"{exe} {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}\n{tail}")
+
+    def _ctl(self, action: str, *args: str) -> None:
+        # -l: the server's output goes to a file, not to a pipe of ours that would stay open
+        self._run("pg_ctl", action, "-D", str(self.data), "-l", str(self.dir / "log"), "-w", "-t", "10", *args,
+                  timeout=20)
+
+    def start(self) -> PrivatePostgres:
+        self._ctl("start", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1")
+        return self
+
+    def stop(self) -> None:
+        self._ctl("stop", "-m", "fast")        # as an operator stops it: sessions ended, connections dropped
+
+    def restart(self) -> None:
+        self._ctl("restart", "-m", "fast")
+
+    def close(self) -> None:
+        if (self.data / "postmaster.pid").is_file():
             try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
+                self._ctl("stop", "-m", "immediate")
+            except (RuntimeError, subprocess.SubprocessError):
                 pass
-            s.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> PrivatePostgres:
+        try:
+            return self.start()
+        except BaseException:  # a server that did not start still leaves a folder (and maybe a process)
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Balancer:
