@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import TYPE_CHECKING, Any, Callable, Collection
 
 from prefixguard.errors import InputError, NotARequest
 from prefixguard.lint import catalog
@@ -22,11 +22,12 @@ from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
-from prefixguard.lint.sequence import SequenceMode
 from prefixguard.prompt import Prompt
-from prefixguard.session import Match
 from prefixguard.store import is_capture_url, open_capture
 from prefixguard.wire import MAX_BYTES, parse_request
+
+if TYPE_CHECKING:
+    from prefixguard.session import Match
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 STDIN = "-"
@@ -161,6 +162,8 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         place = Placer(name, relpath, doc, _locator(prompt, _same), None)
         result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
+    from prefixguard.lint.sequence import SequenceMode   # JSONL only: a file of one request never pays for it
+
     sequence = SequenceMode(codes)
     for line_no, line in _lines(text):
         try:
