@@ -4,7 +4,7 @@ const) when a field changes meaning or goes away; adding a field is not a new ve
 from __future__ import annotations
 
 import json
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -18,4 +18,4 @@ def versioned(doc: dict[str, Any]) -> dict[str, Any]:
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one output: diff, kv, kv-models, rule, rules, lint, lint-statistics, replay,
     replay-results, report, demo, capture-row."""
-    return json.loads(files(__name__).joinpath(f"{name}.schema.json").read_text("utf-8"))
+    return json.loads((Path(__file__).parent / f"{name}.schema.json").read_text("utf-8"))
