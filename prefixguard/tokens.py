@@ -121,6 +121,8 @@ def count_once(key: bytes, text: Callable[[], str]) -> int:
         n = count(text())
         if not is_estimated():
             _made[digest] = n
+            if len(_made) >= SEEN_MAX:  # a long-lived process (the proxy's analysis) keeps them as it goes
+                save()
     _store(digest, n)
     return n
 

@@ -179,3 +179,14 @@ def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
         assert ruleset.load("verdict.toml") == first             # a hash that is not the file's: parsed again
     finally:
         ruleset.load.cache_clear()
+
+
+def test_a_long_lived_process_keeps_its_new_counts_bounded(fresh_tokenizer, tmp_path):
+    """The proxy's analysis runs for days: what it will keep on disk is written as it goes, not held."""
+    from prefixguard import disk_cache
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
+    fresh_tokenizer.setattr(tokens, "SEEN_MAX", 4)
+    for i in range(10):
+        tokens.count_once(f"segment {i}".encode(), lambda i=i: f"segment {i}")
+    assert len(tokens._made) < 4
+    assert len(disk_cache.load_counts("cl100k_base")) == 8    # two batches of four, written as they filled
