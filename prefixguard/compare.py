@@ -265,13 +265,7 @@ def _extra_cost(b: Prompt, d: int, tokens: int) -> float:
     ttl = next((marks[i] for i in sorted(marks) if i >= d), None)
     if ttl is None and "default" in contract.write_multiplier:  # automatic caching writes every prefix
         ttl = "default"
-    if ttl == "1h":
-        paid = contract.cost(write_1h=tokens)
-    elif ttl is not None:
-        paid = contract.cost(write_5m=tokens)
-    else:
-        paid = contract.cost(uncached=tokens)
-    return paid - contract.cost(cache_read=tokens)
+    return contract.reprefill_cost(tokens, ttl)
 
 
 def _fix(f: _Finding, level: str) -> str:

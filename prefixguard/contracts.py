@@ -70,6 +70,13 @@ class ModelContract:
         """'genai-prices 0.2.3, 2026-10-19': the source and date a printed cost names."""
         return f"{self.price_source}, {self.price_date}" if self.price_date else self.price_source
 
+    def reprefill_cost(self, tokens: int, written_as: str | None) -> float:
+        """What `tokens` prefilled again cost over reading them from cache: paid as written with that TTL
+        ("5m", "1h"; "default": automatic caching) or, with None, as uncached input."""
+        paid = (self.cost(write_1h=tokens) if written_as == "1h" else
+                self.cost(write_5m=tokens) if written_as else self.cost(uncached=tokens))
+        return paid - self.cost(cache_read=tokens)
+
     def cost(self, uncached: int = 0, cache_read: int = 0, write_5m: int = 0, write_1h: int = 0,
              output: int = 0) -> float:
         """USD for one request's tokens by class."""

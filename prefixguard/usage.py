@@ -1,7 +1,7 @@
 """Provider usage normalized to one shape: what was read from cache, written to it, and not cached."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(slots=True)
@@ -17,3 +17,13 @@ class Usage:
     @property
     def cache_write(self) -> int:
         return self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def written_as(self) -> str | None:
+        """The TTL this request paid its cache writes at ("1h" when only those), None when it wrote none."""
+        if self.cache_write_1h and not self.cache_write_5m:
+            return "1h"
+        return "5m" if self.cache_write else None
+
+
+USAGE_FIELDS = frozenset(f.name for f in fields(Usage))   # the keys of a usage in the export shape

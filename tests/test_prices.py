@@ -106,3 +106,16 @@ def test_a_later_run_prices_from_the_disk_memo_without_importing_the_package(tmp
     assert first[3] is True and second[3] is False
     assert first[:3] == second[:3] and first[2].startswith("genai-prices ")
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("prices-")]) == 1   # one memo: this data, today
+
+
+def test_reprefill_cost_is_paid_as_the_request_wrote_minus_a_read() -> None:
+    """The one rule behind every miss cost (diff, report, log import): written at the TTL the request
+    paid, or uncached when it wrote nothing, over what reading the same tokens would have cost."""
+    from prefixguard.usage import Usage
+    c = model_contract("anthropic", "claude-sonnet-4-5")
+    read = c.cost(cache_read=1000)
+    assert c.reprefill_cost(1000, "1h") == pytest.approx(c.cost(write_1h=1000) - read)
+    assert c.reprefill_cost(1000, "5m") == pytest.approx(c.cost(write_5m=1000) - read) < c.reprefill_cost(1000, "1h")
+    assert c.reprefill_cost(1000, None) == pytest.approx(c.cost(uncached=1000) - read)
+    assert Usage(cache_write_1h=5).written_as == "1h" and Usage(cache_write_5m=5, cache_write_1h=5).written_as == "5m"
+    assert Usage(cache_read=5).written_as is None

@@ -118,11 +118,4 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
 
 def _lost_cost(turn: Turn, tokens: int) -> float:
     """What re-prefilling `tokens` cost over reading them: written (explicit caching) or uncached."""
-    contract = model_contract(turn.api, turn.model)
-    if turn.usage.cache_write_1h and not turn.usage.cache_write_5m:
-        paid = contract.cost(write_1h=tokens)
-    elif turn.usage.cache_write:
-        paid = contract.cost(write_5m=tokens)
-    else:
-        paid = contract.cost(uncached=tokens)
-    return paid - contract.cost(cache_read=tokens)
+    return model_contract(turn.api, turn.model).reprefill_cost(tokens, turn.usage.written_as)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefixguard.causes import CAUSES, generic_fix
 from prefixguard.contracts import model_contract
+from prefixguard.usage import USAGE_FIELDS, Usage
 
 if TYPE_CHECKING:
     from prefixguard.report.diagnose import Diagnosis
@@ -47,16 +48,11 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _miss_cost(row: dict[str, Any]) -> float:
     """What a miss no cause explains cost (the proxy stores no cost for those): the tokens it owed and did
     not read, paid as written (or uncached) instead of read, at the row's model prices."""
-    u = row.get("usage") or {}
-    lost = (row.get("expected_cached") or 0) - (u.get("cache_read") or 0)
+    u = Usage(**{k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS})
+    lost = (row.get("expected_cached") or 0) - u.cache_read
     if lost <= 0:
         return 0.0
-    contract = model_contract(row.get("api") or "", row.get("model"))
-    if u.get("cache_write_1h") and not u.get("cache_write_5m"):
-        paid = contract.cost(write_1h=lost)
-    else:
-        paid = contract.cost(write_5m=lost) if u.get("cache_write_5m") else contract.cost(uncached=lost)
-    return paid - contract.cost(cache_read=lost)
+    return model_contract(row.get("api") or "", row.get("model")).reprefill_cost(lost, u.written_as)
 
 
 def listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dict[str, Any]]:
