@@ -115,7 +115,8 @@ def test_reprefill_cost_is_paid_as_the_request_wrote_minus_a_read() -> None:
     c = model_contract("anthropic", "claude-sonnet-4-5")
     read = c.cost(cache_read=1000)
     assert c.reprefill_cost(1000, "1h") == pytest.approx(c.cost(write_1h=1000) - read)
-    assert c.reprefill_cost(1000, "5m") == pytest.approx(c.cost(write_5m=1000) - read) < c.reprefill_cost(1000, "1h")
+    assert c.reprefill_cost(1000, "5m") == pytest.approx(c.cost(write_5m=1000) - read)
+    assert c.reprefill_cost(1000, "5m") < c.reprefill_cost(1000, "1h")
     assert c.reprefill_cost(1000, None) == pytest.approx(c.cost(uncached=1000) - read)
     assert Usage(cache_write_1h=5).written_as == "1h" and Usage(cache_write_5m=5, cache_write_1h=5).written_as == "5m"
     assert Usage(cache_read=5).written_as is None
