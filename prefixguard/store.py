@@ -20,7 +20,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from prefixguard.errors import InputError
-from prefixguard.usage import Usage
+from prefixguard.usage import USAGE_FIELDS, Usage
 
 SCHEMA_VERSION = 4   # 2: tokens_estimated; 3: diagnosis; 4: degraded
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -95,7 +95,6 @@ class Record:
         }
 
 
-_USAGE = tuple(f.name for f in fields(Usage))
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
 _ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0",   # columns a version-1 file lacks
           "diagnosis": "TEXT",                              # and a version-2 one
@@ -130,7 +129,7 @@ def _record(row: sqlite3.Row) -> Record:
         if value is not None and not isinstance(value, _COLUMN_KINDS[name]):
             raise InputError(f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
                              f"expected {_COLUMN_KINDS[name][0].__name__}")
-    usage = Usage(**{k: data.pop(k) or 0 for k in _USAGE})
+    usage = Usage(**{k: data.pop(k) or 0 for k in USAGE_FIELDS})
     usage.reported = bool(usage.reported)
     try:
         data["segments"] = json.loads(data["segments"] or "[]")

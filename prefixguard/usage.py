@@ -26,4 +26,4 @@ class Usage:
         return "5m" if self.cache_write else None
 
 
-USAGE_FIELDS = frozenset(f.name for f in fields(Usage))   # the keys of a usage in the export shape
+USAGE_FIELDS = tuple(f.name for f in fields(Usage))   # the keys of a usage in the export shape, in order

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -99,36 +101,46 @@ def rows(db: Path, n: int, timeout: float = 20.0) -> list[dict]:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
-def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
+
+SYSTEM = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
+
+
+@contextlib.contextmanager
+def engine_behind_proxy(tmp_path: Path, key: str, **proxy: Any) -> Iterator[tuple[anthropic.Anthropic, list[str], Path]]:
+    """The engine (Anthropic's policy, so it answers diagnostics) behind the proxy: (an SDK client with
+    this key, the proxy's console lines, its capture store)."""
     from prefixguard.engine.llm_engine import LLMEngine
     from prefixguard.engine.server import create_app, serve_in_thread
 
-    system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
     lines: list[str] = []
     db = tmp_path / "capture.db"
     with serve_in_thread(create_app(LLMEngine("tiny", page_size=1), cache_policy="anthropic")) as url:
-        with ProxyThread([url], addon=PrefixGuard(console=lines.append), store=str(db)) as px:
-            client = anthropic.Anthropic(base_url=px.url, api_key="sk-ant-test-diagnostics", max_retries=0)
+        with ProxyThread([url], addon=PrefixGuard(console=lines.append), store=str(db), **proxy) as px:
+            yield anthropic.Anthropic(base_url=px.url, api_key=key, max_retries=0), lines, db
 
-            def ask(sys_text: str, text: str, previous: str | None) -> dict:
-                extra = {"diagnostics": {"previous_message_id": previous}} if previous else {}
-                raw = client.messages.with_raw_response.create(
-                    model="claude-sonnet-4-5", max_tokens=4, extra_body=extra,
-                    system=[{"type": "text", "text": sys_text, "cache_control": {"type": "ephemeral"}}],
-                    messages=[{"role": "user", "content": text}])
-                return json.loads(raw.http_response.content)
 
-            first = ask(system, "Summarize clause 3.", None)
-            same = ask(system, "Summarize clause 3.", first["id"])      # nothing changed: no miss
-            changed = ask(system.replace("clause 7:", "clause 7 (amended):"), "Summarize clause 3.", same["id"])
-            unknown = ask(system, "Summarize clause 4.", "msg_never_seen")
-            assert "diagnostics" not in first
-            assert same["diagnostics"] == {"cache_miss_reason": None}
-            assert changed["diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
-            assert changed["diagnostics"]["cache_miss_reason"]["cache_missed_input_tokens"] > 0
-            assert unknown["diagnostics"]["cache_miss_reason"] == {"type": "previous_message_not_found"}
-            stored = rows(db, 4)
+@pytest.mark.slow
+def test_engine_diagnostics_through_the_proxy_agree(tmp_path: Path):
+    system = SYSTEM
+    with engine_behind_proxy(tmp_path, "sk-ant-test-diagnostics") as (client, lines, db):
+        def ask(sys_text: str, text: str, previous: str | None) -> dict:
+            extra = {"diagnostics": {"previous_message_id": previous}} if previous else {}
+            raw = client.messages.with_raw_response.create(
+                model="claude-sonnet-4-5", max_tokens=4, extra_body=extra,
+                system=[{"type": "text", "text": sys_text, "cache_control": {"type": "ephemeral"}}],
+                messages=[{"role": "user", "content": text}])
+            return json.loads(raw.http_response.content)
+
+        first = ask(system, "Summarize clause 3.", None)
+        same = ask(system, "Summarize clause 3.", first["id"])      # nothing changed: no miss
+        changed = ask(system.replace("clause 7:", "clause 7 (amended):"), "Summarize clause 3.", same["id"])
+        unknown = ask(system, "Summarize clause 4.", "msg_never_seen")
+        assert "diagnostics" not in first
+        assert same["diagnostics"] == {"cache_miss_reason": None}
+        assert changed["diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
+        assert changed["diagnostics"]["cache_miss_reason"]["cache_missed_input_tokens"] > 0
+        assert unknown["diagnostics"]["cache_miss_reason"] == {"type": "previous_message_not_found"}
+        stored = rows(db, 4)
     assert len(stored) == 4
     by_id = [r["diagnosis"] for r in stored]
     assert by_id[0] is None and by_id[1]["agreement"] == "both_clear" and by_id[3]["agreement"] is None
@@ -190,19 +202,12 @@ def test_opt_in_adds_the_asking_member_and_nothing_else(shared_data: Path, tmp_p
 
 @pytest.mark.slow
 def test_opt_in_against_the_engine_agrees(tmp_path: Path):
-    from prefixguard.engine.llm_engine import LLMEngine
-    from prefixguard.engine.server import create_app, serve_in_thread
-
-    system = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in range(220))
-    lines: list[str] = []
-    db = tmp_path / "capture.db"
-    with serve_in_thread(create_app(LLMEngine("tiny", page_size=1), cache_policy="anthropic")) as url:
-        with ProxyThread([url], addon=PrefixGuard(console=lines.append), store=str(db), diagnostics=True) as px:
-            client = anthropic.Anthropic(base_url=px.url, api_key="sk-ant-test-optin", max_retries=0)
-            for text in (system, system.replace("clause 9:", "clause 9 (new):")):  # the app asks for nothing
-                client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=[{"role": "user", "content": "Hi"}],
-                                       system=[{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}])
-            stored = rows(db, 2)
+    system = SYSTEM
+    with engine_behind_proxy(tmp_path, "sk-ant-test-optin", diagnostics=True) as (client, lines, db):
+        for text in (system, system.replace("clause 9:", "clause 9 (new):")):  # the app asks for nothing
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=[{"role": "user", "content": "Hi"}],
+                                   system=[{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}])
+        stored = rows(db, 2)
     assert stored[0]["diagnosis"] is None
     assert stored[1]["diagnosis"]["label"] == "system_changed" and stored[1]["diagnosis"]["agreement"] == "agree"
     assert any("provider says: system_changed" in ln and ln.endswith("-- agree") for ln in lines)
