@@ -56,6 +56,7 @@ class CachePolicy:
     def __init__(self, entries: Table | None = None) -> None:
         table = providers()[self.provider]
         self._invalidates: dict[str, str] = table.get("invalidates", {})
+        self.caches_output: bool = table.get("caches_output", False)  # a request's output is cached with it
         # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()
@@ -67,11 +68,14 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             return self._plan(prompt, now, tenant, commit=False)
 
-    def commit(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
-        """lookup, then record this request's reads and writes (refreshing the TTLs it touched)."""
+    def commit(self, prompt: Prompt, now: float, tenant: str = "", output: int = 0) -> Expected:
+        """lookup, then record this request's reads and writes (refreshing the TTLs it touched).
+        output: the tokens it generated (as reported), cached with it where the contract says so."""
         with self._lock:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             expected = self._plan(prompt, now, tenant, commit=True)
+            if output > 0 and self.caches_output and prompt.segments:
+                self._put((tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1]), _Output(now, output))
             self._entries.save()
             return expected
 
@@ -91,6 +95,11 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
             self._entries.save()
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an
+        automatic prefix read ends anywhere, so only one past all of the prompt says so."""
+        return [len(prompt.segments) - 1]
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
         raise NotImplementedError
@@ -190,6 +199,8 @@ class PrefixPolicy(CachePolicy):
         if self.by_model:  # Gemini: a minimum per model
             self.minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
         if total == 0 or total < self.minimum:
+            if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
+                self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
             return Expected(0, 0, total, "below_minimum" if total else "cold")
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
@@ -207,7 +218,15 @@ class PrefixPolicy(CachePolicy):
 
         n_alive = _longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
-        if n_alive < len(chain):  # the match goes on inside the first differing part, token by token
+        output = self._get((*owner, b"o" + chain[n_alive - 1])) if 0 < n_alive < len(chain) else None
+        carried = n_alive
+        if output is not None and now - output.at <= ttl:
+            # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
+            while carried < len(chain) and prompt.segments[carried].role == "assistant":
+                carried += 1
+        if carried > n_alive:
+            reached = min(cum[carried - 1], reached + output.tokens)
+        elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
             same = _longest(pieces, lambda fp: alive(b"c" + fp))
@@ -222,11 +241,15 @@ class PrefixPolicy(CachePolicy):
             n_any = _longest(chain, stored)
             reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
         if commit:
-            for i, fp in enumerate(chain):
-                self._put((*owner, fp), now)
-                for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
-                    self._put((*owner, b"c" + piece), now)
+            self._remember(prompt, chain, owner, now)
         return Expected(read, 0, total - read, reason)
+
+    def _remember(self, prompt: Prompt, chain: list[bytes], owner: tuple[str, str], now: float) -> None:
+        """Every prefix of the prompt is cached now."""
+        for i, fp in enumerate(chain):
+            self._put((*owner, fp), now)
+            for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
+                self._put((*owner, b"c" + piece), now)
 
     def _plan_explicit(self, prompt: Prompt, chain: list[bytes], cum: list[int], owner: tuple[str, str],
                        now: float, commit: bool) -> Expected:
@@ -263,8 +286,8 @@ class PrefixPolicy(CachePolicy):
         for fp in chain[:last + 1]:
             self._put((tenant, prompt.model or "", fp), now)
 
-    def _until(self, value: float) -> float:
-        return value + self.longest_ttl  # value: the entry's last use
+    def _until(self, value: float | _Output) -> float:
+        return (value.at if isinstance(value, _Output) else value) + self.longest_ttl  # the entry's last use
 
     @property
     def longest_ttl(self) -> float:
@@ -273,7 +296,7 @@ class PrefixPolicy(CachePolicy):
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         chain = self.keyed_chain(prompt)
         owner = (tenant, prompt.model or "")
-        keys = [(*owner, fp) for fp in chain]
+        keys = [(*owner, fp) for fp in chain] + ([(*owner, b"o" + fp) for fp in chain] if self.caches_output else [])
         for i in range(len(chain)):
             keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
         return keys
@@ -282,6 +305,14 @@ class PrefixPolicy(CachePolicy):
         if tokens < max(self.minimum, 1):
             return 0
         return tokens - (tokens - self.minimum) % self.step
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """What a request generated, cached with its prompt (a contract with caches_output): when, how many."""
+
+    at: float
+    tokens: int
 
 
 @dataclass(slots=True)
@@ -307,6 +338,9 @@ class AnthropicPolicy(CachePolicy):
     def breakpoints(self, prompt: Prompt) -> list[tuple[int, str]]:
         """(segment index, TTL) of each breakpoint, the automatic one on the last eligible block."""
         return sorted(breakpoints(prompt, self.ineligible).items())
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        return [idx for idx, _ in self.breakpoints(prompt)]  # a read ends on a breakpoint
 
     def _seconds(self, ttl: str) -> float:
         return self.ttl_seconds.get(ttl, self.ttl_seconds[self.default_ttl])

@@ -220,18 +220,20 @@ def decode_seen(blob: bytes) -> Any:
 # ---- the policies' entries and the scale's fits
 
 def _encode_value(value: Any) -> bytes:
-    from prefixguard.policy import _Entry
+    from prefixguard.policy import _Entry, _Output
     from prefixguard.scale import _Fit
 
     if isinstance(value, _Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
+    if isinstance(value, _Output):
+        return f"o{value.at!r} {value.tokens}".encode()
     if isinstance(value, _Fit):
-        return f"s{value.ratio!r} {value.unseen}".encode()
+        return f"s{value.ratio!r} {value.unseen} {value.front}".encode()
     return b"f" + repr(float(value)).encode()
 
 
 def _decode_value(raw: bytes | None) -> Any:
-    from prefixguard.policy import _Entry
+    from prefixguard.policy import _Entry, _Output
     from prefixguard.scale import _Fit
 
     if raw is None:
@@ -240,9 +242,12 @@ def _decode_value(raw: bytes | None) -> Any:
     if kind == b"e":
         ttl, expires = text.rsplit(" ", 1)
         return _Entry(ttl, float(expires))
+    if kind == b"o":
+        at, tokens = text.split(" ")
+        return _Output(float(at), int(tokens))
     if kind == b"s":
-        ratio, unseen = text.split(" ")
-        return _Fit(float(ratio), int(unseen))
+        ratio, unseen, *front = text.split(" ")  # a fit written before fronts were kept has none
+        return _Fit(float(ratio), int(unseen), int(front[0]) if front else -1)
     return float(text)
 
 

@@ -33,7 +33,7 @@ def test_reads_are_predicted_within_five_percent(figures) -> None:
         ok, n = figures.share(who, read=True)
         later_ok, later = figures.share(who, read=True, later=True)
         assert n > 50 and later > 30
-        assert later_ok >= 0.69 * later and ok >= 0.39 * n, (who, ok, n, later_ok, later)
+        assert later_ok >= 0.78 * later and ok >= 0.44 * n, (who, ok, n, later_ok, later)
     # the proxy (which judges as requests arrive) and replay's sim agree on what the cache holds
     assert figures.share("proxy_expected", True) == figures.share("sim_predicted", True)
 
@@ -60,6 +60,6 @@ def test_bedrock_and_gemini_recordings(provider_figures) -> None:
         zeros_ok, zeros = provider_figures.share(who, read=False)
         reads_ok, reads = provider_figures.share(who, read=True)
         assert zeros >= 100 and zeros_ok >= 0.95 * zeros, (who, zeros_ok, zeros)
-        assert reads >= 10 and reads_ok >= 6, (who, reads_ok, reads)
+        assert reads >= 10 and reads_ok >= 9, (who, reads_ok, reads)
     assert provider_figures.false_breaks() == []
     assert {r.source for r in provider_figures.rows} == {"pydantic-ai-bedrock", "pydantic-ai-gemini"}

@@ -334,9 +334,10 @@ class Analyzer:
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
             def learn(state: State) -> None:
-                state.scale.learn(prompt, usage)
-                scaled, policy = state.scale.scaled(prompt), state.policy_for(prompt)
-                policy.commit(scaled, flow.ts, flow.tenant)
+                policy = state.policy_for(prompt)
+                state.scale.learn(prompt, usage, policy.read_ends(prompt))
+                scaled = state.scale.scaled(prompt)
+                policy.commit(scaled, flow.ts, flow.tenant, usage.output)
                 policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
             self._judged(flow, learn)
         rec.degraded = flow.degraded

@@ -220,9 +220,9 @@ class SimTarget:
         judged = self._scale.scaled(prompt)
         exp = policy.lookup(judged, now, req.tenant)
         if req.reported is not None:
-            self._scale.learn(prompt, req.reported)
+            self._scale.learn(prompt, req.reported, policy.read_ends(prompt))
         held = self._scale.scaled(prompt)
-        policy.commit(held, now, req.tenant)
+        policy.commit(held, now, req.tenant, req.reported.output if req.reported else 0)
         if req.reported is not None:
             policy.observe(held, req.reported.cache_read, now, req.tenant)  # what the provider holds
         o = outcome(req, judged.total_tokens, exp.cache_read, cache_write=exp.cache_write,

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from prefixguard.contracts import providers
 from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.media import Media
@@ -52,6 +53,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 text=items.value)
     elif items is not None:
         leading = True
+        last_user = max((ii for ii, it in enumerate(items.value) if isinstance(it, dict) and it.get("role") == "user"
+                         and it.get("type", "message") == "message"), default=-1)
         for ii, item in enumerate(items.kids):
             fields = item.value
             if not isinstance(fields, dict):
@@ -69,7 +72,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             if parts is None or kind != "message":
                 found = _output_media(fields) if kind == "tool_result" else None
                 out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header,
-                        whole=True, media=found[0] if found else None, text=found[1] if found else None)
+                        whole=True, media=found[0] if found else None, text=found[1] if found else None,
+                        tokens_by_rule=reasoning_tokens(fields, ii < last_user) if kind == "thinking" else None)
             elif isinstance(parts, str):
                 out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
                         header=header, text=parts)
@@ -101,6 +105,19 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
+
+
+def reasoning_tokens(item: dict[str, Any], earlier_turn: bool) -> int | None:
+    """What a reasoning item costs by the rule of rules/providers.toml [openai] encrypted_reasoning: its
+    reasoning tokens, from the length of its encrypted_content (the text of that is no prompt text), or
+    nothing when an earlier turn's reasoning is dropped. None: no encrypted content (count its text)."""
+    encrypted = item.get("encrypted_content")
+    if not isinstance(encrypted, str):
+        return None
+    rule = providers()["openai"]["encrypted_reasoning"]
+    if earlier_turn and rule["dropped_before_last_user_message"]:
+        return 0
+    return max(0, round((len(encrypted) - rule["chars_per_item"]) / rule["chars_per_token"]))
 
 
 def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:

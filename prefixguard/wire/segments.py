@@ -29,7 +29,7 @@ class Builder:
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
             breakpoint: str | None = None, text: str | None = None, whole: bool = False,
-            media: list[Media] | None = None) -> Segment:
+            media: list[Media] | None = None, tokens_by_rule: int | None = None) -> Segment:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
         whole: this part is the whole message (its value holds those fields already);
         media: the images and documents in this part; `text` is then the rest of it (None: nothing
@@ -43,7 +43,9 @@ class Builder:
         # block into another message changes the key; a whole message holds it in its value.
         key = marshal.dumps((level, role, True if whole else header, value), 2)
         media_tokens, estimated = 0, False
-        if media:
+        if tokens_by_rule is not None:
+            count, estimated = tokens_by_rule, True
+        elif media:
             count, media_tokens, estimated = self._media(key, media, text)
         elif self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
             count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
