@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate, takewhile
 from typing import Any
 
@@ -33,6 +33,7 @@ from prefixguard.fingerprint import prefix_length
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import LEVELS, Prompt
 
+SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
 
@@ -46,6 +47,14 @@ class Expected:
     reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
     write_by_ttl: dict[str, int] = field(default_factory=dict)  # cache_write split by TTL (Anthropic)
+
+    def within(self, billed: int) -> Expected:
+        """No more read than the provider billed for the whole prompt (reported after the fact): our
+        scaled count ran over it (a server tool loop's usage sums its passes, and one request's sum is
+        no prefix of the next)."""
+        if billed <= 0 or self.cache_read <= billed:
+            return self
+        return replace(self, cache_read=billed, cache_write=0, uncached=0, write_by_ttl={})
 
 
 class CachePolicy:
@@ -225,7 +234,11 @@ class PrefixPolicy(CachePolicy):
             while carried < len(chain) and prompt.segments[carried].role == "assistant":
                 carried += 1
         if carried > n_alive:
-            reached = min(cum[carried - 1], reached + output.tokens)
+            ours = cum[carried - 1] - reached
+            # About its size: it is that output, which the provider counted exactly (a reasoning item's size
+            # is an estimate); else it is some of it, or more than it (the client added to it).
+            same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
+            reached += output.tokens if same else min(ours, output.tokens)
         elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")

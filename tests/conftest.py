@@ -1,8 +1,14 @@
-"""Shared test fixtures: where the real recorded data lives."""
+"""Shared test fixtures: where the real recorded data lives, and one run of the demo."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,3 +27,22 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return SHARED_DATA
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    result: dict[str, Any]   # its JSON output
+    store: Path              # the proxy's capture
+    seconds: float           # wall time, whole process
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """`prefixguard demo -o json --store capture.db`, the README's main command, run once for the tests
+    that read its output or its capture (about 30 s each time)."""
+    store = tmp_path_factory.mktemp("demo") / "capture.db"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", "from prefixguard.cli import main; main()", "demo", "-o", "json",
+                           "--store", str(store)], capture_output=True, text=True, timeout=300, cwd=store.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return DemoRun(json.loads(done.stdout), store, time.monotonic() - started)

@@ -37,13 +37,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_demo_shows_the_fixes_raise_the_hit_rate(tmp_path: Path) -> None:
-    started = time.monotonic()
-    done = subprocess.run([*DEMO, "-o", "json", "--store", str(tmp_path / "capture.db")], capture_output=True,
-                          text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert time.monotonic() - started < 180
-    result = json.loads(done.stdout)
+def test_demo_shows_the_fixes_raise_the_hit_rate(demo_run) -> None:
+    assert demo_run.seconds < 180
+    result = demo_run.result
     before, after = result["before"], result["after"]
     assert before["hit_rate"] < after["hit_rate"]
     # before the fixes only the prefix before the timestamp is read (OpenAI matches tokens, not parts)
@@ -51,11 +47,11 @@ def test_demo_shows_the_fixes_raise_the_hit_rate(tmp_path: Path) -> None:
     assert before["verdicts"]["miss_prefix_changed"] >= 12 and after["verdicts"]["hit"] >= 12
     assert {c["cause"] for c in result["causes"]} >= {"volatile_content", "tools_reordered"}
     assert after["prefill_s"] < before["prefill_s"]
-    assert (tmp_path / "capture.db").is_file()
+    assert demo_run.store.is_file()
     # the engine's own diagnoses (asked by the proxy's --ask-diagnostics) beside the proxy's, in the report
     diag = result["provider_diagnostics"]
     assert diag["compared"] >= 8 and diag["agreed"] >= 0.75 * diag["compared"], diag
-    report = subprocess.run([*DEMO[:-1], "report", str(tmp_path / "capture.db"), "--format", "json"],
+    report = subprocess.run([*DEMO[:-1], "report", str(demo_run.store), "--format", "json"],
                             capture_output=True, text=True, timeout=120)
     table = json.loads(report.stdout)["fields"]["agreement"]
     assert table["compared"] == diag["compared"] and table["causes"], table

@@ -3,7 +3,8 @@ shows it (rules/providers.toml names them):
 - hidden tokens (a tool-use instruction, server tool definitions) sit where the provider's own reads
   and writes put them, in front of the prefix or after every read (prefixguard/scale.py);
 - OpenAI caches what a request generated: the next request that carries it back reads it;
-- an encrypted reasoning item is billed as its reasoning tokens, and an earlier turn's as nothing."""
+- an encrypted reasoning item is billed as its reasoning tokens, and an earlier turn's as nothing;
+- no read is expected past the prompt the provider billed."""
 from __future__ import annotations
 
 import importlib.util
@@ -27,6 +28,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"
 BEDROCK_TOOL_CHOICE = "recorded/pydantic-ai-bedrock/test_cache_test_bedrock_single_tool_choice_preserves_cache_anthropic_"
 CHAT_OUTPUT = "recorded/crewai/test_hierarchical_process"
 RESPONSES_TOOL_LOOP = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_thinking_with_tool_calls"
+CODE_EXECUTION = ("recorded/pydantic-ai/test_code_execution_files_vcr_test_anthropic_code_execution_files_"
+                  "cache_prefix_stable_automatic-sonnet-5_")
 WEB_SEARCH = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_model_web_search_tool"
 
 
@@ -97,10 +100,21 @@ def test_openai_reads_the_output_carried_back(shared_data: Path, tmp_path: Path)
 
 def test_a_short_prompt_with_a_long_output_is_cached(shared_data: Path, tmp_path: Path) -> None:
     """Responses, gpt-5: 124 prompt tokens (below the minimum) generated 1,926 (1,792 of reasoning);
-    the tool loop's next request carries them back and reads 2,048. Before, predicted 0."""
+    the tool loop's next request carries them back and reads 2,048. Before, predicted 0. The parts
+    carried back are about the output's size, so they cost what the provider counted it."""
     rows = _through_proxy(shared_data / RESPONSES_TOOL_LOOP, tmp_path)
     assert rows[0]["verdict"] == "below_minimum" and rows[1]["usage"]["cache_read"] == 2048
-    assert _within(rows[1]["expected_cached"], 2048, 0.25), rows[1]["expected_cached"]
+    assert _within(rows[1]["expected_cached"], 2048), rows[1]["expected_cached"]
+
+
+def test_no_read_expected_past_the_billed_prompt(shared_data: Path, tmp_path: Path) -> None:
+    """Anthropic code execution: request 1's usage sums its loop's three passes (21,023), so it is no
+    prefix of request 2, billed 15,097 whole. We expected 21,017; now at most what was billed."""
+    rows = _through_proxy(shared_data / CODE_EXECUTION, tmp_path)
+    first, second = (r for r in rows if r.get("usage", {}).get("reported"))
+    assert first["usage"]["prompt_total"] == 21023 and second["usage"]["prompt_total"] == 15097
+    assert second["expected_cached"] == 15097 and _within(15097, second["usage"]["cache_read"])
+    assert second["verdict"] == "hit"
 
 
 def test_encrypted_reasoning_costs_its_reasoning_tokens(shared_data: Path) -> None:

@@ -2,8 +2,8 @@
 CPU). The server's reported cached tokens reproduce the trace's ideal prefix reuse, and the proxy's
 capture is a real capture for `prefixguard report` (terminal and HTML, rendered in headless Chromium).
 
-The whole trace: 20 sessions, 402 calls, 2.7M prompt tokens (prompts up to 47k tokens), about 45 s on
-2 CPU cores.
+Half the trace, its first 10 of 20 sessions (about 200 calls, prompts up to 47k tokens), keeps the run
+near 40 s on 2 CPU cores (`bench/replay.py --sessions 20` replays all of it on the engine).
 """
 from __future__ import annotations
 
@@ -23,16 +23,16 @@ from helpers.processes import start, stop
 
 pytestmark = pytest.mark.slow
 
-SESSIONS = 20
+SESSIONS = 10
 
 
 @pytest.fixture(scope="module")
 def subset(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """All session files as one trace."""
+    """The first session files as one trace."""
     sessions = sorted((shared_data / "lmcache-agent-trace" / "miniswe").glob("*.jsonl"))
-    assert len(sessions) == SESSIONS
+    assert len(sessions) == 20
     out = tmp_path_factory.mktemp("trace") / "miniswe.jsonl"
-    out.write_text("".join(f.read_text() for f in sessions))
+    out.write_text("".join(f.read_text() for f in sessions[:SESSIONS]))
     return out
 
 
@@ -75,7 +75,7 @@ def test_reused_prefix_ratio_matches_the_trace_ideal(subset: Path, through_proxy
     expected = ideal(subset)
     calls = len(subset.read_text().splitlines())
     assert doc["requests"] == calls and doc["errors"] == 0
-    assert 0.93 < expected < 0.95      # the data README's "about 0.94 with cl100k_base"
+    assert expected > 0.9              # agent sessions: each call repeats the one before it
     # The server's template adds a header token per block and caches whole 16-token pages only.
     assert abs(doc["hit_ratio"] - expected) < 0.02, (doc["hit_ratio"], expected)
     # Every call but each session's first reuses its session; those first ones share the task's opening.

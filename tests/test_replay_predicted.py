@@ -14,8 +14,6 @@ the scale of the previous, longer requests.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,15 +25,10 @@ from prefixguard.capture import read_capture
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
-
 
 @pytest.fixture(scope="module")
-def demo_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("demo") / "capture.db"
-    done = subprocess.run([*CLI, "demo", "--json", "--store", str(db)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return db
+def demo_capture(demo_run) -> Path:
+    return demo_run.store  # the session's one demo run (tests/conftest.py)
 
 
 def replay_json(*args: str) -> dict:

@@ -4,8 +4,6 @@ the real commands, on the repository's examples and, for the capture-based ones,
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -19,7 +17,6 @@ from prefixguard.verdict import VerdictName
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 CHECKED: set[str] = set()
 
 
@@ -67,13 +64,10 @@ def test_the_schemas_know_every_final_verdict() -> None:
 
 
 @pytest.mark.slow
-def test_capture_outputs(tmp_path: Path) -> None:
+def test_capture_outputs(demo_run, tmp_path: Path) -> None:
     """demo (its capture through the real proxy), then report, replay, replay --output-file, capture export."""
-    store = tmp_path / "capture.db"
-    demo = subprocess.run([*CLI, "demo", "-o", "json", "--store", str(store)], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)
-    assert demo.returncode == 0, demo.stderr[-2000:]
-    valid("demo", json.loads(demo.stdout))
+    store = demo_run.store
+    valid("demo", demo_run.result)
     valid("report", out("report", str(store), "-o", "json"))
     valid("replay", out("replay", str(store), "-o", "json", "--no-progress", "--what-if", "fixed"))
     results = tmp_path / "results.json"

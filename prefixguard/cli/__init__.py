@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sqlite3
 import sys
 from typing import Any
 
@@ -71,7 +70,7 @@ class LazyGroup(click.Group):
             fail(e.format_message(), command=e.ctx.command_path if usage else None)
         except click.Abort:
             fail("interrupted", EXIT_INTERRUPTED)
-        except (InputError, OSError, UnicodeError, sqlite3.Error, ValueError) as e:
+        except (InputError, OSError, UnicodeError, ValueError) as e:
             if os.environ.get("PREFIXGUARD_DEBUG"):
                 raise
             fail(str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}")
@@ -80,6 +79,9 @@ class LazyGroup(click.Group):
         except Exception as e:  # a bug, not the user's input: still one line, the traceback on demand
             if os.environ.get("PREFIXGUARD_DEBUG"):
                 raise
+            db = sys.modules.get("sqlite3")  # a capture file's error (a command that read none never imported it)
+            if db is not None and isinstance(e, db.Error):
+                fail(f"{type(e).__name__}: {e}")
             fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
                  EXIT_INTERNAL)
         if standalone_mode:

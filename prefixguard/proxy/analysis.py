@@ -321,6 +321,8 @@ class Analyzer:
         if prompt is None:
             rec.cause = flow.skip
         else:
+            if flow.expected is not None and usage.reported:
+                flow.expected = flow.expected.within(usage.prompt_total)
             v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:

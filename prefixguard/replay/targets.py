@@ -219,6 +219,8 @@ class SimTarget:
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
         judged = self._scale.scaled(prompt)
         exp = policy.lookup(judged, now, req.tenant)
+        if req.reported is not None and req.reported.reported:
+            exp = exp.within(req.reported.prompt_total)
         if req.reported is not None:
             self._scale.learn(prompt, req.reported, policy.read_ends(prompt))
         held = self._scale.scaled(prompt)
