@@ -48,14 +48,6 @@ class Expected:
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
     write_by_ttl: dict[str, int] = field(default_factory=dict)  # cache_write split by TTL (Anthropic)
 
-    def within(self, billed: int) -> Expected:
-        """No more read than the provider billed for the whole prompt (reported after the fact): our
-        scaled count ran over it (a server tool loop's usage sums its passes, and one request's sum is
-        no prefix of the next)."""
-        if billed <= 0 or self.cache_read <= billed:
-            return self
-        return replace(self, cache_read=billed, cache_write=0, uncached=0, write_by_ttl={})
-
 
 class CachePolicy:
     """Base: bounded LRU state and the settings that key the cache. Subclasses decide reads and writes."""
@@ -104,6 +96,18 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
             self._entries.save()
+
+    def billed(self, expected: Expected, prompt: Prompt, total: int) -> Expected:
+        """The expectation against the prompt total the provider billed (known once it answered): no read
+        when that is under the model's minimum, and none past it. Our scaled count can run over both (a
+        server tool loop's usage sums its passes, so one request's sum is no prefix of the next)."""
+        if total <= 0 or not expected.cache_read:
+            return expected
+        if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
+            return Expected(0, 0, total, "below_minimum")
+        if expected.cache_read > total:
+            return replace(expected, cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
+        return expected
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an

@@ -4,7 +4,7 @@ shows it (rules/providers.toml names them):
   and writes put them, in front of the prefix or after every read (prefixguard/scale.py);
 - OpenAI caches what a request generated: the next request that carries it back reads it;
 - an encrypted reasoning item is billed as its reasoning tokens, and an earlier turn's as nothing;
-- no read is expected past the prompt the provider billed."""
+- no read is expected past the prompt the provider billed, nor when it is under the minimum."""
 from __future__ import annotations
 
 import importlib.util
@@ -30,6 +30,7 @@ CHAT_OUTPUT = "recorded/crewai/test_hierarchical_process"
 RESPONSES_TOOL_LOOP = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_thinking_with_tool_calls"
 CODE_EXECUTION = ("recorded/pydantic-ai/test_code_execution_files_vcr_test_anthropic_code_execution_files_"
                   "cache_prefix_stable_automatic-sonnet-5_")
+CODE_INTERPRETER = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_thinking_with_code_execution_tool"
 WEB_SEARCH = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_model_web_search_tool"
 
 
@@ -115,6 +116,14 @@ def test_no_read_expected_past_the_billed_prompt(shared_data: Path, tmp_path: Pa
     assert first["usage"]["prompt_total"] == 21023 and second["usage"]["prompt_total"] == 15097
     assert second["expected_cached"] == 15097 and _within(15097, second["usage"]["cache_read"])
     assert second["verdict"] == "hit"
+
+
+def test_no_read_expected_when_the_billed_prompt_is_under_the_minimum(shared_data: Path, tmp_path: Path) -> None:
+    """OpenAI code interpreter: request 1's usage (1,493, read 1,280) sums two passes; request 2 is billed
+    793 in all, under gpt-5's 1,024 minimum, and reads nothing. We expected 1,280."""
+    rows = _through_proxy(shared_data / CODE_INTERPRETER, tmp_path)
+    assert rows[1]["usage"]["prompt_total"] == 793 and rows[1]["usage"]["cache_read"] == 0
+    assert rows[1]["expected_cached"] == 0 and rows[1]["verdict"] == "below_minimum"
 
 
 def test_encrypted_reasoning_costs_its_reasoning_tokens(shared_data: Path) -> None:

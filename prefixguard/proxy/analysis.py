@@ -322,7 +322,7 @@ class Analyzer:
             rec.cause = flow.skip
         else:
             if flow.expected is not None and usage.reported:
-                flow.expected = flow.expected.within(usage.prompt_total)
+                flow.expected = self.policy_for(prompt).billed(flow.expected, prompt, usage.prompt_total)
             v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:

@@ -220,7 +220,7 @@ class SimTarget:
         judged = self._scale.scaled(prompt)
         exp = policy.lookup(judged, now, req.tenant)
         if req.reported is not None and req.reported.reported:
-            exp = exp.within(req.reported.prompt_total)
+            exp = policy.billed(exp, prompt, req.reported.prompt_total)
         if req.reported is not None:
             self._scale.learn(prompt, req.reported, policy.read_ends(prompt))
         held = self._scale.scaled(prompt)
