@@ -6,12 +6,12 @@ a server tool's results. From the latest request of a model whose usage reported
 our count C, the ratio P / C is taken as far as a tokenizer can explain it (MAX_RATIO either way); what
 is left over is tokens unseen.
 
-Where the unseen tokens sit, the provider's own figures tell. What a request read plus what it wrote ends
-where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our tokens
-says anything): what it holds beyond our scaled tokens up to there is unseen text IN FRONT (hidden tool definitions, read with the prefix);
-the rest sits after every read (a tool-choice instruction, a server tool's results) and is counted on
-the last part, where no later request reads it. Until a read says, all of it is put in front, since
-every read starts there.
+Where the unseen tokens sit, the provider's own figures tell. What a request read plus what it wrote
+ends where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our
+tokens says anything): what it holds beyond our scaled tokens up to there is unseen text IN FRONT
+(hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
+instruction, a server tool's results) and is counted on the last part, where no later request reads
+it. Until a read says, all of it is put in front, since every read starts there.
 
 Images and documents are costed by the provider's formula already, so the fit is of the text alone.
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
@@ -19,11 +19,12 @@ reads are in the provider's tokens. The proxy and replay's sim target both learn
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
 from prefixguard.index import LocalTable, Table
-from prefixguard.prompt import Prompt
+from prefixguard.prompt import Prompt, Segment
 from prefixguard.usage import Usage
 
 MAX_RATIO = 1.5     # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
@@ -45,7 +46,7 @@ class TokenScale:
     def __init__(self, fits: Table | None = None) -> None:
         self._fit: Table = fits if fits is not None else LocalTable(1 << 16)   # per model
 
-    def learn(self, prompt: Prompt, usage: Usage, read_ends: list[int] = ()) -> None:
+    def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = ()) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment)."""
         media = sum(s.media_tokens for s in prompt.segments)
@@ -67,8 +68,7 @@ class TokenScale:
         fit = self._fit.get(prompt.model)
         if fit is None or not prompt.segments:
             return prompt
-        segments = [replace(s, tokens=round((s.tokens - s.media_tokens) * fit.ratio) + s.media_tokens)
-                    for s in prompt.segments]
+        segments = [replace(s, tokens=_in_theirs(s, fit.ratio)) for s in prompt.segments]
         front = fit.unseen if fit.front < 0 else fit.front
         if front:
             segments[0] = replace(segments[0], tokens=segments[0].tokens + front)
@@ -77,13 +77,18 @@ class TokenScale:
         return replace(prompt, segments=segments)
 
 
-def _front(prompt: Prompt, ratio: float, held: int, read_ends: list[int]) -> int | None:
+def _in_theirs(seg: Segment, ratio: float) -> int:
+    """A part's tokens in the provider's: its text scaled, its media as costed."""
+    return round((seg.tokens - seg.media_tokens) * ratio) + seg.media_tokens
+
+
+def _front(prompt: Prompt, ratio: float, held: int, read_ends: Sequence[int]) -> int | None:
     """Unseen tokens in front, as the cache this request left shows (`held`: what it read plus what it
     wrote, which ends on the furthest breakpoint written): what that holds past our scaled tokens up to
     the furthest place it can end. None when it shows nothing (nothing held; or it stops short of every
     place a read can end, so it ended early for its own reasons)."""
     if held <= 0:
         return None
-    cum = list(accumulate(round((s.tokens - s.media_tokens) * ratio) + s.media_tokens for s in prompt.segments))
+    cum = list(accumulate(_in_theirs(s, ratio) for s in prompt.segments))
     reached = [cum[i] for i in read_ends if 0 <= i < len(cum) and cum[i] <= held]
     return held - max(reached) if reached else None
