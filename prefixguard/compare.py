@@ -148,7 +148,7 @@ def _contract_table(p: Prompt) -> dict[str, Any]:
 
 
 def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
-    invalidates: dict[str, str] = _contract_table(b).get("invalidates", {})
+    invalidates = model_contract(b.api, b.model).invalidates
     out = []
     if a.api != b.api or a.model != b.model:
         out.append(_Finding(_first_at_level(b, invalidates.get("model", LEVELS[0])), "model_changed",

@@ -56,7 +56,6 @@ class CachePolicy:
 
     def __init__(self, entries: Table | None = None) -> None:
         table = providers()[self.provider]
-        self._invalidates: dict[str, str] = table.get("invalidates", {})
         self.caches_output: bool = table.get("caches_output", False)  # a request's output is cached with it
         # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
@@ -147,9 +146,10 @@ class CachePolicy:
         if self._keyed is not None and self._keyed[0] is prompt.chain:  # lookup and commit key it alike
             return self._keyed[1]
         salts = {}
+        invalidates = provider_contract(self.provider, prompt.model).invalidates
         for i, level in enumerate(LEVELS):
             keyed = {k: v for k, v in prompt.settings.items()
-                     if k in self._invalidates and LEVELS.index(self._invalidates[k]) <= i and v not in (None, False)}
+                     if k in invalidates and LEVELS.index(invalidates[k]) <= i and v not in (None, False)}
             salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
         chain = prompt.chain
         if any(salts.values()):

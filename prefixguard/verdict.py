@@ -92,8 +92,9 @@ def early(expected: Expected, cmp: Comparison | None) -> Verdict:
 def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
           error: str | None = None, owed: int | None = None) -> Verdict:
     """The verdict with the reported usage. `expected` is None when the request could not be analysed.
-    owed: what the request would have read had its prefix not changed (in the provider's tokens);
-    by default the expected read plus the comparison's re-prefill."""
+    owed: what the request would have read had its prefix not changed (in the provider's tokens); by
+    default what the earlier request held (what this one reuses of it plus its re-prefill), or the
+    expected read when that is more: another entry may hold the same prefix (a setting changed back)."""
     if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
         return Verdict(VerdictName.ERROR, error or f"http {status}")
     if not usage.reported:
@@ -105,7 +106,10 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     read, want = usage.cache_read, expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
     changed = _prefix_changed(cmp)
-    owed = (want + cmp.reprefill_tokens if owed is None else owed) if changed else want
+    if not changed:
+        owed = want
+    elif owed is None:
+        owed = max(want, cmp.reused_tokens + cmp.reprefill_tokens)
     cost_nothing = read >= (1 - tol) * owed
     if changed and not cost_nothing and (as_predicted or read < want):
         return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)

@@ -64,6 +64,17 @@ def test_hidden_tokens_after_every_read_are_not_predicted_read(shared_data: Path
     assert all(_within(r["expected_cached"], 2752) for r in rows[1:]), [r["expected_cached"] for r in rows]
 
 
+def test_nova_keys_its_cache_by_the_tool_choice(shared_data: Path, tmp_path: Path) -> None:
+    """The same test on Nova: toolChoice auto after tool reads nothing and writes the system prefix
+    again (rules/providers.toml, the nova- row); tool again reads request 1's entry, a change that cost
+    nothing: a hit with a note, not a break."""
+    rows = _through_proxy(shared_data / BEDROCK_TOOL_CHOICE.replace("anthropic_", "nova_"), tmp_path)
+    assert [r["usage"]["cache_read"] for r in rows[:3]] == [0, 0, 2492]
+    assert rows[1]["expected_cached"] == 0
+    assert _within(rows[2]["expected_cached"], 2492) and rows[2]["verdict"] == "hit", rows[2]
+    assert "cost nothing" in rows[2]["cause"]
+
+
 def test_hidden_tokens_in_front_are_read_with_the_prefix(shared_data: Path, tmp_path: Path) -> None:
     """OpenAI's web search tool: ~8,400 tokens the body does not show, read from cache in front of it."""
     rows = _through_proxy(shared_data / WEB_SEARCH, tmp_path)
