@@ -14,7 +14,7 @@ from typing import Any
 
 from prefixguard.causes import FIXES
 from prefixguard.classify import FALLBACK, classify, too_deep
-from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.contracts import invalidated_levels, model_contract, provider_for, providers
 from prefixguard.fingerprint import chain as make_chain
 from prefixguard.fingerprint import common_prefix
 from prefixguard.breakpoints import breakpoints
@@ -148,7 +148,7 @@ def _contract_table(p: Prompt) -> dict[str, Any]:
 
 
 def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
-    invalidates = model_contract(b.api, b.model).invalidates
+    invalidates = invalidated_levels(provider_for(b.api, b.model), b.model)
     out = []
     if a.api != b.api or a.model != b.model:
         out.append(_Finding(_first_at_level(b, invalidates.get("model", LEVELS[0])), "model_changed",

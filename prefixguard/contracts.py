@@ -1,7 +1,7 @@
 """Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -64,9 +64,6 @@ class ModelContract:
     confirmed: bool
     price_source: str = "rules/providers.toml"   # where the prices come from (prefixguard/prices.py)
     price_date: str = ""                         # that source's date: printed with every cost
-    # What a change of each cache-keying setting invalidates (the first level it breaks): the provider's
-    # table, with the model's own row over it where its family keys the cache otherwise.
-    invalidates: dict[str, str] = field(default_factory=dict)
 
     @property
     def prices(self) -> str:
@@ -96,15 +93,27 @@ def model_contract(api: str, model: str | None) -> ModelContract:
     return provider_contract(provider_for(api, model), model)
 
 
+def _model_row(table: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """A provider table's default_model row with the longest matching model row over it."""
+    row = dict(table.get("default_model", {}))
+    best = max((m for m in table.get("models", ()) if model and _same_family(model, m["prefix"])),
+               key=lambda m: len(m["prefix"]), default=None)
+    return {**row, "confirmed": True, **best} if best is not None else row
+
+
+@cache
+def invalidated_levels(name: str, model: str | None) -> dict[str, str]:
+    """What a change of each cache-keying setting invalidates (the first level it breaks): the
+    provider's table, with the model's own row over it where its family keys the cache otherwise."""
+    table = providers()[name]
+    return {**table.get("invalidates", {}), **_model_row(table, model).get("invalidates", {})}
+
+
 @cache
 def provider_contract(name: str, model: str | None) -> ModelContract:
     """A model's contract in one provider's table (a policy forced to a provider asks this)."""
     table = providers()[name]
-    row = dict(table.get("default_model", {}))
-    best = max((m for m in table.get("models", ()) if model and _same_family(model, m["prefix"])),
-               key=lambda m: len(m["prefix"]), default=None)
-    if best is not None:
-        row = {**row, "confirmed": True, **best}
+    row = _model_row(table, model)
     if "read_multiplier" in table:
         read = table["read_multiplier"]
         writes = dict(table["write_multiplier"])
@@ -112,7 +121,6 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         read = 1.0 - row.get("cached_discount", 0.0)
         writes = {"default": row.get("write_multiplier", 1.0)}
     minimum = row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0))
-    invalidates = {**table.get("invalidates", {}), **row.get("invalidates", {})}
     live = from_package(name, model)   # the maintained price table first; this file's is the fallback
     if live is not None:
         read = live.cache_read / live.input if live.cache_read is not None else read
@@ -121,10 +129,10 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         if live.cache_write_5m is not None:
             writes = {**writes, "5m" if "5m" in writes else "default": live.cache_write_5m / live.input}
         return ModelContract(name, model, minimum, live.input, live.output, read, writes, True, live.source,
-                             live.date, invalidates)
+                             live.date)
     return ModelContract(name, model, minimum, row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0),
                          read, writes, bool(row.get("confirmed", True)), "rules/providers.toml",
-                         table.get("prices_read", table.get("read", "")), invalidates)
+                         table.get("prices_read", table.get("read", "")))
 
 
 @cache

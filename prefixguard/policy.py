@@ -28,7 +28,7 @@ from typing import Any
 from xxhash import xxh3_128_digest
 
 from prefixguard.breakpoints import breakpoints
-from prefixguard.contracts import provider_contract, provider_for, providers, verdict_rules
+from prefixguard.contracts import invalidated_levels, provider_contract, provider_for, providers, verdict_rules
 from prefixguard.fingerprint import prefix_length
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import LEVELS, Prompt
@@ -146,10 +146,10 @@ class CachePolicy:
         if self._keyed is not None and self._keyed[0] is prompt.chain:  # lookup and commit key it alike
             return self._keyed[1]
         salts = {}
-        invalidates = provider_contract(self.provider, prompt.model).invalidates
+        levels = invalidated_levels(self.provider, prompt.model)
         for i, level in enumerate(LEVELS):
             keyed = {k: v for k, v in prompt.settings.items()
-                     if k in invalidates and LEVELS.index(invalidates[k]) <= i and v not in (None, False)}
+                     if k in levels and LEVELS.index(levels[k]) <= i and v not in (None, False)}
             salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
         chain = prompt.chain
         if any(salts.values()):
