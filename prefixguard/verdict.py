@@ -93,8 +93,9 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
           error: str | None = None, owed: int | None = None) -> Verdict:
     """The verdict with the reported usage. `expected` is None when the request could not be analysed.
     owed: what the request would have read had its prefix not changed (in the provider's tokens); by
-    default what the earlier request held (what this one reuses of it plus its re-prefill), or the
-    expected read when that is more: another entry may hold the same prefix (a setting changed back)."""
+    default the expected read plus the comparison's re-prefill. When nothing of the earlier request is
+    reusable, an expected read comes from another entry (a setting changed back): the larger of the two
+    then, not their sum."""
     if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
         return Verdict(VerdictName.ERROR, error or f"http {status}")
     if not usage.reported:
@@ -109,7 +110,7 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     if not changed:
         owed = want
     elif owed is None:
-        owed = max(want, cmp.reused_tokens + cmp.reprefill_tokens)
+        owed = want + cmp.reprefill_tokens if cmp.reused_tokens else max(want, cmp.reprefill_tokens)
     cost_nothing = read >= (1 - tol) * owed
     if changed and not cost_nothing and (as_predicted or read < want):
         return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
