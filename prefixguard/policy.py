@@ -32,6 +32,8 @@ from prefixguard.contracts import invalidated_levels, provider_contract, provide
 from prefixguard.fingerprint import prefix_length
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import LEVELS, Prompt
+from prefixguard.scale import TokenScale
+from prefixguard.usage import Usage
 
 SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -96,11 +98,12 @@ class CachePolicy:
             self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
             self._entries.save()
 
-    def billed(self, expected: Expected, prompt: Prompt, total: int) -> Expected:
+    def billed(self, expected: Expected, prompt: Prompt, usage: Usage) -> Expected:
         """The expectation against the prompt total the provider billed (known once it answered): no read
         when that is under the model's minimum, and none past it. Our scaled count can run over both (a
         server tool loop's usage sums its passes, so one request's sum is no prefix of the next)."""
-        if total <= 0 or not expected.cache_read:
+        total = usage.prompt_total
+        if not usage.reported or total <= 0 or not expected.cache_read:
             return expected
         if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
             return Expected(0, 0, total, "below_minimum")
@@ -231,7 +234,8 @@ class PrefixPolicy(CachePolicy):
 
         n_alive = _longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
-        output = self._get((*owner, b"o" + chain[n_alive - 1])) if 0 < n_alive < len(chain) else None
+        output = (self._get((*owner, b"o" + chain[n_alive - 1]))
+                  if self.caches_output and 0 < n_alive < len(chain) else None)
         carried = n_alive
         if output is not None and now - output.at <= ttl:
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
@@ -322,6 +326,17 @@ class PrefixPolicy(CachePolicy):
         if tokens < max(self.minimum, 1):
             return 0
         return tokens - (tokens - self.minimum) % self.step
+
+
+def answered(policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float,
+             tenant: str = "") -> None:
+    """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
+    where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
+    output kept in the provider's tokens, and what the provider reported holding."""
+    scale.learn(prompt, usage, policy.read_ends(prompt))
+    held = scale.scaled(prompt)
+    policy.commit(held, now, tenant, usage.output)
+    policy.observe(held, usage.cache_read, now, tenant)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from prefixguard.compare import Comparison
 from prefixguard.diagnosis import Diagnosis, agreement, as_row
 from prefixguard.errors import InputError, TooLarge
 from prefixguard.index import IndexDown
-from prefixguard.policy import CachePolicy, Expected
+from prefixguard.policy import CachePolicy, Expected, answered
 from prefixguard.prompt import Prompt
 from prefixguard import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
@@ -321,8 +321,8 @@ class Analyzer:
         if prompt is None:
             rec.cause = flow.skip
         else:
-            if flow.expected is not None and usage.reported:
-                flow.expected = self.policy_for(prompt).billed(flow.expected, prompt, usage.prompt_total)
+            if flow.expected is not None:
+                flow.expected = self.policy_for(prompt).billed(flow.expected, prompt, usage)
             v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:
@@ -335,13 +335,8 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            def learn(state: State) -> None:
-                policy = state.policy_for(prompt)
-                state.scale.learn(prompt, usage, policy.read_ends(prompt))
-                scaled = state.scale.scaled(prompt)
-                policy.commit(scaled, flow.ts, flow.tenant, usage.output)
-                policy.observe(scaled, usage.cache_read, flow.ts, flow.tenant)  # what the provider holds
-            self._judged(flow, learn)
+            self._judged(flow, lambda state: answered(state.policy_for(prompt), state.scale, prompt, usage,
+                                                      flow.ts, flow.tenant))
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:

@@ -18,11 +18,12 @@ from prefixguard.engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
-from prefixguard.policy import CachePolicy, Policies
+from prefixguard.policy import CachePolicy, Policies, answered
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
 from prefixguard.scale import TokenScale
+from prefixguard.usage import Usage
 from prefixguard.wire import UsageStream, parse_request
 
 POLICIES = ("radix", "anthropic", "openai", "bedrock", "gemini", "auto")
@@ -218,15 +219,9 @@ class SimTarget:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
         judged = self._scale.scaled(prompt)
-        exp = policy.lookup(judged, now, req.tenant)
-        if req.reported is not None and req.reported.reported:
-            exp = policy.billed(exp, prompt, req.reported.prompt_total)
-        if req.reported is not None:
-            self._scale.learn(prompt, req.reported, policy.read_ends(prompt))
-        held = self._scale.scaled(prompt)
-        policy.commit(held, now, req.tenant, req.reported.output if req.reported else 0)
-        if req.reported is not None:
-            policy.observe(held, req.reported.cache_read, now, req.tenant)  # what the provider holds
+        usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
+        exp = policy.billed(policy.lookup(judged, now, req.tenant), prompt, usage)
+        answered(policy, self._scale, prompt, usage, now, req.tenant)
         o = outcome(req, judged.total_tokens, exp.cache_read, cache_write=exp.cache_write,
                     uncached=exp.uncached, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
