@@ -5,8 +5,9 @@ prefixguard.proxy.analysis: parse, session model, contract, token scale, verdict
 with the response the provider gave, and through replay's sim target (--policy auto). Both predictions
 are set against the provider's reported cache read:
 - reads: requests the provider read from cache, predicted within 5%; all of them, and those after the
-  first request of their cassette (before it nothing was seen: the cache may hold what earlier,
-  unrecorded runs wrote, and no history can predict that);
+  first request to their model in their cassette (a provider caches per model: before that request
+  nothing of that cache was seen, it may hold what earlier, unrecorded runs wrote, and no history can
+  predict that);
 - zeros: requests that read nothing, predicted 0;
 - false breaks: miss_prefix_changed where the provider read at least 95% of what it owed had the
   prefix not changed (must be none).
@@ -40,6 +41,7 @@ class Row:
     cassette: str
     n: int                    # position in its cassette, from 1
     model: str | None
+    first: bool               # the cassette's first request to this model: no recorded history of its cache
     reported_read: int
     reported_prompt: int
     proxy_expected: int | None
@@ -57,7 +59,7 @@ class Figures:
         ok = n = 0
         for r in self.rows:
             p = getattr(r, predicted)
-            if p is None or (r.reported_read > 0) != read or (later and r.n == 1):
+            if p is None or (r.reported_read > 0) != read or (later and r.first):
                 continue
             n += 1
             ok += abs(p - r.reported_read) <= TOLERANCE * r.reported_read if read else p == 0
@@ -105,11 +107,14 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:
                     done[flow_id] = None
             analyzer.close()
             with open_store(store) as db:
+                models: set[str | None] = set()
                 for i, row in enumerate(db.rows()):
-                    usage = row.get("usage") or {}
+                    usage, model = row.get("usage") or {}, row.get("model")
+                    first = model not in models
+                    models.add(model)
                     if not usage.get("reported"):
                         continue
-                    figures.rows.append(Row(source, folder.name, i + 1, row.get("model"), usage.get("cache_read", 0),
+                    figures.rows.append(Row(source, folder.name, i + 1, model, first, usage.get("cache_read", 0),
                                             usage.get("prompt_total", 0), row.get("expected_cached"),
                                             done.get(row["id"]), row.get("verdict"), row.get("cause")))
     return figures
@@ -128,7 +133,7 @@ def main() -> None:
 def _table(f: Figures, show_misses: bool) -> None:
     print(f"{'figure':58} {'proxy':>13} {'replay sim':>13}")
     for label, read, later in (("reads (provider read > 0) predicted within 5%", True, False),
-                               ("  the same, after each cassette's first request", True, True),
+                               ("  the same, after the first request to each model", True, True),
                                ("zeros (provider read 0) predicted 0", False, False)):
         cells = []
         for who in ("proxy_expected", "sim_predicted"):
@@ -139,7 +144,7 @@ def _table(f: Figures, show_misses: bool) -> None:
     if show_misses:
         for r in f.rows:
             if r.reported_read and abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read:
-                print(f"  {r.source}/{r.cassette[:60]} #{r.n} {r.model}: read {r.reported_read} of "
+                print(f"  {r.source}/{r.cassette[:60]} #{r.n}{' (first)' * r.first} {r.model}: read {r.reported_read} of "
                       f"{r.reported_prompt}, proxy {r.proxy_expected}, sim {r.sim_predicted}, {r.verdict}")
 
 

@@ -15,7 +15,6 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -47,6 +46,8 @@ def _base(value: Any) -> float | None:
     """A price as a float: a tiered price's base tier (prefixguard prices below the long-context tier)."""
     if value is None:
         return None
+    from decimal import Decimal  # genai-prices' own type: that package, when read, has imported it
+
     if not isinstance(value, Decimal):
         value = getattr(value, "base", None)
     return None if value is None else float(value)

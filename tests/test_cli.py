@@ -91,7 +91,7 @@ def test_unified_flags_in_help() -> None:
     for command in ("diff", "kv", "report", "replay", "rules", "lint", "demo"):
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
-        assert "--policy [auto|anthropic|bedrock|gemini|openai|radix]" in run(*command, "--help").stdout, command
+        assert "--policy {auto,anthropic,bedrock,gemini,openai,radix}" in run(*command, "--help").stdout, command
 
 
 def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None:

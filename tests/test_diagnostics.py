@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.diagnosis import Diagnosis, agreement

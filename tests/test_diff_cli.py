@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from helpers import make_examples

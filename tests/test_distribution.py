@@ -8,19 +8,26 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-import click
 import yaml
 
-from prefixguard.cli.lint import lint
-from prefixguard.cli.proxy import proxy
+from prefixguard.cli import lint, proxy
+from prefixguard.cli.options import Parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def flags(command: click.Command) -> set[str]:
-    return {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts + p.secondary_opts}
+def parser(build: Callable[[Parser], None]) -> Parser:
+    p = Parser("prefixguard")
+    build(p)
+    return p
+
+
+def flags(build: Callable[[Parser], None]) -> set[str]:
+    """The option names a command's parser takes."""
+    return {name for action in parser(build)._actions for name in action.option_strings}
 
 
 def action() -> dict:
@@ -50,7 +57,7 @@ def test_action_inputs_are_declared_and_used():
 
 
 def test_action_uses_only_real_lint_flags():
-    known = flags(lint)
+    known = flags(lint.build)
     runs = [s["run"] for s in action()["runs"]["steps"] if "run" in s]
     lint_runs = [r for r in runs if "prefixguard lint" in r]
     assert len(lint_runs) == 2
@@ -58,7 +65,7 @@ def test_action_uses_only_real_lint_flags():
     assert {"--output-format", "--output-file", "--baseline", "--select", "--fail-on"} <= used
     assert used <= known, used - known
     formats = set(re.findall(r"--output-format (\w+)", "\n".join(lint_runs)))
-    choices = next(p for p in lint.params if "--output-format" in p.opts).type.choices
+    choices = next(a for a in parser(lint.build)._actions if "--output-format" in a.option_strings).choices
     assert formats == {"sarif", "github"} and formats <= set(choices)
 
 
@@ -101,7 +108,7 @@ def test_dockerfile_runs_the_proxy_with_real_flags():
     cmd = json.loads(next(r for w, r in lines if w == "CMD"))
     assert entry[:2] == ["prefixguard", "proxy"]
     args = entry[2:] + cmd
-    known = flags(proxy)
+    known = flags(proxy.build)
     assert {a for a in args if a.startswith("--")} <= known
     port = args[args.index("--port") + 1]
     assert ("EXPOSE", port) in lines

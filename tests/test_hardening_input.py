@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

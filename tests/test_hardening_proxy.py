@@ -174,7 +174,7 @@ def test_keys_of_known_formats_never_stored(env: Env) -> None:
 
 
 def subprocess_export(db: Path) -> str:
-    from click.testing import CliRunner
+    from helpers.cli import CliRunner
 
     from prefixguard.cli import main
     result = CliRunner().invoke(main, ["capture", "export", str(db)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.engine import kvmath
 from prefixguard.cli import main

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.lint import catalog

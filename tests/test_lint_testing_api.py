@@ -16,7 +16,7 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.testing import PrefixBroken, Recorder, assert_prefix_stable

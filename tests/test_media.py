@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 from PIL import Image
 
 from prefixguard import media

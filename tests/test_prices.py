@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 from genai_prices import Usage, calc_price
 
 from prefixguard.cli import main

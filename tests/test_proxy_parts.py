@@ -145,7 +145,7 @@ def test_routes_by_path_prefix() -> None:
 
 
 def test_proxy_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
-    from click.testing import CliRunner
+    from helpers.cli import CliRunner
 
     from prefixguard.cli import main
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from helpers.browser import CHARTS, headless

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.compare import compare

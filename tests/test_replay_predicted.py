@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS

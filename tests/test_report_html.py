@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 from PIL import Image, ImageStat
 
 from helpers.browser import headless

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.schemas import SCHEMA_VERSION, schema

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.errors import InputError

@@ -1,5 +1,5 @@
 """The `prefixguard` command. Each subcommand is a module of this package and loads only when called,
-so `prefixguard lint` never pays for mitmproxy or torch.
+so `prefixguard lint` never pays for mitmproxy or torch (nor for the other commands' options).
 
 Every failure a user can cause ends here as one line on stderr and a documented exit code
 (prefixguard/cli/exits.py): 0 success, 1 findings / a broken prefix / failed requests (the command
@@ -11,27 +11,29 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import NoReturn
 
-import click
-
-from prefixguard.cli.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, fail
+from prefixguard.cli.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, fail
 from prefixguard.errors import InputError
 
-# name -> "module:attribute" of a click command; each module owns one concern.
+PROG = "prefixguard"
+ABOUT = "Find, explain and price prompt-cache breaks in LLM requests."
+
+# name -> ("module:function" that adds the command's arguments to its parser, one line of help)
 COMMANDS = {
-    "diff": "prefixguard.cli.diff:diff",
-    "lint": "prefixguard.cli.lint:lint",
-    "rule": "prefixguard.cli.lint:rule",
-    "rules": "prefixguard.cli.lint:rules",
-    "proxy": "prefixguard.cli.proxy:proxy",
-    "capture": "prefixguard.cli.proxy:capture",
-    "kv": "prefixguard.cli.kv:kv",
-    "engine": "prefixguard.cli.engine:engine",
-    "replay": "prefixguard.cli.replay:replay",
-    "report": "prefixguard.cli.report:report",
-    "demo": "prefixguard.cli.demo:demo",
-    "import": "prefixguard.cli.import_logs:import_logs",
+    "capture": ("prefixguard.cli.proxy:build_capture", "Work with capture files written by `prefixguard proxy --store`."),
+    "demo": ("prefixguard.cli.demo:build", "See what broke an agent's prompt cache, and what fixing it bought."),
+    "diff": ("prefixguard.cli.diff:build", "Does a later request reuse an earlier one's cached prefix? Where and why not."),
+    "engine": ("prefixguard.cli.engine:build", "The local inference engine (PyTorch) with radix-tree prefix KV reuse."),
+    "import": ("prefixguard.cli.import_logs:build", "Read an agent's own session logs into a capture store."),
+    "kv": ("prefixguard.cli.kv:build", "How much KV-cache memory a model needs, and what fits."),
+    "lint": ("prefixguard.cli.lint:build", "Check LLM request bodies for prompt-cache hazards."),
+    "proxy": ("prefixguard.cli.proxy:build", "Run a transparent reverse proxy that explains every cache hit and miss."),
+    "replay": ("prefixguard.cli.replay:build", "Replay captured traffic or a public trace and measure prefix reuse."),
+    "report": ("prefixguard.cli.report:build", "Diagnose a capture: why it is slow, in the order an expert looks."),
+    "rule": ("prefixguard.cli.lint:build_rule", "Explain one lint rule."),
+    "rules": ("prefixguard.cli.lint:build_rules", "List every lint rule."),
 }
 
 # The optional dependencies and the extra that brings each.
@@ -39,57 +41,75 @@ EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetens
           "numpy": "engine", "mitmproxy": "proxy", "httpx": "http", "opentelemetry": "telemetry",
           "prometheus_client": "telemetry", "litellm": "litellm"}
 
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run `prefixguard ARGV...` (default: sys.argv) and exit with its status."""
+    sys.exit(run(list(sys.argv[1:] if argv is None else argv)))
+
+
+def run(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return EXIT_OK if argv else EXIT_USAGE
+    if argv[0] == "--version":
+        from importlib.metadata import version
+        print(f"{PROG} {version(PROG)}")
+        return EXIT_OK
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        fail(f"no such command {name!r} (commands: {', '.join(COMMANDS)})", command=PROG)
+    command = f"{PROG} {name}"
+    try:
+        from prefixguard.cli.options import Parser
+        module, function = COMMANDS[name][0].split(":")
+        parser = Parser(command)
+        getattr(importlib.import_module(module), function)(parser)
+        args = vars(parser.parse_args(rest) if parser._subparsers else parser.parse_intermixed_args(rest))
+        command = args.pop("_command")
+        code = args.pop("run")(**args)
+        return EXIT_OK if code is None else code
+    except CommandError as e:
+        fail(str(e), e.code, command=command)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
+        _quiet_stdout()
+        return EXIT_OK
+    except (InputError, OSError, UnicodeError, ValueError) as e:
+        if os.environ.get("PREFIXGUARD_DEBUG"):
+            raise
+        fail(str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}")
+    except ImportError as e:
+        fail(_missing_extra(e))
+    except Exception as e:  # a bug, not the user's input: still one line, the traceback on demand
+        if os.environ.get("PREFIXGUARD_DEBUG"):
+            raise
+        db = sys.modules.get("sqlite3")  # a capture file's error (a command that read none never imported it)
+        if db is not None and isinstance(e, db.Error):
+            fail(f"{type(e).__name__}: {e}")
+        fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
+             EXIT_INTERNAL)
+
+
+def _quiet_stdout() -> None:
+    """No second broken-pipe error when the interpreter flushes stdout at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} [-h] [--version] COMMAND [ARGS]...", "", ABOUT, "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", f"`{PROG} COMMAND --help` explains a command."]
+    return "\n".join(lines)
+
+
 def _missing_extra(err: ImportError) -> str:
     top = (err.name or "").split(".")[0]
     extra = EXTRAS.get(top)
     if extra is None:
         return f"cannot import {err.name or err}: reinstall prefixguard"
     return f"this command needs {top}, which `pip install 'prefixguard[{extra}]'` (or [all]) brings"
-
-
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
-            return None
-        module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
-
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
-        """click's main, with every error turned into one line (click prints a usage block)."""
-        try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Exit as e:
-            sys.exit(e.exit_code)
-        except click.ClickException as e:
-            usage = isinstance(e, click.UsageError) and e.ctx
-            fail(e.format_message(), command=e.ctx.command_path if usage else None)
-        except click.Abort:
-            fail("interrupted", EXIT_INTERRUPTED)
-        except (InputError, OSError, UnicodeError, ValueError) as e:
-            if os.environ.get("PREFIXGUARD_DEBUG"):
-                raise
-            fail(str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}")
-        except ImportError as e:
-            fail(_missing_extra(e))
-        except Exception as e:  # a bug, not the user's input: still one line, the traceback on demand
-            if os.environ.get("PREFIXGUARD_DEBUG"):
-                raise
-            db = sys.modules.get("sqlite3")  # a capture file's error (a command that read none never imported it)
-            if db is not None and isinstance(e, db.Error):
-                fail(f"{type(e).__name__}: {e}")
-            fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
-                 EXIT_INTERNAL)
-        if standalone_mode:
-            sys.exit(rv if isinstance(rv, int) else 0)
-        return rv
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="prefixguard")
-def main() -> None:
-    """Find, explain and price prompt-cache breaks in LLM requests."""

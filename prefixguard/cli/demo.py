@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
 from prefixguard import prices
-from prefixguard.cli.options import alias, output_format
+from prefixguard.cli.exits import CommandError, UsageError
+from prefixguard.cli.options import Parser, old_name, output_format
 from prefixguard.schemas import versioned
 from prefixguard.verdict import PrefixChange, VerdictName
 
@@ -44,8 +43,8 @@ START_TIMEOUT = 120.0
 LISTENING = re.compile(r"listening on (http://[\w.:\[\]-]+)")
 
 
-class DemoError(click.ClickException):
-    exit_code = 1
+class DemoError(CommandError):
+    """The demo could not run to its end (exit 1)."""
 
 
 DEMO_MODELS = ("tiny", "smollm2-135m")   # the engine's random-weight preset, or a small real model
@@ -107,15 +106,19 @@ class Phase:
                 "verdicts": dict(Counter(r["verdict"] for r in reqs))}
 
 
-@click.command()
-@output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).",
-               old=())
-@alias("--json", "fmt", flag_value="json")
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path),
-              help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
-@click.option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny", show_default=True,
-              help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
-              "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra).")
+def build(p: Parser) -> None:
+    p.command(demo)
+    output_format(p, help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).",
+                  old=())
+    old_name(p, "--json", dest="fmt", action="store_const", const="json")
+    p.add_argument("--store", type=Path,
+                   help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
+    p.add_argument("--engine-model", choices=DEMO_MODELS, default="tiny",
+                   help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
+                        "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra) "
+                        "[default: %(default)s].")
+
+
 def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
@@ -124,7 +127,7 @@ def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     with tempfile.TemporaryDirectory(prefix="prefixguard-demo-") as tmp:
         path = store or Path(tmp) / "capture.db"
         if path.exists():
-            raise click.UsageError(f"{path}: exists; give a new file to --store")
+            raise UsageError(f"{path}: exists; give a new file to --store")
         phases = _run(path, quiet=fmt == "json", engine_model=engine_model)
     result = {"before": phases[0].summary(), "after": phases[1].summary(),
               "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1),
@@ -132,13 +135,13 @@ def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     if store:
         result["store"] = str(store)
     if fmt == "json":
-        click.echo(json.dumps(versioned(result), indent=2))
+        print(json.dumps(versioned(result), indent=2))
     else:
         _print(result)
 
 
 def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]:
-    say = (lambda _: None) if quiet else (lambda text: click.echo(text, err=True))
+    say = (lambda _: None) if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     children: list[Child] = []
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children on kill too
     try:

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
-
-import click
 
 from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison, compare
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
-from prefixguard.cli.options import output_format
+from prefixguard.cli.options import GREEN, RED, Parser, output_format, strong
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
@@ -23,18 +20,20 @@ from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 
 
+def build(p: Parser) -> None:
+    p.command(diff)
+    p.add_argument("a", metavar="A.json", type=Path)
+    p.add_argument("b", metavar="B.json", type=Path)
+    output_format(p, help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
+    p.add_argument("--no-tokens", action="store_true",
+                   help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 
-@click.command()
-@click.argument("a", metavar="A.json", type=click.Path(dir_okay=True, path_type=Path))
-@click.argument("b", metavar="B.json", type=click.Path(dir_okay=True, path_type=Path))
-@output_format(help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
-@click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
-def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
+
+def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
     """Compare an earlier request A with a later request B (same session): does B reuse A's cached
     prefix? If not: where it first diverges (level, JSON pointer, byte and token offset), why (the
     cause), what must be prefilled again, what that costs, and the fix.
 
-    \b
     Tokens follow B's provider contract, A the only request the cache has seen:
       reused_tokens     what B can read of what A wrote (breakpoints and their
                         20-block lookback, the model's minimum, 128-token steps)
@@ -51,10 +50,10 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> None:
     if fmt == "json":
         out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result),
                                             "prices": model_contract(pb.api, pb.model).prices})
-        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        click.echo(render_text(result, pa, pb))
-    sys.exit(EXIT_FINDINGS if result.broken else EXIT_OK)  # 1: the prefix breaks
+        print(render_text(result, pa, pb))
+    return EXIT_FINDINGS if result.broken else EXIT_OK  # 1: the prefix breaks
 
 
 def load(path: Path, count_tokens: bool) -> Prompt:
@@ -82,7 +81,7 @@ def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
                else f"counted with {tokenizer_name(r)}")
     total = b.total_tokens
     if not r.broken:
-        lines = [click.style("OK", fg="green", bold=True) + f"  B reuses A's cached prefix whole ({r.causes[0]})",
+        lines = [strong("OK", GREEN) + f"  B reuses A's cached prefix whole ({r.causes[0]})",
                  f"  {r.detail}.",
                  f"  tokens    {r.reused_tokens:,} reused of {total:,} in B ({counted})"]
         lines += [f"  note      {x}" for x in r.extra]
@@ -91,7 +90,7 @@ def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
     assert d is not None
     cause = ", ".join(r.causes)
     lines = [
-        click.style("BREAK", fg="red", bold=True) + f"  B does not reuse A's cached prefix: {cause}",
+        strong("BREAK", RED) + f"  B does not reuse A's cached prefix: {cause}",
         f"  {DESCRIPTIONS[r.causes[0]]}" + (f": {r.setting}" if r.causes[0] == "setting_changed" else "") + ".",
         "",
         f"  where     {d.level} level, {d.pointer} in B (byte {d.byte_offset:,}, token {d.token_offset:,})",

@@ -8,18 +8,28 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-import click
-
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class CommandError(Exception):
+    """The command cannot do what was asked: one line on stderr, exit `code`."""
+    code = EXIT_FINDINGS
+
+
+class UsageError(CommandError):
+    """The arguments cannot work: one line with a pointer to the command's --help, exit 2."""
+    code = EXIT_USAGE
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(f"{option}: {message}" if option else message)
 
 
 def error(message: str, hint: str = "") -> None:
     """One error line on stderr, `prefixguard: error: MESSAGE`, whitespace folded so it stays one line."""
-    click.echo(f"prefixguard: error: {' '.join(str(message).split())}{hint}", err=True)
+    print(f"prefixguard: error: {' '.join(str(message).split())}{hint}", file=sys.stderr, flush=True)
 
 
 def fail(message: str, code: int = EXIT_USAGE, command: str | None = None) -> NoReturn:
     """Print the error (with a `--help` hint for a usage error) and exit."""
     error(message, f" (see {command} --help)" if command and code == EXIT_USAGE else "")
     sys.exit(code)
-

@@ -4,12 +4,12 @@ compactions, model switches), without a proxy."""
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import click
-
+from prefixguard.cli.options import Parser
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.importer import claude_code, codex
@@ -37,43 +37,39 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
     prompt = sum(r.usage.prompt_total for r in records)
     lineages = {t.lineage for t in turns}
     side = {t.lineage for t in turns if t.sidechain}
-    click.echo(f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
-               f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}")
+    print(f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
+          f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}")
     lost = sum(r.cost_usd or 0 for r in records)
     prices = sorted({model_contract(r.api or "", r.model).prices for r in records if r.model})
-    click.echo(f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
-               f"{verdicts['miss_ttl_expired']} TTL expiries, {causes['history_compacted']} misses after a "
-               f"compaction, {causes['model_changed']} after a model switch, "
-               f"{verdicts['miss_unexplained']} unexplained; misses cost ${lost:,.4f} over reading the cache "
-               f"(prices: {'; '.join(prices)})")
+    print(f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
+          f"{verdicts['miss_ttl_expired']} TTL expiries, {causes['history_compacted']} misses after a "
+          f"compaction, {causes['model_changed']} after a model switch, "
+          f"{verdicts['miss_unexplained']} unexplained; misses cost ${lost:,.4f} over reading the cache "
+          f"(prices: {'; '.join(prices)})")
     if note:
-        click.echo(f"  note: {note}")
+        print(f"  note: {note}")
     if skipped:
-        click.echo(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}", err=True)
-    click.echo(f"  next: prefixguard report {store}")
+        print(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}", file=sys.stderr)
+    print(f"  next: prefixguard report {store}")
 
 
-@click.group(name="import")
-def import_logs() -> None:
+def build(p: Parser) -> None:
     """Read an agent's own session logs into a capture store (no proxy needed)."""
+    p.description = build.__doc__
+    for name, run in (("claude-code", claude_code_logs), ("codex", codex_logs)):
+        sub = p.subcommand(name, run)
+        sub.add_argument("folder", nargs="?", type=Path)
+        sub.add_argument("--store", type=Path, default=Path("agent-logs.db"), help=STORE_HELP + " [default: %(default)s]")
 
 
-@import_logs.command("claude-code")
-@click.argument("folder", required=False, type=click.Path(path_type=Path))
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=Path("agent-logs.db"),
-              show_default=True, help=STORE_HELP)
-def claude_code_cmd(folder: Path | None, store: Path) -> None:
+def claude_code_logs(folder: Path | None, store: Path) -> None:
     """Claude Code's logs: FOLDER defaults to ~/.claude/projects (all projects); a project's folder or one
     session's .jsonl also works."""
     _write("Claude Code", folder or Path.home() / ".claude" / "projects", store, claude_code.read,
            claude_code.PLACEHOLDERS)
 
 
-@import_logs.command("codex")
-@click.argument("folder", required=False, type=click.Path(path_type=Path))
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), default=Path("agent-logs.db"),
-              show_default=True, help=STORE_HELP)
-def codex_cmd(folder: Path | None, store: Path) -> None:
+def codex_logs(folder: Path | None, store: Path) -> None:
     """Codex CLI's logs: FOLDER defaults to $CODEX_HOME/sessions (CODEX_HOME: ~/.codex); a day's folder or
     one rollout-*.jsonl also works."""
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")

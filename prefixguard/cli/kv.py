@@ -5,10 +5,9 @@ import json
 import re
 from pathlib import Path
 
-import click
-
 from prefixguard.engine import kvmath
-from prefixguard.cli.options import output_format
+from prefixguard.cli.exits import UsageError
+from prefixguard.cli.options import Parser, int_range, output_format
 from prefixguard.schemas import versioned
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -19,7 +18,7 @@ def parse_size(text: str) -> float:
     """'80GiB', '24GB', '1.5e9' -> bytes."""
     m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size (examples: 80GiB, 24GB, 1e9)", param_hint="--memory")
+        raise UsageError(f"{text!r} is not a size (examples: 80GiB, 24GB, 1e9)", option="--memory")
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
@@ -29,7 +28,7 @@ def arch_from_file(path: str) -> kvmath.Arch:
         return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
     except (OSError, ValueError, KeyError, TypeError) as e:
         detail = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise click.BadParameter(f"{path}: not a usable config.json ({detail})", param_hint="--config") from None
+        raise UsageError(f"{path}: not a usable config.json ({detail})", option="--config") from None
 
 
 def human(n: float) -> str:
@@ -40,20 +39,23 @@ def human(n: float) -> str:
     return f"{n:.2f} TiB"
 
 
-@click.command()
-@click.option("--model", "-m", "model_name", help="Model name (see --list).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False),
-              help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
-@click.option("--context", "-c", type=click.IntRange(min=1), default=8192, show_default=True, help="Tokens per sequence.")
-@click.option("--concurrency", "-n", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences at once.")
-@click.option("--kv-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", show_default=True)
-@click.option("--weight-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", show_default=True)
-@click.option("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
-@click.option("--page-size", type=click.IntRange(1, 64), default=1, show_default=True, help="KV page size of a paged pool.")
-@click.option("--list", "list_models", is_flag=True, help="List the known models and exit.")
-@output_format()
-def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, memory, page_size, list_models,
-       fmt) -> None:
+def build(p: Parser) -> None:
+    p.command(kv)
+    p.add_argument("--model", "-m", dest="model_name", help="Model name (see --list).")
+    p.add_argument("--config", dest="config_file",
+                   help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
+    p.add_argument("--context", "-c", type=int_range(1), default=8192, help="Tokens per sequence [default: %(default)s].")
+    p.add_argument("--concurrency", "-n", type=int_range(1), default=1, help="Sequences at once [default: %(default)s].")
+    p.add_argument("--kv-dtype", choices=sorted(kvmath.BYTES), default="bf16", help="[default: %(default)s]")
+    p.add_argument("--weight-dtype", choices=sorted(kvmath.BYTES), default="bf16", help="[default: %(default)s]")
+    p.add_argument("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
+    p.add_argument("--page-size", type=int_range(1, 64), default=1, help="KV page size of a paged pool [default: %(default)s].")
+    p.add_argument("--list", dest="list_models", action="store_true", help="List the known models and exit.")
+    output_format(p)
+
+
+def kv(model_name: str | None, config_file: str | None, context: int, concurrency: int, kv_dtype: str,
+       weight_dtype: str, memory: str | None, page_size: int, list_models: bool, fmt: str) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""
     models = kvmath.load_models()
     if list_models:
@@ -61,27 +63,27 @@ def kv(model_name, config_file, context, concurrency, kv_dtype, weight_dtype, me
                  "heads": a.heads, "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a), "source": a.source}
                 for a in models.values()]
         if fmt == "json":
-            click.echo(json.dumps(versioned({"models": rows}), indent=2))
+            print(json.dumps(versioned({"models": rows}), indent=2))
         else:
             for r in rows:
-                click.echo(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
-                           f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
+                print(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
+                      f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
         return
     if config_file:
         arch = arch_from_file(config_file)
     elif not model_name:
-        raise click.UsageError("give --model NAME or --config config.json (--list shows the names)")
+        raise UsageError("give --model NAME or --config config.json (--list shows the names)")
     elif model_name not in models:
-        raise click.UsageError(f"unknown model {model_name!r}; known: {', '.join(models)}")
+        raise UsageError(f"unknown model {model_name!r}; known: {', '.join(models)}")
     else:
         arch = models[model_name]
     mem = parse_size(memory) if memory else None
     out = kvmath.plan(arch, context=context, concurrency=concurrency, kv_dtype=kv_dtype,
                       weight_dtype=weight_dtype, memory=mem, page_size=page_size)
     if fmt == "json":
-        click.echo(json.dumps(versioned(out), indent=2))
+        print(json.dumps(versioned(out), indent=2))
         return
-    click.echo(render(out))
+    print(render(out))
 
 
 def render(p: dict) -> str:

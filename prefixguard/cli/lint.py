@@ -9,12 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-import click
-
 from prefixguard import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
-from prefixguard.cli.options import output_format
+from prefixguard.cli.options import Parser, output_format
 from prefixguard.errors import InputError
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
@@ -37,31 +35,35 @@ def _version() -> str:
         return "0+unknown"
 
 
-@click.command()
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@output_format(list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
-@click.option("--output-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to this file instead of standard output.")
-@click.option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated).")
-@click.option("--extend-select", multiple=True, help="Rules to run on top of the selection.")
-@click.option("--ignore", multiple=True, help="Rules not to run.")
-@click.option("--exclude", multiple=True, help="Glob of files or folders to skip when walking directories.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
-@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Accepted findings: only findings not in this file are reported. A missing file is an "
-                   "error (a typo must not keep CI green); create it with --write-baseline.")
-@click.option("--write-baseline", "--update-baseline", "write_baseline", is_flag=True,
-              help="(Re)write the --baseline file from this run and exit 0.")
-@click.option("--fail-on", type=click.Choice(catalog.SEVERITIES), default=None,
-              help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
-@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
-@click.option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
-def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tuple[str, ...],
-         extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], config_file: Path | None,
-         baseline_file: Path | None, write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool,
-         no_tokens: bool) -> None:
+def build(p: Parser) -> None:
+    p.command(lint)
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    output_format(p, list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
+    p.add_argument("--output-file", type=Path, help="Write the report to this file instead of standard output.")
+    for name, help in (("--select", "Rules to run (codes, code prefixes or names; comma-separated)."),
+                       ("--extend-select", "Rules to run on top of the selection."),
+                       ("--ignore", "Rules not to run."),
+                       ("--exclude", "Glob of files or folders to skip when walking directories.")):
+        p.add_argument(name, action="append", default=[], help=help + " Repeatable.")
+    p.add_argument("--config", dest="config_file", type=Path,
+                   help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
+    p.add_argument("--baseline", dest="baseline_file", type=Path,
+                   help="Accepted findings: only findings not in this file are reported. A missing file is an "
+                        "error (a typo must not keep CI green); create it with --write-baseline.")
+    p.add_argument("--write-baseline", "--update-baseline", dest="write_baseline", action="store_true",
+                   help="(Re)write the --baseline file from this run and exit 0.")
+    p.add_argument("--fail-on", choices=catalog.SEVERITIES, default=None,
+                   help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
+    p.add_argument("--exit-zero", action="store_true", help="Exit 0 even when there are findings (errors still exit 2).")
+    p.add_argument("--statistics", action="store_true",
+                   help="Print the number of findings per rule instead of the findings.")
+    p.add_argument("--no-tokens", action="store_true",
+                   help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
+
+
+def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str], extend_select: list[str],
+         ignore: list[str], exclude: list[str], config_file: Path | None, baseline_file: Path | None,
+         write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool, no_tokens: bool) -> int:
     """Check LLM request bodies for prompt-cache hazards.
 
     PATH: request files (*.json), captures (*.jsonl: one request per line, or the proxy's export; each
@@ -91,12 +93,12 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         fail(str(err))
     kinds = ", ".join(f"*{suffix}" for suffix in linter.SUFFIXES)
     for arg in result.empty:
-        click.echo(f"prefixguard: warning: no request files ({kinds}) found in {arg}", err=True)
+        print(f"prefixguard: warning: no request files ({kinds}) found in {arg}", file=sys.stderr)
     if result.skipped:
         n = len(result.skipped)
-        click.echo(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
-                   f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
-                   f"(first: {result.skipped[0]})", err=True)
+        print(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
+              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
+              f"(first: {result.skipped[0]})", file=sys.stderr)
     for error in result.errors:
         exits.error(error)
     findings = result.findings
@@ -107,23 +109,23 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
             fail(f"{baseline_file}: baseline file not found (create it with --write-baseline)")
         if write_baseline:
             if result.errors:
-                sys.exit(EXIT_USAGE)  # a baseline of a partial run would hide the unread files' findings
+                return EXIT_USAGE  # a baseline of a partial run would hide the unread files' findings
             try:
                 baseline.write(baseline_file, findings)
             except InputError as err:
                 fail(str(err))
-            click.echo(f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
-                       err=True)
-            sys.exit(EXIT_OK)
+            print(f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
+                  file=sys.stderr)
+            return EXIT_OK
         try:
             findings, run.baselined = baseline.apply(findings, baseline.load(baseline_file))
         except InputError as err:
             fail(str(err))
     _emit(_report(findings, run, fmt, statistics), output_file)
     if result.errors:
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     failing = catalog.at_least(findings, fail_on or settings.fail_on)
-    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
+    return EXIT_FINDINGS if failing and not exit_zero else EXIT_OK
 
 
 def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: bool) -> str:
@@ -141,7 +143,7 @@ def _report(findings: list[Finding], run: formats.Run, fmt: str, statistics: boo
 def _emit(report: str, output_file: Path | None) -> None:
     if output_file is None:
         if report:
-            click.echo(report)
+            print(report)
         return
     try:
         output_file.write_text(report + "\n" if report else "", "utf-8")
@@ -151,26 +153,32 @@ def _emit(report: str, output_file: Path | None) -> None:
 
 # ---------------------------------------------------------------------------------------- the catalog
 
-@click.command()
-@click.argument("key", metavar="CODE|NAME")
-@output_format()
+def build_rule(p: Parser) -> None:
+    p.command(rule)
+    p.add_argument("key", metavar="CODE|NAME")
+    output_format(p)
+
+
 def rule(key: str, fmt: str) -> None:
     """Explain one rule: what it finds, why it costs money or latency, a bad and a good example, the fix."""
     r = catalog.get(key)
     if r is None:
         fail(f"unknown rule '{key}' (see `prefixguard rules`)")
-    click.echo(json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json"
-               else catalog.explain(r))
+    print(json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json"
+          else catalog.explain(r))
 
 
-@click.command()
-@output_format()
+def build_rules(p: Parser) -> None:
+    p.command(rules)
+    output_format(p)
+
+
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":
-        click.echo(json.dumps(versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2,
-                              ensure_ascii=False))
+        print(json.dumps(versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2,
+                         ensure_ascii=False))
         return
     width = max(len(r.name) for r in catalog.rules())
     for r in catalog.rules():
-        click.echo(f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {r.summary}")
+        print(f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {r.summary}")

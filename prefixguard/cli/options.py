@@ -1,58 +1,134 @@
-"""Options shared by the commands, so each means one thing everywhere:
--o/--output-format (text, json, ...), --output-file, --policy (auto or one cache policy), and the old
-names of renamed options, kept hidden for one release (`alias`)."""
+"""The command line's shared parts: the parser (argparse, its errors on the one error path of exits.py)
+and the options that mean one thing in every command: -o/--output-format (text, json, ...), --policy
+(auto or one cache policy), and the old names of renamed options, kept hidden for one release."""
 from __future__ import annotations
 
+import argparse
+import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-import click
-from click.core import ParameterSource
+from prefixguard.cli.exits import fail
 
+HIDDEN = argparse.SUPPRESS
 POLICY_HELP = ("Cache policy: auto (each request's own provider contract, from its API shape and model), radix "
                "(reuse any cached prefix), or one provider's contract")
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def from_alias(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """The value given under the option's old name when the new one was not given."""
-    if ctx.get_parameter_source(param.name or "") in (ParameterSource.DEFAULT, None):
-        return ctx.meta.get(f"prefixguard.alias.{param.name}", value)
-    return value
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; an option's value named once (`-o, --output-format FORMAT`)."""
+
+    def __init__(self, prog: str, **kw: Any) -> None:
+        # argparse makes a formatter for every add_argument; its default width imports shutil (~4 ms)
+        super().__init__(prog, width=kw.pop("width", None) or _columns(), **kw)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        return ", ".join(action.option_strings) + " " + self._format_args(
+            action, self._get_default_metavar_for_optional(action))
 
 
-def alias(old: str, of: str, flag_value: Any = None, **kw: Any) -> Decorator:
-    """A hidden option `old` that sets parameter `of` (a renamed option's old name); with flag_value, a flag
-    that sets it to that value (demo --json: -o json)."""
-    def remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        if ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE:
-            ctx.meta[f"prefixguard.alias.{of}"] = flag_value if flag_value is not None else value
-    if flag_value is not None:
-        kw["is_flag"] = True
-    return click.option(old, f"alias_{of}_{old.strip('-').replace('-', '_')}", hidden=True, expose_value=False,
-                        callback=remember, is_eager=True, **kw)
+def _columns() -> int:
+    """The terminal's width less 2, as argparse would take it (COLUMNS, else the terminal, else 80)."""
+    import os
+    import sys
+
+    try:
+        return int(os.environ["COLUMNS"]) - 2
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
+    except (AttributeError, OSError, ValueError):
+        return 78
 
 
-def output_format(choices: Sequence[str] = ("text", "json"), default: str = "text", help: str | None = None,
-                  old: Sequence[str] = ("--format",)) -> Decorator:
-    """-o/--output-format FORMAT, with the old `--format` as a hidden alias."""
-    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        for name in old:
-            f = alias(name, "fmt", type=click.Choice(list(choices)))(f)
-        return click.option("-o", "--output-format", "fmt", type=click.Choice(list(choices)), default=default,
-                            show_default=True, callback=from_alias, help=help or "What to print.")(f)
-    return deco
+class Parser(argparse.ArgumentParser):
+    """argparse as the commands want it: no abbreviated options, descriptions printed as written, and a
+    usage error as one line that points to the command's --help."""
+
+    def __init__(self, prog: str | None = None, description: str | None = None, **kw: Any) -> None:
+        super().__init__(prog=prog, description=description, allow_abbrev=False,
+                         formatter_class=_Help, **kw)
+        self.set_defaults(_command=self.prog)   # whose --help a usage error found while running points to
+
+    def error(self, message: str) -> NoReturn:
+        fail(message, command=self.prog)
+
+    def command(self, run: Callable[..., int | None]) -> None:
+        """`run` is what this parser's command does: its docstring is the --help text, its keyword
+        arguments the options (by `dest`); it returns the exit status (None: 0)."""
+        self.description = inspect.cleandoc(run.__doc__ or "")
+        self.set_defaults(run=run)
+
+    def subcommand(self, name: str, run: Callable[..., int | None]) -> Parser:
+        """A command under this one (`engine serve`, `capture export`); one of them is required."""
+        if self._subparsers is None:
+            self._commands = self.add_subparsers(metavar="COMMAND", required=True)
+        sub: Parser = self._commands.add_parser(name, help=(run.__doc__ or "").split("\n")[0])
+        sub.command(run)
+        return sub
 
 
-def policy_option(default: str | None, help: str = POLICY_HELP, old: Sequence[str] = ()) -> Decorator:
-    """--policy auto|radix|anthropic|openai, the same choices in proxy, engine serve and replay."""
+def old_name(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
+    """A renamed option's old name(s), hidden: give `dest` (and `action`/`const`) of the new option."""
+    p.add_argument(*names, default=HIDDEN, help=HIDDEN, **kw)
+
+
+def output_format(p: argparse.ArgumentParser, choices: Sequence[str] = ("text", "json"), default: str = "text",
+                  help: str = "What to print.", old: Sequence[str] = ("--format",)) -> None:
+    """-o/--output-format FORMAT (into `fmt`), with the old `--format` as a hidden name."""
+    p.add_argument("-o", "--output-format", dest="fmt", choices=list(choices), default=default, metavar="FORMAT",
+                   help=f"{help} [{'|'.join(choices)}; default: %(default)s]")
+    if old:
+        old_name(p, *old, dest="fmt", choices=list(choices))
+
+
+def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = POLICY_HELP,
+                  old: Sequence[str] = ()) -> None:
+    """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
     from prefixguard.policy import POLICIES   # here, not at import: lint and diff never pay for it
 
-    choices = ("auto", *sorted(POLICIES))
+    choices = ["auto", *sorted(POLICIES)]
+    p.add_argument("--policy", choices=choices, default=default,
+                   help=help + (" [default: %(default)s]." if default is not None else "."))
+    if old:
+        old_name(p, *old, dest="policy", choices=choices)
 
-    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        for name in old:
-            f = alias(name, "policy", type=click.Choice(choices))(f)
-        return click.option("--policy", type=click.Choice(choices), default=default, show_default=default is not None,
-                            callback=from_alias, help=help + ".")(f)
-    return deco
+
+def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """A whole number within [low, high] (either end open when None)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if (low is not None and n < low) or (high is not None and n > high):
+            span = f"{'' if low is None else low}..{'' if high is None else high}"
+            raise argparse.ArgumentTypeError(f"{n} is not in the range {span}")
+        return n
+    return parse
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0")
+    return x
+
+
+RED, GREEN = 31, 32
+
+
+def strong(text: str, colour: int) -> str:
+    """Bold and coloured on a terminal (unless NO_COLOR is set); plain in a pipe or a CI log."""
+    import os
+    import sys
+
+    if os.environ.get("NO_COLOR") or not sys.stdout.isatty():
+        return text
+    return f"\033[1;{colour}m{text}\033[0m"

@@ -3,35 +3,38 @@ from __future__ import annotations
 
 import sys
 
-import click
-
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import output_format, policy_option
+from prefixguard.cli.options import Parser, int_range, output_format, policy_option
 from prefixguard.errors import InputError
 
 
-@click.command()
-@click.option("--upstream", "upstreams", multiple=True, required=True, metavar="[PREFIX=]URL",
-              help="Where requests go, e.g. https://api.anthropic.com; repeat with a path prefix for more, "
-                   "e.g. /openai=https://api.openai.com (the prefix is removed).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on (0: any free port; the real one is printed).")
-@click.option("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
-@click.option("--index", metavar="URL", help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
-@click.option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
-@click.option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
-@policy_option("auto")
-@click.option("-q", "--quiet", is_flag=True, help="No console line per request.")
-@click.option("--ask-diagnostics", is_flag=True,
-              help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
-                   "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
-                   "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
-@click.option("--otlp-endpoint", metavar="URL",
-              help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
-@click.option("--metrics-port", type=click.IntRange(1, 65535),
-              help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
-def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
+def build(p: Parser) -> None:
+    p.command(proxy)
+    p.add_argument("--upstream", dest="upstreams", action="append", required=True, metavar="[PREFIX=]URL",
+                   help="Where requests go, e.g. https://api.anthropic.com; repeat with a path prefix for more, "
+                        "e.g. /openai=https://api.openai.com (the prefix is removed).")
+    p.add_argument("--host", default="127.0.0.1", help="Address to listen on [default: %(default)s].")
+    p.add_argument("--port", default=8080, type=int_range(0, 65535),
+                   help="Port to listen on (0: any free port; the real one is printed) [default: %(default)s].")
+    p.add_argument("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
+    p.add_argument("--index", metavar="URL",
+                   help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
+    p.add_argument("--no-bodies", action="store_true", help="Store fingerprints and token counts only, no request bodies.")
+    p.add_argument("--no-headers", action="store_true", help="Do not add x-prefixguard-* headers to responses.")
+    policy_option(p, "auto")
+    p.add_argument("-q", "--quiet", action="store_true", help="No console line per request.")
+    p.add_argument("--ask-diagnostics", action="store_true",
+                   help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
+                        "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
+                        "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
+    p.add_argument("--otlp-endpoint", metavar="URL",
+                   help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. "
+                        "http://127.0.0.1:4318.")
+    p.add_argument("--metrics-port", type=int_range(1, 65535),
+                   help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
+
+
+def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
           no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool, otlp_endpoint: str | None = None,
           metrics_port: int | None = None) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
@@ -73,8 +76,8 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, i
     from prefixguard import prices
 
     def listening(real_port: int) -> None:
-        click.echo(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", err=True)
-        click.echo(f"prefixguard costs at list prices: {prices.summary()}", err=True)
+        print(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", file=sys.stderr)
+        print(f"prefixguard costs at list prices: {prices.summary()}", file=sys.stderr, flush=True)
 
     try:
         serve(list(upstreams), host=host, port=port, addon=PrefixGuard(), settings=settings, on_listen=listening)
@@ -109,32 +112,25 @@ def _console_log() -> None:
     log.propagate = False
 
 
-@click.group()
-def capture() -> None:
-    """Work with capture files written by `prefixguard proxy --store`."""
+def build_capture(p: Parser) -> None:
+    export = p.subcommand("export", export_capture)
+    export.add_argument("db")
+    output_format(export, ("jsonl", "otlp-json"), "jsonl",
+                  help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
+                       "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
 
 
-@capture.command("export")
-@click.argument("db")
-@output_format(("jsonl", "otlp-json"), "jsonl",
-               help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
-                   "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
-def export(db: str, fmt: str) -> None:
+def export_capture(db: str, fmt: str) -> None:
     """Write a capture (an SQLite file or a postgresql:// URL) to stdout, as JSON lines or as OpenTelemetry
     spans."""
     import json
-    import os
 
     from prefixguard.store import open_capture
 
-    try:
-        with open_capture(db) as store:
-            if fmt == "otlp-json":
-                from prefixguard.telemetry.spans import otlp_json
-                sys.stdout.write(json.dumps(otlp_json(store.records()), separators=(",", ":")) + "\n")
-            else:
-                store.export(sys.stdout)
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
-        sys.exit(0)
+    with open_capture(db) as store:
+        if fmt == "otlp-json":
+            from prefixguard.telemetry.spans import otlp_json
+            sys.stdout.write(json.dumps(otlp_json(store.records()), separators=(",", ":")) + "\n")
+        else:
+            store.export(sys.stdout)
+    sys.stdout.flush()

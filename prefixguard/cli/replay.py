@@ -1,55 +1,59 @@
 """`prefixguard replay SOURCE --target TARGET`: what hit rate and prefill time would this traffic get?"""
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
-import click
-
-from prefixguard.cli.exits import fail
-from prefixguard.cli.options import POLICY_HELP, alias, from_alias, output_format, policy_option
+from prefixguard.cli.exits import UsageError, fail
+from prefixguard.cli.options import POLICY_HELP, Parser, int_range, old_name, output_format, policy_option, positive_float
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
 
 
-@click.command()
-@click.argument("source", type=click.Path())
-@click.option("--target", default="sim", show_default=True, help=TARGET_HELP)
-@policy_option(None, help="sim: " + POLICY_HELP[0].lower() + POLICY_HELP[1:] + " [default: auto for a capture, else radix]")
-@click.option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
-@click.option("--capacity", "capacity_tokens", type=click.IntRange(1),
-              help="sim: cache size in tokens (default: unbounded).")
-@click.option("--capacity-pages", type=click.IntRange(1), help="sim: cache size in pages; engine: KV pool size.")
-@click.option("--model", help="Model to price (and, for http, to ask for) instead of the trace's.")
-@click.option("--engine-model", default="tiny", show_default=True,
-              help="engine: model preset (tiny, small, 1b), or smollm2-135m (a real model; its own tokenizer "
-              "counts the tokens).")
-@click.option("--no-reuse-run", "baseline", is_flag=True, callback=from_alias,
-              help="engine: also replay with prefix reuse off, side by side (measures prefill seconds saved).")
-@alias("--baseline", "baseline", flag_value=True)
-@click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="Play the trace this many times faster (TTLs count on the scaled clock).")
-@click.option("--ignore-timestamps", is_flag=True, help="Send requests back to back; no TTL ever expires.")
-@click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True,
-              help="engine/http: requests in flight at most.")
-@click.option("--max-tokens", type=click.IntRange(1), default=16, show_default=True,
-              help="engine/http: output tokens per request at most.")
-@click.option("--limit", type=click.IntRange(1), help="Replay only the first N requests.")
-@click.option("--what-if", type=click.Choice(["fixed"]),
-              help="Replay again with prefixguard's fixes applied, side by side (sim and engine start that "
-                   "run cold; an http server keeps what the first run cached).")
-@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'", help="http: header to send (repeat).")
-@click.option("--output-file", "out", type=click.Path(dir_okay=False), callback=from_alias,
-              help="Write per-request results (.json, or .db for SQLite).")
-@alias("--out", "out", type=click.Path(dir_okay=False))
-@output_format()
-@click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
+def build(p: Parser) -> None:
+    p.command(replay)
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("--target", default="sim", help=TARGET_HELP + " [default: %(default)s]")
+    policy_option(p, None, help="sim: " + POLICY_HELP[0].lower() + POLICY_HELP[1:] +
+                  " [default: auto for a capture, else radix]")
+    p.add_argument("--page-size", type=int_range(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
+    p.add_argument("--capacity", dest="capacity_tokens", type=int_range(1),
+                   help="sim: cache size in tokens (default: unbounded).")
+    p.add_argument("--capacity-pages", type=int_range(1), help="sim: cache size in pages; engine: KV pool size.")
+    p.add_argument("--model", help="Model to price (and, for http, to ask for) instead of the trace's.")
+    p.add_argument("--engine-model", default="tiny",
+                   help="engine: model preset (tiny, small, 1b), or smollm2-135m (a real model; its own tokenizer "
+                        "counts the tokens) [default: %(default)s].")
+    p.add_argument("--no-reuse-run", dest="baseline", action="store_true",
+                   help="engine: also replay with prefix reuse off, side by side (measures prefill seconds saved).")
+    old_name(p, "--baseline", dest="baseline", action="store_true")
+    p.add_argument("--speed", type=positive_float, default=1.0,
+                   help="Play the trace this many times faster (TTLs count on the scaled clock) [default: %(default)s].")
+    p.add_argument("--ignore-timestamps", action="store_true", help="Send requests back to back; no TTL ever expires.")
+    p.add_argument("--concurrency", type=int_range(1), default=1,
+                   help="engine/http: requests in flight at most [default: %(default)s].")
+    p.add_argument("--max-tokens", type=int_range(1), default=16,
+                   help="engine/http: output tokens per request at most [default: %(default)s].")
+    p.add_argument("--limit", type=int_range(1), help="Replay only the first N requests.")
+    p.add_argument("--what-if", choices=["fixed"],
+                   help="Replay again with prefixguard's fixes applied, side by side (sim and engine start that "
+                        "run cold; an http server keeps what the first run cached).")
+    p.add_argument("--header", dest="headers", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="http: header to send (repeat).")
+    p.add_argument("--output-file", dest="out", help="Write per-request results (.json, or .db for SQLite).")
+    old_name(p, "--out", dest="out")
+    output_format(p)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="Progress bar (only on a terminal).")
+
+
 def replay(source: str, target: str, policy: str | None, page_size: int | None, capacity_tokens: int | None,
            capacity_pages: int | None, model: str | None, engine_model: str, baseline: bool, speed: float,
            ignore_timestamps: bool, concurrency: int, max_tokens: int, limit: int | None, what_if: str | None,
-           headers: tuple[str, ...], out: str | None, fmt: str, progress: bool) -> None:
+           headers: list[str], out: str | None, fmt: str, progress: bool) -> None:
     """Replay captured traffic or a public trace on a target and measure prefix reuse.
 
     SOURCE: a capture store (.db) or its JSONL export, a folder of request bodies, a Mooncake trace
@@ -67,7 +71,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
         trace = sources.load(source)
         requests = trace.requests[:limit] if limit else trace.requests
         if baseline and target != "engine":
-            raise click.BadParameter("only the engine target can turn prefix reuse off", param_hint="--no-reuse-run")
+            raise UsageError("only the engine target can turn prefix reuse off", option="--no-reuse-run")
         policy = policy or ("auto" if trace.kind == "capture" else "radix")
         make = _target_factory(target, policy=policy, page_size=page_size, capacity_tokens=capacity_tokens,
                                capacity_pages=capacity_pages, model=model, engine_model=engine_model,
@@ -106,7 +110,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
         for name in ("no_reuse", "fixed"):
             if name in summaries:
                 doc[name] = summaries[name]
-        click.echo(json.dumps(doc, indent=1))
+        print(json.dumps(doc, indent=1))
     else:
         from prefixguard.replay.show import show
         show(meta, summaries)
@@ -116,12 +120,12 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
              code=1)
 
 
-def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+def _headers(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         name, sep, value = pair.partition(":")
         if not sep or not name.strip():
-            raise click.BadParameter(f"expected 'NAME: VALUE', got {pair!r}", param_hint="--header")
+            raise UsageError(f"expected 'NAME: VALUE', got {pair!r}", option="--header")
         out[name.strip()] = value.strip()
     return out
 
@@ -141,4 +145,4 @@ def _target_factory(target: str, *, policy: str, page_size: int | None, capacity
                                             model_name=model)
     if target.startswith(("http://", "https://")):
         return lambda reuse: targets.HttpTarget(target, max_tokens=max_tokens, model=model, headers=headers)
-    raise click.BadParameter(f"{target!r}: {TARGET_HELP}", param_hint="--target")
+    raise UsageError(f"{target!r}: {TARGET_HELP}", option="--target")

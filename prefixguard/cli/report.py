@@ -4,18 +4,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
-
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import output_format
+from prefixguard.cli.options import Parser, output_format
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
 
 
-@click.command()
-@click.argument("capture", type=click.Path())
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
-@output_format()
+def build(p: Parser) -> None:
+    p.command(report)
+    p.add_argument("capture")
+    p.add_argument("--html", dest="html_out", help="Also write a self-contained HTML report.")
+    output_format(p)
+
+
 def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
@@ -33,9 +34,9 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
         from prefixguard.report import html
         Path(html_out).write_text(html.render(diagnosis), "utf-8")
     if fmt == "json":
-        click.echo(json.dumps(versioned(diagnosis.to_json()), indent=1, default=str))
+        print(json.dumps(versioned(diagnosis.to_json()), indent=1, default=str))
     else:
         from prefixguard.report import terminal
         terminal.render(diagnosis)
         if html_out:
-            click.echo(f"\nHTML report: {html_out}")
+            print(f"\nHTML report: {html_out}")

@@ -6,7 +6,6 @@ bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateCo
 """
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import os
@@ -277,7 +276,7 @@ class UsageStream:
             try:
                 event = json.loads(payload)
                 if isinstance(event, dict) and isinstance(event.get("bytes"), str) and len(event) <= 2:
-                    event = json.loads(base64.b64decode(event["bytes"]))
+                    event = json.loads(binascii.a2b_base64(event["bytes"]))
             except (ValueError, binascii.Error):
                 continue
             if isinstance(event, dict):

@@ -8,7 +8,7 @@ inputTokens (neither read nor written) + cacheReadInputTokens + cacheWriteInputT
 """
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +59,7 @@ def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
         return [Media(DOCUMENT, media_type="text/plain", text=source["text"])]
     if isinstance(data, str) and mime == "text/plain":
         try:
-            return [Media(DOCUMENT, media_type=mime, text=base64.b64decode(data).decode("utf-8", "replace"))]
+            return [Media(DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
         except ValueError:
             pass
     return [Media(IMAGE if kind == "image" else DOCUMENT, data if isinstance(data, str) else None, mime)]

@@ -9,7 +9,7 @@ one final.
 """
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import re
 from collections import OrderedDict
@@ -65,7 +65,7 @@ def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
     if isinstance(data, str) and mime and mime.startswith("text/"):
         try:
             return "document", None, [Media(DOCUMENT, media_type=mime,
-                                            text=base64.b64decode(data).decode("utf-8", "replace"))]
+                                            text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
         except ValueError:
             pass
     return kind, None, [Media(kind, data if isinstance(data, str) else None, mime)]
