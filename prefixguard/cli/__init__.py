@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def run(argv: list[str]) -> int:
+    """The exit status of `prefixguard ARGV...`; an error is printed as one line (exits.py)."""
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return EXIT_OK if argv else EXIT_USAGE
