@@ -102,3 +102,18 @@ def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None
     assert "--model " not in run("engine", "serve", "--help").stdout
     old, new = (run("engine", "serve", flag, "nosuch", "--port", "0") for flag in ("--model", "--engine-model"))
     assert old.returncode == new.returncode == 2 and "nosuch" in new.stderr and old.stderr == new.stderr
+
+
+def test_no_command_prints_the_commands_and_exits_2() -> None:
+    from prefixguard.cli import COMMANDS
+
+    done = run()
+    assert done.returncode == 2
+    listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert listed == list(COMMANDS)      # every command, each with its line of help
+
+
+def test_an_abbreviated_option_is_not_taken_for_the_whole_one() -> None:
+    """`--no-tok` is not `--no-tokens` (as in click): a typo must not quietly mean another option."""
+    done = run("diff", "--no-tok", "a.json", "b.json")
+    assert done.returncode == 2 and "unrecognized arguments: --no-tok" in done.stderr, done.stderr

@@ -118,6 +118,16 @@ def test_export_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+def test_any_command_into_a_closed_pipe_is_quiet() -> None:
+    """One home for a reader that stops early: lint's report (130 KB, more than a pipe holds) too."""
+    recorded = ROOT.parent / "shared" / "data" / "recorded" / "pydantic-ai"
+    cmd = (f"{sys.executable} -c 'from prefixguard.cli import main; main()' lint --select ALL -o json {recorded}"
+           f" | head -c 100 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"")
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.stdout.strip() == "rc=0"
+    assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 # ---- property: every node of a real request replaced by a value of another type
 
 def recorded_bodies() -> list[tuple[str, dict]]:
