@@ -65,14 +65,19 @@ GGUF_MODELS: dict[str, tuple[str, str]] = {
 MODEL_NAMES = (*PRESETS, *GGUF_MODELS)
 
 
+def check_name(model: str) -> None:
+    """A ValueError naming the known models when `model` is none of them (no torch, no file read)."""
+    if model not in MODEL_NAMES:
+        raise ValueError(f"unknown model preset {model!r}; known: {', '.join(MODEL_NAMES)}")
+
+
 def resolve(model: str | ModelConfig) -> ModelConfig:
     if isinstance(model, ModelConfig):
         return model
+    check_name(model)
     if model in GGUF_MODELS:
         from prefixguard.engine.gguf_model import gguf_path, read_config
         return read_config(gguf_path(model))
-    if model not in PRESETS:
-        raise ValueError(f"unknown model preset {model!r}; known: {', '.join(MODEL_NAMES)}")
     return PRESETS[model]
 
 

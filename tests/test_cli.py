@@ -117,3 +117,13 @@ def test_an_abbreviated_option_is_not_taken_for_the_whole_one() -> None:
     """`--no-tok` is not `--no-tokens` (as in click): a typo must not quietly mean another option."""
     done = run("diff", "--no-tok", "a.json", "b.json")
     assert done.returncode == 2 and "unrecognized arguments: --no-tok" in done.stderr, done.stderr
+
+
+def test_an_unknown_engine_model_is_named_before_torch_loads() -> None:
+    """The name is checked first: with torch blocked, the error is still the unknown model, at once."""
+    code = ("import sys; sys.modules['torch'] = None; sys.argv = ['prefixguard', 'engine', 'serve', "
+            "'--engine-model', 'nosuch', '--port', '0']; from prefixguard.cli import main; main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("prefixguard: error: --engine-model: unknown model preset 'nosuch'; known: tiny"), \
+        done.stderr

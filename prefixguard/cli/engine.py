@@ -47,6 +47,12 @@ def serve(model: str, weights: str | None, host: str, port: int, policy: str, de
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     if weights and not Path(weights).exists():
         raise UsageError(f"{weights}: no such file or folder", option="--weights")
+    if not weights:  # a name no weights come with: said now, not after torch has loaded (seconds)
+        from prefixguard.engine.config import check_name
+        try:
+            check_name(model)
+        except ValueError as e:
+            raise UsageError(str(e), option="--engine-model") from None
     import uvicorn
 
     from prefixguard.engine.server import create_app, listen
