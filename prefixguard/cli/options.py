@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -31,9 +33,6 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 def _columns() -> int:
     """The terminal's width less 2, as argparse would take it (COLUMNS, else the terminal, else 80)."""
-    import os
-    import sys
-
     try:
         return int(os.environ["COLUMNS"]) - 2
     except (KeyError, ValueError):
@@ -126,9 +125,6 @@ RED, GREEN = 31, 32
 
 def strong(text: str, colour: int) -> str:
     """Bold and coloured on a terminal (unless NO_COLOR is set); plain in a pipe or a CI log."""
-    import os
-    import sys
-
     if os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         return text
     return f"\033[1;{colour}m{text}\033[0m"
