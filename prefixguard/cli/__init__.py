@@ -62,8 +62,9 @@ def run(argv: list[str]) -> int:
     command = f"{PROG} {name}"
     try:
         from prefixguard.cli.options import Parser
-        module, function = COMMANDS[name][0].split(":")
-        parser = Parser(command)
+        target, summary = COMMANDS[name]
+        module, function = target.split(":")
+        parser = Parser(command, description=summary)   # a command's own docstring replaces it
         getattr(importlib.import_module(module), function)(parser)
         args = vars(parser.parse_args(rest) if parser._subparsers else parser.parse_intermixed_args(rest))
         command = args.pop("_command")

@@ -9,8 +9,6 @@ from prefixguard.cli.options import Parser, int_range, old_name, policy_option
 
 
 def build(p: Parser) -> None:
-    """The local inference engine (PyTorch) with radix-tree prefix KV reuse."""
-    p.description = build.__doc__
     s = p.subcommand("serve", serve)
     s.add_argument("--engine-model", dest="model", default="tiny",
                    help="The weights the engine runs: random-weight preset (tiny, small, 1b) or a real model "

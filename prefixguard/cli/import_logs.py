@@ -54,8 +54,6 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
 
 
 def build(p: Parser) -> None:
-    """Read an agent's own session logs into a capture store (no proxy needed)."""
-    p.description = build.__doc__
     for name, run in (("claude-code", claude_code_logs), ("codex", codex_logs)):
         sub = p.subcommand(name, run)
         sub.add_argument("folder", nargs="?", type=Path)
