@@ -1,9 +1,8 @@
 """Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from prefixguard import ruleset
 from prefixguard.prices import from_package
@@ -52,8 +51,7 @@ def _unqualified(model: str) -> list[str]:
     return [".".join(parts[k:]) for k in range(1, min(len(parts), 3))]
 
 
-@dataclass(frozen=True, slots=True)
-class ModelContract:
+class ModelContract(NamedTuple):
     provider: str
     model: str | None
     min_cacheable_tokens: int

@@ -9,8 +9,7 @@ a provider would (`of_comparison`), so demos and tests show agreement end to end
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from prefixguard.compare import Comparison
@@ -20,8 +19,7 @@ MISS, NO_MISS, NOT_FOUND, UNAVAILABLE = "miss", "no_miss", "not_found", "unavail
 LEVELS = ("model", "tools", "system", "messages")
 
 
-@dataclass(slots=True)
-class Diagnosis:
+class Diagnosis(NamedTuple):
     status: str                    # miss | no_miss | not_found | unavailable
     level: str | None = None       # for a miss: model | tools | system | messages (None: not said)
     label: str = ""                # the provider's own name for it: system_changed, cache_miss, ...
@@ -30,7 +28,7 @@ class Diagnosis:
     reason: str | None = None      # the provider's free-text reason, where it gives one
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(self._asdict(), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | None) -> Diagnosis | None:
@@ -38,7 +36,7 @@ class Diagnosis:
             data = json.loads(text) if text else None
             if not isinstance(data, dict):
                 return None
-            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})  # a row adds "agreement"
+            return cls(**{k: v for k, v in data.items() if k in cls._fields})  # a row adds "agreement"
         except (ValueError, TypeError):
             return None
 
@@ -86,4 +84,4 @@ def of_comparison(cmp: Comparison | None, found: bool, cached_before: int) -> Di
 
 def as_row(diag: Diagnosis | None, verdict: str | None) -> dict[str, Any] | None:
     """The export shape of a stored diagnosis."""
-    return None if diag is None else {**asdict(diag), "agreement": verdict}
+    return None if diag is None else {**diag._asdict(), "agreement": verdict}

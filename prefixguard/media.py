@@ -14,9 +14,8 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from prefixguard import ruleset
 
@@ -27,8 +26,7 @@ _JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has 
 _DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
 
 
-@dataclass(frozen=True, slots=True)
-class Media:
+class Media(NamedTuple):
     """One image or document as the provider receives it."""
 
     kind: str                    # IMAGE | DOCUMENT
@@ -39,8 +37,7 @@ class Media:
     file_id: str | None = None   # sent by a file id: its size is known if its upload was seen
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(NamedTuple):
     tokens: int
     estimated: bool              # the size or page count could not be read: a documented estimate
 
@@ -62,8 +59,7 @@ def _tables() -> dict[str, Any]:
     return ruleset.load("media.toml")
 
 
-@dataclass(frozen=True, slots=True)
-class Rules:
+class Rules(NamedTuple):
     provider: str
     image: dict[str, Any]
     document: dict[str, Any]

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, takewhile
-from typing import Any
+from typing import Any, NamedTuple
 
 from xxhash import xxh3_128_digest
 
@@ -339,16 +339,14 @@ def answered(policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usag
     policy.observe(held, usage.cache_read, now, tenant)
 
 
-@dataclass(frozen=True, slots=True)
-class _Output:
+class _Output(NamedTuple):
     """What a request generated, cached with its prompt (a contract with caches_output): when, how many."""
 
     at: float
     tokens: int
 
 
-@dataclass(slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     ttl: str
     expires: float
 

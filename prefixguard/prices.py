@@ -13,12 +13,11 @@ from __future__ import annotations
 import atexit
 import os
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_hexdigest
 
@@ -29,8 +28,7 @@ PACKAGE = "genai-prices"
 PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai"}
 
 
-@dataclass(frozen=True, slots=True)
-class Prices:
+class Prices(NamedTuple):
     """USD per million tokens, by token class; `source` and `date` say where they come from."""
 
     input: float

@@ -20,8 +20,9 @@ reads are in the provider's tokens. The proxy and replay's sim target both learn
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import accumulate
+from typing import NamedTuple
 
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import Prompt, Segment
@@ -30,8 +31,7 @@ from prefixguard.usage import Usage
 MAX_RATIO = 1.5     # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
 
 
-@dataclass(frozen=True, slots=True)
-class _Fit:
+class _Fit(NamedTuple):
     ratio: float        # the provider's text tokens per one of ours
     unseen: int         # tokens it counts that the body does not show
     front: int = -1     # of them, those in front of the prefix, as a read showed (-1: no read has shown it)

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from prefixguard import ruleset
 
 
-@dataclass(frozen=True, slots=True)
-class VolatileMatch:
+class VolatileMatch(NamedTuple):
     name: str    # pattern name, e.g. "iso-timestamp"
     start: int   # offset in the searched text
     end: int

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 from prefixguard.errors import InputError
 from prefixguard.lint import catalog
@@ -28,8 +28,7 @@ from prefixguard.lint import catalog
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
 
 
-@dataclass(frozen=True, slots=True)
-class Layer:
+class Layer(NamedTuple):
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()

@@ -5,10 +5,9 @@ A value that merely looks volatile (a date, a UUID) counts only with evidence (s
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
@@ -26,18 +25,14 @@ PRODUCED_KINDS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "s
 PRODUCED_ROLES = ("assistant", "tool")
 
 
-
-
-@dataclass(frozen=True, slots=True)
-class Breakpoint:
+class Breakpoint(NamedTuple):
     index: int          # segment it sits on (the automatic one: the block the API puts it on)
     ttl: str
     pointer: str        # where it is written: the block, or the top-level marker for the automatic one
     auto: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Volatile:
+class Volatile(NamedTuple):
     pointer: str        # the string value holding the match
     start: int          # character span of the match in that string
     end: int
@@ -156,7 +151,7 @@ class Context:
             if before.key == seg.key:
                 return []
             old = dict(_strings(before.value, before.pointer))
-            return [replace(v, changed=True) for v in self.volatile(i) if v.text not in old.get(v.pointer, "")]
+            return [v._replace(changed=True) for v in self.volatile(i) if v.text not in old.get(v.pointer, "")]
         if seg.level != "system":
             # A tool's documentation holds constants (example times, model ids); message history is sent
             # again as it was written (a time in an earlier message is when it was said). The system

@@ -23,7 +23,6 @@ from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
 from prefixguard.prompt import Prompt
-from prefixguard.store import is_capture_url, open_capture
 from prefixguard.wire import MAX_BYTES, parse_request
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
     out: list[str] = []
     empty: list[str] = []
     for arg in args:
-        if arg == STDIN or os.path.isfile(arg) or is_capture_url(arg):
+        if arg == STDIN or os.path.isfile(arg) or _capture_url(arg):
             out.append(arg)
             continue
         if os.path.lexists(arg) and not os.path.isdir(arg):
@@ -149,7 +148,7 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
 
 
 def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool = True) -> None:
-    url = is_capture_url(name)  # a fleet's capture store: its rows, exported, in sequence mode
+    url = _capture_url(name)  # a fleet's capture store: its rows, exported, in sequence mode
     path = None if name == STDIN or url else Path(name)
     text = _export(name) if url else _read(name)
     codes = settings.codes_for(path)
@@ -181,9 +180,20 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         result.findings.extend(place(h) for h in hits)
 
 
+def _capture_url(name: str) -> bool:
+    """A fleet's capture store (a URL, not a file). prefixguard.store, and sqlite3 with it, loads only for
+    a name that could be one: a lint of files never pays for them."""
+    if "://" not in name:
+        return False
+    from prefixguard.store import is_capture_url
+    return is_capture_url(name)
+
+
 def _export(url: str) -> str:
     """A capture store's rows as the JSON lines `capture export` writes."""
     import io
+
+    from prefixguard.store import open_capture
 
     out = io.StringIO()
     with open_capture(url) as store:
