@@ -136,6 +136,23 @@ def latency(urls: dict[str, str], size: int, stream: bool, n: int, pause: float)
                 "ttft_p50_ms": 1e3 * statistics.median(ttfts[p])} for p in urls}
 
 
+def analysis_seconds(size: int, store: Path, n: int = 10) -> float:
+    """What prefixguard's analysis of one request of `size` takes here (the slowest of the last n-5 of n,
+    in this process): the bodies the bench sends, the answer's usage, a real SQLite store."""
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+
+    answer = json.dumps({"type": "message", "usage": {"input_tokens": 10, "cache_read_input_tokens": 0,
+                                                      "cache_creation_input_tokens": 0, "output_tokens": 5}}).encode()
+    analyzer, took = Analyzer(store=str(store)), []
+    for i in range(n):  # the first five meet each document for the first time, as the bench's first round
+        t0 = time.perf_counter()
+        analyzer.request(FlowState(str(i), time.time(), t0, "/v1/messages", body=body(size, False, i % 5, i)))
+        analyzer.finish(Response(str(i), status=200, headers_at=t0, ended_at=t0, body=answer))
+        took.append(time.perf_counter() - t0)
+    analyzer.close()
+    return max(took[5:])
+
+
 def throughput(urls: dict[str, str], clients: int, per_client: int, reps: int = 3) -> dict[str, float]:
     """Requests per second with `clients` concurrent streaming clients: the median of `reps` rounds,
     the paths in a shuffled order each round (one round alone varies by 10% here)."""
@@ -172,12 +189,16 @@ def run_once(n: int) -> dict[str, Any]:
         # a pause after each request, longer than the analysis of one of that size takes here, so each
         # starts on an idle machine, as requests to an LLM API mostly do (every path is slower from idle).
         # SSE requests last ~85 ms (the recorded stream's events 2 ms apart) and vary little: fewer of them.
+        # The pause: twice what the analysis of one request of that size takes on this machine, now.
+        spaced = {size: max(floor, 2 * analysis_seconds(size, Path(tmp) / f"timing-{size}.db"))
+                  for size, floor in ((10_000, 0.01), (1_000_000, 0.12))}
+        results["pauses_s"] = spaced
         for case, size, stream, count, pause in (("10KB json", 10_000, False, n, 0.0),
                                                  ("10KB sse", 10_000, True, n // 10, 0.0),
                                                  ("1MB json", 1_000_000, False, n // 4, 0.0),
                                                  ("1MB sse", 1_000_000, True, n // 20, 0.0),
-                                                 ("10KB json spaced", 10_000, False, n // 2, 0.01),
-                                                 ("1MB json spaced", 1_000_000, False, n // 16, 0.12)):
+                                                 ("10KB json spaced", 10_000, False, n // 2, spaced[10_000]),
+                                                 ("1MB json spaced", 1_000_000, False, n // 16, spaced[1_000_000])):
             results["latency"][case] = latency(urls, size, stream, max(5, count), pause)
         results["throughput"] = throughput(urls, 50, 4)
     return results
@@ -200,6 +221,8 @@ def print_run(results: dict[str, Any]) -> None:
         for path, r in by_path.items():
             ratio = f"{r['p50_ms'] / bare['p50_ms']:.3f} / {r['ttft_p50_ms'] / bare['ttft_p50_ms']:.3f}"
             print(f"{case:<16} {path:<12} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['ttft_p50_ms']:8.2f}  {ratio}")
+    print("spaced cases pause " + ", ".join(f"{p * 1e3:.0f} ms after each {size // 1000} KB request"
+                                            for size, p in results["pauses_s"].items()))
     tp = results["throughput"]
     print("throughput, 50 concurrent streaming clients (req/s): "
           + ", ".join(f"{p} {tp[p]:.1f}" for p in PATHS) + f"; prefixguard / bare = {tp['prefixguard'] / tp['bare']:.3f}")

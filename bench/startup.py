@@ -3,13 +3,17 @@ session, a timestamp break), with the token counts kept on disk (warm), without 
 tokens at all, `lint` of one file, `--help`; against `python -c pass` and, where given, cachelint's diff
 of the same pair. Fresh processes, interleaved rounds, medians: ratios are what to read.
 
-    .venv/bin/python bench/startup.py [--rounds 9] [--cachelint SITE_DIR]
+    .venv/bin/python bench/startup.py [--rounds 9] [--cachelint SITE_DIR] [--baseline CHECKOUT]
 SITE_DIR holds cachelint 0.1.0a2 (`pip install --target SITE_DIR --no-deps cachelint==0.1.0a2`).
+CHECKOUT is another revision of this repository (`git worktree add /tmp/base REV`): every prefixguard
+command runs against it too, in the same rounds, and the table gives this tree's time over its time.
+The small pair (examples/requests/anthropic/history_rewritten) is what "startup" means: little input.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT / "examples" / "requests" / "anthropic" / "history_rewritten"
 sys.path.insert(0, str(ROOT / "bench"))
 
 import core  # noqa: E402
@@ -26,7 +31,9 @@ import core  # noqa: E402
 def timed(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     # No timeout: with one, Popen.wait polls in sleeps of up to 50 ms, and every time lands on that grid.
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Run from / : `python -c` puts the working directory first on sys.path, before PYTHONPATH, and
+    # each case's PYTHONPATH says whose code it times.
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
     return time.perf_counter() - start
 
 
@@ -34,6 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--cachelint", type=Path, help="a directory where cachelint is installed (--target)")
+    ap.add_argument("--baseline", type=Path, help="another checkout of prefixguard to time side by side")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pg-startup-"))
@@ -55,7 +63,12 @@ def main() -> None:
         "diff --no-tokens": (pg + ["diff", "--no-tokens", str(pa), str(pb)], warm),
         "lint, counts on disk": (pg + ["lint", str(pb)], warm),
         "--help": (pg + ["--help"], env),
+        "diff --no-tokens, small": (pg + ["diff", "--no-tokens", str(SMALL / "a.json"), str(SMALL / "b.json")], warm),
+        "lint --no-tokens, small": (pg + ["lint", "--no-tokens", str(SMALL / "b.json")], warm),
     }
+    if args.baseline:  # the same commands, the other checkout's code
+        cases |= {f"{name} @baseline": (cmd, {**e, "PYTHONPATH": str(args.baseline)})
+                  for name, (cmd, e) in cases.items() if cmd[:len(pg)] == pg}
     if args.cachelint:
         cases["cachelint diff"] = ([sys.executable, "-c", "import sys; from cachelint.cli import main; "
                                     "sys.exit(main())", "diff", str(pa), str(pb)],
@@ -63,15 +76,18 @@ def main() -> None:
     for cmd, e in cases.values():  # compile .pyc, fill the cache directory
         timed(cmd, e)
     times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(args.rounds):
-        for name, (cmd, e) in cases.items():
+    for _ in range(args.rounds):  # a new order each round: drift and the place in a round hit all alike
+        for name, (cmd, e) in random.sample(list(cases.items()), len(cases)):
             times[name].append(timed(cmd, e))
     med = {name: statistics.median(v) for name, v in times.items()}
     ref = "cachelint diff" if args.cachelint else "diff --no-tokens"
     print(f"{len(a) / 2**20:.2f} MB pair; medians of {args.rounds} interleaved rounds; ratio to {ref}")
-    print(f"{'command':24} {'s':>7} {'ratio':>7}")
+    print(f"{'command':24} {'s':>7} {'ratio':>7}" + (f" {'baseline s':>11} {'vs baseline':>12}" if args.baseline else ""))
     for name, s in med.items():
-        print(f"{name:24} {s:7.3f} {s / med[ref]:6.2f}x")
+        if name.endswith(" @baseline"):
+            continue
+        base = med.get(f"{name} @baseline")
+        print(f"{name:24} {s:7.3f} {s / med[ref]:6.2f}x" + (f" {base:11.3f} {s / base:11.3f}x" if base else ""))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ in rules/providers.toml (which level a setting change invalidates).
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 from prefixguard.causes import FIXES
 from prefixguard.classify import FALLBACK, classify, too_deep
@@ -23,8 +23,7 @@ from prefixguard.prompt import LEVELS, Prompt
 from prefixguard.jsondiff import common_start, excerpts, short
 
 
-@dataclass(slots=True)
-class Divergence:
+class Divergence(NamedTuple):
     level: str          # "tools" | "system" | "messages"
     pointer: str        # JSON pointer in B of the first diverging segment
     byte_offset: int    # first differing byte in B's body
@@ -32,8 +31,7 @@ class Divergence:
     segment_index: int  # index of that segment in B's segments
 
 
-@dataclass(slots=True)
-class Comparison:
+class Comparison(NamedTuple):
     broken: bool
     causes: list[str]
     divergence: Divergence | None
@@ -48,14 +46,13 @@ class Comparison:
     api: str = ""
     model: str | None = None
     tokens_estimated: bool = False
-    extra: list[str] = field(default_factory=list)  # later, secondary findings (one line each)
+    extra: Sequence[str] = ()  # later, secondary findings (one line each)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict() | {"divergence": self.divergence._asdict() if self.divergence else None}
 
 
-@dataclass(slots=True)
-class _Finding:
+class _Finding(NamedTuple):
     index: int            # segment index in B where it invalidates
     cause: str
     detail: str = ""

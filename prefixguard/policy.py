@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
 from itertools import accumulate, takewhile
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from xxhash import xxh3_128_digest
@@ -39,8 +39,7 @@ SAME_OUTPUT = 0.5      # parts carried back within this share of a request's rep
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
 
-@dataclass(slots=True)
-class Expected:
+class Expected(NamedTuple):
     """What the provider should report for one request."""
 
     cache_read: int
@@ -48,7 +47,7 @@ class Expected:
     uncached: int
     reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
-    write_by_ttl: dict[str, int] = field(default_factory=dict)  # cache_write split by TTL (Anthropic)
+    write_by_ttl: Mapping[str, int] = MappingProxyType({})  # cache_write split by TTL (Anthropic)
 
 
 class CachePolicy:
@@ -108,7 +107,7 @@ class CachePolicy:
         if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
             return Expected(0, 0, total, "below_minimum")
         if expected.cache_read > total:
-            return replace(expected, cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
+            return expected._replace(cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
         return expected
 
     def read_ends(self, prompt: Prompt) -> list[int]:

@@ -6,7 +6,6 @@ lint, proxy, replay) reads only this, never a provider's field names.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from prefixguard.contracts import equivalences
@@ -14,10 +13,13 @@ from prefixguard.contracts import equivalences
 LEVELS = ("tools", "system", "messages")  # the order every provider builds its prefix in
 
 
-@dataclass(slots=True)
 class Segment:
-    """One cacheable part of a request: a tool definition, a system block, a message content block."""
+    """One cacheable part of a request: a tool definition, a system block, a message content block.
+    A plain class, not a dataclass: `diff` then never imports `dataclasses`, and `inspect` with it
+    (~11 ms at each start; tests/test_diff_cli.py checks)."""
 
+    __slots__ = ("level", "pointer", "kind", "role", "value", "start", "end", "key", "tokens", "breakpoint",
+                 "message_index", "header", "media_tokens", "estimated", "_canon")
     level: str                 # "tools" | "system" | "messages"
     pointer: str               # RFC 6901 JSON pointer into the body, e.g. "/messages/3/content/0"
     kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
@@ -27,14 +29,31 @@ class Segment:
     end: int                   # end offset (exclusive) in Prompt.text
     key: bytes                 # what the fingerprint hashes: an exact, key-order-keeping encoding of
                                # level, role, message header and value (breakpoint markers left out)
-    tokens: int = 0            # token count of this segment (estimated when Prompt.tokens_estimated)
-    breakpoint: str | None = None  # cache_control TTL on this block: "5m" | "1h" | None
-    message_index: int | None = None  # index of the message this block belongs to (level "messages")
-    header: dict[str, Any] | None = None  # the message's own fields (role, ids) when this part opens one
-    media_tokens: int = 0      # of `tokens`, those of images and documents, by the provider's formula
+    tokens: int                # token count of this segment (estimated when Prompt.tokens_estimated)
+    breakpoint: str | None     # cache_control TTL on this block: "5m" | "1h" | None
+    message_index: int | None  # index of the message this block belongs to (level "messages")
+    header: dict[str, Any] | None  # the message's own fields (role, ids) when this part opens one
+    media_tokens: int          # of `tokens`, those of images and documents, by the provider's formula
                                # (already in the provider's tokens: a tokenizer rescaling leaves them)
-    estimated: bool = False    # a media size or page count could not be read (URL, file id): estimate
-    _canon: bytes | None = field(default=None, repr=False, compare=False)
+    estimated: bool            # a media size or page count could not be read (URL, file id): estimate
+
+    def __init__(self, level: str, pointer: str, kind: str, role: str | None, value: Any, start: int, end: int,
+                 key: bytes, tokens: int = 0, breakpoint: str | None = None, message_index: int | None = None,
+                 header: dict[str, Any] | None = None, media_tokens: int = 0, estimated: bool = False) -> None:
+        self.level, self.pointer, self.kind, self.role, self.value = level, pointer, kind, role, value
+        self.start, self.end, self.key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
+        self.message_index, self.header, self.media_tokens, self.estimated = message_index, header, media_tokens, estimated
+        self._canon: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"Segment({self.level} {self.pointer} {self.kind}, {self.tokens} tokens)"
+
+    def with_tokens(self, tokens: int) -> Segment:
+        """The same part counted in other tokens (a provider's: prefixguard/scale.py)."""
+        out = Segment(self.level, self.pointer, self.kind, self.role, self.value, self.start, self.end, self.key,
+                      tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
+        out._canon = self._canon
+        return out
 
     @property
     def canon(self) -> bytes:
@@ -62,19 +81,37 @@ def without_markers(value: Any) -> Any:
     return value
 
 
-@dataclass(slots=True)
 class Prompt:
+    """A request as the cache sees it (a plain class, as Segment)."""
+
+    __slots__ = ("api", "model", "segments", "settings", "auto_breakpoint", "text", "source", "tokens_estimated",
+                 "chain", "counts_only")
     api: str                              # "anthropic" | "openai-chat" | "openai-responses"
     model: str | None
     segments: list[Segment]
-    settings: dict[str, Any] = field(default_factory=dict)  # cache-keying settings: thinking, effort,
+    settings: dict[str, Any]              # cache-keying settings: thinking, effort,
                                           # tool_choice, speed, images, prompt_cache_key, betas, ...
-    auto_breakpoint: str | None = None    # Anthropic top-level (automatic) cache_control TTL, if any
-    text: str = ""                        # the body as decoded text (segment offsets index into it)
-    source: str | None = None             # file path or flow id, for messages
-    tokens_estimated: bool = False        # True when no tokenizer could load: counts are estimates
-    chain: list[bytes] = field(default_factory=list)  # fingerprint chain: chain[i] covers segments 0..i
-    counts_only: bool = False             # a token-counting request (count_tokens): nothing generated or cached
+    auto_breakpoint: str | None           # Anthropic top-level (automatic) cache_control TTL, if any
+    text: str                             # the body as decoded text (segment offsets index into it)
+    source: str | None                    # file path or flow id, for messages
+    tokens_estimated: bool                # True when no tokenizer could load: counts are estimates
+    chain: list[bytes]                    # fingerprint chain: chain[i] covers segments 0..i
+    counts_only: bool                     # a token-counting request (count_tokens): nothing generated or cached
+
+    def __init__(self, api: str, model: str | None, segments: list[Segment], settings: dict[str, Any] | None = None,
+                 auto_breakpoint: str | None = None, text: str = "", source: str | None = None,
+                 tokens_estimated: bool = False, chain: list[bytes] | None = None, counts_only: bool = False) -> None:
+        self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
+        self.auto_breakpoint, self.text, self.source, self.tokens_estimated = auto_breakpoint, text, source, tokens_estimated
+        self.chain, self.counts_only = [] if chain is None else chain, counts_only
+
+    def __repr__(self) -> str:
+        return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"
+
+    def with_segments(self, segments: list[Segment]) -> Prompt:
+        """The same request with other segments (recounted: prefixguard/scale.py)."""
+        return Prompt(self.api, self.model, segments, self.settings, self.auto_breakpoint, self.text, self.source,
+                      self.tokens_estimated, self.chain, self.counts_only)
 
     @property
     def estimated(self) -> bool:

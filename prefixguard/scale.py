@@ -20,7 +20,6 @@ reads are in the provider's tokens. The proxy and replay's sim target both learn
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -68,13 +67,13 @@ class TokenScale:
         fit = self._fit.get(prompt.model)
         if fit is None or not prompt.segments:
             return prompt
-        segments = [replace(s, tokens=_in_theirs(s, fit.ratio)) for s in prompt.segments]
+        segments = [s.with_tokens(_in_theirs(s, fit.ratio)) for s in prompt.segments]
         front = fit.unseen if fit.front < 0 else fit.front
         if front:
-            segments[0] = replace(segments[0], tokens=segments[0].tokens + front)
+            segments[0] = segments[0].with_tokens(segments[0].tokens + front)
         if fit.unseen > front:
-            segments[-1] = replace(segments[-1], tokens=segments[-1].tokens + fit.unseen - front)
-        return replace(prompt, segments=segments)
+            segments[-1] = segments[-1].with_tokens(segments[-1].tokens + fit.unseen - front)
+        return prompt.with_segments(segments)
 
 
 def _in_theirs(seg: Segment, ratio: float) -> int:

@@ -110,7 +110,7 @@ def _json_or_none(text: str | None) -> Any:
 
 def _flat(rec: Record) -> dict[str, Any]:
     out = {f.name: getattr(rec, f.name) for f in fields(Record) if f.name != "usage"}
-    out.update(asdict(rec.usage))
+    out.update(rec.usage._asdict())
     out["segments"] = json.dumps(rec.segments)
     out["reported"] = int(rec.usage.reported)
     out["tokens_estimated"] = int(rec.tokens_estimated)
@@ -129,8 +129,8 @@ def _record(row: sqlite3.Row) -> Record:
         if value is not None and not isinstance(value, _COLUMN_KINDS[name]):
             raise InputError(f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
                              f"expected {_COLUMN_KINDS[name][0].__name__}")
-    usage = Usage(**{k: data.pop(k) or 0 for k in USAGE_FIELDS})
-    usage.reported = bool(usage.reported)
+    counts = {k: data.pop(k) or 0 for k in USAGE_FIELDS}
+    usage = Usage(**counts | {"reported": bool(counts["reported"])})
     try:
         data["segments"] = json.loads(data["segments"] or "[]")
     except (ValueError, RecursionError):

@@ -1,11 +1,10 @@
 """Provider usage normalized to one shape: what was read from cache, written to it, and not cached."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 
-@dataclass(slots=True)
-class Usage:
+class Usage(NamedTuple):
     prompt_total: int = 0      # all prompt tokens: cache_read + cache_write + uncached
     cache_read: int = 0
     cache_write_5m: int = 0
@@ -26,4 +25,4 @@ class Usage:
         return "5m" if self.cache_write else None
 
 
-USAGE_FIELDS = tuple(f.name for f in fields(Usage))   # the keys of a usage in the export shape, in order
+USAGE_FIELDS = Usage._fields   # the keys of a usage in the export shape, in order

@@ -127,3 +127,20 @@ def test_an_unknown_engine_model_is_named_before_torch_loads() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("prefixguard: error: --engine-model: unknown model preset 'nosuch'; known: tiny"), \
         done.stderr
+
+
+def test_help_text_is_the_docstring_as_inspect_cleans_it() -> None:
+    """options._cleandoc stands in for inspect.cleandoc (not imported on the start path): the same text
+    for every docstring of the CLI's modules, odd indents included."""
+    import importlib
+    import inspect
+
+    from prefixguard.cli import COMMANDS
+    from prefixguard.cli.options import _cleandoc
+
+    modules = {importlib.import_module(target.split(":")[0]) for target, _ in COMMANDS.values()}
+    docs = [f.__doc__ for m in modules for f in vars(m).values() if callable(f) and f.__doc__]
+    docs += ["One line.", "", "\n  indented first\n    deeper\n  back\n\n", "a\n\tb\n        c"]
+    assert len(docs) > 30
+    for doc in docs:
+        assert _cleandoc(doc) == inspect.cleandoc(doc), doc

@@ -79,8 +79,8 @@ def recorded(shared_data: Path, cassette: str, n: int, kind: str) -> Path:
 ])
 def test_known_usages(shared_data, cassette, n, api, expected):
     usage = parse_response(recorded(shared_data, cassette, n, "response.json").read_bytes(), api)
-    if expected.output is None:
-        expected.output = usage.output
+    if expected.output is None:  # not the point here: whatever the answer generated
+        expected = expected._replace(output=usage.output)
     assert usage == expected
 
 

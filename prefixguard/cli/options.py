@@ -4,7 +4,6 @@ and the options that mean one thing in every command: -o/--output-format (text, 
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -43,6 +42,13 @@ def _columns() -> int:
         return 78
 
 
+def _cleandoc(doc: str) -> str:
+    """inspect.cleandoc's result, without importing inspect (~9 ms: ast, dis, tokenize) on every command."""
+    first, *rest = doc.expandtabs().splitlines() or [""]
+    indent = min((len(line) - len(line.lstrip()) for line in rest if line.strip()), default=0)
+    return "\n".join([first.strip(), *(line[indent:].rstrip() for line in rest)]).strip()
+
+
 class Parser(argparse.ArgumentParser):
     """argparse as the commands want it: no abbreviated options, descriptions printed as written, and a
     usage error as one line that points to the command's --help."""
@@ -58,7 +64,7 @@ class Parser(argparse.ArgumentParser):
     def command(self, run: Callable[..., int | None]) -> None:
         """`run` is what this parser's command does: its docstring is the --help text, its keyword
         arguments the options (by `dest`); it returns the exit status (None: 0)."""
-        self.description = inspect.cleandoc(run.__doc__ or "")
+        self.description = _cleandoc(run.__doc__ or "")
         self.set_defaults(run=run)
 
     def subcommand(self, name: str, run: Callable[..., int | None]) -> Parser:

@@ -20,7 +20,7 @@ from prefixguard import tokens
 from prefixguard.errors import InputError
 from prefixguard.capture import check_row, is_sqlite, read_capture
 from prefixguard.store import is_capture_url, json_lines
-from prefixguard.usage import Usage
+from prefixguard.usage import USAGE_FIELDS, Usage
 from prefixguard.wire import detect_api, files, gemini, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
@@ -217,7 +217,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
 def _usage(u: dict[str, Any]) -> Usage | None:
     if not u.get("reported"):
         return None
-    return Usage(**{k: u[k] for k in Usage.__slots__ if k in u})
+    return Usage(**{k: u[k] for k in USAGE_FIELDS if k in u})
 
 
 def _rebased(requests: list[Request]) -> list[Request]:
