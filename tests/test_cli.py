@@ -1,6 +1,7 @@
 """The CLI as a user meets it: every error is one line on stderr with a documented exit code."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,21 @@ def test_help_text_is_the_docstring_as_inspect_cleans_it() -> None:
     assert len(docs) > 30
     for doc in docs:
         assert _cleandoc(doc) == inspect.cleandoc(doc), doc
+
+
+PAIR = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic" / "volatile_content"
+
+
+@pytest.mark.parametrize("argv", [["diff", "--no-tokens", str(PAIR / "a.json"), str(PAIR / "b.json")],
+                                  ["lint", "--no-tokens", str(PAIR / "b.json")]])
+def test_diff_and_lint_load_neither_dataclasses_nor_inspect(argv: list[str], tmp_path: Path) -> None:
+    """What keeps `diff` under cachelint's time and a small `lint` near 0.1 s (bench/startup.py):
+    `dataclasses` imports `inspect` (ast, dis, tokenize: ~11 ms at each start). The second run, as a
+    user's: the first read the prices (genai-prices, pydantic: dataclasses) into the cache directory."""
+    code = ("import sys; from prefixguard.cli import run; "
+            f"code = run({argv!r}); print(code, sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))")
+    env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert runs[1].stdout.splitlines()[-1] == "1 []"  # the prefix breaks (diff) or a finding (lint); neither loaded

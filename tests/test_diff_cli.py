@@ -169,17 +169,3 @@ def test_deep_but_valid_requests_still_compare(tmp_path: Path) -> None:
     assert code == 1 and err == ""
     assert json.loads(out)["divergence"]["pointer"] == "/tools/0"
 
-
-def test_diff_loads_neither_dataclasses_nor_inspect(tmp_path: Path) -> None:
-    """What keeps `diff` at or under cachelint's time (bench/startup.py): importing `dataclasses` costs
-    `inspect` with it (ast, dis, tokenize: ~11 ms), more than a small diff's own work. The second run, as
-    a user's: the first read the prices (genai-prices, pydantic: dataclasses) into the cache directory."""
-    pair = EXAMPLES / "anthropic" / "volatile_content"
-    code = ("import sys; from prefixguard.cli import run; "
-            f"code = run(['diff', '--no-tokens', {str(pair / 'a.json')!r}, {str(pair / 'b.json')!r}]); "
-            "print(code, sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))")
-    env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-            for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
-    assert runs[1].stdout.splitlines()[-1] == "1 []"  # the prefix breaks, and neither was loaded

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from functools import cache
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 from prefixguard import ruleset
 from prefixguard.causes import generic_fix
@@ -16,8 +16,7 @@ _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _PREFIX = re.compile(r"PG\d{0,3}", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
     code: str
     name: str
     severity: str
@@ -29,7 +28,7 @@ class Rule:
     fix: str
     family: str
     cause: str | None = None                       # sequence rules: the compare cause they report
-    variants: dict[str, str] = field(default_factory=dict)  # named case -> severity
+    variants: Mapping[str, str] = MappingProxyType({})  # named case -> severity
 
     def severity_of(self, variant: str | None) -> str:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -125,7 +124,7 @@ def resolve_all(selectors: Iterable[str]) -> frozenset[str]:
 
 
 def as_dict(r: Rule) -> dict[str, Any]:
-    return {k: v for k, v in asdict(r).items() if v not in (None, {})} | {"providers": list(r.providers)}
+    return {k: v for k, v in r._asdict().items() if v not in (None, {})} | {"providers": list(r.providers)}
 
 
 def explain(r: Rule) -> str:

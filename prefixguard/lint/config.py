@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePath
-from typing import Any, NamedTuple
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 from prefixguard.errors import InputError
 from prefixguard.lint import catalog
@@ -34,13 +34,12 @@ class Layer(NamedTuple):
     ignore: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(NamedTuple):
     root: Path                                   # per-file-ignores, exclude and fingerprints are relative to it
     enabled: frozenset[str]
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     exclude: tuple[str, ...] = ()
-    extra_patterns: dict[str, str] = field(default_factory=dict)
+    extra_patterns: Mapping[str, str] = MappingProxyType({})
     config: Path | None = None                   # the pyproject.toml read, if any
     # Info findings are shown only for rules named in a selection (the default set is errors and warnings).
     info_codes: frozenset[str] = frozenset()

@@ -2,14 +2,13 @@
 placed in a file, with line, column and a fingerprint that survives edits elsewhere in the file)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 from prefixguard.lint.catalog import Rule
 
 
-@dataclass(slots=True)
-class Hit:
+class Hit(NamedTuple):
     rule: str                          # rule name (see rules/catalog.toml)
     pointer: str                       # JSON pointer into the request body
     message: str
@@ -19,11 +18,10 @@ class Hit:
     offset: int | None = None          # exact character offset in the body, when known (a first difference)
     variant: str | None = None         # a named case with its own severity (catalog `variants`)
     fix: str | None = None             # a fix more precise than the catalog's
-    data: dict[str, Any] = field(default_factory=dict)  # numbers for machine output (tokens, cost)
+    data: Mapping[str, Any] = MappingProxyType({})  # numbers for machine output (tokens, cost)
 
 
-@dataclass(slots=True)
-class Finding:
+class Finding(NamedTuple):
     rule: Rule
     severity: str
     message: str
@@ -36,7 +34,7 @@ class Finding:
     end_column: int
     record: int | None = None          # JSONL: the line of the request this finding is about
     fingerprint: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = MappingProxyType({})
     snippet: tuple[str, int, int] | None = None  # (excerpt of the line, caret offset in it, caret width)
 
     @property

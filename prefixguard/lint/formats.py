@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from prefixguard.lint.finding import Finding
@@ -14,16 +13,17 @@ from prefixguard.lint.finding import Finding
 JSON_SCHEMA_VERSION = 1   # bump when a field of the json format changes meaning or goes away
 
 
-@dataclass(slots=True)
 class Run:
-    """What a format may say besides the findings."""
+    """What a format may say besides the findings. (Plain classes here and in linter.py: a lint never
+    imports `dataclasses`, nor `inspect` with it.)"""
 
-    version: str
-    files: int = 0
-    requests: int = 0
-    errors: list[str] = field(default_factory=list)
-    tokenizer: str = ""
-    baselined: int = 0
+    __slots__ = ("version", "files", "requests", "errors", "tokenizer", "baselined")
+
+    def __init__(self, version: str, files: int = 0, requests: int = 0, errors: list[str] | None = None,
+                 tokenizer: str = "", baselined: int = 0) -> None:
+        self.version, self.files, self.requests, self.tokenizer = version, files, requests, tokenizer
+        self.errors = [] if errors is None else errors
+        self.baselined = baselined
 
 
 Formatter = Callable[[list[Finding], Run], str]
@@ -72,7 +72,7 @@ def as_dict(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "name": f.name, "severity": f.severity, "path": f.path, "pointer": f.pointer,
             "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
             "record": f.record, "message": f.message, "fix": f.fix, "fingerprint": f.fingerprint,
-            "data": f.data}
+            "data": dict(f.data)}
 
 
 def json_format(findings: list[Finding], run: Run) -> str:

@@ -11,7 +11,6 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
@@ -32,14 +31,18 @@ SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 STDIN = "-"
 
 
-@dataclass(slots=True)
 class Result:
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)   # one line each, naming the file
-    empty: list[str] = field(default_factory=list)    # directories and globs that held no request file
-    skipped: list[str] = field(default_factory=list)  # files (or JSONL lines) that are not request bodies we read
-    files: int = 0
-    requests: int = 0
+    """What a lint run found, and what it could not read."""
+
+    __slots__ = ("findings", "errors", "empty", "skipped", "files", "requests")
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.errors: list[str] = []   # one line each, naming the file
+        self.empty: list[str] = []    # directories and globs that held no request file
+        self.skipped: list[str] = []  # files (or JSONL lines) that are not request bodies we read
+        self.files = 0
+        self.requests = 0
 
 
 def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None,
