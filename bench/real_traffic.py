@@ -12,7 +12,11 @@ are set against the provider's reported cache read:
 - false breaks: miss_prefix_changed where the provider read at least 95% of what it owed had the
   prefix not changed (must be none).
 
-    .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses]
+--warm-first measures the other assumption side by side: each model's first request in a cassette as
+if it had been sent once just before (a warm cache). It shows what that first request's read depends
+on: a cache the recordings do not hold, warm in some cassettes and cold in others.
+
+    .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses] [--warm-first]
 """
 from __future__ import annotations
 
@@ -83,7 +87,7 @@ def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, b
     return (found.read_bytes(), None) if found.suffix == ".json" else (None, [(0.0, found.read_bytes())])
 
 
-def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:
+def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: bool = False) -> Figures:
     figures = Figures()
     with tempfile.TemporaryDirectory() as tmp:
         for source, folder in cassettes(data, names):
@@ -94,21 +98,26 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES) -> Figures:
             store = Path(tmp) / f"{source}-{folder.name[:80]}.db"
             analyzer, sim = Analyzer(store=str(store)), SimTarget("auto")
             done: dict[str, int | None] = {}
+            warmed: set[str | None] = set()
             for i, req in enumerate(trace.requests):
                 body, chunks = _response(folder, req.ref)
-                flow_id = f"{i}"
-                analyzer.request(FlowState(flow_id, float(i), float(i), req.path or "/v1/messages",
-                                           body=json.dumps(req.body).encode()))
-                analyzer.finish(Response(flow_id, status=200, headers_at=float(i), ended_at=float(i),
-                                         body=body, chunks=chunks))
-                try:
-                    done[flow_id] = sim.run(req, req.ts).cache_read
-                except InputError:
-                    done[flow_id] = None
+                model = req.body.get("model") if isinstance(req.body, dict) else None
+                # the warm-up copy goes first, a second earlier; its row is left out below
+                copies = ["warm-up", f"{i}"] if warm_first and model not in warmed else [f"{i}"]
+                warmed.add(model)
+                for k, flow_id in enumerate(copies):
+                    t = i - len(copies) + 1 + k
+                    analyzer.request(FlowState(flow_id, t, t, req.path or "/v1/messages",
+                                               body=json.dumps(req.body).encode()))
+                    analyzer.finish(Response(flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))
+                    try:
+                        done[flow_id] = sim.run(req, req.ts).cache_read
+                    except InputError:
+                        done[flow_id] = None
             analyzer.close()
             with open_store(store) as db:
                 models: set[str | None] = set()
-                for i, row in enumerate(db.rows()):
+                for i, row in enumerate(r for r in db.rows() if r["id"] != "warm-up"):
                     usage, model = row.get("usage") or {}, row.get("model")
                     first = model not in models
                     models.add(model)
@@ -124,10 +133,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--show-misses", action="store_true", help="list the requests whose read was predicted wrong")
+    ap.add_argument("--warm-first", action="store_true",
+                    help="also measure each model's first request as if sent once just before (a warm cache)")
     args = ap.parse_args()
-    for names in (SOURCES, PROVIDER_SOURCES):
-        print(f"== {', '.join(names)}")
-        _table(measure(args.data, names), args.show_misses)
+    for warm in (False, True) if args.warm_first else (False,):
+        for names in (SOURCES, PROVIDER_SOURCES):
+            print(f"== {', '.join(names)}{' (first requests warm)' * warm}")
+            _table(measure(args.data, names, warm), args.show_misses)
 
 
 def _table(f: Figures, show_misses: bool) -> None:

@@ -8,6 +8,7 @@ SITE_DIR holds cachelint 0.1.0a2 (`pip install --target SITE_DIR --no-deps cache
 CHECKOUT is another revision of this repository (`git worktree add /tmp/base REV`): every prefixguard
 command runs against it too, in the same rounds, and the table gives this tree's time over its time.
 The small pair (examples/requests/anthropic/history_rewritten) is what "startup" means: little input.
+`report` reads a capture of the Anthropic example pairs (34 requests, the demo's size), written once.
 """
 from __future__ import annotations
 
@@ -37,6 +38,18 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def example_capture(path: Path) -> Path:
+    """A capture store of every Anthropic example pair, a then b, as the proxy stores them."""
+    from prefixguard.store import Record, Store
+    from prefixguard.usage import Usage
+    with Store(path) as store:
+        for i, body in enumerate(p.read_text("utf-8") for d in sorted(SMALL.parent.iterdir())
+                                 for p in (d / "a.json", d / "b.json")):
+            store.add(Record(f"r{i}", 1000.0 + i, "/v1/messages", api="anthropic", model="claude-sonnet-4-5",
+                             request=body, status=200, usage=Usage(3000, 0, 3000, 0, 0, 5, True), ttft_s=0.2))
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -56,6 +69,7 @@ def main() -> None:
     warm = {**env, "PREFIXGUARD_CACHE_DIR": str(tmp / "cache")}
     cold = {**env, "PREFIXGUARD_CACHE_DIR": "off"}
     pg = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
+    capture = str(example_capture(tmp / "capture.db"))
     cases = {
         "python -c pass": ([sys.executable, "-c", "pass"], env),
         "diff, counts on disk": (pg + ["diff", str(pa), str(pb)], warm),
@@ -65,6 +79,8 @@ def main() -> None:
         "--help": (pg + ["--help"], env),
         "diff --no-tokens, small": (pg + ["diff", "--no-tokens", str(SMALL / "a.json"), str(SMALL / "b.json")], warm),
         "lint --no-tokens, small": (pg + ["lint", "--no-tokens", str(SMALL / "b.json")], warm),
+        "report, 34 requests": (pg + ["report", capture], warm),
+        "report -o json": (pg + ["report", capture, "-o", "json"], warm),
     }
     if args.baseline:  # the same commands, the other checkout's code
         cases |= {f"{name} @baseline": (cmd, {**e, "PYTHONPATH": str(args.baseline)})

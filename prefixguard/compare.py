@@ -219,7 +219,7 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     before, after = excerpts(ta, tb, p)
     level = min(sa.level, sb.level, key=LEVELS.index)
     try:
-        if too_deep(sa.value) or too_deep(sb.value):  # checked first: a RecursionError deep in deepdiff
+        if too_deep(sa.value) or too_deep(sb.value):  # checked first: a RecursionError deep in the walk
             raise RecursionError                         # can also fire in finalizers and print noise
         cause, detail = classify(a, b, sa, sb, ta, tb, p, level)
     except RecursionError:  # a part nested too deeply to walk: still a break, at this level

@@ -1,5 +1,6 @@
-"""What changed between two JSON values or texts, in words: the change deepdiff finds, key orders,
-whitespace, one string; and excerpts around a first difference. Used by compare and its classifiers."""
+"""What changed between two JSON values or texts, in words: keys and items added or removed, values
+changed, key orders, whitespace, one string; and excerpts around a first difference. Used by compare and
+its classifiers."""
 from __future__ import annotations
 
 import json
@@ -61,44 +62,63 @@ def key_orders(da: Any, db: Any) -> str:
 
 
 def explain_change(sa: Segment, sb: Segment) -> str:
-    """What changed inside a part, by deepdiff, in one line (the first two changes)."""
+    """What changed inside a part, in one line (the first two changes)."""
     if sa.level != sb.level:  # one side has a part the other lacks at this level
         extra, other, side = (sa, sb, "A") if LEVELS.index(sa.level) < LEVELS.index(sb.level) else (sb, sa, "B")
         return f"{side} has {extra.pointer} ({extra.level}) where the other has moved on to {other.level}"
     va, vb = json_data(unmarked(sa.value)), json_data(unmarked(sb.value))
     if type(va) is not type(vb):
         return f"re-serialized: {_json_kind(va)} -> {_json_kind(vb)}"
-    one = _one_string_changed(va, vb)
-    lines = [one] if one is not None else _deepdiff_changes(va, vb)
+    lines = changes(va, vb)
     if not lines:
         return "message fields changed (role, name or ids)" if sa.key != sb.key else "no visible change"
     more = f" (+{len(lines) - 2} more)" if len(lines) > 2 else ""
     return "; ".join(lines[:2]) + more
 
 
-def _deepdiff_changes(va: Any, vb: Any) -> list[str]:
-    """One line per change deepdiff finds."""
-    from deepdiff import DeepDiff  # imported here: it pulls in numpy and pydantic (0.1 s) for one call
-    tree = DeepDiff(va, vb, view="tree", verbose_level=2)
-    lines = []
-    for report, items in tree.items():
-        for item in items:
-            path = "/" + "/".join(str(k) for k in item.path(output_format="list")) if item.path() != "root" else "text"
-            lines.append(_change(report, path, item.t1, item.t2))
-    return lines
+# The order changes are told in: by kind (a changed type says most), then in the order of the document.
+_KINDS = ("type_changed", "key_added", "key_removed", "value_changed", "item_added", "item_removed")
 
 
-def _one_string_changed(va: Any, vb: Any) -> str | None:
-    """The line deepdiff would give when the two differ in one string only (a text, a system prompt, one
-    field of a block: most edits), at a fortieth of its cost; None for anything else."""
-    if isinstance(va, str):
-        return _change("values_changed", "text", va, vb)
-    if not isinstance(va, dict) or va.keys() != vb.keys():
-        return None
-    changed = [k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k])]
-    if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
-        return None
-    return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
+def changes(va: Any, vb: Any) -> list[str]:
+    """One line per change from va to vb: an object's keys added or removed, a list's items added or
+    removed (matched in order, as difflib matches lines), values changed; types changed first."""
+    found: list[tuple[int, str, Any, Any]] = []
+    _walk(va, vb, "", found)
+    found.sort(key=lambda f: f[0])  # stable: within a kind, in the order of the document
+    return [_change(_KINDS[kind], path or "text", old, new) for kind, path, old, new in found]
+
+
+def _walk(a: Any, b: Any, path: str, found: list[tuple[int, str, Any, Any]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        found += [(1, f"{path}/{k}", None, b[k]) for k in b if k not in a]
+        found += [(2, f"{path}/{k}", a[k], None) for k in a if k not in b]
+        for k in a:
+            if k in b:
+                _walk(a[k], b[k], f"{path}/{k}", found)
+    elif isinstance(a, list) and isinstance(b, list):
+        for i1, i2, j1, j2 in _aligned(a, b):  # a[i1:i2] became b[j1:j2]
+            n = min(i2 - i1, j2 - j1)
+            for k in range(n):
+                _walk(a[i1 + k], b[j1 + k], f"{path}/{j1 + k}", found)
+            found += [(5, f"{path}/{i}", a[i], None) for i in range(i1 + n, i2)]
+            found += [(4, f"{path}/{j}", None, b[j]) for j in range(j1 + n, j2)]
+    elif type(a) is not type(b):
+        found.append((0, path, a, b))
+    elif a != b:
+        found.append((3, path, a, b))
+
+
+def _aligned(a: list[Any], b: list[Any]) -> list[tuple[int, int, int, int]]:
+    """The stretches where two lists differ, (i1, i2, j1, j2): a[i1:i2] became b[j1:j2]. Lists of one
+    length pair item by item; others are matched first (an item inserted in front is not every later
+    item changed)."""
+    if len(a) == len(b):
+        return [(0, len(a), 0, len(b))]
+    from difflib import SequenceMatcher
+    keys = [[json.dumps(x, sort_keys=True, default=str) for x in side] for side in (a, b)]
+    return [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in SequenceMatcher(None, *keys, autojunk=False).get_opcodes()
+            if op != "equal"]
 
 
 def _change(report: str, path: str, old: Any, new: Any) -> str:
@@ -106,6 +126,8 @@ def _change(report: str, path: str, old: Any, new: Any) -> str:
         return f"added {path} = {short(new)}"
     if report.endswith("_removed"):
         return f"removed {path} (was {short(old)})"
+    if report == "type_changed":  # as JSON, so 1 -> "1" shows what changed
+        return f"{path}: {short(json.dumps(old, ensure_ascii=False))} -> {short(json.dumps(new, ensure_ascii=False))}"
     if isinstance(old, str) and isinstance(new, str):
         p = common_start(old, new)
         before, after = excerpts(old, new, p, 40, raw=False)

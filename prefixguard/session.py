@@ -13,8 +13,7 @@ conversation. The proxy, lint's sequence mode and the report all ask it; none ke
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_digest
 
@@ -34,8 +33,7 @@ NEW_CONTENT_CAUSES = frozenset({"volatile_content", "history_rewritten", "whites
                                 "key_order_changed"})
 
 
-@dataclass(slots=True)
-class Match:
+class Match(NamedTuple):
     """A request against the best earlier request of its tenant."""
 
     earlier: Any = None                    # what the caller stored with that request (row, flow id, line)
@@ -49,12 +47,11 @@ class Match:
         return self.comparison is not None and self.comparison.broken and not self.new_conversation
 
 
-@dataclass(slots=True)
-class _Seen:
+class _Seen(NamedTuple):
     prompt: Prompt
     item: Any
     ts: float | None
-    parts: frozenset[bytes] = field(default_factory=frozenset)  # a hash of each segment's fingerprint key
+    parts: frozenset[bytes] = frozenset()  # a hash of each segment's fingerprint key
 
 
 def parts_of(prompt: Prompt) -> frozenset[bytes]:

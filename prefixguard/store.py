@@ -14,7 +14,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
@@ -37,9 +36,9 @@ _COLUMNS = """
 """
 
 
-@dataclass(slots=True)
 class Record:
-    """One proxied request and what became of it."""
+    """One proxied request and what became of it: id, ts and path, then any field by name (the others have
+    defaults). A plain class: a dataclass would cost every command that reads a store ~7 ms to import."""
 
     id: str
     ts: float                              # unix seconds when the request arrived
@@ -52,10 +51,10 @@ class Record:
     request: str | None = None             # redacted body text (None: --no-bodies or not captured)
     request_bytes: int = 0
     fingerprints: bytes = b""              # Prompt.chain, concatenated
-    segments: list[list[Any]] = field(default_factory=list)  # [level, pointer, tokens] per segment
+    segments: list[list[Any]]              # [level, pointer, tokens] per segment; [] by default
     status: int | None = None              # HTTP status; None when no response came
     error: str | None = None               # transport error (refused, timeout, cut mid-stream)
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Usage()
     ttft_s: float | None = None
     decode_tps: float | None = None
     total_s: float | None = None
@@ -70,6 +69,13 @@ class Record:
     tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
     diagnosis: str | None = None           # the provider's own cache diagnosis and our agreement with it (JSON)
     degraded: bool = False                 # judged without the fleet's shared index (it was down)
+
+    def __init__(self, id: str, ts: float, path: str, **fields: Any) -> None:
+        self.id, self.ts, self.path, self.segments = id, ts, path, []
+        for name, value in fields.items():
+            if name not in RECORD_FIELDS:
+                raise TypeError(f"Record has no field {name!r}")
+            setattr(self, name, value)
 
     def row(self) -> dict[str, Any]:
         """The export shape (JSON lines) that lint's sequence mode and replay read."""
@@ -95,6 +101,9 @@ class Record:
         }
 
 
+RECORD_FIELDS = tuple(Record.__annotations__)
+
+
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
 _ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0",   # columns a version-1 file lacks
           "diagnosis": "TEXT",                              # and a version-2 one
@@ -109,7 +118,7 @@ def _json_or_none(text: str | None) -> Any:
 
 
 def _flat(rec: Record) -> dict[str, Any]:
-    out = {f.name: getattr(rec, f.name) for f in fields(Record) if f.name != "usage"}
+    out = {name: getattr(rec, name) for name in RECORD_FIELDS if name != "usage"}
     out.update(rec.usage._asdict())
     out["segments"] = json.dumps(rec.segments)
     out["reported"] = int(rec.usage.reported)

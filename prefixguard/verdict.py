@@ -16,8 +16,8 @@ addon adds pending and unknown.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from prefixguard.compare import Comparison
 from prefixguard.contracts import verdict_rules
@@ -43,14 +43,12 @@ class VerdictName(StrEnum):
     UNKNOWN = "unknown"                # the addon's, when analysis could not answer
 
 
-@dataclass(slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     verdict: VerdictName
     cause: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixChange:
+class PrefixChange(NamedTuple):
     """The cause of a miss_prefix_changed verdict: compare's cause names and where the prompt diverged.
     Stored as its text, "a+b at /pointer" (str()); `parse` reads it back."""
     causes: tuple[str, ...]

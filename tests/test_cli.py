@@ -150,16 +150,38 @@ def test_help_text_is_the_docstring_as_inspect_cleans_it() -> None:
 PAIR = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic" / "volatile_content"
 
 
+@pytest.fixture(scope="module")
+def pair_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture of the pair's two requests, as the proxy stores them."""
+    from prefixguard.store import Record, Store
+    from prefixguard.usage import Usage
+    db = tmp_path_factory.mktemp("capture") / "pair.db"
+    with Store(db) as store:
+        for i, name in enumerate(("a", "b")):
+            body = (PAIR / f"{name}.json").read_text("utf-8")
+            store.add(Record(f"r{i}", 1000.0 + i, "/v1/messages", api="anthropic", model="claude-sonnet-4-5",
+                             request=body, status=200, usage=Usage(3000, 0, 3000, 0, 0, 5, True), ttft_s=0.2))
+    return db
+
+
 @pytest.mark.parametrize("argv", [["diff", "--no-tokens", str(PAIR / "a.json"), str(PAIR / "b.json")],
-                                  ["lint", "--no-tokens", str(PAIR / "b.json")]])
-def test_diff_and_lint_load_neither_dataclasses_nor_inspect(argv: list[str], tmp_path: Path) -> None:
-    """What keeps `diff` under cachelint's time and a small `lint` near 0.1 s (bench/startup.py):
-    `dataclasses` imports `inspect` (ast, dis, tokenize: ~11 ms at each start). The second run, as a
-    user's: the first read the prices (genai-prices, pydantic: dataclasses) into the cache directory."""
+                                  ["lint", "--no-tokens", str(PAIR / "b.json")],
+                                  ["report", "{capture}"], ["report", "{capture}", "-o", "json"]])
+def test_diff_lint_and_report_load_neither_dataclasses_nor_inspect(argv: list[str], pair_capture: Path,
+                                                                 tmp_path: Path) -> None:
+    """What keeps `diff` under cachelint's time and a small `lint` or `report` near 0.1 s (bench/startup.py):
+    `dataclasses` imports `inspect` (ast, dis, tokenize: ~11 ms at each start), rich ~30 ms. The second
+    run, as a user's: the first read the prices (genai-prices, pydantic: dataclasses) into the cache
+    directory."""
+    argv = [a.format(capture=pair_capture) for a in argv]
+    heavy = ("dataclasses", "inspect", "rich")
     code = ("import sys; from prefixguard.cli import run; "
-            f"code = run({argv!r}); print(code, sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))")
+            f"code = run({argv!r}); print(code, sorted(m for m in {heavy!r} if m in sys.modules))")
     env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
             for _ in range(2)]
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr
-    assert runs[1].stdout.splitlines()[-1] == "1 []"  # the prefix breaks (diff) or a finding (lint); neither loaded
+    # diff: the prefix breaks, lint: a finding (exit 1); report: done (0); nothing heavy loaded
+    assert runs[1].stdout.splitlines()[-1] == f"{int(argv[0] != 'report')} []"
+    if argv[0] == "report":
+        assert "volatile_content" in runs[1].stdout   # it judged the pair: the timestamp broke the prefix

@@ -339,17 +339,32 @@ def test_a_system_block_removed(shared_data: Path) -> None:
     assert "/system/1" in result.detail
 
 
-_json_leaf = st.one_of(st.text(max_size=60), st.integers(-3, 3), st.booleans(), st.none())
-_block = st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), _json_leaf, max_size=4)
+_json_leaf = st.one_of(st.text(max_size=20), st.integers(-3, 3), st.booleans(), st.none())
+_json = st.recursive(_json_leaf, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), inner, max_size=4)),
+    max_leaves=12)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.tuples(st.text(max_size=80), st.text(max_size=80)), st.tuples(_block, _block)))
-def test_one_string_fast_path_says_what_deepdiff_says(pair: tuple[Any, Any]) -> None:
-    """The explanation skips deepdiff when one string changed: its line must be deepdiff's, word for word."""
-    from prefixguard.jsondiff import _deepdiff_changes, _one_string_changed
-    a, b = pair
-    assume(a != b or type(a) is not type(b))
-    fast = _one_string_changed(a, b)
-    if fast is not None:
-        assert [fast] == _deepdiff_changes(a, b)
+@given(_json, _json)
+def test_changes_name_a_change_exactly_when_there_is_one(a: Any, b: Any) -> None:
+    from prefixguard.jsondiff import changes
+    found = changes(a, b)
+    assert (found == []) == (json.dumps(a) == json.dumps(b))
+    assert changes(a, a) == [] and found == changes(a, b)   # none against itself; the same each time
+
+
+def test_changes_say_what_a_reader_needs() -> None:
+    from prefixguard.jsondiff import changes
+    tool = {"name": "get_date", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}
+    wider = copy.deepcopy(tool)
+    wider["parameters"]["properties"]["day"] = {"type": "integer"}
+    assert changes(tool, wider) == ['added /parameters/properties/day = {"type": "integer"}']
+    assert changes({"type": "text", "text": "Hello there"}, {"type": "text", "text": "Hello here"}) == \
+        ["/text: 'Hello there' -> 'Hello here'"]
+    # an item put in front is one item added, not every later item changed
+    assert changes(["a", "b", "c"], ["z", "a", "b", "c"]) == ["added /0 = z"]
+    assert changes(["a", "b", "c"], ["a", "c"]) == ["removed /1 (was b)"]
+    # a changed type first, then keys added, removed, values changed
+    assert changes({"n": 1, "id": "x", "text": "t"}, {"n": "1", "text": "u", "name": "y"}) == \
+        ['/n: 1 -> "1"', "added /name = y", "removed /id (was x)", "/text: 't' -> 'u'"]

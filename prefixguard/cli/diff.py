@@ -12,10 +12,11 @@ from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison, compare
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
-from prefixguard.cli.options import GREEN, RED, Parser, output_format, strong
+from prefixguard.cli.options import Parser, output_format
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.schemas import versioned
+from prefixguard.styled import GREEN, RED, strong
 from prefixguard.prompt import Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 

@@ -125,12 +125,3 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not above 0")
     return x
 
-
-RED, GREEN = 31, 32
-
-
-def strong(text: str, colour: int) -> str:
-    """Bold and coloured on a terminal (unless NO_COLOR is set); plain in a pipe or a CI log."""
-    if os.environ.get("NO_COLOR") or not sys.stdout.isatty():
-        return text
-    return f"\033[1;{colour}m{text}\033[0m"

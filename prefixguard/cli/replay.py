@@ -7,7 +7,7 @@ from typing import Any
 
 from prefixguard.cli.exits import UsageError, fail
 from prefixguard.cli.options import POLICY_HELP, Parser, int_range, old_name, output_format, policy_option, positive_float
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_writable
 from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
@@ -67,7 +67,7 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
 
     try:
         if out:
-            results.check_writable(out)
+            check_writable(out)
         trace = sources.load(source)
         requests = trace.requests[:limit] if limit else trace.requests
         if baseline and target != "engine":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, output_format
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_writable
 from prefixguard.schemas import versioned
 
 
@@ -20,7 +20,6 @@ def build(p: Parser) -> None:
 def report(capture: str, html_out: str | None, fmt: str) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
-    from prefixguard.replay.results import check_writable
     from prefixguard.capture import read_capture
     from prefixguard.report.diagnose import diagnose
 

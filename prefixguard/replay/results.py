@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -102,17 +101,6 @@ def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
             "over_predicted": over,
             "under_predicted": under,
             "mean_abs_diff_tokens": sum(abs(o.cache_read - o.reported_cache_read) for o in outcomes) / len(outcomes)}
-
-
-def check_writable(path: str | Path) -> None:
-    """Raise InputError now, before a long run, when a results file cannot be written there."""
-    p = Path(path)
-    if p.is_dir():
-        raise InputError("cannot write: it is a directory", str(p))
-    if not p.parent.is_dir():
-        raise InputError(f"cannot write: no directory {p.parent}", str(p))
-    if not os.access(p if p.exists() else p.parent, os.W_OK):
-        raise InputError("cannot write: permission denied", str(p))
 
 
 def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:

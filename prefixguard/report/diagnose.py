@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from prefixguard import tokens
@@ -34,60 +33,64 @@ QUEUE_PEERS = 3       # like hits needed to say what is typical
 KEEP_PER_TENANT = 1000  # earlier prompts kept per tenant to compare with
 
 
-@dataclass(slots=True)
 class Window:
     """One slice of the capture's time span."""
 
-    start: float          # seconds since the first request
-    end: float
-    requests: int = 0
-    ttft_p50: float | None = None
-    decode_p50: float | None = None
-    prompt_p50: float | None = None
-    prompt_p90: float | None = None
-    cache_read: int = 0
-    cache_write: int = 0
-    uncached: int = 0
+    __slots__ = ("start", "end", "requests", "ttft_p50", "decode_p50", "prompt_p50", "prompt_p90", "cache_read",
+                 "cache_write", "uncached")
+
+    def __init__(self, start: float, end: float, requests: int = 0) -> None:
+        self.start, self.end, self.requests = start, end, requests   # seconds since the first request
+        self.ttft_p50: float | None = None
+        self.decode_p50: float | None = None
+        self.prompt_p50: float | None = None
+        self.prompt_p90: float | None = None
+        self.cache_read = self.cache_write = self.uncached = 0
 
     @property
     def hit_ratio(self) -> float | None:
         total = self.cache_read + self.cache_write + self.uncached
         return self.cache_read / total if total else None
 
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__} | {"hit_ratio": self.hit_ratio}
 
-@dataclass(slots=True)
+
 class Cause:
-    name: str
-    requests: int = 0
-    reprefill_tokens: int = 0
-    cost_usd: float = 0.0
-    example: dict[str, Any] | None = None   # ref, earlier ref, pointer, byte offset, before, after, detail, fix
+    """One cause of cache breaks: how often, what it re-prefilled and cost, the first example."""
 
+    __slots__ = ("name", "requests", "reprefill_tokens", "cost_usd", "example")
 
-@dataclass(slots=True)
-class Diagnosis:
-    source: str
-    requests: int
-    span_s: float
-    windows: list[Window]
-    split: dict[str, Any]                  # 1
-    inputs: dict[str, Any]                 # 2
-    causes: list[Cause]                    # 3
-    infra: dict[str, Any]                  # 4
-    fields: dict[str, Any]                 # 5
-    points: list[tuple[float, float]] = field(default_factory=list)  # (cached fraction, TTFT s) per request
-    findings: list[str] = field(default_factory=list)                # one headline per step
-    tokens_estimated: bool = False   # our counts (predictions, re-prefilled tokens) are estimates
-    prices: list[str] = field(default_factory=list)   # the price tables costs come from, with their dates
-    notes: list[str] = field(default_factory=list)    # what the reader must know about the source
-    headline: dict[str, Any] = field(default_factory=dict)   # hit rate, money lost to misses, top cause, fix
-    listed: dict[str, dict[str, Any]] = field(default_factory=dict)  # requests the report names: time, body
+    def __init__(self, name: str) -> None:
+        self.name, self.requests, self.reprefill_tokens, self.cost_usd = name, 0, 0, 0.0
+        self.example: dict[str, Any] | None = None  # ref, earlier ref, pointer, byte offset, before, after, detail, fix
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        for w, raw in zip(self.windows, doc["windows"]):
-            raw["hit_ratio"] = w.hit_ratio
-        return doc
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class Diagnosis:
+    """The five steps' findings on one capture, and what the report leads with."""
+
+    __slots__ = ("source", "requests", "span_s", "windows", "split", "inputs", "causes", "infra", "fields", "points",
+                 "findings", "tokens_estimated", "prices", "notes", "headline", "listed")
+
+    def __init__(self, source: str, requests: int, span_s: float, windows: list[Window], split: dict[str, Any],
+                 inputs: dict[str, Any], causes: list[Cause], infra: dict[str, Any], fields: dict[str, Any],
+                 points: list[tuple[float, float]]) -> None:
+        self.source, self.requests, self.span_s, self.windows = source, requests, span_s, windows
+        self.split, self.inputs, self.causes, self.infra, self.fields = split, inputs, causes, infra, fields  # 1-5
+        self.points = points                  # (cached fraction, TTFT s) per request
+        self.findings: list[str] = []         # one headline per step
+        self.tokens_estimated = False         # our counts (predictions, re-prefilled tokens) are estimates
+        self.prices: list[str] = []           # the price tables costs come from, with their dates
+        self.notes: list[str] = []            # what the reader must know about the source
+        self.headline: dict[str, Any] = {}    # hit rate, money lost to misses, top cause, fix
+        self.listed: dict[str, dict[str, Any]] = {}  # requests the report names: time, body
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {k: getattr(self, k) for k in self.__slots__}
+        return doc | {"windows": [w.to_json() for w in self.windows], "causes": [c.to_json() for c in self.causes]}
 
 
 ESTIMATED = ("Token counts of prefixguard's own (predicted cached tokens, re-prefilled tokens and their cost) "

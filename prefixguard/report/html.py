@@ -111,13 +111,21 @@ def _examples(d: Diagnosis) -> str:
     return "".join(out)
 
 
+def _indented(text: str) -> str:
+    """A body as a reader reads it: JSON indented; a body cut to size, or not JSON, as it is."""
+    try:
+        return json.dumps(json.loads(text), indent=1, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return text
+
+
 def _bodies(d: Diagnosis) -> str:
     if not d.listed:
         return ""
     items = []
     for rid, info in sorted(d.listed.items(), key=lambda kv: kv[1].get("ts") or 0):
         meta = " · ".join(x for x in (_when(d, rid), info.get("model"), info.get("verdict")) if x)
-        body = (f"<pre>{escape(info['body'])}</pre>" if info.get("body") is not None else
+        body = (f"<pre>{escape(_indented(info['body']))}</pre>" if info.get("body") is not None else
                 f'<p class="nobody">No body stored (--no-bodies, or imported from an agent\'s log: '
                 f'{escape(str(info.get("source") or ""))}).</p>')
         items.append(f'<details id="{_anchor(rid)}"><summary><code>{escape(rid)}</code> '
