@@ -17,6 +17,9 @@ if it had been sent once just before (a warm cache). It shows what that first re
 on: a cache the recordings do not hold, warm in some cassettes and cold in others.
 
     .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses] [--warm-first]
+
+--data may also be one source (a folder of cassettes) or one cassette; other sources under it are
+measured as a third group.
 """
 from __future__ import annotations
 
@@ -76,7 +79,27 @@ class Figures:
 
 
 def cassettes(data: Path, names: tuple[str, ...] = SOURCES) -> list[tuple[str, Path]]:
-    return [(name, d) for name in names for d in sorted((data / name).iterdir()) if d.is_dir()]
+    """(source, folder) of each cassette; a source may be one cassette itself."""
+    out = []
+    for name in names:
+        d = data / name
+        out += [(name, d)] if _is_cassette(d) else [(name, c) for c in sorted(d.iterdir()) if c.is_dir()]
+    return out
+
+
+def _is_cassette(folder: Path) -> bool:
+    return (folder / "meta.json").exists() or any(folder.glob("*.request.json"))
+
+
+def groups(data: Path) -> list[tuple[str, ...]]:
+    """The sources under data, in the tables' groups: the issue's three, Bedrock and Gemini, then any other
+    folder of cassettes (held-out recordings laid out the same way); data itself when it is one cassette
+    or one source."""
+    if _is_cassette(data) or any(_is_cassette(d) for d in data.iterdir() if d.is_dir()):
+        return [(".",)]
+    found = {d.name for d in data.iterdir() if d.is_dir()}
+    known = [tuple(n for n in g if n in found) for g in (SOURCES, PROVIDER_SOURCES)]
+    return [g for g in (*known, tuple(sorted(found - {*SOURCES, *PROVIDER_SOURCES}))) if g]
 
 
 def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, bytes]] | None]:
@@ -136,8 +159,10 @@ def main() -> None:
     ap.add_argument("--warm-first", action="store_true",
                     help="also measure each model's first request as if sent once just before (a warm cache)")
     args = ap.parse_args()
+    if not args.data.is_dir():
+        sys.exit(f"real_traffic: {args.data}: not a folder of recordings")
     for warm in (False, True) if args.warm_first else (False,):
-        for names in (SOURCES, PROVIDER_SOURCES):
+        for names in groups(args.data):
             print(f"== {', '.join(names)}{' (first requests warm)' * warm}")
             _table(measure(args.data, names, warm), args.show_misses)
 

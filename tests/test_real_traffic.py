@@ -14,12 +14,17 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"
 
 
 @pytest.fixture(scope="module")
-def figures(shared_data: Path):
+def bench():
     spec = importlib.util.spec_from_file_location("real_traffic", BENCH)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
-    return module.measure(shared_data / "recorded")
+    return module
+
+
+@pytest.fixture(scope="module")
+def figures(bench, shared_data: Path):
+    return bench.measure(shared_data / "recorded")
 
 
 def test_requests_that_read_nothing_are_predicted_to_read_nothing(figures) -> None:
@@ -47,12 +52,8 @@ def test_no_false_breaks(figures) -> None:
 
 
 @pytest.fixture(scope="module")
-def provider_figures(shared_data: Path):
-    spec = importlib.util.spec_from_file_location("real_traffic", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.measure(shared_data / "recorded", module.PROVIDER_SOURCES)
+def provider_figures(bench, shared_data: Path):
+    return bench.measure(shared_data / "recorded", bench.PROVIDER_SOURCES)
 
 
 def test_bedrock_and_gemini_recordings(provider_figures) -> None:
@@ -65,3 +66,17 @@ def test_bedrock_and_gemini_recordings(provider_figures) -> None:
         assert reads >= 10 and reads_ok >= 9, (who, reads_ok, reads)
     assert provider_figures.false_breaks() == []
     assert {r.source for r in provider_figures.rows} == {"pydantic-ai-bedrock", "pydantic-ai-gemini"}
+
+
+def test_held_out_recordings_in_another_layout_are_measured(bench, shared_data: Path, tmp_path: Path) -> None:
+    """Recordings that are not ours, laid out as a root of sources, one source, or one cassette."""
+    import shutil
+    cassette = tmp_path / "held" / "theirs" / "one"
+    shutil.copytree(shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_openai_prompt_caching",
+                    cassette)
+    assert bench.groups(tmp_path / "held") == [("theirs",)]
+    assert bench.groups(tmp_path / "held" / "theirs") == bench.groups(cassette) == [(".",)]
+    rows = bench.measure(cassette, (".",)).rows
+    assert [r.reported_read for r in rows] == [0, 1024, 0, 0]   # what the provider reported, in order
+    assert rows[1].proxy_expected == 1024 and rows[2].verdict == "miss_server_side"
+    assert bench.groups(shared_data / "recorded")[:2] == [bench.SOURCES, bench.PROVIDER_SOURCES]
