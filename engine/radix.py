@@ -2,10 +2,15 @@
 
 Every edge holds a whole number of pages. A node in use by a request is locked (with all its
 ancestors); eviction removes least-recently-used unlocked leaves. The tree owns the pages it holds:
-it frees them on eviction and frees duplicates on insert."""
+it frees them on eviction and frees duplicates on insert.
+
+Page ids are kept, and a match returned, as array('q'): a flat buffer. Joining the matched edges'
+pages is then a copy of memory; with lists it touched every page's int object, which was half of a
+multi-turn match (bench/RESULTS.md)."""
 from __future__ import annotations
 
 import heapq
+from array import array
 from typing import Protocol, Sequence
 
 
@@ -16,7 +21,7 @@ class Allocator(Protocol):
 class Node:
     __slots__ = ("key", "pages", "children", "parent", "lock_ref", "last_access")
 
-    def __init__(self, key: list[int], pages: list[int], parent: Node | None, last_access: int) -> None:
+    def __init__(self, key: list[int], pages: array, parent: Node | None, last_access: int) -> None:
         self.key = key
         self.pages = pages
         self.children: dict = {}           # first token (page size 1) or first page (a tuple) -> child
@@ -29,7 +34,7 @@ class RadixTree:
     def __init__(self, page_size: int, allocator: Allocator) -> None:
         self.page_size = page_size
         self.allocator = allocator
-        self.root = Node([], [], None, 0)
+        self.root = Node([], array("q"), None, 0)
         self.root.lock_ref = 1          # never evicted
         self.total_pages = 0            # pages held by the tree
         self.evictable_pages = 0        # of those, pages in unlocked nodes
@@ -37,7 +42,7 @@ class RadixTree:
         self._clock = 0
 
     # -- lookup -------------------------------------------------------------------------------
-    def match_prefix(self, tokens: Sequence[int]) -> tuple[list[int], Node]:
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[array, Node]:
         """Longest cached page-aligned prefix of `tokens`: its pages and the node that ends it
         (an edge is split so that the node ends exactly there; lock it to keep the pages)."""
         ps = self.page_size
@@ -57,7 +62,7 @@ class RadixTree:
             child.last_access = now
             path.append(child.pages)
             node, i = child, i + m
-        pages = []
+        pages = array("q")
         for part in path:   # after the walk: one pass over the keys' memory, then one over the pages'
             pages += part
         return pages, node
@@ -100,7 +105,7 @@ class RadixTree:
             first = key[i] if ps == 1 else tuple(key[i:i + ps])
             child = node.children.get(first)
             if child is None:
-                new = Node(key[i:n], list(pages[i // ps:]), node, now)
+                new = Node(key[i:n], array("q", pages[i // ps:]), node, now)
                 node.children[first] = new
                 added = len(new.pages)
                 self.total_pages += added
@@ -204,7 +209,7 @@ class RadixTree:
         stack = [(self.root, (), [])]
         while stack:
             node, key, pages = stack.pop()
-            key, pages = key + tuple(node.key), pages + node.pages
+            key, pages = key + tuple(node.key), pages + node.pages.tolist()
             if not node.children and node is not self.root:
                 out.append((key, pages))
             stack.extend((ch, key, pages) for ch in node.children.values())

@@ -149,7 +149,7 @@ class Scheduler:
             if node is not None:
                 self.tree.unlock(node)
             return False
-        seq.pages = pages + self.allocator.alloc(need)
+        seq.pages = list(pages) + self.allocator.alloc(need)
         seq.tree_pages = len(pages)
         seq.node = node
         seq.num_computed = len(pages) * self.page_size
