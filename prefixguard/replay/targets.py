@@ -185,7 +185,7 @@ class SimTarget:
             if over > 0:
                 tree.evict(over)
             new = max(0, min(new, self._capacity - tree.total_pages))
-        kept = pages + self._pages.alloc(new)
+        kept = list(pages) + self._pages.alloc(new)
         tree.insert(units, kept)
         tree.unlock(node)
         return len(pages) * tree.page_size, len(kept) * tree.page_size
