@@ -77,48 +77,38 @@ def explain_change(sa: Segment, sb: Segment) -> str:
 
 
 # The order changes are told in: by kind (a changed type says most), then in the order of the document.
-_KINDS = ("type_changed", "key_added", "key_removed", "value_changed", "item_added", "item_removed")
+_KINDS = ("type_changes", "dictionary_item_added", "dictionary_item_removed", "values_changed",
+          "iterable_item_added", "iterable_item_removed")
 
 
 def changes(va: Any, vb: Any) -> list[str]:
-    """One line per change from va to vb: an object's keys added or removed, a list's items added or
-    removed (matched in order, as difflib matches lines), values changed; types changed first."""
-    found: list[tuple[int, str, Any, Any]] = []
-    _walk(va, vb, "", found)
-    found.sort(key=lambda f: f[0])  # stable: within a kind, in the order of the document
-    return [_change(_KINDS[kind], path or "text", old, new) for kind, path, old, new in found]
+    """One line per change from va to vb, as deepdiff finds them: an object's keys added or removed, a
+    list's items added or removed (deepdiff aligns lists as difflib aligns lines), values changed;
+    types changed first. Key order is not a change here: key_orders names it."""
+    one = _one_string_changed(va, vb)
+    if one is not None:
+        return [one]
+    from deepdiff import DeepDiff  # imported here: it pulls in numpy and pydantic (see bench/RESULTS.md)
+    tree = DeepDiff(va, vb, view="tree", verbose_level=2)
+    found = [(kind, item) for kind in _KINDS for item in tree.get(kind, ())]
+    return [_change(kind, _pointer(item.path(output_format="list")), item.t1, item.t2) for kind, item in found]
 
 
-def _walk(a: Any, b: Any, path: str, found: list[tuple[int, str, Any, Any]]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        found += [(1, f"{path}/{k}", None, b[k]) for k in b if k not in a]
-        found += [(2, f"{path}/{k}", a[k], None) for k in a if k not in b]
-        for k in a:
-            if k in b:
-                _walk(a[k], b[k], f"{path}/{k}", found)
-    elif isinstance(a, list) and isinstance(b, list):
-        for i1, i2, j1, j2 in _aligned(a, b):  # a[i1:i2] became b[j1:j2]
-            n = min(i2 - i1, j2 - j1)
-            for k in range(n):
-                _walk(a[i1 + k], b[j1 + k], f"{path}/{j1 + k}", found)
-            found += [(5, f"{path}/{i}", a[i], None) for i in range(i1 + n, i2)]
-            found += [(4, f"{path}/{j}", None, b[j]) for j in range(j1 + n, j2)]
-    elif type(a) is not type(b):
-        found.append((0, path, a, b))
-    elif a != b:
-        found.append((3, path, a, b))
+def _pointer(path: list[Any]) -> str:
+    return "".join(f"/{k}" for k in path) or "text"
 
 
-def _aligned(a: list[Any], b: list[Any]) -> list[tuple[int, int, int, int]]:
-    """The stretches where two lists differ, (i1, i2, j1, j2): a[i1:i2] became b[j1:j2]. Lists of one
-    length pair item by item; others are matched first (an item inserted in front is not every later
-    item changed)."""
-    if len(a) == len(b):
-        return [(0, len(a), 0, len(b))]
-    from difflib import SequenceMatcher
-    keys = [[json.dumps(x, sort_keys=True, default=str) for x in side] for side in (a, b)]
-    return [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in SequenceMatcher(None, *keys, autojunk=False).get_opcodes()
-            if op != "equal"]
+def _one_string_changed(va: Any, vb: Any) -> str | None:
+    """The line deepdiff gives when two values differ in one string only (a text, a system prompt, one
+    field of a block: most edits), without importing it; None for anything else."""
+    if isinstance(va, str) and isinstance(vb, str):
+        return _change("values_changed", "text", va, vb) if va != vb else None
+    if not isinstance(va, dict) or not isinstance(vb, dict) or list(va) != list(vb):
+        return None
+    changed = [k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k])]
+    if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
+        return None
+    return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
 
 
 def _change(report: str, path: str, old: Any, new: Any) -> str:
@@ -126,7 +116,7 @@ def _change(report: str, path: str, old: Any, new: Any) -> str:
         return f"added {path} = {short(new)}"
     if report.endswith("_removed"):
         return f"removed {path} (was {short(old)})"
-    if report == "type_changed":  # as JSON, so 1 -> "1" shows what changed
+    if report == "type_changes":  # as JSON, so 1 -> "1" shows what changed
         return f"{path}: {short(json.dumps(old, ensure_ascii=False))} -> {short(json.dumps(new, ensure_ascii=False))}"
     if isinstance(old, str) and isinstance(new, str):
         p = common_start(old, new)

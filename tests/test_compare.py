@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -350,7 +352,7 @@ _json = st.recursive(_json_leaf, lambda inner: st.one_of(
 def test_changes_name_a_change_exactly_when_there_is_one(a: Any, b: Any) -> None:
     from prefixguard.jsondiff import changes
     found = changes(a, b)
-    assert (found == []) == (json.dumps(a) == json.dumps(b))
+    assert (found == []) == (json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True))   # key order: key_orders
     assert changes(a, a) == [] and found == changes(a, b)   # none against itself; the same each time
 
 
@@ -368,3 +370,31 @@ def test_changes_say_what_a_reader_needs() -> None:
     # a changed type first, then keys added, removed, values changed
     assert changes({"n": 1, "id": "x", "text": "t"}, {"n": "1", "text": "u", "name": "y"}) == \
         ['/n: 1 -> "1"', "added /name = y", "removed /id (was x)", "/text: 't' -> 'u'"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["type", "text", "name", "id"]), st.text(max_size=30), min_size=1, max_size=4),
+       st.text(max_size=30))
+def test_the_one_string_shortcut_says_what_deepdiff_says(block: dict[str, str], new: str) -> None:
+    """A single changed string is explained without importing deepdiff; the line must be deepdiff's own."""
+    from prefixguard.jsondiff import _one_string_changed, _pointer, _change
+    from deepdiff import DeepDiff
+    key = sorted(block)[0]
+    edited = {**block, key: new}
+    tree = DeepDiff(block, edited, view="tree", verbose_level=2)
+    expected = [_change(kind, _pointer(item.path(output_format="list")), item.t1, item.t2)
+                for kind, items in tree.items() for item in items]
+    shortcut = _one_string_changed(block, edited)
+    assert (shortcut is None) == (expected == [])
+    assert expected == ([shortcut] if shortcut is not None else [])
+    text_line = _one_string_changed(block[key], new)
+    assert (text_line is None) == (block[key] == new)
+
+
+def test_a_text_edit_is_explained_without_deepdiff() -> None:
+    """`diff` of an edited system prompt stays within the startup budget: deepdiff is not imported."""
+    code = ("import sys; from prefixguard.jsondiff import changes; "
+            "print(changes({'type': 'text', 'text': 'It is 10:01'}, {'type': 'text', 'text': 'It is 10:02'})); "
+            "print('deepdiff' in sys.modules); print(changes([1, 2], [0, 1, 2])); print('deepdiff' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["[\"/text: 'It is 10:01' -> 'It is 10:02'\"]", "False", "['added /0 = 0']", "True"]
