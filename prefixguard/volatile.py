@@ -31,6 +31,12 @@ def catalog_patterns() -> tuple[tuple[str, str], ...]:
 
 
 @cache
+def id_patterns() -> frozenset[str]:
+    """Names of the patterns whose value names something (a session, a request): volatile.toml `id`."""
+    return frozenset(p["name"] for p in _catalog() if p.get("id"))
+
+
+@cache
 def _compiled(extra: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str, re.Pattern[str] | None]],
                                                            re.Pattern[str]]:
     pairs = list(catalog_patterns()) + list(extra)

@@ -41,14 +41,14 @@ def test_every_rule_is_implemented_and_named_as_the_issue_says():
     assert single == set(CHECKS) == {
         "volatile-in-prefix", "breakpoint-on-volatile", "too-many-breakpoints", "invalid-breakpoint", "ttl-order",
         "below-minimum", "lookback-exceeded", "no-breakpoint", "tools-unsorted", "unstable-key-order",
-        "volatile-routing-prefix"}
+        "volatile-routing-prefix", "id-in-cached-prefix"}
     # sequence breaks: one rule per cause of the compare taxonomy (append_only is no break)
     assert set(catalog.by_cause()) == set(CAUSES) - {"append_only"}
     assert all(r.code.startswith("PG5") for r in catalog.by_cause().values())
 
 
 def test_selectors():
-    assert catalog.resolve("PG1") == {"PG101", "PG102", "PG103"}
+    assert catalog.resolve("PG1") == {"PG101", "PG102", "PG103", "PG104"}
     assert catalog.resolve("pg101") == {"PG101"}
     assert catalog.resolve("ttl-order") == {catalog.get("ttl-order").code}
     assert catalog.resolve("ALL") == {r.code for r in catalog.rules()}

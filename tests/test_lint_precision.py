@@ -199,3 +199,51 @@ def test_what_if_fixed_freezes_the_whole_value():
     out = [fixer.apply(Request(index=i, ts=float(i), body=body(stamp), path="/v1/chat/completions"))
            for i, stamp in enumerate((first.isoformat(), (first + timedelta(microseconds=250_000)).isoformat()))]
     assert out[0].body == out[1].body == body(first.isoformat())
+
+
+# ------------------------------------------------------------------------- recall: ids in the cached prefix
+
+SESSION = "3f0c9a52-7d1e-4b8a-9e2f-5c6d7e8f9a01"
+
+
+def _with_system_note(note: str) -> dict:
+    body = _claude_code_like()
+    body["system"][1]["text"] = body["system"][1]["text"].replace("</env>", f"\n{note}</env>")
+    return body
+
+
+@pytest.mark.parametrize("note", [f"Session: {SESSION}", "session_id: 7fa3c9e1b2d4", f"run {SESSION.replace('-', '')}"])
+def test_an_id_in_the_cached_system_prompt_warns_by_default(note: str):
+    """A session id inside the block the system breakpoint caches: each session writes its own prefix."""
+    body = _with_system_note(note)
+    assert "PG104" in DEFAULT and _codes(body) == ["id-in-cached-prefix"]
+    f = next(h for h in check_prompt(parse_request(json.dumps(body)), DEFAULT))
+    assert f.pointer == "/system/1/text" and catalog.get(f.rule).severity == "warning"
+
+
+def test_ids_outside_the_cached_system_prompt_are_not_reported():
+    # after the last breakpoint: not cached, nothing to warn about
+    body = _with_system_note(f"Session: {SESSION}")
+    body["system"][1].pop("cache_control")
+    for m in body["messages"]:
+        for block in m["content"]:
+            block.pop("cache_control", None)
+    assert "id-in-cached-prefix" not in _codes(body)
+    # in the history (said once, re-sent as written) and in tool documentation (example UUIDs): constants
+    body = _claude_code_like()
+    body["messages"][0]["content"][1]["text"] += f" (ticket {SESSION})"
+    assert _codes(body) == []
+
+
+def test_a_session_id_is_said_once_per_session_and_a_changed_one_is_volatile():
+    seq, per_line = SequenceMode(DEFAULT), []
+    first = _with_system_note(f"Session: {SESSION}")
+    later = copy.deepcopy(first)
+    later["messages"] += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks"}]
+    other = _with_system_note("Session: 0b1c2d3e-4f50-4617-8a9b-0c1d2e3f4a5b")   # the next session's first turn
+    for line, b in enumerate((first, later, other), start=1):
+        prompt = parse_request(json.dumps(b))
+        match, hits = seq.add(prompt, line)
+        per_line.append(sorted({h.rule for h in check_prompt(prompt, DEFAULT, None, match) + hits}))
+    assert per_line[0] == ["id-in-cached-prefix"] and per_line[1] == []
+    assert "id-in-cached-prefix" not in per_line[2] and "volatile-in-prefix" in per_line[2]

@@ -97,6 +97,15 @@ def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
                   "prefix may be routed to different machines", key="no-cache-key", variant="no-cache-key")
 
 
+@check("id-in-cached-prefix")
+def id_in_cached_prefix(ctx: Context) -> Iterator[Hit]:
+    for i in range(ctx.prefix_end):
+        for v in ctx.ids(i):
+            yield Hit("id-in-cached-prefix", v.pointer,
+                      f"an id in the cached system prompt: {v.name} {_quote(v.text)} (if it is made per session, "
+                      "user or request, each one writes a prefix no other reads)", key=v.name, inner=(v.start, v.end))
+
+
 # ------------------------------------------------------------------------- ordering and serialization
 
 def _tool_name(value: Any) -> str | None:

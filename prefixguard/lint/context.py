@@ -13,7 +13,7 @@ from prefixguard.contracts import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
 from prefixguard.breakpoints import breakpoints as policy_breakpoints
 from prefixguard.prompt import Prompt, Segment
-from prefixguard.volatile import VolatileMatch, find_volatile
+from prefixguard.volatile import VolatileMatch, find_volatile, id_patterns
 from prefixguard.wire.fields import NOT_TEXT_KEYS, is_id
 from prefixguard.wire.jsonspan import join_pointer
 
@@ -158,6 +158,17 @@ class Context:
             # prompt is what apps render anew for every request.
             return []
         return [v for v in self.volatile(i) if v.varies]
+
+    def ids(self, i: int) -> list[Volatile]:
+        """The ids (a UUID, a session id, a long hex id) in segment i of the system prompt that nothing
+        says vary: those `varying` vouches for are volatile-in-prefix's. In sequence mode only where the
+        session's earlier request had no such block (its first request): an id the earlier request sent
+        too is said once, and one that changed is volatile-in-prefix's."""
+        seg = self.segments[i]
+        if seg.level != "system" or not _written_by_app(seg) or self.earlier_segment(seg) is not None:
+            return []
+        names = id_patterns()
+        return [v for v in self.volatile(i) if v.name in names and not v.varies]
 
 
 def block_text(seg: Segment) -> str | None:
