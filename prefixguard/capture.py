@@ -3,10 +3,11 @@ export-shaped rows (dicts) checked for the JSON types readers rely on. The one r
 replay, report and the demo; lint reads the same rows line by line (it reports line:column)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_regular_file
 from prefixguard.store import SQLITE_HEADER, SQLITE_SUFFIXES, is_capture_url, open_capture, read_jsonl
 
 
@@ -17,9 +18,7 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
         with open_capture(path) as store:
             rows = list(store.rows())
         p = store.path
-    elif not (p := Path(path)).is_file():
-        raise InputError("no such file", str(p))
-    elif is_sqlite(p):
+    elif check_regular_file(p := Path(path), "capture file") or is_sqlite(p):
         with open_capture(p) as store:
             rows = list(store.rows())
     else:
@@ -36,9 +35,9 @@ ROW_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
     "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
     "cause": (str,), "expected_cached": (int,), "upstream": (str,), "detail": (str,), "reprefill_tokens": (int,),
-    "cost_usd": (int, float),
+    "cost_usd": (int, float), "diagnosis": (dict,),
 }
-_USAGE_TYPES = (int, float)
+_NUMBERS = (int, float)
 
 
 def check_row(row: dict[str, Any], where: str) -> None:
@@ -50,9 +49,17 @@ def check_row(row: dict[str, Any], where: str) -> None:
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
             raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
                              f"{' or '.join(k.__name__ for k in kinds)} or null")
-    for key, value in (row.get("usage") or {}).items():
-        if key != "reported" and value is not None and (not isinstance(value, _USAGE_TYPES) or isinstance(value, bool)):
-            raise InputError(f"{where}: 'usage.{key}' is {type(value).__name__}, expected a number")
+    for key, value in row.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{where}: '{key}' is {value}, expected a finite number")
+    for table in ("usage", "timings"):
+        for key, value in (row.get(table) or {}).items():
+            if key == "reported" or value is None:
+                continue
+            if not isinstance(value, _NUMBERS) or isinstance(value, bool):
+                raise InputError(f"{where}: '{table}.{key}' is {type(value).__name__}, expected a number")
+            if not math.isfinite(value) or value < 0:
+                raise InputError(f"{where}: '{table}.{key}' is {value}, expected a finite number of at least 0")
 
 
 def is_sqlite(p: Path) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_regular_file, describe, open_input
 from prefixguard.usage import USAGE_FIELDS, Usage
 
 SCHEMA_VERSION = 4   # 2: tokens_estimated; 3: diagnosis; 4: degraded
@@ -192,7 +192,11 @@ class Rows:
         """Write JSON lines; returns the number of rows."""
         n = 0
         for row in self.rows():
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            line = json.dumps(row, ensure_ascii=False) + "\n"
+            try:
+                out.write(line)
+            except UnicodeEncodeError:   # a lone surrogate the store accepted (from an escaped \ud800): ASCII escapes keep it
+                out.write(json.dumps(row) + "\n")
             n += 1
         return n
 
@@ -210,8 +214,7 @@ class Store(Rows):
 
     def _open_for_reading(self) -> sqlite3.Connection:
         """Read-only (SQLite's mode=ro): no table, index, pragma or row is ever written."""
-        if not self.path.is_file():
-            raise InputError("no such capture file", str(self.path))
+        check_regular_file(self.path, "capture file")
         header = _header(self.path)
         if not header:
             raise _not_ours(self.path, "an empty file")
@@ -238,6 +241,8 @@ class Store(Rows):
         """Creates the file or the table when there is none; refuses any other file, changing nothing."""
         if self.path.is_dir():
             raise InputError("is a directory, not a capture file", str(self.path))
+        if self.path.exists():   # a FIFO would block SQLite's open, a device take its pages
+            check_regular_file(self.path, "capture file")
         if self.path.is_file() and _header(self.path) not in (b"", SQLITE_HEADER):
             raise _not_ours(self.path, "not an SQLite file")
         if self.path.exists() and not os.access(self.path, os.W_OK):
@@ -343,7 +348,7 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSON lines file. A line that is not UTF-8,
     not JSON or not an object raises InputError naming the file and the line."""
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         for n, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
@@ -354,7 +359,7 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except ValueError as err:
-                raise InputError(f"line {n}: not JSON ({err})", str(path)) from None
+                raise InputError(f"line {n}: not JSON ({describe(err)})", str(path)) from None
             except RecursionError:
                 raise InputError(f"line {n}: JSON nested too deeply", str(path)) from None
             if not isinstance(row, dict):

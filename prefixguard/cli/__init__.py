@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from prefixguard.cli.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, fail
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, describe
 
 PROG = "prefixguard"
 ABOUT = "Find, explain and price prompt-cache breaks in LLM requests."
@@ -77,10 +77,10 @@ def run(argv: list[str]) -> int:
     except BrokenPipeError:  # the reader stopped (`| head -1`): what it wanted was written; not an error
         _quiet_stdout()
         return EXIT_OK
-    except (InputError, OSError, UnicodeError, ValueError) as e:
+    except (InputError, OSError, UnicodeError, ValueError, RecursionError) as e:
         if os.environ.get("PREFIXGUARD_DEBUG"):
             raise
-        fail(str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}")
+        fail(_input_message(e))
     except ImportError as e:
         fail(_missing_extra(e))
     except Exception as e:  # a bug, not the user's input: still one line, the traceback on demand
@@ -91,6 +91,16 @@ def run(argv: list[str]) -> int:
             fail(f"{type(e).__name__}: {e}")
         fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
              EXIT_INTERNAL)
+
+
+def _input_message(err: BaseException) -> str:
+    """The one line of an input error: the file first where the error knows it (readers raise InputError
+    naming it; an OSError carries its filename), then what is wrong, without Python's own advice."""
+    if isinstance(err, InputError):
+        return str(err)
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {(err.strerror or describe(err)).lower()}"
+    return describe(err)
 
 
 def _quiet_stdout() -> None:

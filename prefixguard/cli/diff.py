@@ -5,7 +5,6 @@ Exit status: 0 when B reuses A's prefix whole, 1 when it breaks it, 2 on any err
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from prefixguard import tokens
@@ -14,7 +13,7 @@ from prefixguard.compare import Comparison, compare
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
 from prefixguard.cli.options import Parser, output_format
 from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, read_input
 from prefixguard.schemas import versioned
 from prefixguard.styled import GREEN, RED, strong
 from prefixguard.prompt import Prompt
@@ -49,7 +48,7 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
         fail(str(err))
     result = compare(pa, pb)
     if fmt == "json":
-        out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result),
+        out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result, pb.model),
                                             "prices": model_contract(pb.api, pb.model).prices})
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
@@ -59,27 +58,18 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
 
 def load(path: Path, count_tokens: bool) -> Prompt:
     """Read and parse one request file; every failure is an InputError naming the file."""
-    try:
-        size = os.stat(path).st_size
-        if path.is_dir():
-            raise InputError("is a directory, not a request file", str(path))
-        if size > MAX_BYTES:
-            raise InputError(f"file is {size / 2**20:.1f} MiB, over the {MAX_BYTES // 2**20} MiB limit", str(path))
-        with open(path, "rb") as f:  # bounded: a device or a pipe may never end
-            data = f.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise InputError((err.strerror or str(err)).lower(), str(path)) from None
+    data = read_input(path, MAX_BYTES, "request file")   # bounded, and never a FIFO or a device
     return parse_request(data, source=str(path), count_tokens=count_tokens)
 
 
-def tokenizer_name(result: Comparison) -> str:
-    return "estimate" if result.tokens_estimated else tokens.encoding_name()
+def tokenizer_name(result: Comparison, model: str | None = None) -> str:
+    return "estimate" if result.tokens_estimated else tokens.encoding_name(model)  # the model's own encoding
 
 
 def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
     """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
     counted = ("estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
-               else f"counted with {tokenizer_name(r)}")
+               else f"counted with {tokenizer_name(r, b.model)}")
     total = b.total_tokens
     if not r.broken:
         lines = [strong("OK", GREEN) + f"  B reuses A's cached prefix whole ({r.causes[0]})",

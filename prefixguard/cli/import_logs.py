@@ -3,6 +3,7 @@ already wrote, as capture rows that `prefixguard report` reads (hit rate over ti
 compactions, model switches), without a proxy."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections import Counter
@@ -11,10 +12,10 @@ from pathlib import Path
 
 from prefixguard.cli.options import Parser
 from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, reading
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
-from prefixguard.store import open_store
+from prefixguard.store import Record, open_store
 
 STORE_HELP = "Capture store (SQLite) to write; rows of an earlier import of the same logs are replaced."
 
@@ -24,10 +25,11 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
     if not folder.exists():
         raise InputError(f"no such folder (where {name} keeps its session logs)", str(folder))
     skipped: list[str] = []
-    turns = reader(folder, skipped)
-    if not turns:
-        raise InputError(f"no {name} session log with token usage found", str(folder))
-    records = judge(turns)
+    with reading(folder, f"a {name} log line"):   # a field of an odd shape in a log: its error, not ours
+        turns = reader(folder, skipped)
+        if not turns:
+            raise InputError(f"no {name} session log with token usage found", str(folder))
+        records = judge(turns)
     with open_store(store, create=True) as db:
         for rec in records:
             db.add(rec)
@@ -46,11 +48,39 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
           f"compaction, {causes['model_changed']} after a model switch, "
           f"{verdicts['miss_unexplained']} unexplained; misses cost ${lost:,.4f} over reading the cache "
           f"(prices: {'; '.join(prices)})")
+    for line in _diagnoses(records):
+        print(line)
     if note:
         print(f"  note: {note}")
     if skipped:
         print(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}", file=sys.stderr)
     print(f"  next: prefixguard report {store}")
+
+
+def _diagnoses(records: list[Record]) -> list[str]:
+    """The API's own miss reasons the log kept, beside our verdicts: the agreement figure (as the
+    report's), then per reason the verdicts we gave those calls."""
+    said: dict[str, Counter[str]] = {}
+    agreements: Counter[str] = Counter()
+    for rec in records:
+        diag = json.loads(rec.diagnosis) if rec.diagnosis else None
+        if not isinstance(diag, dict):
+            continue
+        reason = diag.get("label") if diag.get("status") != "no_miss" else "no miss"
+        said.setdefault(str(reason or diag.get("status")), Counter())[rec.verdict or "?"] += 1
+        agreements[diag.get("agreement") or "not compared"] += 1
+    if not said:
+        return []
+    compared = sum(n for k, n in agreements.items() if k != "not compared")
+    agreed = agreements["agree"] + agreements["both_clear"]
+    lines = [f"  the API's own cache diagnostics on {sum(agreements.values())} calls: prefixguard agrees on "
+             f"{agreed} of {compared} compared ({agreements['only_provider']} misses only the API saw, "
+             f"{agreements['only_us']} only prefixguard, {agreements['disagree']} placed differently)"]
+    width = max(len(k) for k in said)
+    for reason, verdicts in sorted(said.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        ours = ", ".join(f"{v} {n}" for v, n in verdicts.most_common())
+        lines.append(f"    API: {reason:<{width}}  {sum(verdicts.values()):>4}   prefixguard: {ours}")
+    return lines
 
 
 def build(p: Parser) -> None:

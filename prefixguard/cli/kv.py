@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 from prefixguard.engine import kvmath
 from prefixguard.cli.exits import UsageError
 from prefixguard.cli.options import Parser, int_range, output_format
+from prefixguard.errors import InputError, parse_json, read_input, reading
 from prefixguard.schemas import versioned
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -22,13 +24,43 @@ def parse_size(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+# config.json fields the KV arithmetic divides by or multiplies with: each a whole number above 0.
+_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+_OPTIONAL = ("num_key_value_heads", "head_dim", "max_position_embeddings")
+CONFIG_MAX_BYTES = 16 << 20   # a config.json is kilobytes
+
+
 def arch_from_file(path: str) -> kvmath.Arch:
     from prefixguard.engine.config import from_hf_config
     try:
-        return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e).splitlines()[0] if str(e) else type(e).__name__
+        check_config(parse_json(read_input(path, CONFIG_MAX_BYTES, "config file"), path))
+        with reading(path):
+            return kvmath.from_config(Path(path).parent.name or path, from_hf_config(path), source=path)
+    except InputError as e:
+        detail = str(e).removeprefix(f"{path}: ")
         raise UsageError(f"{path}: not a usable config.json ({detail})", option="--config") from None
+
+
+def check_config(cfg: object) -> None:
+    """Raise InputError naming the field when a config.json cannot describe a model's shape."""
+    if not isinstance(cfg, dict):
+        raise InputError(f"expected a JSON object, got {type(cfg).__name__}")
+    for key in (*_REQUIRED, *(k for k in _OPTIONAL if cfg.get(k) is not None)):
+        value = cfg.get(key)
+        if key not in cfg:
+            raise InputError(f"missing field '{key}'")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"'{key}' is {json.dumps(value)[:40]}, expected a whole number above 0")
+    heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    if heads % kv_heads:
+        raise InputError(f"'num_attention_heads' ({heads}) is not a multiple of 'num_key_value_heads' ({kv_heads})")
+    if not cfg.get("head_dim") and cfg["hidden_size"] % heads:
+        raise InputError(f"'hidden_size' ({cfg['hidden_size']}) is not a multiple of 'num_attention_heads' ({heads})")
+    for key in ("rope_theta", "rms_norm_eps"):
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                  or not math.isfinite(value) or value <= 0):
+            raise InputError(f"'{key}' is {json.dumps(value)[:40]}, expected a number above 0")
 
 
 def human(n: float) -> str:

@@ -13,7 +13,7 @@ from prefixguard import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
 from prefixguard.cli.options import Parser, output_format
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_regular_file, check_writable
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
@@ -86,7 +86,11 @@ def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str]
         fail("--write-baseline needs --baseline FILE")
     cli = config.Layer(config.split_selectors(select) or None, config.split_selectors(extend_select),
                        config.split_selectors(ignore))
-    try:
+    try:   # the files it reads and writes, before the linting: a FIFO would block, a device never end
+        if output_file is not None:
+            check_writable(str(output_file))
+        if baseline_file is not None and (write_baseline or baseline_file.exists()):
+            check_writable(str(baseline_file)) if write_baseline else check_regular_file(baseline_file, "baseline")
         settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
         result = linter.lint(list(paths), settings, count_tokens=not no_tokens)
     except InputError as err:

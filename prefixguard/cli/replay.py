@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import nullcontext
 from typing import Any
 
 from prefixguard.cli.exits import UsageError, fail
 from prefixguard.cli.options import POLICY_HELP, Parser, int_range, old_name, output_format, policy_option, positive_float
-from prefixguard.errors import InputError, check_writable
+from prefixguard.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
@@ -88,8 +89,11 @@ def replay(source: str, target: str, policy: str | None, page_size: int | None, 
             try:
                 if target_.needs_bodies and any(r.body is None for r in reqs):   # before, not after, the replay
                     raise InputError(targets.NO_BODIES, source)
-                runs[name] = run(reqs, target_, speed=speed, timestamps=not ignore_timestamps,
-                                 concurrency=concurrency, progress=progress, label=name.replace("_", " "))
+                # the sim and the engine read every body in this process: a body of an odd shape the trace
+                # reader let through (a role that is a list) is the trace's error, named as such
+                with reading(source, "a request") if not target.startswith(("http://", "https://")) else nullcontext():
+                    runs[name] = run(reqs, target_, speed=speed, timestamps=not ignore_timestamps,
+                                     concurrency=concurrency, progress=progress, label=name.replace("_", " "))
             finally:
                 if hasattr(target_, "close"):
                     target_.close()

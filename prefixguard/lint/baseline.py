@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, describe, read_text_input
 from prefixguard.lint.finding import Finding
 
 VERSION = 1
@@ -35,11 +35,11 @@ def write(path: Path, findings: list[Finding]) -> None:
 def load(path: Path) -> Counter[str]:
     """Fingerprint -> accepted count. A file that is not a baseline is an InputError (exit 2)."""
     try:
-        doc = json.loads(path.read_text("utf-8"))
+        doc = json.loads(read_text_input(path, what="baseline"))   # bounded, never a FIFO or a device
     except OSError as err:
         raise InputError(f"cannot read baseline: {(err.strerror or str(err)).lower()}", str(path)) from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise InputError(f"baseline is not valid JSON: {err}", str(path)) from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise InputError(f"baseline is not valid JSON: {describe(err)}", str(path)) from None
     if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("findings"), list):
         raise InputError(f"not a prefixguard baseline (version {VERSION})", str(path))
     accepted: Counter[str] = Counter()

@@ -22,7 +22,7 @@ from pathlib import Path, PurePath
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, describe, read_text_input
 from prefixguard.lint import catalog
 
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
@@ -82,18 +82,23 @@ def find_pyproject(start: Path) -> tuple[Path, dict[str, Any]] | None:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             data = _read(candidate)
-            if "prefixguard" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "prefixguard" in tool:
                 return candidate, data
     return None
+
+
+CONFIG_MAX_BYTES = 16 << 20   # a pyproject.toml is kilobytes; this only stops a runaway file
 
 
 def _read(path: Path) -> dict[str, Any]:
     import tomllib  # only where a config file is found: ~4 ms of every start otherwise
 
+    text = read_text_input(path, CONFIG_MAX_BYTES, "config file")   # bounded, and never a FIFO or a device
     try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise InputError(f"cannot read config: {err}", str(path)) from None
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as err:
+        raise InputError(f"cannot read config: {describe(err)}", str(path)) from None
 
 
 def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tuple[str, ...] = ()) -> Settings:
@@ -103,7 +108,10 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
     path, data = (config, _read(config)) if config is not None else find_pyproject(cwd) or (None, {})
     table: dict[str, Any] = {}
     if path is not None:
-        table = data.get("tool", {}).get("prefixguard", {})
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise InputError("[tool] must be a table", str(path))
+        table = tool.get("prefixguard", {})
         if not isinstance(table, dict):
             raise InputError("[tool.prefixguard] must be a table", str(path))
     where = str(path) if path else "command line"

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
-from prefixguard.errors import InputError, NotARequest
+from prefixguard.errors import InputError, NotARequest, describe
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS, VALIDITY
 from prefixguard.lint.context import Context
@@ -253,7 +253,7 @@ def _record(line: str, source: str, count_tokens: bool) -> tuple[Prompt, Callabl
     try:
         row = json.loads(line)
     except ValueError as err:
-        raise InputError(f"not valid JSON: {err}", source) from None
+        raise InputError(f"not valid JSON: {describe(err)}", source) from None
     except RecursionError:
         raise InputError("JSON nested too deeply", source) from None
     if not isinstance(row, dict) or "request" not in row or "messages" in row or "input" in row:

@@ -10,14 +10,13 @@ Formats (detected from the path and the first record):
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from prefixguard import tokens
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, check_regular_file, parse_json, read_input, reading
 from prefixguard.capture import check_row, is_sqlite, read_capture
 from prefixguard.store import is_capture_url, json_lines
 from prefixguard.usage import USAGE_FIELDS, Usage
@@ -64,11 +63,17 @@ def load(path: str | Path) -> Trace:
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or folder", str(p))
+    with reading(p):
+        return _load(p)
+
+
+def _load(p: Path) -> Trace:
     if p.is_dir():
         jsonl = sorted(p.glob("*.jsonl"))
         if jsonl:
             return _lmcache(p, [r for f in jsonl for r in json_lines(f)])
         return _folder(p)
+    check_regular_file(p, "trace file")   # a FIFO would block the read, a device never end
     if is_sqlite(p):
         return _capture(p, read_capture(p))
     records = list(json_lines(p))
@@ -141,10 +146,7 @@ def _folder(p: Path) -> Trace:
     remember_uploads(p, uris)
     out = []
     for i, f in enumerate(bodies):
-        try:
-            body = json.loads(f.read_text("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"not JSON ({e})", str(f)) from None
+        body = parse_json(read_input(f, what="request file"), str(f))
         if not isinstance(body, dict):
             raise InputError("a request body must be a JSON object", str(f))
         stem = f.name.removesuffix(".request.json").removesuffix(".json")
@@ -159,9 +161,9 @@ def remember_uploads(p: Path, uris: dict[str, str]) -> None:
     for stem, uri in uris.items():
         body, response = p / f"{stem}.request.txt", p / f"{stem}.response.json"
         if files.is_upload(uri) and body.exists() and response.exists():
-            files.remember(body.read_bytes(), response.read_bytes())
+            files.remember(read_input(body), read_input(response))
         elif gemini.is_cache_creation(uri) and response.exists():  # an explicit cache later requests name
-            gemini.remember_cached(response.read_bytes())
+            gemini.remember_cached(read_input(response))
 
 
 def cassette_uris(p: Path) -> dict[str, str]:
@@ -169,11 +171,14 @@ def cassette_uris(p: Path) -> dict[str, str]:
     meta = p / "meta.json"
     if not meta.exists():
         return {}
+    doc = parse_json(read_input(meta), str(meta))
+    calls = doc.get("interactions") if isinstance(doc, dict) else None
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise InputError("meta.json is not a cassette index", str(meta))
     try:
-        calls = json.loads(meta.read_text("utf-8")).get("interactions", [])
-    except (json.JSONDecodeError, AttributeError):
-        raise InputError("meta.json is not a cassette index", str(meta)) from None
-    return {f"{c['n']:04d}": urlparse(c["uri"]).path for c in calls if "n" in c and "uri" in c}
+        return {f"{c['n']:04d}": urlparse(c["uri"]).path for c in calls if "n" in c and "uri" in c}
+    except (TypeError, ValueError, AttributeError):
+        raise InputError("meta.json is not a cassette index ('n' a number, 'uri' a URL)", str(meta)) from None
 
 
 def response_file(p: Path, stem: str) -> Path | None:
@@ -188,7 +193,7 @@ def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) 
     if f is None:
         return None
     try:
-        usage = parse_response(f.read_bytes(), detect_api(body, path))
+        usage = parse_response(read_input(f, what="response file"), detect_api(body, path))
     except InputError:
         return None
     return usage if usage.reported else None
@@ -217,7 +222,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
 def _usage(u: dict[str, Any]) -> Usage | None:
     if not u.get("reported"):
         return None
-    return Usage(**{k: u[k] for k in USAGE_FIELDS if k in u})
+    return Usage(**{k: u[k] for k in USAGE_FIELDS if u.get(k) is not None})   # null: not reported
 
 
 def _rebased(requests: list[Request]) -> list[Request]:

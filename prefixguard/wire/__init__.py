@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from prefixguard.diagnosis import Diagnosis
-from prefixguard.errors import InputError, TooLarge
+from prefixguard.errors import InputError, TooLarge, describe
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
@@ -73,6 +73,8 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
             root = jsonspan.parse(text, _DECLARED_SPEC if declared else _SPEC)
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        except ValueError as err:   # an integer of more than 4,300 digits
+            raise InputError(f"not valid JSON: {describe(err)}") from None
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
         api = detect(root.value, path, headers)
