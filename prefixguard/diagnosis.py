@@ -55,17 +55,26 @@ def our_level(cmp: Comparison | None) -> str | None:
     return cmp.divergence.level if cmp.divergence else None
 
 
+# Our finding of a break whose place is not known (an agent's log holds usage, no prompt to compare).
+UNPLACED = ""
+
+
 def agreement(diag: Diagnosis | None, cmp: Comparison | None) -> str | None:
     """agree | disagree | only_provider | only_us | both_clear; None when the provider made no comparison
     (not asked, the earlier response not found, unavailable): nothing to set beside ours."""
+    return agreement_at(diag, our_level(cmp))
+
+
+def agreement_at(diag: Diagnosis | None, ours: str | None) -> str | None:
+    """As `agreement`, with our finding given as the level where the prefix broke (None: no break,
+    UNPLACED: a break found without a place)."""
     if diag is None or diag.status in (NOT_FOUND, UNAVAILABLE):
         return None
-    ours = our_level(cmp)
     if diag.status != MISS:
-        return "only_us" if ours else "both_clear"
+        return "only_us" if ours is not None else "both_clear"
     if ours is None:
         return "only_provider"
-    if diag.level is None:  # a miss without a place: the fact of a miss agrees
+    if diag.level is None or ours == UNPLACED:  # a miss without a place on either side: the fact agrees
         return "agree"
     return "agree" if diag.level == ours else "disagree"
 

@@ -131,3 +131,41 @@ def test_odd_lines_do_not_break_the_import(tmp_path: Path) -> None:
     good = next(r for r in rows if r["tenant"] == "s")
     assert good["usage"]["cache_read"] == 2000 and good["usage"]["cache_write_5m"] == 100
     assert report(tmp_path / "claude-code.db")["requests"] == 2
+
+
+DIAGNOSED = DATA / "claude-code-diagnostics" / "projects"
+
+
+def test_claude_code_diagnostics_beside_our_verdicts(tmp_path: Path) -> None:
+    """A Claude Code log that kept the API's own cache_miss_reason per call (Anthropic's diagnostics):
+    each reason is stored beside our verdict with the agreement of the two, the import says the figure,
+    and the report's agreement table (the one the proxy's diagnoses fill) reads them alike."""
+    rows, out = imported(tmp_path, "claude-code", DIAGNOSED)
+    said = [(r["verdict"], (r["diagnosis"] or {}).get("label"), (r["diagnosis"] or {}).get("agreement")) for r in rows]
+    assert said == [
+        ("cold", None, None),                                         # the first call asks for nothing
+        ("hit", "none", "both_clear"),
+        ("miss_unexplained", "system_changed", "agree"),              # the log alone cannot place it; the API can
+        ("hit", "none", "both_clear"),
+        ("miss_unexplained", "tools_changed", "agree"),
+        ("hit", "none", "both_clear"),
+        ("hit", "messages_changed", "only_provider"),                 # 600 missed: within our tolerance
+        ("miss_prefix_changed", "messages_changed", "agree"),         # our history_compacted: the messages
+        ("miss_prefix_changed", "model_changed", "agree"),
+        ("miss_ttl_expired", "none", "both_clear"),                   # the entry aged out; the prompt held
+        ("hit", "previous_message_not_found", None)]                  # no comparison: nothing to set beside ours
+    system = rows[2]
+    assert system["diagnosis"]["missed_tokens"] == 5800 and system["diagnosis"]["level"] == "system"
+    assert "the API says: system_changed (5,800 missed)" in system["detail"]
+    assert "prefixguard agrees on 8 of 9 compared (1 misses only the API saw" in out
+    assert "API: system_changed" in out and "prefixguard: miss_unexplained 1" in out
+    agreement = report(tmp_path / "claude-code.db")["fields"]["agreement"]
+    assert (agreement["compared"], agreement["agreed"], agreement["both_clear"]) == (9, 8, 4)
+    causes = {c["cause"]: c for c in agreement["causes"]}
+    assert causes["tools_changed"]["agree"] == 1 and causes["history_compacted"]["agree"] == 1
+    assert causes["messages_changed"]["only_provider"] == 1 and agreement["disagreements"] == []
+
+
+def test_logs_without_diagnostics_store_none(tmp_path: Path) -> None:
+    rows, out = imported(tmp_path, "claude-code", CLAUDE)
+    assert all(r["diagnosis"] is None for r in rows) and "cache diagnostics" not in out

@@ -8,6 +8,10 @@ block) with the same `message.id`, so each response is counted once. A `system` 
 `compact_boundary` (or a user line with `isCompactSummary`) marks a compaction. `<synthetic>` messages
 (errors Claude Code wrote itself) made no API call.
 
+Versions that ask the API for its cache diagnostics keep its answer in the message as the API sent it:
+`message.diagnostics.cache_miss_reason` (null: no miss; else its `type` and `cache_missed_input_tokens`),
+read by the Anthropic wire adapter into a Diagnosis.
+
 `input_tokens` and `output_tokens` here are the streaming start's placeholders in many versions; the
 cache fields (`cache_read_input_tokens`, `cache_creation_input_tokens` and its 5m/1h split) are final,
 so hit rates rest on them.
@@ -22,6 +26,7 @@ from typing import Any
 from prefixguard.contracts import providers
 from prefixguard.importer.turns import Turn
 from prefixguard.usage import Usage
+from prefixguard.wire import anthropic
 
 PLACEHOLDERS = ("Claude Code logs keep input_tokens/output_tokens from the start of the stream in many versions "
                 "(placeholders, e.g. output 1): hit rates here use the cache fields, which are final; output "
@@ -98,6 +103,6 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
                 continue
             seen.add(key)
             turns.append(Turn("claude-code", lineage, ts, "anthropic", model, usage(message["usage"]),
-                              f"{path}:{n}", sidechain, lineage in compacted))
+                              f"{path}:{n}", sidechain, lineage in compacted, diagnosis=anthropic.diagnosis(message)))
             compacted.discard(lineage)
     return turns

@@ -8,14 +8,20 @@ read clearly less (rules/verdict.toml's tolerance) missed, and the log says why 
 - the agent compacted the conversation in between -> history_compacted;
 - the model changed (each model has its own cache) -> model_changed;
 - otherwise the log cannot tell (a changed system prompt or tool list, or the provider): miss_unexplained.
+
+Where the log also kept the API's own cache diagnosis of a call (Claude Code records Anthropic's
+`diagnostics.cache_miss_reason`), it is stored beside this verdict with the agreement of the two, as the
+proxy stores the diagnoses it asked for: the report's agreement table reads both alike.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixguard.contracts import model_contract, provider_for, providers, verdict_rules
+from prefixguard.diagnosis import NO_MISS, UNPLACED, Diagnosis, agreement_at, as_row
 from prefixguard.store import Record
 from prefixguard.usage import Usage
 
@@ -36,6 +42,7 @@ class Turn:
     sidechain: bool = False
     compacted_before: bool = False   # the agent compacted the conversation since the lineage's previous turn
     notes: list[str] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None   # the API's own account of this call's cache misses, when logged
 
 
 def _ttl_seconds(provider: str, usage: Usage) -> tuple[str, float]:
@@ -110,10 +117,26 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
                 rec.cost_usd = _lost_cost(turn, lost)
             else:
                 rec.verdict = "hit" if u.cache_read else "cold"
+        if turn.diagnosis is not None:
+            rec.diagnosis = json.dumps(as_row(turn.diagnosis, agreement_at(turn.diagnosis, our_level(rec))),
+                                       separators=(",", ":"))
+            notes.append(f"the API says: {'no miss' if turn.diagnosis.status == NO_MISS else turn.diagnosis.said()}")
         rec.detail = "; ".join([f"imported from {turn.tool} log (no request body)"] + notes)
         last[turn.lineage] = (turn, rid)
         records.append(rec)
     return records
+
+
+# Where a log-judged miss broke the prefix, in the diagnoses' levels: a compaction rewrites the messages.
+_LEVEL_OF_CAUSE = {"model_changed": "model", "history_compacted": "messages"}
+
+
+def our_level(rec: Record) -> str | None:
+    """Where our verdict says the prefix broke: a level, UNPLACED for a miss the log cannot place, None
+    when it found no change in the prompt (a hit, or a TTL expiry: the entry aged out, the prefix held)."""
+    if rec.verdict == "miss_prefix_changed":
+        return _LEVEL_OF_CAUSE.get(rec.cause or "", UNPLACED)
+    return UNPLACED if rec.verdict == UNEXPLAINED else None
 
 
 def _lost_cost(turn: Turn, tokens: int) -> float:
