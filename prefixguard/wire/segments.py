@@ -24,6 +24,7 @@ class Builder:
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api = api
         self.model = model if isinstance(model, str) else None
+        self.encoding = tokens.encoding_for(self.model)  # the model's own (o200k_base for gpt-4o and later)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
@@ -51,7 +52,8 @@ class Builder:
             count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
             estimated = not self.estimated  # one part too long to tokenize in time: say it is estimated
         else:
-            count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value))
+            count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value),
+                                      self.encoding)
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
                       count, breakpoint, message_index, header, media_tokens, estimated)
         self.segments.append(seg)
@@ -61,14 +63,14 @@ class Builder:
         """(tokens of the whole part, of its media, whether a media cost is an estimate), remembered per
         part and rules: a PDF is decoded once, not on every request that repeats it."""
         rules = media_cost.rules_for(self.api, self.model)
-        count_text = tokens.estimate if self.estimated else tokens.count
+        count_text = tokens.estimate if self.estimated else lambda text: tokens.count(text, self.encoding)
 
         def compute() -> tuple[int, int, bool]:
             cost = media_cost.cost(media, rules, count_text)
             rest = count_text(text) if text else 0
             return rest + cost.tokens, cost.tokens, cost.estimated
 
-        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else b"") +
+        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else self.encoding.encode()) +
                                media_cost.upload_key(media), compute)
 
 
