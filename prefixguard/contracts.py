@@ -1,10 +1,13 @@
 """Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, NamedTuple
 
 from prefixguard import ruleset
+from prefixguard.errors import InputError
 from prefixguard.prices import from_package
 
 
@@ -13,19 +16,41 @@ def providers() -> dict[str, Any]:
     return ruleset.load("providers.toml")
 
 
-def provider_for(api: str, model: str | None = None) -> str:
-    """The contract that applies to an API shape: 'anthropic', 'openai', or 'compatible'. A gateway's
-    model name `maker/model` (OpenRouter) takes the maker's contract whatever the shape it came in."""
-    maker = model.partition("/")[0] if model and "/" in model else None
-    for name, table in providers().items():
-        if maker in table.get("gateway_makers", ()):
-            return name
-    for name, table in providers().items():
-        if api in table.get("apis", ()):
+def provider_for(api: str, model: str | None = None, host: str | None = None) -> str:
+    """The contract that applies to a request: by the upstream host where it names a provider (api.groq.com),
+    then a gateway's `maker/model` (OpenRouter) takes the maker's contract whatever the shape it came in,
+    then the provider that sells the model on this API shape, then the shape's own provider ('anthropic',
+    'openai', ...; an OpenAI-shaped request to a model no provider sells: 'compatible')."""
+    tables = providers()
+    bare_host = _host(host)
+    if bare_host:
+        for name, table in tables.items():
+            if any(bare_host == h or bare_host.endswith("." + h) for h in table.get("hosts", ())):
+                return name
+    maker = model.partition("/")[0].lower() if model and "/" in model else None
+    if maker:
+        for name, table in tables.items():
+            if maker in table.get("gateway_makers", ()) and not any(
+                    _same_family(model, excluded) for excluded in table.get("gateway_excluded", ())):
+                return name
+    if model:
+        for name, table in tables.items():
+            if api in table.get("apis", ()) and table.get("hosts") and _known(table, model):
+                return name
+    for name, table in tables.items():
+        if api in table.get("apis", ()) and not table.get("hosts"):
             if name == "openai" and model and not _known(table, model):
                 return "compatible"  # an OpenAI-shaped request to a model OpenAI does not sell
             return name
     return "compatible"
+
+
+def _host(upstream: str | None) -> str:
+    """The host of an upstream ("https://api.groq.com:443" or "api.groq.com"), lowercase; "" when none."""
+    if not upstream:
+        return ""
+    rest = upstream.partition("://")[2] or upstream
+    return rest.split("/", 1)[0].rpartition("@")[2].split(":", 1)[0].lower()
 
 
 def sold(model: str | None) -> bool:
@@ -41,7 +66,7 @@ def _same_family(model: str, prefix: str) -> bool:
     """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
     dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
     region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too."""
-    bare, want = model.rpartition("/")[2], prefix.replace(".", "-")
+    bare, want = model.rpartition("/")[2].lower(), prefix.replace(".", "-").lower()
     return any(name.replace(".", "-").startswith(want) for name in (bare, *_unqualified(bare)))
 
 
@@ -49,6 +74,66 @@ def _unqualified(model: str) -> list[str]:
     """The id after each leading dotted qualifier: us.anthropic.claude-x -> anthropic.claude-x, claude-x."""
     parts = model.split(".")
     return [".".join(parts[k:]) for k in range(1, min(len(parts), 3))]
+
+
+_VERSION = re.compile(r"([a-z]+)-(\d+)(?:\.(\d+))?")
+
+
+def _version(model: str) -> tuple[str, tuple[int, int]] | None:
+    """("gpt", (5, 6)) for gpt-5.6-mini-2026-07-01 (a gateway's maker/ dropped); None for another form."""
+    found = _VERSION.match(model.rpartition("/")[2].lower())
+    return (found[1], (int(found[2]), int(found[3] or 0))) if found else None
+
+
+@cache
+def breakpoint_caching(name: str, model: str | None) -> Mapping[str, Any] | None:
+    """The provider's breakpoint-caching rules where this model caches by them (OpenAI GPT-5.6 and later:
+    [openai.breakpoint_caching], `since` that family version), else None (the table's own rule)."""
+    rules = providers()[name].get("breakpoint_caching")
+    if not rules or not model:
+        return None
+    have, since = _version(model), _version(rules["since"])
+    return rules if have and since and have[0] == since[0] and have[1] >= since[1] else None
+
+
+class Compatible(NamedTuple):
+    """The settings of the `compatible` contract (a server one runs): what its reads can be."""
+
+    block_tokens: int = 1           # reads are whole blocks (vLLM blocks, SGLang pages) of this many tokens
+    min_tokens: int = 0             # no read below this many tokens
+    prefix_caching: bool = True     # False: the server reuses no prefix (a hybrid Mamba / sliding-window model)
+    source: str = "rules/providers.toml"   # where the settings came from (a flag, pyproject, a server's /metrics)
+
+
+def compatible_settings() -> Compatible:
+    table = providers()["compatible"]
+    return Compatible(int(table.get("block_tokens", 1)), int(table.get("min_cacheable_tokens", 0)),
+                      bool(table.get("prefix_caching", True)), str(table.get("settings_source", table["source"])))
+
+
+def server_defaults(server: str) -> Compatible:
+    """The defaults of a named server (rules/providers.toml [compatible.servers.NAME]); InputError when unknown."""
+    servers = providers()["compatible"].get("servers", {})
+    if server not in servers:
+        raise InputError(f"unknown server {server!r} (one of {', '.join(sorted(servers))})")
+    row = servers[server]
+    return Compatible(int(row["block_tokens"]), int(row.get("min_tokens", 0)), bool(row.get("prefix_caching", True)),
+                      f"{server} defaults ({row['source']}, read {row['read']})")
+
+
+def configure_compatible(settings: Compatible) -> None:
+    """Judge `compatible` requests by these settings from now on, in this process (a command's flags or
+    [tool.prefixguard] keys). Policies made before keep the settings they were made with."""
+    if settings.block_tokens < 1 or settings.min_tokens < 0:
+        raise InputError(f"block size must be at least 1 and minimum at least 0, got {settings.block_tokens} "
+                         f"and {settings.min_tokens}")
+    table = providers()["compatible"]
+    table.update(block_tokens=settings.block_tokens, token_step=settings.block_tokens,
+                 min_cacheable_tokens=settings.min_tokens, prefix_caching=settings.prefix_caching,
+                 settings_source=settings.source)
+    table["default_model"] = {**table.get("default_model", {}), "min_cacheable_tokens": settings.min_tokens}
+    for memo in (provider_contract, model_contract, invalidated_levels):
+        memo.cache_clear()
 
 
 class ModelContract(NamedTuple):
@@ -117,7 +202,8 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         writes = dict(table["write_multiplier"])
     else:
         read = 1.0 - row.get("cached_discount", 0.0)
-        writes = {"default": row.get("write_multiplier", 1.0)}
+        by_breakpoints = breakpoint_caching(name, model)   # GPT-5.6+: writes billed (cache_write_tokens)
+        writes = {"default": by_breakpoints["write_multiplier"] if by_breakpoints else row.get("write_multiplier", 1.0)}
     minimum = row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0))
     live = from_package(name, model)   # the maintained price table first; this file's is the fallback
     if live is not None:

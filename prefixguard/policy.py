@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 from xxhash import xxh3_128_digest
 
 from prefixguard.breakpoints import breakpoints
-from prefixguard.contracts import invalidated_levels, provider_contract, provider_for, providers, verdict_rules
+from prefixguard.contracts import (breakpoint_caching, invalidated_levels, provider_contract, provider_for, providers,
+                                  verdict_rules)
 from prefixguard.fingerprint import prefix_length
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import LEVELS, Prompt
@@ -166,6 +167,13 @@ def _longest(chain: list[bytes], alive: Any) -> int:
     return prefix_length(len(chain), lambda k: alive(chain[k - 1]))
 
 
+def _message_ends(prompt: Prompt, roles: frozenset[str]) -> list[int]:
+    """Indices of the last part of each message whose role is one of `roles`."""
+    segs = prompt.segments
+    return [i for i, s in enumerate(segs) if s.role in roles and (
+        i + 1 == len(segs) or segs[i + 1].message_index != s.message_index or segs[i + 1].level != s.level)]
+
+
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
 # part's text is hashed in pieces of this many characters (about 128 tokens, OpenAI's step), each
 # piece's hash covering the prefix before it, so that is found to within a piece. (Each piece is an
@@ -200,8 +208,29 @@ class PrefixPolicy(CachePolicy):
         self.retention: dict[str, float] = table.get("retention_seconds", {})
         self.default_retention: str | None = table.get("default_retention")
         self.by_model: bool = provider in PER_MODEL_MINIMUM
-        self.explicit: dict[str, Any] = table.get("explicit_mode", {})   # OpenAI GPT-5.6+ explicit mode
-        self.explicit_lookback: int = table.get("read_lookback_breakpoints", 0)
+        # OpenAI GPT-5.6 and later: breakpoints (implicit or explicit), chosen per model (contracts.py)
+        self.breakpoint_rules: dict[str, Any] = table.get("breakpoint_caching", {})
+        # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
+        self.unit_roles: frozenset[str] = frozenset(table.get("unit_end_roles", ())) if table.get("policy") == "units" \
+            else frozenset()
+        self.prefix_caching: bool = table.get("prefix_caching", True)       # a server may reuse no prefix at all
+        self.last_token_recomputed: bool = table.get("last_token_recomputed", False)
+
+    def mode(self, prompt: Prompt) -> str | None:
+        """"explicit" or "implicit" where this request is cached by breakpoints (GPT-5.6+), else None."""
+        if not self.breakpoint_rules:
+            return None
+        if prompt.settings.get("cache_mode") == "explicit":
+            return "explicit"
+        return "implicit" if breakpoint_caching(self.provider, prompt.model) else None
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        mode = self.mode(prompt)
+        if mode:
+            return self._breakpoints(prompt, mode)[1] or [len(prompt.segments) - 1]
+        if self.unit_roles:
+            return _message_ends(prompt, self.unit_roles) or [len(prompt.segments) - 1]
+        return [len(prompt.segments) - 1]
 
     def _ttl(self, prompt: Prompt) -> float:
         if not self.retention:
@@ -217,11 +246,14 @@ class PrefixPolicy(CachePolicy):
             if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
                 self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
             return Expected(0, 0, total, "below_minimum" if total else "cold")
+        if not self.prefix_caching:
+            return Expected(0, 0, total, "no_prefix_caching")
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
         owner = (tenant, prompt.model or "")
-        if self.explicit and prompt.settings.get("cache_mode") == "explicit":
-            return self._plan_explicit(prompt, chain, cum, owner, now, commit)
+        mode = self.mode(prompt)
+        if mode:
+            return self._plan_breakpoints(prompt, mode, chain, cum, owner, now, commit)
         ttl = self._ttl(prompt)
 
         def stored(fp: bytes) -> bool:
@@ -246,11 +278,16 @@ class PrefixPolicy(CachePolicy):
             # is an estimate); else it is some of it, or more than it (the client added to it).
             same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
             reached += output.tokens if same else min(ours, output.tokens)
+        elif self.unit_roles:  # whole units only: back to the last unit end inside the match
+            ends = [i for i in _message_ends(prompt, self.unit_roles) if i < n_alive]
+            reached = cum[ends[-1]] if ends else 0
         elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
             same = _longest(pieces, lambda fp: alive(b"c" + fp))
             reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
+        if self.last_token_recomputed:  # a self-hosted server computes the prompt's last token again
+            reached = min(reached, total - 1)
         read = self._rounded(reached) if reached else 0
         # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
         explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
@@ -271,38 +308,60 @@ class PrefixPolicy(CachePolicy):
             for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
                 self._put((*owner, b"c" + piece), now)
 
-    def _plan_explicit(self, prompt: Prompt, chain: list[bytes], cum: list[int], owner: tuple[str, str],
-                       now: float, commit: bool) -> Expected:
-        """Explicit mode: entries are written at breakpoints only (at most max_writes); a read must match
-        exactly at one of the latest `read_lookback_breakpoints` breakpoints, with no fallback to a
-        shorter prefix; the TTL is the mode's own."""
+    def _breakpoints(self, prompt: Prompt, mode: str) -> tuple[list[int], list[int]]:
+        """(where this request writes, where it may read) as segment indices. Explicit: the marked parts.
+        Implicit: the marked parts and the latest user or tool message write; a read may end on any of
+        them or on an earlier user or tool message (where an earlier request put its implicit one). Reads
+        consider the latest read_lookback_breakpoints positions."""
+        rules = self.breakpoint_rules
+        marked = [i for i, s in enumerate(prompt.segments) if s.breakpoint]
+        if mode == "explicit":
+            writes, reads = marked, marked
+        else:
+            ends = _message_ends(prompt, frozenset(rules["implicit_breakpoint_roles"]))
+            writes, reads = sorted({*marked, *ends[-1:]}), sorted({*marked, *ends})
+        return writes[-rules["max_writes"]:], reads[-rules["read_lookback_breakpoints"]:]
+
+    def _plan_breakpoints(self, prompt: Prompt, mode: str, chain: list[bytes], cum: list[int],
+                          owner: tuple[str, str], now: float, commit: bool) -> Expected:
+        """GPT-5.6 and later: entries are written at breakpoints only (at most max_writes); a read must
+        match exactly at a breakpoint written earlier, with no fallback to a shorter prefix and no
+        rounding; the TTL is prompt_cache_options.ttl (else the mode's default)."""
         total = prompt.total_tokens
-        points = [i for i, s in enumerate(prompt.segments) if s.breakpoint][-self.explicit_lookback:]
-        if not points:
+        writes_at, reads_at = self._breakpoints(prompt, mode)
+        if not writes_at and not reads_at:
             return Expected(0, 0, total, "no_breakpoint")
-        ttl = self.explicit.get("ttl_seconds", float("inf"))
-        key = b"x"  # explicit entries apart from the automatic ones
+        rules = self.breakpoint_rules
+        options = prompt.settings.get("prompt_cache_options")
+        wanted = options.get("ttl") if isinstance(options, dict) else None
+        ttl = rules["ttl_seconds"].get(str(wanted), rules["ttl_seconds"][rules["default_ttl"]])
+        key = b"x"  # breakpoint entries apart from the automatic ones of earlier models
 
         def alive(fp: bytes) -> bool:
             last = self._get((*owner, key + fp))
             return last is not None and now - last <= ttl
 
-        hit = next((i for i in reversed(points) if alive(chain[i])), None)
-        read = cum[hit] if hit is not None and cum[hit] >= self.minimum else 0
-        writes = [i for i in points if (hit is None or i > hit) and cum[i] >= self.minimum][:self.explicit.get("max_writes", 4)]
+        hit = next((i for i in reversed(reads_at) if cum[i] >= self.minimum and alive(chain[i])), None)
+        read = cum[hit] if hit is not None else 0
+        writes = [i for i in writes_at if (hit is None or i > hit) and cum[i] >= self.minimum]
         written = cum[writes[-1]] - read if writes else 0
         if read:
             reason = "hit"
-        elif all(cum[i] < self.minimum for i in points):
+        elif all(cum[i] < self.minimum for i in (*writes_at, *reads_at)):
             reason = "below_minimum"
+        elif any(self._get((*owner, key + chain[i])) is not None for i in reads_at):
+            reason = "ttl_expired"
         else:
-            reason = "ttl_expired" if any(self._get((*owner, key + chain[i])) is not None for i in points) else "cold"
+            reason = "cold"
         if commit:
             for i in ([hit] if read else []) + writes:
                 self._put((*owner, key + chain[i]), now)
         return Expected(read, written, total - read - written, reason)
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        if self.mode(prompt):  # a breakpoint entry where the read ended
+            self._put((tenant, prompt.model or "", b"x" + chain[last]), now)
+            return
         for fp in chain[:last + 1]:
             self._put((tenant, prompt.model or "", fp), now)
 
@@ -311,12 +370,15 @@ class PrefixPolicy(CachePolicy):
 
     @property
     def longest_ttl(self) -> float:
-        return max(self.retention.values(), default=float("inf"))
+        ttls = [*self.retention.values(), *self.breakpoint_rules.get("ttl_seconds", {}).values()]
+        return max(ttls, default=float("inf"))
 
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         chain = self.keyed_chain(prompt)
         owner = (tenant, prompt.model or "")
         keys = [(*owner, fp) for fp in chain] + ([(*owner, b"o" + fp) for fp in chain] if self.caches_output else [])
+        if self.breakpoint_rules:
+            keys += [(*owner, b"x" + fp) for fp in chain]
         for i in range(len(chain)):
             keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
         return keys
@@ -458,24 +520,37 @@ class AnthropicPolicy(CachePolicy):
                 self._put(key, expires)
 
 
-POLICIES = {"radix": lambda t=None: PrefixPolicy("compatible", t), "openai": lambda t=None: PrefixPolicy("openai", t),
-            "anthropic": lambda t=None: AnthropicPolicy("anthropic", t),
-            "bedrock": lambda t=None: AnthropicPolicy("bedrock", t), "gemini": lambda t=None: PrefixPolicy("gemini", t)}
 PER_MODEL_MINIMUM = ("gemini",)  # prefix policies whose minimum is the model's, not the table's
+BREAKPOINT_POLICIES = ("anthropic",)  # rules/providers.toml `policy` values that AnthropicPolicy implements
+
+
+def _factories() -> dict[str, Callable[[Table | None], CachePolicy]]:
+    """A policy per contract of rules/providers.toml (its `policy` kind: anthropic-like breakpoints, else a
+    prefix rule), "radix" for the compatible one: adding a provider is adding its table."""
+    out: dict[str, Callable[[Table | None], CachePolicy]] = {}
+    for name, table in providers().items():
+        kind = table.get("policy", name)
+        cls = AnthropicPolicy if kind in BREAKPOINT_POLICIES else PrefixPolicy
+        out["radix" if name == "compatible" else name] = \
+            lambda t=None, name=name, cls=cls: cls(name, t)   # type: ignore[misc]
+    return out
+
+
+POLICIES = _factories()
 
 
 def make_policy(name: str, entries: Table | None = None) -> CachePolicy:
-    """A fresh policy: "radix" (any cached prefix), "anthropic" or "openai"; its entries in `entries`
-    (a fleet's shared index), else in this process."""
+    """A fresh policy: "radix" (the compatible contract: a server one runs) or a provider's ("anthropic",
+    "openai", "deepseek", ...); its entries in `entries` (a fleet's shared index), else in this process."""
     try:
         return POLICIES[name](entries)
     except KeyError:
         raise ValueError(f"unknown cache policy {name!r} (one of {', '.join(POLICIES)})") from None
 
 
-def policy_name(api: str, model: str | None) -> str:
-    """The policy of the provider that serves this API shape and model."""
-    provider = provider_for(api, model)
+def policy_name(api: str, model: str | None, host: str | None = None) -> str:
+    """The policy of the provider that serves this API shape and model (at this upstream host, if known)."""
+    provider = provider_for(api, model, host)
     return provider if provider in POLICIES else "radix"
 
 
@@ -487,10 +562,11 @@ class Policies:
         self._made: dict[str, CachePolicy] = {}
         self._table = table   # a fleet's shared table for a policy's entries (name, lifetime), else in-process
 
-    def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True) -> CachePolicy | None:
+    def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True,
+            host: str | None = None) -> CachePolicy | None:
         """The state for this request; with radix=False, None for the radix policy (the caller keeps a
-        real radix tree instead)."""
-        name = policy_name(api, model) if chosen in (None, "auto") else chosen
+        real radix tree instead). host: the upstream's, where known (a provider known by its host only)."""
+        name = policy_name(api, model, host) if chosen in (None, "auto") else chosen
         if name == "radix" and not radix:
             return None
         if name not in self._made:

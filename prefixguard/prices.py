@@ -24,8 +24,9 @@ from xxhash import xxh3_64_hexdigest
 from prefixguard import disk_cache
 
 PACKAGE = "genai-prices"
-# genai-prices names providers as prefixguard's contracts do; a local server has no price.
-PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai"}
+# genai-prices' provider ids by prefixguard's contract names; a local server has no price.
+PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "deepseek": "deepseek", "mistral": "mistral",
+                "xai": "x-ai", "moonshot": "moonshotai", "zai": "zai", "groq": "groq", "minimax": "minimax"}
 
 
 class Prices(NamedTuple):

@@ -24,7 +24,7 @@ def responses(user: str, *, mode: str | None, system_point: bool) -> dict:
 
 
 def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
-    explicit = providers()["openai"]["explicit_mode"]
+    rules = providers()["openai"]["breakpoint_caching"]
     policy = make_policy("openai")
     first = parse_request(json.dumps(responses("What failed last night? " * 5, mode="explicit", system_point=True)))
     assert policy.commit(first, 0.0).reason == "cold"
@@ -34,11 +34,15 @@ def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
     # no breakpoint where the shared prefix ends: no fallback to it (the implicit mode reads it)
     moved = parse_request(json.dumps(responses("And the night before? " * 5, mode="explicit", system_point=False)))
     assert policy.lookup(moved, 60.0).cache_read == 0
+    # GPT-5.6's implicit (default) mode has no fallback either: a marked part is a breakpoint there too, an
+    # unmarked shared prefix is none
     implicit = make_policy("openai")
     implicit.commit(parse_request(json.dumps(responses("What failed last night? " * 5, mode=None, system_point=True))), 0.0)
-    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).cache_read > 0
-    # the mode's own TTL
-    assert policy.lookup(later, explicit["ttl_seconds"] + 1).reason == "ttl_expired"
+    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=True))), 60.0).cache_read \
+        == later.segments[0].tokens
+    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).cache_read == 0
+    # the modes' own TTL
+    assert policy.lookup(later, rules["ttl_seconds"][rules["default_ttl"]] + 1).reason == "ttl_expired"
 
 
 def test_bedrock_converse_is_judged_by_bedrock_numbers():
