@@ -190,3 +190,75 @@ def test_a_long_lived_process_keeps_its_new_counts_bounded(fresh_tokenizer, tmp_
         tokens.count_once(f"segment {i}".encode(), lambda i=i: f"segment {i}")
     assert sum(map(len, tokens._made.values())) < 4
     assert len(disk_cache.load_counts("cl100k_base")) == 8    # two batches of four, written as they filled
+
+
+# ---- each model's own encoding (rules/encodings.toml)
+
+OPENAI_CHAT = "recorded/crewai/llms_openai_test_openai_completions_cached_prompt_tokens/0001.request.json"
+
+
+def test_encoding_by_model_is_data(fresh_tokenizer):
+    fresh_tokenizer.delenv("PREFIXGUARD_ENCODING", raising=False)
+    fresh_tokenizer.delenv("PREFIXGUARD_TOKENIZER", raising=False)
+    o200k = ("gpt-4o", "gpt-4o-mini-2024-07-18", "gpt-4.1-mini", "gpt-5", "gpt-5.6-sol", "o3-mini", "o4-mini",
+             "openai/gpt-4o")   # OpenRouter's id: the model's own encoding
+    assert {tokens.encoding_for(m) for m in o200k} == {"o200k_base"}
+    cl100k = ("gpt-4", "gpt-4-turbo", "gpt-3.5-turbo-0125", "claude-sonnet-4-5", "gemini-2.5-flash", None)
+    assert {tokens.encoding_for(m) for m in cl100k} == {"cl100k_base"}
+    assert tokens.encoding_name("gpt-4.1") == "o200k_base" and tokens.encoding_name() == "cl100k_base"
+
+
+def test_openai_requests_count_exactly_in_their_encoding(fresh_tokenizer, shared_data):
+    """A gpt-4.1 request's text counts the same as bpe-openai's own tokenizer (another implementation of
+    the same encoding), and with Chat's per-message framing it is the prompt total OpenAI billed."""
+    import bpe_openai
+    from prefixguard.wire import parse_response
+    path = shared_data / OPENAI_CHAT
+    prompt = parse_request(path.read_bytes())
+    assert prompt.model == "gpt-4.1" and not prompt.tokens_estimated
+    reference = bpe_openai.get_encoding("o200k_base")
+    for seg in prompt.segments:
+        assert seg.tokens == len(reference.encode_ordinary(seg.value))
+    billed = parse_response((path.parent / "0001.response.json").read_bytes(), prompt.api).prompt_total
+    framing = 3 + 4 * len(prompt.segments)   # <|im_start|>role ... <|im_end|> per message, and the reply's start
+    assert prompt.total_tokens + framing == billed == 1144
+    # a four-message gpt-4o-mini request: exact in o200k_base, 4 tokens over in cl100k_base (the old count)
+    path = shared_data / "recorded/crewai/test_crew_train_success/0002.request.json"
+    billed = parse_response((path.parent / "0002.response.json").read_bytes(), "openai-chat").prompt_total
+    prompt = parse_request(path.read_bytes())
+    assert prompt.total_tokens + 3 + 4 * len(prompt.segments) == billed == 912
+    fresh_tokenizer.setenv("PREFIXGUARD_ENCODING", "cl100k_base")
+    tokens.reset()
+    assert parse_request(path.read_bytes()).total_tokens + 3 + 4 * len(prompt.segments) == billed + 4
+
+
+def test_without_the_encodings_package_the_default_counts(fresh_tokenizer, shared_data):
+    """bpe-openai not installed: gpt-4.1 is counted in cl100k_base (scaled like any model), not estimated."""
+    real = tokens.find_spec
+    fresh_tokenizer.setattr(tokens, "find_spec", lambda name: None if name == "bpe_openai" else real(name))
+    tokens.reset()
+    assert tokens.encoding_for("gpt-4.1") == "cl100k_base" and not tokens.is_estimated()
+    prompt = parse_request((shared_data / OPENAI_CHAT).read_bytes())
+    assert not prompt.estimated and prompt.total_tokens == sum(tokens.count(s.value) for s in prompt.segments)
+
+
+def test_o200k_counts_kept_on_disk_need_neither_tokenizer_nor_its_package(fresh_tokenizer, tmp_path, shared_data):
+    """The second run of a gpt-4.1 request builds no encoder and never imports bpe_openai (its import alone
+    parses both encodings, ~0.5 s): the counts, and the tables, come from the cache directory."""
+    import subprocess
+    import sys
+    fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
+    script = ("import sys, json; from prefixguard import tokens; from prefixguard.wire import parse_request;"
+              f"p = parse_request(open({str(shared_data / OPENAI_CHAT)!r}, 'rb').read());"
+              "print(json.dumps([[s.tokens for s in p.segments], tokens.encoding_name(p.model),"
+              " tokens._encoding.cache_info().currsize, 'bpe_openai' in sys.modules]))")
+
+    def run() -> list:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+        return json.loads(out.stdout)
+    first, second = run(), run()
+    assert first[1:] == ["o200k_base", 1, False] and second[1:] == ["o200k_base", 0, False]
+    assert first[0] == second[0]
+    kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}
+    assert kept == {"counts-o200k_base-v1.bin", "ranks-o200k_base.marshal"}
