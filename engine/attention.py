@@ -1,7 +1,17 @@
-"""Attention over the paged KV pool: new tokens' K/V are written to their slots, then each query
-attends over the gathered slots of its sequence (cached prefix plus the new tokens)."""
+"""Attention over the paged KV pool: the new tokens' K/V are written to their slots, then each query
+attends over its sequence's context (cached prefix plus the new tokens).
+
+Two backends, chosen per engine (`Backend`):
+- "sdpa": PyTorch's scaled_dot_product_attention over the context's slots, gathered once per layer by
+  one index_select. The CPU path, and a CUDA fallback (cuDNN's backend is switched off there: it
+  builds a new plan for every new sequence length).
+- "triton": decode reads K/V from the pages where they live (engine/paged_kernels.py: one program
+  per sequence and KV head, walking the page table), so a decode step has fixed shapes whatever the
+  context and can be captured in a CUDA graph. Prefill still goes through SDPA.
+"""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -9,6 +19,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 CPU_QUERY_BLOCK = 256
+BACKENDS = ("sdpa", "triton")
 
 
 @dataclass
@@ -19,59 +30,78 @@ class PrefillSeq:
 
 
 @dataclass
+class DecodeMeta:
+    """A decode step's places, shared by every layer. sdpa: `slots` [B * width] flat slot ids of each
+    sequence's context padded to `width`, `mask` [B, 1, 1, width]. triton: `block_table` [B, pages]
+    int32 and `seq_lens` [B] int32 (0 for a padding row of a CUDA-graph bucket)."""
+    batch: int
+    width: int = 0
+    slots: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
+    block_table: torch.Tensor | None = None
+    seq_lens: torch.Tensor | None = None
+
+
+@dataclass
 class AttnBatch:
     """What one forward pass needs to find K/V: built by the engine, shared by all layers."""
-    k_cache: torch.Tensor                 # [layers, slots, kv_heads, head_dim]
-    v_cache: torch.Tensor
+    kv_layers: list[torch.Tensor]         # per layer [slots, 2 * kv_heads, head_dim]: K heads, then V heads
     slot_mapping: torch.Tensor            # [T] where each new token's K/V goes
+    backend: str = "sdpa"
+    page_size: int = 16
     prefill: list[PrefillSeq] | None = None
-    decode_slots: torch.Tensor | None = None   # [B, max_ctx] slots, padded
-    decode_mask: torch.Tensor | None = None    # [B, 1, 1, max_ctx] True where a slot is real
+    decode: DecodeMeta | None = None
     sampled: list[int] | None = None       # prefill: indices into `prefill` of the sequences whose last
                                            # row gives logits (the last layer computes only those rows)
 
 
-def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
-    """q: [T, heads, hd]; k, v: [T, kv_heads, hd] for the new tokens. Returns [T, heads, hd]."""
-    k_cache, v_cache = batch.k_cache[layer], batch.v_cache[layer]
-    k_cache[batch.slot_mapping] = k
-    v_cache[batch.slot_mapping] = v
-    if batch.decode_slots is not None:
-        kk = k_cache[batch.decode_slots].transpose(1, 2)        # [B, kv_heads, ctx, hd]
-        vv = v_cache[batch.decode_slots].transpose(1, 2)
-        out = F.scaled_dot_product_attention(q.unsqueeze(2), kk, vv, attn_mask=batch.decode_mask, enable_gqa=True)
+def store_kv(kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
+    """The new tokens' K|V rows into their slots: one copy per layer. Returns the layer's pool."""
+    cache = batch.kv_layers[layer]
+    cache.index_copy_(0, batch.slot_mapping, kv)
+    return cache
+
+
+def context_kv(cache: torch.Tensor, kv: torch.Tensor, rows: slice, s: PrefillSeq) -> torch.Tensor:
+    """[ctx, 2 * kv_heads, hd]: the new rows themselves when nothing is cached, else one gather."""
+    return kv[rows] if s.kv_slots.numel() == s.q_len else cache.index_select(0, s.kv_slots)
+
+
+def paged_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
+    """q: [T, heads, hd]; kv: [T, 2 * kv_heads, hd] for the new tokens. Returns [T, heads, hd]."""
+    cache = store_kv(kv, layer, batch)
+    nkv = kv.shape[1] // 2
+    d = batch.decode
+    if d is not None:
+        if batch.backend == "triton":
+            from prefixguard.engine.paged_kernels import paged_decode
+            return paged_decode(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
+        ctx = cache.index_select(0, d.slots).view(d.batch, d.width, 2 * nkv, kv.shape[-1]).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q.unsqueeze(2), ctx[:, :nkv], ctx[:, nkv:], attn_mask=d.mask,
+                                             enable_gqa=True)
         return out.squeeze(2)
     out = torch.empty_like(q)
     for s in batch.prefill:
         rows = slice(s.q_start, s.q_start + s.q_len)
         qs = q[rows].transpose(0, 1).unsqueeze(0)                          # [1, heads, q_len, hd]
-        ctx = s.kv_slots.numel()
-        if ctx == s.q_len:   # nothing cached: the new K/V are the whole context
-            kk, vv = k[rows], v[rows]
-        else:
-            kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
-        o = _causal_suffix(qs, kk.transpose(0, 1).unsqueeze(0), vv.transpose(0, 1).unsqueeze(0))
+        c = context_kv(cache, kv, rows, s).transpose(0, 1).unsqueeze(0)    # [1, 2 * kv_heads, ctx, hd]
+        o = _causal_suffix(qs, c[:, :nkv], c[:, nkv:])
         out[rows] = o.squeeze(0).transpose(0, 1)
     return out
 
 
-def last_row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
+def last_row_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
     """The last layer of a prefill step: K/V of every new token go to the pool, but only the last
     query of each sampled sequence is computed (nothing reads the other rows' outputs). That query
-    sees its whole context, so it needs no mask. q: [len(batch.sampled), heads, hd]; k, v: [T, kv_heads, hd]."""
-    k_cache, v_cache = batch.k_cache[layer], batch.v_cache[layer]
-    k_cache[batch.slot_mapping] = k
-    v_cache[batch.slot_mapping] = v
+    sees its whole context, so it needs no mask. q: [len(batch.sampled), heads, hd]; kv: [T, 2 * kv_heads, hd]."""
+    cache = store_kv(kv, layer, batch)
+    nkv = kv.shape[1] // 2
     out = torch.empty_like(q)
     for j, i in enumerate(batch.sampled):
         s = batch.prefill[i]
-        if s.kv_slots.numel() == s.q_len:
-            rows = slice(s.q_start, s.q_start + s.q_len)
-            kk, vv = k[rows], v[rows]
-        else:
-            kk, vv = k_cache[s.kv_slots], v_cache[s.kv_slots]
-        o = F.scaled_dot_product_attention(q[j:j + 1].transpose(0, 1).unsqueeze(0), kk.transpose(0, 1).unsqueeze(0),
-                                           vv.transpose(0, 1).unsqueeze(0), enable_gqa=True)
+        c = context_kv(cache, kv, slice(s.q_start, s.q_start + s.q_len), s).transpose(0, 1).unsqueeze(0)
+        o = F.scaled_dot_product_attention(q[j:j + 1].transpose(0, 1).unsqueeze(0), c[:, :nkv], c[:, nkv:],
+                                           enable_gqa=True)
         out[j] = o[0, :, 0]
     return out
 
@@ -102,3 +132,27 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
                                        v.transpose(0, 1).unsqueeze(0), is_causal=True, enable_gqa=True)
     return o.squeeze(0).transpose(0, 1)
+
+
+def pin_cuda_backends() -> None:
+    """cuDNN's SDPA builds a plan per new shape (milliseconds of host time per call): never use it."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
+def choose_backend(name: str, device: torch.device) -> str:
+    """"auto": triton on CUDA when Triton imports, else sdpa. A ValueError names the choices."""
+    if name not in (*BACKENDS, "auto"):
+        raise ValueError(f"attention must be one of auto, {', '.join(BACKENDS)}; got {name!r}")
+    if name == "auto":
+        name = "triton" if device.type == "cuda" and _has_triton() else "sdpa"
+    if name == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("the triton attention backend needs a CUDA device (or TRITON_INTERPRET=1: tests)")
+    return name
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True

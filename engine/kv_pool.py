@@ -50,8 +50,11 @@ class PageAllocator:
 
 
 class KVPool:
-    """K and V for every layer: [num_layers, num_pages * page_size, num_kv_heads, head_dim].
-    A token at position i of a sequence lives in slot pages[i // page_size] * page_size + i % page_size."""
+    """K and V for every layer in one tensor: kv[layer, slot] holds the K heads, then the V heads, so a
+    layer stores a step's new tokens with one copy. `k` and `v` are views: [num_layers, slots,
+    num_kv_heads, head_dim]. A token at position i of a sequence lives in slot
+    pages[i // page_size] * page_size + i % page_size. One page more than the allocator hands out is the
+    scratch page: the padding rows of a CUDA-graph batch write their K/V there (`scratch_slot`)."""
 
     def __init__(self, config: ModelConfig, num_pages: int, page_size: int, dtype: torch.dtype,
                  device: str | torch.device = "cpu") -> None:
@@ -59,9 +62,12 @@ class KVPool:
             raise ValueError(f"page_size must be 1..64, got {page_size}")
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages)
-        shape = (config.num_layers, num_pages * page_size, config.num_kv_heads, config.head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        nkv = config.num_kv_heads
+        self.kv = torch.zeros((config.num_layers, (num_pages + 1) * page_size, 2 * nkv, config.head_dim),
+                              dtype=dtype, device=device)
+        self.k, self.v = self.kv[:, :, :nkv], self.kv[:, :, nkv:]
+        self.layers = list(self.kv.unbind(0))
+        self.scratch_slot = num_pages * page_size
 
     @staticmethod
     def page_bytes(config: ModelConfig, page_size: int, dtype: torch.dtype) -> int:
@@ -73,8 +79,10 @@ class KVPool:
 
     @property
     def nbytes(self) -> int:
-        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+        """The pages the allocator hands out (the scratch page is not counted)."""
+        return self.num_pages * self.bytes_per_page
 
     @property
     def bytes_per_page(self) -> int:
-        return self.nbytes // self.num_pages
+        per_slot = self.kv.shape[0] * self.kv.shape[2] * self.kv.shape[3] * self.kv.element_size()
+        return per_slot * self.page_size

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from prefixguard.engine.attention import AttnBatch, PrefillSeq
+from prefixguard.engine.attention import AttnBatch, DecodeMeta, PrefillSeq, choose_backend, pin_cuda_backends
 from prefixguard.engine.chat_template import CL100K, Template
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig, resolve
 from prefixguard.engine.kv_pool import KVPool
@@ -43,13 +43,16 @@ class LLMEngine:
     unless a ModelConfig is given. The KV pool holds `kv_pages`
     pages, or as many as fit in `kv_memory_bytes`, or 16,384 tokens' worth. prefill_chunk: prompt
     tokens per step at most; max_batch: sequences running at once; schedule: "fcfs" or "lpm"
-    (longest cached prefix first); keep_logits: keep each sampled row's logits (tests)."""
+    (longest cached prefix first); keep_logits: keep each sampled row's logits (tests).
+    attention: "auto" (triton on CUDA when it imports, else sdpa), "sdpa" or "triton"
+    (engine/attention.py); cuda_graphs: replay decode steps from CUDA graphs (engine/cuda_graphs.py;
+    None: on wherever the triton backend runs on CUDA)."""
 
     def __init__(self, model: str | ModelConfig = "tiny", *, device: str = "cpu", dtype: str = "float32",
                  page_size: int = 16, kv_pages: int | None = None, kv_memory_bytes: int | None = None,
                  prefill_chunk: int = 2048, max_batch: int = 64, schedule: str = "fcfs",
                  prefix_reuse: bool = True, seed: int = 0, weights: str | None = None,
-                 keep_logits: bool = False) -> None:
+                 keep_logits: bool = False, attention: str = "auto", cuda_graphs: bool | None = None) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if isinstance(model, str) and model in GGUF_MODELS and weights is None:
@@ -75,6 +78,19 @@ class LLMEngine:
         self.scheduler = Scheduler(self.pool.allocator, page_size, prefix_reuse=prefix_reuse,
                                    prefill_chunk=prefill_chunk, max_batch=max_batch, policy=schedule)
         self.keep_logits = keep_logits
+        self.attention = choose_backend(attention, self.device)
+        if self.device.type == "cuda":
+            pin_cuda_backends()
+        if cuda_graphs is None:
+            cuda_graphs = self.device.type == "cuda" and self.attention == "triton"
+        if cuda_graphs and (self.device.type != "cuda" or self.attention != "triton"):
+            raise ValueError("cuda_graphs needs a CUDA device and the triton attention backend")
+        self.graphs = None
+        if cuda_graphs:
+            from prefixguard.engine.cuda_graphs import DecodeGraphs
+            max_pages = min(pages, -(-self.config.max_position // page_size))
+            self.graphs = DecodeGraphs(self.model, self.pool, max_batch, max_pages)
+        self._arange = torch.arange(page_size, device=self.device)
         self._inbox: list[tuple[str, Sequence | int]] = []
         self._lock = threading.Lock()
         self._seqs: dict[int, Sequence] = {}
@@ -155,7 +171,7 @@ class LLMEngine:
     @torch.inference_mode()
     def _run(self, plan: Plan) -> list[Sequence]:
         t0 = time.perf_counter()
-        ids, positions, batch = self._batch(plan, t0)
+        ids, positions = self._tokens(plan, t0)
         dev = self.device
         rows, sampling, end = [], [], 0
         for c in plan.chunks:
@@ -164,15 +180,23 @@ class LLMEngine:
             if c.samples:                       # only the last row of a finished prompt needs logits
                 rows.append(end - 1)
                 sampling.append(c.seq)
-        rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
-        if plan.decode:                         # every row samples
-            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)[rows_t]
-        else:                                   # the last layer computes the sampled rows only
-            batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
-            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch, rows_t)
-        tokens, logits = [], None
-        if sampling:
+        logits = None
+        if plan.decode and self.graphs is not None and self.graphs.bucket(len(ids)) is not None:
+            tables = [c.seq.pages[:(c.end - 1) // self.page_size + 1] for c in plan.chunks]
+            logits = self.graphs.run(ids, positions, self._new_slots(plan), tables)[:len(ids)]
+        elif plan.decode:                       # every row samples
+            batch = self._decode_batch(plan)
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
             logits = self.model.compute_logits(hidden)
+        else:                                   # the last layer computes the sampled rows only
+            batch = self._prefill_batch(plan)
+            batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
+            rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
+            hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch, rows_t)
+            if sampling:
+                logits = self.model.compute_logits(hidden)
+        tokens = []
+        if sampling:                            # the step's one device-to-host copy: the sampled ids
             tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
         elif dev.type == "cuda":
             torch.cuda.synchronize(dev)          # so that prefill_seconds is the GPU's time, not the launch's
@@ -188,8 +212,8 @@ class LLMEngine:
             self._append(seq, tok, now)
         return sampling
 
-    def _batch(self, plan: Plan, now: float) -> tuple[list[int], list[int], AttnBatch]:
-        """Flatten the plan's chunks into token ids, positions and where their K/V live."""
+    def _tokens(self, plan: Plan, now: float) -> tuple[list[int], list[int]]:
+        """Flatten the plan's chunks into token ids and positions."""
         ids, positions = [], []
         for c in plan.chunks:
             seq = c.seq
@@ -199,7 +223,10 @@ class LLMEngine:
                 self._totals["cached_tokens"] += seq.cached_tokens or 0
             ids += seq.token_slice(c.start, c.end)
             positions += range(c.start, c.end)
-        return ids, positions, (self._decode_batch(plan) if plan.decode else self._prefill_batch(plan))
+        return ids, positions
+
+    def _attn_batch(self, slot_mapping: torch.Tensor, **kw) -> AttnBatch:
+        return AttnBatch(self.pool.layers, slot_mapping, backend=self.attention, page_size=self.page_size, **kw)
 
     def _prefill_batch(self, plan: Plan) -> AttnBatch:
         prefill, new_slots, row = [], [], 0
@@ -208,23 +235,32 @@ class LLMEngine:
             prefill.append(PrefillSeq(row, c.end - c.start, slots))
             new_slots.append(slots[c.start:])
             row += c.end - c.start
-        return AttnBatch(self.pool.k, self.pool.v, torch.cat(new_slots), prefill=prefill)
+        return self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
+
+    def _new_slots(self, plan: Plan) -> list[int]:
+        ps = self.page_size
+        return [c.seq.pages[c.start // ps] * ps + c.start % ps for c in plan.chunks]
 
     def _decode_batch(self, plan: Plan) -> AttnBatch:
-        """One page table for the whole batch, built on the host and moved once: [B, pages] ->
-        slots [B, pages * page_size], padded and masked past each sequence's length."""
+        """One page table for the whole batch, built on the host and moved once. sdpa: the slots of
+        every context padded to the longest and a mask past each length; triton: the page table and
+        the lengths, read by the kernel."""
         ps, dev = self.page_size, self.device
         lens = [c.end for c in plan.chunks]
         n_pages = [-(-n // ps) for n in lens]
         width = max(n_pages)
-        table = torch.tensor([c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages)],
-                             dtype=torch.long).to(dev, non_blocking=True)
-        slots = (table[:, :, None] * ps + torch.arange(ps, device=dev)).view(len(lens), -1)[:, :max(lens)]
-        new = [c.seq.pages[(n - 1) // ps] * ps + (n - 1) % ps for c, n in zip(plan.chunks, lens)]
-        lens_t = torch.tensor(lens).to(dev, non_blocking=True)
-        mask = torch.arange(slots.shape[1], device=dev)[None, :] < lens_t[:, None]
-        return AttnBatch(self.pool.k, self.pool.v, torch.tensor(new).to(dev, non_blocking=True),
-                         decode_slots=slots, decode_mask=mask[:, None, None, :])
+        table = [c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages)]
+        slot_mapping = torch.tensor(self._new_slots(plan), device=dev)
+        b = len(lens)
+        if self.attention == "triton":
+            meta = DecodeMeta(batch=b, block_table=torch.tensor(table, dtype=torch.int32, device=dev),
+                              seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev))
+            return self._attn_batch(slot_mapping, decode=meta)
+        slots = (torch.tensor(table, device=dev)[:, :, None] * ps + self._arange).view(-1)
+        lens_t = torch.tensor(lens, device=dev)
+        mask = torch.zeros(b, 1, 1, width * ps, device=dev, dtype=self.dtype)
+        mask.masked_fill_(torch.arange(width * ps, device=dev) >= lens_t[:, None, None, None], float("-inf"))
+        return self._attn_batch(slot_mapping, decode=DecodeMeta(batch=b, width=width * ps, slots=slots, mask=mask))
 
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_ids.append(token)
@@ -238,7 +274,7 @@ class LLMEngine:
     def _slots(self, pages: list[int], n: int) -> torch.Tensor:
         ps = self.page_size
         p = torch.tensor(pages[:-(-n // ps)], dtype=torch.long, device=self.device)
-        return (p[:, None] * ps + torch.arange(ps, device=self.device)[None, :]).flatten()[:n]
+        return (p[:, None] * ps + self._arange).flatten()[:n]
 
     # -- numbers --------------------------------------------------------------------------------
     @property

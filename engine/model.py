@@ -18,9 +18,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return xf.to(x.dtype) * self.weight
+        xf = x if x.dtype == torch.float32 else x.float()
+        xf = xf * torch.rsqrt(xf.square().mean(-1, keepdim=True).add_(self.eps))
+        return (xf if x.dtype == torch.float32 else xf.to(x.dtype)) * self.weight
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
@@ -39,21 +39,46 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
+    """Rotate-half RoPE (HF Llama) as x * cos + swap_halves(x) * sin, with sin's first half negated:
+    one flip, one multiply and one multiply-add per layer. The tables cover every head of the fused
+    q|k|v rows, v's with cos 1 and sin 0, so one pass rotates q and k and leaves v exact."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         t = torch.arange(config.max_position, dtype=torch.float64)
         freqs = torch.outer(t, rope_inv_freq(config))
-        self.register_buffer("cos", freqs.cos().float(), persistent=False)
-        self.register_buffer("sin", freqs.sin().float(), persistent=False)
+        cos, sin = freqs.cos().float(), freqs.sin().float()
+        self.register_buffer("cos", torch.cat((cos, cos), -1), persistent=False)
+        self.register_buffer("sin", torch.cat((-sin, sin), -1), persistent=False)
+        self.rotated = config.num_heads + config.num_kv_heads
+        self.heads = self.rotated + config.num_kv_heads
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """x: [T, heads, hd], rotate-half convention (HF Llama)."""
-        cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
-        x1, x2 = x.float().chunk(2, dim=-1)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+    def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Once per forward pass: [T, q+k+v heads, hd] cos and sin for these positions."""
+        t, hd = positions.shape[0], self.cos.shape[1]
+        cos = self.cos.new_ones(t, self.heads, hd)
+        sin = self.sin.new_zeros(t, self.heads, hd)
+        cos[:, :self.rotated] = self.cos.index_select(0, positions)[:, None]
+        sin[:, :self.rotated] = self.sin.index_select(0, positions)[:, None]
+        return cos, sin
+
+    @staticmethod
+    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x: [T, heads, hd] in the model's dtype; the rotation is computed in float32."""
+        t, h, hd = x.shape
+        swapped = x.view(t, h, 2, hd // 2).flip(2).view(t, h, hd)
+        out = torch.addcmul(x * cos, swapped, sin)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def matmul(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.mm(weight_t) if bias is None else torch.addmm(bias, x, weight_t)
 
 
 class Attention(nn.Module):
+    """q/k/v keep their checkpoint names as views of one fused [q|k|v] weight (fuse()): one matmul
+    per layer instead of three."""
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
@@ -63,35 +88,69 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.nkv * self.hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(h, self.nkv * self.hd, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.nh * self.hd, h, bias=False)
+        self.qkv_t = self.qkv_bias = self.o_t = None
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, rotary: Rotary, batch: AttnBatch | None) -> torch.Tensor:
-        t = x.shape[0]
-        q = rotary(self.q_proj(x).view(t, self.nh, self.hd), positions)
-        k = rotary(self.k_proj(x).view(t, self.nkv, self.hd), positions)
-        v = self.v_proj(x).view(t, self.nkv, self.hd)
-        o = causal_attention(q, k, v) if batch is None else paged_attention(q, k, v, self.layer, batch)
-        return self.o_proj(o.reshape(t, self.nh * self.hd))
+    def fuse(self) -> None:
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        weight = torch.cat([p.weight.detach() for p in projs])
+        sizes = [p.weight.shape[0] for p in projs]
+        for p, w in zip(projs, weight.split(sizes)):
+            p.weight = nn.Parameter(w, requires_grad=False)
+        self.qkv_t = weight.t()
+        if self.q_proj.bias is not None:
+            bias = torch.cat([p.bias.detach() for p in projs])
+            for p, b in zip(projs, bias.split(sizes)):
+                p.bias = nn.Parameter(b, requires_grad=False)
+            self.qkv_bias = bias
+        self.o_t = self.o_proj.weight.detach().t()
 
-    def forward_rows(self, x: torch.Tensor, positions: torch.Tensor, rotary: Rotary, batch: AttnBatch,
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch | None) -> torch.Tensor:
+        t, nh = x.shape[0], self.nh
+        qkv = Rotary.apply(matmul(x, self.qkv_t, self.qkv_bias).view(t, -1, self.hd), *rope)
+        q, kv = qkv[:, :nh], qkv[:, nh:]
+        if batch is None:
+            o = causal_attention(q, kv[:, :self.nkv], kv[:, self.nkv:])
+        else:
+            o = paged_attention(q, kv, self.layer, batch)
+        return o.reshape(t, nh * self.hd).mm(self.o_t)
+
+    def forward_rows(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch,
                      rows: torch.Tensor) -> torch.Tensor:
         """K/V for every token, the output only for `rows` (the last row of each sampled sequence)."""
-        t, r = x.shape[0], rows.numel()
-        k = rotary(self.k_proj(x).view(t, self.nkv, self.hd), positions)
-        v = self.v_proj(x).view(t, self.nkv, self.hd)
-        q = rotary(self.q_proj(x[rows]).view(r, self.nh, self.hd), positions[rows])
-        return self.o_proj(last_row_attention(q, k, v, self.layer, batch).reshape(r, self.nh * self.hd))
+        t, r, nh, nq = x.shape[0], rows.numel(), self.nh, self.nh * self.hd
+        cos, sin = rope
+        bias = self.qkv_bias
+        kv = Rotary.apply(matmul(x, self.qkv_t[:, nq:], None if bias is None else bias[nq:]).view(t, -1, self.hd),
+                          cos[:, nh:], sin[:, nh:])
+        q = Rotary.apply(matmul(x[rows], self.qkv_t[:, :nq], None if bias is None else bias[:nq]).view(r, nh, self.hd),
+                         cos[rows, :nh], sin[rows, :nh])
+        o = last_row_attention(q, kv, self.layer, batch)
+        return o.reshape(r, nq).mm(self.o_t)
 
 
 class MLP(nn.Module):
+    """gate and up as views of one fused weight (fuse()): one matmul for both."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         h, i = config.hidden_size, config.intermediate_size
         self.gate_proj = nn.Linear(h, i, bias=False)
         self.up_proj = nn.Linear(h, i, bias=False)
         self.down_proj = nn.Linear(i, h, bias=False)
+        self.inter = i
+        self.gate_up_t = self.down_t = None
+
+    def fuse(self) -> None:
+        weight = torch.cat((self.gate_proj.weight.detach(), self.up_proj.weight.detach()))
+        gate, up = weight.split(self.inter)
+        self.gate_proj.weight = nn.Parameter(gate, requires_grad=False)
+        self.up_proj.weight = nn.Parameter(up, requires_grad=False)
+        self.gate_up_t = weight.t()
+        self.down_t = self.down_proj.weight.detach().t()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate_up = x.mm(self.gate_up_t)
+        return (nn.functional.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]).mm(self.down_t)
 
 
 class DecoderLayer(nn.Module):
@@ -102,12 +161,12 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x, positions, rotary, batch):
-        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, batch)
+    def forward(self, x, rope, batch):
+        x = x + self.self_attn(self.input_layernorm(x), rope, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_rows(self, x, positions, rotary, batch, rows):
-        x = x[rows] + self.self_attn.forward_rows(self.input_layernorm(x), positions, rotary, batch, rows)
+    def forward_rows(self, x, rope, batch, rows):
+        x = x[rows] + self.self_attn.forward_rows(self.input_layernorm(x), rope, batch, rows)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -134,17 +193,19 @@ class LlamaModel(nn.Module):
         last layer computes K/V for every token but its output only for these rows, and the result
         is [len(rows), hidden]: the rest of that layer's work would feed no logits."""
         x = self.model.embed_tokens(input_ids)
+        rope = self.rotary.tables(positions)
         layers = self.model.layers
         last = len(layers) - 1 if rows is not None else len(layers)
         for layer in layers[:last]:
-            x = layer(x, positions, self.rotary, batch)
+            x = layer(x, rope, batch)
         if rows is not None:
-            x = layers[last].forward_rows(x, positions, self.rotary, batch, rows)
+            x = layers[last].forward_rows(x, rope, batch, rows)
         return self.model.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return nn.functional.linear(hidden, w).float()
+        logits = nn.functional.linear(hidden, w)
+        return logits if logits.dtype == torch.float32 else logits.float()
 
     @torch.inference_mode()
     def reference_logits(self, ids: list[int], start: int = 0) -> torch.Tensor:
@@ -152,6 +213,14 @@ class LlamaModel(nn.Module):
         dev = self.model.embed_tokens.weight.device
         t = torch.tensor(ids, device=dev)
         return self.compute_logits(self(t, torch.arange(len(ids), device=dev), None)[start:])
+
+    @torch.no_grad()
+    def fuse(self) -> None:
+        """One weight for q|k|v and one for gate|up per layer, the checkpoint's names kept as views of
+        them (a load, save or in-place edit by name still reaches the weight the model computes with)."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
 
     def init_random(self, seed: int) -> None:
         """Seeded weights: normal(0, 0.02) matrices, unit norms, zero biases."""
@@ -180,4 +249,5 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
         load_weights(model, weights)
     model.to(dtype)
     model.rotary = Rotary(config).to(device)     # computed in float64, kept in float32 whatever the dtype
+    model.fuse()
     return model.eval()
