@@ -389,6 +389,13 @@ class PrefixPolicy(CachePolicy):
         return tokens - (tokens - self.minimum) % self.step
 
 
+def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+    """What the provider should report for this request now, in its tokens (the scale learned from the
+    usage reported before): the one prediction the proxy and replay's sim both make. Once the provider
+    answered, `policy.billed` bounds it by the billed total and `answered` learns from the answer."""
+    return policy.lookup(scale.scaled(prompt), now, tenant)
+
+
 def answered(policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float,
              tenant: str = "") -> None:
     """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and

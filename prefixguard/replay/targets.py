@@ -18,7 +18,8 @@ from prefixguard.engine.radix import RadixTree
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.fingerprint import chain
-from prefixguard.policy import CachePolicy, Policies, answered
+from prefixguard.policy import POLICIES as CONTRACTS
+from prefixguard.policy import CachePolicy, Policies, answered, predicted
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
@@ -26,7 +27,7 @@ from prefixguard.scale import TokenScale
 from prefixguard.usage import Usage
 from prefixguard.wire import UsageStream, parse_request
 
-POLICIES = ("radix", "anthropic", "openai", "bedrock", "gemini", "auto")
+POLICIES = ("auto", *CONTRACTS)   # the policy module's, one per contract of rules/providers.toml
 DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
 NO_BODIES = "this trace holds no request bodies (Mooncake): only --target sim or engine replays it"
 API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
@@ -124,8 +125,10 @@ class SimTarget:
     """Prefix reuse without a model: the engine's radix tree (policy radix: any capacity, any page size,
     LRU eviction), or a provider's caching contract (anthropic, openai: breakpoints, minimums, TTLs from
     the trace's timestamps), or auto: each request under the contract of the provider its API shape and
-    model name (as `engine serve --cache-policy auto` serves it), so a capture of several providers'
-    traffic is predicted request by request."""
+    model name, judged exactly as the proxy judges it (the policy module's `predicted`, `billed` and
+    `answered`, the compatible contract included), so a capture of several providers' traffic is
+    predicted request by request as the proxy predicted it. A trace without bodies (Mooncake) has only
+    the tree."""
 
     realtime = False
     needs_bodies = False
@@ -149,7 +152,7 @@ class SimTarget:
         if req.blocks is not None:
             model = self.model or req.model
             api = blocks_api(self.policy_name, model)
-            policy = self._policy(api, model)
+            policy = self._policy(api, model, tree=True)
             if policy is None:
                 return self._radix_blocks(req)
             return self._contract(req, now, block_prompt(req, api or "openai-chat", model), policy)
@@ -159,9 +162,11 @@ class SimTarget:
             return self._radix_ids(req, *_rendered(req, self.model))
         return self._contract(req, now, prompt, policy)
 
-    def _policy(self, api: str, model: str | None) -> CachePolicy | None:
-        """The contract a request is judged by (None: the radix tree), one state per contract."""
-        return self._policies.get(self.policy_name, api, model, radix=False)
+    def _policy(self, api: str, model: str | None, tree: bool = False) -> CachePolicy | None:
+        """The contract a request is judged by, one state per contract. None: the radix tree, for policy
+        radix (the engine's reuse), and under auto for a trace without bodies; auto judges a body by
+        the proxy's policies, the compatible contract's included."""
+        return self._policies.get(self.policy_name, api, model, radix=self.policy_name == "auto" and not tree)
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
@@ -218,11 +223,12 @@ class SimTarget:
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
-        judged = self._scale.scaled(prompt)
+        ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
-        exp = policy.billed(policy.lookup(judged, now, req.tenant), prompt, usage)
+        exp = policy.billed(ahead, prompt, usage)
         answered(policy, self._scale, prompt, usage, now, req.tenant)
-        o = outcome(req, judged.total_tokens, exp.cache_read, cache_write=exp.cache_write,
+        total = ahead.cache_read + ahead.cache_write + ahead.uncached   # in the provider's tokens
+        o = outcome(req, total, exp.cache_read, cache_write=exp.cache_write,
                     uncached=exp.uncached, reason=exp.reason, output_tokens=req.output_tokens or 0,
                     model=prompt.model)
         return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))

@@ -1,0 +1,69 @@
+"""One prediction path: replay's sim (--policy auto) and the proxy's analysis expect the same cache read for
+every request of every recorded source (shared/data/recorded: Anthropic, OpenAI Chat and Responses,
+OpenRouter's OpenAI-compatible models, Bedrock, Gemini), fed in the same order on the same clock.
+
+Before they shared the policy module's `predicted` / `billed` / `answered`, the sim judged requests of the
+compatible contract (an OpenRouter model whose maker has no contract of its own) with the engine's radix
+tree over the engine's chat-template tokens, and the proxy with the compatible policy over the provider's
+scaled tokens: on such traffic the two disagreed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prefixguard.contracts import provider_for
+from prefixguard.errors import InputError
+from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+from prefixguard.replay import sources
+from prefixguard.replay.targets import SimTarget
+from prefixguard.store import open_store
+
+
+def _cassettes(recorded: Path) -> list[Path]:
+    return sorted(c for s in recorded.iterdir() if s.is_dir() for c in s.iterdir() if c.is_dir())
+
+
+def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, bytes]] | None]:
+    found = sources.response_file(folder, ref.removesuffix(".request.json"))
+    if found is None:
+        return None, None
+    return (found.read_bytes(), None) if found.suffix == ".json" else (None, [(0.0, found.read_bytes())])
+
+
+def _both(folder: Path, db: Path) -> list[tuple[str, int | None, int | None, str | None, str | None]]:
+    """(request, proxy's expected read, sim's predicted read, api, model) of each request of a cassette."""
+    try:
+        trace = sources.load(folder)
+    except InputError:
+        return []
+    analyzer, sim = Analyzer(store=str(db)), SimTarget("auto")
+    simmed: dict[str, int] = {}
+    for i, req in enumerate(trace.requests):
+        body, chunks = _response(folder, req.ref)
+        analyzer.request(FlowState(str(i), float(i), float(i), req.path or "/v1/messages",
+                                   body=json.dumps(req.body).encode()))
+        analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
+        try:
+            simmed[str(i)] = sim.run(req, float(i)).cache_read
+        except InputError:
+            pass
+    analyzer.close()
+    with open_store(db) as rows:
+        return [(f"{folder.name}/{r['id']}", r.get("expected_cached"), simmed.get(r["id"]), r.get("api"), r.get("model"))
+                for r in rows.rows() if r.get("api")]
+
+
+def test_sim_and_proxy_expect_the_same_reads_on_every_recorded_source(shared_data: Path, tmp_path: Path) -> None:
+    recorded = shared_data / "recorded"
+    compared, disagree, providers_seen = 0, [], set()
+    for n, folder in enumerate(_cassettes(recorded)):
+        for ref, proxy, sim, api, model in _both(folder, tmp_path / f"{n}.db"):
+            compared += 1
+            providers_seen.add(provider_for(api, model))
+            if proxy != sim:
+                disagree.append((ref, model, proxy, sim))
+    assert compared > 500                                   # every source was read
+    assert {"anthropic", "openai", "bedrock", "gemini", "compatible"} <= providers_seen
+    assert disagree == []
