@@ -1,7 +1,8 @@
 """Prompt-cache checks inside an app's own tests.
 
 - `assert_prefix_stable(a, b)`: the later request `b` must reuse the cached prefix of `a`; otherwise it
-  raises PrefixBroken with the explanation (cause, where, what changed, the fix).
+  raises PrefixBroken with the explanation (cause, where, what changed, the fix). The verdict is the
+  proxy's and `diff`'s (prefixguard.verdict.judge_pair), with the same reused and re-prefilled tokens.
 - `Recorder`: captures every request body an app sends through the anthropic or openai SDK (or any
   httpx client), by wrapping the client's transport. The SDKs moved from `httpx` to its fork `httpx2`;
   the recorder builds its transports from the module of the transport it wraps, else from `httpx2` when
@@ -30,19 +31,21 @@ from types import ModuleType
 from typing import Any
 
 from prefixguard.causes import DESCRIPTIONS
-from prefixguard.compare import Comparison, compare
+from prefixguard.compare import Comparison
 from prefixguard.errors import InputError
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
+from prefixguard.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import parse_request
 
 
 class PrefixBroken(AssertionError):
     """A later request does not reuse the earlier one's cached prefix; str() explains why."""
 
-    def __init__(self, message: str, comparison: Comparison) -> None:
+    def __init__(self, message: str, comparison: Comparison, verdict: Verdict) -> None:
         super().__init__(message)
         self.comparison = comparison
+        self.verdict = verdict
 
 
 Body = dict | str | bytes | Prompt
@@ -53,33 +56,34 @@ def _prompt(body: Body, path: str | None = None) -> Prompt:
         return body
     if isinstance(body, dict):
         body = json.dumps(body, ensure_ascii=False)
-    return parse_request(body, path=path, count_tokens=False)
+    return parse_request(body, path=path)  # counted as `diff` and the proxy count them
 
 
-def explain(r: Comparison, where: str = "") -> str:
-    """A break in a few lines: cause, where, before/after, tokens, the fix."""
+def explain(r: Comparison, v: Verdict, where: str = "") -> str:
+    """A break in a few lines: the verdict, cause, where, before/after, tokens, the fix."""
     d = r.divergence
     head = f"prefix broken{where}: {DESCRIPTIONS[r.causes[0]]}" + (f" ({r.setting})" if r.setting else "")
-    lines = [head]
+    lines = [head, f"  verdict: {v.verdict} ({v.cause})"]
     if d is not None:
         lines.append(f"  at {d.level} level, {d.pointer} (byte {d.byte_offset:,})")
     if r.before or r.after:
         lines += [f"  before: {r.before}", f"  after:  {r.after}"]
     if r.detail:
         lines.append(f"  changed: {r.detail}")
-    lines.append(f"  {r.reused_tokens:,} tokens reused, {r.reprefill_tokens:,} to prefill again")
+    lines.append(f"  {v.reused_tokens:,} tokens reused, {v.reprefill_tokens:,} to prefill again")
     if r.fix:
         lines.append(f"  fix: {r.fix}")
     return "\n".join(lines)
 
 
-def assert_prefix_stable(a: Body, b: Body) -> Comparison:
+def assert_prefix_stable(a: Body, b: Body) -> Verdict:
     """Raise PrefixBroken (an AssertionError) when request `b`, sent after `a`, does not reuse a's cached
-    prefix. a and b: request bodies (dict, JSON text or bytes) or parsed Prompts. Returns the comparison."""
-    r = compare(_prompt(a), _prompt(b))
-    if r.broken:
-        raise PrefixBroken(explain(r), r)
-    return r
+    prefix (its verdict is miss_prefix_changed). a and b: request bodies (dict, JSON text or bytes) or
+    parsed Prompts. Returns the verdict (a change that costs nothing is a note on a hit)."""
+    v, r = judge_pair(_prompt(a), _prompt(b))
+    if v.verdict is VerdictName.MISS_PREFIX_CHANGED:
+        raise PrefixBroken(explain(r, v), r, v)
+    return v
 
 
 @dataclass(slots=True)
@@ -119,7 +123,7 @@ class Recorder:
     def record(self, path: str, body: bytes) -> None:
         """Keep one request body if it is an LLM request prefixguard reads (others pass unrecorded)."""
         try:
-            prompt = parse_request(body, path=path, count_tokens=False)
+            prompt = parse_request(body, path=path)
         except InputError:
             return
         self.requests.append(Recorded(path, body, prompt))
@@ -129,22 +133,28 @@ class Recorder:
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.body) for r in self.requests]
 
-    def breaks(self) -> list[tuple[int, int, Comparison]]:
-        """(earlier index, index, comparison) of each request that broke the prefix of the best earlier
-        request of the session: the same session model as the proxy and lint's sequence mode. Requests to
+    def verdicts(self) -> list[tuple[int | None, int, Verdict, Comparison | None]]:
+        """(earlier index, index, verdict, comparison) of each request against the best earlier request of
+        the session (the proxy's session model), judged as the proxy and `diff` judge it. Requests to
         different APIs (Anthropic, OpenAI) never share a cache, so each API is a tenant of its own."""
         sessions, out = Sessions(), []
         for i, r in enumerate(self.requests):
             if r.prompt.counts_only:
                 continue
             match = sessions.observe(r.prompt, i, tenant=r.prompt.api)
-            if match.broken:
-                out.append((match.earlier, i, match.comparison))
+            if match.prompt is None:
+                continue
+            v, cmp = judge_pair(match.prompt, r.prompt, cmp=match.comparison)
+            out.append((match.earlier, i, v, cmp))
         return out
 
+    def breaks(self) -> list[tuple[int, int, Comparison]]:
+        """(earlier index, index, comparison) of each request whose verdict is miss_prefix_changed."""
+        return [(a, b, c) for a, b, v, c in self.verdicts() if v.verdict is VerdictName.MISS_PREFIX_CHANGED]
+
     def explain(self) -> str:
-        return "\n".join(explain(c, f" between request {a + 1} and request {b + 1} of {self.name}")
-                         for a, b, c in self.breaks())
+        return "\n".join(explain(c, v, f" between request {a + 1} and request {b + 1} of {self.name}")
+                         for a, b, v, c in self.verdicts() if v.verdict is VerdictName.MISS_PREFIX_CHANGED)
 
     def rows(self) -> Iterator[str]:
         """Capture rows (one JSON object a line) as `prefixguard lint` reads them."""

@@ -1,28 +1,35 @@
-"""A request's cache verdict: what the provider reported against what its contract predicts.
+"""A request's cache verdict: one judgement, made by `judge`, that every surface shows as it is.
 
-Two moments:
-- `early`: when the response headers arrive, from the request alone (the prompt's comparison with the
-  earlier request and the policy's expectation). It goes into the x-prefixguard-* response headers.
-- `final`: once the response is complete, with the reported usage. It goes to the console and the store.
+`judge(expected, comparison, usage)` takes what the request's contract predicts it reads (`expected`,
+from the provider's policy), how it departs from its predecessor (`comparison`) and the provider's
+usage, and returns a typed `Verdict`: its name, its cause or note, the tokens it reused and the tokens
+the change made it prefill again (and what that cost). Without a usage (`diff`, the testing API, the
+response header the proxy sends before the usage exists) it judges the usage the contract predicts:
+the prediction IS the verdict the request gets when the provider keeps its contract, with the same
+name and the same numbers. `judge_pair` is the same judgement for a request and its predecessor alone.
 
 The judge is the contract, not our comparison alone: a read within the tolerance of the prediction
-(rules/verdict.toml) is as predicted. A change our comparison found is a miss only when the provider
-read clearly less than it owed had the prefix not changed; a change that cost nothing is a note on a hit.
+(rules/verdict.toml) is as predicted. A change our comparison found is a miss when the provider read
+what the changed prompt predicts (closer to it than to what it owed had the prefix not changed), less,
+or, reading more than predicted from a cache that traffic not seen here wrote, wrote more than it read
+(rules/verdict.toml): the change cost most of the prefix. A change that cost nothing is a note on a hit.
 
-Final verdicts: hit, partial, miss_prefix_changed, miss_ttl_expired, miss_server_side, below_minimum,
-no_breakpoint, not_reported, cold, error. Early ones (header only, what the request alone predicts):
-expect_hit, expect_partial, miss_prefix_changed, miss_ttl_expired, below_minimum, no_breakpoint, cold; the
-addon adds pending and unknown.
+Verdicts: hit, partial, miss_prefix_changed, miss_ttl_expired, miss_server_side, below_minimum,
+no_breakpoint, not_reported, cold, error; the proxy's header adds pending (the analysis has not answered
+yet) and unknown (no request it could read).
 """
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from prefixguard.compare import Comparison
 from prefixguard.contracts import verdict_rules
 from prefixguard.policy import Expected
 from prefixguard.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixguard.compare import Comparison
+    from prefixguard.prompt import Prompt
 
 
 class VerdictName(StrEnum):
@@ -37,15 +44,20 @@ class VerdictName(StrEnum):
     NOT_REPORTED = "not_reported"
     COLD = "cold"
     ERROR = "error"
-    EXPECT_HIT = "expect_hit"          # early only
-    EXPECT_PARTIAL = "expect_partial"  # early only
-    PENDING = "pending"                # the addon's, before analysis answers
-    UNKNOWN = "unknown"                # the addon's, when analysis could not answer
+    PENDING = "pending"                # the proxy's header, before the analysis answers
+    UNKNOWN = "unknown"                # the proxy's header, when the analysis could not answer
 
 
 class Verdict(NamedTuple):
     verdict: VerdictName
-    cause: str | None = None
+    cause: str | None = None      # a miss_prefix_changed: the change (PrefixChange's text); else a note or reason
+    reused_tokens: int = 0        # read from cache: as the provider reported, else as its contract predicts
+    reprefill_tokens: int = 0     # prefilled again because the prefix changed (0 unless miss_prefix_changed)
+    cost_usd: float = 0.0         # that re-prefill, paid as written or uncached instead of read
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "cause": self.cause, "reused_tokens": self.reused_tokens,
+                "reprefill_tokens": self.reprefill_tokens, "cost_usd": self.cost_usd}
 
 
 class PrefixChange(NamedTuple):
@@ -73,62 +85,105 @@ def _prefix_changed(cmp: Comparison | None) -> str | None:
     return None
 
 
-def early(expected: Expected, cmp: Comparison | None) -> Verdict:
-    """The verdict the request alone supports (no usage yet)."""
-    if expected.cache_read == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
-        return Verdict(VerdictName(expected.reason))
-    changed = _prefix_changed(cmp)
-    if changed:
-        return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
-    if expected.reason == "ttl_expired":
-        return Verdict(VerdictName.MISS_TTL_EXPIRED)
-    if expected.cache_read:
-        return Verdict(VerdictName.EXPECT_PARTIAL if expected.reason == "partial" else VerdictName.EXPECT_HIT)
-    return Verdict(VerdictName.COLD)
+def contracted(expected: Expected) -> Usage:
+    """The usage a provider reports when it keeps its contract: what `expected` says."""
+    return Usage(prompt_total=expected.cache_read + expected.cache_write + expected.uncached,
+                 cache_read=expected.cache_read, cache_write_5m=expected.cache_write,
+                 uncached=expected.uncached, reported=True)
 
 
-def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
-          error: str | None = None, owed: int | None = None) -> Verdict:
-    """The verdict with the reported usage. `expected` is None when the request could not be analysed.
+def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None = None,
+          status: int | None = 200, error: str | None = None, owed: int | None = None) -> Verdict:
+    """The verdict of one request. expected: what its contract predicts it reads (None when the request
+    could not be analysed); cmp: it against its predecessor (None when it continues it, or has none);
+    usage: what the provider reported (None: judged as if it reported what the contract predicts).
     owed: what the request would have read had its prefix not changed (in the provider's tokens); by
     default the expected read plus the comparison's re-prefill. When nothing of the earlier request is
     reusable, an expected read comes from another entry (a setting changed back): the larger of the two
     then, not their sum."""
+    if usage is None:
+        usage = contracted(expected) if expected is not None else Usage()
     if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
         return Verdict(VerdictName.ERROR, error or f"http {status}")
     if not usage.reported:
         return Verdict(VerdictName.NOT_REPORTED)
+    read = usage.cache_read
     if expected is None:
-        return Verdict(VerdictName.HIT if usage.cache_read else VerdictName.COLD)
+        return Verdict(VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
-    read, want = usage.cache_read, expected.cache_read
+    want = expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
     changed = _prefix_changed(cmp)
-    if not changed:
-        owed = want
-    elif owed is None:
-        owed = want + cmp.reprefill_tokens if cmp.reused_tokens else max(want, cmp.reprefill_tokens)
-    cost_nothing = read >= (1 - tol) * owed
-    if changed and not cost_nothing and (as_predicted or read < want):
-        return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed)
+    cost_nothing = False
+    if changed:
+        assert cmp is not None
+        if owed is None:
+            owed = want + cmp.reprefill_tokens if cmp.reused_tokens else max(want, cmp.reprefill_tokens)
+        # What the provider read settles it: nearer what it owed than what the changed prompt predicts.
+        cost_nothing = read >= (1 - tol) * owed and abs(read - owed) <= abs(read - want)
+        lost = max(owed - max(read, want), 0)
+        rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
+        if not cost_nothing and (as_predicted or read < want or rewritten):
+            cost = cmp.cost_usd * lost / cmp.reprefill_tokens
+            return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed, read, lost, cost)
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
         return Verdict(VerdictName(expected.reason))
-    note = f"note: {changed} cost nothing" if changed and cost_nothing else None
+    note = f"note: {changed} cost nothing" if cost_nothing else None
     if as_predicted:
         if read:
-            return Verdict(VerdictName.HIT, note)
+            return Verdict(VerdictName.HIT, note, read)
         return Verdict(VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD, note)
     if read > want:
         if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
-            return Verdict(VerdictName.COLD, f"read {read} of {usage.prompt_total}: too little to count")
+            return Verdict(VerdictName.COLD, f"read {read} of {usage.prompt_total}: too little to count", read)
         # More than predicted: what the change seemed to break was read after all, or a cache that
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
         after = f" after {changed}" if changed else ""
         return Verdict(VerdictName.HIT, note or f"read {read} where ~{want} was predicted{after}: a cache written by "
-                                      "traffic not seen here")
+                                      "traffic not seen here", read)
     if read == 0:
         if expected.reason == "ttl_expired":
             return Verdict(VerdictName.MISS_TTL_EXPIRED, "prefix unchanged, last used longer ago than its TTL")
         return Verdict(VerdictName.MISS_SERVER_SIDE, f"expected ~{want} cached tokens, provider read none")
-    return Verdict(VerdictName.PARTIAL, f"read {read} of ~{want} expected")
+    return Verdict(VerdictName.PARTIAL, f"read {read} of ~{want} expected", read)
+
+
+def early(expected: Expected, cmp: Comparison | None) -> Verdict:
+    """The verdict the request alone supports: `judge` without a usage."""
+    return judge(expected, cmp)
+
+
+def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
+          error: str | None = None, owed: int | None = None) -> Verdict:
+    """The verdict with the reported usage: `judge`."""
+    return judge(expected, cmp, usage, status, error, owed)
+
+
+def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None, cmp: Comparison | None = None) -> tuple[Verdict, Comparison]:
+    """The verdict of request B sent after request A (`elapsed` seconds after, where known), A the only
+    request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
+    A B that starts a new conversation changes no prefix (the session model's rule)."""
+    from prefixguard.compare import compare
+    from prefixguard.policy import make_policy, policy_name
+    from prefixguard.session import new_conversation
+
+    cmp = cmp if cmp is not None else compare(a, b, elapsed)
+    policy = make_policy(policy_name(b.api, b.model))
+    policy.commit(a, 0.0)
+    expected = policy.lookup(b, elapsed or 0.0)
+    broke = cmp.broken and not new_conversation(a, b, cmp)
+    return judge(expected, cmp if broke else None), cmp
+
+
+def of_row(row: dict[str, Any]) -> Verdict | None:
+    """A stored verdict read back from a capture row (the export shape), None when the row has none: the
+    numbers as they were judged, not judged again."""
+    name = row.get("verdict")
+    if name not in VerdictName.__members__.values():
+        return None
+    usage = row.get("usage") or {}
+    judged = usage.get("reported") and name not in (VerdictName.ERROR, VerdictName.NOT_REPORTED)
+    reused = (usage.get("cache_read") or 0) if judged else 0
+    return Verdict(VerdictName(name), row.get("cause"), reused, row.get("reprefill_tokens") or 0,
+                   row.get("cost_usd") or 0.0)

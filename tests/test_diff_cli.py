@@ -160,7 +160,8 @@ def test_deep_but_valid_requests_still_compare(tmp_path: Path) -> None:
         schema: dict = {"type": leaf}
         for _ in range(900):
             schema = {"items": schema}
-        return {"model": "claude-sonnet-4-5", "max_tokens": 16, "tools": [{"name": "t", "input_schema": schema}],
+        return {"model": "claude-sonnet-4-5", "max_tokens": 16, "tools": [{"name": "t", "input_schema": schema,
+                                                                  "cache_control": {"type": "ephemeral"}}],
                 "messages": [{"role": "user", "content": "hi"}]}
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(body(1)))

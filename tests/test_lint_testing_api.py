@@ -40,8 +40,11 @@ def test_assert_prefix_stable_explains_the_break():
     assert text.startswith("prefix broken: volatile content") and "/system/" in text and "fix:" in text
     assert err.value.comparison.causes[0] == "volatile_content"
     assert isinstance(err.value, AssertionError)           # pytest shows it as a failed assertion
+    assert err.value.verdict.verdict == "miss_prefix_changed" and err.value.verdict.reprefill_tokens > 0
+    assert f"{err.value.verdict.reprefill_tokens:,} to prefill again" in text
     a, b = _pair("append_only")
-    assert assert_prefix_stable(json.dumps(a), json.dumps(b).encode()).broken is False
+    v = assert_prefix_stable(json.dumps(a), json.dumps(b).encode())
+    assert v.verdict == "hit" and v.reused_tokens > 2000 and v.reprefill_tokens == 0
 
 
 def _lint(path: Path) -> tuple[int, dict]:
@@ -85,7 +88,7 @@ def test_recorder_async_client_and_a_break(shared_data: Path, tmp_path: Path):
         for minute in (1, 2):   # the app renders the time into its cached system prompt
             await client.messages.create(
                 model="claude-sonnet-4-5", max_tokens=64,
-                system=[{"type": "text", "text": f"{SYSTEM} Now: 2026-12-02T16:0{minute}:00Z",
+                system=[{"type": "text", "text": f"{SYSTEM * 2} Now: 2026-12-02T16:0{minute}:00Z",  # over the minimum
                          "cache_control": {"type": "ephemeral"}}],
                 messages=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
                           {"role": "user", "content": f"Question {minute}"}][: 1 + 2 * (minute - 1)])

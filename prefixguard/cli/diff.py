@@ -1,6 +1,7 @@
 """`prefixguard diff A.json B.json`: does request B reuse request A's cached prefix? Where and why not.
 
-Exit status: 0 when B reuses A's prefix whole, 1 when it breaks it, 2 on any error (one line on stderr).
+Exit status: 0 when B reuses A's prefix, 1 when its verdict is miss_prefix_changed, 2 on any error (one
+line on stderr). The verdict is the proxy's and the testing API's (prefixguard.verdict.judge_pair).
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
-from prefixguard.compare import Comparison, compare
+from prefixguard.compare import Comparison
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
 from prefixguard.cli.options import Parser, output_format
 from prefixguard.contracts import model_contract
@@ -17,6 +18,7 @@ from prefixguard.errors import InputError, read_input
 from prefixguard.schemas import versioned
 from prefixguard.styled import GREEN, RED, strong
 from prefixguard.prompt import Prompt
+from prefixguard.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import MAX_BYTES, parse_request
 
 
@@ -39,21 +41,26 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
                         20-block lookback, the model's minimum, 128-token steps)
       reprefill_tokens  what A had cached past that, as B renders it: written again
       cost_usd          that re-prefill priced as written, not read
+    The verdict is the proxy's for B when the provider keeps its contract: a
+    change that costs nothing, or that starts a new conversation, is no break.
 
-    Exit status: 0 B reuses A's prefix whole, 1 the prefix breaks, 2 error.
+    Exit status: 0 B reuses A's prefix, 1 the prefix breaks, 2 error.
     """
     try:
         pa, pb = load(a, not no_tokens), load(b, not no_tokens)
     except InputError as err:
         fail(str(err))
-    result = compare(pa, pb)
+    verdict, result = judge_pair(pa, pb)
+    broken = verdict.verdict is VerdictName.MISS_PREFIX_CHANGED
     if fmt == "json":
-        out = versioned(result.to_dict() | {"a": str(a), "b": str(b), "tokenizer": tokenizer_name(result, pb.model),
-                                            "prices": model_contract(pb.api, pb.model).prices})
+        out = versioned(result.to_dict() | {
+            "broken": broken, "reused_tokens": verdict.reused_tokens, "reprefill_tokens": verdict.reprefill_tokens,
+            "cost_usd": verdict.cost_usd, "verdict": verdict.to_json(), "a": str(a), "b": str(b),
+            "tokenizer": tokenizer_name(result, pb.model), "prices": model_contract(pb.api, pb.model).prices})
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        print(render_text(result, pa, pb))
-    return EXIT_FINDINGS if result.broken else EXIT_OK  # 1: the prefix breaks
+        print(render_text(result, verdict, pa, pb))
+    return EXIT_FINDINGS if broken else EXIT_OK  # 1: the prefix breaks
 
 
 def load(path: Path, count_tokens: bool) -> Prompt:
@@ -66,22 +73,25 @@ def tokenizer_name(result: Comparison, model: str | None = None) -> str:
     return "estimate" if result.tokens_estimated else tokens.encoding_name(model)  # the model's own encoding
 
 
-def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
+def render_text(r: Comparison, v: Verdict, a: Prompt, b: Prompt) -> str:
     """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
     counted = ("estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
                else f"counted with {tokenizer_name(r, b.model)}")
     total = b.total_tokens
-    if not r.broken:
-        lines = [strong("OK", GREEN) + f"  B reuses A's cached prefix whole ({r.causes[0]})",
-                 f"  {r.detail}.",
-                 f"  tokens    {r.reused_tokens:,} reused of {total:,} in B ({counted})"]
+    if v.verdict is not VerdictName.MISS_PREFIX_CHANGED:
+        how = "whole" if not r.broken else "as far as it was cached"
+        lines = [strong("OK", GREEN) + f"  B reuses A's cached prefix {how}: {v.verdict}"
+                 + (f" ({v.cause})" if v.cause else "" if r.broken else f" ({r.causes[0]})"),
+                 f"  {r.detail}." if r.detail else "",
+                 f"  tokens    {v.reused_tokens:,} reused of {total:,} in B, {v.reprefill_tokens:,} to prefill "
+                 f"again ({counted})"]
         lines += [f"  note      {x}" for x in r.extra]
-        return "\n".join(lines)
+        return "\n".join(line for line in lines if line)
     d = r.divergence
     assert d is not None
     cause = ", ".join(r.causes)
     lines = [
-        strong("BREAK", RED) + f"  B does not reuse A's cached prefix: {cause}",
+        strong("BREAK", RED) + f"  B does not reuse A's cached prefix: {v.verdict} ({cause})",
         f"  {DESCRIPTIONS[r.causes[0]]}" + (f": {r.setting}" if r.causes[0] == "setting_changed" else "") + ".",
         "",
         f"  where     {d.level} level, {d.pointer} in B (byte {d.byte_offset:,}, token {d.token_offset:,})",
@@ -90,11 +100,11 @@ def render_text(r: Comparison, a: Prompt, b: Prompt) -> str:
         lines += [f"  A         {r.before}", f"  B         {r.after}"]
     if r.detail:
         lines.append(f"  changed   {r.detail}")
-    share = f" ({r.reprefill_tokens / total:.0%} of B)" if total else ""
+    share = f" ({v.reprefill_tokens / total:.0%} of B)" if total else ""
     lines += [
-        f"  tokens    {r.reused_tokens:,} reused, {r.reprefill_tokens:,} to prefill again{share}; {counted}",
-        f"  cost      ${r.cost_usd:.4f} more than reading them from cache, at {r.model or 'unknown model'} prices"
-        f" (${r.cost_usd * 1000:,.2f} per 1,000 such requests; prices: {model_contract(b.api, b.model).prices})",
+        f"  tokens    {v.reused_tokens:,} reused, {v.reprefill_tokens:,} to prefill again{share}; {counted}",
+        f"  cost      ${v.cost_usd:.4f} more than reading them from cache, at {r.model or 'unknown model'} prices"
+        f" (${v.cost_usd * 1000:,.2f} per 1,000 such requests; prices: {model_contract(b.api, b.model).prices})",
         f"  fix       {r.fix}",
     ]
     lines += [f"  also      {x}" for x in r.extra]

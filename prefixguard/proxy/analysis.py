@@ -32,6 +32,7 @@ from prefixguard.state import State, open_index
 from prefixguard.store import Record, open_capture
 from prefixguard.usage import Usage
 from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response
+from prefixguard.wire.routes import NOT_ANALYSED, template
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 
@@ -124,11 +125,14 @@ def unpacked(step: str, args: tuple[Any, ...]) -> Any:
 
 
 class Early(NamedTuple):
-    """What the response headers can carry: the request-side verdict and the expected cached tokens."""
+    """What the response headers can carry, sent before the usage exists: the verdict the request gets
+    when its provider keeps its contract (verdict.judge without a usage), its reused (expected cached)
+    and re-prefilled tokens."""
 
     verdict: str
     cause: str | None
     expected_cached: int | None
+    reprefill_tokens: int = 0
 
 
 def _line(rec: Record) -> str:
@@ -207,6 +211,19 @@ class Analyzer:
     def policy_for(self, prompt: Prompt) -> CachePolicy:
         return self._state.policy_for(prompt)
 
+    def unanalysed(self, args: tuple[Any, ...]) -> None:
+        """A request forwarded without analysis (a path of no shape read here, or the analysis behind):
+        a row named by its method and endpoint (routes.template: no ids, no query, no key), counted on /metrics."""
+        flow_id, ts, method, path, (scheme, host, port), cause = args
+        default = port == (443 if scheme == "https" else 80)
+        rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method,
+                     upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
+                     cause=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause)
+        if self.store is not None:
+            self.store.add(rec)
+        if self.telemetry is not None:
+            self.telemetry.unanalysed(rec)
+
     def _judged(self, flow: FlowState, step: Callable[[State], None]) -> None:
         """step(state) with the shared state; with the local one when the shared index is down (the
         flow is then marked degraded, and stays judged locally to its end)."""
@@ -244,8 +261,8 @@ class Analyzer:
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
             flow.expected = predicted(state.policy_for(prompt), state.scale, prompt, flow.ts, flow.tenant)
         self._judged(flow, judge)
-        early = verdicts.early(flow.expected, flow.comparison)
-        return Early(early.verdict.value, early.cause, flow.expected.cache_read)  # plain str for marshal
+        early = verdicts.judge(flow.expected, flow.comparison)
+        return Early(early.verdict.value, early.cause, early.reused_tokens, early.reprefill_tokens)  # plain values for marshal
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -323,7 +340,7 @@ class Analyzer:
         else:
             if flow.expected is not None:
                 flow.expected = self.policy_for(prompt).billed(flow.expected, prompt, usage)
-            v = verdicts.final(flow.expected, flow.comparison, usage, resp.status, resp.error)
+            v = verdicts.judge(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:
                 rec.expected_cached, rec.expected_reason = flow.expected.cache_read, flow.expected.reason
@@ -331,8 +348,8 @@ class Analyzer:
             cmp = flow.comparison
             if diag is not None:
                 rec.diagnosis = json.dumps(as_row(diag, agreement(diag, cmp)), separators=(",", ":"))
-            if cmp is not None and cmp.broken:
-                rec.reprefill_tokens, rec.cost_usd = cmp.reprefill_tokens, cmp.cost_usd
+            if cmp is not None and cmp.broken:  # what the change cost, as judged: nothing on a hit with a note
+                rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
             self._judged(flow, lambda state: answered(state.policy_for(prompt), state.scale, prompt, usage,
@@ -344,6 +361,8 @@ class Analyzer:
         if self.telemetry is not None and prompt is not None:
             lag = time.monotonic() - resp.ended_at if resp.ended_at is not None else None
             self.telemetry.add(rec, lag)
+        elif self.telemetry is not None:   # forwarded, not analysed: counted by its endpoint
+            self.telemetry.unanalysed(rec)
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
             return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
         return _line(rec) if prompt is not None else None
