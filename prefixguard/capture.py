@@ -54,7 +54,7 @@ def check_row(row: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}: '{key}' is {value}, expected a finite number")
     for table in ("usage", "timings"):
         for key, value in (row.get(table) or {}).items():
-            if key == "reported" or value is None:
+            if value is None or (key == "reported" and (isinstance(value, bool) or not isinstance(value, float))):
                 continue
             if not isinstance(value, _NUMBERS) or isinstance(value, bool):
                 raise InputError(f"{where}: '{table}.{key}' is {type(value).__name__}, expected a number")

@@ -134,8 +134,10 @@ def reading(source: str | os.PathLike[str], what: str = "") -> Iterator[None]:
     naming it, so bad input is exit 2 with the file's name, never an internal error."""
     try:
         yield
-    except InputError:
-        raise
+    except InputError as err:
+        if str(source) in str(err):
+            raise
+        raise type(err)(str(err), str(source)) from None   # a reader deeper down named only a row or a request
     except SHAPE_ERRORS as err:
         lead = f"{what}: " if what else ""
         raise InputError(f"{lead}unexpected value ({describe(err)})", str(source)) from None

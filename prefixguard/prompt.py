@@ -126,4 +126,4 @@ class Prompt:
         """Byte offset in the original body of a character offset in self.text."""
         if self.text.isascii():
             return char_offset
-        return len(self.text[:char_offset].encode("utf-8"))
+        return len(self.text[:char_offset].encode("utf-8", "surrogatepass"))   # an escaped lone surrogate is valid JSON

@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 def run(argv: list[str]) -> int:
     """The exit status of `prefixguard ARGV...`; an error is printed as one line (exits.py)."""
+    _printable_streams()
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return EXIT_OK if argv else EXIT_USAGE
@@ -91,6 +92,16 @@ def run(argv: list[str]) -> int:
             fail(f"{type(e).__name__}: {e}")
         fail(f"internal error ({type(e).__name__}: {e}); PREFIXGUARD_DEBUG=1 shows the traceback",
              EXIT_INTERNAL)
+
+
+def _printable_streams() -> None:
+    """A lone surrogate (an escaped \\ud800 in a body, valid JSON) is printed escaped rather than
+    stopping the output at that line with an encoding error."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):   # not a TextIOWrapper (a test's stand-in)
+            pass
 
 
 def _input_message(err: BaseException) -> str:

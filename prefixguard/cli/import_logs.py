@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prefixguard.cli.options import Parser
 from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError, reading
+from prefixguard.errors import InputError, check_regular_file, reading
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
 from prefixguard.store import Record, open_store
@@ -24,6 +24,8 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
            note: str | None) -> None:
     if not folder.exists():
         raise InputError(f"no such folder (where {name} keeps its session logs)", str(folder))
+    if store.exists():   # refused before the logs are read: a FIFO would block, a device swallow the rows
+        check_regular_file(store, "capture file")
     skipped: list[str] = []
     with reading(folder, f"a {name} log line"):   # a field of an odd shape in a log: its error, not ours
         turns = reader(folder, skipped)

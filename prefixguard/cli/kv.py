@@ -26,7 +26,8 @@ def parse_size(text: str) -> float:
 
 # config.json fields the KV arithmetic divides by or multiplies with: each a whole number above 0.
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_OPTIONAL = ("num_key_value_heads", "head_dim", "max_position_embeddings")
+_OPTIONAL = ("num_key_value_heads", "max_position_embeddings")   # absent: a default; null: an error
+_OPTIONAL_OR_NULL = ("head_dim",)                                  # null: hidden_size / heads
 CONFIG_MAX_BYTES = 16 << 20   # a config.json is kilobytes
 
 
@@ -45,7 +46,8 @@ def check_config(cfg: object) -> None:
     """Raise InputError naming the field when a config.json cannot describe a model's shape."""
     if not isinstance(cfg, dict):
         raise InputError(f"expected a JSON object, got {type(cfg).__name__}")
-    for key in (*_REQUIRED, *(k for k in _OPTIONAL if cfg.get(k) is not None)):
+    for key in (*_REQUIRED, *(k for k in _OPTIONAL if k in cfg),
+                *(k for k in _OPTIONAL_OR_NULL if cfg.get(k) is not None)):
         value = cfg.get(key)
         if key not in cfg:
             raise InputError(f"missing field '{key}'")
@@ -58,7 +60,7 @@ def check_config(cfg: object) -> None:
         raise InputError(f"'hidden_size' ({cfg['hidden_size']}) is not a multiple of 'num_attention_heads' ({heads})")
     for key in ("rope_theta", "rms_norm_eps"):
         value = cfg.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+        if key in cfg and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                   or not math.isfinite(value) or value <= 0):
             raise InputError(f"'{key}' is {json.dumps(value)[:40]}, expected a number above 0")
 

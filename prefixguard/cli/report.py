@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, output_format
-from prefixguard.errors import InputError, check_writable
+from prefixguard.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
 
 
@@ -26,7 +26,9 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
     try:
         if html_out:
             check_writable(html_out)
-        diagnosis = diagnose(read_capture(capture), capture)
+        rows = read_capture(capture)
+        with reading(capture):   # a row of an odd shape the reader let through is the capture's error
+            diagnosis = diagnose(rows, capture)
     except InputError as e:
         fail(str(e))
     if html_out:

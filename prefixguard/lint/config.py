@@ -97,7 +97,7 @@ def _read(path: Path) -> dict[str, Any]:
     text = read_text_input(path, CONFIG_MAX_BYTES, "config file")   # bounded, and never a FIFO or a device
     try:
         return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as err:
+    except (ValueError, RecursionError) as err:   # TOMLDecodeError is one; a 4,300-digit number another
         raise InputError(f"cannot read config: {describe(err)}", str(path)) from None
 
 
