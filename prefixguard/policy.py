@@ -214,7 +214,6 @@ class PrefixPolicy(CachePolicy):
         self.unit_roles: frozenset[str] = frozenset(table.get("unit_end_roles", ())) if table.get("policy") == "units" \
             else frozenset()
         self.prefix_caching: bool = table.get("prefix_caching", True)       # a server may reuse no prefix at all
-        self.last_token_recomputed: bool = table.get("last_token_recomputed", False)
 
     def mode(self, prompt: Prompt) -> str | None:
         """"explicit" or "implicit" where this request is cached by breakpoints (GPT-5.6+), else None."""
@@ -286,8 +285,6 @@ class PrefixPolicy(CachePolicy):
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
             same = _longest(pieces, lambda fp: alive(b"c" + fp))
             reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
-        if self.last_token_recomputed:  # a self-hosted server computes the prompt's last token again
-            reached = min(reached, total - 1)
         read = self._rounded(reached) if reached else 0
         # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
         explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
