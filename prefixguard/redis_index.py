@@ -5,7 +5,8 @@ Layout (every key under one prefix; `{tag}` is a hash of tenant and provider, a 
 that keeps one tenant's keys on one node so that each step stays one pipelined round trip):
 - `<prefix>s{tag}:fp` (hash: fingerprint -> entry id, the latest request holding that prefix, all
   models), `<prefix>s{tag}:fp:<model hash>` (one model's), `<prefix>s{tag}:recent` (list of the latest
-  entry ids), `<prefix>s{tag}:e:<id>` (the request: its prompt as compressed JSON, item, time);
+  entry ids), `<prefix>s{tag}:e:<id>` (the request: its prompt as compressed JSON with its secrets redacted, item,
+  time: encode_seen);
 - `<prefix>p:<policy>{tag}<fingerprint>`: one policy entry; `<prefix>scale:<model>`: one fit.
 Every key expires: a session's with the provider's longest cache TTL plus as much again (so a request
 after an expiry is still named `ttl_expired`, as in one process), a policy entry when the provider drops
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+from hashlib import blake2b
 import sys
 import time
 import uuid
@@ -33,6 +35,7 @@ from xxhash import xxh3_64_hexdigest
 from prefixguard.contracts import providers
 from prefixguard.index import IndexDown, TenantView
 from prefixguard.prompt import Prompt, Segment
+from prefixguard.redaction import high_entropy, redact_text, url_for_display
 
 RETRY_S = 5.0            # after a failure, Redis is tried again this much later
 TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
@@ -54,6 +57,7 @@ class RedisIndex:
         import redis  # the fleet extra: only a proxy given --index needs it
 
         self.url, self.prefix = url, prefix.encode()
+        self.shown = url_for_display(url)  # what lines say: never the password of redis://:PASSWORD@host
         self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
                                            health_check_interval=0)
         self._errors = (redis.RedisError, OSError)
@@ -65,19 +69,20 @@ class RedisIndex:
     def run(self, fn: Callable[[], Any]) -> Any:
         """fn() against Redis; IndexDown when it fails (and for RETRY_S after, without trying)."""
         if time.monotonic() < self._down_until:
-            raise IndexDown(self.url)
+            raise IndexDown(self.shown)
         try:
             out = fn()
         except self._errors as err:
             self._down_until = time.monotonic() + RETRY_S
             if not self._warned:
                 self._warned = True
-                self.warn(f"prefixguard warning: session index {self.url} unreachable ({type(err).__name__}: "
-                          f"{err}); verdicts use this proxy's own index, marked degraded, until it is back")
-            raise IndexDown(self.url) from None
+                self.warn(f"prefixguard warning: session index {self.shown} unreachable ({type(err).__name__}: "
+                          f"{redact_text(str(err))}); verdicts use this proxy's own index, marked degraded, "
+                          "until it is back")
+            raise IndexDown(self.shown) from None
         if self._warned:
             self._warned = False
-            self.warn(f"prefixguard: session index {self.url} is back")
+            self.warn(f"prefixguard: session index {self.shown} is back")
         return out
 
     def sessions(self) -> RedisSessions:
@@ -193,19 +198,58 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+# A part whose text redaction changed keeps no key: this stands in for it, a hash of the key as sent
+# (marshal never writes a first byte of 0, so it equals no request's own key: that part reads as changed).
+_REDACTED_KEY = b"\0redacted:"
+
+
+def _redacted(value: Any, secrets: list[str]) -> Any:
+    """A JSON value with every secret of its strings (keys and values) replaced."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {redact_text(k, secrets): _redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, secrets) for v in value]
+    return value
+
+
+def _system_secrets(p: Prompt) -> list[str]:
+    return list(dict.fromkeys(t for s in p.segments if s.level == "system" for t in high_entropy(p.text[s.start:s.end])))
+
+
 def encode_seen(seen: Any) -> bytes:
-    """A session entry (prompt, item, time) as compressed JSON: every field of the prompt, exactly."""
+    """A session entry (prompt, item, time) as compressed JSON, its secrets redacted first: what compare
+    reads of an earlier request (each part's value and text, tokens, breakpoints, settings), the
+    fingerprint chain and each part's hash. A part that redaction changed keeps a hash of its key, not
+    the key: where it holds a secret it reads as changed against the next request's own part, and
+    nothing else of it is readable. Text between the parts (the body's other fields) is not kept."""
+    from prefixguard.session import parts_of
+
     p: Prompt = seen.prompt
-    segments = [[s.level, s.pointer, s.kind, s.role, s.value, s.start, s.end, _b64(s.key), s.tokens, s.breakpoint,
-                 s.message_index, s.header, s.media_tokens, s.estimated] for s in p.segments]
-    doc = {"api": p.api, "model": p.model, "segments": segments, "settings": p.settings, "auto": p.auto_breakpoint,
-           "text": p.text, "source": p.source, "estimated": p.tokens_estimated, "chain": [_b64(c) for c in p.chain],
+    secrets = _system_secrets(p)
+    clean = not secrets and "\\u" not in p.text and "\\/" not in p.text and redact_text(p.text) == p.text
+    segments, pieces, at = [], [], 0
+    for s in p.segments:
+        raw = p.text[s.start:s.end]
+        text, value, header = (raw, s.value, s.header) if clean else (
+            redact_text(raw, secrets), _redacted(s.value, secrets), _redacted(s.header, secrets))
+        kept = clean or (text == raw and value == s.value and header == s.header)
+        key = s.key if kept else _REDACTED_KEY + blake2b(s.key, digest_size=16).digest()
+        segments.append([s.level, redact_text(s.pointer), s.kind, s.role, value, at, at + len(text), _b64(key),
+                         s.tokens, s.breakpoint, s.message_index, header, s.media_tokens, s.estimated])
+        pieces.append(text)
+        at += len(text)
+    doc = {"api": p.api, "model": redact_text(p.model) if p.model else p.model, "segments": segments,
+           "settings": p.settings if clean else _redacted(p.settings, secrets), "auto": p.auto_breakpoint,
+           "text": "".join(pieces), "source": p.source, "estimated": p.tokens_estimated,
+           "chain": [_b64(c) for c in p.chain], "parts": [_b64(h) for h in seen.parts or parts_of(p)],
            "counts_only": p.counts_only, "item": seen.item, "ts": seen.ts}
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 1)
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogatepass"), 1)
 
 
 def decode_seen(blob: bytes) -> Any:
-    from prefixguard.session import _Seen, parts_of
+    from prefixguard.session import _Seen
 
     doc = json.loads(zlib.decompress(blob))
     segments = [Segment(level, pointer, kind, role, value, start, end, base64.b64decode(key), tokens, breakpoint,
@@ -214,7 +258,7 @@ def decode_seen(blob: bytes) -> Any:
                 media_tokens, estimated in doc["segments"]]
     prompt = Prompt(doc["api"], doc["model"], segments, doc["settings"], doc["auto"], doc["text"], doc["source"],
                     doc["estimated"], [base64.b64decode(c) for c in doc["chain"]], doc["counts_only"])
-    return _Seen(prompt, doc["item"], doc["ts"], parts_of(prompt))
+    return _Seen(prompt, doc["item"], doc["ts"], frozenset(base64.b64decode(h) for h in doc["parts"]))
 
 
 # ---- the policies' entries and the scale's fits

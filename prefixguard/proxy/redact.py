@@ -16,6 +16,11 @@ from hashlib import blake2b
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from prefixguard.redaction import KEY_FORMATS, REDACTED, high_entropy, redact_random, redact_text
+
+__all__ = ["KEY_FORMATS", "REDACTED", "api_keys", "redact_body", "redact_fields", "redact_path", "redact_text",
+           "storable", "system_secrets", "tenant_of"]
+
 KEY_HEADERS = ("x-api-key", "api-key", "authorization", "x-goog-api-key")
 # Names that hold credentials (compared lowercase, '-' read as '_'). Body fields are a narrower set:
 # prompts legitimately carry "key", "token" or a thinking block's "signature".
@@ -26,24 +31,6 @@ SECRET_PARAMS = SECRET_FIELDS | {"key", "token", "auth", "sig", "signature", "se
 # A query parameter whose name holds one of these is a credential too (subscription-key, X-Amz-Credential,
 # sas_token, client_secret, ...): URL parameters are not prompts, so the net can be wide.
 SECRET_PARAM_PARTS = ("key", "token", "secret", "passw", "signature", "credential", "auth", "session")
-REDACTED = "[redacted]"
-# Credentials by their published formats, wherever they stand in a text.
-KEY_FORMATS = re.compile("|".join((
-    r"sk-ant-[A-Za-z0-9_-]{16,}",                          # Anthropic (sk-ant-api03-..., sk-ant-admin01-...)
-    r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",  # OpenAI (sk-proj-..., legacy sk-...)
-    r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",             # AWS access key ids
-    r"AIza[0-9A-Za-z_-]{35}",                              # Google API keys
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}",                       # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{22,}",                     # GitHub fine-grained tokens
-    r"\bxox[abposre]-[A-Za-z0-9-]{10,}",                   # Slack tokens
-    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs (header.payload.signature)
-    # a key cut short by an ellipsis (a diff's excerpt): its start is still the key's
-    r"(?:sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox[abposre]-|eyJ)[A-Za-z0-9_.-]*\u2026",
-    # ...or cut at its start: a long unbroken run of key characters right after the ellipsis
-    r"\u2026(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}",
-)))
-# Every KEY_FORMATS match starts with one of these (the regex's alternation tries each at every position)
-_KEY_PREFIXES = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "gh", "github_pat_", "xox", "eyJ", "\u2026")
 # A JSON escape that could spell a key's characters: the body must be read decoded to see it.
 _ESCAPES = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
 # Any of SECRET_FIELDS as a quoted string ('_' written '-' or '_', any case): a body without one has
@@ -86,17 +73,6 @@ def redact_path(path: str) -> str:
 def _secret_param(name: str) -> bool:
     lower = name.lower().replace("-", "_")
     return lower in SECRET_PARAMS or any(part in lower for part in SECRET_PARAM_PARTS)
-
-
-def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """text with every occurrence of each secret, and every key of a known format, replaced (a key
-    pasted anywhere in a prompt)."""
-    for secret in secrets:
-        if len(secret) >= 8:  # shorter strings are not keys, and replacing them would mangle text
-            text = text.replace(secret, REDACTED)
-    if not any(prefix in text for prefix in _KEY_PREFIXES):  # C-speed scans: a 60 MB body in ~0.2 s
-        return text
-    return KEY_FORMATS.sub(REDACTED, text)
 
 
 def _scrub(value: Any, secrets: list[str]) -> Any:
@@ -146,10 +122,29 @@ def storable(text: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# Fields that quote a changed value (a comparison's excerpt): a random-looking token there is a secret
+# more often than an id, and an id named there is only an example of the change.
+QUOTING_FIELDS = frozenset({"detail", "cause", "expected_reason", "error"})
+
+
 def redact_fields(record: Any, secrets: Iterable[str], fields: Iterable[str] = TEXT_FIELDS) -> None:
     """Every text field of a record (a dataclass) redacted and made storable, in place."""
     secrets = list(secrets)
     for name in fields:
         value = getattr(record, name)
         if isinstance(value, str):
-            setattr(record, name, storable(redact_text(value, secrets)))
+            value = redact_text(value, secrets)
+            if name in QUOTING_FIELDS:
+                value = redact_random(value)
+            setattr(record, name, storable(value))
+
+
+def system_secrets(prompt: Any) -> list[str]:
+    """The random-looking tokens of a request's system prompt (prefixguard/redaction.py: is_random_token):
+    a key or a password pasted there, often one that changes with every request, is kept nowhere.
+    Ids and digests there (hex, UUIDs, named ids) are left as sent."""
+    found: list[str] = []
+    for seg in prompt.segments:
+        if seg.level == "system":
+            found += high_entropy(prompt.text[seg.start:seg.end])
+    return list(dict.fromkeys(found))
