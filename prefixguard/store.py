@@ -86,7 +86,7 @@ class Record:
         u = self.usage
         return {
             "schema_version": SCHEMA_VERSION,   # the store's: a row's shape changes with it
-            "id": self.id, "ts": self.ts, "path": self.path, "api": self.api, "model": self.model,
+            "id": self.id, "ts": self.ts, "method": self.method, "path": self.path, "api": self.api, "model": self.model,
             "tenant": self.tenant, "request": request, "status": self.status,
             "usage": {"prompt_total": u.prompt_total, "cache_read": u.cache_read, "cache_write_5m": u.cache_write_5m,
                       "cache_write_1h": u.cache_write_1h, "uncached": u.uncached, "output": u.output,

@@ -38,7 +38,8 @@ from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.verdict import VerdictName
-from prefixguard.wire import InputError, detect_api
+from prefixguard.wire import analysable
+from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 from prefixguard.wire.gemini import is_cache_creation
 
 logger = logging.getLogger("prefixguard.proxy")
@@ -81,17 +82,9 @@ def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | Non
 
 
 def _analysed(req: http.Request) -> bool:
-    """A request the analysis reads: a POST to a path of an API shape it reads, or the creation of a
-    Gemini explicit cache (later requests that name it read its tokens)."""
-    if req.method != "POST":
-        return False
-    if is_cache_creation(req.path):
-        return True
-    try:
-        detect_api(None, req.path)
-    except InputError:
-        return False
-    return True
+    """A request the analysis reads: a POST to a path of an API shape it reads (or whose tail names one:
+    its body decides), or the creation of a Gemini explicit cache (later requests that name it read its tokens)."""
+    return analysable(req.method, req.path) or req.method == "POST" and is_cache_creation(req.path)
 
 
 def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
@@ -209,6 +202,7 @@ class PrefixGuard:
             route.apply(req)
         if not _analysed(req):
             req.stream = True
+            self._unanalysed(flow, NO_SHAPE)
             return
         size = req.headers.get("content-length", "")
         if not size.isdigit() or int(size) > STREAM_OVER:
@@ -231,6 +225,7 @@ class PrefixGuard:
                 logger.warning("prefixguard: analysis is behind by %d MB; new flows pass unanalysed",
                                worker.backlog >> 20)
             self._skipping = True
+            self._unanalysed(flow, NOT_ANALYSED + "the analysis was behind")
             return
         self._skipping = False
         seq = worker.submit("request", packed("request", id=flow.id, ts=self.clock(), sent=time.monotonic(),
@@ -292,6 +287,12 @@ class PrefixGuard:
         resp.ended_at = time.monotonic()
         resp.error = flow.error.msg if flow.error else "error"
         self._finish(resp)
+
+    def _unanalysed(self, flow: http.HTTPFlow, cause: str) -> None:
+        """Count a flow forwarded without analysis: the analysis stores and counts it by its endpoint."""
+        req = flow.request
+        self._start().submit("unanalysed", (flow.id, self.clock(), req.method, req.path,
+                                            (req.scheme, req.host, req.port), cause), b"", None, END_WAIT_S)
 
     def _finish(self, resp: Response, body: bytes | None = b"") -> None:
         """Hand the flow's end to the analysis."""

@@ -23,6 +23,7 @@ from prefixguard.session import Sessions
 from prefixguard.verdict import PrefixChange, VerdictName
 from prefixguard.stats import distribution, quantile
 from prefixguard.wire import parse_request
+from prefixguard.wire.routes import NOT_ANALYSED, template
 
 MAX_WINDOWS = 12
 MOVED = 1.5           # a median that grew by this factor "moved"
@@ -99,13 +100,18 @@ ESTIMATED = ("Token counts of prefixguard's own (predicted cached tokens, re-pre
 
 def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     """rows: capture rows in the export shape (prefixguard.store.Record.row), oldest first."""
+    unread = _unanalysed(rows)
+    # rows the proxy wrote when it forwarded a request unread (no response is awaited for them): named in
+    # the infrastructure step, no request of the analysis
+    rows = [r for r in rows if not (r.get("api") is None and r.get("status") is None
+                                    and str(r.get("cause") or "").startswith(NOT_ANALYSED))]
     if not rows:
         raise InputError("the capture holds no requests", source)
     t0 = rows[0].get("ts") or 0.0
     span = (rows[-1].get("ts") or 0.0) - t0
     windows = _windows(rows, t0, span)
     diag = Diagnosis(source, len(rows), span, windows, _split(windows), _inputs(rows, windows),
-                     _causes(rows), _infra(rows), _fields(rows), _points(rows))
+                     _causes(rows), _infra(rows, unread), _fields(rows), _points(rows))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
@@ -258,7 +264,14 @@ def _causes_finding(causes: list[Cause]) -> str:
             f"re-prefilled {top.reprefill_tokens:,} tokens (${top.cost_usd:,.4f}) in {top.requests} requests.")
 
 
-def _infra(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _unanalysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Forwarded requests the analysis did not read (no row of an agent's log), by method and endpoint."""
+    named = Counter((str(r.get("method") or "POST"), template(r.get("path") or "")) for r in rows
+                    if r.get("api") is None and not str(r.get("upstream") or "").startswith("import:"))
+    return [{"method": m, "path": path, "requests": n} for (m, path), n in named.most_common()]
+
+
+def _infra(rows: list[dict[str, Any]], unread: list[dict[str, Any]] = ()) -> dict[str, Any]:
     verdicts = Counter(r.get("verdict") for r in rows)
     errors = Counter(str(r.get("status") or "no response") for r in rows if not _ok(r))
     queued, median_hit = _queued(rows)
@@ -277,10 +290,14 @@ def _infra(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if errors:
         by_status = ", ".join(f"{k}: {v}" for k, v in errors.most_common())
         parts.append(f"{sum(errors.values())} failed requests ({by_status})")
+    if unread:
+        named = ", ".join(f"{u['method']} {u['path']} ({u['requests']})" for u in unread[:5])
+        parts.append(f"{sum(u['requests'] for u in unread)} forwarded requests not analysed: {named}"
+                     + (f" and {len(unread) - 5} more endpoints" if len(unread) > 5 else ""))
     return {"ttl_expired": verdicts["miss_ttl_expired"], "server_side": verdicts["miss_server_side"],
             "ttl_expired_tokens": lost["miss_ttl_expired"], "server_side_tokens": lost["miss_server_side"],
             "queued": len(queued), "queued_examples": [str(r.get("id")) for r in queued[:5]],
-            "median_hit_ttft_s": median_hit, "errors": dict(errors),
+            "median_hit_ttft_s": median_hit, "errors": dict(errors), "unanalysed": list(unread),
             "finding": "; ".join(parts) + "." if parts else "No infrastructure signal: no TTL expiry, server-side "
                                                             "miss, queueing or error."}
 

@@ -12,6 +12,7 @@ from prefixguard.contracts import provider_for
 from prefixguard.verdict import PrefixChange
 from prefixguard.store import Record
 from prefixguard.telemetry import names as n
+from prefixguard.wire.routes import template
 
 MISSES = ("miss_prefix_changed", "miss_ttl_expired", "miss_server_side")
 
@@ -49,6 +50,9 @@ class ProxyMetrics:
         self.ttft = histogram(n.TTFT, "Time to first token.", n.SECONDS)
         self.decode = histogram(n.DECODE_RATE, "Decode rate after the first token.", n.TOKENS_PER_SECOND)
         self.lag = histogram(n.ANALYSIS_LAG, "From a response's end to its analysis done.", n.SECONDS, ())
+        # method and endpoint (routes.template: no ids, no query): bounded by the endpoints an app calls
+        self.unanalysed_requests = counter(n.UNANALYSED, "Requests forwarded without analysis, by method and "
+                                           "endpoint.", ("method", "path"))
 
     def add(self, rec: Record, lag: float | None = None) -> None:
         provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
@@ -72,6 +76,9 @@ class ProxyMetrics:
             self.decode.labels(**base).observe(rec.decode_tps)
         if lag is not None:
             self.lag.observe(max(lag, 0.0))
+
+    def unanalysed(self, rec: Record) -> None:
+        self.unanalysed_requests.labels(method=rec.method, path=template(rec.path)).inc()
 
     def serve(self, host: str, port: int) -> Any:
         """/metrics on host:port from a daemon thread; returns the server (shutdown() stops it)."""

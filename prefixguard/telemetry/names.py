@@ -37,6 +37,7 @@ CACHE_WRITE_TOKENS = "cache_write_tokens"  # counter
 MISSES = "cache_misses"                  # counter, by cause
 REPREFILL_TOKENS = "reprefill_tokens"    # counter, by cause
 MISS_COST = "miss_cost_usd"              # counter
+UNANALYSED = "unanalysed_requests"       # counter, by method and endpoint: forwarded, not analysed
 TTFT = "time_to_first_token_seconds"     # histogram
 DECODE_RATE = "decode_tokens_per_second"  # histogram
 ANALYSIS_LAG = "analysis_lag_seconds"    # histogram: response end -> its analysis done

@@ -39,6 +39,16 @@ class Telemetry:
                     logger.warning("prefixguard: telemetry failed (%s: %s); going on", type(err).__name__, err)
                     self._warned = True
 
+    def unanalysed(self, rec: Record) -> None:
+        """A request forwarded without analysis: counted on /metrics by method and endpoint (no span)."""
+        if self.metrics is not None:
+            try:
+                self.metrics.unanalysed(rec)
+            except Exception as err:  # noqa: BLE001 - telemetry must not fail the analysis
+                if not self._warned:
+                    logger.warning("prefixguard: telemetry failed (%s: %s); going on", type(err).__name__, err)
+                    self._warned = True
+
     def close(self) -> None:
         if self.spans is not None:
             self.spans.close()

@@ -20,7 +20,7 @@ from prefixguard.fingerprint import chain
 from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
-from prefixguard.wire.detect import counts_only, detect, detect_api
+from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed
 from prefixguard.wire.segments import Builder
 
@@ -78,8 +78,8 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
         api = detect(root.value, path, headers)
-        routed = routes.route(path)
-        path_model = routed[1] if routed else None  # Bedrock, Vertex, Gemini: the model is in the path
+        routed = routes.route(path) or routes.tail(path)
+        path_model = routed[1] if routed else None  # Bedrock, Vertex, Gemini, Azure: the path names the model
         out = Builder(count_tokens, api, root.value.get("model") or path_model)
         try:
             prompt = ADAPTERS[api].request(root, out, headers)
@@ -91,8 +91,8 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         if source:
             raise type(err)(str(err), source) from None
         raise
-    if path_model:  # on the wire the path names the model (a body's own is not sent)
-        prompt.model = path_model
+    if path_model and not (api in (openai_chat.API, openai_responses.API) and prompt.model):
+        prompt.model = path_model  # on the wire the path names the model (a body's own is not sent; Azure: when none)
     prompt.text = text
     prompt.source = source
     prompt.tokens_estimated = out.estimated
@@ -330,4 +330,4 @@ class UsageStream:
         return self._mod.usage(self._raw)
 
 
-__all__ = ["APIS", "InputError", "UsageStream", "detect_api", "parse_diagnosis", "parse_request", "parse_response"]
+__all__ = ["APIS", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis", "parse_request", "parse_response"]

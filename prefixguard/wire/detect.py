@@ -1,5 +1,6 @@
-"""Which API shape a request is: from its URL path when that names one (routes.py), else from its body's
-fields. Bodies that are no generation request (a response, a count, a cache creation) are NotARequest,
+"""Which API shape a request is: from its URL path when that names one (routes.py); from a path whose
+tail names one (any prefix or version: gateways, Azure, OpenAI-compatible servers) when the body has that
+shape's fields; else from its body's fields. Bodies that are no generation request (a response, a count, a cache creation) are NotARequest,
 so lint skips them with a warning instead of failing."""
 from __future__ import annotations
 
@@ -28,11 +29,21 @@ _BEDROCK_KEYS = {"modelId", "inferenceConfig", "toolConfig", "additionalModelReq
 _COUNT_PATH = re.compile(r"/(count_tokens|input_tokens)/?$")
 
 
+def analysable(method: str, path: str | None) -> bool:
+    """Whether a request may be one the analysis reads, from its method and path alone (before its
+    body arrives): a POST to a path that names a shape, or whose tail does (its body decides)."""
+    return method == "POST" and bool(routes.route(path) or routes.tail(path))
+
+
 def detect_api(body: dict | None, path: str | None = None) -> str:
-    """The API shape: from the URL path when it names one (any prefix before /v1), else from the body."""
+    """The API shape: from the URL path when it names one (any prefix before /v1), from its tail when
+    the body fits that shape, else from the body."""
     api = _api_of_path(path)
     if api:
         return api
+    candidate = routes.tail(path)
+    if candidate:
+        return _fitting(candidate[0], body, path)
     if gemini.is_cache_creation(path):
         raise NotARequest("a Gemini cachedContents creation (an explicit cache, not a generation)")
     if not isinstance(body, dict):
@@ -49,6 +60,23 @@ def detect_api(body: dict | None, path: str | None = None) -> str:
     if "input" in body or "instructions" in body:
         return openai_responses.API
     raise NotARequest(f"unknown API shape: no 'messages', 'input' or 'contents' ({routes.known_shapes()})")
+
+
+def _fitting(api: str, body: Any, path: str | None) -> str:
+    """`api` when the body has that shape's fields (a path's tail alone is no proof: an app's own
+    /messages endpoint is no Anthropic one); NotARequest naming the endpoint otherwise."""
+    if isinstance(body, dict) and not _foreign(body):
+        messages = body.get("messages")
+        chat = isinstance(messages, list) and all(isinstance(m, dict) and "role" in m for m in messages) \
+            and bool(messages) and "contents" not in body
+        if api == openai_chat.API and chat:
+            return api
+        if api == anthropic.API and chat and ("max_tokens" in body or _anthropic_score(body) > 0):
+            return api
+        if api == openai_responses.API and ("input" in body or "instructions" in body) and "messages" not in body:
+            return api
+    endpoint = routes.template(path or "")
+    raise NotARequest(f"POST {endpoint} ends like {api}, but its body is not one ({routes.known_shapes()})")
 
 
 def _converse_blocks(body: dict[str, Any]) -> bool:
@@ -119,6 +147,7 @@ def _anthropic_score(body: dict[str, Any]) -> int:
 
 def detect(body: dict[str, Any], path: str | None, headers: Mapping[str, str] | None) -> str:
     """A request's API shape: the path first, then the anthropic-version header every Anthropic client sends, then the body."""
-    if not _api_of_path(path) and headers and any(k.lower() == "anthropic-version" for k in headers):
+    if not _api_of_path(path) and not routes.tail(path) and headers and any(
+            k.lower() == "anthropic-version" for k in headers):
         return anthropic.API
     return detect_api(body, path)
