@@ -1,5 +1,8 @@
 """Plain text for terminals: bold and colour only on a terminal (unless NO_COLOR is set), plain in a pipe
-or a CI log; columns aligned without a rendering library (rich takes ~30 ms to import)."""
+or a CI log; columns aligned without a rendering library (rich takes ~30 ms to import); and `printable`,
+which every text printer applies to what it did not write itself (a model name, a path, an excerpt of a
+prompt): a terminal acts on control characters (ESC and CSI sequences, OSC titles and links, BEL, BS, CR
+overwriting a line), so none reaches it raw."""
 from __future__ import annotations
 
 import os
@@ -7,6 +10,24 @@ import sys
 from collections.abc import Sequence
 
 BOLD, RED, GREEN, YELLOW = 0, 31, 32, 33
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+# C0 controls, DEL, C1 controls, and the invisible marks that reorder or hide text on screen (bidi
+# overrides and isolates, zero-width characters, the line and paragraph separators)
+_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029,
+             *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]
+_ESCAPES = str.maketrans({chr(c): _NAMED.get(chr(c), f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+                          for c in _CONTROLS})
+_ESCAPES_WITH_BACKSLASH = {**_ESCAPES, ord("\\"): "\\\\"}
+
+
+def printable(text: str, *, backslash: bool = False) -> str:
+    """text with every control character written as an escape (ESC as \\x1b, CR as \\r, U+202E as
+    \\u202e): one line, shown as sent, acted on by no terminal. backslash: escape '\\' too, so that an
+    escape written by the text itself cannot pass for one of ours (for text that must read back exactly)."""
+    if text.isprintable() and (not backslash or "\\" not in text):  # the common case: one C-speed scan
+        return text
+    return text.translate(_ESCAPES_WITH_BACKSLASH if backslash else _ESCAPES)
 
 
 def strong(text: str, colour: int = BOLD) -> str:

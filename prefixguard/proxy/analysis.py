@@ -26,7 +26,9 @@ from prefixguard.policy import CachePolicy, Expected, answered, predicted
 from prefixguard.prompt import Prompt
 from prefixguard import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
-from prefixguard.proxy.redact import api_keys, redact_body, redact_fields, redact_path, redact_text, storable, tenant_of
+from prefixguard.proxy.redact import (api_keys, redact_body, redact_fields, redact_path, redact_text, storable,
+                                      system_secrets, tenant_of)
+from prefixguard.styled import printable
 from prefixguard.proxy.tap import read_stream
 from prefixguard.state import State, open_index
 from prefixguard.store import Record, open_capture
@@ -254,6 +256,7 @@ class Analyzer:
                 flow.skip = f"not analysed: too large ({why})"
             return None
         flow.prompt = prompt
+        flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
             match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
@@ -364,5 +367,5 @@ class Analyzer:
         elif self.telemetry is not None:   # forwarded, not analysed: counted by its endpoint
             self.telemetry.unanalysed(rec)
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
-            return f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}"
-        return _line(rec) if prompt is not None else None
+            return printable(f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}")
+        return printable(_line(rec)) if prompt is not None else None  # a model name may hold an escape sequence
