@@ -20,7 +20,7 @@ from prefixguard.errors import InputError
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
-from prefixguard.verdict import PrefixChange, VerdictName
+from prefixguard.verdict import PrefixChange, VerdictName, judge_pair, of_row
 from prefixguard.stats import distribution, quantile
 from prefixguard.wire import parse_request
 from prefixguard.wire.routes import NOT_ANALYSED, template
@@ -223,31 +223,40 @@ def _prompt(row: dict[str, Any]) -> Prompt | None:
 
 
 def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
-    """Each request against the best earlier one of its tenant, as the proxy compares them (the core's
-    session model), counting the breaks that cost something."""
+    """The breaks by cause, counted as each row was judged (its stored verdict, re-prefilled tokens and
+    cost); a row nobody judged (a recorded session: no verdict, no usage) is judged here by the same
+    rule (prefixguard.verdict.judge_pair) against the best earlier request of its tenant (the core's
+    session model), and so is what a miss was stored without (its cause, its tokens). Each cause's example is its first break with a body, as compared here."""
     sessions = Sessions(keep=KEEP_PER_TENANT)
     causes: dict[str, Cause] = {}
     for row in rows:
         prompt = _prompt(row)
-        if prompt is None:  # stored without its body: the cause the proxy found, if it was a break
-            changed = row.get("verdict") == VerdictName.MISS_PREFIX_CHANGED
-            stored = next(iter(PrefixChange.parse(row.get("cause")).causes), None) if changed else None
-            if stored:
-                cause = causes.setdefault(stored, Cause(stored))
-                cause.requests += 1
-                cause.reprefill_tokens += row.get("reprefill_tokens") or 0   # as counted when it was stored
-                cause.cost_usd += row.get("cost_usd") or 0.0
+        match = None
+        if prompt is not None:
+            ts = row.get("ts")
+            match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)
+        judged = of_row(row)
+        whole = judged is not None and (judged.verdict != VerdictName.MISS_PREFIX_CHANGED or (
+            row.get("cause") and row.get("reprefill_tokens") is not None))
+        if not whole and match is not None and match.prompt is not None:
+            # no verdict, or a miss stored without its cause or tokens: what is missing is judged here
+            then, now = match.earlier.get("ts"), row.get("ts")
+            elapsed = now - then if isinstance(now, (int, float)) and isinstance(then, (int, float)) else None
+            here = judge_pair(match.prompt, prompt, elapsed, match.comparison)[0]
+            judged = here if judged is None else judged._replace(
+                cause=row.get("cause") or here.cause, reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
+                cost_usd=row.get("cost_usd") or here.cost_usd)
+        if judged is None or judged.verdict != VerdictName.MISS_PREFIX_CHANGED:
             continue
-        ts = row.get("ts")
-        match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)
-        cmp = match.comparison
-        if not match.broken or cmp.reprefill_tokens <= 0:
+        name = next(iter(PrefixChange.parse(judged.cause).causes), None)
+        if not name:
             continue
-        cause = causes.setdefault(cmp.causes[0], Cause(cmp.causes[0]))
+        cause = causes.setdefault(name, Cause(name))
         cause.requests += 1
-        cause.reprefill_tokens += cmp.reprefill_tokens
-        cause.cost_usd += cmp.cost_usd
-        if cause.example is None:
+        cause.reprefill_tokens += judged.reprefill_tokens
+        cause.cost_usd += judged.cost_usd
+        cmp = match.comparison if match is not None and match.broken else None
+        if cause.example is None and cmp is not None and name in cmp.causes:
             d = cmp.divergence
             cause.example = {"request": str(row.get("id")), "earlier": str(match.earlier.get("id")),
                              "pointer": d.pointer if d else None, "byte_offset": d.byte_offset if d else None,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from prefixguard.causes import CAUSES, generic_fix
 from prefixguard.contracts import model_contract
 from prefixguard.usage import USAGE_FIELDS, Usage
+from prefixguard.verdict import of_row
 
 if TYPE_CHECKING:
     from prefixguard.report.diagnose import Diagnosis
@@ -67,8 +68,11 @@ def listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dic
         body = r.get("request")
         # compact: indented, json.dumps runs in Python at ~10x the time; the HTML page indents what it shows
         text = json.dumps(body, ensure_ascii=False) if isinstance(body, dict) else body
+        judged = of_row(r)
         out[rid] = {"ts": r.get("ts"), "t": (r.get("ts") or t0) - t0, "model": r.get("model"),
-                    "verdict": r.get("verdict"), "source": r.get("path"),
+                    "verdict": r.get("verdict"), "cause": r.get("cause"), "source": r.get("path"),
+                    "reused_tokens": judged.reused_tokens if judged else None,
+                    "reprefill_tokens": judged.reprefill_tokens if judged else None,
                     "body": text if text is None or len(text) <= MAX_LISTED_BODY else
                     text[:MAX_LISTED_BODY] + f"\n... ({len(text):,} characters, cut)"}
     return out
