@@ -22,7 +22,6 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 
@@ -275,12 +274,10 @@ def redact_random(text: str) -> str:
 
 # ---- URLs shown
 
-def url_for_display(url: str) -> str:
-    """A URL without its userinfo (user and password), for console lines; other text as given."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return redact_shapes(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+_USERINFO_PART = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def url_for_display(text: str) -> str:
+    """A URL (or `PREFIX=URL`, or any text) with the userinfo (user and password) of each URL in it
+    removed, for console lines."""
+    return _USERINFO_PART.sub("", text) if "@" in text else text

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from prefixguard.redaction import url_for_display
+
 from prefixguard.errors import InputError
 from prefixguard.policy import CachePolicy, Policies
 from prefixguard.prompt import Prompt
@@ -20,7 +22,7 @@ def open_index(url: str) -> Any:
     fleets, or a test, on one Redis). InputError for another kind of URL, or when the fleet extra is
     not installed."""
     if not url.startswith(INDEX_SCHEMES):
-        raise InputError(f"--index {url!r}: expected a redis:// URL")
+        raise InputError(f"--index {url_for_display(url)!r}: expected a redis:// URL")
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     prefix = next((v for k, v in query if k == "prefix"), "prefixguard:")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import Parser, int_range, output_format, policy_option
+from prefixguard.cli.options import Parser, compatible_options, int_range, output_format, policy_option
 from prefixguard.errors import InputError
 
 
@@ -22,6 +22,7 @@ def build(p: Parser) -> None:
     p.add_argument("--no-bodies", action="store_true", help="Store fingerprints and token counts only, no request bodies.")
     p.add_argument("--no-headers", action="store_true", help="Do not add x-prefixguard-* headers to responses.")
     policy_option(p, "auto")
+    compatible_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="No console line per request.")
     p.add_argument("--ask-diagnostics", action="store_true",
                    help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
@@ -74,9 +75,12 @@ def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: 
 
     _console_log()
     from prefixguard import prices
+    from prefixguard.redaction import url_for_display
+    from prefixguard.styled import printable
 
     def listening(real_port: int) -> None:
-        print(f"prefixguard proxy listening on http://{host}:{real_port} -> {', '.join(upstreams)}", file=sys.stderr)
+        shown = ", ".join(printable(url_for_display(u)) for u in upstreams)  # never an upstream's password
+        print(f"prefixguard proxy listening on http://{host}:{real_port} -> {shown}", file=sys.stderr)
         print(f"prefixguard costs at list prices: {prices.summary()}", file=sys.stderr, flush=True)
 
     try:
