@@ -15,11 +15,12 @@ behind by more than MAX_BACKLOG bytes, new flows pass unanalysed. The console li
 printed by the worker (or handed to the `console` given to PrefixGuard).
 
 Response headers (unless prefixguard_headers is off) carry what is known when the response headers
-arrive, without waiting: x-prefixguard-verdict (the request-side verdict, see verdict.py: "pending"
-when the analysis has not finished yet, as for answers faster than REQUEST_WAIT_S; "unknown" when the
-request could not be analysed),
-x-prefixguard-cause, x-prefixguard-expected-cached (tokens, in the provider's tokens as far as known).
-The final verdict, which needs the reported usage, goes to the console line and the store.
+arrive, without waiting: x-prefixguard-verdict (verdict.judge without a usage: the verdict the request
+gets when its provider reports what its contract predicts, the stored one then; "pending" when the
+analysis has not finished yet, as for answers faster than REQUEST_WAIT_S; "unknown" when the request
+could not be analysed), x-prefixguard-cause, x-prefixguard-expected-cached (the tokens it reuses, in the
+provider's tokens as far as known), x-prefixguard-reprefill-tokens (what a change makes it prefill
+again, when it does). The verdict with the reported usage goes to the console line and the store.
 """
 from __future__ import annotations
 
@@ -101,6 +102,8 @@ def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -
             pairs.append(("x-prefixguard-cause", early.cause))
         if early.expected_cached is not None:
             pairs.append(("x-prefixguard-expected-cached", str(early.expected_cached)))
+        if early.reprefill_tokens:
+            pairs.append(("x-prefixguard-reprefill-tokens", str(early.reprefill_tokens)))
     if any(name[:14].lower() == b"x-prefixguard-" for name, _ in headers.fields):
         for name, value in pairs:
             headers[name] = value
