@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from prefixguard.errors import InputError
+from prefixguard.errors import InputError, NotARequest
 from prefixguard.fingerprint import common_prefix
 from prefixguard.prompt import LEVELS
-from prefixguard.wire import detect_api, jsonspan, parse_request
+from prefixguard.wire import analysable, detect_api, jsonspan, parse_request, routes
 
 RECORDED = ("pydantic-ai", "openllmetry")
 
@@ -278,6 +278,54 @@ def test_detect_api_from_path_then_body():
         detect_api({"prompt": "hi"})
     with pytest.raises(InputError):
         detect_api(None)
+
+
+# Endpoints outside /v1/ that real clients call (issue 27): the path's tail names the shape, the body confirms it.
+TAIL_PATHS = [
+    ("/api/coding/paas/v4/chat/completions", "openai-chat"),                         # z.ai GLM coding plan
+    ("/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21", "openai-chat"),   # Azure
+    ("/openai/deployments/gpt-5-mini/responses?api-version=2025-04-01-preview", "openai-responses"),
+    ("/v1/0123456789abcdef0123456789abcdef/team-gw/openai/chat/completions", "openai-chat"),  # Cloudflare
+    ("/compatible-mode/v3/chat/completions", "openai-chat"),
+    ("/proxy/anthropic/messages", "anthropic"),
+]
+CHAT_BODY = {"model": "glm-4.6", "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]}
+BODIES = {"openai-chat": CHAT_BODY, "openai-responses": {"model": "gpt-5-mini", "input": "hi", "instructions": "Be terse."},
+          "anthropic": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}}
+
+
+@pytest.mark.parametrize(("path", "api"), TAIL_PATHS)
+def test_a_known_shape_is_read_on_any_path_whose_tail_names_it(path, api):
+    assert analysable("POST", path) and not analysable("GET", path)
+    prompt = parse_request(json.dumps(BODIES[api]), path=path)
+    assert prompt.api == api and prompt.segments
+
+
+def test_azure_names_the_model_by_its_deployment_when_the_body_does_not():
+    body = json.dumps({"messages": CHAT_BODY["messages"]})
+    assert parse_request(body, path=TAIL_PATHS[1][0]).model == "gpt-4o-prod"
+    assert parse_request(json.dumps(CHAT_BODY), path=TAIL_PATHS[1][0]).model == "glm-4.6"
+
+
+@pytest.mark.parametrize("body", [{"text": "lunch at noon?", "author": 7}, {"messages": []}, {"messages": "hi"},
+                                  {"messages": [{"role": "user", "content": "hi"}]}, [1, 2]])
+def test_a_tail_alone_is_no_proof(body):
+    """An app's own /messages endpoint (no max_tokens, nothing only Anthropic sends) is not read as one."""
+    with pytest.raises(NotARequest, match=r"POST /api/rooms/\{id\}/messages ends like anthropic, but its body is not one"):
+        detect_api(body, "/api/rooms/7f3a9c2e11/messages")
+
+
+def test_paths_of_no_shape_are_not_analysable_and_templates_hide_ids_and_queries():
+    for path in ("/v1/embeddings", "/v1/models", "/v1/messages/count_tokens", "/v1/messages/batches", "/health"):
+        assert not analysable("POST", path)
+    assert routes.template("/v1/embeddings?key=AIzaSy-secret") == "/v1/embeddings"
+    assert routes.template("/openai/deployments/prod-east/chat/completions?api-version=1") == \
+        "/openai/deployments/{deployment}/chat/completions"
+    assert routes.template("/v1/0123456789abcdef0123456789abcdef/gw/anthropic/v1/messages") == \
+        "/v1/{id}/gw/anthropic/v1/messages"
+    assert routes.template("/v1/files/file-Abc123XyZ789/content") == "/v1/files/{file}/content"
+    assert routes.template("/key/sk-ant-api03-abc123def456/v1/x") == "/key/{id}/v1/x"
+    assert routes.template("/v1beta/models/gemini-2.5-flash:generateContent") == "/v1beta/models/{model}:generateContent"
 
 
 BAD_INPUTS = [
