@@ -1,6 +1,8 @@
 """Output formats of `prefixguard lint`: text, concise, json, github (and sarif, in sarif.py).
 
-Every format is a function (findings, context) -> str, so the command picks one by name.
+Every format is a function (findings, context) -> str, so the command picks one by name. What a finding
+quotes of the linted files (a path, a message, a line of the file) is shown with its secrets redacted and
+its control characters escaped (`shown`): lint output lands in terminals and CI logs.
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixguard.lint.finding import Finding
+from prefixguard.redaction import redact_text
+from prefixguard.styled import printable
 
 JSON_SCHEMA_VERSION = 1   # bump when a field of the json format changes meaning or goes away
 
@@ -29,22 +33,40 @@ class Run:
 Formatter = Callable[[list[Finding], Run], str]
 
 
+def shown(text: str) -> str:
+    """Text from the linted files as printed: secrets redacted, control characters escaped."""
+    return printable(redact_text(text))
+
+
+def _location(f: Finding) -> str:
+    return f"{shown(f.path)}:{f.line}:{f.column}: {f.code} [{f.name}] {shown(f.message)}"
+
+
 def concise(findings: list[Finding], run: Run) -> str:
-    return "\n".join(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.name}] {f.message}" for f in findings)
+    return "\n".join(_location(f) for f in findings)
+
+
+def _snippet(excerpt: str, caret: int, width: int) -> tuple[str, int, int]:
+    """The excerpt as shown, the caret moved with what redaction and escaping did before and under it."""
+    before, under = shown(excerpt[:caret]), shown(excerpt[caret:caret + width])
+    whole = shown(excerpt)
+    if not whole.startswith(before):  # a secret across the caret: point at where it starts
+        return whole, min(len(before), len(whole)), 1
+    return whole, len(before), max(1, min(len(under), len(whole) - len(before)))
 
 
 def text(findings: list[Finding], run: Run) -> str:
     """Like ruff's full output: the location line, the source line with a caret, the fix."""
     blocks = []
     for f in findings:
-        lines = [f"{f.path}:{f.line}:{f.column}: {f.code} [{f.name}] {f.message}"]
+        lines = [_location(f)]
         if f.snippet is not None:
-            excerpt, caret, width = f.snippet
+            excerpt, caret, width = _snippet(*f.snippet)
             gutter = " " * len(str(f.line))
             lines += [f"{gutter} |", f"{f.line} | {excerpt}", f"{gutter} | {' ' * caret}{'^' * width} {f.severity}"]
-            lines.append(f"{gutter} = fix: {f.fix}")
+            lines.append(f"{gutter} = fix: {shown(f.fix)}")
         else:
-            lines.append(f"  = fix: {f.fix}")
+            lines.append(f"  = fix: {shown(f.fix)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -71,7 +93,8 @@ def summary(findings: list[Finding], run: Run) -> str:
 def as_dict(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "name": f.name, "severity": f.severity, "path": f.path, "pointer": f.pointer,
             "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
-            "record": f.record, "message": f.message, "fix": f.fix, "fingerprint": f.fingerprint,
+            "record": f.record, "message": redact_text(f.message), "fix": redact_text(f.fix),
+            "fingerprint": f.fingerprint,
             "data": dict(f.data)}
 
 
@@ -87,7 +110,7 @@ GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return shown(s).replace("%", "%25")  # shown: no CR or LF is left to escape as %0D / %0A
 
 
 def _escape_property(s: str) -> str:
