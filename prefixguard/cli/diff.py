@@ -12,11 +12,11 @@ from prefixguard import tokens
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
-from prefixguard.cli.options import Parser, output_format
+from prefixguard.cli.options import Parser, compatible_options, output_format
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError, read_input
 from prefixguard.schemas import versioned
-from prefixguard.styled import GREEN, RED, strong
+from prefixguard.styled import GREEN, RED, printable, strong
 from prefixguard.prompt import Prompt
 from prefixguard.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import MAX_BYTES, parse_request
@@ -27,6 +27,7 @@ def build(p: Parser) -> None:
     p.add_argument("a", metavar="A.json", type=Path)
     p.add_argument("b", metavar="B.json", type=Path)
     output_format(p, help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
+    compatible_options(p)
     p.add_argument("--no-tokens", action="store_true",
                    help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 
@@ -73,10 +74,21 @@ def tokenizer_name(result: Comparison, model: str | None = None) -> str:
     return "estimate" if result.tokens_estimated else tokens.encoding_name(model)  # the model's own encoding
 
 
+def _shown(text: str) -> str:
+    """What the compared files say, as printed: secrets redacted, control characters escaped."""
+    from prefixguard.redaction import redact_text
+
+    return printable(redact_text(text))
+
+
 def render_text(r: Comparison, v: Verdict, a: Prompt, b: Prompt) -> str:
     """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
+    r = r._replace(detail=_shown(r.detail), before=_shown(r.before), after=_shown(r.after), fix=_shown(r.fix),
+                   setting=r.setting and _shown(r.setting), model=r.model and _shown(r.model),
+                   extra=[_shown(x) for x in r.extra],
+                   divergence=r.divergence and r.divergence._replace(pointer=_shown(r.divergence.pointer)))
     counted = ("estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
-               else f"counted with {tokenizer_name(r, b.model)}")
+               else f"counted with {printable(tokenizer_name(r, b.model))}")
     total = b.total_tokens
     if v.verdict is not VerdictName.MISS_PREFIX_CHANGED:
         how = "whole" if not r.broken else "as far as it was cached"
