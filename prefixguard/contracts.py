@@ -27,13 +27,15 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
         for name, table in tables.items():
             if any(bare_host == h or bare_host.endswith("." + h) for h in table.get("hosts", ())):
                 return name
-    maker = model.partition("/")[0].lower() if model and "/" in model else None
+    # A gateway's ids are lowercase (OpenRouter: qwen/qwen3-coder); one with capitals is a model repository's
+    # name (Hugging Face: Qwen/Qwen3-0.6B, mistralai/Mistral-7B-Instruct-v0.3), served by whoever runs it.
+    maker = model.partition("/")[0] if model and "/" in model and model == model.lower() else None
     if maker:
         for name, table in tables.items():
             if maker in table.get("gateway_makers", ()) and not any(
                     _same_family(model, excluded) for excluded in table.get("gateway_excluded", ())):
                 return name
-    if model:
+    if model and "/" not in model:   # a provider's own API names its models without an owner
         for name, table in tables.items():
             if api in table.get("apis", ()) and table.get("hosts") and _known(table, model):
                 return name
@@ -121,12 +123,19 @@ def server_defaults(server: str) -> Compatible:
                       f"{server} defaults ({row['source']}, read {row['read']})")
 
 
+@cache
+def default_compatible() -> Compatible:
+    """The compatible contract's settings as rules/providers.toml gives them (before any configure)."""
+    return compatible_settings()
+
+
 def configure_compatible(settings: Compatible) -> None:
     """Judge `compatible` requests by these settings from now on, in this process (a command's flags or
     [tool.prefixguard] keys). Policies made before keep the settings they were made with."""
     if settings.block_tokens < 1 or settings.min_tokens < 0:
         raise InputError(f"block size must be at least 1 and minimum at least 0, got {settings.block_tokens} "
                          f"and {settings.min_tokens}")
+    default_compatible()   # read before the first change
     table = providers()["compatible"]
     table.update(block_tokens=settings.block_tokens, token_step=settings.block_tokens,
                  min_cacheable_tokens=settings.min_tokens, prefix_caching=settings.prefix_caching,

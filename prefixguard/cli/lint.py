@@ -12,7 +12,7 @@ from pathlib import Path
 from prefixguard import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
-from prefixguard.cli.options import Parser, output_format
+from prefixguard.cli.options import Parser, compatible_options, output_format
 from prefixguard.errors import InputError, check_regular_file, check_writable
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
@@ -39,6 +39,7 @@ def build(p: Parser) -> None:
     p.command(lint)
     p.add_argument("paths", nargs="+", metavar="PATH")
     output_format(p, list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
+    compatible_options(p)
     p.add_argument("--output-file", type=Path, help="Write the report to this file instead of standard output.")
     for name, help in (("--select", "Rules to run (codes, code prefixes or names; comma-separated)."),
                        ("--extend-select", "Rules to run on top of the selection."),

@@ -102,6 +102,39 @@ def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = P
         old_name(p, *old, dest="policy", choices=choices)
 
 
+class _CompatibleSetting(argparse.Action):
+    """One setting of the compatible contract, applied as it is parsed (prefixguard/serving.py keeps the
+    command line's layer over [tool.prefixguard]'s): nothing reaches the command's keyword arguments."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, key: str, const: Any = None, **kw: Any) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, default=argparse.SUPPRESS, const=const, **kw)
+        self.key = key
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from prefixguard import serving
+
+        serving.apply(flags={self.key: self.const if self.nargs == 0 else values})
+
+
+def compatible_options(p: argparse.ArgumentParser) -> None:
+    """--server, --block-size, --min-prefix, --no-prefix-caching: how a server one runs (the compatible
+    contract) reuses prefixes, the same in proxy, replay, lint and diff."""
+    from prefixguard import serving
+
+    serving.reset()   # a command starts from the rules' defaults (tests run many commands in one process)
+    g = p.add_argument_group("self-hosted servers (the compatible contract)")
+    g.add_argument("--server", action=_CompatibleSetting, key="server", metavar="NAME|URL",
+                   help="the server's defaults (vllm, sglang, engine), or its URL to read them from "
+                        "(vLLM's /metrics, SGLang's /get_server_info)")
+    g.add_argument("--block-size", action=_CompatibleSetting, key="block-size", type=int_range(1), metavar="N",
+                   help="tokens per KV block (page): reads are whole blocks")
+    g.add_argument("--min-prefix", action=_CompatibleSetting, key="min-prefix", type=int_range(0), metavar="N",
+                   help="no read below this many tokens")
+    g.add_argument("--no-prefix-caching", action=_CompatibleSetting, key="prefix-caching", nargs=0, const=False,
+                   help="the server reuses no prefix (a hybrid Mamba / sliding-window model): reads of 0 are no misses")
+
+
 def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """A whole number within [low, high] (either end open when None)."""
     def parse(text: str) -> int:

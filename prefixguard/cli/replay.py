@@ -7,7 +7,8 @@ from contextlib import nullcontext
 from typing import Any
 
 from prefixguard.cli.exits import UsageError, fail
-from prefixguard.cli.options import POLICY_HELP, Parser, int_range, old_name, output_format, policy_option, positive_float
+from prefixguard.cli.options import (POLICY_HELP, Parser, compatible_options, int_range, old_name, output_format,
+                                     policy_option, positive_float)
 from prefixguard.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
 
@@ -47,6 +48,7 @@ def build(p: Parser) -> None:
     p.add_argument("--output-file", dest="out", help="Write per-request results (.json, or .db for SQLite).")
     old_name(p, "--out", dest="out")
     output_format(p)
+    compatible_options(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                    help="Progress bar (only on a terminal).")
 

@@ -9,6 +9,10 @@
     per-file-ignores = { "tests/fixtures/*.json" = ["below-minimum"] }
     extra-volatile-patterns = { order-number = 'ORD-\\d{8}' }
     fail-on = "warning"                # lowest severity that makes lint exit 1 (error | warning | info)
+    block-size = 16                    # a server one runs (the compatible contract): tokens per KV block,
+    min-prefix = 0                     # its minimum, whether it caches prefixes at all, or a server's
+    prefix-caching = true              # name or URL to take them from (server = "vllm"; see serving.py);
+    server = "http://127.0.0.1:8000"   # the command line's --block-size ... go on top
 
 Selection is resolved like ruff's: each layer (the file, then the command line) may replace the
 selection (select), add to it (extend-select) and remove from it (ignore), in that order.
@@ -23,9 +27,12 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from prefixguard.errors import InputError, describe, read_text_input
+from prefixguard import serving
 from prefixguard.lint import catalog
 
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
+# and the compatible contract's settings (a server one runs: block-size, min-prefix ...), read by serving.py
+KEYS |= set(serving.KEYS)
 
 
 class Layer(NamedTuple):
@@ -119,6 +126,7 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
     if unknown:
         raise InputError(f"[tool.prefixguard] unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KEYS))})",
                          where)
+    serving.apply(file=serving.layer_from_table(table, where))   # the command line's flags stay on top
     file_layer = Layer(_opt_list(table, "select", where), tuple(_list(table, "extend-select", where)),
                        tuple(_list(table, "ignore", where)))
     try:
