@@ -125,3 +125,21 @@ def test_diff_reads_whole_blocks_of_the_server_it_is_told(tmp_path: Path, vllm: 
     blocks = diff_json(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--server", vllm)["reused_tokens"]
     assert anyprefix % 32 and blocks == anyprefix // 32 * 32
     assert diff_json(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--no-prefix-caching")["reused_tokens"] == 0
+
+
+def test_the_proxy_worker_process_gets_the_flags_settings(tmp_path: Path) -> None:
+    """The proxy's analysis runs in another process, made by a pickled factory: it carries the settings."""
+    import pickle
+    import subprocess
+    import sys
+
+    from prefixguard.cli.proxy import _analyzer_factory
+
+    serving.apply(flags={"server": "vllm", "min-prefix": 48})
+    factory = tmp_path / "factory.pickle"
+    factory.write_bytes(pickle.dumps(_analyzer_factory()))
+    code = ("import pickle, sys; from prefixguard.contracts import compatible_settings\n"
+            f"pickle.loads(open({str(factory)!r}, 'rb').read())(store=None).close()\n"
+            "print(tuple(compatible_settings()[:3]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "(16, 48, True)", out.stderr

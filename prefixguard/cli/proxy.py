@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, compatible_options, int_range, output_format, policy_option
@@ -84,13 +85,33 @@ def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: 
         print(f"prefixguard costs at list prices: {prices.summary()}", file=sys.stderr, flush=True)
 
     try:
-        serve(list(upstreams), host=host, port=port, addon=PrefixGuard(), settings=settings, on_listen=listening)
+        serve(list(upstreams), host=host, port=port, addon=PrefixGuard(analyzer=_analyzer_factory()), settings=settings,
+              on_listen=listening)
     except KeyboardInterrupt:
         pass
     except InputError as err:
         fail(str(err))
     except OSError as err:
         fail(str(err), code=1)
+
+
+def _analyzer_factory() -> Any:
+    """The worker process's Analyzer, under the compatible settings this command was given (its flags):
+    a picklable callable, as the worker is another process."""
+    from functools import partial
+
+    from prefixguard.contracts import compatible_settings
+
+    return partial(configured_analyzer, compatible_settings())
+
+
+def configured_analyzer(compatible: Any, **settings: Any) -> Any:
+    """An Analyzer that judges `compatible` requests by these settings (in the worker process)."""
+    from prefixguard.contracts import configure_compatible
+    from prefixguard.proxy.analysis import Analyzer
+
+    configure_compatible(compatible)
+    return Analyzer(**settings)
 
 
 def _check_telemetry(endpoint: str) -> None:
