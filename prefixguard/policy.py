@@ -278,8 +278,13 @@ class PrefixPolicy(CachePolicy):
             same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
             reached += output.tokens if same else min(ours, output.tokens)
         elif self.unit_roles:  # whole units only: back to the last unit end inside the match
+            # (a message end of the unit roles, or a common prefix an earlier request made a unit)
             ends = [i for i in _message_ends(prompt, self.unit_roles) if i < n_alive]
-            reached = cum[ends[-1]] if ends else 0
+            shared = n_alive > 0 and self._get((*owner, b"u" + chain[n_alive - 1])) is not None
+            last = n_alive - 1 if shared else (ends[-1] if ends else -1)
+            reached = cum[last] if last >= 0 else 0
+            if commit and n_alive and not shared:  # this common prefix becomes a unit for later requests
+                self._put((*owner, b"u" + chain[n_alive - 1]), now)
         elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
@@ -376,6 +381,8 @@ class PrefixPolicy(CachePolicy):
         keys = [(*owner, fp) for fp in chain] + ([(*owner, b"o" + fp) for fp in chain] if self.caches_output else [])
         if self.breakpoint_rules:
             keys += [(*owner, b"x" + fp) for fp in chain]
+        if self.unit_roles:
+            keys += [(*owner, b"u" + fp) for fp in chain]
         for i in range(len(chain)):
             keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
         return keys

@@ -77,3 +77,86 @@ def test_gemini_minimum_is_the_models():
     policy.commit(three, 0.0)
     assert policy.lookup(flash, 5.0).cache_read > 0
     assert policy.lookup(three, 5.0).reason == "below_minimum"
+
+
+def chat(model: str, *messages: tuple[str, str]) -> dict:
+    return {"model": model, "messages": [{"role": r, "content": c} for r, c in messages]}
+
+
+def test_gpt_5_6_implicit_mode_is_chosen_by_model_and_reads_exactly_at_the_latest_user_message():
+    system = SYSTEM + " Current time: 2026-12-04T10:00:00Z."
+    first = parse_request(json.dumps(chat("gpt-5.6", ("system", system), ("user", "What failed?"))))
+    edited = parse_request(json.dumps(chat("gpt-5.6", ("system", system.replace("10:00:00", "10:05:00")),
+                                           ("user", "What failed?"))))
+    appended = parse_request(json.dumps(chat("gpt-5.6", ("system", system), ("user", "What failed?"),
+                                             ("assistant", "The tax test."), ("user", "Why?"))))
+    for model, mode in (("gpt-5.6", "implicit"), ("gpt-5.6-mini-2026-07-15", "implicit"), ("gpt-6", "implicit"),
+                        ("gpt-5", None), ("gpt-4.1", None)):
+        assert make_policy("openai").mode(parse_request(json.dumps(chat(model, ("user", "hi"))))) == mode, model
+    policy = make_policy("openai")
+    assert policy.commit(first, 0.0).cache_write == first.total_tokens   # written at the implicit breakpoint
+    assert policy.lookup(edited, 60.0).cache_read == 0                 # no fallback to the unchanged prefix
+    assert policy.lookup(appended, 60.0).cache_read == first.total_tokens  # exact: no 128-token steps
+    rules = providers()["openai"]["breakpoint_caching"]
+    assert policy.lookup(appended, rules["ttl_seconds"][rules["default_ttl"]] + 1).reason == "ttl_expired"
+    older = make_policy("openai")           # GPT-5: the longest prefix, in 128-token steps
+    older.commit(parse_request(json.dumps(chat("gpt-5", ("system", system), ("user", "What failed?")))), 0.0)
+    read = older.lookup(parse_request(json.dumps(chat("gpt-5", ("system", system.replace("10:00:00", "10:05:00")),
+                                                      ("user", "What failed?")))), 60.0).cache_read
+    assert read > 1024 and (read - 1024) % 128 == 0
+    # writes billed at 1.25x, reported as cache_write_tokens
+    assert model_contract("openai-chat", "gpt-5.7").write_multiplier == {"default": rules["write_multiplier"]}
+    from prefixguard.wire.openai_chat import usage
+    got = usage({"prompt_tokens": 3000, "completion_tokens": 5,
+                 "prompt_tokens_details": {"cached_tokens": 1200, "cache_write_tokens": 1800}})
+    assert (got.cache_read, got.cache_write, got.uncached) == (1200, 1800, 0)
+
+
+def test_deepseek_reads_whole_prefix_units_only():
+    policy = make_policy("deepseek")
+    question = "Reconcile the March ledger against the bank statement and list every mismatch. " * 12
+    first = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question))))
+    policy.commit(first, 0.0)
+    longer = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question + " And April."))))
+    # OpenAI's rule would read into the changed message; a unit is whole or not at all: the system prompt is
+    # no unit yet (not a message end of the unit roles)
+    assert policy.lookup(longer, 1.0).cache_read == 0
+    policy.commit(longer, 1.0)   # ... but the common prefix of the two is one now
+    third = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", "Something else."))))
+    assert policy.lookup(third, 2.0).cache_read == third.segments[0].tokens
+    turn = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question),
+                                         ("assistant", "Three mismatches."), ("user", "Fix them."))))
+    assert policy.lookup(turn, 3.0).cache_read == first.total_tokens   # the end of the first user input
+
+
+def test_providers_by_host_model_and_gateway_maker():
+    cases = [
+        (("openai-chat", "deepseek-chat", None), "deepseek"),
+        (("openai-chat", "deepseek/deepseek-chat-v3.1", None), "deepseek"),         # OpenRouter: the maker's
+        (("openai-chat", "mistral-large-latest", None), "mistral"),
+        (("openai-chat", "mistralai/mistral-medium-3.1", None), "mistral"),
+        (("openai-chat", "grok-4", None), "xai"), (("openai-responses", "x-ai/grok-code-fast-1", None), "xai"),
+        (("openai-chat", "kimi-k2-0905-preview", None), "moonshot"), (("openai-chat", "moonshotai/kimi-k2", None), "moonshot"),
+        (("openai-chat", "glm-4.6", None), "zai"), (("anthropic", "glm-4.6", None), "zai"),
+        (("openai-chat", "z-ai/glm-4.6", None), "zai"),
+        (("openai-chat", "MiniMax-M2", None), "minimax"), (("openai-chat", "minimax/minimax-m2", None), "minimax"),
+        (("openai-chat", "qwen-plus", None), "qwen"), (("openai-chat", "qwen/qwen3-coder", None), "qwen"),
+        (("openai-chat", "anthropic/claude-sonnet-4.6", None), "anthropic"),
+        (("openai-chat", "openai/gpt-5.6", None), "openai"),
+        # served by others: open weights under OpenAI's name, a Hugging Face repository, Groq by its host
+        (("openai-chat", "openai/gpt-oss-120b", None), "compatible"),
+        (("openai-chat", "Qwen/Qwen3-32B", None), "compatible"),
+        (("openai-chat", "deepseek-ai/DeepSeek-V3", None), "compatible"),
+        (("openai-chat", "llama-3.3-70b-versatile", "https://api.groq.com"), "groq"),
+        (("openai-chat", "moonshotai/kimi-k2-instruct-0905", "https://api.groq.com:443"), "groq"),
+        (("openai-chat", "deepseek-chat", "https://api.deepseek.com"), "deepseek"),
+        (("anthropic", "claude-opus-5", None), "anthropic"), (("openai-chat", "my-local-model", None), "compatible"),
+    ]
+    from prefixguard.contracts import provider_for
+    for args, want in cases:
+        assert provider_for(*args) == want, args
+        assert policy_name(*args) == ("radix" if want == "compatible" else want)
+    for name in ("deepseek", "mistral", "xai", "moonshot", "zai", "groq", "minimax", "qwen"):
+        table = providers()[name]
+        assert table["source"] and table["read"] and table["usage_fields"], name
+        assert make_policy(name).lookup(parse_request(json.dumps(chat("m", ("user", "hi")))), 0.0).cache_read == 0
