@@ -288,6 +288,7 @@ TAIL_PATHS = [
     ("/v1/0123456789abcdef0123456789abcdef/team-gw/openai/chat/completions", "openai-chat"),  # Cloudflare
     ("/compatible-mode/v3/chat/completions", "openai-chat"),
     ("/proxy/anthropic/messages", "anthropic"),
+    ("/v1/responses/compact", "openai-responses"),                                   # compaction: billed as a turn
 ]
 CHAT_BODY = {"model": "glm-4.6", "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]}
 BODIES = {"openai-chat": CHAT_BODY, "openai-responses": {"model": "gpt-5-mini", "input": "hi", "instructions": "Be terse."},
@@ -326,6 +327,8 @@ def test_paths_of_no_shape_are_not_analysable_and_templates_hide_ids_and_queries
     assert routes.template("/v1/files/file-Abc123XyZ789/content") == "/v1/files/{file}/content"
     assert routes.template("/key/sk-ant-api03-abc123def456/v1/x") == "/key/{id}/v1/x"
     assert routes.template("/v1beta/models/gemini-2.5-flash:generateContent") == "/v1beta/models/{model}:generateContent"
+    assert routes.template("/upload/v1beta/fileSearchStores/store-q7prdj5dqu8p:uploadToFileSearchStore") == \
+        "/upload/v1beta/fileSearchStores/{id}:uploadToFileSearchStore"
 
 
 BAD_INPUTS = [

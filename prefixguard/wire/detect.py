@@ -32,7 +32,7 @@ _COUNT_PATH = re.compile(r"/(count_tokens|input_tokens)/?$")
 def analysable(method: str, path: str | None) -> bool:
     """Whether a request may be one the analysis reads, from its method and path alone (before its
     body arrives): a POST to a path that names a shape, or whose tail does (its body decides)."""
-    return method == "POST" and bool(routes.route(path) or routes.tail(path))
+    return method.upper() == "POST" and bool(routes.route(path) or routes.tail(path))
 
 
 def detect_api(body: dict | None, path: str | None = None) -> str:

@@ -25,7 +25,8 @@ _PUBLISHER = re.compile(r"/publishers/([^/]+)/models/[^/:]+:[A-Za-z]+$")
 # The cause of a capture row for a request forwarded without analysis, and that of a path of no shape.
 NOT_ANALYSED = "not analysed: "
 NO_SHAPE = NOT_ANALYSED + "no API shape read at this path"
-_TAIL = re.compile(r"/(messages|chat/completions|responses)/?$")
+# /responses/compact: a Responses body whose answer is the compacted input, billed (and cached) like a turn
+_TAIL = re.compile(r"/(messages|chat/completions|responses)(?:/compact)?/?$")
 _DEPLOYMENT = re.compile(r"/deployments/([^/]+)/(?:chat/completions|responses)/?$")   # Azure OpenAI
 # Path segments that name the next one (a deployment, a model, an account): templated by that name.
 _NAMED_BY = {"deployments": "deployment", "models": "model", "model": "model", "projects": "project",
@@ -62,11 +63,11 @@ def template(path: str) -> str:
     out = []
     for i, part in enumerate(parts):
         name = _NAMED_BY.get(parts[i - 1]) if i else None
-        if name and part and i < len(parts) - 1 or name and ":" in part:
-            action = part.partition(":")[2]
-            out.append(f"{{{name}}}" + (f":{action}" if action else ""))
-        elif _ID_LIKE.fullmatch(part):
-            out.append("{id}")
+        base, colon, action = part.partition(":")   # Google's models/{m}:generateContent, stores/{s}:upload...
+        if name and part and (i < len(parts) - 1 or colon):
+            out.append(f"{{{name}}}{colon}{action}")
+        elif _ID_LIKE.fullmatch(base):
+            out.append(f"{{id}}{colon}{action}")
         else:
             out.append(part)
     return "/".join(out) or "/"
