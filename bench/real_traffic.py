@@ -113,12 +113,13 @@ def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, b
 def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: bool = False) -> Figures:
     figures = Figures()
     with tempfile.TemporaryDirectory() as tmp:
-        for source, folder in cassettes(data, names):
+        for n, (source, folder) in enumerate(cassettes(data, names)):
             try:
                 trace = sources.load(folder)
             except InputError:
                 continue
-            store = Path(tmp) / f"{source}-{folder.name[:80]}.db"
+            # numbered: two cassettes whose names share their first 80 characters get a store each
+            store = Path(tmp) / f"{n:04d}-{source}-{folder.name[:80]}.db"
             analyzer, sim = Analyzer(store=str(store)), SimTarget("auto")
             done: dict[str, int | None] = {}
             warmed: set[str | None] = set()
@@ -178,6 +179,8 @@ def _table(f: Figures, show_misses: bool) -> None:
             cells.append(f"{ok}/{n} {100 * ok / max(n, 1):3.0f}%")
         print(f"{label:58} {cells[0]:>13} {cells[1]:>13}")
     print(f"{'false breaks (miss_prefix_changed, provider read >= 95% owed)':58} {len(f.false_breaks()):>13}")
+    apart = sum(r.proxy_expected != r.sim_predicted for r in f.rows)   # one prediction path: must be 0
+    print(f"{'requests where the proxy and the sim expect different reads':58} {apart:>13}")
     if show_misses:
         for r in f.rows:
             if r.reported_read and abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read:
