@@ -181,9 +181,13 @@ class PrefixGuard:
 
     def _start(self) -> Worker:
         if self._worker is None or not self._worker.alive:  # first use, or the last one died: a new one
-            if self._worker is not None:
-                logger.warning("prefixguard: the analysis process ended; starting a new one")
-            self._worker = Worker(self.analyzer, self._settings, self._report)
+            resend = b""
+            if self._worker is not None:   # the flows it had not stored go to the new one first
+                resend = self._worker.unfinished()
+                self._worker.release()
+                logger.warning("prefixguard: the analysis process ended; starting a new one (%d KB of "
+                               "unfinished flows handed over)", len(resend) >> 10)
+            self._worker = Worker(self.analyzer, self._settings, self._report, resend)
         return self._worker
 
     def _report(self, kind: str, text: str) -> None:
@@ -299,12 +303,12 @@ class PrefixGuard:
 
     def _finish(self, resp: Response, body: bytes | None = b"") -> None:
         """Hand the flow's end to the analysis."""
-        worker = self._worker
         to = None if self.quiet else PRINT if self.console is None else REPORT
-        if worker is not None and worker.alive:
-            worker.submit("finish", packed("finish", id=resp.id, status=resp.status, headers_at=resp.headers_at,
-                                           ended_at=resp.ended_at, encoding=resp.encoding, error=resp.error,
-                                           chunks=resp.chunks), body or b"", to, END_WAIT_S)
+        # durable: in the spool before the client has the response; a dead analysis is replaced and
+        # given the flow's request again (Worker.unfinished), so the flow is never dropped here
+        self._start().submit("finish", packed("finish", id=resp.id, status=resp.status, headers_at=resp.headers_at,
+                                              ended_at=resp.ended_at, encoding=resp.encoding, error=resp.error,
+                                              chunks=resp.chunks), body or b"", to, END_WAIT_S, durable=True)
 
 
 addons = [PrefixGuard()]

@@ -15,11 +15,20 @@ unpacked(step, args) (analysis.WIRE names the fields) with the payload as arg.bo
 - PRINT: this process's stderr, the proxy's console;
 - None: nowhere.
 A failure goes to REPORT as one line, with the request's secrets removed.
+
+No completed flow is lost when either process is killed: every message is also appended, in order, to
+a spool (a memfd: memory both processes hold, never a file on disk, so a key in a header is never
+written anywhere) before it goes down the pipe, and before the flow's end is acknowledged to the
+client (`durable`). The analysis keeps, in a second memfd, the spool offset before which every flow
+is stored, and frees the spool's memory behind it. When the analysis dies, the parent hands the spool
+from that offset to the new one first; when the proxy dies, the analysis reads what the pipe did not
+bring from the spool and stores it before it ends.
 """
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import io
 import itertools
 import marshal
 import os
@@ -31,7 +40,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 REPLY, REPORT, PRINT = "reply", "report", "print"
@@ -40,7 +49,9 @@ PIPE_SIZE = 1 << 20    # a large pipe takes a whole body in one write, with no c
 DIRECT_MAX = 64 << 10  # bodies up to this size are written from the loop (a copy cheaper than a thread's wake-up)
 READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: no mmap per read)
 KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
+SPOOL_FREE = 4 << 20  # the analysis frees the spool's memory behind it in steps of this
 _HEADER = struct.Struct(">II")  # message length, raw payload length
+_OFFSET = struct.Struct(">Q")   # the checkpoint: the spool offset before which every flow is stored
 _SEQ = itertools.count(1)       # message numbers, unique in this process (a worker may be replaced)
 
 
@@ -63,13 +74,19 @@ class Worker:
       reports (failures; console lines for a console in this process) wake the loop."""
 
     def __init__(self, factory: Callable[..., Any], settings: dict[str, Any],
-                 on_report: Callable[[str, str], None]) -> None:
+                 on_report: Callable[[str, str], None], resend: bytes = b"") -> None:
+        """resend: the frames a dead predecessor had not finished (its `unfinished()`), sent first."""
         self._on_report = on_report
         self._ended = False  # a flag, set once the process is gone: no system call per flow to ask
         reports, child_reports = os.pipe()
-        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker", str(child_reports)],
+        self._spool, self._checkpoint = _memfd("prefixguard-spool"), _memfd("prefixguard-checkpoint")
+        self._unspooled: list[bytes] = []  # frames submitted, not yet in the spool (in order)
+        shared = [fd for fd in (self._spool, self._checkpoint) if fd is not None]
+        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.worker", str(child_reports),
+                                       str(-1 if self._spool is None else self._spool),
+                                       str(-1 if self._checkpoint is None else self._checkpoint)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                      pass_fds=(child_reports,))
+                                      pass_fds=(child_reports, *shared))
         os.close(child_reports)
         self._fd = self._proc.stdin.fileno()
         self._answers_fd = self._proc.stdout.fileno()
@@ -94,7 +111,12 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         # sys.path first, on its own: unpickling the factory may need it
         setup = _frame(pickle.dumps(list(sys.path))) + _frame(pickle.dumps((factory, settings)))
-        self._write(setup, sum(map(len, setup)))
+        self._write(setup, sum(map(len, setup)))   # not spooled: the spool holds messages only
+        if resend:
+            self._pending.append(resend)
+            self._pending_bytes += len(resend)
+            self._unspooled.append(resend)
+            self.flush()
         self._reader = self._loop.create_task(self._read_reports(os.fdopen(reports, "rb", buffering=0)))
 
     @property
@@ -112,14 +134,18 @@ class Worker:
         return self._pending_bytes + self._queued - self._written
 
     def submit(self, step: str, args: tuple[Any, ...] | None, body: bytes = b"", to: str | None = None,
-               within: float = 0.0) -> int:
+               within: float = 0.0, durable: bool = False) -> int:
         """Send a step (args: plain values, see the module's docstring); `body` travels raw. Returns the
         message's number, which its REPLY answer carries. The message is written within `within`
-        seconds, with whatever else is pending then (0: once the loop has finished its current step)."""
+        seconds, with whatever else is pending then (0: once the loop has finished its current step);
+        durable: it is in the spool when this returns (a flow's end, before the client has it)."""
         seq = next(_SEQ)
         frames = _frame(marshal.dumps((seq, step, args, to)), body)
         self._pending += frames
         self._pending_bytes += sum(map(len, frames))
+        self._unspooled += frames
+        if durable:
+            self._spool_now()
         if within <= 0:
             if not self._soon:
                 self._soon = True
@@ -133,12 +159,57 @@ class Worker:
         return seq
 
     def flush(self) -> None:
-        """Write what is pending now."""
+        """Write what is pending now (to the spool first)."""
         self._soon = False
+        self._spool_now()
         if self._pending:
             pending, size = self._pending, self._pending_bytes
             self._pending, self._pending_bytes = [], 0
             self._write(pending, size)
+
+    def _spool_now(self) -> None:
+        """Append the frames not yet spooled: one write into memory (a page-cache copy, no wake-up)."""
+        if self._unspooled:
+            data = b"".join(self._unspooled) if len(self._unspooled) > 1 else self._unspooled[0]
+            self._unspooled = []
+            if self._spool is not None:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(self._spool, view):]
+                except OSError:  # out of memory for the spool: the pipe still carries the message
+                    pass
+
+    def unfinished(self) -> bytes:
+        """Once the process is gone: the spooled messages from the first flow it had not stored on, in
+        order (with what was still waiting to be spooled), for its successor to analyse."""
+        self._spool_now()
+        if self._spool is None or self._checkpoint is None:
+            return b""
+        try:
+            mark = os.pread(self._checkpoint, _OFFSET.size, 0)
+            start = _OFFSET.unpack(mark)[0] if len(mark) == _OFFSET.size else 0
+            end = os.fstat(self._spool).st_size
+            chunks = []
+            while start < end:
+                chunk = os.pread(self._spool, min(end - start, 1 << 24), start)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                start += len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return b""
+
+    def release(self) -> None:
+        """Give the spool's memory back (after close, or once a successor has what it needs)."""
+        for fd in (self._spool, self._checkpoint):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._spool = self._checkpoint = None
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -230,6 +301,72 @@ class Worker:
         await asyncio.to_thread(self._feeder.join)
         await self._reader
         await asyncio.to_thread(self._proc.wait)
+        self.release()
+
+
+def _memfd(name: str) -> int | None:
+    """An anonymous file in memory (Linux), inherited by the analysis; None where there is none."""
+    try:
+        fd = os.memfd_create(name, 0)   # not MFD_CLOEXEC: pass_fds gives it to the child
+    except (AttributeError, OSError):
+        return None
+    return fd
+
+
+class _Spool:
+    """The analysis side of the spool: where in it each message began, the offset before which every
+    flow is stored (written to the checkpoint after each message), and freeing memory behind that."""
+
+    def __init__(self, spool: int, checkpoint: int) -> None:
+        self.spool = spool if spool >= 0 else None
+        self.checkpoint = checkpoint if checkpoint >= 0 else None
+        self.offset = 0                    # bytes of messages read so far (the pipe is a prefix of the spool)
+        self.open: dict[str, int] = {}     # flow id -> offset of its request message, oldest first
+        self.freed = 0
+
+    def done(self, step: str, flow_id: str | None, start: int, size: int) -> None:
+        self.offset = start + size
+        if step == "request" and flow_id is not None:
+            self.open[flow_id] = start
+            while len(self.open) > KEEP_OPEN:   # a flow whose end never comes (the analysis forgets it too)
+                del self.open[next(iter(self.open))]
+        elif step == "finish" and flow_id is not None:
+            self.open.pop(flow_id, None)
+        safe = next(iter(self.open.values())) if self.open else self.offset
+        if self.checkpoint is not None:
+            try:
+                os.pwrite(self.checkpoint, _OFFSET.pack(safe), 0)
+            except OSError:
+                pass
+        if self.spool is not None and safe - self.freed >= SPOOL_FREE:
+            self.freed = _punch(self.spool, self.freed, safe)
+
+    def rest(self) -> bytes:
+        """What the spool holds past what the pipe brought (the proxy died before writing it)."""
+        if self.spool is None:
+            return b""
+        try:
+            end = os.fstat(self.spool).st_size
+            return os.pread(self.spool, max(0, end - self.offset), self.offset) if end > self.offset else b""
+        except OSError:
+            return b""
+
+
+KEEP_OPEN = 10_000   # as the analysis's KEEP_FLOWS: requests whose end may still come
+
+
+def _punch(fd: int, start: int, end: int) -> int:
+    """Free the spool's memory in [start, end) (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE: offsets stay); the
+    new start, or the old one where the system cannot."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        if libc.fallocate(fd, 0x02 | 0x01, start, end - start) == 0:
+            return end
+    except (OSError, AttributeError):
+        pass
+    return start
 
 
 def main() -> None:
@@ -244,9 +381,10 @@ def main() -> None:
     inp = sys.stdin.buffer
     sys.path[:] = pickle.loads(_read(inp)[0])
     factory, settings = pickle.loads(_read(inp)[0])
+    spool = _Spool(int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else _Spool(-1, -1)
     analyzer = factory(**settings)
-    while (message := _read(inp)) is not None:
-        data, body = message
+    for data, body in _messages(inp, spool):
+        start = spool.offset
         seq, step, args, to = marshal.loads(data)
         arg = unpacked(step, args) if step in WIRE else args
         if body:
@@ -258,6 +396,7 @@ def main() -> None:
             error = redact_text(f"{type(err).__name__}: {err}", secrets)
             _answer(reports, ("error", f"analysis ({step}) of {getattr(arg, 'id', '?')} failed: {error}"))
             result = None
+        spool.done(step, getattr(arg, "id", None), start, _HEADER.size + len(data) + len(body))
         if to == REPLY:  # always: False tells the addon the analysis is done and found nothing to say
             _answer(answers, (seq, False if result is None else tuple(result)))
         elif result is None:
@@ -270,6 +409,16 @@ def main() -> None:
             except BrokenPipeError:  # the console is gone with the proxy
                 pass
     analyzer.close()
+
+
+def _messages(inp: BinaryIO, spool: _Spool) -> Iterator[tuple[bytes, bytes]]:
+    """The messages down the pipe; once it ends (the proxy closed it, or died), those only the spool
+    holds: a flow the proxy had answered but not yet written down the pipe is still stored."""
+    while (message := _read(inp)) is not None:
+        yield message
+    rest = io.BytesIO(spool.rest())
+    while (message := _read(rest)) is not None:
+        yield message
 
 
 def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:
@@ -298,7 +447,10 @@ def _read(inp: BinaryIO) -> tuple[bytes, bytes] | None:
     if len(head) < _HEADER.size:
         return None
     size, payload = _HEADER.unpack(head)
-    return inp.read(size), inp.read(payload)
+    data, body = inp.read(size), inp.read(payload)
+    if len(data) < size or len(body) < payload:   # cut short: the writer died mid-message
+        return None
+    return data, body
 
 
 if __name__ == "__main__":

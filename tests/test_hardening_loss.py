@@ -1,0 +1,152 @@
+"""Issue 28, item 4: no completed response goes unrecorded when either process is killed (-9) under
+load. The proxy runs as a user starts it (`prefixguard proxy --store`), clients on loopback send real
+recorded requests, each with its own key (so each has its own tenant in the store), for a bounded
+count; midway the analysis process (or the proxy itself) is killed. Every response a client received
+whole must then have its row."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.processes import listening
+from helpers.upstream import Upstream
+
+from prefixguard.errors import InputError
+from prefixguard.proxy.redact import tenant_of
+from prefixguard.store import open_store
+
+LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
+CLIENTS = 6
+PER_CLIENT = 40        # 240 requests in all: bounded in count and, with the timeouts below, in time
+
+
+def start_proxy(upstream: str, db: Path) -> subprocess.Popen:
+    exe = Path(sys.executable).with_name("prefixguard")
+    return subprocess.Popen([str(exe), "proxy", "--port", "0", "--upstream", upstream, "--store", str(db), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in t.joinpath("children").read_text().split()]
+
+
+def load(url: str, body: dict, kill: threading.Event, at: int, now: Callable[[], None] | None = None) -> list[str]:
+    """Send CLIENTS x PER_CLIENT requests; set `kill` once `at` have completed (and call `now` at once, in
+    the client's thread, the moment a response has come). The keys of those whose response came back
+    whole (status 200 and a JSON body)."""
+    done: list[str] = []
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        with httpx.Client(timeout=10) as http:
+            for i in range(PER_CLIENT):
+                key = f"sk-ant-api03-loss-{n:02d}-{i:03d}-" + "z" * 20
+                try:
+                    r = http.post(url + "/v1/messages", json=body, headers={"x-api-key": key})
+                    if r.status_code == 200 and json.loads(r.content):
+                        with lock:
+                            done.append(key)
+                            if len(done) >= at and not kill.is_set():
+                                kill.set()
+                                if now is not None:   # within microseconds of the response: its hand-off is in flight
+                                    now()
+                except (httpx.HTTPError, ValueError):   # the proxy was killed under this request
+                    return
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return done
+
+
+def stored_tenants(db: Path) -> set[str]:
+    try:
+        with open_store(db) as store:
+            return {r["tenant"] for r in store.rows()}
+    except InputError:
+        return set()
+
+
+def wait_for_rows(db: Path, keys: list[str], seconds: float) -> set[str]:
+    """The keys of `keys` with no row yet, waiting up to `seconds` for the analysis to catch up."""
+    want = {tenant_of({"x-api-key": k}): k for k in keys}
+    deadline = time.monotonic() + seconds
+    while True:
+        missing = set(want) - stored_tenants(db)
+        if not missing or time.monotonic() > deadline:
+            return {want[t] for t in missing}
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def body(shared_data: Path) -> dict:
+    return json.loads((shared_data / "recorded" / LEGACY_JSON / "0001.request.json").read_text())
+
+
+def test_kill_9_of_the_analysis_loses_no_row(shared_data: Path, tmp_path: Path, body: dict) -> None:
+    db = tmp_path / "c.db"
+    with Upstream(shared_data / "recorded") as up:
+        proxy = start_proxy(up.url, db)
+        try:
+            url = listening(proxy)
+            kill = threading.Event()
+            killed: list[int] = []
+
+            def killer() -> None:
+                for _ in range(2):   # twice: the second worker inherits the first's unfinished flows
+                    if not kill.wait(60):
+                        return
+                    kill.clear()
+                    [worker] = children(proxy.pid)
+                    os.kill(worker, signal.SIGKILL)
+                    killed.append(worker)
+
+            t = threading.Thread(target=killer)
+            t.start()
+            done = load(url, body, kill, at=60)
+            kill.set()
+            t.join(timeout=30)
+            assert len(killed) == 2 and len(done) == CLIENTS * PER_CLIENT
+            missing = wait_for_rows(db, done, 60)
+        finally:
+            proxy.send_signal(signal.SIGINT)
+            proxy.communicate(timeout=30)
+    assert not missing, f"{len(missing)} of {len(done)} completed responses have no row"
+
+
+def test_kill_9_of_the_proxy_loses_no_row(shared_data: Path, tmp_path: Path, body: dict) -> None:
+    db = tmp_path / "c.db"
+    with Upstream(shared_data / "recorded") as up:
+        proxy = start_proxy(up.url, db)
+        try:
+            url = listening(proxy)
+            [worker] = children(proxy.pid)
+            done = load(url, body, threading.Event(), at=120, now=lambda: os.kill(proxy.pid, signal.SIGKILL))
+            proxy.wait(timeout=30)
+            # the analysis, orphaned, reads what the proxy had not sent down the pipe from the spool, then ends
+            deadline = time.monotonic() + 60
+            while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+                try:
+                    if Path(f"/proc/{worker}/stat").read_text().split()[2] == "Z":
+                        break
+                except OSError:
+                    break
+                time.sleep(0.2)
+            missing = wait_for_rows(db, done, 10)
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+            proxy.communicate(timeout=30)
+    assert len(done) >= 120
+    assert not missing, f"{len(missing)} of {len(done)} completed responses have no row"
