@@ -15,8 +15,8 @@ or, reading more than predicted from a cache that traffic not seen here wrote, w
 (rules/verdict.toml): the change cost most of the prefix. A change that cost nothing is a note on a hit.
 
 Verdicts: hit, partial, miss_prefix_changed, miss_ttl_expired, miss_server_side, below_minimum,
-no_breakpoint, not_reported, cold, error; the proxy's header adds pending (the analysis has not answered
-yet) and unknown (no request it could read).
+no_breakpoint, no_prefix_caching, not_reported, cold, error; the proxy's header adds pending (the
+analysis has not answered yet) and unknown (no request it could read).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ class VerdictName(StrEnum):
     MISS_SERVER_SIDE = "miss_server_side"
     BELOW_MINIMUM = "below_minimum"
     NO_BREAKPOINT = "no_breakpoint"
+    NO_PREFIX_CACHING = "no_prefix_caching"   # the server caches no prefix (a compatible contract's setting)
     NOT_REPORTED = "not_reported"
     COLD = "cold"
     ERROR = "error"
@@ -110,6 +111,8 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
     read = usage.cache_read
     if expected is None:
         return Verdict(VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
+    if expected.reason == "no_prefix_caching" and read == 0:   # what that server does, never a miss
+        return Verdict(VerdictName.NO_PREFIX_CACHING)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
     want = expected.cache_read

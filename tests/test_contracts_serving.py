@@ -143,3 +143,31 @@ def test_the_proxy_worker_process_gets_the_flags_settings(tmp_path: Path) -> Non
             "print(tuple(compatible_settings()[:3]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "(16, 48, True)", out.stderr
+
+
+def test_the_proxy_says_no_prefix_caching_not_a_miss(tmp_path: Path) -> None:
+    """A server that caches no prefix answers cached_tokens 0 every time: that is its contract, not a miss,
+    whether the prompt repeated or changed. Without the setting the repeat is a miss."""
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+    from prefixguard.store import open_store
+
+    system = "You keep the shop's ledger. " * 200
+    bodies = [{"model": "nvidia/Nemotron-H-8B", "messages": [{"role": "system", "content": s},
+                                                           {"role": "user", "content": "Totals?"}]}
+              for s in (system, system, system.replace("ledger", "books", 1))]
+    answer = json.dumps({"choices": [], "usage": {"prompt_tokens": 1210, "completion_tokens": 3,
+                                                  "prompt_tokens_details": {"cached_tokens": 0}}}).encode()
+
+    def verdicts(name: str) -> list[tuple[str, int]]:
+        analyzer = Analyzer(store=str(tmp_path / name))
+        for i, body in enumerate(bodies):
+            analyzer.request(FlowState(str(i), float(i), float(i), "/v1/chat/completions", body=json.dumps(body).encode()))
+            analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+        analyzer.close()
+        with open_store(tmp_path / name) as db:
+            return [(r["verdict"], r["expected_cached"]) for r in db.rows()]
+
+    serving.apply(flags={"prefix-caching": False})
+    assert verdicts("off.db") == [("no_prefix_caching", 0)] * 3
+    serving.reset()
+    assert verdicts("on.db")[1][0].startswith("miss_")
