@@ -42,5 +42,6 @@ class State:
         self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
         self._policies = Policies(shared.table if shared else None)
 
-    def policy_for(self, prompt: Prompt) -> CachePolicy:
-        return self._policies.get(self.forced_policy, prompt.api, prompt.model)
+    def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
+        """The request's contract: by its upstream's host where that names a provider (api.groq.com)."""
+        return self._policies.get(self.forced_policy, prompt.api, prompt.model, host=upstream)

@@ -160,3 +160,23 @@ def test_providers_by_host_model_and_gateway_maker():
         table = providers()[name]
         assert table["source"] and table["read"] and table["usage_fields"], name
         assert make_policy(name).lookup(parse_request(json.dumps(chat("m", ("user", "hi")))), 0.0).cache_read == 0
+
+
+def test_the_proxy_knows_a_provider_by_its_upstream_host(tmp_path):
+    """Groq serves other makers' models under their names: its requests are known by the host they go to."""
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+    from prefixguard.store import open_store
+
+    body = chat("moonshotai/kimi-k2-instruct-0905", ("system", SYSTEM[:5000]), ("user", "Totals?"))
+    answer = json.dumps({"choices": [], "usage": {"prompt_tokens": 1100, "completion_tokens": 2,
+                                                  "prompt_tokens_details": {"cached_tokens": 0}}}).encode()
+    analyzer = Analyzer(store=str(tmp_path / "cap.db"))
+    for i, upstream in enumerate((("https", "api.groq.com", 443), ("https", "openrouter.ai", 443))):
+        flow = FlowState(str(i), float(i), float(i), "/openai/v1/chat/completions", upstream=upstream,
+                         body=json.dumps(body).encode())
+        analyzer.request(flow)
+        assert analyzer.policy_for(flow.prompt, flow.upstream).provider == ("groq", "moonshot")[i]
+        analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+    analyzer.close()
+    with open_store(tmp_path / "cap.db") as db:
+        assert [r["upstream"] for r in db.rows()] == ["https://api.groq.com", "https://openrouter.ai"]

@@ -163,6 +163,11 @@ def _line(rec: Record) -> str:
     return "prefixguard " + " ".join(parts) + (f" | {said}" if said else "")
 
 
+def _upstream(flow: FlowState) -> str | None:
+    """Where the request went (a provider may be known by its host alone), once read_transport made it a URL."""
+    return flow.upstream if isinstance(flow.upstream, str) else None
+
+
 def diagnosis_said(rec: Record) -> str | None:
     """The provider's diagnosis beside ours: "provider says: system_changed (1,234 missed) |
     prefixguard: volatile_content at /system/0 -- agree"."""
@@ -210,8 +215,8 @@ class Analyzer:
         if self._state.shared is not None:
             self._state.shared.close()
 
-    def policy_for(self, prompt: Prompt) -> CachePolicy:
-        return self._state.policy_for(prompt)
+    def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
+        return self._state.policy_for(prompt, upstream)
 
     def unanalysed(self, args: tuple[Any, ...]) -> None:
         """A request forwarded without analysis (a path of no shape read here, or the analysis behind):
@@ -262,7 +267,7 @@ class Analyzer:
             match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            flow.expected = predicted(state.policy_for(prompt), state.scale, prompt, flow.ts, flow.tenant)
+            flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
         self._judged(flow, judge)
         early = verdicts.judge(flow.expected, flow.comparison)
         return Early(early.verdict.value, early.cause, early.reused_tokens, early.reprefill_tokens)  # plain values for marshal
@@ -336,13 +341,13 @@ class Analyzer:
             # In a fleet the request before this one may have ended on another proxy after this one
             # began: the final verdict reads the shared index now, when it holds what ended before.
             def relook(state: State) -> None:
-                flow.expected = predicted(state.policy_for(prompt), state.scale, prompt, flow.ts, flow.tenant)
+                flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
             self._judged(flow, relook)
         if prompt is None:
             rec.cause = flow.skip
         else:
             if flow.expected is not None:
-                flow.expected = self.policy_for(prompt).billed(flow.expected, prompt, usage)
+                flow.expected = self.policy_for(prompt, _upstream(flow)).billed(flow.expected, prompt, usage)
             v = verdicts.judge(flow.expected, flow.comparison, usage, resp.status, resp.error)
             rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
             if flow.expected is not None:
@@ -355,7 +360,7 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            self._judged(flow, lambda state: answered(state.policy_for(prompt), state.scale, prompt, usage,
+            self._judged(flow, lambda state: answered(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, usage,
                                                       flow.ts, flow.tenant))
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
