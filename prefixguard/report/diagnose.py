@@ -224,7 +224,8 @@ def _prompt(row: dict[str, Any]) -> Prompt | None:
 
 def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
     """The breaks by cause, counted as each row was judged (its stored verdict, re-prefilled tokens and
-    cost); a row nobody judged (a recorded session: no verdict, no usage) is judged here by the same
+    cost); a row nobody judged (a recorded session: no verdict, no usage; a provider that reported no
+    cache field) is judged here by the same
     rule (prefixguard.verdict.judge_pair) against the best earlier request of its tenant (the core's
     session model), and so is what a miss was stored without (its cause, its tokens). Each cause's example is its first break with a body, as compared here."""
     sessions = Sessions(keep=KEEP_PER_TENANT)
@@ -236,6 +237,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
             ts = row.get("ts")
             match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)
         judged = of_row(row)
+        if judged is not None and judged.verdict == VerdictName.NOT_REPORTED:
+            judged = None   # no usage to judge by: the verdict its contract predicts, as `diff` gives it
         whole = judged is not None and (judged.verdict != VerdictName.MISS_PREFIX_CHANGED or (
             row.get("cause") and row.get("reprefill_tokens") is not None))
         if not whole and match is not None and match.prompt is not None:
