@@ -7,7 +7,10 @@ Loaded by the `pytest11` entry point when prefixguard is installed (or `-p prefi
   openai SDK client your app uses.
 - `--prefixguard-record DIR`: write each test's requests to DIR/<test>.jsonl, for `prefixguard lint DIR`.
 - `--prefixguard-fail-on-break` (or ini `prefixguard_fail_on_break = true`): a test whose recorded session
-  breaks its prefix fails, with the explanation (cause, where, before/after, the fix).
+  breaks its prefix fails, with the explanation (the verdict, cause, where, before/after, reused and
+  re-prefilled tokens, the fix). A break is a request whose verdict is miss_prefix_changed as the proxy
+  and `diff` judge it (prefixguard.verdict): a change that costs nothing, or a prompt below the model's
+  minimum that nothing caches, fails no test.
 """
 from __future__ import annotations
 
