@@ -1,6 +1,7 @@
 """One prediction path: replay's sim (--policy auto) and the proxy's analysis expect the same cache read for
 every request of every recorded source (shared/data/recorded: Anthropic, OpenAI Chat and Responses,
-OpenRouter's OpenAI-compatible models, Bedrock, Gemini), fed in the same order on the same clock.
+OpenRouter's OpenAI-compatible models, Bedrock, Gemini), fed in the same order on the same clock, each
+request to the upstream its cassette recorded.
 
 Before they shared the policy module's `predicted` / `billed` / `answered`, the sim judged requests of the
 compatible contract (an OpenRouter model whose maker has no contract of its own) with the engine's radix
@@ -42,7 +43,7 @@ def _both(folder: Path, db: Path) -> list[tuple[str, int | None, int | None, str
     simmed: dict[str, int] = {}
     for i, req in enumerate(trace.requests):
         body, chunks = _response(folder, req.ref)
-        analyzer.request(FlowState(str(i), float(i), float(i), req.path or "/v1/messages",
+        analyzer.request(FlowState(str(i), float(i), float(i), req.path or "/v1/messages", upstream=req.upstream,
                                    body=json.dumps(req.body).encode()))
         analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
         try:

@@ -45,6 +45,7 @@ class Request:
     reported: Usage | None = None    # the provider's usage as captured
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""                    # where it came from: row id, file name, line
+    upstream: str | None = None      # where it went (scheme://host), where the source says: a provider known by its host
 
 
 @dataclass(slots=True)
@@ -143,6 +144,7 @@ def _folder(p: Path) -> Trace:
     if not bodies:
         raise InputError("no request files (*.json) in the folder", str(p))
     uris = cassette_uris(p)
+    upstreams = cassette_upstreams(p)
     remember_uploads(p, uris)
     out = []
     for i, f in enumerate(bodies):
@@ -151,7 +153,8 @@ def _folder(p: Path) -> Trace:
             raise InputError("a request body must be a JSON object", str(f))
         stem = f.name.removesuffix(".request.json").removesuffix(".json")
         out.append(Request(i, 0.0, model=body.get("model"), path=uris.get(stem), body=body,
-                           reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name))
+                           reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name,
+                           upstream=upstreams.get(stem)))
     return Trace("folder", str(p), out)
 
 
@@ -168,6 +171,16 @@ def remember_uploads(p: Path, uris: dict[str, str]) -> None:
 
 def cassette_uris(p: Path) -> dict[str, str]:
     """Recorded cassettes: call number -> URL path, from meta.json."""
+    return {stem: url.path for stem, url in _cassette_calls(p).items()}
+
+
+def cassette_upstreams(p: Path) -> dict[str, str]:
+    """Recorded cassettes: call number -> where it went (scheme://host[:port]), from meta.json."""
+    return {stem: f"{url.scheme}://{url.netloc}" for stem, url in _cassette_calls(p).items() if url.netloc}
+
+
+def _cassette_calls(p: Path) -> dict[str, Any]:
+    """Recorded cassettes: call number -> its parsed URL, from meta.json."""
     meta = p / "meta.json"
     if not meta.exists():
         return {}
@@ -176,7 +189,7 @@ def cassette_uris(p: Path) -> dict[str, str]:
     if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
         raise InputError("meta.json is not a cassette index", str(meta))
     try:
-        return {f"{c['n']:04d}": urlparse(c["uri"]).path for c in calls if "n" in c and "uri" in c}
+        return {f"{c['n']:04d}": urlparse(c["uri"]) for c in calls if "n" in c and "uri" in c}
     except (TypeError, ValueError, AttributeError):
         raise InputError("meta.json is not a cassette index ('n' a number, 'uri' a URL)", str(meta)) from None
 
@@ -212,7 +225,8 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
         out.append(Request(len(out), float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
                            model=row.get("model") or body.get("model"), path=row.get("path"), body=body,
                            output_tokens=usage.get("output") or None, reported=_usage(usage),
-                           expected_cached=row.get("expected_cached"), ref=str(row.get("id", ""))))
+                           expected_cached=row.get("expected_cached"), ref=str(row.get("id", "")),
+                           upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None))
     if not out and skipped:
         raise InputError(f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to "
                          f"replay", str(p))

@@ -157,16 +157,17 @@ class SimTarget:
                 return self._radix_blocks(req)
             return self._contract(req, now, block_prompt(req, api or "openai-chat", model), policy)
         prompt = parsed(req, self.model)
-        policy = self._policy(prompt.api, prompt.model)
+        policy = self._policy(prompt.api, prompt.model, host=req.upstream)
         if policy is None:
             return self._radix_ids(req, *_rendered(req, self.model))
         return self._contract(req, now, prompt, policy)
 
-    def _policy(self, api: str, model: str | None, tree: bool = False) -> CachePolicy | None:
+    def _policy(self, api: str, model: str | None, tree: bool = False, host: str | None = None) -> CachePolicy | None:
         """The contract a request is judged by, one state per contract. None: the radix tree, for policy
         radix (the engine's reuse), and under auto for a trace without bodies; auto judges a body by
         the proxy's policies, the compatible contract's included."""
-        return self._policies.get(self.policy_name, api, model, radix=self.policy_name == "auto" and not tree)
+        return self._policies.get(self.policy_name, api, model, radix=self.policy_name == "auto" and not tree,
+                                   host=host)
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
