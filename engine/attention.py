@@ -11,6 +11,7 @@ Two backends, chosen per engine (`Backend`):
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -74,8 +75,7 @@ def paged_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBa
     d = batch.decode
     if d is not None:
         if batch.backend == "triton":
-            from prefixguard.engine.paged_kernels import paged_decode
-            return paged_decode(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
+            return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
         ctx = cache.index_select(0, d.slots).view(d.batch, d.width, 2 * nkv, kv.shape[-1]).transpose(1, 2)
         out = F.scaled_dot_product_attention(q.unsqueeze(2), ctx[:, :nkv], ctx[:, nkv:], attn_mask=d.mask,
                                              enable_gqa=True)
@@ -148,6 +148,13 @@ def choose_backend(name: str, device: torch.device) -> str:
     if name == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("the triton attention backend needs a CUDA device (or TRITON_INTERPRET=1: tests)")
     return name
+
+
+@functools.cache
+def _paged_decode():
+    """Imported on first use: Triton loads only where the triton backend runs."""
+    from prefixguard.engine.paged_kernels import paged_decode
+    return paged_decode
 
 
 def _has_triton() -> bool:
