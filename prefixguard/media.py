@@ -69,13 +69,18 @@ class Rules(NamedTuple):
 @cache
 def rules_for(api: str, model: str | None) -> Rules:
     """The image and document rules for a request: by the model's family where the table knows it
-    (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape."""
+    (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape; then what that
+    API bills differently (`[P.by_api.API]`: OpenAI's Chat and Responses bill one PDF differently), then
+    the model's own row."""
     tables = _tables()
     bare = (model or "").rsplit("/", 1)[-1]
     name = next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))),
                 None) or next((n for n, t in tables.items() if api in t.get("apis", ())), "openai")
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
+    by_api = table.get("by_api", {}).get(api, {})
+    image.update(by_api.get("image", {}))
+    document.update(by_api.get("document", {}))
     best = max((m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
                key=lambda m: len(m["prefix"]), default=None)
     if best is not None:
@@ -138,16 +143,22 @@ def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
         return Cost(count_text(item.text), False)
     pages = pdf_pages(item.data) if item.data and (item.media_type or PDF) == PDF else None
     doc = rules.document
+    per_page, per_file = doc.get("per_page_tokens", 0), doc.get("per_file_tokens", 0)
     if pages is None:  # by reference, or not a PDF we can read: the documented estimate
         w, h = doc["page_points"]
-        return Cost(doc["estimate_pages"] * (page_tokens(w, h, rules) + doc.get("per_page_tokens", 0)), True)
-    per_page = doc.get("per_page_tokens", 0)
-    return Cost(sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0) for w, h, text in pages),
-                False)
+        return Cost(per_file + doc["estimate_pages"] * (page_tokens(w, h, rules) + per_page), True)
+    return Cost(per_file + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0)
+                               for w, h, text in pages), False)
 
 
 def page_tokens(width_pt: float, height_pt: float, rules: Rules) -> int:
-    """The image of one page: its box rendered at page_dpi, then the image rule (which caps it)."""
+    """The image of one page: none where the API bills the text layer only (`page_image = false`), a
+    measured flat cost where the API bills one (`page_image_tokens`), else its box rendered at page_dpi
+    through the image rule (which caps it)."""
+    if not rules.document.get("page_image", True):
+        return 0
+    if "page_image_tokens" in rules.document:
+        return rules.document["page_image_tokens"]
     scale = rules.document["page_dpi"] / 72
     return image_tokens(max(1, round(width_pt * scale)), max(1, round(height_pt * scale)), rules.image, "high")
 

@@ -272,7 +272,9 @@ def _encode_value(value: Any) -> bytes:
     if isinstance(value, _Output):
         return f"o{value.at!r} {value.tokens}".encode()
     if isinstance(value, _Fit):
-        return f"s{value.ratio!r} {value.unseen} {value.front}".encode()
+        kinds = ",".join(repr(k) for k in value.kinds) or "-"   # the scale's fit by kind, and what it was fitted on
+        seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
+        return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen}".encode()
     return b"f" + repr(float(value)).encode()
 
 
@@ -290,8 +292,11 @@ def _decode_value(raw: bytes | None) -> Any:
         at, tokens = text.split(" ")
         return _Output(float(at), int(tokens))
     if kind == b"s":
-        ratio, unseen, *front = text.split(" ")  # a fit written before fronts were kept has none
-        return _Fit(float(ratio), int(unseen), int(front[0]) if front else -1)
+        ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
+        kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()
+        seen = tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";")) \
+            if len(rest) > 2 and rest[2] != "-" else ()
+        return _Fit(float(ratio), int(unseen), int(rest[0]) if rest else -1, kinds, seen)
     return float(text)
 
 

@@ -1,10 +1,25 @@
-"""Our token counts in the provider's tokens.
+"""Our token counts in the provider's tokens, by kind of content.
 
-We count with cl100k (or an estimate); a provider counts with its own tokenizer, and may add tokens the
-body does not show: definitions of its server tools, a gateway's system text, a tool-choice instruction,
-a server tool's results. From the latest request of a model whose usage reported its prompt total P for
-our count C, the ratio P / C is taken as far as a tokenizer can explain it (MAX_RATIO either way); what
-is left over is tokens unseen.
+We count with the model's own encoding where it has a public one (OpenAI's: prefixguard/tokens.py), else
+with cl100k; a provider counts with its own tokenizer, renders some content its own way (OpenAI writes tool
+definitions as a typed namespace, far shorter than their JSON), and may add tokens the body does not show:
+definitions of its server tools, a gateway's system text, a tool-choice instruction, a server tool's
+results. So one ratio per model is not enough: a prefix that is mostly tool schemas scales differently
+from one that is mostly conversation. Three kinds are scaled apart:
+
+- tools: tool definitions and output schemas (level "tools");
+- text: system and conversation text, and every other part;
+- calls: tool calls and tool results carried in the conversation (JSON arguments, outputs).
+
+Images and documents are costed by the provider's formula already (media.py), so the fit is of the text
+alone. From the latest requests of a model (WINDOW of them) whose usage reported the prompt total P for
+our counts x (per kind), a ratio per kind is fitted by least squares, drawn toward the latest request's one
+ratio where the requests cannot tell the kinds apart (ridge): a session whose tools stay while its
+conversation grows tells the two apart. Where the tokenizer explains the text itself (a model counted in
+its own encoding, with its chat format's framing), text is not fitted: its ratio is 1, and what the bill
+holds beyond it is the other kinds' or unseen. The ratios are then set, together, so that the latest
+request comes out at its bill, as far as a tokenizer can explain it (MAX_RATIO overall, MAX_KIND_RATIO a
+kind); what is left over is tokens unseen.
 
 Where the unseen tokens sit, the provider's own figures tell. What a request read plus what it wrote
 ends where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our
@@ -13,7 +28,6 @@ tokens says anything): what it holds beyond our scaled tokens up to there is uns
 instruction, a server tool's results) and is counted on the last part, where no later request reads
 it. Until a read says, all of it is put in front, since every read starts there.
 
-Images and documents are costed by the provider's formula already, so the fit is of the text alone.
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
 """
@@ -23,20 +37,46 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
+from prefixguard import tokens
 from prefixguard.index import LocalTable, Table
 from prefixguard.prompt import Prompt, Segment
 from prefixguard.usage import Usage
 
-MAX_RATIO = 1.5     # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
+MAX_RATIO = 1.5       # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
+MAX_KIND_RATIO = 3.0  # one kind may be rendered far shorter or longer than its JSON (OpenAI's tool namespace)
+WINDOW = 8            # latest requests of a model the kinds are fitted on
+RIDGE = 0.5          # how strongly a kind the requests cannot tell apart keeps the latest request's ratio
+KINDS = ("tools", "text", "calls")
+TOOLS, TEXT, CALLS = range(3)
+_CALL_KINDS = frozenset(("tool_use", "tool_result"))
 
 
 class _Fit(NamedTuple):
-    ratio: float        # the provider's text tokens per one of ours
+    ratio: float        # the provider's text tokens per one of ours, over the latest request
     unseen: int         # tokens it counts that the body does not show
     front: int = -1     # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
+    kinds: tuple[float, ...] = ()   # the ratio per kind (KINDS); () where only `ratio` is known
+    seen: tuple[tuple[int, ...], ...] = ()  # the latest requests' (tools, text, calls, provider's), oldest first
 
 
 FIT_LIFETIME = 86_400.0  # a fit kept in a shared index outlives a day of silence from its model: refit then
+
+
+def kind_of(seg: Segment) -> int:
+    return TOOLS if seg.level == "tools" else CALLS if seg.kind in _CALL_KINDS else TEXT
+
+
+def _by_kind(prompt: Prompt) -> list[int]:
+    """Our text tokens of each kind (media left out: they are in the provider's tokens already)."""
+    x = [0, 0, 0]
+    for s in prompt.segments:
+        x[kind_of(s)] += s.tokens - s.media_tokens
+    return x
+
+
+def _explained(prompt: Prompt) -> bool:
+    """The model's text is counted in its own encoding with its chat format's framing: text is exact."""
+    return not prompt.tokens_estimated and tokens.message_framing(prompt.api, prompt.model) != (0, 0)
 
 
 class TokenScale:
@@ -49,16 +89,20 @@ class TokenScale:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment)."""
         media = sum(s.media_tokens for s in prompt.segments)
-        ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
+        x = _by_kind(prompt)
+        ours, theirs = sum(x), usage.prompt_total - media
         if ours <= 0 or theirs <= 0:
             return
-        ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-        unseen = max(0, round(theirs - ratio * ours))
         before = self._fit.get(prompt.model)
-        front = _front(prompt, ratio, usage.cache_read + usage.cache_write, read_ends)
+        before = before if isinstance(before, _Fit) else None
+        seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
+        kinds = _fitted(seen, _explained(prompt))
+        unseen = max(0, round(theirs - sum(k * n for k, n in zip(kinds, x))))
+        ratio = (theirs - unseen) / ours
+        front = _front(prompt, kinds, usage.cache_read + usage.cache_write, read_ends)
         if front is None:  # this read says nothing of where they sit: as the last read said
-            front = before.front if isinstance(before, _Fit) else -1
-        self._fit.put(prompt.model, _Fit(ratio, unseen, min(front, unseen)), FIT_LIFETIME)
+            front = before.front if before else -1
+        self._fit.put(prompt.model, _Fit(ratio, unseen, min(front, unseen), kinds, seen), FIT_LIFETIME)
         self._fit.save()
 
     def scaled(self, prompt: Prompt) -> Prompt:
@@ -67,7 +111,8 @@ class TokenScale:
         fit = self._fit.get(prompt.model)
         if fit is None or not prompt.segments:
             return prompt
-        segments = [s.with_tokens(_in_theirs(s, fit.ratio)) for s in prompt.segments]
+        kinds = fit.kinds or (fit.ratio,) * len(KINDS)
+        segments = [s.with_tokens(_in_theirs(s, kinds)) for s in prompt.segments]
         front = fit.unseen if fit.front < 0 else fit.front
         if front:
             segments[0] = segments[0].with_tokens(segments[0].tokens + front)
@@ -76,18 +121,99 @@ class TokenScale:
         return prompt.with_segments(segments)
 
 
-def _in_theirs(seg: Segment, ratio: float) -> int:
-    """A part's tokens in the provider's: its text scaled, its media as costed."""
-    return round((seg.tokens - seg.media_tokens) * ratio) + seg.media_tokens
+def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, ...]:
+    """Ratios per kind: least squares over the latest requests, drawn toward the latest one's single ratio
+    (ridge), then set together so that the latest request comes out at its bill where a tokenizer can
+    explain it."""
+    *x, y = seen[-1]
+    fixed = [TEXT] if text_exact else []
+    free = [k for k in range(len(KINDS)) if k not in fixed]
+    rest = y - sum(x[k] for k in fixed)               # what the free kinds (and unseen tokens) must hold
+    free_ours = sum(x[k] for k in free)
+    if free_ours <= 0:  # nothing to fit: the exact kinds alone, scaled down only where the bill is smaller
+        level = min(1.0, y / max(1, sum(x))) if fixed else 1.0
+        return tuple(level if k in fixed else 1.0 for k in range(len(KINDS)))
+    prior = min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, rest / free_ours)) if text_exact else \
+        min(MAX_RATIO, max(1 / MAX_RATIO, rest / free_ours))
+    n = len(free)
+    if not _varied(seen, free):  # requests of one make-up cannot tell kinds apart: one ratio for all
+        return _levelled([prior] * n, x, free, rest, free_ours, text_exact)
+    # normal equations of sum (y_i - fixed_i - x_i . r)^2 + sum_k lam_k (r_k - prior)^2
+    a = [[0.0] * n for _ in range(n)]
+    b = [0.0] * n
+    for row in seen:
+        target = row[-1] - sum(row[k] for k in fixed)
+        xs = [row[k] for k in free]
+        for i in range(n):
+            b[i] += xs[i] * target
+            for j in range(n):
+                a[i][j] += xs[i] * xs[j]
+    for i, k in enumerate(free):
+        lam = RIDGE * max(1.0, sum(row[k] * row[k] for row in seen) / len(seen))
+        a[i][i] += lam
+        b[i] += lam * prior
+    r = _solve(a, b) or [prior] * n
+    return _levelled([min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v)) for v in r], x, free, rest, free_ours,
+                     text_exact)
 
 
-def _front(prompt: Prompt, ratio: float, held: int, read_ends: Sequence[int]) -> int | None:
+def _varied(seen: Sequence[tuple[int, ...]], free: Sequence[int]) -> bool:
+    """Some request in the window mixes the free kinds in other shares than the latest (by 1% or more)."""
+    def shares(row: tuple[int, ...]) -> list[float]:
+        total = sum(row[k] for k in free) or 1
+        return [row[k] / total for k in free]
+    latest = shares(seen[-1])
+    return any(max(abs(a - b) for a, b in zip(shares(row), latest)) >= 0.01 for row in seen[:-1])
+
+
+def _levelled(r: list[float], x: Sequence[int], free: Sequence[int], rest: int, free_ours: int,
+              text_exact: bool) -> tuple[float, ...]:
+    """The free kinds' ratios set together so that the latest request comes out at its bill, as far as a
+    tokenizer explains it. Where it explains the text, what is left is content the provider renders its
+    own way (tools, calls: within MAX_KIND_RATIO); else the free kinds together stay within MAX_RATIO of
+    our count. Beyond, tokens are unseen."""
+    bound = MAX_KIND_RATIO if text_exact else MAX_RATIO
+    fit = sum(v * x[k] for v, k in zip(r, free))
+    if fit > 0:
+        level = min(bound * free_ours, max(free_ours / bound, rest)) / fit
+        r = [min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) for v in r]
+    out = [1.0] * len(KINDS)
+    for v, k in zip(r, free):
+        out[k] = v
+    return tuple(out)
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """a x = b by Gaussian elimination with partial pivoting (3 unknowns at most); None if singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda i: abs(m[i][c]))
+        if abs(m[p][c]) < 1e-12:
+            return None
+        m[c], m[p] = m[p], m[c]
+        for i in range(c + 1, n):
+            f = m[i][c] / m[c][c]
+            for j in range(c, n + 1):
+                m[i][j] -= f * m[c][j]
+    out = [0.0] * n
+    for i in reversed(range(n)):
+        out[i] = (m[i][n] - sum(m[i][j] * out[j] for j in range(i + 1, n))) / m[i][i]
+    return out
+
+
+def _in_theirs(seg: Segment, kinds: Sequence[float]) -> int:
+    """A part's tokens in the provider's: its text scaled by its kind's ratio, its media as costed."""
+    return round((seg.tokens - seg.media_tokens) * kinds[kind_of(seg)]) + seg.media_tokens
+
+
+def _front(prompt: Prompt, kinds: Sequence[float], held: int, read_ends: Sequence[int]) -> int | None:
     """Unseen tokens in front, as the cache this request left shows (`held`: what it read plus what it
     wrote, which ends on the furthest breakpoint written): what that holds past our scaled tokens up to
     the furthest place it can end. None when it shows nothing (nothing held; or it stops short of every
     place a read can end, so it ended early for its own reasons)."""
     if held <= 0:
         return None
-    cum = list(accumulate(_in_theirs(s, ratio) for s in prompt.segments))
+    cum = list(accumulate(_in_theirs(s, kinds) for s in prompt.segments))
     reached = [cum[i] for i in read_ends if 0 <= i < len(cum) and cum[i] <= held]
     return held - max(reached) if reached else None

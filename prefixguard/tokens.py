@@ -87,6 +87,20 @@ def encoding_for(model: str | None) -> str:
     return name if _shipped(name) else default  # its data not installed: the default, scaled like any
 
 
+@cache
+def message_framing(api: str, model: str | None) -> tuple[int, int]:
+    """(tokens the API's chat format adds around each message of this model, tokens that prime the
+    reply after the last) from rules/encodings.toml [framing]; (0, 0) where the model is not counted in
+    its own encoding."""
+    framing = _rules()["framing"]
+    if api not in framing["apis"] or not model or encoding_for(model) == ESTIMATE:
+        return 0, 0
+    bare = model.rsplit("/", 1)[-1]
+    if not any(bare.startswith(p) for p in _rules()["models"]):
+        return 0, 0
+    return framing["per_message"], framing["reply"]
+
+
 def _load_shipped(name: str) -> Any:
     import tiktoken
 
@@ -237,7 +251,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    for cached in (_default, encoding_for, _encoding, _data_file, _seed):
+    for cached in (_default, encoding_for, message_framing, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

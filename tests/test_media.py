@@ -311,7 +311,7 @@ def test_url_and_file_images_are_flagged_estimates() -> None:
     chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]}]}
     seg = parse_request(json.dumps(chat)).segments[0]
-    assert seg.estimated and seg.tokens == 85
+    assert seg.estimated and seg.media_tokens == 85
 
 
 def test_token_scale_fits_the_text_of_a_recorded_image_request(shared_data: Path) -> None:
@@ -352,8 +352,13 @@ def test_openai_shapes_cost_files_and_tool_output_images(shared_data: Path) -> N
             {"type": "input_text", "text": "the screen"},
             {"type": "input_image", "image_url": "data:image/png;base64," + png, "detail": "high"}]}]}
     segs = parse_request(json.dumps(responses)).segments
+    # the same PDF bills its text layer only on Responses (rules/media.toml [openai.by_api])
+    page = media.document_cost(Media("document", pdf, "application/pdf"),
+                               media.rules_for("openai-responses", "gpt-4o"), len).tokens
+    by_id = media.document_cost(Media("document", file_id="file-1"), media.rules_for("openai-responses", "gpt-4o"),
+                                len).tokens
     assert [(s.kind, s.media_tokens, s.estimated) for s in segs] == [
-        ("document", page, False), ("image", 85, False), ("document", page, True), ("tool_use", 0, False),
+        ("document", page, False), ("image", 85, False), ("document", by_id, True), ("tool_use", 0, False),
         ("tool_result", 765, False)]
     assert segs[-1].tokens - segs[-1].media_tokens < 40
 

@@ -25,6 +25,8 @@ class Builder:
         self.api = api
         self.model = model if isinstance(model, str) else None
         self.encoding = tokens.encoding_for(self.model)  # the model's own (o200k_base for gpt-4o and later)
+        # the chat format's tokens around each message and before the reply (OpenAI models): prompt tokens too
+        self.framing, self.reply = (0, 0) if self.estimated else tokens.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
@@ -54,6 +56,13 @@ class Builder:
         else:
             count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value),
                                       self.encoding)
+        if self.framing and level != "tools" and tokens_by_rule is None and (whole or header is not None):
+            count += self.framing  # the message opens here: its role and delimiters
+        if self.reply and not self.segments:
+            # The reply's start (<|im_start|>assistant) follows the prompt; the next request has the same
+            # tokens opening that reply right after this prompt, so a read of this prompt covers them: they
+            # count in every prefix of it, as if on its first part.
+            count += self.reply
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
                       count, breakpoint, message_index, header, media_tokens, estimated)
         self.segments.append(seg)
