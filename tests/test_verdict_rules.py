@@ -13,6 +13,7 @@ import pytest
 from prefixguard.contracts import verdict_rules
 from prefixguard.policy import Expected, make_policy, policy_name
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+from prefixguard.report.diagnose import diagnose
 from prefixguard.store import open_store
 from prefixguard.verdict import judge_pair
 from prefixguard.wire import parse_request
@@ -112,6 +113,9 @@ def test_a_change_that_cost_nothing_is_a_hit_with_a_note_and_no_reprefill(tmp_pa
     assert row["verdict"] == "hit" and row["cause"] == "note: volatile_content at /system/0 cost nothing"
     assert row["reprefill_tokens"] == 0 and row["cost_usd"] == 0
     assert "re-prefill" not in lines[1] and " hit (note: volatile_content" in lines[1]
+    # and the report counts no break (it used to count every change its own comparison found)
+    report = diagnose(rows, "capture")
+    assert report.causes == [] and report.fields["verdicts"] == {"cold": 1, "hit": 1}
 
 
 def _contracted(prompts: list[Any]) -> list[Expected]:
