@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -150,3 +151,87 @@ def test_kill_9_of_the_proxy_loses_no_row(shared_data: Path, tmp_path: Path, bod
             proxy.communicate(timeout=30)
     assert len(done) >= 120
     assert not missing, f"{len(missing)} of {len(done)} completed responses have no row"
+
+
+# ---- HTTP/1.1 chunked trailers (item 9): the message passes whole, never a hang or an empty answer
+
+ANSWER = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                     "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                     "usage": {"input_tokens": 12, "output_tokens": 1}}).encode()
+REQUEST = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+
+def chunked(head: bytes, body: bytes, trailers: bool) -> bytes:
+    announce = b"trailer: x-checksum\r\n" if trailers else b""
+    return (head + b"transfer-encoding: chunked\r\n" + announce + b"\r\n" + b"%x\r\n%s\r\n0\r\n" % (len(body), body)
+            + (b"x-checksum: c2hhMjU2\r\n" if trailers else b"") + b"\r\n")
+
+
+def read_message(sock: socket.socket) -> bytes:
+    """One chunked HTTP/1.1 message from `sock`, to its last chunk (raises on timeout or early close)."""
+    data = b""
+    while not (b"\r\n\r\n" in data and data.endswith(b"0\r\n\r\n")):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"closed before the message ended: {data[-80:]!r}")
+        data += chunk
+    return data
+
+
+class TrailerUpstream:
+    """A raw loopback HTTP/1.1 server: keeps each request's bytes, answers chunked, with trailers when
+    the request asks (x-answer-trailers: 1)."""
+
+    def __init__(self) -> None:
+        self.got: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        with conn:
+            try:
+                while True:
+                    request = read_message(conn)
+                    self.got.append(request)
+                    conn.sendall(chunked(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n", ANSWER,
+                                         b"x-answer-trailers: 1" in request))
+            except (OSError, AssertionError):
+                return
+
+
+def test_chunked_trailers_pass_through(tmp_path: Path) -> None:
+    """Trailers on the request, the response or both, on a path analysed and one not: each message
+    reaches the other side whole and ended (two on one connection), its trailer fields dropped."""
+    from prefixguard.proxy.addon import PrefixGuard
+    from prefixguard.proxy.serve import ProxyThread
+
+    up = TrailerUpstream()
+    db = tmp_path / "c.db"
+    keys = []
+    with ProxyThread([up.url], addon=PrefixGuard(console=lambda _: None), store=str(db)) as px:
+        for path in ("/v1/messages", "/v1/other"):
+            for request_trailers, response_trailers in ((True, False), (False, True), (True, True)):
+                key = f"sk-ant-trailers-{path[4:]}-{request_trailers:d}{response_trailers:d}-{'z' * 20}"
+                keys += [key] if path == "/v1/messages" else []
+                head = (f"POST {path} HTTP/1.1\r\nhost: x\r\nx-api-key: {key}\r\ncontent-type: application/json\r\n"
+                        f"x-answer-trailers: {response_trailers:d}\r\n").encode()
+                with socket.create_connection(("127.0.0.1", px.port), timeout=10) as sock:
+                    for _ in range(2):   # two on one connection: the first ended where it should
+                        sent = len(up.got)
+                        sock.sendall(chunked(head, REQUEST, request_trailers))
+                        answer = read_message(sock)
+                        assert answer.startswith(b"HTTP/1.1 200") and ANSWER in answer, answer
+                        assert b"x-checksum: c2hh" not in answer
+                        assert len(up.got) == sent + 1 and REQUEST in up.got[-1]
+                        assert b"x-checksum: c2hh" not in up.got[-1]
+    assert not wait_for_rows(db, keys, 15)   # the analysed flows were stored

@@ -37,6 +37,7 @@ from prefixguard.proxy.ask import Asker
 from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
+from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.verdict import VerdictName
 from prefixguard.wire import analysable
@@ -44,6 +45,7 @@ from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 from prefixguard.wire.gemini import is_cache_creation
 
 logger = logging.getLogger("prefixguard.proxy")
+pass_trailers()   # a chunked message with trailers passes whole instead of hanging its client
 
 META = "prefixguard"
 BODY = "prefixguard-body"  # the tap of a body that streams through and is read afterwards
