@@ -92,7 +92,9 @@ def test_unified_flags_in_help() -> None:
     for command in ("diff", "kv", "report", "replay", "rules", "lint", "demo"):
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
-        assert "--policy {auto,anthropic,bedrock,gemini,openai,radix}" in run(*command, "--help").stdout, command
+        # one choice per contract of rules/providers.toml (radix: the compatible one)
+        assert "--policy {auto,anthropic,bedrock,deepseek,gemini,groq,minimax,mistral,moonshot,openai,qwen,radix,xai,zai}" \
+            in run(*command, "--help").stdout, command
 
 
 def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None:
