@@ -2,12 +2,16 @@
 total, on every recorded request that sends an image or a document block.
 
 Billed: Anthropic input + cache_creation + cache_read; OpenAI(-shaped) prompt_tokens. Images and PDFs
-are costed by rules/media.toml, the text around them by our tokenizer (cl100k, not the provider's).
+are costed by rules/media.toml, the text around them by the model's own encoding where it has one
+(rules/encodings.toml: OpenAI's), else cl100k (not the provider's).
 Rows marked "estimate" send media by file id or URL with no upload seen: a documented estimate (the
 files a cassette uploads, POST /v1/files, are read first, as replay and the proxy read them).
 Also prints what the old count (base64 tokenized as text) gave, measured in the same run.
 
     .venv/bin/python bench/media_calibration.py [--data ../shared/data] [--json]
+
+Rows under rebuilt/ are OpenAI PDF requests rebuilt from public recordings not in ../shared/data (see
+rebuilt()): their prompt text as sent, a PDF of the same page box and text layer, the total billed there.
 """
 from __future__ import annotations
 
@@ -52,16 +56,80 @@ def row(path: Path, data: Path) -> dict[str, object]:
             "estimate": any(s.estimated for s in prompt.segments)}
 
 
+# OpenAI PDF requests rebuilt from public recordings that are not in ../shared/data (their prompt text
+# as sent, a one-page PDF of the same page box and text layer), with the prompt total billed there:
+# pydantic-ai's test_openai/test_document_as_binary_content_input.yaml (Chat) and
+# test_openai_responses/test_openai_responses_document_as_binary_content_input.yaml (Responses), crewAI's
+# TestAgentMultimodalOpenAIResponses.test_pdf_file[openai-gpt-4o-mini-responses].yaml (a blank page).
+CREWAI_INSTRUCTIONS = (
+    "You are File Analyst. Expert at analyzing various file types.\nYour personal goal is: Analyze and describe "
+    "files accurately\nTo give my best complete final answer to the task respond using the exact following "
+    "format:\n\nThought: I now can give a great answer\nFinal Answer: Your final answer must be the great and "
+    "the most complete as possible, it must be outcome described.\n\nI MUST use these formats, my job depends "
+    "on it!")
+CREWAI_TASK = ("\nCurrent Task: What type of document is this?\n\nBegin! This is VERY important to you, use the "
+               "tools available and give your best Final Answer, your job depends on it!\n\nThought:")
+
+
+def one_page_pdf(text: str, box: tuple[int, int]) -> str:
+    """A one-page PDF (base64) of this page box (points) whose text layer is `text`."""
+    import base64
+    content = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode() if text else b""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << /Font << /F1 5 0 R >> >>"
+            b" /Contents 4 0 R >>" % box,
+            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = b"%PDF-1.4\n", []
+    for i, obj in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return base64.b64encode(out).decode()
+
+
+def rebuilt() -> list[tuple[str, dict[str, object], int]]:
+    """(name, request body, billed prompt total) of the OpenAI PDF requests rebuilt from public recordings."""
+    dummy = "data:application/pdf;base64," + one_page_pdf("Dummy PDF file", (595, 842))
+    blank = "data:application/pdf;base64," + one_page_pdf("", (612, 792))
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is the main content on this document?"},
+        {"type": "file", "file": {"file_data": dummy, "filename": "filename.pdf"}}]}]}
+    responses = {"model": "gpt-4o", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "What is in the document?"},
+        {"type": "input_file", "file_data": dummy, "filename": "filename.pdf"}]}]}
+    crewai = {"model": "gpt-4o-mini", "instructions": CREWAI_INSTRUCTIONS, "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": CREWAI_TASK},
+        {"type": "input_file", "filename": "document.pdf", "file_data": blank}]}]}
+    return [("pydantic-ai test_document_as_binary_content_input (Chat, gpt-4o)", chat, 235),
+            ("pydantic-ai test_openai_responses_document_as_binary_content_input (Responses)", responses, 20),
+            ("crewAI test_pdf_file[openai-gpt-4o-mini-responses] (Responses, blank page)", crewai, 139)]
+
+
+def rebuilt_row(name: str, body: dict[str, object], billed: int) -> dict[str, object]:
+    path = "/v1/chat/completions" if "messages" in body else "/v1/responses"
+    prompt = parse_request(json.dumps(body), path=path)
+    media = sum(s.media_tokens for s in prompt.segments)
+    old = sum(tokens.count(compact_json(s.value)) if s.media_tokens else s.tokens for s in prompt.segments)
+    predicted = prompt.total_tokens
+    return {"request": "rebuilt/" + name, "model": prompt.model, "billed": billed, "predicted": predicted,
+            "media": media, "text": predicted - media, "error_pct": round(100 * (predicted - billed) / billed, 1),
+            "old": old, "estimate": any(s.estimated for s in prompt.segments)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = [row(p, args.data) for p in requests(args.data)]
+    rows = [row(p, args.data) for p in requests(args.data)] + [rebuilt_row(*r) for r in rebuilt()]
     measured = [r for r in rows if not r["estimate"]]
     worst = max((abs(r["error_pct"]) for r in measured), default=0.0)
     summary = {"requests": len(rows), "measured": len(measured), "max_abs_error_pct": worst,
-               "within_10pct": sum(abs(r["error_pct"]) <= 10 for r in measured), "tokenizer": tokens.encoding_name()}
+               "within_10pct": sum(abs(r["error_pct"]) <= 10 for r in measured), "tokenizer": tokens.encoding_name(),
+               "openai_tokenizer": tokens.encoding_name("gpt-4o")}
     if args.json:
         print(json.dumps({"rows": rows, "summary": summary}, indent=1))
         return
@@ -73,7 +141,8 @@ def main() -> None:
         print(f"{name:<78} {r['billed']:>7,} {r['predicted']:>9,} {r['error_pct']:>+6.1f}% {r['media']:>6,}"
               f" {r['old']:>10,}{flag}")
     print(f"\n{summary['within_10pct']}/{summary['measured']} sized requests within 10% of billed; worst "
-          f"{worst:.1f}%; text by {summary['tokenizer']}; {len(rows) - len(measured)} by file id (estimates)")
+          f"{worst:.1f}%; text by {summary['tokenizer']} (gpt-4o and later: {summary['openai_tokenizer']}); "
+          f"{len(rows) - len(measured)} by file id (estimates)")
 
 
 if __name__ == "__main__":

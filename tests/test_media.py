@@ -386,3 +386,39 @@ def test_the_proxy_sizes_a_file_id_by_the_upload_it_saw(shared_data: Path, tmp_p
     billed = sent.usage.prompt_total
     assert abs(sum(t for *_, t in sent.segments) - billed) <= 0.1 * billed
     media.forget_uploads()
+
+
+# ---- OpenAI PDFs by each API's own billing (rules/media.toml [openai.by_api])
+
+def _media_calibration():
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "bench" / "media_calibration.py"
+    spec = importlib.util.spec_from_file_location("media_calibration", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_openai_pdfs_cost_what_each_api_bills() -> None:
+    """The same one-page PDF costs 219 tokens on Chat and 7 on Responses (its text layer and filename);
+    rebuilt from public recordings (bench/media_calibration.py), every request lands within 10% of what
+    OpenAI billed (before: +375%, +5,470% and +18,336%: a page image at 300 dpi by the image rule)."""
+    bench = _media_calibration()
+    rows = [bench.rebuilt_row(*r) for r in bench.rebuilt()]
+    assert [abs(r["error_pct"]) <= 10 for r in rows] == [True, True, True], rows
+    chat, responses, blank = rows
+    assert (chat["media"], responses["media"]) == (219, 7)     # 3 tokens of text + 4 a file (+ 212 a page on Chat)
+    assert blank["media"] == 4                                  # a blank page: the file's own tokens only
+    assert not any(r["estimate"] for r in rows)
+
+
+def test_a_pdf_page_image_is_billed_per_page_on_chat_only(shared_data: Path) -> None:
+    """A real two-document request shape: each page adds the flat page image on Chat, nothing on Responses."""
+    body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
+                       / "0001.request.json").read_text())
+    pdf = body["messages"][0]["content"][1]["source"]["data"]
+    pages = len(media.pdf_pages(pdf))
+    chat, responses = (media.rules_for(api, "gpt-4.1") for api in ("openai-chat", "openai-responses"))
+    item = Media("document", pdf, "application/pdf")
+    on_chat, on_responses = (media.document_cost(item, rules, len).tokens for rules in (chat, responses))
+    assert on_chat - on_responses == pages * chat.document["page_image_tokens"] == pages * 212
