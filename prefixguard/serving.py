@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from prefixguard.contracts import Compatible, configure_compatible, default_compatible, providers, server_defaults
@@ -107,10 +108,33 @@ def layer_from_table(table: Mapping[str, Any], where: str) -> dict[str, Any]:
             continue
         value = table[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise InputError(f"[tool.prefixguard] {key} must be {'a whole number' if kind is int else kind.__name__}",
-                             where)
+            said = {int: "a whole number", bool: "true or false", str: "a string"}[kind]
+            raise InputError(f"[tool.prefixguard] {key} must be {said}", where)
         out[key] = value
     return out
+
+
+def from_pyproject(start: Path) -> dict[str, Any]:
+    """The compatible settings of the nearest pyproject.toml at or above `start` that has a
+    [tool.prefixguard] table (lint's rule for finding it); {} when none. A file that cannot hold the table
+    is not parsed (a command's start pays a few stat calls, not a TOML parse)."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        try:
+            data = candidate.read_bytes() if candidate.is_file() else None
+        except OSError:
+            data = None
+        if data is None or b"prefixguard" not in data:
+            continue
+        import tomllib
+
+        try:
+            tool = tomllib.loads(data.decode("utf-8")).get("tool")
+        except (ValueError, UnicodeDecodeError):
+            return {}          # lint reports a broken file; the other commands run on the defaults
+        if isinstance(tool, dict) and isinstance(tool.get("prefixguard"), dict):
+            return layer_from_table(tool["prefixguard"], str(candidate))
+    return {}
 
 
 def resolved(layers: list[Mapping[str, Any]]) -> Compatible:

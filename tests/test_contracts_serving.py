@@ -171,3 +171,20 @@ def test_the_proxy_says_no_prefix_caching_not_a_miss(tmp_path: Path) -> None:
     assert verdicts("off.db") == [("no_prefix_caching", 0)] * 3
     serving.reset()
     assert verdicts("on.db")[1][0].startswith("miss_")
+
+
+def test_diff_takes_pyproject_keys_and_flags_over_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    system = "You answer questions about the shop's ledger, one line each. " * 30
+    a = {"model": "Qwen/Qwen3-32B", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "March?"}]}
+    b = {**a, "messages": [*a["messages"], {"role": "user", "content": "April?"}]}
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    (tmp_path / "pyproject.toml").write_text('[tool.prefixguard]\nblock-size = 64\n')
+    monkeypatch.chdir(tmp_path)
+    anyprefix = parse_request(json.dumps(a)).total_tokens
+    assert anyprefix % 64
+    assert diff_json("a.json", "b.json")["reused_tokens"] == anyprefix // 64 * 64
+    assert diff_json("a.json", "b.json", "--block-size", "1")["reused_tokens"] == anyprefix
+    (tmp_path / "pyproject.toml").write_text('[tool.prefixguard]\nprefix-caching = "no"\n')
+    result = CliRunner().invoke(main, ["diff", "a.json", "b.json"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "prefix-caching must be true or false" in result.stderr

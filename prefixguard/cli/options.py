@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -123,6 +124,7 @@ def compatible_options(p: argparse.ArgumentParser) -> None:
     from prefixguard import serving
 
     serving.reset()   # a command starts from the rules' defaults (tests run many commands in one process)
+    serving.apply(file=serving.from_pyproject(Path.cwd()))   # [tool.prefixguard]'s keys, the flags on top
     g = p.add_argument_group("self-hosted servers (the compatible contract)")
     g.add_argument("--server", action=_CompatibleSetting, key="server", metavar="NAME|URL",
                    help="the server's defaults (vllm, sglang, engine), or its URL to read them from "
