@@ -124,7 +124,7 @@ def from_pyproject(start: Path) -> dict[str, Any]:
             data = candidate.read_bytes() if candidate.is_file() else None
         except OSError:
             data = None
-        if data is None or b"prefixguard" not in data:
+        if data is None or b"tool.prefixguard" not in data:
             continue
         import tomllib
 
