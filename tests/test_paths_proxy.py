@@ -102,3 +102,6 @@ def test_known_shapes_on_any_path_are_analysed_and_the_rest_is_named(shared_data
     assert sorted((u["method"], u["path"], u["requests"]) for u in infra["unanalysed"]) == [
         ("GET", "/v1/models", 1), ("POST", "/api/rooms/3/messages", 1), ("POST", "/v1/embeddings", 1)]
     assert "3 forwarded requests not analysed: " in infra["finding"] and "GET /v1/models (1)" in infra["finding"]
+    page = tmp_path / "report.html"
+    assert CliRunner().invoke(main, ["report", str(db), "--html", str(page)]).exit_code == 0
+    assert "not analysed: POST /v1/embeddings" in page.read_text()

@@ -167,7 +167,8 @@ def render(d: Diagnosis) -> str:
         ["TTL expired", str(infra["ttl_expired"]), f"{infra['ttl_expired_tokens']:,}"],
         ["server-side miss", str(infra["server_side"]), f"{infra['server_side_tokens']:,}"],
         ["queueing (slow hits)", str(infra["queued"]), ""],
-        *[[f"error {k}", str(v), ""] for k, v in infra["errors"].items()]])
+        *[[f"error {k}", str(v), ""] for k, v in infra["errors"].items()],
+        *[[f"not analysed: {u['method']} {u['path']}", str(u["requests"]), ""] for u in infra.get("unanalysed", ())]])
     if infra["queued_examples"]:
         step4 += "<p>Slow hits: " + ", ".join(_request(d, r) for r in infra["queued_examples"]) + "</p>"
     step5 = _table(["verdict", "requests"], [[k, str(v)] for k, v in sorted(f["verdicts"].items(),
