@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixguard.engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, parts,
+                                           sse, strings, tools)
 from prefixguard.contracts import providers
 from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.errors import InputError
@@ -17,6 +18,8 @@ from prefixguard.usage import Usage
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
               429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+
+ROLES = frozenset({"user", "assistant"})  # a system prompt goes in "system"
 
 
 def error(status: int, message: str) -> dict[str, Any]:
@@ -44,6 +47,17 @@ def check(prompt: Prompt) -> None:
         raise InputError(f"A maximum of {limit} blocks with cache_control may be provided. Found {marks}.")
 
 
+def check_body(body: dict[str, Any]) -> None:
+    """The fields the Messages API types (shared with count_tokens), each of its type."""
+    kinds(body, {"messages": (list,), "system": (str, list), "tools": (list,), "tool_choice": (dict,),
+                 "metadata": (dict,), "thinking": (dict,), "stop_sequences": (list, str), "cache_control": (dict,)})
+    if body.get("messages") is None:
+        raise InputError("'messages' is required")
+    items(body, "messages", ROLES, role_required=True)
+    parts(body.get("system"), "'system'")
+    tools(body)
+
+
 class Messages:
     """One message being answered, as a whole body or as the stream of events."""
 
@@ -52,6 +66,7 @@ class Messages:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        check_body(body)
         max_tokens = integer(body, "max_tokens", None, minimum=0)
         if max_tokens is None:
             raise InputError("'max_tokens' is required")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefixguard.engine.api_common import Options, flag, integer, model_of, new_id, number, sse, strings
+from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, parts,
+                                           sse, strings, tools)
 from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage
@@ -17,6 +18,9 @@ FINISH = {"stop": "stop", "length": "length"}   # engine finish reason -> Chat f
 ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),
          413: ("invalid_request_error", "context_length_exceeded"), 429: ("requests", "rate_limit_exceeded"),
          500: ("server_error", None)}
+
+CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+RESPONSES_ROLES = frozenset({"system", "developer", "user", "assistant"})
 
 
 def error(status: int, message: str) -> dict[str, Any]:
@@ -29,6 +33,12 @@ class Chat:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        kinds(body, {"messages": (list,), "tools": (list,), "tool_choice": (str, dict), "metadata": (dict,),
+                     "stream_options": (dict,), "reasoning_effort": (str,), "response_format": (dict,)})
+        if body.get("messages") is None:
+            raise InputError("'messages' is required")
+        items(body, "messages", CHAT_ROLES, role_required=True)
+        tools(body)
         if integer(body, "n", 1, minimum=1) != 1:
             raise InputError("'n' must be 1: this server makes one choice per request")
         max_tokens = integer(body, "max_completion_tokens", None, minimum=1)
@@ -93,6 +103,13 @@ class Responses:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        kinds(body, {"input": (str, list), "instructions": (str,), "tools": (list,), "tool_choice": (str, dict),
+                     "metadata": (dict,), "reasoning": (dict,), "text": (dict,), "previous_response_id": (str,)})
+        items(body, "input", None, role_required=False)
+        for i, item in enumerate(body.get("input") if isinstance(body.get("input"), list) else []):
+            if isinstance(item, dict) and item.get("role") is not None and item["role"] not in RESPONSES_ROLES:
+                raise InputError(f"'input[{i}]'.role must be one of {', '.join(sorted(RESPONSES_ROLES))}")
+        tools(body)
         if body.get("previous_response_id"):
             raise InputError("'previous_response_id' is not supported: this server stores no responses; "
                              "send the whole conversation in 'input'")

@@ -44,6 +44,9 @@ class Metrics:
         self.registry = r = CollectorRegistry()
         self.requests = Counter(f"{ENGINE}_requests", "Requests answered, by API and HTTP status code.",
                                 ("api", "code"), registry=r)
+        self.invalid_requests = Counter(f"{ENGINE}_invalid_requests", "Requests answered 400 because they could "
+                                        "not be parsed or checked (malformed JSON, a wrong type, a missing field).",
+                                        ("api",), registry=r)
         self.queries = Counter(f"{ENGINE}_prefix_cache_queries", "Prompt tokens looked up in the radix tree.",
                                registry=r)
         self.hits = Counter(f"{ENGINE}_prefix_cache_hits", "Prompt tokens read from the radix tree.", registry=r)
@@ -59,6 +62,9 @@ class Metrics:
 
     def count(self, api: str, status: int) -> None:
         self.requests.labels(api=api, code=str(status)).inc()
+
+    def invalid(self, api: str) -> None:
+        self.invalid_requests.labels(api=api).inc()
 
     def finished(self, event: Any, usage: Usage) -> None:
         self.queries.inc(usage.prompt_total)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import socket
 import threading
 import time
@@ -26,7 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from prefixguard.engine import api_anthropic, api_openai, chat_template
-from prefixguard.engine.api_common import sse
+from prefixguard.engine.api_common import model_of, sse
 from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
 from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.engine.metrics import Metrics
@@ -122,12 +124,19 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
+        body = await request.body()
         try:
-            prompt = parse_request(await request.body(), path="/v1/messages", headers=request.headers,
-                                   count_tokens=False)
-        except InputError as e:
-            return _error(api_anthropic.error, 400, str(e))
-        return JSONResponse({"input_tokens": len(served.template.render(prompt.segments))})
+            prompt = parse_request(body, path="/v1/messages", headers=request.headers, count_tokens=False)
+            data = json.loads(body)
+            if _LONE_SURROGATE_ESCAPE.search(body):
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            api_anthropic.check_body(data)
+            model_of(data)
+            count = len(served.template.render(prompt.segments))
+        except _READ_ERRORS as e:
+            served.metrics.invalid(api_anthropic.Messages.API)
+            return _error(api_anthropic.error, 400, _reason(e))
+        return JSONResponse({"input_tokens": count})
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -154,7 +163,11 @@ def _error(error: Any, status: int, message: str, headers: dict[str, str] | None
 
 def _endpoint(served: Served, path: str, shape: Any, error: Any) -> Any:
     async def endpoint(request: Request) -> Response:
-        response = await _answer(served, request, path, shape, error)
+        try:
+            response = await _answer(served, request, path, shape, error)
+        except Exception as e:  # a bug, not the client's: still the API's shape, and no traceback to the client
+            logging.getLogger("prefixguard.engine").exception("%s %s failed", request.method, path)
+            response = _error(error, 500, f"internal error ({type(e).__name__})")
         served.metrics.count(shape.API, response.status_code)
         return response
 
@@ -162,22 +175,63 @@ def _endpoint(served: Served, path: str, shape: Any, error: Any) -> Any:
     return endpoint
 
 
-async def _answer(served: Served, request: Request, path: str, shape: Any, error: Any) -> Response:
-    body = await request.body()
+class Unreadable(Exception):
+    """A request this server cannot parse or check: answered 400 in the API's own error shape, and counted."""
+
+
+# What reading a body can raise besides InputError, whatever shape the body takes (a list where a string
+# belongs, a 4,300-digit integer, nesting deeper than the recursion limit, a lone surrogate).
+_READ_ERRORS = (InputError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
+                UnicodeError, OverflowError)
+_LONE_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _read(served: Served, body: bytes, path: str, headers: Any, shape: Any) -> tuple[Prompt, dict[str, Any], Any, list[int]]:
+    """(prompt, body, options, token ids) of a request, or Unreadable saying why not."""
     try:
         # count_tokens=False: the template's render counts each segment in the engine's own tokens below
-        prompt = parse_request(body, path=path, headers=request.headers, count_tokens=False)
+        prompt = parse_request(body, path=path, headers=headers, count_tokens=False)
         data = json.loads(body)
+        if _LONE_SURROGATE_ESCAPE.search(body):  # a pair is one character; a lone half cannot be answered in UTF-8
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
         opts = shape.options(data, served.default_max_tokens)
         if prompt.api == api_anthropic.Messages.API:
             api_anthropic.check(prompt)
-    except InputError as e:
+        if not isinstance(prompt.model, str):
+            raise InputError("'model' must be a string")
+        ids = served.template.render(prompt.segments) if any(s.level == "messages" for s in prompt.segments) else []
+    except _READ_ERRORS as e:
+        raise Unreadable(_reason(e)) from None
+    return prompt, data, opts, ids
+
+
+def _reason(err: BaseException) -> str:
+    """One line for the client: the input error's own words, else what kind of value broke the reading."""
+    if isinstance(err, InputError):
+        return str(err)
+    if isinstance(err, RecursionError):
+        return "the body is nested too deeply to read"
+    if isinstance(err, UnicodeError):
+        return "the body holds a lone surrogate (\\ud800-\\udfff), which is no character"
+    if isinstance(err, ValueError) and "digits" in str(err):
+        return "the body holds an integer too long to read (over 4,300 digits)"
+    if isinstance(err, ValueError):
+        return f"the body is not valid JSON: {str(err)[:200]}"
+    return f"a field of the body has the wrong type ({type(err).__name__}: {str(err)[:200]})"
+
+
+async def _answer(served: Served, request: Request, path: str, shape: Any, error: Any) -> Response:
+    body = await request.body()
+    try:
+        prompt, data, opts, ids = _read(served, body, path, request.headers, shape)
+    except Unreadable as e:
+        served.metrics.invalid(shape.API)
         return _error(error, 400, str(e))
     if served.serves is not None and not served.serves(prompt.model):
         return _error(error, 404, f"model: {prompt.model} (this server does not serve it)")
-    if not any(s.level == "messages" for s in prompt.segments):
+    if not ids:
+        served.metrics.invalid(shape.API)
         return _error(error, 400, "at least one message (input item) is required")
-    ids = served.template.render(prompt.segments)
     now = served.clock()
     policy = served.policy_for(prompt)
     expected = policy.lookup(prompt, now) if policy else None
@@ -190,6 +244,7 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     except RequestTooLarge as e:  # over the model's context, or more than the whole KV pool
         return _error(error, 413, str(e))
     except ValueError as e:
+        served.metrics.invalid(shape.API)
         return _error(error, 400, str(e))
     reply = shape(opts)
     earlier_id = shape.compared_with(data) if hasattr(shape, "compared_with") else None
