@@ -105,3 +105,31 @@ def test_known_shapes_on_any_path_are_analysed_and_the_rest_is_named(shared_data
     page = tmp_path / "report.html"
     assert CliRunner().invoke(main, ["report", str(db), "--html", str(page)]).exit_code == 0
     assert "not analysed: POST /v1/embeddings" in page.read_text()
+
+
+def test_a_file_uploaded_through_the_proxy_sizes_the_request_that_names_it(shared_data: Path, tmp_path: Path) -> None:
+    """POST /v1/files (multipart) reaches the analysis: the image sent later by its id costs what the
+    upload holds (640x480), not the documented estimate for an unseen file."""
+    import base64
+
+    from prefixguard import media
+    recorded = shared_data / "recorded"
+    name = "crewai/llms_TestAnthropicFileUploadIntegration.test_describe_image_with_file_id"
+    folder, db = recorded / name, tmp_path / "capture.db"
+    upload = base64.b64decode((folder / "0001.request.txt").read_bytes())
+    boundary = upload[2:upload.find(b"\r\n")].decode()
+    media.forget_uploads()
+    with Upstream(recorded) as up, ProxyThread([up.url], addon=PrefixGuard(console=lambda line: None), store=str(db)) as px:
+        with httpx.Client(base_url=px.url, timeout=10, headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"}) as web:
+            web.post("/v1/files?beta=true", content=upload, headers={
+                "content-type": f"multipart/form-data; boundary={boundary}", "x-replay": f"{name}/0001"})
+            web.post("/v1/messages?beta=true", content=(folder / "0002.request.json").read_bytes(),
+                     headers={"content-type": "application/json", "x-replay": f"{name}/0002"})
+        rows = rows_when(db, 2)
+    sent = next(r for r in rows if r["api"] == "anthropic")
+    with open_store(db) as store:
+        segments = next(r for r in store.records() if r.id == sent["id"]).segments
+    rules = media.rules_for("anthropic", sent["model"])
+    image = media.image_tokens(640, 480, rules.image) + rules.image.get("per_image_tokens", 0)
+    assert any(tokens == image for _, _, tokens in segments), segments
+    media.forget_uploads()

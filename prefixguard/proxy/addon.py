@@ -40,7 +40,7 @@ from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.verdict import VerdictName
-from prefixguard.wire import analysable
+from prefixguard.wire import analysable, files
 from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 from prefixguard.wire.gemini import is_cache_creation
 
@@ -86,8 +86,10 @@ def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | Non
 
 def _analysed(req: http.Request) -> bool:
     """A request the analysis reads: a POST to a path of an API shape it reads (or whose tail names one:
-    its body decides), or the creation of a Gemini explicit cache (later requests that name it read its tokens)."""
-    return analysable(req.method, req.path) or req.method == "POST" and is_cache_creation(req.path)
+    its body decides), the creation of a Gemini explicit cache or a file upload (later requests that name
+    the cache or the file read what it holds)."""
+    return analysable(req.method, req.path) or req.method == "POST" and (
+        is_cache_creation(req.path) or files.is_upload(req.path))
 
 
 def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
