@@ -163,7 +163,8 @@ def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, statu
     return judge(expected, cmp, usage, status, error, owed)
 
 
-def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None, cmp: Comparison | None = None) -> tuple[Verdict, Comparison]:
+def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None,
+               cmp: Comparison | None = None) -> tuple[Verdict, Comparison]:
     """The verdict of request B sent after request A (`elapsed` seconds after, where known), A the only
     request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
     A B that starts a new conversation changes no prefix (the session model's rule)."""

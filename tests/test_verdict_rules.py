@@ -37,7 +37,8 @@ def _openai_answer(read: int, total: int) -> bytes:
                                  "prompt_tokens_details": {"cached_tokens": read}}}).encode()
 
 
-def _through_proxy(tmp_path: Path, path: str, exchanges: list[tuple[bytes, bytes]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _through_proxy(tmp_path: Path, path: str,
+                   exchanges: list[tuple[bytes, bytes]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Each (request, response) through the proxy's analysis in order, 10 s apart: the stored rows and the
     console lines."""
     db = tmp_path / f"capture-{len(list(tmp_path.iterdir()))}.db"
@@ -80,7 +81,8 @@ def test_a_tool_change_whose_write_dwarfs_a_foreign_read_is_a_miss(tmp_path: Pat
     assert row["verdict"] == "miss_prefix_changed" and row["cause"].startswith("tools_changed at /tools/4")
     # what the change cost: what A had cached past the change that B did not read, priced
     assert written * 0.9 < row["reprefill_tokens"] < total_a and row["cost_usd"] > 0
-    assert "miss_prefix_changed (tools_changed at /tools/4)" in lines[1] and f"re-prefill {row['reprefill_tokens']} tok" in lines[1]
+    assert "miss_prefix_changed (tools_changed at /tools/4)" in lines[1]
+    assert f"re-prefill {row['reprefill_tokens']} tok" in lines[1]
 
 
 def test_a_change_answered_from_a_foreign_cache_is_still_a_hit(tmp_path: Path) -> None:

@@ -227,7 +227,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
     cost); a row nobody judged (a recorded session: no verdict, no usage; a provider that reported no
     cache field) is judged here by the same
     rule (prefixguard.verdict.judge_pair) against the best earlier request of its tenant (the core's
-    session model), and so is what a miss was stored without (its cause, its tokens). Each cause's example is its first break with a body, as compared here."""
+    session model), and so is what a miss was stored without (its cause, its tokens). Each cause's
+    example is its first break with a body, as compared here."""
     sessions = Sessions(keep=KEEP_PER_TENANT)
     causes: dict[str, Cause] = {}
     for row in rows:
@@ -247,7 +248,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
             elapsed = now - then if isinstance(now, (int, float)) and isinstance(then, (int, float)) else None
             here = judge_pair(match.prompt, prompt, elapsed, match.comparison)[0]
             judged = here if judged is None else judged._replace(
-                cause=row.get("cause") or here.cause, reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
+                cause=row.get("cause") or here.cause,
+                reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
                 cost_usd=row.get("cost_usd") or here.cost_usd)
         if judged is None or judged.verdict != VerdictName.MISS_PREFIX_CHANGED:
             continue
