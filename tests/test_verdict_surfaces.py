@@ -141,6 +141,7 @@ def _plugin(tmp_path: Path) -> str:
     return run.stdout
 
 
+@pytest.mark.slow
 def test_one_sequence_one_verdict_on_every_surface(tmp_path: Path) -> None:
     clock = Clock()
     t0 = clock.now
