@@ -156,7 +156,8 @@ def test_claude_code_diagnostics_beside_our_verdicts(tmp_path: Path) -> None:
         ("hit", "previous_message_not_found", None)]                  # no comparison: nothing to set beside ours
     system = rows[2]
     assert system["diagnosis"]["missed_tokens"] == 5800 and system["diagnosis"]["level"] == "system"
-    assert "the API says: system_changed (5,800 missed)" in system["detail"]
+    assert "the API says: system_changed (5,800 missed) -- agree" in system["detail"]
+    assert rows[6]["detail"].endswith("the API says: messages_changed (600 missed) -- only provider")
     assert "prefixguard agrees on 8 of 9 compared (1 misses only the API saw" in out
     assert "API: system_changed" in out and "prefixguard: miss_unexplained 1" in out
     agreement = report(tmp_path / "claude-code.db")["fields"]["agreement"]

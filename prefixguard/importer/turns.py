@@ -118,9 +118,10 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
             else:
                 rec.verdict = "hit" if u.cache_read else "cold"
         if turn.diagnosis is not None:
-            rec.diagnosis = json.dumps(as_row(turn.diagnosis, agreement_at(turn.diagnosis, our_level(rec))),
-                                       separators=(",", ":"))
-            notes.append(f"the API says: {'no miss' if turn.diagnosis.status == NO_MISS else turn.diagnosis.said()}")
+            agreed = agreement_at(turn.diagnosis, our_level(rec))
+            rec.diagnosis = json.dumps(as_row(turn.diagnosis, agreed), separators=(",", ":"))
+            said = "no miss" if turn.diagnosis.status == NO_MISS else turn.diagnosis.said()
+            notes.append(f"the API says: {said}" + (f" -- {agreed.replace('_', ' ')}" if agreed else ""))
         rec.detail = "; ".join([f"imported from {turn.tool} log (no request body)"] + notes)
         last[turn.lineage] = (turn, rid)
         records.append(rec)
