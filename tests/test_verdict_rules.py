@@ -22,11 +22,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "requests"
 T0 = 1_800_000_000.0
 
 
-def _anthropic_answer(read: int, write: int, uncached: int) -> bytes:
+def _anthropic_answer(read: int, write: int, uncached: int, **extra: Any) -> bytes:
     return json.dumps({"id": "msg", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
                        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
                        "usage": {"input_tokens": uncached, "cache_read_input_tokens": read,
-                                 "cache_creation_input_tokens": write, "output_tokens": 3}}).encode()
+                                 "cache_creation_input_tokens": write, "output_tokens": 3}, **extra}).encode()
 
 
 def _openai_answer(read: int, total: int) -> bytes:
@@ -110,9 +110,12 @@ def test_a_change_that_cost_nothing_is_a_hit_with_a_note_and_no_reprefill(tmp_pa
     a, b = _stamped("2026-12-04T10:00:00Z"), _stamped("2026-12-04T10:00:07Z")
     n = parse_request(a).total_tokens
     rows, lines = _through_proxy(tmp_path, "/v1/messages", [
-        (a, _anthropic_answer(0, n - 5, 5)), (b, _anthropic_answer(n - 5, 0, 5))])
+        (a, _anthropic_answer(0, n - 5, 5)),
+        (b, _anthropic_answer(n - 5, 0, 5, diagnostics={"cache_miss_reason": None}))])  # the provider: no miss
     row = rows[1]
     assert row["verdict"] == "hit" and row["cause"] == "note: volatile_content at /system/0 cost nothing"
+    # its own diagnosis set beside the verdict, not beside our comparison: both say no break
+    assert row["diagnosis"]["agreement"] == "both_clear" and lines[1].endswith("prefixguard: no break -- both clear")
     assert row["reprefill_tokens"] == 0 and row["cost_usd"] == 0
     assert "re-prefill" not in lines[1] and " hit (note: volatile_content" in lines[1]
     # and the report counts no break (it used to count every change its own comparison found)

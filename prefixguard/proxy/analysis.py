@@ -355,7 +355,8 @@ class Analyzer:
             rec.previous_id = flow.previous_id
             cmp = flow.comparison
             if diag is not None:
-                rec.diagnosis = json.dumps(as_row(diag, agreement(diag, cmp)), separators=(",", ":"))
+                broke = cmp if v.verdict is verdicts.VerdictName.MISS_PREFIX_CHANGED else None  # ours: the verdict's
+                rec.diagnosis = json.dumps(as_row(diag, agreement(diag, broke)), separators=(",", ":"))
             if cmp is not None and cmp.broken:  # what the change cost, as judged: nothing on a hit with a note
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
