@@ -95,7 +95,10 @@ def body(shared_data: Path) -> dict:
     return json.loads((shared_data / "recorded" / LEGACY_JSON / "0001.request.json").read_text())
 
 
-def test_kill_9_of_the_analysis_loses_no_row(shared_data: Path, tmp_path: Path, body: dict) -> None:
+@pytest.mark.parametrize("pad", [0, 80 << 10], ids=["small", "over-64KB"])   # the spooler thread's path too
+def test_kill_9_of_the_analysis_loses_no_row(shared_data: Path, tmp_path: Path, body: dict, pad: int) -> None:
+    if pad:
+        body = body | {"metadata": {"user_id": "x" * pad}}
     db = tmp_path / "c.db"
     with Upstream(shared_data / "recorded") as up:
         proxy = start_proxy(up.url, db)
