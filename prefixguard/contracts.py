@@ -55,6 +55,11 @@ def _host(upstream: str | None) -> str:
     return rest.split("/", 1)[0].rpartition("@")[2].split(":", 1)[0].lower()
 
 
+def lint_family(name: str) -> str:
+    """The contract whose lint rules apply to a provider's requests (its table's `lint_as`, else its own)."""
+    return providers()[name].get("lint_as", name)
+
+
 def sold(model: str | None) -> bool:
     """Whether a provider's table knows the model (by family: claude-sonnet-4-5-2025..., gpt-4o-mini)."""
     return bool(model) and any(_known(t, model) for t in providers().values() if isinstance(t, dict))

@@ -180,3 +180,18 @@ def test_the_proxy_knows_a_provider_by_its_upstream_host(tmp_path):
     analyzer.close()
     with open_store(tmp_path / "cap.db") as db:
         assert [r["upstream"] for r in db.rows()] == ["https://api.groq.com", "https://openrouter.ai"]
+
+
+def test_lint_runs_the_rules_of_any_prefix_cache_for_the_new_providers(tmp_path):
+    """The new tables name no lint rule of their own: lint_as keeps the rules those requests had before."""
+    from helpers.cli import CliRunner
+
+    from prefixguard.cli import main
+
+    system = "You reconcile the ledger. Current time: 2026-12-04T10:11:12Z."
+    for model in ("deepseek-chat", "glm-4.6", "grok-4", "qwen-plus", "MiniMax-M2", "kimi-k2-0905-preview", "mistral-large-latest"):
+        body = tmp_path / f"{model}.json"
+        body.write_text(json.dumps(chat(model, ("system", system), ("user", "hi"))))
+        result = CliRunner().invoke(main, ["lint", "--format", "json", str(body)])
+        assert result.exit_code == 1, (model, result.output)
+        assert "PG101" in {f["code"] for f in json.loads(result.stdout)["findings"]}, model

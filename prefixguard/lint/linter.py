@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
+from prefixguard.contracts import lint_family
 from prefixguard.errors import InputError, NotARequest, describe
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS, VALIDITY
@@ -56,7 +57,7 @@ def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping
     hits: list[Hit] = []
     for rule in catalog.rules():
         check = CHECKS.get(rule.name)
-        if check is None or rule.code not in codes or ctx.provider not in rule.providers:
+        if check is None or rule.code not in codes or lint_family(ctx.provider) not in rule.providers:
             continue
         if prompt.counts_only and rule.name not in VALIDITY:
             continue
