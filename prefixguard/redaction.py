@@ -62,13 +62,18 @@ _FORMATS = (
     # PEM private keys: the whole block, or from its first line to where the key's characters stop
     r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,40}"
     r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=:,. \t\r\n-]|\\[nrt])*)",
-    # a key cut short by an ellipsis (a diff's excerpt): its start is still the key's
-    r"(?:sk-|sk_live_|rk_live_|AKIA|ASIA|ABSK|bedrock-api-key-|AIza|ya29\.|gh[pousr]_|github_pat_|glpat-|"
-    r"xox[abposre]-|eyJ|hf_|gsk_|xai-|pplx-|r8_|SG\.|-----BEGIN)[A-Za-z0-9_.+/= -]*\u2026",
+    # a key cut short by an ellipsis (a diff's excerpt): its start is still the key's (_CUT_MARKS, below)
+    "{cut}",
     # ...or cut at its start: a long unbroken run of key characters right after the ellipsis
     r"\u2026(?=[A-Za-z0-9_+/=-]*\d)[A-Za-z0-9_+/=-]{20,}",
 )
-KEY_FORMATS = re.compile("|".join(_FORMATS))
+_CUT_MARKS = ("sk-", "sk_live_", "rk_live_", "AKIA", "ASIA", "ABIA", "ACCA", "ABSK", "bedrock-api-key-", "AIza",
+              "ya29.", "1//0", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxa-", "xoxb-",
+              "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xapp-", "eyJ", "whsec_", "SG.", "hf_", "npm_", "pypi-",
+              "gsk_", "xai-", "pplx-", "r8_", "dop_v1_", "dapi", "shpat_", "shpss_", "shpca_", "shppa_", "lsv2_",
+              "tvly-", "ATATT3", "AccountKey=", "-----BEGIN")
+KEY_FORMATS = re.compile("|".join(_FORMATS).replace(
+    "{cut}", "(?:" + "|".join(map(re.escape, _CUT_MARKS)) + r")[A-Za-z0-9_.+/= -]*\u2026"))
 # Every KEY_FORMATS match but a PEM block's and an excerpt's starts with one of these marks, inside a run
 # of key characters: the runs are found in one regex pass, the marks looked for in them alone, and the
 # formats tried where a mark stands (the formats' regex over a 60 MB body takes a minute).
@@ -82,7 +87,7 @@ BLOB_CHARS = 65_536
 _ELLIPSIS_REACH = 256    # characters on each side of an ellipsis where a cut key is looked for
 
 # The password of a URL's userinfo (scheme://user:password@host): a connection string in a prompt.
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@'\"<>]*:)([^\s/@'\"<>]+)(?=@)")
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@'\"<>]*:)([^\s/@'\"<>\u2026]+)(?=@|\u2026)")
 # The value of a credential assignment in prose or config text (`password: ...`, `API_KEY=...`):
 # 6+ characters, not a word alone (a digit or a sign in it), so that "password: required" stays.
 _ASSIGNED = re.compile(
@@ -93,7 +98,7 @@ _ASSIGNED = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{16,})")
 # Where a credential is named: a value assigned to it is looked for just after (read in bytes, lowered).
 _CREDENTIAL_WORDS = re.compile(rb"pass|pwd|secret|api.?key|access.?key|private.?key|auth.?token|access.?token|"
-                               rb"refresh.?token|bearer|basic ")
+                               rb"refresh.?token|bearer|basic")
 _ASSIGNS = re.compile(rb"[a-z0-9_-]{0,24}[\"']?\s{0,4}(?:[:=]|is\s)|\s+[a-z0-9._~+/=-]{16}")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+.")
 

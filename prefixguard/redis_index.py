@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from hashlib import blake2b
 import sys
 import time
@@ -214,6 +215,17 @@ def _redacted(value: Any, secrets: list[str]) -> Any:
     return value
 
 
+_KEY_CHAR_ESCAPE = re.compile(r"\\u00(2[bdef]|3[0-9d]|[46][1-9a-f]|[57][0-9a]|5f)|\\(/)", re.I)
+
+
+def _unescaped(text: str) -> str:
+    """JSON text with the escapes that spell a key's characters (letters, digits, + - . / = _) decoded, so
+    that redaction sees a key written `\\u0073k-ant-...`; quotes and backslashes stay escaped."""
+    if "\\" not in text:
+        return text
+    return _KEY_CHAR_ESCAPE.sub(lambda m: m.group(2) or chr(int(m.group(1), 16)), text)
+
+
 def _system_secrets(p: Prompt) -> list[str]:
     return list(dict.fromkeys(t for s in p.segments if s.level == "system" for t in high_entropy(p.text[s.start:s.end])))
 
@@ -233,7 +245,7 @@ def encode_seen(seen: Any) -> bytes:
     for s in p.segments:
         raw = p.text[s.start:s.end]
         text, value, header = (raw, s.value, s.header) if clean else (
-            redact_text(raw, secrets), _redacted(s.value, secrets), _redacted(s.header, secrets))
+            redact_text(_unescaped(raw), secrets), _redacted(s.value, secrets), _redacted(s.header, secrets))
         kept = clean or (text == raw and value == s.value and header == s.header)
         key = s.key if kept else _REDACTED_KEY + blake2b(s.key, digest_size=16).digest()
         segments.append([s.level, redact_text(s.pointer), s.kind, s.role, value, at, at + len(text), _b64(key),

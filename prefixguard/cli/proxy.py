@@ -90,9 +90,9 @@ def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: 
     except KeyboardInterrupt:
         pass
     except InputError as err:
-        fail(str(err))
+        fail(url_for_display(str(err)))
     except OSError as err:
-        fail(str(err), code=1)
+        fail(url_for_display(str(err)), code=1)
 
 
 def _analyzer_factory() -> Any:

@@ -33,10 +33,11 @@ Formatter = Callable[[list[Finding], Run], str]
 
 
 def shown(text: str) -> str:
-    """Text from the linted files as printed: secrets redacted, control characters escaped."""
-    from prefixguard.redaction import redact_text  # its patterns compile in ~10 ms: only when a finding is shown
+    """Text from the linted files as printed: secrets redacted (random-looking values too: a finding
+    quotes what changed, as the proxy's detail column does), control characters escaped."""
+    from prefixguard.redaction import redact_random, redact_text  # ~10 ms to compile: only when one is shown
 
-    return printable(redact_text(text))
+    return printable(redact_random(redact_text(text)))
 
 
 def _location(f: Finding) -> str:
@@ -96,13 +97,24 @@ def as_dict(f: Finding) -> dict[str, Any]:
             "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
             "record": f.record, "message": _redacted(f.message), "fix": _redacted(f.fix),
             "fingerprint": f.fingerprint,
-            "data": dict(f.data)}
+            "data": {k: _redacted_value(v) for k, v in f.data.items()}}
 
 
 def _redacted(text: str) -> str:
-    from prefixguard.redaction import redact_text
+    from prefixguard.redaction import redact_random, redact_text
 
-    return redact_text(text)
+    return redact_random(redact_text(text))
+
+
+def _redacted_value(value: Any) -> Any:
+    """A finding's data as shown: its strings (excerpts of the linted files) redacted."""
+    if isinstance(value, str):
+        return _redacted(value)
+    if isinstance(value, list):
+        return [_redacted_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted_value(v) for k, v in value.items()}
+    return value
 
 
 def json_format(findings: list[Finding], run: Run) -> str:

@@ -18,6 +18,7 @@ from mitmproxy.tools.dump import DumpMaster
 from prefixguard.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.route import Route
+from prefixguard.redaction import url_for_display
 
 
 def check_listen(host: str, port: int) -> None:
@@ -44,8 +45,9 @@ def proxy_options(upstreams: list[str], host: str, port: int) -> dict[str, Any]:
     if not routes:
         raise ValueError("give at least one --upstream")
     default = next((r for r in routes if not r.prefix), routes[0])
-    # lazy: connect upstream per request, as the route may change the host
-    return {"mode": [f"reverse:{default.url}"], "listen_host": host, "listen_port": port,
+    # lazy: connect upstream per request, as the route may change the host. The mode names the host
+    # alone: mitmproxy refuses a URL with userinfo (and would print it), and a route never sends it.
+    return {"mode": [f"reverse:{url_for_display(default.url)}"], "listen_host": host, "listen_port": port,
             "connection_strategy": "lazy"}
 
 
