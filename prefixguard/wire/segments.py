@@ -24,7 +24,8 @@ class Builder:
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api = api
         self.model = model if isinstance(model, str) else None
-        self.encoding = tokens.encoding_for(self.model)  # the model's own (o200k_base for gpt-4o and later)
+        # the model's own encoding (o200k_base for gpt-4o and later); no rules read where nothing is counted
+        self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)
         # the chat format's tokens around each message and before the reply (OpenAI models): prompt tokens too
         self.framing, self.reply = (0, 0) if self.estimated else tokens.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]

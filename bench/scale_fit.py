@@ -1,0 +1,76 @@
+"""The token scale by kind of content against one ratio per model: each model's next request in every
+recorded cassette, its prompt total as scaled by what the earlier requests taught, against its bill.
+
+One ratio is what prefixguard/scale.py did before kinds: the latest request's provider/ours ratio,
+within MAX_RATIO either way, the rest unseen. Rows: each source, and the requests whose prompt is mostly
+tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding).
+
+    .venv/bin/python bench/scale_fit.py [--data ../shared/data/recorded]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from prefixguard.errors import InputError  # noqa: E402
+from prefixguard.replay import sources  # noqa: E402
+from prefixguard.scale import MAX_RATIO, TokenScale, _Fit  # noqa: E402
+from prefixguard.wire import parse_request  # noqa: E402
+
+
+def one_ratio(scale: TokenScale, prompt, usage) -> None:
+    media = sum(s.media_tokens for s in prompt.segments)
+    ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
+    if ours > 0 and theirs > 0:
+        ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
+        scale._fit.put(prompt.model, _Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "recorded")
+    args = ap.parse_args()
+    errors: dict[str, dict[str, list[float]]] = {"one ratio": defaultdict(list), "by kind": defaultdict(list)}
+    for cassette in sorted(p for p in args.data.glob("*/*") if p.is_dir()):
+        try:
+            trace = sources.load(cassette)
+        except InputError:
+            continue
+        scales = {name: TokenScale() for name in errors}
+        seen: set[str | None] = set()
+        for r in trace.requests:
+            if not r.body or not r.reported or not r.reported.prompt_total:
+                continue
+            try:
+                prompt = parse_request(json.dumps(r.body), path=r.path)
+            except InputError:
+                continue
+            heavy = 2 * sum(s.tokens for s in prompt.segments if s.level == "tools") > prompt.total_tokens
+            for name, scale in scales.items():
+                if prompt.model in seen:
+                    err = scale.scaled(prompt).total_tokens / r.reported.prompt_total - 1
+                    errors[name][cassette.parent.name].append(err)
+                    if heavy:
+                        errors[name]["(mostly tool schemas)"].append(err)
+                scale.learn(prompt, r.reported, [len(prompt.segments) - 1])
+                if name == "one ratio":
+                    one_ratio(scale, prompt, r.reported)
+            seen.add(prompt.model)
+    print(f"{'next request total':<24} {'n':>4}   {'one ratio: within 2% / 5%':>26}   {'by kind: within 2% / 5%':>24}")
+    for group in sorted(errors["by kind"]):
+        cells = []
+        for name in errors:
+            errs = errors[name][group]
+            w2, w5 = sum(abs(e) <= 0.02 for e in errs), sum(abs(e) <= 0.05 for e in errs)
+            cells.append(f"{w2:>4} {100 * w2 / len(errs):3.0f}% / {w5:>4} {100 * w5 / len(errs):3.0f}%")
+        print(f"{group:<24} {len(errors['by kind'][group]):>4}   {cells[0]:>26}   {cells[1]:>24}")
+
+
+if __name__ == "__main__":
+    main()
