@@ -1,13 +1,16 @@
 """Attention over the paged KV pool: the new tokens' K/V are written to their slots, then each query
 attends over its sequence's context (cached prefix plus the new tokens).
 
-Two backends, chosen per engine (`Backend`):
+Two backends, chosen per engine (choose_backend):
 - "sdpa": PyTorch's scaled_dot_product_attention over the context's slots, gathered once per layer by
   one index_select. The CPU path, and a CUDA fallback (cuDNN's backend is switched off there: it
   builds a new plan for every new sequence length).
 - "triton": decode reads K/V from the pages where they live (engine/paged_kernels.py: one program
   per sequence and KV head, walking the page table), so a decode step has fixed shapes whatever the
-  context and can be captured in a CUDA graph. Prefill still goes through SDPA.
+  context and can be captured in a CUDA graph. A prefill step of at most PAGED_PREFILL_ROWS new
+  tokens (a prompt whose prefix is cached) goes through the same kernel, each new token a row with its
+  own length: no gather of the cached context, one call per layer for the whole batch. Longer
+  prefills go through SDPA (flash or memory-efficient), compute-bound there.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 CPU_QUERY_BLOCK = 256
+PAGED_PREFILL_ROWS = 64
 BACKENDS = ("sdpa", "triton")
 
 
@@ -54,6 +58,7 @@ class AttnBatch:
     decode: DecodeMeta | None = None
     sampled: list[int] | None = None       # prefill: indices into `prefill` of the sequences whose last
                                            # row gives logits (the last layer computes only those rows)
+    last_rows: DecodeMeta | None = None    # a triton prefill of few rows: the sampled rows' tables and lengths
 
 
 def store_kv(kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
@@ -96,6 +101,9 @@ def last_row_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: Att
     sees its whole context, so it needs no mask. q: [len(batch.sampled), heads, hd]; kv: [T, 2 * kv_heads, hd]."""
     cache = store_kv(kv, layer, batch)
     nkv = kv.shape[1] // 2
+    if batch.last_rows is not None:
+        d = batch.last_rows
+        return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
     out = torch.empty_like(q)
     for j, i in enumerate(batch.sampled):
         s = batch.prefill[i]

@@ -7,7 +7,8 @@ import time
 
 import torch
 
-from prefixguard.engine.attention import AttnBatch, DecodeMeta, PrefillSeq, choose_backend, pin_cuda_backends
+from prefixguard.engine.attention import (PAGED_PREFILL_ROWS, AttnBatch, DecodeMeta, PrefillSeq, choose_backend,
+                                          pin_cuda_backends)
 from prefixguard.engine.chat_template import CL100K, Template
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig, resolve
 from prefixguard.engine.kv_pool import KVPool
@@ -235,7 +236,30 @@ class LLMEngine:
             prefill.append(PrefillSeq(row, c.end - c.start, slots))
             new_slots.append(slots[c.start:])
             row += c.end - c.start
-        return self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
+        batch = self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
+        if self.attention == "triton" and row <= PAGED_PREFILL_ROWS:
+            batch.decode, batch.last_rows = self._rows_meta(plan)
+        return batch
+
+    def _rows_meta(self, plan: Plan) -> tuple[DecodeMeta, DecodeMeta | None]:
+        """A short prefill for the paged kernel: every new token a row, with its sequence's page table
+        and its own length (its position + 1); and the same for the rows that sample."""
+        ps, dev = self.page_size, self.device
+        width = max(-(-c.end // ps) for c in plan.chunks)
+        tables, lens, last = [], [], []
+        for c in plan.chunks:
+            table = c.seq.pages[:-(-c.end // ps)]
+            table = table + [0] * (width - len(table))
+            tables += [table] * (c.end - c.start)
+            lens += range(c.start + 1, c.end + 1)
+            if c.samples:
+                last.append(len(lens) - 1)
+
+        def meta(rows: list[int]) -> DecodeMeta:
+            return DecodeMeta(batch=len(rows), block_table=torch.tensor([tables[r] for r in rows], dtype=torch.int32,
+                                                                        device=dev),
+                              seq_lens=torch.tensor([lens[r] for r in rows], dtype=torch.int32, device=dev))
+        return meta(list(range(len(lens)))), (meta(last) if last else None)
 
     def _new_slots(self, plan: Plan) -> list[int]:
         ps = self.page_size

@@ -63,7 +63,7 @@ ENGINE = """
     prompts = [base[:c] + [rng.randrange(100_000) for _ in range(rng.randint(1, 9))] for c in (0, 17, 40)]
     got = {}
     for attention in ("triton", "sdpa"):
-        engine = LLMEngine("tiny", page_size=4, attention=attention, keep_logits=True)
+        engine = LLMEngine("tiny", page_size=4, attention=attention, keep_logits=True, prefill_chunk=16)
         seqs = engine.generate(prompts[:1], max_tokens=2) + engine.generate(prompts[1:], max_tokens=3)
         assert sum(s.cached_tokens for s in seqs) > 0
         worst = 0.0
@@ -87,6 +87,8 @@ def test_kernel_equals_attention_over_gathered_pages(interpreted):
 
 
 def test_engine_with_paged_kernel_equals_scratch_and_sdpa(interpreted):
-    """Same tokens as the sdpa backend, logits within the fp32 tolerance of the from-scratch pass."""
+    """Same tokens as the sdpa backend, logits within the fp32 tolerance of the from-scratch pass.
+    Prefill chunks of 16 tokens: the short prefills (cached prefix or not, sampling or not) go through
+    the paged kernel too."""
     triton_err, sdpa_err = interpreted["engine"]
     assert triton_err <= 1e-4 and sdpa_err <= 1e-4
