@@ -3,7 +3,8 @@ recorded cassette, its prompt total as scaled by what the earlier requests taugh
 
 One ratio is what prefixguard/scale.py did before kinds: the latest request's provider/ours ratio,
 within MAX_RATIO either way, the rest unseen. Rows: each source, and the requests whose prompt is mostly
-tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding).
+tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding). First, how
+many OpenAI requests with text only (no tools, calls or media) this tree counts at exactly their bill.
 
     .venv/bin/python bench/scale_fit.py [--data ../shared/data/recorded]
 """
@@ -21,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from prefixguard.errors import InputError  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
 from prefixguard.scale import MAX_RATIO, TokenScale, _Fit  # noqa: E402
-from prefixguard.wire import parse_request  # noqa: E402
+from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 
 def one_ratio(scale: TokenScale, prompt, usage) -> None:
@@ -32,10 +33,32 @@ def one_ratio(scale: TokenScale, prompt, usage) -> None:
         scale._fit.put(prompt.model, _Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
 
 
+def exact_counts(data: Path) -> tuple[int, int, int]:
+    """(OpenAI requests with text only, those whose prompt total is the billed one, those within 1%)."""
+    n = exact = close = 0
+    for path in sorted(data.glob("*/*/*.request.json")):
+        try:
+            prompt = parse_request(path.read_bytes())
+            response = next(path.parent.glob(path.name.split(".")[0] + ".response.*"), None)
+            usage = parse_response(response.read_bytes(), prompt.api) if response else None
+        except InputError:
+            continue
+        if (not usage or not usage.prompt_total or not (prompt.model or "").startswith(("gpt", "o1", "o3", "o4"))
+                or any(s.level == "tools" or s.kind in ("tool_use", "tool_result", "thinking") or s.media_tokens
+                       for s in prompt.segments)):
+            continue
+        n += 1
+        exact += prompt.total_tokens == usage.prompt_total
+        close += abs(prompt.total_tokens - usage.prompt_total) <= 0.01 * usage.prompt_total
+    return n, exact, close
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "recorded")
     args = ap.parse_args()
+    n, exact, close = exact_counts(args.data)
+    print(f"OpenAI requests with text only: {n}; prompt total as billed: {exact}; within 1%: {close}\n")
     errors: dict[str, dict[str, list[float]]] = {"one ratio": defaultdict(list), "by kind": defaultdict(list)}
     for cassette in sorted(p for p in args.data.glob("*/*") if p.is_dir()):
         try:
