@@ -2,17 +2,24 @@
 
 One policy per provider contract (rules/providers.toml), its state keyed by (tenant, model), at segment
 granularity: a cache entry is a prefix fingerprint (an element of Prompt.chain) and the tokens it covers.
-- radix ("compatible"): any earlier prefix is cached, no minimum, no expiry (vLLM, SGLang, the engine).
+- radix ("compatible"): any earlier prefix is cached, in whole blocks of the server's block size, from
+  its minimum, no expiry, or nothing at all where the server caches no prefix (vLLM, SGLang, the engine;
+  settings by prefixguard/serving.py).
 - openai: automatic; prompts of at least the minimum are cached; reads round down to the token step;
-  an entry lives for the retention time after its last use.
+  an entry lives for the retention time after its last use. GPT-5.6 and later (chosen by model): entries
+  only at breakpoints (the implicit one on the latest user or tool message, or the marked ones in
+  explicit mode), a read exactly at one, no fallback, no rounding, the mode's TTL.
+- deepseek: the prefix contract read in whole units (message ends, common prefixes), never inside one;
+  the other OpenAI-compatible providers' tables: the prefix contract with their own numbers.
 - anthropic: entries are written only at breakpoints (explicit, plus the automatic one); a breakpoint
   looks back a fixed number of blocks for an earlier entry; a minimum per model; the TTL counts from the
   last read or write.
 - bedrock: the anthropic contract with Bedrock's numbers; gemini: the prefix contract with a minimum per
   model.
-The proxy's verdicts, the engine server's --policy and replay's sim target all use this module.
+The proxy's verdicts, the engine server's --policy and replay's sim target all use this module, the
+proxy and the sim through the same three calls: `predicted`, `CachePolicy.billed`, `answered`.
 
-Why one file of ~430 lines: the contracts share CachePolicy's entry bookkeeping (commit, lookup, what
+Why one file of ~600 lines: the contracts share CachePolicy's entry bookkeeping (commit, lookup, what
 the provider reported holding, the fleet's shared table) and differ in a method or two each; apart,
 each would need the base's internals.
 """
@@ -46,7 +53,7 @@ class Expected(NamedTuple):
     cache_read: int
     cache_write: int
     uncached: int
-    reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint
+    reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint | no_prefix_caching
     ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
     write_by_ttl: Mapping[str, int] = MappingProxyType({})  # cache_write split by TTL (Anthropic)
 
