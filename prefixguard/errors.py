@@ -33,8 +33,8 @@ def check_writable(path: str) -> None:
         raise InputError("cannot write: it is a directory", path)
     if not os.path.isdir(parent):
         raise InputError(f"cannot write: no directory {parent}", path)
-    if os.path.exists(path) and not os.path.isfile(path):   # a FIFO would block the write, a device swallow it
-        raise InputError(f"cannot write: {_kind(os.stat(path).st_mode)}, not a regular file", path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        _check_writable_special(path)
     if not os.access(path if os.path.exists(path) else parent, os.W_OK):
         raise InputError("cannot write: permission denied", path)
 
@@ -141,6 +141,21 @@ def reading(source: str | os.PathLike[str], what: str = "") -> Iterator[None]:
     except SHAPE_ERRORS as err:
         lead = f"{what}: " if what else ""
         raise InputError(f"{lead}unexpected value ({describe(err)})", str(source)) from None
+
+
+def _check_writable_special(path: str) -> None:
+    """A character device (/dev/null, a terminal) takes what is written; a FIFO only while something
+    reads it (else the open would wait forever); anything else cannot be written as a file."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISCHR(mode):
+        return
+    if stat.S_ISFIFO(mode):
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:   # ENXIO: no reader at the other end
+            raise InputError("cannot write: a FIFO that nothing reads", path) from None
+        return
+    raise InputError(f"cannot write: {_kind(mode)}, not a regular file", path)
 
 
 def _kind(mode: int) -> str:

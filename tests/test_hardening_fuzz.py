@@ -251,23 +251,47 @@ def special_files(tmp_path: Path) -> list[str]:
     return [str(fifo), "/dev/zero"]
 
 
-def commands(special: str, good: str, db: str, out: Path) -> list[list[str]]:
-    """Every place a command reads (or writes) a file a user names."""
+def reading(special: str, good: str, db: str, out: Path) -> list[list[str]]:
+    """Every place a command reads a file a user names (and the capture store it writes with SQLite)."""
     return [["diff", special, good], ["diff", good, special], ["lint", special], ["lint", "--config", special, good],
-            ["lint", "--baseline", special, good], ["lint", "--baseline", special, "--write-baseline", good],
-            ["lint", "--output-file", special, good], ["replay", special], ["replay", db, "--output-file", special],
-            ["report", special], ["report", db, "--html", special], ["capture", "export", special],
-            ["kv", "--config", special], ["import", "codex", str(out), "--store", special]]
+            ["lint", "--baseline", special, good], ["replay", special], ["report", special],
+            ["capture", "export", special], ["kv", "--config", special], ["import", "codex", str(out), "--store", special]]
+
+
+def writing(special: str, good: str, db: str) -> list[list[str]]:
+    """Every place a command writes a report or a baseline to a file a user names."""
+    return [["lint", "--baseline", special, "--write-baseline", good], ["lint", "--output-file", special, good],
+            ["replay", db, "--no-progress", "--output-file", special], ["report", db, "--html", special]]
 
 
 @pytest.mark.parametrize("which", [0, 1], ids=["fifo", "dev-zero"])
 def test_fifo_and_device_are_refused_at_once(tmp_path: Path, which: int) -> None:
+    """Read: refused, one line. Written: a FIFO nothing reads is refused (its open would wait forever);
+    a character device takes the output (`--output-file /dev/null` works)."""
     special = special_files(tmp_path)[which]
     good = tmp_path / "a.json"
     good.write_text(json.dumps(body()))
     db = tmp_path / "c.jsonl"
     db.write_text(json.dumps(row(0)) + "\n")
-    for argv in commands(special, str(good), str(db), tmp_path):
+    for argv in reading(special, str(good), str(db), tmp_path) + writing(special, str(good), str(db)) * (which == 0):
         code, err = invoke(argv, seconds=10)
         assert code == 2, (argv, err)
         assert_clean(code, err, special)
+    for argv in writing(special, str(good), str(db)) * (which == 1):
+        code, err = invoke(argv, seconds=10)
+        assert code in (0, 1), (argv, err)
+
+
+def test_a_fifo_with_a_reader_takes_the_report(tmp_path: Path) -> None:
+    """`--output-file` into a pipe something reads (process substitution, /dev/stdout in a pipeline)."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps(body()))
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        code, err = invoke(["lint", "--no-tokens", "-o", "json", "--output-file", str(fifo), str(good)], seconds=10)
+        assert code in (0, 1), err
+        assert json.loads(os.read(reader, 1 << 20))
+    finally:
+        os.close(reader)
