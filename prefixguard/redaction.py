@@ -242,10 +242,12 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
 
 _TOKEN = re.compile(r"[A-Za-z0-9+/_=!#$%&*?@^~.-]{20,}")
 _HEXLIKE = re.compile(r"[0-9a-fA-F-]+|[0-9.:_-]+|[a-z_.-]+|[A-Z_.-]+")
-# Ids the providers and SDKs give out (a tool call's, a message's, a file's): public, and what a
-# comparison names when a history was rewritten.
-_NAMED_ID = re.compile(r"(?:toolu|srvtoolu|msg|msgbatch|req|call|chatcmpl|resp|fc|rs|file|batch|run|thread|asst|"
-                       r"step|ws|conv|cache|ctx)_", re.I)
+# Ids the providers and SDKs give out carry a lower-case name before their random part (toolu_...,
+# chatcmpl-..., container_..., cachedContents/...): public, and what a comparison names when a
+# history was rewritten. A name that says credential (sk-, key, token, secret) is no id.
+_NAMED_ID = re.compile(r"([a-z][a-zA-Z]{1,20})[_/-]")
+_CREDENTIAL_NAME = re.compile(r"sk|rk|pk|key|token|secret|pass|pwd|auth|cred|session|bearer|api", re.I)
+MAX_RANDOM_CHARS = 160  # longer runs are data (a thinking block's signature, a file inline), not a credential
 MIN_ENTROPY_BITS = 3.5   # per character; English identifiers of 20+ letters stay under it, random keys go well over
 
 
@@ -257,11 +259,26 @@ def _entropy(token: str) -> float:
 def is_random_token(token: str) -> bool:
     """A token that can only be a secret: 20+ characters mixing upper case, lower case and digits, at
     high entropy; never a hex digest, a UUID, a number, a word, a path or a provider's named id."""
-    if len(token) < 20 or _HEXLIKE.fullmatch(token) or token.count("/") > 2 or _NAMED_ID.match(token):
+    if not 20 <= len(token) <= MAX_RANDOM_CHARS or _HEXLIKE.fullmatch(token) or token.count("/") > 2 \
+            or token.count(".") > 1 or _named_id(token):
         return False
     if not (any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)):
         return False
-    return _entropy(token) >= MIN_ENTROPY_BITS
+    return _entropy(token) >= MIN_ENTROPY_BITS and not _wraps_prose(token)
+
+
+def _named_id(token: str) -> bool:
+    m = _NAMED_ID.match(token)
+    return m is not None and len(m.group(1)) >= 3 and not _CREDENTIAL_NAME.search(m.group(1))
+
+
+def _wraps_prose(token: str) -> bool:
+    """Base64 of plain words (a document inlined): data, not a key."""
+    try:
+        plain = base64.b64decode(token[:len(token) - len(token) % 4], validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return " " in plain and plain.isprintable()
 
 
 def high_entropy(text: str) -> list[str]:
