@@ -256,10 +256,10 @@ def _entropy(token: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(token).values())
 
 
-def is_random_token(token: str) -> bool:
+def is_random_token(token: str, longest: int | None = MAX_RANDOM_CHARS) -> bool:
     """A token that can only be a secret: 20+ characters mixing upper case, lower case and digits, at
     high entropy; never a hex digest, a UUID, a number, a word, a path or a provider's named id."""
-    if not 20 <= len(token) <= MAX_RANDOM_CHARS or _HEXLIKE.fullmatch(token) or token.count("/") > 2 \
+    if len(token) < 20 or longest is not None and len(token) > longest or _HEXLIKE.fullmatch(token) or token.count("/") > 2 \
             or token.count(".") > 1 or _named_id(token):
         return False
     if not (any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)):
@@ -281,15 +281,16 @@ def _wraps_prose(token: str) -> bool:
     return " " in plain and plain.isprintable()
 
 
-def high_entropy(text: str) -> list[str]:
+def high_entropy(text: str, longest: int | None = MAX_RANDOM_CHARS) -> list[str]:
     """The random-looking tokens of a text (see is_random_token), each once."""
     return list(dict.fromkeys(t for t in (m.group().strip(".-=") for m in _TOKEN.finditer(text))
-                              if is_random_token(t)))
+                              if is_random_token(t, longest)))
 
 
 def redact_random(text: str) -> str:
-    """text with its random-looking tokens replaced too: for short texts that describe a change."""
-    for token in high_entropy(text):
+    """text with its random-looking tokens replaced too, however long: for short texts that describe a
+    change (an excerpt cut from the middle of a wrapped key is no longer recognisable by its shape)."""
+    for token in high_entropy(text, None):
         text = text.replace(token, REDACTED)
     return text
 
