@@ -40,8 +40,8 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
 
 class Rotary(nn.Module):
     """Rotate-half RoPE (HF Llama) as x * cos + swap_halves(x) * sin, with sin's first half negated:
-    one flip, one multiply and one multiply-add per layer. The tables cover every head of the fused
-    q|k|v rows, v's with cos 1 and sin 0, so one pass rotates q and k and leaves v exact."""
+    one flip, one multiply, one multiply-add and one copy back per layer, over q and k together (the
+    first heads of the fused q|k|v rows), in float32 whatever the model's dtype."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -50,25 +50,19 @@ class Rotary(nn.Module):
         cos, sin = freqs.cos().float(), freqs.sin().float()
         self.register_buffer("cos", torch.cat((cos, cos), -1), persistent=False)
         self.register_buffer("sin", torch.cat((-sin, sin), -1), persistent=False)
-        self.rotated = config.num_heads + config.num_kv_heads
-        self.heads = self.rotated + config.num_kv_heads
 
     def tables(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Once per forward pass: [T, q+k+v heads, hd] cos and sin for these positions."""
-        t, hd = positions.shape[0], self.cos.shape[1]
-        cos = self.cos.new_ones(t, self.heads, hd)
-        sin = self.sin.new_zeros(t, self.heads, hd)
-        cos[:, :self.rotated] = self.cos.index_select(0, positions)[:, None]
-        sin[:, :self.rotated] = self.sin.index_select(0, positions)[:, None]
-        return cos, sin
+        """Once per forward pass: [T, 1, hd] cos and sin for these positions."""
+        return self.cos.index_select(0, positions)[:, None], self.sin.index_select(0, positions)[:, None]
 
     @staticmethod
-    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x: [T, heads, hd] in the model's dtype; the rotation is computed in float32."""
-        t, h, hd = x.shape
-        swapped = x.view(t, h, 2, hd // 2).flip(2).view(t, h, hd)
-        out = torch.addcmul(x * cos, swapped, sin)
-        return out if out.dtype == x.dtype else out.to(x.dtype)
+    def apply_(x: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotate the first `heads` heads of x [T, all heads, hd] in place; returns x."""
+        t, _, hd = x.shape
+        part = x[:, :heads]
+        swapped = part.view(t, heads, 2, hd // 2).flip(2).view(t, heads, hd)
+        part.copy_(torch.addcmul(part * cos, swapped, sin))
+        return x
 
 
 def matmul(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -106,7 +100,7 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch | None) -> torch.Tensor:
         t, nh = x.shape[0], self.nh
-        qkv = Rotary.apply(matmul(x, self.qkv_t, self.qkv_bias).view(t, -1, self.hd), *rope)
+        qkv = Rotary.apply_(matmul(x, self.qkv_t, self.qkv_bias).view(t, -1, self.hd), nh + self.nkv, *rope)
         q, kv = qkv[:, :nh], qkv[:, nh:]
         if batch is None:
             o = causal_attention(q, kv[:, :self.nkv], kv[:, self.nkv:])
@@ -120,10 +114,10 @@ class Attention(nn.Module):
         t, r, nh, nq = x.shape[0], rows.numel(), self.nh, self.nh * self.hd
         cos, sin = rope
         bias = self.qkv_bias
-        kv = Rotary.apply(matmul(x, self.qkv_t[:, nq:], None if bias is None else bias[nq:]).view(t, -1, self.hd),
-                          cos[:, nh:], sin[:, nh:])
-        q = Rotary.apply(matmul(x[rows], self.qkv_t[:, :nq], None if bias is None else bias[:nq]).view(r, nh, self.hd),
-                         cos[rows, :nh], sin[rows, :nh])
+        kv = Rotary.apply_(matmul(x, self.qkv_t[:, nq:], None if bias is None else bias[nq:]).view(t, -1, self.hd),
+                           self.nkv, cos, sin)
+        q = Rotary.apply_(matmul(x[rows], self.qkv_t[:, :nq], None if bias is None else bias[:nq]).view(r, nh, self.hd),
+                          nh, cos[rows], sin[rows])
         o = last_row_attention(q, kv, self.layer, batch)
         return o.reshape(r, nq).mm(self.o_t)
 
