@@ -132,8 +132,9 @@ def _word_start(text: str, at: int, most: int = 48) -> int:
     return lo
 
 
-def _unwrapped_secret(run: str) -> bool:
-    """Whether base64 text (at any alignment) decodes to text holding a secret."""
+def _unwrapped_secret(run: str, cut: bool = False) -> bool:
+    """Whether base64 text (at any alignment) decodes to text holding a secret; cut: the text stops at an
+    excerpt's ellipsis, so its decoding is cut short too (read as cut, so a key's start is enough)."""
     run = run.rstrip("=").replace("-", "+").replace("_", "/")
     for skip in range(4):
         piece = run[skip:]
@@ -142,6 +143,7 @@ def _unwrapped_secret(run: str) -> bool:
             plain = base64.b64decode(piece, validate=True).decode("latin-1")
         except (binascii.Error, ValueError):
             continue
+        plain += "\u2026" if cut else ""
         if redact_shapes(plain, wrapped=False) != plain:
             return True
     return False
@@ -155,7 +157,7 @@ def _wrapped_span(text: str, lo: int, hi: int) -> tuple[int, int] | None:
             a -= 1
         while b < hi and text[b] in _B64 and b - m.end() < _WRAPPED_WINDOW:
             b += 1
-        if b - a >= 16 and _unwrapped_secret(text[a:b]):
+        if b - a >= 16 and _unwrapped_secret(text[a:b], cut=text.startswith("\u2026", b)):
             return a, b
     return None
 
