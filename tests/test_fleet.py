@@ -227,3 +227,51 @@ def test_a_url_that_is_no_store_is_one_line_exit_2(store_url, tmp_path):
     assert len(down.stderr.strip().splitlines()) == 1
     bad = cli("proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--index", "http://nope")
     assert bad.returncode == 2 and "expected a redis:// URL" in bad.stderr
+
+
+def test_a_request_read_back_from_redis_keeps_no_secret_and_compares_as_in_one_process(index_url):
+    """The index keeps each part redacted (a hash in place of a redacted part's key): a proxy that reads
+    an earlier request from Redis, not from its own memory, judges the next one as one process does
+    when the change lies outside the secret-bearing parts, and finds nothing of the secrets there."""
+    import zlib
+
+    import redis
+
+    from prefixguard.session import Sessions
+    from prefixguard.state import open_index
+    from prefixguard.wire import parse_request
+
+    key = "sk-ant-api03-" + "Fl33tK3y" * 8
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"
+
+    def body(n: int, system: str) -> bytes:
+        turns = [{"role": "user", "content": f"turn {i}: deploy with {key}"} if i % 2 == 0 else
+                 {"role": "assistant", "content": f"done {i}"} for i in range(2 * n + 1)]
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8,
+                           "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+                           "messages": turns}).encode()
+
+    systems = [f"Rules.\n{pem}\nAlways answer briefly. " * 20, f"Rules.\n{pem}\nAlways answer briefly. " * 20,
+               f"Rules v2 at {time.time()}.\n{pem}\n" * 20, f"Rules v2 at {time.time()}.\n{pem}\n" * 20]
+    prompts = [parse_request(body(n, s), path="/v1/messages") for n, s in enumerate(systems)]
+    alone = Sessions()
+    writer, reader = open_index(index_url), open_index(index_url)   # two proxies: no shared memory
+    shared = [Sessions(index=writer.sessions()), Sessions(index=reader.sessions())]
+    for n, prompt in enumerate(prompts):
+        one = alone.observe(prompt, n, "tenant", 1000.0 + n)
+        fleet = shared[n % 2].observe(prompt, n, "tenant", 1000.0 + n)
+        reader.decoded.clear()  # each look-up decodes what Redis holds
+        writer.decoded.clear()
+        assert (fleet.earlier, fleet.broken, fleet.new_conversation) == (one.earlier, one.broken, one.new_conversation)
+        if one.comparison is not None:
+            assert fleet.comparison.causes == one.comparison.causes
+            assert fleet.comparison.divergence == one.comparison.divergence
+            assert fleet.comparison.reused_tokens == one.comparison.reused_tokens
+    url, prefix = index_url.split("?prefix=")
+    client = redis.Redis.from_url(url)
+    held = b"".join(zlib.decompress(client.get(k)) for k in client.scan_iter(match=f"{prefix}*:e:*"))
+    client.close()
+    assert len(held) > 1000 and b"[redacted]" in held
+    assert key[10:30].encode() not in held and b"MIIEvQIBADANBgkq" not in held
+    writer.close()
+    reader.close()

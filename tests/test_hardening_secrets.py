@@ -264,3 +264,30 @@ def test_upstream_and_index_passwords_not_printed_at_start(shared_data: Path, tm
         assert "listening" in text, text
         assert "127.0.0.1" in text and "Up-Pw-5521xk" not in text and "Idx-Pw-7781zq" not in text
         assert "deploy:" not in text
+
+
+def test_recorded_requests_are_kept_as_sent(shared_data: Path) -> None:
+    """Precision: the real recordings hold no secret, so redaction keeps every body byte for byte, and
+    no system prompt of them has a value taken for a random credential (ids, hashes, signatures stay)."""
+    from prefixguard.errors import InputError
+    from prefixguard.proxy.redact import redact_body, system_secrets
+    from prefixguard.wire import parse_request
+
+    bodies = sorted((shared_data / "recorded").rglob("*.request.json"))
+    assert len(bodies) > 500
+    changed, flagged, systems = [], [], 0
+    for path in bodies:
+        text = path.read_text()
+        if redact_body(text) != text:
+            changed.append(path.name)
+        for api_path in ("/v1/messages", "/v1/chat/completions", "/v1/responses"):
+            try:
+                prompt = parse_request(text.encode(), path=api_path, count_tokens=False)
+            except InputError:
+                continue
+            systems += any(s.level == "system" for s in prompt.segments)
+            if system_secrets(prompt):
+                flagged.append((path.name, system_secrets(prompt)))
+            break
+    assert changed == [] and flagged == []
+    assert systems > 100   # system prompts were read
