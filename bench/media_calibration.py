@@ -90,8 +90,21 @@ def one_page_pdf(text: str, box: tuple[int, int]) -> str:
     return base64.b64encode(out).decode()
 
 
-def rebuilt() -> list[tuple[str, dict[str, object], int]]:
-    """(name, request body, billed prompt total) of the OpenAI PDF requests rebuilt from public recordings."""
+CREWAI_IMAGE_TASK = ("\nCurrent Task: Describe this image briefly.\n\nBegin! This is VERY important to you, use the "
+                     "tools available and give your best Final Answer, your job depends on it!\n\nThought:")
+CREWAI_PNG = "recorded/crewai/llms_TestAnthropicMultimodalIntegration.test_describe_image/0001.request.json"
+
+
+def crewai_png(data: Path) -> str:
+    """The 640x480 PNG crewAI's multimodal tests send (recorded here in its Anthropic tests)."""
+    body = json.loads((data / CREWAI_PNG).read_text())
+    return next(b["source"]["data"] for b in body["messages"][0]["content"] if b.get("type") == "image")
+
+
+def rebuilt(data: Path = ROOT.parent / "shared" / "data") -> list[tuple[str, dict[str, object], int]]:
+    """(name, request body, billed prompt total) of OpenAI PDF and image requests rebuilt from public
+    recordings: crewAI's TestAgentMultimodalOpenAI(Responses).test_image_file[...] send the same PNG with
+    the texts below (billed 14,300 on gpt-4o-mini, Chat and Responses; 649 on o4-mini, Chat)."""
     dummy = "data:application/pdf;base64," + one_page_pdf("Dummy PDF file", (595, 842))
     blank = "data:application/pdf;base64," + one_page_pdf("", (612, 792))
     chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
@@ -103,9 +116,19 @@ def rebuilt() -> list[tuple[str, dict[str, object], int]]:
     crewai = {"model": "gpt-4o-mini", "instructions": CREWAI_INSTRUCTIONS, "input": [{"role": "user", "content": [
         {"type": "input_text", "text": CREWAI_TASK},
         {"type": "input_file", "filename": "document.pdf", "file_data": blank}]}]}
+    png = "data:image/png;base64," + crewai_png(data)
+    image_chat = {"messages": [{"role": "system", "content": CREWAI_INSTRUCTIONS}, {"role": "user", "content": [
+        {"type": "text", "text": CREWAI_IMAGE_TASK}, {"type": "image_url", "image_url": {"url": png}}]}]}
+    image_responses = {"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": CREWAI_IMAGE_TASK}, {"type": "input_image", "image_url": png}]}],
+        "model": "gpt-4o-mini", "instructions": CREWAI_INSTRUCTIONS}
     return [("pydantic-ai test_document_as_binary_content_input (Chat, gpt-4o)", chat, 235),
             ("pydantic-ai test_openai_responses_document_as_binary_content_input (Responses)", responses, 20),
-            ("crewAI test_pdf_file[openai-gpt-4o-mini-responses] (Responses, blank page)", crewai, 139)]
+            ("crewAI test_pdf_file[openai-gpt-4o-mini-responses] (Responses, blank page)", crewai, 139),
+            ("crewAI test_image_file[openai-gpt-4o-mini] (Chat, 640x480 PNG)", image_chat | {"model": "gpt-4o-mini"},
+             14300),
+            ("crewAI test_image_file[openai-o4-mini] (Chat, 640x480 PNG)", image_chat | {"model": "o4-mini"}, 649),
+            ("crewAI test_image_file[openai-gpt-4o-mini-responses] (Responses, PNG)", image_responses, 14300)]
 
 
 def rebuilt_row(name: str, body: dict[str, object], billed: int) -> dict[str, object]:
@@ -124,7 +147,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = [row(p, args.data) for p in requests(args.data)] + [rebuilt_row(*r) for r in rebuilt()]
+    rows = [row(p, args.data) for p in requests(args.data)] + [rebuilt_row(*r) for r in rebuilt(args.data)]
     measured = [r for r in rows if not r["estimate"]]
     worst = max((abs(r["error_pct"]) for r in measured), default=0.0)
     summary = {"requests": len(rows), "measured": len(measured), "max_abs_error_pct": worst,
