@@ -65,6 +65,12 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
 
     Raises InputError (one line, prefixed by source when given) on anything that is not a request.
     """
+    with jsonspan.PausedGc():
+        return _parse_request(body, path, headers, source, count_tokens, max_bytes)
+
+
+def _parse_request(body: bytes | str, path: str | None, headers: Mapping[str, str] | None, source: str | None,
+                   count_tokens: bool, max_bytes: int) -> Prompt:
     try:
         text = _decode(body, max_bytes)
         _check_parts(text)

@@ -116,15 +116,19 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     if messages is None:
         raise InputError("no 'messages' list")
     images = citations = False
+    plain_headers: dict[str, dict[str, Any]] = {}  # {"role": role}, one per role: most messages have no other field
     for mi, msg in enumerate(messages.kids):
         fields = msg.value
-        if not isinstance(fields, dict):
+        if type(fields) is not dict:
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")
-        header = message_header(fields, "content")
-        content = msg.get("content")
+        if len(fields) == 2 and type(role) is str and "content" in fields:
+            header = plain_headers.get(role) or plain_headers.setdefault(role, {"role": role})
+        else:
+            header = message_header(fields, "content")
+        content = msg.kids.get("content")
         parts = content.value if content is not None else None
-        if isinstance(parts, str):
+        if type(parts) is str:
             out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,
                     header=header, text=parts)
         elif isinstance(parts, list):

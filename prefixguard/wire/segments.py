@@ -38,7 +38,9 @@ class Builder:
         whole: this part is the whole message (its value holds those fields already);
         media: the images and documents in this part; `text` is then the rest of it (None: nothing
         else), counted by the tokenizer, while the media cost what the provider's formula says."""
-        value = without_markers(node.value)
+        value = node.value
+        if type(value) is dict:
+            value = without_markers(value)
         if self.text_is_string and type(value) is dict and len(value) == 2 and value.get("type") == "text":
             value = value["text"] if type(value.get("text")) is str else value  # renders as the string would
         # The key: marshal format 2 is exact for JSON values, keeps key order, writes no back-references
