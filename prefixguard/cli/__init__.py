@@ -23,6 +23,7 @@ ABOUT = "Find, explain and price prompt-cache breaks in LLM requests."
 # name -> ("module:function" that adds the command's arguments to its parser, one line of help)
 COMMANDS = {
     "capture": ("prefixguard.cli.proxy:build_capture", "Work with capture files written by `prefixguard proxy --store`."),
+    "check": ("prefixguard.cli.check:build", "Did caching get worse than a baseline capture? For CI (exit 1 if so)."),
     "demo": ("prefixguard.cli.demo:build", "See what broke an agent's prompt cache, and what fixing it bought."),
     "diff": ("prefixguard.cli.diff:build", "Does a later request reuse an earlier one's cached prefix? Where and why not."),
     "engine": ("prefixguard.cli.engine:build", "The local inference engine (PyTorch) with radix-tree prefix KV reuse."),

@@ -33,6 +33,7 @@ from prefixguard.lint import catalog
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
 # and the compatible contract's settings (a server one runs: block-size, min-prefix ...), read by serving.py
 KEYS |= set(serving.KEYS)
+KEYS |= {"check"}   # [tool.prefixguard.check]: `prefixguard check`'s thresholds and incidents (cli/check.py)
 
 
 class Layer(NamedTuple):
@@ -106,6 +107,17 @@ def _read(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except (ValueError, RecursionError) as err:   # TOMLDecodeError is one; a 4,300-digit number another
         raise InputError(f"cannot read config: {describe(err)}", str(path)) from None
+
+
+def tool_table(config: Path | None, cwd: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
+    """[tool.prefixguard] of `config`, or of the nearest pyproject.toml that has one (empty when none)."""
+    path, data = (config, _read(config)) if config is not None else find_pyproject((cwd or Path.cwd()).resolve()) \
+        or (None, {})
+    tool = data.get("tool", {})
+    table = tool.get("prefixguard", {}) if isinstance(tool, dict) else None
+    if not isinstance(table, dict):
+        raise InputError("[tool.prefixguard] must be a table", str(path))
+    return path, table
 
 
 def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tuple[str, ...] = ()) -> Settings:
