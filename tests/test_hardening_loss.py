@@ -156,6 +156,72 @@ def test_kill_9_of_the_proxy_loses_no_row(shared_data: Path, tmp_path: Path, bod
     assert not missing, f"{len(missing)} of {len(done)} completed responses have no row"
 
 
+
+# ---- the hand-over itself, on a Worker with an analysis that counts: every flow once
+
+class Counting:
+    """An analysis that writes each flow it stores to a log (unpickled by the worker process from here)."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    def request(self, flow: object) -> None:
+        return None
+
+    def finish(self, resp: object) -> None:
+        time.sleep(0.002)   # slow enough that the kill lands with flows in flight and in the pipe
+        with open(self.log, "a") as f:
+            f.write(f"{resp.id}\n")
+
+    def secrets_of(self, flow_id: str) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_killed_analysis_hands_every_flow_over_once(tmp_path: Path) -> None:
+    import asyncio
+
+    from prefixguard.proxy.analysis import packed
+    from prefixguard.proxy.worker import Worker
+
+    log = tmp_path / "stored.log"
+    ids = [f"flow-{i:04d}" for i in range(300)]
+
+    async def scenario() -> None:
+        worker = Worker(Counting, {"log": str(log)}, lambda *a: None)
+        first = worker.pid
+        for i, flow in enumerate(ids):
+            worker.submit("request", packed("request", id=flow, ts=1.0, sent=0.0, path="/v1/messages",
+                                            upstream=("http", "x", 80), fields=()), b"{}" * (i % 3000), None, 0.005)
+            if i >= 5:   # each flow ends five requests later: some are always open
+                worker.submit("finish", packed("finish", id=ids[i - 5], status=200, headers_at=0.0, ended_at=0.0,
+                                               encoding=None, error=None, chunks=None), b"", None, 0.05, durable=True)
+            if i == 150:   # once the analysis is busy storing, with flows open and others in the pipe
+                deadline = time.monotonic() + 60
+                while (not log.exists() or len(log.read_text().split()) < 60) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                os.kill(worker.pid, signal.SIGKILL)
+                while worker.alive and time.monotonic() < deadline + 10:   # seen when its pipes close
+                    await asyncio.sleep(0.01)
+            if not worker.alive:   # as the addon's _start does
+                resend = worker.unfinished()
+                worker.release()
+                worker = Worker(Counting, {"log": str(log)}, lambda *a: None, resend)
+            await asyncio.sleep(0.001)
+        for flow in ids[-5:]:
+            worker.submit("finish", packed("finish", id=flow, status=200, headers_at=0.0, ended_at=0.0,
+                                           encoding=None, error=None, chunks=None), b"", None, 0.05, durable=True)
+        assert worker.pid != first   # the kill was seen and the analysis replaced
+        await worker.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+    stored = log.read_text().split()
+    assert set(stored) == set(ids)
+    assert len(stored) - len(set(stored)) <= 1, [f for f in set(stored) if stored.count(f) > 1]   # at most the one flow stored in the instant of the kill
+
+
 # ---- HTTP/1.1 chunked trailers (item 9): the message passes whole, never a hang or an empty answer
 
 ANSWER = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",

@@ -52,7 +52,11 @@ READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: 
 KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
 SPOOL_FREE = 4 << 20  # the analysis frees the spool's memory behind it in steps of this
 _HEADER = struct.Struct(">II")  # message length, raw payload length
-_OFFSET = struct.Struct(">Q")   # the checkpoint: the spool offset before which every flow is stored
+# The checkpoint memfd: the spool offset before which every flow is stored, the number of flows stored
+# since the start, then a ring of the ids of the last DONE_SLOTS stored (a successor is not handed a flow
+# stored after that offset a second time: no second row, count or console line).
+_CHECKPOINT = struct.Struct(">QQ")
+DONE_SLOTS, DONE_SLOT = 10_000, 48
 _SEQ = itertools.count(1)       # message numbers, unique in this process (a worker may be replaced)
 
 
@@ -212,8 +216,11 @@ class Worker:
         while self._spool_written < self._spool_queued and time.monotonic() < deadline:
             time.sleep(0.005)   # the spooler's last large frames (a rare event: the analysis died)
         try:
-            mark = os.pread(self._checkpoint, _OFFSET.size, 0)
-            start = _OFFSET.unpack(mark)[0] if len(mark) == _OFFSET.size else 0
+            mark = os.pread(self._checkpoint, _CHECKPOINT.size + DONE_SLOTS * DONE_SLOT, 0)
+            start, stored = _CHECKPOINT.unpack_from(mark) if len(mark) >= _CHECKPOINT.size else (0, 0)
+            ring = mark[_CHECKPOINT.size:_CHECKPOINT.size + min(stored, DONE_SLOTS) * DONE_SLOT]
+            done = {ring[i:i + DONE_SLOT].rstrip(b"\0").decode("utf-8", "replace")
+                    for i in range(0, len(ring), DONE_SLOT)}
             end = os.fstat(self._spool).st_size
             chunks = []
             while start < end:
@@ -222,12 +229,16 @@ class Worker:
                     break
                 chunks.append(chunk)
                 start += len(chunk)
-            return _whole_frames(b"".join(chunks))
+            return _without(_whole_frames(b"".join(chunks)), done)
         except OSError:
             return b""
 
     def release(self) -> None:
         """Give the spool's memory back (after close, or once a successor has what it needs)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending, self._pending_bytes = [], 0   # its successor has them (unfinished)
         self._spooler.put(None)
         for fd in (self._spool, self._checkpoint):
             if fd is not None:
@@ -242,6 +253,8 @@ class Worker:
         self.flush()
 
     def _write(self, frames: list[bytes], size: int) -> None:
+        if self._ended:   # its stdin is closed (or soon): the number may already be another pipe's
+            return
         if self._queued == self._written and size <= DIRECT_MAX:
             data = b"".join(frames)
             try:
@@ -330,6 +343,29 @@ class Worker:
         self.release()
 
 
+def _flow_id(args: Any) -> str | None:
+    """The flow a message is about: the first of its args for every step that has one (see analysis.WIRE)."""
+    return args[0] if isinstance(args, (tuple, list)) and args and isinstance(args[0], str) else None
+
+
+def _without(data: bytes, done: set[str]) -> bytes:
+    """The frames of `data` whose flow is not among those stored."""
+    if not done:
+        return data
+    kept, at = [], 0
+    while len(data) - at >= _HEADER.size:
+        size, payload = _HEADER.unpack_from(data, at)
+        end = at + _HEADER.size + size + payload
+        try:
+            _, _, args, _ = marshal.loads(data[at + _HEADER.size:at + _HEADER.size + size])
+        except (ValueError, EOFError, TypeError):
+            args = None
+        if _flow_id(args) not in done:
+            kept.append(data[at:end])
+        at = end
+    return b"".join(kept)
+
+
 def _whole_frames(data: bytes) -> bytes:
     """`data` up to its first frame that is cut or empty (a place whose write never came)."""
     at = 0
@@ -372,6 +408,18 @@ class _Spool:
         self.offset = 0                    # bytes of messages read so far (the pipe is a prefix of the spool)
         self.open: dict[str, int] = {}     # flow id -> offset of its request message, oldest first
         self.freed = 0
+        self.stored = 0                    # flows stored (the ring's next slot is stored % DONE_SLOTS)
+
+    def _stored(self, flow_id: str) -> None:
+        slot = flow_id.encode()
+        if self.checkpoint is None or len(slot) > DONE_SLOT:
+            return
+        try:
+            os.pwrite(self.checkpoint, slot.ljust(DONE_SLOT, b"\0"),
+                      _CHECKPOINT.size + (self.stored % DONE_SLOTS) * DONE_SLOT)
+            self.stored += 1
+        except OSError:
+            pass
 
     def done(self, step: str, flow_id: str | None, start: int, size: int) -> None:
         self.offset = start + size
@@ -379,12 +427,13 @@ class _Spool:
             self.open[flow_id] = start
             while len(self.open) > KEEP_OPEN:   # a flow whose end never comes (the analysis forgets it too)
                 del self.open[next(iter(self.open))]
-        elif step == "finish" and flow_id is not None:
+        elif flow_id is not None:   # its end (or a flow not analysed): stored
             self.open.pop(flow_id, None)
+            self._stored(flow_id)
         safe = next(iter(self.open.values())) if self.open else self.offset
         if self.checkpoint is not None:
             try:
-                os.pwrite(self.checkpoint, _OFFSET.pack(safe), 0)
+                os.pwrite(self.checkpoint, _CHECKPOINT.pack(safe, self.stored), 0)
             except OSError:
                 pass
         if self.spool is not None and safe - self.freed >= SPOOL_FREE:
@@ -445,7 +494,7 @@ def main() -> None:
             error = redact_text(f"{type(err).__name__}: {err}", secrets)
             _answer(reports, ("error", f"analysis ({step}) of {getattr(arg, 'id', '?')} failed: {error}"))
             result = None
-        spool.done(step, getattr(arg, "id", None), start, _HEADER.size + len(data) + len(body))
+        spool.done(step, _flow_id(args), start, _HEADER.size + len(data) + len(body))
         if to == REPLY:  # always: False tells the addon the analysis is done and found nothing to say
             _answer(answers, (seq, False if result is None else tuple(result)))
         elif result is None:
