@@ -107,7 +107,7 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
 
 # Record fields that hold free text (the request body has its own pass, redact_body).
 TEXT_FIELDS = ("path", "upstream", "api", "model", "tenant", "error", "verdict", "cause", "expected_reason",
-               "previous_id", "detail")
+               "previous_id", "detail", "diagnosis")  # diagnosis: JSON, whose free-text reason may quote a prompt
 
 
 def storable(text: str) -> str:
