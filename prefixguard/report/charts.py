@@ -1,7 +1,8 @@
 """Charts as inline SVG strings: no script library, no external asset, readable in any browser.
 
-Each axis has one unit, chosen from the largest value it shows (ms or s or min; tokens or k tokens), and
-round ticks (1, 2 or 5 times a power of ten). A line breaks where a value is missing rather than joining
+Each axis has one unit, chosen from the largest value it shows (ms or s or min or h or days; tokens or k
+tokens; dollars), and round ticks (1, 2 or 5 times a power of ten). A chart with nothing to draw is left
+out (""), or, where the caller gives the reason, says in one line why: never an empty frame. A line breaks where a value is missing rather than joining
 across the gap. Every drawn data element has class "mark" and a tooltip (<title>) with its value, so a
 check can count what the browser actually laid out.
 """
@@ -30,10 +31,15 @@ class Unit:
         if decimals is None:
             decimals = 0 if abs(v) >= 100 or v == int(v) else (1 if abs(v) >= 10 else 2)
         text = f"{v:,.{decimals}f}"
+        if self.label == "$":
+            return ("-$" + text[1:]) if text.startswith("-") else "$" + text
         return text + ("%" if self.label == "%" else "")
 
     def tip(self, value: float) -> str:
-        return self.show(value) + ("" if self.label == "%" else f" {self.label}")
+        return self.show(value) + ("" if self.label in SELF_EVIDENT else f" {self.label}")
+
+
+SELF_EVIDENT = ("%", "$")   # units the tick labels carry themselves: no unit label on the axis
 
 
 def unit(kind: str, hi: float) -> Unit:
@@ -41,13 +47,15 @@ def unit(kind: str, hi: float) -> Unit:
     hi = abs(hi)
     if kind == "seconds":
         return (Unit("ms", 1e-3) if hi < 1 else Unit("s", 1.0) if hi < 120 else Unit("min", 60.0) if hi < 7200
-                else Unit("h", 3600.0))
+                else Unit("h", 3600.0) if hi < 3 * 86400 else Unit("days", 86400.0))
     if kind == "tokens":
         return Unit("M tokens", 1e6) if hi >= 1e7 else Unit("k tokens", 1e3) if hi >= 1e4 else Unit("tokens", 1.0)
     if kind == "rate":
         return Unit("k tokens/s", 1e3) if hi >= 1e4 else Unit("tokens/s", 1.0)
     if kind == "ratio":
         return Unit("%", 0.01)
+    if kind == "usd":
+        return Unit("$", 1.0)
     return Unit(kind, 1.0)
 
 
@@ -113,7 +121,7 @@ def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
         py = y(v)
         out.append(f'<line class="grid" x1="{LEFT}" y1="{py:.1f}" x2="{W - RIGHT}" y2="{py:.1f}"/>')
         out.append(f'<text class="tick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{escape(y.label(v))}</text>')
-    if y.unit.label != "%":
+    if y.unit.label not in SELF_EVIDENT:
         out.append(f'<text class="unit" x="{LEFT - 6}" y="{TOP - 9}" text-anchor="end">{escape(y.unit.label)}</text>')
     if x is not None:
         for v in x.ticks:
@@ -124,18 +132,21 @@ def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
     return "".join(out)
 
 
-def _empty(name: str, title: str) -> str:
+def _empty(name: str, title: str, why: str | None = None) -> str:
+    """Nothing to draw: left out, or, with a reason, one line that says it."""
+    if not why:
+        return ""
     return _frame(name, title, f'<text class="empty" x="{W / 2}" y="{EMPTY_H / 2 + 5}" text-anchor="middle">'
-                               f'no data</text>', height=EMPTY_H)
+                               f'{escape(why)}</text>', height=EMPTY_H)
 
 
 def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str, Sequence[float | None]]],
           x_kind: str, y_kind: str, x_name: str = "time since the first request",
-          y_range: tuple[float, float] | None = None) -> str:
+          y_range: tuple[float, float] | None = None, why: str | None = None) -> str:
     """Line chart: one line per series, broken where a value is missing, a dot with its value at each point."""
     values = [v for _, vs in series for v in vs if v is not None]
     if not values or not xs:
-        return _empty(name, title)
+        return _empty(name, title, why)
     x = Axis.make(x_kind, min(0.0, min(xs)) if x_kind == "seconds" else min(xs), max(xs), LEFT, W - RIGHT)
     y = Axis.make(y_kind, 0.0, max(values), H - BOTTOM, TOP, fixed=y_range)
     body = [_grid(x, y, x_name)]
@@ -157,9 +168,9 @@ def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str
 
 
 def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind: str, y_kind: str, x_name: str,
-            x_range: tuple[float, float] | None = None) -> str:
+            x_range: tuple[float, float] | None = None, why: str | None = None) -> str:
     if not points:
-        return _empty(name, title)
+        return _empty(name, title, why)
     x = Axis.make(x_kind, min(p[0] for p in points), max(p[0] for p in points), LEFT, W - RIGHT, fixed=x_range)
     y = Axis.make(y_kind, 0.0, max(p[1] for p in points), H - BOTTOM, TOP)
     body = [_grid(x, y, x_name)]
@@ -170,16 +181,22 @@ def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind
 
 
 def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tuple[str, Sequence[float]]],
-            x_kind: str, y_kind: str, x_name: str = "window start") -> str:
-    """Stacked bars, one per window; each stack is a class of the whole (e.g. read, written, uncached)."""
+            x_kind: str, y_kind: str, x_name: str = "window start", labels: Sequence[str] | None = None,
+            why: str | None = None) -> str:
+    """Stacked bars, one per window; each stack is a class of the whole (e.g. read, written, uncached).
+    labels: what to write under each bar (dates) instead of its start in x_kind's unit."""
     totals = [sum(vs[i] for _, vs in stacks) for i in range(len(starts))]
     if not starts or not any(totals):
-        return _empty(name, title)
+        return _empty(name, title, why)
     y = Axis.make(y_kind, 0.0, max(totals), H - BOTTOM, TOP)
     xu = unit(x_kind, max(starts))
+
+    def tick(i: int) -> str:
+        return labels[i] if labels is not None else xu.tip(starts[i])
+
     body = [_grid(None, y)]
     slot = (W - LEFT - RIGHT) / len(starts)
-    every = max(1, math.ceil(len(starts) / 8))   # at most 8 labels: they never overlap
+    every = max(1, math.ceil(len(starts) / (6 if labels is not None else 8)))   # labels never overlap
     for i, start in enumerate(starts):
         base = 0.0
         x0 = LEFT + i * slot + slot * 0.15
@@ -190,24 +207,25 @@ def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tup
                 y0, y1 = y(base), y(base + v)
                 tips.append(f"{cls}: {y.unit.tip(v)}")
                 body.append(f'<rect class="mark" x="{x0:.1f}" y="{y1:.1f}" width="{slot * 0.7:.1f}" '
-                            f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(xu.tip(start))}: {escape(cls)} '
+                            f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(tick(i))}: {escape(cls)} '
                             f'{escape(y.unit.tip(v))} of {escape(y.unit.tip(totals[i]))}</title></rect>')
             base += v
         if i % every == 0:
             body.append(f'<text class="tick" x="{x0 + slot * 0.35:.1f}" y="{H - BOTTOM + 15}" text-anchor="middle">'
-                        f'{escape(xu.show(start, 0 if start / xu.factor >= 10 else 1))}</text>')
+                        f'{escape(labels[i] if labels is not None else xu.show(start, 0 if start / xu.factor >= 10 else 1))}'
+                        f'</text>')
     body.append(f'<text class="unit" x="{W - RIGHT}" y="{H - BOTTOM + 32}" text-anchor="end">'
-                f'{escape(x_name)} ({escape(xu.label)})</text>')
+                f'{escape(x_name)}{"" if labels is not None else f" ({xu.label})"}</text>')
     return _frame(name, title, "".join(body), [(cls, c) for (cls, _), c in zip(stacks, COLORS)])
 
 
 def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
-         tips: Sequence[str] | None = None) -> str:
+         tips: Sequence[str] | None = None, why: str | None = None) -> str:
     """Horizontal bars in the order given (callers pass the largest first), each labelled with its value.
     The chart is as tall as its bars: no empty band under a short list."""
     shown = [(label, v, (tips[i] if tips else "")) for i, (label, v) in enumerate(items) if v > 0]
     if not shown:
-        return _empty(name, title)
+        return _empty(name, title, why)
     u = unit(kind, max(v for _, v, _ in shown))
     label_w, row = 150, 30.0
     height = int(8 + row * len(shown) + 8)

@@ -18,6 +18,8 @@ from prefixguard import tokens
 from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.report.headline import headline, listed, notes
+from prefixguard.report.human import usd
+from prefixguard.report.money import mode, money
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
 from prefixguard.verdict import PrefixChange, VerdictName, judge_pair, of_row
@@ -37,12 +39,13 @@ KEEP_PER_TENANT = 1000  # earlier prompts kept per tenant to compare with
 class Window:
     """One slice of the capture's time span."""
 
-    __slots__ = ("start", "end", "requests", "ttft_p50", "decode_p50", "prompt_p50", "prompt_p90", "cache_read",
-                 "cache_write", "uncached")
+    __slots__ = ("start", "end", "requests", "ttft_p50", "ttft_p50_by_mode", "decode_p50", "prompt_p50",
+                 "prompt_p90", "cache_read", "cache_write", "uncached")
 
     def __init__(self, start: float, end: float, requests: int = 0) -> None:
         self.start, self.end, self.requests = start, end, requests   # seconds since the first request
-        self.ttft_p50: float | None = None
+        self.ttft_p50: float | None = None   # of the mode of call the split compares (Diagnosis.split["mode"])
+        self.ttft_p50_by_mode: dict[str, float] = {}   # streaming, non-streaming, mode unknown: never mixed
         self.decode_p50: float | None = None
         self.prompt_p50: float | None = None
         self.prompt_p90: float | None = None
@@ -74,7 +77,7 @@ class Diagnosis:
     """The five steps' findings on one capture, and what the report leads with."""
 
     __slots__ = ("source", "requests", "span_s", "windows", "split", "inputs", "causes", "infra", "fields", "points",
-                 "findings", "tokens_estimated", "prices", "notes", "headline", "listed")
+                 "findings", "tokens_estimated", "prices", "notes", "headline", "listed", "money")
 
     def __init__(self, source: str, requests: int, span_s: float, windows: list[Window], split: dict[str, Any],
                  inputs: dict[str, Any], causes: list[Cause], infra: dict[str, Any], fields: dict[str, Any],
@@ -88,6 +91,7 @@ class Diagnosis:
         self.notes: list[str] = []            # what the reader must know about the source
         self.headline: dict[str, Any] = {}    # hit rate, money lost to misses, top cause, fix
         self.listed: dict[str, dict[str, Any]] = {}  # requests the report names: time, body
+        self.money: dict[str, Any] = {}       # spend, savings, cost by model/tenant/time, latency, unread writes
 
     def to_json(self) -> dict[str, Any]:
         doc = {k: getattr(self, k) for k in self.__slots__}
@@ -110,12 +114,16 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     t0 = rows[0].get("ts") or 0.0
     span = (rows[-1].get("ts") or 0.0) - t0
     windows = _windows(rows, t0, span)
-    diag = Diagnosis(source, len(rows), span, windows, _split(windows), _inputs(rows, windows),
-                     _causes(rows), _infra(rows, unread), _fields(rows), _points(rows))
+    parents: dict[int, dict[str, Any]] = {}
+    causes = _causes(rows, parents)
+    split = _split(windows)
+    diag = Diagnosis(source, len(rows), span, windows, split, _inputs(rows, windows),
+                     causes, _infra(rows, unread), _fields(rows), _points(rows, split["mode"]))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
     diag.notes = notes(rows)
+    diag.money = money(rows, parents)
     diag.headline = headline(diag, rows)
     diag.listed = listed(diag, rows, t0)
     # The proxy's predictions were counted when it ran; the causes are counted here, now.
@@ -152,7 +160,11 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
     for k, group in enumerate(groups):
         w = Window(k * span / n, (k + 1) * span / n, len(group))
         ok = [r for r in group if _ok(r)]
-        w.ttft_p50 = _median([t for r in ok if (t := _timing(r, "ttft_s")) is not None])
+        by_mode: dict[str, list[float]] = defaultdict(list)
+        for r in ok:
+            if (t := _timing(r, "ttft_s")) is not None:
+                by_mode[mode(r)].append(t)
+        w.ttft_p50_by_mode = {m: _median(ts) for m, ts in sorted(by_mode.items())}
         w.decode_p50 = _median([t for r in ok if (t := _timing(r, "decode_tps"))])
         prompts = sorted(_usage(r).get("prompt_total") or 0 for r in ok if _usage(r).get("prompt_total"))
         if prompts:
@@ -168,20 +180,40 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
 
 
 def _change(windows: list[Window], key: str) -> tuple[float | None, float | None, float | None]:
-    """(value at the start, value at the end, end / start) over the first and last thirds."""
+    """(value at the start, value at the end, end / start) over the first and last thirds; (value, value,
+    None) where one window alone has the value: nothing to compare it with."""
     values = [getattr(w, key) for w in windows if getattr(w, key) is not None]
     if not values:
         return None, None, None
+    if len(values) == 1:
+        return values[0], values[0], None
     third = max(1, len(values) // 3)
     first, last = _median(values[:third]), _median(values[-third:])
     return first, last, (last / first if first else None)
 
 
+def _ttft_mode(windows: list[Window]) -> str | None:
+    """The mode of call whose TTFT the split compares over time: the one seen in the most windows (a
+    streaming first token and a non-streaming whole response are different things: never compared)."""
+    seen = Counter(m for w in windows for m, v in w.ttft_p50_by_mode.items() if v is not None)
+    if not seen:
+        return None
+    chosen = max(seen, key=lambda m: (seen[m], m))
+    for w in windows:
+        w.ttft_p50 = w.ttft_p50_by_mode.get(chosen)
+    return chosen
+
+
 def _split(windows: list[Window]) -> dict[str, Any]:
+    chosen = _ttft_mode(windows)
+    modes = sorted({m for w in windows for m in w.ttft_p50_by_mode})
     t_first, t_last, t_ratio = _change(windows, "ttft_p50")
     d_first, d_last, d_ratio = _change(windows, "decode_p50")
-    if t_ratio is None:
+    if chosen is None:
         finding = "No TTFT was recorded: the split of prefill and decode is unknown."
+    elif t_ratio is None:
+        finding = (f"TTFT of {chosen} calls was recorded in one time window only: nothing like for like to "
+                   f"compare it with over time.")
     elif d_ratio is not None and d_ratio < 1 - STEADY:
         finding = (f"Decode rate fell {1 - d_ratio:.0%} ({d_first:.1f} -> {d_last:.1f} tokens/s): memory bandwidth "
                    f"or concurrency (load on the server), which no prompt change fixes.")
@@ -193,8 +225,11 @@ def _split(windows: list[Window]) -> dict[str, Any]:
         trend = "fell" if t_ratio <= 1 / MOVED else "steady"
         finding = f"TTFT {trend} (x{t_ratio:.2f} from the first third to the last)" + (
             f", decode rate x{d_ratio:.2f}." if d_ratio is not None else ".")
-    return {"ttft_start_s": t_first, "ttft_end_s": t_last, "ttft_ratio": t_ratio, "decode_start_tps": d_first,
-            "decode_end_tps": d_last, "decode_ratio": d_ratio, "finding": finding}
+    if chosen is not None and len(modes) > 1:
+        others = ", ".join(m for m in modes if m != chosen)
+        finding += f" TTFT compared over {chosen} calls only; {others} calls are not compared with them."
+    return {"mode": chosen, "modes": modes, "ttft_start_s": t_first, "ttft_end_s": t_last, "ttft_ratio": t_ratio,
+            "decode_start_tps": d_first, "decode_end_tps": d_last, "decode_ratio": d_ratio, "finding": finding}
 
 
 def _inputs(rows: list[dict[str, Any]], windows: list[Window]) -> dict[str, Any]:
@@ -222,13 +257,14 @@ def _prompt(row: dict[str, Any]) -> Prompt | None:
         return None
 
 
-def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
+def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | None = None) -> list[Cause]:
     """The breaks by cause, counted as each row was judged (its stored verdict, re-prefilled tokens and
     cost); a row nobody judged (a recorded session: no verdict, no usage; a provider that reported no
     cache field) is judged here by the same
     rule (prefixguard.verdict.judge_pair) against the best earlier request of its tenant (the core's
     session model), and so is what a miss was stored without (its cause, its tokens). Each cause's
-    example is its first break with a body, as compared here."""
+    example is its first break with a body, as compared here. parents, where given, gets id(row) -> the
+    earlier row each row with a body continued."""
     sessions = Sessions(keep=KEEP_PER_TENANT)
     causes: dict[str, Cause] = {}
     for row in rows:
@@ -237,6 +273,8 @@ def _causes(rows: list[dict[str, Any]]) -> list[Cause]:
         if prompt is not None:
             ts = row.get("ts")
             match = sessions.observe(prompt, row, row.get("tenant") or "", ts if isinstance(ts, (int, float)) else None)
+            if parents is not None and match.earlier is not None:
+                parents[id(row)] = match.earlier
         judged = of_row(row)
         if judged is not None and judged.verdict == VerdictName.NOT_REPORTED:
             judged = None   # no usage to judge by: the verdict its contract predicts, as `diff` gives it
@@ -275,7 +313,7 @@ def _causes_finding(causes: list[Cause]) -> str:
         return "No prefix breaks: every request reused its predecessor's prefix whole."
     top = causes[0]
     return (f"{sum(c.requests for c in causes)} requests broke the cached prefix; the top cause, {top.name}, "
-            f"re-prefilled {top.reprefill_tokens:,} tokens (${top.cost_usd:,.4f}) in {top.requests} requests.")
+            f"re-prefilled {top.reprefill_tokens:,} tokens ({usd(top.cost_usd)}) in {top.requests} requests.")
 
 
 def _unanalysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -384,10 +422,11 @@ def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
                        for name, c in sorted(table.items())]}
 
 
-def _points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def _points(rows: list[dict[str, Any]], of_mode: str | None) -> list[tuple[float, float]]:
+    """(cached fraction, TTFT) of each call of the mode the split compares: like with like."""
     out = []
     for r in rows:
         u, ttft = _usage(r), _timing(r, "ttft_s")
-        if _ok(r) and ttft is not None and u.get("reported") and u.get("prompt_total"):
+        if _ok(r) and ttft is not None and u.get("reported") and u.get("prompt_total") and mode(r) == of_mode:
             out.append(((u.get("cache_read") or 0) / u["prompt_total"], ttft))
     return out

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefixguard.causes import CAUSES, generic_fix
 from prefixguard.contracts import model_contract
+from prefixguard.report.human import usd
 from prefixguard.usage import USAGE_FIELDS, Usage
 from prefixguard.verdict import of_row
 
@@ -17,6 +18,11 @@ if TYPE_CHECKING:
 LOST_VERDICTS = ("miss_ttl_expired", "miss_server_side", "miss_unexplained")   # misses no cause explains
 MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
 
+
+# What a cost owner reads for a verdict that heads the page as its top cause (no cause of a prefix change).
+VERDICT_LABELS = {"miss_ttl_expired": "cache expired between calls (TTL)",
+                  "miss_server_side": "server-side misses (prefix unchanged)",
+                  "miss_unexplained": "misses the log cannot explain"}
 
 TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
            "provider sells one.")
@@ -39,11 +45,17 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     example = next((c.example for c in d.causes if c.name == name and c.example), None)
     fix = (example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None) or (TTL_FIX if name == "miss_ttl_expired" else None)
     hit = read / total if total else None
-    parts = [f"Cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "No cache fields reported",
-             f"${lost:,.4f} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
-    if name:
-        parts.append(f"top cause: {name}")
-    return {"hit_rate": hit, "lost_usd": lost, "top_cause": name, "fix": fix, "text": "; ".join(parts) + "."}
+    label = VERDICT_LABELS.get(name, name) if name else None
+    m = d.money
+    spend, saved = m.get("spend_usd"), m.get("saved_usd")
+    parts = [f"{usd(spend)} spent, {usd(saved)} saved by caching" if spend is not None else None,
+             f"cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "no cache fields reported",
+             f"{usd(lost)} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
+    if label:
+        parts.append(f"top cause: {label}")
+    text = "; ".join(p for p in parts if p)
+    return {"hit_rate": hit, "lost_usd": lost, "spend_usd": spend, "saved_usd": saved, "top_cause": name,
+            "top_cause_label": label, "fix": fix, "text": text[:1].upper() + text[1:] + "."}
 
 
 def _miss_cost(row: dict[str, Any]) -> float:

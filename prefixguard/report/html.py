@@ -13,6 +13,7 @@ from string import Template
 
 from prefixguard.report import charts
 from prefixguard.report.diagnose import ESTIMATED, Diagnosis
+from prefixguard.report.human import date_range, duration, ms, usd
 
 ELLIPSIS = "…"
 
@@ -29,8 +30,12 @@ def _table(head: list[str], rows: list[list[str]], raw: tuple[int, ...] = ()) ->
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def _section(n: int, title: str, finding: str, *parts: str) -> str:
-    return f'<h2>{n}. {escape(title)}</h2><p class="finding">{escape(finding)}</p>' + "".join(parts)
+def _section(n: int | None, title: str, finding: str, *parts: str, key: str = "") -> str:
+    """One panel: its heading, its finding in one line, then what it has to show (parts left empty are left out)."""
+    number = f"{n}. " if n is not None else ""
+    anchor = f' id="{key}"' if key else ""
+    return (f'<section class="panel"{anchor}><h2>{number}{escape(title)}</h2><p class="finding">{escape(finding)}</p>'
+            + "".join(parts) + "</section>")
 
 
 def _anchor(rid: str) -> str:
@@ -84,10 +89,13 @@ def _headline(d: Diagnosis) -> str:
     if not h:
         return ""
     hit = "–" if h["hit_rate"] is None else f"{h['hit_rate']:.1%}"
-    cells = [("cache hit rate", hit, "of prompt tokens read from cache"),
-             ("lost to misses", f"${h['lost_usd']:,.4f}", "paid over reading the cache" +
+    m = d.money
+    cells = [("spend", usd(h["spend_usd"]), date_range(m["first_ts"], m["last_ts"])),
+             ("saved by caching", usd(h["saved_usd"]), f"against {usd(m['without_cache_usd'])} without cache reads"),
+             ("cache hit rate", hit, "of prompt tokens read from cache"),
+             ("lost to misses", usd(h["lost_usd"]), "paid over reading the cache" +
               (f" ({'; '.join(d.prices)})" if d.prices else "")),
-             ("top cause", h["top_cause"] or "none", "")]
+             ("top cause", h.get("top_cause_label") or h["top_cause"] or "none", "")]
     stats = "".join(f'<div class="stat"><span class="label">{escape(a)}</span><span class="value">{escape(b)}'
                     f'</span><span class="sub">{escape(c)}</span></div>' for a, b, c in cells)
     fix = f'<p class="fix"><b>Fix:</b> {escape(h["fix"])}</p>' if h.get("fix") else ""
@@ -133,46 +141,111 @@ def _bodies(d: Diagnosis) -> str:
     return '<h2>Requests named above</h2>' + "".join(items)
 
 
+def _charts(figures: str) -> str:
+    return f'<div class="charts">{figures}</div>' if figures else ""
+
+
+def _money_rows(rows: list[dict], key: str) -> list[list[str]]:
+    return [[str(r[key]), f"{r['requests']:,}", usd(r["spend_usd"]), usd(r["saved_usd"])] for r in rows]
+
+
+def _spend(d: Diagnosis) -> str:
+    """The cost owner's panel: spend and savings, by model, tenant and time; latency; unread writes; the
+    longer TTL. Each part only where it has data; a part without says in one line why."""
+    m = d.money
+    if not m:
+        return ""
+    finding = (f"{usd(m['spend_usd'])} spent on {m['priced_requests']:,} priced requests, "
+               f"{date_range(m['first_ts'], m['last_ts'])}; caching saved {usd(m['saved_usd'])} (the same traffic "
+               f"without cache reads: {usd(m['without_cache_usd'])}).")
+    over = m.get("over_time") or {"buckets": []}
+    buckets = over["buckets"]
+    figures = charts.bars("cost-by-model", "Cost by model", [(r["model"], r["spend_usd"]) for r in m["by_model"]],
+                          "usd", [f" in {r['requests']:,} requests, saved {usd(r['saved_usd'])}" for r in m["by_model"]])
+    if len(buckets) > 1:
+        figures += charts.stacked(
+            "cost-over-time", f"Cost over time (by {duration(over['bucket_s'])})", [b["start"] for b in buckets],
+            [("paid", [b["spend_usd"] for b in buckets]), ("saved by caching", [max(0.0, b["saved_usd"]) for b in buckets])],
+            "seconds", "usd", "UTC", labels=[b["label"] for b in buckets])
+    parts = [_charts(figures),
+             "<h3>By model</h3>" + _table(["model", "requests", "spend", "saved by caching"], _money_rows(m["by_model"], "model"))
+             if m["by_model"] else ""]
+    if m["by_tenant"]:
+        basis = "; ".join(f"{b['basis']} ({b['requests']:,} requests)" for b in m["tenant_basis"])
+        parts.append(f"<h3>By tenant</h3><p class=\"note\">{m['tenants']:,} tenants, named by: {escape(basis)}.</p>"
+                     + _table(["tenant", "requests", "spend", "saved by caching"], _money_rows(m["by_tenant"], "tenant")))
+    if m["latency"]:
+        parts.append("<h3>Latency</h3><p class=\"note\">Streaming and non-streaming calls apart: a streamed first token "
+                     "and a whole response are not the same wait.</p>" + _table(
+                         ["calls", "requests", "TTFT p50", "TTFT p95", "TTFT p99", "total p50", "total p95", "total p99"],
+                         [[r["mode"], f"{r['requests']:,}", *(ms(r["ttft_s"][k]) for k in ("p50", "p95", "p99")),
+                           *(ms(r["total_s"][k]) for k in ("p50", "p95", "p99"))] for r in m["latency"]]))
+    else:
+        parts.append("<h3>Latency</h3><p>No call in this capture carries a timing (agents' logs keep none).</p>")
+    u = m["unread_writes"]
+    unread = (f"{u['requests']:,} calls wrote {u['tokens']:,} tokens to the cache that expired before any later call "
+              f"read them: {usd(u['cost_usd'])} to write, {usd(u['premium_usd'])} more than sending them uncached."
+              if u["requests"] else "None: every cache write that expired within the capture was read first "
+                                    "(writes still alive when it ends are not counted).")
+    parts.append(f"<h3>Writes never read</h3><p>{escape(unread)}</p>" + (
+        "<p>For example: " + ", ".join(escape(x) for x in u["examples"]) + "</p>" if u["examples"] else ""))
+    if m["whatif_longer_ttl"]:
+        parts.append("<h3>What if every write used the 1-hour TTL</h3>" + _table(
+            ["calls", "cost as sent", "with 1 h writes", "difference", "re-writes avoided", "answer"],
+            [[w["scope"], usd(w["actual_usd"]), usd(w["with_longer_ttl_usd"]), usd(w["net_usd"]),
+              f"{w['rewrites_avoided']:,}", "pays off" if w["pays_off"] else "does not pay off"]
+             for w in m["whatif_longer_ttl"]]) + '<p class="note">Input cost only: each written token at the 1-hour '
+                     'price instead, and each call that found its cache expired within the hour reads it instead.</p>')
+    return _section(None, "Spend and savings", finding, *parts, key="spend")
+
+
 def render(d: Diagnosis) -> str:
     xs = [(w.start + w.end) / 2 for w in d.windows]
-    step1 = '<div class="charts">' + charts.lines(
-        "ttft", "TTFT p50 over time", xs, [("TTFT p50", [w.ttft_p50 for w in d.windows])], "seconds", "seconds") + \
+    modes = sorted({m for w in d.windows for m in w.ttft_p50_by_mode})
+    step1 = _charts(charts.lines(
+        "ttft", "TTFT p50 over time" + (", streaming and non-streaming apart" if len(modes) > 1 else ""), xs,
+        [(f"{mode} p50", [w.ttft_p50_by_mode.get(mode) for w in d.windows]) for mode in modes], "seconds",
+        "seconds") + \
         charts.lines("decode", "Decode rate p50 over time", xs, [("decode p50", [w.decode_p50 for w in d.windows])],
                      "seconds", "rate") + charts.lines(
         "hit-rate", "Cache hit rate over time (token-weighted)", xs,
-        [("hit rate", [w.hit_ratio for w in d.windows])], "seconds", "ratio", y_range=(0.0, 1.0)) + "</div>"
-    step2 = '<div class="charts">' + charts.lines(
+        [("hit rate", [w.hit_ratio for w in d.windows])], "seconds", "ratio", y_range=(0.0, 1.0)))
+    step2 = _charts(charts.lines(
         "inputs", "Input tokens over time", xs,
         [("p50", [w.prompt_p50 for w in d.windows]), ("p90", [w.prompt_p90 for w in d.windows])], "seconds",
         "tokens") + charts.stacked(
         "tokens", "Prompt tokens by class", [w.start for w in d.windows],
         [("read from cache", [w.cache_read for w in d.windows]), ("written", [w.cache_write for w in d.windows]),
          ("uncached", [w.uncached for w in d.windows])], "seconds", "tokens") + charts.scatter(
-        "ttft-vs-cached", "TTFT against the cached fraction of the prompt", d.points, "ratio", "seconds",
-        "cached fraction of the prompt", (0.0, 1.0)) + "</div>"
+        "ttft-vs-cached", f"TTFT against the cached fraction of the prompt ({d.split.get('mode')} calls)", d.points,
+        "ratio", "seconds", "cached fraction of the prompt", (0.0, 1.0)))
     i = d.inputs
     dist = _table(["p50", "p90", "p99", "max"], [[_tokens(i[k]) if i[k] is not None else "-"
                                                   for k in ("p50", "p90", "p99", "max")]]) if i["n"] else ""
 
-    cause_rows = [[c.name, str(c.requests), f"{c.reprefill_tokens:,}", f"${c.cost_usd:,.4f}"] for c in d.causes]
+    cause_rows = [[c.name, str(c.requests), f"{c.reprefill_tokens:,}", usd(c.cost_usd)] for c in d.causes]
     prices = f'<p class="prices">Costs at list prices: {escape("; ".join(d.prices))}.</p>' if d.prices else ""
     step3 = charts.bars("causes", "Re-prefilled tokens by cause", [(c.name, c.reprefill_tokens) for c in d.causes],
-                        "tokens", [f" in {c.requests} requests, ${c.cost_usd:,.4f}" for c in d.causes]) + (
+                        "tokens", [f" in {c.requests} requests, {usd(c.cost_usd)}" for c in d.causes],
+                        why="No prefix break: nothing was re-prefilled.") + (
         _table(["cause", "requests", "re-prefilled tokens", "cost"], cause_rows) + prices if cause_rows else "") \
         + _examples(d)
 
     f = d.fields
     infra = d.infra
-    step4 = _table(["signal", "requests", "tokens"], [
+    signals = [row for row in [
         ["TTL expired", str(infra["ttl_expired"]), f"{infra['ttl_expired_tokens']:,}"],
         ["server-side miss", str(infra["server_side"]), f"{infra['server_side_tokens']:,}"],
         ["queueing (slow hits)", str(infra["queued"]), ""],
         *[[f"error {k}", str(v), ""] for k, v in infra["errors"].items()],
-        *[[f"not analysed: {u['method']} {u['path']}", str(u["requests"]), ""] for u in infra.get("unanalysed", ())]])
+        *[[f"not analysed: {u['method']} {u['path']}", str(u["requests"]), ""] for u in infra.get("unanalysed", ())]]
+        if row[1] != "0"]   # the finding says when there is none: no table of zeros
+    step4 = _table(["signal", "requests", "tokens"], signals) if signals else ""
     if infra["queued_examples"]:
         step4 += "<p>Slow hits: " + ", ".join(_request(d, r) for r in infra["queued_examples"]) + "</p>"
-    step5 = _table(["verdict", "requests"], [[k, str(v)] for k, v in sorted(f["verdicts"].items(),
-                                                                           key=lambda kv: -kv[1])]) + (
+    step5 = (_table(["verdict", "requests"], [[k, str(v)] for k, v in sorted(f["verdicts"].items(),
+                                                                            key=lambda kv: -kv[1])])
+             if f["verdicts"] else "") + (
         _table(["request", "sent", "predicted", "reported", "verdict"],
                [[_link(g["request"]), escape(_when(d, g["request"])), f"{g['predicted']:,}",
                  f"{g['reported']:,}", str(g["verdict"])] for g in f["largest_gaps"]], raw=(0, 1))
@@ -191,6 +264,7 @@ def render(d: Diagnosis) -> str:
         _headline(d),
         f'<p class="estimated">{escape(ESTIMATED)}</p>' if d.tokens_estimated else "",
         *(f'<p class="estimated">{escape(n)}</p>' for n in d.notes),
+        _spend(d),
         _section(1, "TTFT vs decode rate", d.findings[0], step1),
         _section(2, "Input tokens", d.findings[1], step2, dist),
         _section(3, "Prefix consistency", d.findings[2], step3),
@@ -198,7 +272,7 @@ def render(d: Diagnosis) -> str:
         _section(5, "Cache fields: predicted vs reported", d.findings[4], step5),
         _bodies(d),
     ])
-    span = charts.unit("seconds", d.span_s).tip(d.span_s)
-    meta = f"{d.source}: {d.requests} requests over {span}"
+    span = date_range(d.money["first_ts"], d.money["last_ts"]) if d.money else duration(d.span_s)
+    meta = f"{d.source}: {d.requests:,} requests, {span}"
     page = Template(files("prefixguard.report").joinpath("template.html").read_text("utf-8"))
     return page.substitute(title=escape(d.source), meta=escape(meta), body=body)

@@ -2,7 +2,10 @@
 colour only on a terminal)."""
 from __future__ import annotations
 
+from typing import Any
+
 from prefixguard.report.diagnose import ESTIMATED, Diagnosis
+from prefixguard.report.human import date_range, duration, ms, usd, when
 from prefixguard.styled import GREEN, RED, YELLOW, columns, strong
 
 
@@ -10,18 +13,57 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
     return "-" if value is None else format(value, fmt) + unit
 
 
+def _money(m: dict[str, Any]) -> None:
+    """Spend, savings, by model, tenant and time, latency, unread writes, the longer TTL: each only with data."""
+    print(f"\n{strong('Spend')}  {usd(m['spend_usd'])} over {m['priced_requests']} priced requests; caching saved "
+          f"{usd(m['saved_usd'])} (without cache reads: {usd(m['without_cache_usd'])}).")
+    if m["by_model"]:
+        print(columns(("model", "requests", "spend", "saved"),
+                      [(r["model"], str(r["requests"]), usd(r["spend_usd"]), usd(r["saved_usd"])) for r in m["by_model"]]))
+    if m["by_tenant"]:
+        basis = "; ".join(f"{b['basis']} ({b['requests']})" for b in m["tenant_basis"])
+        print(f"   {m['tenants']} tenants, named by: {basis}")
+        print(columns(("tenant", "requests", "spend", "saved"),
+                      [(r["tenant"], str(r["requests"]), usd(r["spend_usd"]), usd(r["saved_usd"])) for r in m["by_tenant"]]))
+    over = m.get("over_time")
+    if over and len(over["buckets"]) > 1:
+        busy = [b for b in over["buckets"] if b["requests"]]
+        print(f"   over time, by {duration(over['bucket_s'])}: " + ", ".join(
+            f"{b['label']} {usd(b['spend_usd'])}" for b in busy[:12]) + (f" and {len(busy) - 12} more" if len(busy) > 12 else ""))
+    if m["latency"]:
+        print(columns(("latency", "requests", "TTFT p50", "p95", "p99", "total p50", "p95", "p99"),
+                      [(r["mode"], str(r["requests"]), *(ms(r["ttft_s"][k]) for k in ("p50", "p95", "p99")),
+                        *(ms(r["total_s"][k]) for k in ("p50", "p95", "p99"))) for r in m["latency"]]))
+    else:
+        print("   latency: no call in the capture has a timing.")
+    u = m["unread_writes"]
+    if u["requests"]:
+        print(f"   {strong('writes never read')}: {u['requests']} calls wrote {u['tokens']:,} tokens that expired unread: "
+              f"{usd(u['cost_usd'])} to write, {usd(u['premium_usd'])} over sending them uncached.")
+    else:
+        print("   writes never read: none expired unread within the capture.")
+    for w in m["whatif_longer_ttl"]:
+        verdict = "would pay off" if w["pays_off"] else "would not pay off"
+        print(f"   {w['ttl']} TTL for {w['scope']}: {verdict} ({usd(w['actual_usd'])} -> {usd(w['with_longer_ttl_usd'])}; "
+              f"{w['rewrites_avoided']} re-writes after an expiry avoided).")
+
+
 def render(d: Diagnosis) -> None:
-    print(f"{strong('prefixguard report')} {d.source}: {d.requests} requests over {d.span_s:,.0f} s")
+    span = date_range(d.money["first_ts"], d.money["last_ts"]) if d.money else duration(d.span_s)
+    print(f"{strong('prefixguard report')} {d.source}: {d.requests} requests, {span}")
     if d.headline:
         print(strong(d.headline["text"]))
         if d.headline.get("fix"):
             print(f"fix: {d.headline['fix']}")
     for note in ([ESTIMATED] if d.tokens_estimated else []) + d.notes:
         print(strong(note, YELLOW))
+    if d.money:
+        _money(d.money)
 
     print(f"\n{strong('1. TTFT vs decode rate')}  {d.split['finding']}")
-    print(columns(("window (s)", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio"),
-                [(f"{w.start:,.0f}-{w.end:,.0f}", str(w.requests),
+    t0 = d.money.get("first_ts") or 0.0
+    print(columns(("window from", "requests", "TTFT p50", "decode p50", "prompt p50", "hit ratio"),
+                [(when(t0 + w.start, d.span_s), str(w.requests),
                   _num(None if w.ttft_p50 is None else w.ttft_p50 * 1e3, ",.0f", " ms"),
                   _num(w.decode_p50, ",.1f", " tok/s"), _num(w.prompt_p50, ",.0f"), _num(w.hit_ratio, ".1%"))
                  for w in d.windows]))
@@ -34,7 +76,7 @@ def render(d: Diagnosis) -> None:
     print(f"\n{strong('3. Prefix consistency')}  {d.findings[2]}")
     if d.causes:
         print(columns(("cause", "requests", "re-prefilled tokens", "cost"),
-                    [(c.name, str(c.requests), f"{c.reprefill_tokens:,}", f"${c.cost_usd:,.4f}") for c in d.causes]))
+                    [(c.name, str(c.requests), f"{c.reprefill_tokens:,}", usd(c.cost_usd)) for c in d.causes]))
         if d.prices:
             print(f"   prices: {'; '.join(d.prices)}")
         for c in d.causes:
