@@ -276,3 +276,49 @@ def test_http2_is_used_where_the_server_offers_it(tmp_path, monkeypatch) -> None
     assert [o.error for o in outcomes] == [None] * 3 and [o.cache_read for o in outcomes] == [256] * 3
     assert server.protocols == ["h2"]              # one connection, HTTP/2, for the three requests
     assert [r[":path"] for r in server.requests] == ["/v1/chat/completions"] * 3
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): connecting is refused."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(30)
+def test_a_refused_connection_is_tried_once_more_then_stops_the_replay() -> None:
+    from prefixguard.replay.http_client import Unreachable
+
+    target = HttpTarget(f"http://127.0.0.1:{closed_port()}", max_tokens=8)
+    waits: list[float] = []
+    target.client._sleep = waits.append
+    try:
+        with pytest.raises(Unreachable, match="connection refused"):
+            target.run(request(0), 0.0)
+    finally:
+        target.close()
+    assert len(waits) == 1 and waits[0] < 1.0
+
+
+@pytest.mark.timeout(60)
+def test_replay_to_a_refused_target_is_one_line_and_exit_2(tmp_path) -> None:
+    """Ten requests to a port nothing listens on: one error line and exit 2 in about a second, not
+    ~3.5 s of backoff per request (bench/RESULTS.md has the before and after)."""
+    from helpers.cli import CliRunner
+
+    from prefixguard.cli import main
+
+    source = tmp_path / "capture.jsonl"
+    source.write_text("".join(json.dumps({"id": f"r{i}", "ts": 1_796_256_000 + i, "path": "/v1/chat/completions",
+                                          "api": "openai-chat", "model": "gpt-4o-mini", "request": BODY}) + "\n"
+                              for i in range(10)))
+    url = f"http://127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    res = CliRunner().invoke(main, ["replay", str(source), "--target", url, "--ignore-timestamps"])
+    took = time.monotonic() - started
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [
+        f"prefixguard: error: cannot connect to {url} (connection refused); is the server running, and is "
+        "--target its address?"]
+    assert took < 3.0, took

@@ -1,7 +1,11 @@
 """The HTTP client replay's server target sends with: one httpx client per replay, so connections are
 kept alive (and HTTP/2 is used where a TLS server offers it) and a request's TTFT never includes a
 connection set-up; retries with backoff on 429, 408, 409 and 5xx (honouring `retry-after` and
-`retry-after-ms`); the API key from the environment variables the providers' SDKs read."""
+`retry-after-ms`); the API key from the environment variables the providers' SDKs read.
+
+A connection refused (or a host name that does not resolve) is tried once more, in case the server is
+restarting, then stops the whole replay as an input error: the next request would be refused too, and
+a wrong --target must say so in one line, not after seconds of backoff per request."""
 from __future__ import annotations
 
 import email.utils
@@ -13,8 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from prefixguard.errors import InputError
+
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRIES = 3
+CONNECT_RETRIES = 1      # a refused connection: one more try, then Unreachable
 BACKOFF_S = 0.5          # first wait without a retry-after; doubles each try (with jitter)
 MAX_WAIT_S = 60.0        # a retry-after beyond this is not waited for: the request fails instead
 KEY_ENV = {"anthropic": ("ANTHROPIC_API_KEY", "x-api-key", "{}"),
@@ -60,6 +67,10 @@ def auth_headers(api: str, headers: dict[str, str], env: dict[str, str] | None =
     return {}
 
 
+class Unreachable(InputError):
+    """The target refused the connection, or its name did not resolve, on the retry too."""
+
+
 @dataclass(slots=True)
 class Attempt:
     """The answer of the last try: status, the first bytes of an error body, when the try began."""
@@ -94,8 +105,15 @@ class Client:
             try:
                 request = self._client.build_request("POST", path, content=data, headers=headers)
                 resp = self._client.send(request, stream=True)
-            except (self._httpx.ConnectError, self._httpx.RemoteProtocolError):
-                # Refused or dropped before an answer: worth another try; a read timeout is not.
+            except self._httpx.ConnectError as err:
+                if attempt >= min(self.max_retries, CONNECT_RETRIES):
+                    raise Unreachable(f"cannot connect to {self._client.base_url} ({_reason(err)}); is the "
+                                      "server running, and is --target its address?") from None
+                self._sleep(retry_after({}, attempt))
+                attempt += 1
+                continue
+            except self._httpx.RemoteProtocolError:
+                # Dropped before an answer: worth another try; a read timeout is not.
                 if attempt >= self.max_retries:
                     raise
                 self._sleep(retry_after({}, attempt))
@@ -117,3 +135,9 @@ class Client:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _reason(err: Exception) -> str:
+    """The OS's words for a connect error ("connection refused"), without its errno."""
+    text = str(err) or type(err).__name__
+    return text.split("] ", 1)[-1].lower() if text.startswith("[Errno") else text
