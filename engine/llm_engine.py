@@ -84,8 +84,8 @@ class LLMEngine:
             pin_cuda_backends()
         if cuda_graphs is None:
             cuda_graphs = self.device.type == "cuda" and self.attention == "triton"
-        if cuda_graphs and (self.device.type != "cuda" or self.attention != "triton"):
-            raise ValueError("cuda_graphs needs a CUDA device and the triton attention backend")
+        if cuda_graphs and self.attention != "triton":     # on the CPU only under Triton's interpreter (tests)
+            raise ValueError("cuda_graphs needs the triton attention backend (a CUDA device)")
         self.graphs = None
         if cuda_graphs:
             from prefixguard.engine.cuda_graphs import DecodeGraphs
@@ -182,9 +182,9 @@ class LLMEngine:
                 rows.append(end - 1)
                 sampling.append(c.seq)
         logits = None
-        if plan.decode and self.graphs is not None and self.graphs.bucket(len(ids)) is not None:
-            tables = [c.seq.pages[:(c.end - 1) // self.page_size + 1] for c in plan.chunks]
-            logits = self.graphs.run(ids, positions, self._new_slots(plan), tables)[:len(ids)]
+        if self._graphed(plan, len(ids)):       # every row a token with its own length: one graph replay
+            all_rows = self.graphs.run(ids, positions, *self._row_places(plan))
+            logits = all_rows[:len(ids)] if plan.decode else all_rows[rows] if rows else None
         elif plan.decode:                       # every row samples
             batch = self._decode_batch(plan)
             hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
@@ -212,6 +212,22 @@ class LLMEngine:
                 seq.logits.append(logits[i].cpu())
             self._append(seq, tok, now)
         return sampling
+
+    def _graphed(self, plan: Plan, rows: int) -> bool:
+        """Decode steps, and prefill steps short enough for the paged kernel (a long cached prefix),
+        replay a CUDA graph when one of the buckets holds their rows."""
+        return (self.graphs is not None and (plan.decode or rows <= PAGED_PREFILL_ROWS)
+                and self.graphs.bucket(rows) is not None)
+
+    def _row_places(self, plan: Plan) -> tuple[list[int], list[list[int]]]:
+        """Each new token's slot, and the pages of its sequence up to the chunk's end."""
+        ps = self.page_size
+        slots, tables = [], []
+        for c in plan.chunks:
+            pages = c.seq.pages[:-(-c.end // ps)]
+            slots += [pages[p // ps] * ps + p % ps for p in range(c.start, c.end)]
+            tables += [pages] * (c.end - c.start)
+        return slots, tables
 
     def _tokens(self, plan: Plan, now: float) -> tuple[list[int], list[int]]:
         """Flatten the plan's chunks into token ids and positions."""
