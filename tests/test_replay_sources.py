@@ -119,7 +119,7 @@ def test_report_rejects_what_is_not_a_capture(tmp_path: Path, shared_data: Path)
     assert res.exit_code == 2 and "not a capture export" in res.output and res.output.count("\n") == 1
 
 
-def test_a_target_that_refuses_fails_each_request_and_exits_1(shared_data: Path) -> None:
+def test_a_target_that_refuses_stops_the_replay_with_one_line_and_exit_2(shared_data: Path) -> None:
     import socket
     with socket.socket() as s:                 # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -127,10 +127,8 @@ def test_a_target_that_refuses_fails_each_request_and_exits_1(shared_data: Path)
     folder = shared_data / "recorded" / "pydantic-ai" / "test_cache_test_openrouter_cache_messages_anthropic_real_api"
     res = CliRunner().invoke(main, ["replay", str(folder), "--target", f"http://127.0.0.1:{port}",
                                          "--format", "json"])
-    assert res.exit_code == 1
-    doc = json.loads(res.stdout)
-    assert (doc["requests"], doc["errors"]) == (0, 2)
-    assert res.stderr.startswith("prefixguard: error: the target failed 2 requests") and "Connection refused" in res.stderr
+    assert res.exit_code == 2 and not res.stdout   # issue 30: no backoff per request against a wrong --target
+    assert res.stderr.count("\n") == 1 and "(connection refused)" in res.stderr
 
 
 def test_progress_bar_shows_rate_and_eta_on_a_terminal(shared_data: Path) -> None:
