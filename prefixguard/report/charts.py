@@ -227,7 +227,8 @@ def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
     if not shown:
         return _empty(name, title, why)
     u = unit(kind, max(v for _, v, _ in shown))
-    label_w, row = 150, 30.0
+    # as wide as the longest label at ~6.5 px a character (11 px text), within a third to half the chart
+    label_w, row = min(W // 2, max(150, int(6.5 * max(len(label) for label, _, _ in shown)) + 12)), 30.0
     height = int(8 + row * len(shown) + 8)
     hi = max(v for _, v, _ in shown)
     body = []

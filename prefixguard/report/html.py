@@ -164,7 +164,7 @@ def _spend(d: Diagnosis) -> str:
                           "usd", [f" in {r['requests']:,} requests, saved {usd(r['saved_usd'])}" for r in m["by_model"]])
     if len(buckets) > 1:
         figures += charts.stacked(
-            "cost-over-time", f"Cost over time (by {duration(over['bucket_s'])})", [b["start"] for b in buckets],
+            "cost-over-time", f"Cost over time (by {over['bucket']})", [b["start"] for b in buckets],
             [("paid", [b["spend_usd"] for b in buckets]), ("saved by caching", [max(0.0, b["saved_usd"]) for b in buckets])],
             "seconds", "usd", "UTC", labels=[b["label"] for b in buckets])
     parts = [_charts(figures),

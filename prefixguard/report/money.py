@@ -21,7 +21,9 @@ from prefixguard.usage import USAGE_FIELDS, Usage
 # Where a tenant is named, first found wins: what the caller said about its end user or cache key in the
 # body, else the capture's own column (the proxy: a hash of the API key; an import: the session lineage).
 TENANT_FIELDS = (("prompt_cache_key",), ("metadata", "user_id"), ("user",), ("safety_identifier",))
-BUCKETS = (10.0, 60.0, 600.0, HOUR, 6 * HOUR, DAY, 7 * DAY)   # cost-over-time bar widths, smallest that fits
+# cost-over-time bar widths and their names, the smallest that fits
+BUCKETS = {10.0: "10 seconds", 60.0: "minute", 600.0: "10 minutes", HOUR: "hour", 6 * HOUR: "6 hours", DAY: "day",
+           7 * DAY: "week"}
 MAX_BUCKETS = 100
 TOP_TENANTS = 10
 LONGER_TTL = "1h"
@@ -101,7 +103,7 @@ def latency(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _bucket(span: float) -> float:
-    return next((b for b in BUCKETS if span / b < MAX_BUCKETS), BUCKETS[-1])
+    return next((b for b in BUCKETS if span / b < MAX_BUCKETS), max(BUCKETS))
 
 
 def _bucket_label(ts: float, width: float) -> str:
@@ -124,7 +126,7 @@ def _over_time(points: list[tuple[float, float, float]], first: float, last: flo
         paid[k] += p
         uncached[k] += u
         requests[k] += 1
-    return {"bucket_s": width, "buckets": [
+    return {"bucket_s": width, "bucket": BUCKETS[width], "buckets": [
         {"start": start + k * width, "label": _bucket_label(start + k * width, width), "requests": requests[k],
          "spend_usd": paid[k], "saved_usd": uncached[k] - paid[k]} for k in range(n)]}
 

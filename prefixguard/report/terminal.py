@@ -28,7 +28,7 @@ def _money(m: dict[str, Any]) -> None:
     over = m.get("over_time")
     if over and len(over["buckets"]) > 1:
         busy = [b for b in over["buckets"] if b["requests"]]
-        print(f"   over time, by {duration(over['bucket_s'])}: " + ", ".join(
+        print(f"   over time, by {over['bucket']}: " + ", ".join(
             f"{b['label']} {usd(b['spend_usd'])}" for b in busy[:12]) + (f" and {len(busy) - 12} more" if len(busy) > 12 else ""))
     if m["latency"]:
         print(columns(("latency", "requests", "TTFT p50", "p95", "p99", "total p50", "p95", "p99"),
