@@ -25,6 +25,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from prefixguard.engine import api_anthropic, api_openai, chat_template
@@ -121,6 +122,16 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
 
     for path, (shape, error) in SHAPES.items():
         app.add_api_route(path, _endpoint(served, path, shape, error), methods=["POST"])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        """A wrong method or path on an API's route answers in that API's shape (FastAPI's own elsewhere)."""
+        path = request.url.path.removesuffix("/count_tokens")
+        shape, error = SHAPES.get(path, (None, None))
+        if error is None:
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        served.metrics.count(shape.API, exc.status_code)
+        return _error(error, exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", exc.headers)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:

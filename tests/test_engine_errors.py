@@ -126,6 +126,12 @@ def test_count_tokens_answers_malformed_bodies_in_anthropic_shape(server: str) -
     assert _invalid_counted(server).get("anthropic", 0.0) - before == len(bodies)
 
 
+@pytest.mark.parametrize("path", list(ENDPOINTS))
+def test_a_wrong_method_answers_in_the_api_shape(server: str, path: str) -> None:
+    r = httpx.get(server + path, timeout=10)
+    assert r.status_code == 405 and _shape_ok(path, _json(r)), r.text
+
+
 def test_a_valid_request_still_answers(server: str) -> None:
     for path, body in ENDPOINTS.items():
         r = httpx.post(server + path, json=body, timeout=60)
