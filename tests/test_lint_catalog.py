@@ -103,5 +103,6 @@ def test_rules_doc_is_current():
     from prefixguard.lint import docs
     current = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text("utf-8")
     assert current == docs.render()
+    assert catalog.RULE_DOCS.read_text("utf-8") == docs.render_html()   # the copy in the package: SARIF's helpUri
     for r in catalog.rules():
         assert f'<a id="{r.code.lower()}"></a>' in current and catalog.help_uri(r.code).endswith(f"#{r.code.lower()}")

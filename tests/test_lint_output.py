@@ -170,7 +170,8 @@ def test_sarif_validates_and_matches_json_positions(tmp_path: Path, monkeypatch:
     (sarif_run,) = doc["runs"]
     rules = sarif_run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [r.code for r in catalog.rules()]   # every rule declared
-    assert all(r["helpUri"] == f"https://github.com/your-org/prefixguard/blob/main/docs/rules.md#{r['id'].lower()}"
+    shipped = catalog.RULE_DOCS.read_text("utf-8")   # issue 30: into the rule docs that ship with the package
+    assert all(r["helpUri"] == f"{catalog.RULE_DOCS.as_uri()}#{r['id'].lower()}" and f'id="{r["id"].lower()}"' in shipped
                for r in rules)
     assert sarif_run["columnKind"] == "unicodeCodePoints"
     reference = lint_json(".")["findings"]

@@ -5,6 +5,7 @@ import re
 from collections.abc import Iterable
 from functools import cache
 from types import MappingProxyType
+from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 from prefixguard import ruleset
@@ -78,9 +79,12 @@ def _data() -> dict[str, Any]:
     return ruleset.load("catalog.toml")
 
 
+RULE_DOCS = Path(__file__).resolve().with_name("rules.html")   # shipped in the package (package-data: *.html)
+
+
 def help_uri(code: str) -> str:
-    """Where a rule's documentation lives (catalog.toml `help_uri`, with {code} and {anchor})."""
-    return _data()["help_uri"].format(code=code, anchor=code.lower())
+    """Where a rule's documentation lives (catalog.toml `help_uri`, with {docs}, {code} and {anchor})."""
+    return _data()["help_uri"].format(docs=RULE_DOCS.as_uri(), code=code, anchor=code.lower())
 
 
 def count_margin() -> float:
