@@ -87,3 +87,12 @@ def test_diff_text_output_escapes_hostile_strings(hostile_files: list[Path]) -> 
     assert result.exit_code == 1, result.stderr
     assert "BREAK" in result.stdout and "\\x1b" in result.stdout
     assert raw_controls(result.stdout) == []
+
+
+def test_an_error_line_naming_a_hostile_file_is_escaped(tmp_path: Path) -> None:
+    bad = tmp_path / "req\x1b]0;owned\x07\r.json"
+    bad.write_text("{ not json")
+    result = CliRunner().invoke(main, ["diff", "--no-tokens", str(bad), str(bad)])
+    assert result.exit_code == 2
+    assert "prefixguard: error:" in result.stderr and "\\x1b" in result.stderr
+    assert raw_controls(result.stderr) == []
