@@ -74,7 +74,9 @@ def traffic(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
             metrics = samples(f"http://127.0.0.1:{port}/metrics")
         with open_store(db) as store:
             miss = next(r for r in store.records() if r.verdict == "miss_prefix_changed")
-        yield {"rows": rows, "spans": spans, "metrics": metrics, "db": db, "miss": miss}
+        from urllib.parse import urlsplit
+        yield {"rows": rows, "spans": spans, "metrics": metrics, "db": db, "miss": miss,
+               "upstream_port": urlsplit(up.url).port}
 
 
 def test_one_genai_span_per_call_with_the_verdict(traffic: dict[str, Any]) -> None:
@@ -99,6 +101,9 @@ def test_one_genai_span_per_call_with_the_verdict(traffic: dict[str, Any]) -> No
     assert a["prefixguard.miss_cost_usd"] == pytest.approx(rec.cost_usd) and rec.cost_usd > 0
     assert a["prefixguard.expected_cached_tokens"] == rows[1]["expected_cached"]
     assert a["http.response.status_code"] == 200 and a["server.address"] == "127.0.0.1"
+    # the GenAI conventions' conditionally required attributes: the port beside the address, streaming or not
+    assert a["server.port"] == traffic["upstream_port"] and a["gen_ai.request.stream"] is False
+    assert a["gen_ai.usage.cache_write.input_tokens"] == a["gen_ai.usage.cache_creation.input_tokens"]
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(rows[1]["timings"]["ttft_s"])
     # the span lasts what the call lasted, at the time it was made
     assert miss.start_ns == int(rows[1]["ts"] * 1e9)
@@ -106,6 +111,7 @@ def test_one_genai_span_per_call_with_the_verdict(traffic: dict[str, Any]) -> No
     stream = by_verdict[rows[2]["verdict"]]
     assert stream.attributes["gen_ai.system"] == "openai" and stream.attributes["prefixguard.decode_tokens_per_second"] > 0
     assert stream.attributes["gen_ai.usage.input_tokens"] == 364
+    assert stream.attributes["gen_ai.request.stream"] is True
 
 
 def test_prometheus_counters_and_histograms(traffic: dict[str, Any]) -> None:

@@ -10,10 +10,13 @@ GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
-GEN_AI_CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"   # the older name
+GEN_AI_CACHE_WRITE = "gen_ai.usage.cache_write.input_tokens"         # its successor
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"   # conditionally required: whether the call streamed
 GEN_AI_TTFT = "gen_ai.response.time_to_first_chunk"   # seconds
 HTTP_STATUS = "http.response.status_code"
 SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"                     # conditionally required with server.address
 ERROR_TYPE = "error.type"
 
 # ---- prefixguard's span attributes

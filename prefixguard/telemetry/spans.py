@@ -4,6 +4,7 @@ import (`otlp_json`); both build them with the SDK and encode them with the OTLP
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,15 +23,17 @@ def attributes(rec: Record) -> dict[str, Any]:
     """The span attributes of one record (None values left out: OTel drops them with a warning)."""
     provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
     u = rec.usage
+    host, port = _server(rec.upstream)
     out: dict[str, Any] = {n.GEN_AI_OPERATION: "chat", n.GEN_AI_SYSTEM: provider, n.GEN_AI_PROVIDER: provider,
                            n.GEN_AI_REQUEST_MODEL: rec.model, n.HTTP_STATUS: rec.status,
-                           n.SERVER_ADDRESS: urlsplit(rec.upstream).hostname if rec.upstream else None,
+                           n.SERVER_ADDRESS: host, n.SERVER_PORT: port, n.GEN_AI_REQUEST_STREAM: streamed(rec),
                            n.GEN_AI_TTFT: rec.ttft_s, n.PG_DECODE_TPS: rec.decode_tps,
                            n.PG_VERDICT: rec.verdict, n.PG_EXPECTED_CACHED: rec.expected_cached,
                            n.PG_TENANT: rec.tenant or None, n.PG_ESTIMATED: rec.tokens_estimated}
     if u.reported or u.output:
         out |= {n.GEN_AI_INPUT_TOKENS: u.prompt_total, n.GEN_AI_OUTPUT_TOKENS: u.output,
-                n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write}
+                n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write,
+                n.GEN_AI_CACHE_WRITE: u.cache_write}
     if rec.verdict == "miss_prefix_changed":
         change = PrefixChange.parse(rec.cause)
         out |= {n.PG_CAUSE: "+".join(change.causes), n.PG_POINTER: change.pointer}
@@ -41,6 +44,40 @@ def attributes(rec: Record) -> dict[str, Any]:
     if rec.verdict == "error" or rec.error:
         out[n.ERROR_TYPE] = str(rec.status) if rec.status and rec.status >= 400 else "transport"
     return {k: v for k, v in out.items() if v is not None}
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Streaming calls whose body says nothing of it: the endpoint streams (Bedrock, Gemini)
+_STREAM_PATHS = ("/converse-stream", "/invoke-with-response-stream", ":streamGenerateContent")
+
+
+def _server(upstream: str | None) -> tuple[str | None, int | None]:
+    """server.address and server.port of the upstream URL (its scheme's port when it names none);
+    nothing for a row that came from no server (an imported agent log: "import:claude-code")."""
+    if not upstream:
+        return None, None
+    parts = urlsplit(upstream)
+    if not parts.hostname:
+        return None, None
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.hostname, port or _DEFAULT_PORTS.get(parts.scheme)
+
+
+def streamed(rec: Record) -> bool | None:
+    """Whether the call streamed: the endpoint (Bedrock, Gemini) or the body's "stream" (Anthropic,
+    OpenAI); None when the row keeps no body (--no-bodies, an imported log) and the path does not say."""
+    if any(marker in rec.path for marker in _STREAM_PATHS):
+        return True
+    if rec.request is None:
+        return None
+    try:
+        body = json.loads(rec.request)
+    except (ValueError, RecursionError):
+        return None
+    return body.get("stream") is True if isinstance(body, dict) else None
 
 
 def _provider(service: str, processor: Any) -> Any:
