@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, parts,
-                                           sse, strings, tools)
+from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, sse,
+                                           strings, tools)
 from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.usage import Usage

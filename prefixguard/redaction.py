@@ -21,7 +21,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 REDACTED = "[redacted]"
 
