@@ -97,7 +97,7 @@ def test_lines_break_at_gaps_and_marks_carry_their_values(page: tuple[Path, str]
     assert ttft.count('<circle class="mark"') == 4
     tips = re.findall(r"<title>([^<]*)</title>", ttft)
     x_unit = re.search(r">time since the first request \((\w+)\)</text>", ttft).group(1)
-    assert len(tips) == 4 and all(re.fullmatch(rf"TTFT p50: [\d.]+ ms at [\d.]+ {x_unit}", t) for t in tips), tips
+    assert len(tips) == 4 and all(re.fullmatch(rf"TTFT p50 \(non-streaming\): [\d.]+ ms at [\d.]+ {x_unit}", t) for t in tips), tips
     drawn = dict(re.findall(r'data-chart="([a-z-]+)"[^>]*data-drawn="(\d+)"', dom))
     assert all(int(drawn[n]) > 0 for n in ("ttft", "hit-rate", "inputs", "tokens", "causes")), drawn
 

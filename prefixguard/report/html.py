@@ -16,6 +16,7 @@ from prefixguard.report.diagnose import ESTIMATED, Diagnosis
 from prefixguard.report.human import date_range, duration, ms, usd
 
 ELLIPSIS = "…"
+UNPRICED = "No call has a price: its models are priced at $0 or not known (rules/providers.toml)."
 
 
 def _tokens(v: float) -> str:
@@ -161,12 +162,13 @@ def _spend(d: Diagnosis) -> str:
     over = m.get("over_time") or {"buckets": []}
     buckets = over["buckets"]
     figures = charts.bars("cost-by-model", "Cost by model", [(r["model"], r["spend_usd"]) for r in m["by_model"]],
-                          "usd", [f" in {r['requests']:,} requests, saved {usd(r['saved_usd'])}" for r in m["by_model"]])
-    if len(buckets) > 1:
+                          "usd", [f" in {r['requests']:,} requests, saved {usd(r['saved_usd'])}" for r in m["by_model"]],
+                          why=UNPRICED)
+    if buckets:
         figures += charts.stacked(
             "cost-over-time", f"Cost over time (by {over['bucket']})", [b["start"] for b in buckets],
             [("paid", [b["spend_usd"] for b in buckets]), ("saved by caching", [max(0.0, b["saved_usd"]) for b in buckets])],
-            "seconds", "usd", "UTC", labels=[b["label"] for b in buckets])
+            "seconds", "usd", "UTC", labels=[b["label"] for b in buckets], why=UNPRICED)
     parts = [_charts(figures),
              "<h3>By model</h3>" + _table(["model", "requests", "spend", "saved by caching"], _money_rows(m["by_model"], "model"))
              if m["by_model"] else ""]
@@ -204,7 +206,7 @@ def render(d: Diagnosis) -> str:
     modes = sorted({m for w in d.windows for m in w.ttft_p50_by_mode})
     step1 = _charts(charts.lines(
         "ttft", "TTFT p50 over time" + (", streaming and non-streaming apart" if len(modes) > 1 else ""), xs,
-        [(f"{mode} p50", [w.ttft_p50_by_mode.get(mode) for w in d.windows]) for mode in modes], "seconds",
+        [(f"TTFT p50 ({mode})", [w.ttft_p50_by_mode.get(mode) for w in d.windows]) for mode in modes], "seconds",
         "seconds") + \
         charts.lines("decode", "Decode rate p50 over time", xs, [("decode p50", [w.decode_p50 for w in d.windows])],
                      "seconds", "rate") + charts.lines(

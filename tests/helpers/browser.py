@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 PATHS = ("chromium", "chromium-browser", "/usr/bin/chromium")
-CHARTS = ("ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached", "causes")  # what a report draws
+CHARTS = ("cost-by-model", "cost-over-time", "ttft", "decode", "hit-rate", "inputs", "tokens", "ttft-vs-cached",
+          "causes")  # what a report draws
 
 
 def _found() -> str | None:
