@@ -32,7 +32,7 @@ MAX_BYTES = 64 << 20
 # memory (its node, segment, canonical bytes and fingerprint) and ~50 us, so a body of millions of tiny
 # messages would take gigabytes and a minute; 20,000 parts (far above real agent sessions) keep one
 # request's analysis near a second. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
-_PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "20000").strip() or "0"
+_PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "200000").strip() or "0"
 MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
 
 # The parts whose spans the adapters read, for all three shapes at once (the shape is known only after

@@ -126,7 +126,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
             header = plain_headers.get(role) or plain_headers.setdefault(role, {"role": role})
         else:
             header = message_header(fields, "content")
-        content = msg.kids.get("content")
+        content = msg.get("content")
         parts = content.value if content is not None else None
         if type(parts) is str:
             out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,

@@ -67,6 +67,28 @@ class PausedGc:
             gc.enable()
 
 
+class PlainMessage(Node):
+    """A message matched by _plain_message: its one walked member, the content string, becomes a Node
+    only when asked for (a million messages then hold no dict of kids and no second node each)."""
+
+    __slots__ = ("content_start",)
+
+    def __init__(self, value: dict[str, Any], start: int, end: int, content_start: int) -> None:
+        self.value, self.start, self.end, self.content_start = value, start, end, content_start
+
+    def content(self) -> Node:
+        """The content member (a string with no escapes: its span is its length and two quotes)."""
+        value = self.value["content"]
+        return Node(value, self.content_start, self.content_start + len(value) + 2)
+
+    @property  # type: ignore[override]
+    def kids(self) -> dict[str, Node]:
+        return {"content": self.content()}
+
+    def get(self, key: str) -> Node | None:
+        return self.content() if key == "content" else None
+
+
 def parse(text: str, spec: Spec | None) -> Node:
     """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input."""
     try:
@@ -140,12 +162,10 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
         else:
             message = _plain_message.match(text, idx) if plain else None
             if message is not None:
-                role, item = message.group(1, 3)
-                role = roles.setdefault(role, role)
-                item = {"role": role, "content": item}
+                role, content = message.group(1, 3)
+                item = {"role": roles.setdefault(role, role), "content": content}
                 end = message.end()
-                cs, ce = message.span(2)
-                kids.append(Node(item, idx, end, {"content": Node(item["content"], cs, ce)}))
+                kids.append(PlainMessage(item, idx, end, message.start(2)))
             else:
                 node = _value(text, idx, spec)
                 item, end = node.value, node.end

@@ -1,0 +1,173 @@
+"""Bodies of hundreds of thousands of parts: analysed at a cost linear in their parts and small per part,
+and read exactly as the general walk reads them (the plain-message fast path changes no segment, no
+fingerprint, no finding, no comparison)."""
+from __future__ import annotations
+
+import json
+import re
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prefixguard.wire as wire
+from helpers.cli import CliRunner
+from prefixguard.cli import main
+from prefixguard.compare import compare
+from prefixguard.errors import InputError, TooLarge
+from prefixguard.prompt import Prompt
+from prefixguard.wire import jsonspan, parse_request
+
+
+def tiny_messages(n: int, last: str = "the end", system: str | None = None) -> bytes:
+    """n tiny alternating user/assistant messages with plain string content (bench/big_body.py's body)."""
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{i:07d} abcde"} for i in range(n - 1)]
+    msgs.append({"role": "user", "content": last})
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": msgs}
+    if system is not None:
+        body["system"] = system
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def view(prompt: Prompt) -> tuple[Any, ...]:
+    """Everything a consumer reads of a prompt, as one comparable value."""
+    return (prompt.api, prompt.model, prompt.settings, prompt.auto_breakpoint, prompt.counts_only, prompt.chain,
+            [(s.level, s.pointer, s.kind, s.role, s.value, s.start, s.end, s.key, s.tokens, s.breakpoint,
+              s.message_index, s.header, s.media_tokens, s.estimated, s.canon) for s in prompt.segments])
+
+
+@pytest.fixture
+def general_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every message walked member by member: the plain-message fast path never matches."""
+    monkeypatch.setattr(jsonspan, "_plain_message", re.compile(r"(?!)"))
+
+
+def read(body: bytes, **kw: Any) -> tuple[str, Any]:
+    try:
+        return "ok", view(parse_request(body, count_tokens=False, **kw))
+    except InputError as err:
+        return "error", str(err)
+
+
+def both_ways(body: bytes, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[tuple[str, Any], tuple[str, Any]]:
+    fast = read(body, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(jsonspan, "_plain_message", re.compile(r"(?!)"))
+        general = read(body, **kw)
+    return fast, general
+
+
+MIXED = [
+    '{"role":"user","content":"plain"}',
+    '{ "role" : "assistant" ,\n "content" : "spaced out" }',
+    '{"role":"user","content":"esc\\"aped \\u00e9"}',
+    '{"role":"user","content":"caf\u00e9 \u4e2d\u6587 \U0001f600"}',
+    '{"content":"content first","role":"assistant"}',
+    '{"role":"user","content":"with a name","name":"bob"}',
+    '{"role":"user","content":[{"type":"text","text":"a block","cache_control":{"type":"ephemeral"}}]}',
+    '{"role":"assistant","content":""}',
+    '{"role":"user","content":null}',
+    '{"role":"user"}',
+    '{"role":"ro\\u006ce","content":"an escaped role"}',
+    '{"role":"user","content":"dup","content":"keys"}',
+]
+
+
+@pytest.mark.parametrize("api_fields", ['"model":"claude-sonnet-4-5","max_tokens":5',
+                                        '"model":"gpt-4o"'])
+def test_plain_messages_read_as_the_general_walk_reads_them(api_fields: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = ('{' + api_fields + ',"system":"be brief","messages":[' + ",\n ".join(MIXED) + ']}').encode()
+    fast, general = both_ways(body, monkeypatch)
+    assert fast == general
+    assert fast[0] == "ok" and len(fast[1][-1]) == 1 + len(MIXED)   # the system prompt and one part a message
+    kinds = [type(n).__name__ for n in jsonspan.parse(body.decode(), wire._SPEC).get("messages").kids]
+    assert kinds[:4] == ["PlainMessage", "PlainMessage", "Node", "PlainMessage"]   # the fast path was taken
+    # the Responses API's input items are messages too
+    items = ('{"model":"gpt-4o","input":[' + ",".join(MIXED[:6]) + "]}").encode()
+    fast, general = both_ways(items, monkeypatch)
+    assert fast == general and fast[0] == "ok"
+
+
+@pytest.mark.parametrize("bad", ['{"role":"user","content":"a\tb"}',      # a raw control character
+                                 '{"role":"user","content":"open}',        # an unclosed string
+                                 '{"role":"user","content":"x"} {"role":"user","content":"y"}'])
+def test_bad_plain_messages_fail_as_the_general_walk_fails(bad: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = ('{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[' + bad + "]}").encode()
+    fast, general = both_ways(body, monkeypatch)
+    assert fast == general and fast[0] == "error"
+
+
+def test_every_recorded_request_reads_the_same_both_ways(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bodies = sorted((shared_data / "recorded").rglob("*.request.json"))
+    assert len(bodies) > 50
+    for path in bodies:
+        raw = json.loads(path.read_bytes())
+        # as recorded (indented: the fast path rarely fits) and compact (as SDKs send it: it fits)
+        for body in (path.read_bytes(), json.dumps(raw, separators=(",", ":")).encode()):
+            fast, general = both_ways(body, monkeypatch)
+            assert fast == general, path
+
+
+def test_a_large_body_lints_and_diffs_the_same_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the old ceiling of 20,000 parts: findings and the comparison are those of the general walk."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_bytes(tiny_messages(21_000, "the end", system="Today is 2026-12-04 10:31:07."))
+    b.write_bytes(tiny_messages(21_000, "another end", system="Today is 2026-12-04 10:31:07."))
+
+    def outputs() -> list[tuple[int, str]]:
+        runs = [CliRunner().invoke(main, args, catch_exceptions=False) for args in (
+            ["lint", "--no-tokens", "-o", "json", str(a)], ["diff", "--no-tokens", str(a), str(b)])]
+        return [(r.exit_code, r.stdout) for r in runs]
+
+    fast = outputs()
+    assert fast[0][0] == 1 and "PG" in fast[0][1]    # a finding (the timestamp in the system prompt)
+    assert "'the end' -> 'another end'" in fast[1][1]  # the break is found at the last message
+    monkeypatch.setattr(jsonspan, "_plain_message", re.compile(r"(?!)"))
+    assert outputs() == fast
+    pa, pb = (parse_request(p.read_bytes(), count_tokens=False) for p in (a, b))
+    monkeypatch.undo()
+    fa, fb = (parse_request(p.read_bytes(), count_tokens=False) for p in (a, b))
+    assert compare(fa, fb) == compare(pa, pb)
+
+
+def cpu_per_part(n: int) -> float:
+    """CPU seconds per part of reading n tiny messages."""
+    body = tiny_messages(n)
+    start = time.process_time()
+    parse_request(body, count_tokens=False)
+    return (time.process_time() - start) / n
+
+
+def memory_per_part(n: int) -> float:
+    """Peak bytes of Python memory per part of reading n tiny messages, the text itself left out."""
+    body = tiny_messages(n)
+    tracemalloc.start()
+    try:
+        parse_request(body, count_tokens=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return (peak - len(body)) / n
+
+
+def test_cost_per_part_stays_flat_from_20k_to_200k_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "MAX_PARTS", 0)
+    cpu_per_part(1_000)  # warm: imports, rules, regexes
+    cpu_small, cpu_big = cpu_per_part(20_000), cpu_per_part(200_000)
+    # linear: ten times the parts cost ten times as much, within the noise of a shared machine
+    assert cpu_big < 1.6 * cpu_small + 2e-6, (cpu_small, cpu_big)
+    mem_small, mem_big = memory_per_part(5_000), memory_per_part(50_000)   # tracemalloc slows every allocation
+    assert mem_big < 1.2 * mem_small, (mem_small, mem_big)
+    # and small: microseconds and well under a kilobyte a part (the segment, its key and fingerprint)
+    assert cpu_big < 25e-6 and mem_big < 900, (cpu_big, mem_big)
+
+
+def test_real_sessions_are_far_below_the_ceiling_and_a_body_above_it_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert wire.MAX_PARTS >= 200_000
+    parse_request(tiny_messages(25_000))   # over the old ceiling: analysed
+    monkeypatch.setattr(wire, "MAX_PARTS", 1_000)
+    with pytest.raises(TooLarge, match="about 1200 parts, over the ceiling of 1000"):
+        parse_request(tiny_messages(1_200))
