@@ -105,6 +105,7 @@ SECRETS: dict[str, tuple[str, str]] = {name: (v, v) if isinstance(v, str) else v
     "prose_password": ("the admin password is hunter2-Zq9!xWv4", "hunter2-Zq9!xWv4"),
     "client_secret": ("client_secret: GOCSPX-Lq2Mz8Nx4Pk6Rv0Tb3Wd", "GOCSPX-Lq2Mz8Nx4Pk6Rv0Tb3Wd"),
     "api_key_assignment": ("OPENWEATHER_API_KEY=9f3Kq7Lm2Nx8Pv4Rt6", "9f3Kq7Lm2Nx8Pv4Rt6"),
+    "opaque_password_in_json": ('{"host": "db1", "passwd": "opaqueSecretWordXy"}', "opaqueSecretWordXy"),
 }.items()}
 # Opaque random values: secret only by how random they look, so redacted where only a secret can be (a
 # system prompt); each request's system prompt holds a new one, as a per-session credential would.
