@@ -88,16 +88,17 @@ _ELLIPSIS_REACH = 256    # characters on each side of an ellipsis where a cut ke
 # The password of a URL's userinfo (scheme://user:password@host): a connection string in a prompt.
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@'\"<>]*:)([^\s/@'\"<>\u2026]+)(?=@|\u2026)")
 # The value of a credential assignment in prose or config text (`password: ...`, `API_KEY=...`):
+# (PWD is the working directory in every environment listing: not a credential name.)
 # 6+ characters, not a word alone (a digit, a sign or a capital inside it), so that "password: required"
 # or "Required" stays: the value is replaced wherever it stands.
 _ASSIGNED = re.compile(
-    r"\b((?i:(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|pwd|secret|secret[_-]?key|api[_-]?key|apikey|"
+    r"\b((?i:(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey|"
     r"access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token|access[_-]?token|refresh[_-]?token)"
     r"\b\\?[\"']?\s*(?:[:=]|\bis\b)\s*\\?[\"']?))"  # a quote may be escaped: JSON inside a string
     r"((?=[^\s\"'\\,;]*[0-9!#$%&*+/=?@^~]|(?=[^\s\"'\\,;]*[a-z])[^\s\"'\\,;]+[A-Z])[^\s\"'\\,;]{6,})")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{16,})")
 # Where a credential is named: a value assigned to it is looked for just after (read in bytes, lowered).
-_CREDENTIAL_WORDS = re.compile(rb"pass|pwd|secret|api.?key|access.?key|private.?key|auth.?token|access.?token|"
+_CREDENTIAL_WORDS = re.compile(rb"pass|secret|api.?key|access.?key|private.?key|auth.?token|access.?token|"
                                rb"refresh.?token|bearer|basic")
 _ASSIGNS = re.compile(rb"[a-z0-9_-]{0,24}\\?[\"']?\s{0,4}(?:[:=]|is\s)|\s+[a-z0-9._~+/=-]{16}")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+.")

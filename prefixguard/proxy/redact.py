@@ -26,7 +26,7 @@ KEY_HEADERS = ("x-api-key", "api-key", "authorization", "x-goog-api-key")
 # prompts legitimately carry "key", "token" or a thinking block's "signature".
 SECRET_FIELDS = frozenset({"api_key", "apikey", "x_api_key", "access_token", "refresh_token", "id_token",
                            "authorization", "client_secret", "secret_key", "password", "session_token", "passwd",
-                           "passphrase", "pwd", "secret", "private_key", "secret_access_key",
+                           "passphrase", "secret", "private_key", "secret_access_key",
                            "aws_secret_access_key", "api_secret", "db_password"})
 SECRET_PARAMS = SECRET_FIELDS | {"key", "token", "auth", "sig", "signature", "secret", "code", "pass", "pwd",
                                  "jwt", "bearer", "session", "sessionid", "sid", "otp", "ticket", "hmac"}
