@@ -5,6 +5,7 @@ lint, proxy, replay) reads only this, never a provider's field names.
 """
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -127,3 +128,17 @@ class Prompt:
         if self.text.isascii():
             return char_offset
         return len(self.text[:char_offset].encode("utf-8", "surrogatepass"))   # an escaped lone surrogate is valid JSON
+
+
+class PausedGc:
+    """The cyclic garbage collector held off while a request's parts are built or walked: they are up
+    to millions of acyclic objects, none of them garbage, and every collection would walk them all
+    again (a third of the time of reading a million-message body, two fifths of diffing two)."""
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_: object) -> None:
+        if self.was_enabled:
+            gc.enable()

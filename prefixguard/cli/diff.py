@@ -17,7 +17,7 @@ from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError, read_input
 from prefixguard.schemas import versioned
 from prefixguard.styled import GREEN, RED, printable, strong
-from prefixguard.prompt import Prompt
+from prefixguard.prompt import PausedGc, Prompt
 from prefixguard.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import MAX_BYTES, parse_request
 
@@ -51,7 +51,8 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
         pa, pb = load(a, not no_tokens), load(b, not no_tokens)
     except InputError as err:
         fail(str(err))
-    verdict, result = judge_pair(pa, pb)
+    with PausedGc():   # comparing walks every part of both: no collection need visit them meanwhile
+        verdict, result = judge_pair(pa, pb)
     broken = verdict.verdict is VerdictName.MISS_PREFIX_CHANGED
     if fmt == "json":
         out = versioned(result.to_dict() | {

@@ -22,7 +22,7 @@ from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
-from prefixguard.prompt import Prompt
+from prefixguard.prompt import PausedGc, Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 
 if TYPE_CHECKING:
@@ -162,8 +162,9 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         prompt = parse_request(text, source=name, count_tokens=count_tokens)
         result.requests += 1
         doc = Document(text)
-        place = Placer(name, relpath, doc, _locator(prompt, _same), None)
-        result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
+        with PausedGc():   # the checks walk every part: no collection need visit them meanwhile
+            place = Placer(name, relpath, doc, _locator(prompt, _same), None)
+            result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
     from prefixguard.lint.sequence import SequenceMode   # JSONL only: a file of one request never pays for it
 

@@ -17,7 +17,7 @@ from typing import Any
 from prefixguard.diagnosis import Diagnosis
 from prefixguard.errors import InputError, TooLarge, describe
 from prefixguard.fingerprint import chain
-from prefixguard.prompt import Prompt
+from prefixguard.prompt import PausedGc, Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
@@ -65,7 +65,7 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
 
     Raises InputError (one line, prefixed by source when given) on anything that is not a request.
     """
-    with jsonspan.PausedGc():
+    with PausedGc():
         return _parse_request(body, path, headers, source, count_tokens, max_bytes)
 
 

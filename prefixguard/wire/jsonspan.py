@@ -11,7 +11,6 @@ Example (Anthropic): {"tools": {"[]": None}, "messages": {"[]": {"content": {"[]
 """
 from __future__ import annotations
 
-import gc
 import json
 import re
 from json.decoder import scanstring
@@ -51,20 +50,6 @@ class Node:
 
     def get(self, key: str) -> Node | None:
         return self.kids.get(key) if isinstance(self.kids, dict) else None
-
-
-class PausedGc:
-    """The cyclic garbage collector held off while a body's parts are built: they are millions of
-    acyclic objects at most, none of them garbage yet, and every collection would walk them all again
-    (a third of the time of a million-message body)."""
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *_: object) -> None:
-        if self.was_enabled:
-            gc.enable()
 
 
 class PlainMessage(Node):
