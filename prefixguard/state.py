@@ -31,7 +31,7 @@ def open_index(url: str) -> Any:
         from prefixguard.redis_index import RedisIndex
         return RedisIndex(url, prefix)
     except ImportError:
-        raise InputError("--index needs the redis package: pip install 'prefixguard[fleet]'") from None
+        raise InputError("--index needs the redis package: pip install '.[fleet]' in a clone of the prefixguard repository") from None
 
 
 class State:

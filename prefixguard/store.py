@@ -316,7 +316,7 @@ def open_capture(target: str | Path, *, create: bool = False) -> Any:
         try:
             from prefixguard.pgstore import PgStore
         except ImportError:
-            raise InputError("a postgresql:// store needs psycopg: pip install 'prefixguard[fleet]'") from None
+            raise InputError("a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the prefixguard repository") from None
         return PgStore(str(target), create=create)
     return Store(target, create=create)
 

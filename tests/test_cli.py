@@ -56,8 +56,8 @@ def test_a_missing_extra_names_the_install_command(tmp_path: Path) -> None:
             "from prefixguard.cli import main; main()")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.strip() == ("prefixguard: error: this command needs torch, which "
-                                   "`pip install 'prefixguard[engine]'` (or [all]) brings")
+    assert done.stderr.strip() == ("prefixguard: error: this command needs torch, which the engine extra brings: "
+                                   "`pip install '.[engine]'` (or '.[all]') in a clone of the prefixguard repository")
 
 
 def test_help_and_version_exit_0() -> None:

@@ -136,4 +136,6 @@ def _missing_extra(err: ImportError) -> str:
     extra = EXTRAS.get(top)
     if extra is None:
         return f"cannot import {err.name or err}: reinstall prefixguard"
-    return f"this command needs {top}, which `pip install 'prefixguard[{extra}]'` (or [all]) brings"
+    # the name prefixguard on PyPI is not this project's: the install is from a clone of the repository
+    return (f"this command needs {top}, which the {extra} extra brings: `pip install '.[{extra}]'` (or "
+            "'.[all]') in a clone of the prefixguard repository")

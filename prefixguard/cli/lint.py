@@ -76,9 +76,10 @@ def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str]
     with --select or --extend-select to see their info findings too (`--select ALL` for everything).
 
     A directory or glob that holds no request file is not an error: a warning on stderr, exit 0 (as in
-    ruff), so a CI job over a folder that is empty for now passes. JSON files that are not request
-    bodies we read (API responses, package.json, test expectations, Bedrock and Gemini bodies) are
-    skipped with one warning line. A path that does not exist is an error.
+    ruff), so a CI job over a folder that is empty for now passes. Request bodies of the Anthropic,
+    OpenAI (Chat Completions, Responses), Bedrock and Gemini APIs are linted; JSON files that are not
+    request bodies (API responses, package.json, test expectations) are skipped with one warning line.
+    A path that does not exist is an error.
 
     Exit status: 0 no findings at or above --fail-on, 1 such findings, 2 usage or input error (any file
     that could not be read or parsed: the others are still linted and reported).
