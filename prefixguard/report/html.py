@@ -1,7 +1,9 @@
 """The diagnosis as one self-contained HTML file: inline CSS and SVG charts, no external asset.
 
-It opens with a headline (hit rate, money lost to misses, the top cause and its fix); every request it
-names shows when it was sent and links to its body, kept at the end of the page."""
+It opens with a headline (spend, savings by caching, hit rate, money lost to misses, the top cause and its
+fix), then what a cost owner asks (prefixguard.report.money), then the five steps; every request it names
+shows when it was sent and links to its body, kept at the end of the page. A panel without data is left
+out or says in one line why."""
 from __future__ import annotations
 
 import json
