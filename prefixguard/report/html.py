@@ -198,8 +198,9 @@ def _spend(d: Diagnosis) -> str:
             ["calls", "cost as sent", "with 1 h writes", "difference", "re-writes avoided", "answer"],
             [[w["scope"], usd(w["actual_usd"]), usd(w["with_longer_ttl_usd"]), usd(w["net_usd"]),
               f"{w['rewrites_avoided']:,}", "pays off" if w["pays_off"] else "does not pay off"]
-             for w in m["whatif_longer_ttl"]]) + '<p class="note">Input cost only: each written token at the 1-hour '
-                     'price instead, and each call that found its cache expired within the hour reads it instead.</p>')
+             for w in m["whatif_longer_ttl"]]) + '<p class="note">Input cost of the calls whose provider sells the '
+                     '1-hour TTL: each written token at its price instead, and each call that found its cache expired '
+                     'within the hour reads it instead.</p>')
     return _section(None, "Spend and savings", finding, *parts, key="spend")
 
 
