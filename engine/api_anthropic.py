@@ -19,7 +19,8 @@ STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "sto
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
               429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
 
-ROLES = frozenset({"user", "assistant"})  # a system prompt goes in "system"
+# "system" mid-conversation too: the API takes it (recorded: pydantic-ai test_anthropic_mid_conversation_system_*)
+ROLES = frozenset({"user", "assistant", "system"})
 
 
 def error(status: int, message: str) -> dict[str, Any]:

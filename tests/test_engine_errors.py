@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import httpx
 import pytest
@@ -143,3 +144,34 @@ def _json(r: httpx.Response) -> object:
         return r.json()
     except ValueError:
         return None
+
+
+def test_every_recorded_request_passes_the_checks(shared_data: Path) -> None:
+    """Precision: the checks refuse nothing a provider answered (each recorded request of the three APIs,
+    by its body and its recorded answer), bar the two refusals the server documents."""
+    from prefixguard.engine import api_anthropic, api_openai
+    from prefixguard.errors import InputError
+
+    shapes = {"anthropic": api_anthropic.Messages, "openai-chat": api_openai.Chat, "openai-responses": api_openai.Responses}
+    checked, refused = 0, []
+    for path in sorted((shared_data / "recorded").rglob("*.request.json")):
+        answer = next((path.with_name(path.name.replace(".request.json", ext)) for ext in (".response.json", ".response.sse")
+                       if path.with_name(path.name.replace(".request.json", ext)).exists()), None)
+        text = answer.read_text()[:3000].replace(" ", "") if answer else ""
+        try:
+            body = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if not isinstance(body, dict):
+            continue
+        api = ("openai-responses" if isinstance(body.get("input"), (str, list)) else "openai-chat" if '"chat.completion' in text
+               else "anthropic" if "messages" in body and ('"type":"message"' in text or "message_start" in text) else None)
+        if api is None:
+            continue
+        checked += 1
+        try:
+            shapes[api].options(body, 64)
+        except InputError as err:
+            if "previous_response_id" not in str(err) and "'max_tokens' is required" not in str(err):
+                refused.append((path.parent.name, str(err)))
+    assert checked > 400 and refused == []
