@@ -171,3 +171,15 @@ def test_real_sessions_are_far_below_the_ceiling_and_a_body_above_it_is_refused(
     monkeypatch.setattr(wire, "MAX_PARTS", 1_000)
     with pytest.raises(TooLarge, match="about 1200 parts, over the ceiling of 1000"):
         parse_request(tiny_messages(1_200))
+
+
+@pytest.mark.parametrize("content_keys", [("content",), ("content", "tool_calls")])
+def test_shared_headers_equal_each_message_own(content_keys: tuple[str, ...]) -> None:
+    from prefixguard.wire.segments import MessageHeaders, message_header
+    messages = [json.loads(m) for m in MIXED] + [{"role": "assistant", "tool_calls": []},
+                                                 {"role": "user", "cache_control": {"type": "ephemeral"}},
+                                                 {"role": ["user"], "content": "x"}, {"name": "x", "content": "y"}]
+    header_of = MessageHeaders(*content_keys)
+    shared = [header_of(m) for m in messages]
+    assert shared == [message_header(m, *content_keys) for m in messages]
+    assert shared[0] is header_of({"role": "user", "content": "again"})

@@ -15,7 +15,7 @@ from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt, compact_json, without_markers
 from prefixguard.usage import Usage
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
+from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "anthropic"
 DEFAULT_TTL = "5m"
@@ -116,16 +116,13 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     if messages is None:
         raise InputError("no 'messages' list")
     images = citations = False
-    plain_headers: dict[str, dict[str, Any]] = {}  # {"role": role}, one per role: most messages have no other field
+    header_of = MessageHeaders("content")
     for mi, msg in enumerate(messages.kids):
         fields = msg.value
         if type(fields) is not dict:
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")
-        if len(fields) == 2 and type(role) is str and "content" in fields:
-            header = plain_headers.get(role) or plain_headers.setdefault(role, {"role": role})
-        else:
-            header = message_header(fields, "content")
+        header = header_of(fields)
         content = msg.get("content")
         parts = content.value if content is not None else None
         if type(parts) is str:

@@ -15,7 +15,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
+from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "openai-chat"
 SYSTEM_ROLES = ("system", "developer")
@@ -62,6 +62,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         raise InputError("no 'messages' list")
     images = False
     leading = True
+    header_of = MessageHeaders("content", "tool_calls")
     for mi, msg in enumerate(messages.kids):
         fields = msg.value
         if not isinstance(fields, dict):
@@ -70,7 +71,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         leading = leading and role in SYSTEM_ROLES
         level = "system" if leading else "messages"
         # the header goes on the message's first part only: None once a part has taken it
-        header: dict[str, Any] | None = message_header(fields, "content", "tool_calls")
+        header: dict[str, Any] | None = header_of(fields)
         content = msg.get("content")
         parts = content.value if content is not None else None
         if isinstance(parts, str):

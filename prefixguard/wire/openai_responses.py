@@ -17,7 +17,7 @@ from prefixguard.media import Media
 from prefixguard.prompt import Prompt, compact_json
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, as_int, expect, message_header, model_of, wrong_type
+from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "openai-responses"
 PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
@@ -55,6 +55,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         leading = True
         last_user = max((ii for ii, it in enumerate(items.value) if isinstance(it, dict) and it.get("role") == "user"
                          and it.get("type", "message") == "message"), default=-1)
+        header_of = MessageHeaders("content")
         for ii, item in enumerate(items.kids):
             fields = item.value
             if not isinstance(fields, dict):
@@ -64,7 +65,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             role = fields.get("role") or ITEM_ROLES.get(kind)
             leading = leading and role in openai_chat.SYSTEM_ROLES
             level = "system" if leading else "messages"
-            header = message_header(fields, "content")
+            header = header_of(fields)
             content = item.get("content")
             parts = content.value if content is not None else None
             if parts is not None and not isinstance(parts, (str, list)):
