@@ -55,7 +55,7 @@ def test_terminal_report_walks_the_five_steps(capture: Path) -> None:
     res = CliRunner().invoke(main, ["report", str(capture)])
     assert res.exit_code == 0, res.output
     text = res.output
-    steps = [text.index(f"{n}. ") for n in range(1, 6)]
+    steps = [text.index(f"\n{n}. ") for n in range(1, 6)]   # each step opens a line (amounts end "1. " too)
     assert steps == sorted(steps)
     assert "before:" in text and "after:" in text and "fix:" in text
 
