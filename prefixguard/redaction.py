@@ -87,10 +87,10 @@ _ELLIPSIS_REACH = 256    # characters on each side of an ellipsis where a cut ke
 
 # The password of a URL's userinfo (scheme://user:password@host): a connection string in a prompt.
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@'\"<>]*:)([^\s/@'\"<>\u2026]+)(?=@|\u2026)")
-# The value of a credential assignment in prose or config text (`password: ...`, `API_KEY=...`):
-# (PWD is the working directory in every environment listing: not a credential name.)
-# 6+ characters, not a word alone (a digit, a sign or a capital inside it), so that "password: required"
-# or "Required" stays: the value is replaced wherever it stands.
+# The value of a credential assignment in prose or config text (`password: ...`, `API_KEY=...`): 6+
+# characters, not a word alone (a digit, a sign or a capital inside it), so that "password: required"
+# or "Required" stays, as the value is replaced wherever it stands. (PWD is no credential name: it is the
+# working directory in every environment listing.)
 _ASSIGNED = re.compile(
     r"\b((?i:(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey|"
     r"access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token|access[_-]?token|refresh[_-]?token)"
