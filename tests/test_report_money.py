@@ -139,6 +139,17 @@ def test_nothing_comparable_is_said(tmp_path: Path) -> None:
     assert "nothing like for like to compare" in finding and "fell" not in finding, finding
 
 
+def test_calls_stored_without_bodies_are_said_to_be_of_unknown_mode(tmp_path: Path) -> None:
+    db = tmp_path / "nobodies.db"
+    with Store(db) as store:      # the proxy's --no-bodies: nothing says whether a call streamed
+        for i in range(8):
+            store.add(Record(id=f"r{i}", ts=T0 + 10 * i, path="/v1/messages", api="anthropic", model="claude-sonnet-4-5",
+                             status=200, usage=Usage(2000, 1024, 0, 0, 976, 50, True), ttft_s=0.2, total_s=1.0))
+    doc = report_json(db)
+    assert doc["split"]["mode"] == "mode unknown" and "Whether these calls streamed is unknown" in doc["split"]["finding"]
+    assert [r["mode"] for r in doc["money"]["latency"]] == ["mode unknown"]
+
+
 def test_tenants_named_by_the_prompt_cache_key(tmp_path: Path) -> None:
     db = tmp_path / "keys.db"
     with Store(db) as store:

@@ -19,6 +19,7 @@ from prefixguard.contracts import model_contract
 from prefixguard.errors import InputError
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.report.human import usd
+from prefixguard.report.money import UNKNOWN as UNKNOWN_MODE
 from prefixguard.report.money import mode, money
 from prefixguard.prompt import Prompt
 from prefixguard.session import Sessions
@@ -225,6 +226,8 @@ def _split(windows: list[Window]) -> dict[str, Any]:
         trend = "fell" if t_ratio <= 1 / MOVED else "steady"
         finding = f"TTFT {trend} (x{t_ratio:.2f} from the first third to the last)" + (
             f", decode rate x{d_ratio:.2f}." if d_ratio is not None else ".")
+    if chosen == UNKNOWN_MODE:
+        finding += " Whether these calls streamed is unknown (no request bodies stored): they may mix both kinds."
     if chosen is not None and len(modes) > 1:
         others = ", ".join(m for m in modes if m != chosen)
         finding += f" TTFT compared over {chosen} calls only; {others} calls are not compared with them."
