@@ -196,7 +196,8 @@ def _spend(d: Diagnosis) -> str:
     if m["whatif_longer_ttl"]:
         parts.append("<h3>What if every write used the 1-hour TTL</h3>" + _table(
             ["calls", "cost as sent", "with 1 h writes", "difference", "re-writes avoided", "answer"],
-            [[w["scope"], usd(w["actual_usd"]), usd(w["with_longer_ttl_usd"]), usd(w["net_usd"]),
+            [[w["scope"], usd(w["actual_usd"]), usd(w["with_longer_ttl_usd"]),
+              ("+" if w["net_usd"] > 0 else "") + usd(w["net_usd"]),
               f"{w['rewrites_avoided']:,}", "pays off" if w["pays_off"] else "does not pay off"]
              for w in m["whatif_longer_ttl"]]) + '<p class="note">Input cost of the calls whose provider sells the '
                      '1-hour TTL: each written token at its price instead, and each call that found its cache expired '
