@@ -18,7 +18,7 @@ from prefixguard.errors import InputError
 from prefixguard.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
 from prefixguard.usage import Usage
 
-ROW_KEYS = ["schema_version", "id", "ts", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
+ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
             "cause", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
             "reprefill_tokens", "cost_usd"]
 
