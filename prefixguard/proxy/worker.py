@@ -483,7 +483,10 @@ def main() -> None:
     analyzer = factory(**settings)
     for data, body in _messages(inp, spool):
         start = spool.offset
-        seq, step, args, to = marshal.loads(data)
+        try:
+            seq, step, args, to = marshal.loads(data)
+        except (ValueError, EOFError, TypeError):   # the spool's tail cut by the proxy's death mid-write
+            break
         arg = unpacked(step, args) if step in WIRE else args
         if body:
             arg.body = body
