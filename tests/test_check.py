@@ -185,3 +185,30 @@ def test_demo_captures_with_and_without_the_fixes(demo_run, tmp_path: Path) -> N
     split = str(records[half].ts)
     assert run(demo_run.store, demo_run.store, "--baseline-since", split, "--until", split)[0] == 1
     assert run(demo_run.store, demo_run.store, "--baseline-until", split, "--since", split)[0] == 0
+
+
+def test_the_actions_check_step_fails_the_job_and_writes_the_summary(tmp_path: Path, good: Path, worse: Path) -> None:
+    """action.yml's check step under bash, with the env GitHub gives it and `prefixguard` on PATH."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    step = next(s for s in yaml.safe_load((root / "action.yml").read_text())["runs"]["steps"] if s.get("id") == "check")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shim = bindir / "prefixguard"
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+                    "'import sys; from prefixguard.cli import main; sys.argv[0] = \"prefixguard\"; main()' \"$@\"\n")
+    shim.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    for base, new, code in ((good, worse, 1), (worse, good, 0)):
+        env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "GITHUB_STEP_SUMMARY": str(summary),
+               "PG_CHECK_BASELINE": str(base), "PG_CHECK_CAPTURE": str(new)}
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", step["run"]], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == code, done.stderr
+    text = summary.read_text()
+    assert text.count("### prefixguard check:") == 2 and "### prefixguard check: regression" in text
