@@ -169,12 +169,13 @@ def test_mooncake_to_an_http_server_fails_before_sending_anything(shared_data: P
 
 
 def test_a_request_that_cannot_be_built_stops_the_replay_at_once(shared_data: Path, tmp_path: Path) -> None:
-    """Three captured rows a minute apart; the second is no LLM request body the export marks as one.
-    The replay stops there, without waiting a minute for the third."""
+    """Three captured rows, the last a minute after the others; the first is no LLM request body the
+    export marks as one. The replay stops there, without waiting a minute for the third. (A refused
+    connection stops a replay too, since issue 30: the bad row comes first so that none is sent.)"""
     body = json.loads((shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
                        / "0001.request.json").read_text())
-    rows = [{"id": "a", "ts": 0, "path": "/v1/messages", "request": body},
-            {"id": "b", "ts": 1, "path": "/v1/messages", "request": {"model": "m"}},
+    rows = [{"id": "b", "ts": 0, "path": "/v1/messages", "request": {"model": "m"}},
+            {"id": "a", "ts": 1, "path": "/v1/messages", "request": body},
             {"id": "c", "ts": 60, "path": "/v1/messages", "request": body}]
     export = tmp_path / "capture.jsonl"
     export.write_text("".join(json.dumps(r) + "\n" for r in rows))
