@@ -27,10 +27,10 @@ def build(p: Parser) -> None:
                        "summary).", old=())
     w = p.add_argument_group("time windows (ISO 8601 such as 2026-12-01T09:00Z, unix seconds, or a duration "
                              "before now such as 24h or 7d; the start is included, the end is not)")
-    w.add_argument("--since", help="Check only NEW's requests from this time on.")
-    w.add_argument("--until", help="Check only NEW's requests before this time.")
-    w.add_argument("--baseline-since", help="Take only BASE's requests from this time on.")
-    w.add_argument("--baseline-until", help="Take only BASE's requests before this time.")
+    w.add_argument("--since", metavar="TIME", help="Check only NEW's requests from this time on.")
+    w.add_argument("--until", metavar="TIME", help="Check only NEW's requests before this time.")
+    w.add_argument("--baseline-since", metavar="TIME", help="Take only BASE's requests from this time on.")
+    w.add_argument("--baseline-until", metavar="TIME", help="Take only BASE's requests before this time.")
     w.add_argument("--exclude-incident", action="append", default=[], metavar="START..END",
                    help="Leave BASE's requests in this span out of the baseline (an outage, a provider incident); "
                         "repeatable, added to the incidents of [tool.prefixguard.check].")
@@ -44,7 +44,7 @@ def build(p: Parser) -> None:
                    help="A cause of breaks the baseline did not have is no regression [it is one].")
     t.add_argument("--min-requests", type=int_range(1), metavar="N",
                    help="Check a model on its own when both captures hold at least N of its requests [5].")
-    p.add_argument("--config", dest="config_file", type=Path,
+    p.add_argument("--config", dest="config_file", type=Path, metavar="PYPROJECT",
                    help="A pyproject.toml to read [tool.prefixguard.check] from (default: the nearest one).")
 
 
