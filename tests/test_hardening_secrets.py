@@ -216,7 +216,7 @@ def test_no_secret_in_the_exports(run: dict[str, Any], fmt: str) -> None:
     assert _leaks(f"export {fmt}", result.stdout, run["key"]) == []
 
 
-@pytest.mark.parametrize("fmt", ["text", "concise", "github", "json"])
+@pytest.mark.parametrize("fmt", ["text", "concise", "github", "json", "sarif"])
 def test_no_secret_in_lint_output(run: dict[str, Any], fmt: str) -> None:
     """lint over the requests as sent (the user's own files): what its findings quote is redacted too."""
     requests = run["folder"] / "requests.jsonl"

@@ -95,21 +95,27 @@ def summary(findings: list[Finding], run: Run) -> str:
 def as_dict(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "name": f.name, "severity": f.severity, "path": f.path, "pointer": f.pointer,
             "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
-            "record": f.record, "message": _redacted(f.message), "fix": _redacted(f.fix),
+            "record": f.record, "message": redacted(f.message), "fix": redacted(f.fix),
             "fingerprint": f.fingerprint,
-            "data": {k: _redacted_value(v) for k, v in f.data.items()}}
+            "data": redacted_data(f.data)}
 
 
-def _redacted(text: str) -> str:
+def redacted(text: str) -> str:
+    """A finding's text for the machine formats (json, sarif): secrets redacted, nothing escaped."""
     from prefixguard.redaction import redact_random, redact_text
 
     return redact_random(redact_text(text))
 
 
+def redacted_data(data: Any) -> dict[str, Any]:
+    """A finding's data as the machine formats show it: its strings (excerpts of the files) redacted."""
+    return {k: _redacted_value(v) for k, v in data.items()}
+
+
 def _redacted_value(value: Any) -> Any:
     """A finding's data as shown: its strings (excerpts of the linted files) redacted."""
     if isinstance(value, str):
-        return _redacted(value)
+        return redacted(value)
     if isinstance(value, list):
         return [_redacted_value(v) for v in value]
     if isinstance(value, dict):

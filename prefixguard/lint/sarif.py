@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Finding
-from prefixguard.lint.formats import Run
+from prefixguard.lint.formats import Run, redacted, redacted_data
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
@@ -45,10 +45,10 @@ def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
                               "endColumn": f.end_column}
     location = {"physicalLocation": {"artifactLocation": _artifact(f.path), "region": region}}
     return {"ruleId": f.code, "ruleIndex": index[f.code], "level": LEVELS[f.severity],
-            "message": {"text": f"{f.message}. Fix: {f.fix}"}, "locations": [location],
+            "message": {"text": redacted(f"{f.message}. Fix: {f.fix}")}, "locations": [location],
             "partialFingerprints": {FINGERPRINT: f.fingerprint},
             "properties": {"name": f.name, "severity": f.severity, "pointer": f.pointer, "record": f.record,
-                           **({"data": f.data} if f.data else {})}}
+                           **({"data": redacted_data(f.data)} if f.data else {})}}
 
 
 def sarif(findings: list[Finding], run: Run) -> str:
