@@ -28,10 +28,10 @@ ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, op
                                                        gemini)}
 APIS = tuple(ADAPTERS)
 MAX_BYTES = 64 << 20
-# The most parts (messages, blocks, tools) a request may have to be analysed: each costs about 1 KB in
-# memory (its node, segment, canonical bytes and fingerprint) and ~50 us, so a body of millions of tiny
-# messages would take gigabytes and a minute; 20,000 parts (far above real agent sessions) keep one
-# request's analysis near a second. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
+# The most parts (messages, blocks, tools) a request may have to be analysed: each holds a segment, its
+# key and its fingerprint while the request is judged, so the ceiling bounds one analysis's memory and
+# time (bench/RESULTS.md, "big bodies"). 200,000 is more messages than a 1M-token context holds at five
+# tokens each: no real agent reaches it. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
 _PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "200000").strip() or "0"
 MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
 

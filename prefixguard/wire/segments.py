@@ -120,11 +120,12 @@ class MessageHeaders:
 
     def __init__(self, *content_keys: str) -> None:
         self.content_keys = content_keys
+        self.content_key_set = frozenset(content_keys)
         self.by_role: dict[str, dict[str, Any]] = {}
 
     def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
         role = message.get("role")
-        if len(message) == 2 and type(role) is str and any(k in message for k in self.content_keys):
+        if len(message) == 2 and type(role) is str and not self.content_key_set.isdisjoint(message):
             found = self.by_role.get(role)
             return found if found is not None else self.by_role.setdefault(role, {"role": role})
         return message_header(message, *self.content_keys)
