@@ -18,6 +18,7 @@ COPY prefixguard ./prefixguard
 COPY engine ./engine
 COPY rules ./rules
 RUN pip install '.[proxy,telemetry,fleet]' && rm -rf /src
+# 1777: a named volume starts as a copy of /data, so any --user can write it (a bind mount keeps the host's modes)
 RUN useradd --create-home --uid 10001 --user-group prefixguard && mkdir /data && chown prefixguard:prefixguard /data \
     && chmod 1777 /data
 COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
