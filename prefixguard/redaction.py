@@ -20,9 +20,29 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 REDACTED = "[redacted]"
+# The secrets of the request being handled (its own keys, its system prompt's random values), for a
+# writer that is handed only its prompt (the shared session index): the proxy's analysis sets them
+# around the step that writes (`request_secrets`).
+_REQUEST_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("request_secrets", default=())
+
+
+@contextmanager
+def request_secrets(secrets: Iterable[str]) -> Iterator[None]:
+    token = _REQUEST_SECRETS.set(tuple(secrets))
+    try:
+        yield
+    finally:
+        _REQUEST_SECRETS.reset(token)
+
+
+def current_secrets() -> tuple[str, ...]:
+    """The secrets set by the innermost `request_secrets` (none outside one)."""
+    return _REQUEST_SECRETS.get()
 
 # Credentials by their published formats, wherever they stand in a text.
 _FORMATS = (

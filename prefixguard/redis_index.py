@@ -36,7 +36,7 @@ from xxhash import xxh3_64_hexdigest
 from prefixguard.contracts import providers
 from prefixguard.index import IndexDown, TenantView
 from prefixguard.prompt import Prompt, Segment
-from prefixguard.redaction import high_entropy, redact_text, url_for_display
+from prefixguard.redaction import current_secrets, high_entropy, redact_text, url_for_display
 
 RETRY_S = 5.0            # after a failure, Redis is tried again this much later
 TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
@@ -239,8 +239,8 @@ def encode_seen(seen: Any) -> bytes:
     from prefixguard.session import parts_of
 
     p: Prompt = seen.prompt
-    secrets = _system_secrets(p)
-    clean = not secrets and "\\u" not in p.text and "\\/" not in p.text and redact_text(p.text) == p.text
+    secrets = list(dict.fromkeys([*current_secrets(), *_system_secrets(p)]))  # the request's keys too
+    clean = "\\u" not in p.text and "\\/" not in p.text and redact_text(p.text, secrets) == p.text
     segments, pieces, at = [], [], 0
     for s in p.segments:
         raw = p.text[s.start:s.end]

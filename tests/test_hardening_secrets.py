@@ -134,6 +134,7 @@ def _leaks(where: str, text: str, api_key: str) -> list[str]:
 def _bodies(recorded: Path, key: str) -> list[dict[str, Any]]:
     base = json.loads((recorded / LEGACY_JSON / "0001.request.json").read_text())
     every = "\n".join(f"{name}: {text}" for name, (text, _) in SECRETS.items())
+    every += f"\nmy gateway key, pasted: {key}"  # known by the request's header alone
     first = {**base, "system": [{"type": "text", "text": "You are a deploy assistant. " * 30}],
              "messages": [{"role": "user", "content": [{"type": "text", "text": "Here is the config:\n" + every}]},
                           *base["messages"][1:]]}
@@ -150,7 +151,7 @@ def run(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     recorded = shared_data / "recorded"
     folder = tmp_path_factory.mktemp("secrets")
     db = folder / "capture.db"
-    key = "sk-ant-api03-tenant" + "Kx7Lm2Pq9" * 8
+    key = "tenant-key-of-no-known-shape-" + "Kx7Lm2Pq9" * 3  # a self-hosted gateway's own key format
     lines: list[str] = []
     bodies = _bodies(recorded, key)
     with redis_prefix() as index, Upstream(recorded) as up:

@@ -28,6 +28,7 @@ from prefixguard import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import (api_keys, redact_body, redact_fields, redact_path, redact_text, storable,
                                       system_secrets, tenant_of)
+from prefixguard.redaction import request_secrets
 from prefixguard.styled import printable
 from prefixguard.proxy.tap import read_stream
 from prefixguard.state import State, open_index
@@ -264,7 +265,8 @@ class Analyzer:
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
-            match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
+            with request_secrets(flow.secrets):  # a shared index keeps the prompt redacted of them
+                match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
             flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
