@@ -15,7 +15,7 @@ from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt, compact_json, without_markers
 from prefixguard.usage import Usage
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
+from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "anthropic"
 DEFAULT_TTL = "5m"
@@ -148,6 +148,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     whole=True)
         else:
             raise wrong_type(f"/messages/{mi}/content", (str, list), parts)
+        release(messages, mi)
 
     tool_choice = body.get("tool_choice")
     output_config = body.get("output_config")

@@ -15,7 +15,7 @@ from prefixguard.prompt import Prompt
 from prefixguard.usage import Usage
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
-from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
+from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "openai-chat"
 SYSTEM_ROLES = ("system", "developer")
@@ -102,6 +102,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         if header is not None:  # no content at all (null content, refusal, legacy function_call)
             out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header,
                     whole=True)
+        release(messages, mi)
 
     reasoning = body.get("reasoning")
     settings = {

@@ -131,6 +131,13 @@ class MessageHeaders:
         return message_header(message, *self.content_keys)
 
 
+def release(array: Node, i: int) -> None:
+    """Drop the parsed tree's hold on element i of an array once its segments hold what they need of it:
+    the decoded message and its node go as the segments come, not after the last one (a million
+    messages: a third of the peak)."""
+    array.value[i] = array.kids[i] = None
+
+
 def model_of(body: dict[str, Any]) -> str | None:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
