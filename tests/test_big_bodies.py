@@ -90,6 +90,20 @@ def test_plain_messages_read_as_the_general_walk_reads_them(api_fields: str, mon
     assert fast == general and fast[0] == "ok"
 
 
+def test_lint_places_a_pointer_into_a_plain_message_as_the_general_walk_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefixguard.lint.position import Locator
+    text = '{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[' + ",\n ".join(MIXED) + "]}"
+    pointers = [f"/messages/{i}{tail}" for i in range(len(MIXED)) for tail in ("", "/content", "/role", "/content/0")]
+
+    def spans() -> list[tuple[int, int]]:
+        return [Locator(text).span(p) for p in pointers]   # a fresh locator each: no span remembered
+
+    fast = spans()
+    monkeypatch.setattr(jsonspan, "_plain_message", re.compile(r"(?!)"))
+    assert spans() == fast
+    assert text[slice(*fast[1])] == '"plain"' and text[slice(*fast[5])] == '"spaced out"'
+
+
 @pytest.mark.parametrize("bad", ['{"role":"user","content":"a\tb"}',      # a raw control character
                                  '{"role":"user","content":"open}',        # an unclosed string
                                  '{"role":"user","content":"x"} {"role":"user","content":"y"}'])

@@ -64,17 +64,16 @@ class PlainMessage(Node):
     def __init__(self, value: dict[str, Any], start: int, end: int, content_start: int) -> None:
         self.value, self.start, self.end, self.content_start = value, start, end, content_start
 
-    def content(self) -> Node:
-        """The content member (a string with no escapes: its span is its length and two quotes)."""
+    def get(self, key: str) -> Node | None:
+        """The content member's node (a string with no escapes: its span is its length and two quotes)."""
+        if key != "content":
+            return None
         value = self.value["content"]
         return Node(value, self.content_start, self.content_start + len(value) + 2)
 
     @property  # type: ignore[override]
     def kids(self) -> dict[str, Node]:
-        return {"content": self.content()}
-
-    def get(self, key: str) -> Node | None:
-        return self.content() if key == "content" else None
+        return {"content": self.get("content")}
 
 
 def parse(text: str, spec: Spec | None) -> Node:
