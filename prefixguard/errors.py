@@ -62,16 +62,10 @@ def read_input(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES, what:
     Opened non-blocking, then checked on the open descriptor (no window for a swap): a FIFO, a device, a
     socket or a directory is refused with one line naming it, and so is a file over `limit`."""
     source = str(path)
+    fd, size = _open_regular(path, what)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise InputError((err.strerror or str(err)).lower(), source) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"not a regular {what} ({_kind(info.st_mode)})", source)
-        if info.st_size > limit:
-            raise InputError(f"{what} is {_size(info.st_size)}, over the {_size(limit)} limit", source)
+        if size > limit:
+            raise InputError(f"{what} is {_size(size)}, over the {_size(limit)} limit", source)
         chunks, total = [], 0
         while total <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -173,16 +167,28 @@ def _size(n: int) -> str:
 def open_input(path: str | os.PathLike[str], what: str = "file") -> BinaryIO:
     """An input file opened for streaming (JSON lines), with read_input's checks: never a FIFO or a
     device, which would block or never end. A regular file's size bounds what is read."""
+    fd, _ = _open_regular(path, what)
+    try:
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_regular(path: str | os.PathLike[str], what: str) -> tuple[int, int]:
+    """(descriptor, size) of a regular file opened non-blocking, checked on the open descriptor (no
+    window for a swap): a FIFO, a device, a socket or a directory is refused with one line naming it."""
     source = str(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         raise InputError((err.strerror or str(err)).lower(), source) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputError(f"not a regular {what} ({_kind(mode)})", source)
-        return os.fdopen(fd, "rb")
-    except BaseException:
+        info = os.fstat(fd)
+    except OSError as err:
         os.close(fd)
-        raise
+        raise InputError((err.strerror or str(err)).lower(), source) from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InputError(f"not a regular {what} ({_kind(info.st_mode)})", source)
+    return fd, info.st_size

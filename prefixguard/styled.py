@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 BOLD, RED, GREEN, YELLOW = 0, 31, 32, 33
 
@@ -28,6 +29,26 @@ def printable(text: str, *, backslash: bool = False) -> str:
     if text.isprintable() and (not backslash or "\\" not in text):  # the common case: one C-speed scan
         return text
     return text.translate(_ESCAPES_WITH_BACKSLASH if backslash else _ESCAPES)
+
+
+def printable_lines(text: str) -> str:
+    """printable on each line of a text the printer laid out itself in lines."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def printable_data(value: Any) -> Any:
+    """value with `printable` applied to every string in it (dict keys and values, list and tuple items,
+    a NamedTuple's fields): for a renderer that prints a whole record it did not write."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable_data(k): printable_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_data(v) for v in value]
+    if isinstance(value, tuple):
+        items = [printable_data(v) for v in value]
+        return type(value)._make(items) if hasattr(value, "_fields") else tuple(items)
+    return value
 
 
 def strong(text: str, colour: int = BOLD) -> str:

@@ -57,6 +57,9 @@ def test_proxy_console_lines_escape_a_hostile_model_name(shared_data: Path, tmp_
     text = "\n".join(lines)
     assert len(lines) >= len(HOSTILE) and "\\x1b" in text and "\\u202e" in text  # shown, as escapes
     assert raw_controls(text) == []
+    report = CliRunner().invoke(main, ["report", str(tmp_path / "c.db")])   # the same capture, read back
+    assert report.exit_code == 0, report.stderr
+    assert "claude-3-5-sonnet-20240620\\x1b" in report.stdout and raw_controls(report.stdout) == []
 
 
 @pytest.fixture

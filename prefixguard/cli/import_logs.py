@@ -16,6 +16,7 @@ from prefixguard.errors import InputError, check_regular_file, reading
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
 from prefixguard.store import Record, open_store
+from prefixguard.styled import printable
 
 STORE_HELP = "Capture store (SQLite) to write; rows of an earlier import of the same logs are replaced."
 
@@ -41,8 +42,8 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
     prompt = sum(r.usage.prompt_total for r in records)
     lineages = {t.lineage for t in turns}
     side = {t.lineage for t in turns if t.sidechain}
-    print(f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
-          f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}")
+    print(printable(f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
+                    f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}"))
     lost = sum(r.cost_usd or 0 for r in records)
     prices = sorted({model_contract(r.api or "", r.model).prices for r in records if r.model})
     print(f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
@@ -50,13 +51,14 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
           f"compaction, {causes['model_changed']} after a model switch, "
           f"{verdicts['miss_unexplained']} unexplained; misses cost ${lost:,.4f} over reading the cache "
           f"(prices: {'; '.join(prices)})")
-    for line in _diagnoses(records):
-        print(line)
+    for line in _diagnoses(records):   # the API's reasons, as the transcripts hold them
+        print(printable(line))
     if note:
-        print(f"  note: {note}")
+        print(printable(f"  note: {note}"))
     if skipped:
-        print(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}", file=sys.stderr)
-    print(f"  next: prefixguard report {store}")
+        print(printable(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}"),
+              file=sys.stderr)
+    print(printable(f"  next: prefixguard report {store}"))
 
 
 def _diagnoses(records: list[Record]) -> list[str]:

@@ -11,6 +11,7 @@ from prefixguard.cli.exits import UsageError
 from prefixguard.cli.options import Parser, int_range, output_format
 from prefixguard.errors import InputError, parse_json, read_input, reading
 from prefixguard.schemas import versioned
+from prefixguard.styled import printable, printable_lines
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -100,7 +101,7 @@ def kv(model_name: str | None, config_file: str | None, context: int, concurrenc
             print(json.dumps(versioned({"models": rows}), indent=2))
         else:
             for r in rows:
-                print(f"{r['model']:<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
+                print(f"{printable(r['model']):<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
                       f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
         return
     if config_file:
@@ -117,7 +118,7 @@ def kv(model_name: str | None, config_file: str | None, context: int, concurrenc
     if fmt == "json":
         print(json.dumps(versioned(out), indent=2))
         return
-    print(render(out))
+    print(printable_lines(render(out)))   # a config file's model name is the user's text
 
 
 def render(p: dict) -> str:

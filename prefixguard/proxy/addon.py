@@ -39,6 +39,7 @@ from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
+from prefixguard.styled import printable
 from prefixguard.verdict import VerdictName
 from prefixguard.wire import analysable, files
 from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
@@ -68,7 +69,7 @@ def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixG
             fn(self, flow)
         except Exception as err:
             logger.warning("prefixguard: %s hook failed on %s: %s", fn.__name__, flow.id,
-                           redact_text(repr(err), api_keys(flow.request.headers)))
+                           printable(redact_text(repr(err), api_keys(flow.request.headers))))
     guarded.__name__ = fn.__name__
     return guarded
 
@@ -196,8 +197,8 @@ class PrefixGuard:
 
     def _report(self, kind: str, text: str) -> None:
         """A report from the worker: a failed analysis, or a console line for our console."""
-        if kind == "error":
-            logger.warning("prefixguard: %s", text)
+        if kind == "error":   # the error's text may quote a body: escaped, as console lines are
+            logger.warning("prefixguard: %s", printable(text))
         elif self.console is not None and not self.quiet:
             self.console(text)
 

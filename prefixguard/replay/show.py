@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from prefixguard.styled import printable
+
 
 def _ttft(summary: dict[str, Any], group: str) -> str:
     d = summary.get("ttft_s", {}).get(group) or {}
@@ -43,7 +45,7 @@ def _agreement(a: dict[str, Any] | None) -> str:
 
 def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Console | None = None) -> None:
     console = console or Console()
-    title = f"replay of {Path(meta['source']).name} ({meta['format']}) on {meta['target']}"
+    title = printable(f"replay of {Path(meta['source']).name} ({meta['format']}) on {meta['target']}")
     if meta["target"] == "sim":
         title += f", policy {meta['policy']}"
     table = Table(title=title, title_justify="left")

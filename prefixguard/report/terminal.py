@@ -6,7 +6,7 @@ from typing import Any
 
 from prefixguard.report.diagnose import ESTIMATED, Diagnosis
 from prefixguard.report.human import date_range, duration, ms, usd, when
-from prefixguard.styled import GREEN, RED, YELLOW, columns, strong
+from prefixguard.styled import GREEN, RED, YELLOW, columns, printable_data, strong
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:
@@ -48,7 +48,18 @@ def _money(m: dict[str, Any]) -> None:
               f"{w['rewrites_avoided']} re-writes after an expiry avoided).")
 
 
+def _printable(record: Any) -> Any:
+    """A copy of a slotted record (the diagnosis, a cause) whose strings print without control characters:
+    model names, paths and excerpts come from the capture, which holds whatever the traffic sent."""
+    out = object.__new__(type(record))
+    for name in type(record).__slots__:
+        value = getattr(record, name)
+        setattr(out, name, [_printable(c) for c in value] if name == "causes" else printable_data(value))
+    return out
+
+
 def render(d: Diagnosis) -> None:
+    d = _printable(d)
     span = date_range(d.money["first_ts"], d.money["last_ts"]) if d.money else duration(d.span_s)
     print(f"{strong('prefixguard report')} {d.source}: {d.requests} requests, {span}")
     if d.headline:
