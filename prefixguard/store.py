@@ -21,7 +21,7 @@ from urllib.parse import quote
 from prefixguard.errors import InputError, check_regular_file, describe, open_input
 from prefixguard.usage import USAGE_FIELDS, Usage
 
-SCHEMA_VERSION = 4   # 2: tokens_estimated; 3: diagnosis; 4: degraded
+SCHEMA_VERSION = 5   # 2: tokens_estimated; 3: diagnosis; 4: degraded; 5: attribution and gen_ai.response.*
 SQLITE_HEADER = b"SQLite format 3\x00"
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # file names taken as SQLite whatever they hold
 
@@ -32,7 +32,8 @@ _COLUMNS = """
     uncached INTEGER, output INTEGER, reported INTEGER, ttft_s REAL, decode_tps REAL, total_s REAL,
     verdict TEXT, cause TEXT, expected_cached INTEGER, expected_reason TEXT, previous_id TEXT,
     reprefill_tokens INTEGER, cost_usd REAL, detail TEXT, tokens_estimated INTEGER NOT NULL DEFAULT 0,
-    diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0
+    diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0, client TEXT, route TEXT, site TEXT, response_id TEXT,
+    response_model TEXT, finish_reasons TEXT
 """
 
 
@@ -69,6 +70,12 @@ class Record:
     tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
     diagnosis: str | None = None           # the provider's own cache diagnosis and our agreement with it (JSON)
     degraded: bool = False                 # judged without the fleet's shared index (it was down)
+    client: str | None = None              # "claude-cli 2.0.14": the sender's user agent (attribution.client_of)
+    route: str | None = None               # the endpoint, routes.template: no ids, no query
+    site: str | None = None                # the call site the caller named (x-prefixguard-site)
+    response_id: str | None = None         # what the response says of itself (OTel gen_ai.response.*)
+    response_model: str | None = None
+    finish_reasons: list[str] | None = None
 
     def __init__(self, id: str, ts: float, path: str, **fields: Any) -> None:
         self.id, self.ts, self.path, self.segments = id, ts, path, []
@@ -98,6 +105,10 @@ class Record:
             # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
             "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,
             "cost_usd": self.cost_usd,
+            # who sent it (report --by) and what the response said of itself
+            "client": self.client, "route": self.route, "site": self.site,
+            "response": {"id": self.response_id, "model": self.response_model,
+                         "finish_reasons": list(self.finish_reasons or ())},
         }
 
 
@@ -107,7 +118,9 @@ RECORD_FIELDS = tuple(Record.__annotations__)
 _NAMES = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip())
 _ADDED = {"tokens_estimated": "INTEGER NOT NULL DEFAULT 0",   # columns a version-1 file lacks
           "diagnosis": "TEXT",                              # and a version-2 one
-          "degraded": "INTEGER NOT NULL DEFAULT 0"}         # and a version-3 one
+          "degraded": "INTEGER NOT NULL DEFAULT 0",          # and a version-3 one
+          **{name: "TEXT" for name in ("client", "route", "site", "response_id", "response_model",
+                                       "finish_reasons")}}    # and a version-4 one
 
 
 def _json_or_none(text: str | None) -> Any:
@@ -124,6 +137,7 @@ def _flat(rec: Record) -> dict[str, Any]:
     out["reported"] = int(rec.usage.reported)
     out["tokens_estimated"] = int(rec.tokens_estimated)
     out["degraded"] = int(rec.degraded)
+    out["finish_reasons"] = json.dumps(list(rec.finish_reasons)) if rec.finish_reasons else None
     return out
 
 
@@ -147,7 +161,14 @@ def _record(row: sqlite3.Row) -> Record:
     data["fingerprints"] = data["fingerprints"] or b""
     data["tokens_estimated"] = bool(data.get("tokens_estimated"))
     data["degraded"] = bool(data.get("degraded"))
+    data["finish_reasons"] = _reasons(data.get("finish_reasons"))
     return Record(usage=usage, **data)
+
+
+def _reasons(text: str | None) -> list[str] | None:
+    """The finish_reasons column (a JSON list of strings); anything else reads as none."""
+    found = _json_or_none(text)
+    return [r for r in found if isinstance(r, str)] if isinstance(found, list) else None
 
 
 def _not_ours(path: Path, why: str) -> InputError:

@@ -26,3 +26,19 @@ class Usage(NamedTuple):
 
 
 USAGE_FIELDS = Usage._fields   # the keys of a usage in the export shape, in order
+
+
+class ResponseMeta(NamedTuple):
+    """What a response says of itself (OTel's gen_ai.response.*): its id, the model that answered (may name
+    a snapshot of the model asked for), and why each choice stopped."""
+
+    id: str | None = None
+    model: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+
+    def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
+        """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""
+        said = tuple(r for r in reasons if isinstance(r, str) and r)
+        return ResponseMeta(id if isinstance(id, str) and id else self.id,
+                            model if isinstance(model, str) and model else self.model,
+                            said or self.finish_reasons)

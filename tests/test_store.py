@@ -20,7 +20,7 @@ from prefixguard.usage import Usage
 
 ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
             "cause", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
-            "reprefill_tokens", "cost_usd"]
+            "reprefill_tokens", "cost_usd", "client", "route", "site", "response"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:
@@ -260,6 +260,33 @@ def test_a_version_1_capture_is_read_as_is_and_upgraded_by_the_writer(tmp_path: 
         assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     with open_store(db) as store:
         assert [(r["id"], r["tokens_estimated"]) for r in store.rows()] == [("old", False), ("f1", True)]
+
+
+def test_a_version_4_capture_gets_the_attribution_columns_from_the_writer(tmp_path: Path) -> None:
+    db = tmp_path / "v4.db"
+    con = sqlite3.connect(db)
+    v4 = V1_COLUMNS.rstrip().rstrip(",") + (", tokens_estimated INTEGER NOT NULL DEFAULT 0, diagnosis TEXT, "
+                                           "degraded INTEGER NOT NULL DEFAULT 0")
+    con.execute(f"CREATE TABLE flows ({v4})")
+    con.execute("INSERT INTO flows (id, ts, path, segments) VALUES ('old', 1.0, '/v1/messages', '[]')")
+    con.execute("PRAGMA user_version=4")
+    con.commit()
+    con.close()
+    with open_store(db) as store:   # read as is: the new columns read as none
+        [old] = store.rows()
+    assert old["client"] is None and old["site"] is None and old["response"]["finish_reasons"] == []
+    with Store(db) as store:
+        rec = record(1)
+        rec.client, rec.route, rec.site = "claude-cli 2.0.14", "/v1/messages", "tests/test_x.py::test_y"
+        rec.response_id, rec.response_model, rec.finish_reasons = "msg_1", "claude-x-20250101", ["end_turn"]
+        store.add(rec)
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    with open_store(db) as store:
+        rows = list(store.rows())
+    assert [(r["id"], r["client"], r["site"]) for r in rows] == [("old", None, None),
+                                                                ("f1", "claude-cli 2.0.14", "tests/test_x.py::test_y")]
+    assert rows[1]["route"] == "/v1/messages"
+    assert rows[1]["response"] == {"id": "msg_1", "model": "claude-x-20250101", "finish_reasons": ["end_turn"]}
 
 
 def test_read_jsonl_names_the_line_of_binary_or_non_json(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from prefixguard import tokens
+from prefixguard.attribution import client_of, site_of
 from prefixguard.compare import Comparison
 from prefixguard.diagnosis import Diagnosis, agreement, as_row
 from prefixguard.errors import InputError, TooLarge
@@ -33,8 +34,8 @@ from prefixguard.styled import printable
 from prefixguard.proxy.tap import read_stream
 from prefixguard.state import State, open_index
 from prefixguard.store import Record, open_capture
-from prefixguard.usage import Usage
-from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response
+from prefixguard.usage import ResponseMeta, Usage
+from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response, parse_response_meta
 from prefixguard.wire.routes import NOT_ANALYSED, template
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
@@ -55,6 +56,8 @@ class FlowState:
     body: bytes = b""                  # as sent (content-encoding not undone)
     # set by the analysis
     tenant: str = ""
+    client: str = ""                   # "claude-cli 2.0.14" (attribution.client_of)
+    site: str | None = None            # the call site its x-prefixguard-site header names (read, forwarded as sent)
     secrets: list[str] = field(default_factory=list)   # this request's keys: scrubbed, never stored
     headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
     prompt: Prompt | None = None
@@ -70,6 +73,7 @@ class FlowState:
         headers = _plain(self.fields)
         self.fields = ()
         self.secrets, self.tenant = api_keys(headers), tenant_of(headers)
+        self.client, self.site = client_of(headers), site_of(headers)
         self.path = redact_path(self.path)
         if isinstance(self.upstream, tuple):
             scheme, host, port = self.upstream
@@ -224,7 +228,7 @@ class Analyzer:
         a row named by its method and endpoint (routes.template: no ids, no query, no key), counted on /metrics."""
         flow_id, ts, method, path, (scheme, host, port), cause = args
         default = port == (443 if scheme == "https" else 80)
-        rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method,
+        rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method, route=template(path),
                      upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
                      cause=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause)
         if self.store is not None:
@@ -288,7 +292,8 @@ class Analyzer:
             if self.store is not None:
                 rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method,
                              upstream=flow.upstream if isinstance(flow.upstream, str) else None,
-                             tenant=flow.tenant, request_bytes=len(flow.body), status=resp.status,
+                             tenant=flow.tenant, client=flow.client or None, route=template(flow.path),
+                             site=flow.site, request_bytes=len(flow.body), status=resp.status,
                              error=f"analysis failed: {type(err).__name__}: {err}", verdict="error")
                 redact_fields(rec, flow.secrets)
                 self.store.add(rec)
@@ -302,12 +307,12 @@ class Analyzer:
             if ok and resp.body:  # no row: not a generation; remembered for the requests that name it
                 gemini.remember_cached(decoded(resp.body, resp.encoding)[0])
             return None
-        usage, first, output, diag = Usage(), None, 0, None
+        usage, first, output, diag, said = Usage(), None, 0, None, ResponseMeta()
         if resp.usage is not None:
             usage, first, output = resp.usage, resp.headers_at, resp.usage.output
         elif api and resp.chunks is not None:
             stream, first = read_stream(resp.chunks, api, resp.encoding)
-            usage, diag = stream.usage(), stream.diagnosis
+            usage, diag, said = stream.usage(), stream.diagnosis, stream.meta
             output = usage.output or stream.output_chunks
             if resp.error and stream.finished and resp.status is not None and 200 <= resp.status < 300:
                 # The client closed the connection after the provider's last event (an SDK stops
@@ -316,7 +321,7 @@ class Analyzer:
         elif api and resp.body and ok:
             try:
                 plain = decoded(resp.body, resp.encoding)[0]
-                usage = parse_response(plain, api)
+                usage, said = parse_response(plain, api), parse_response_meta(plain, api)
                 diag = parse_diagnosis(plain, api) if b'diagnostic' in plain else None  # asked for: rare
             except InputError as err:  # a 200 whose body is no answer: the row says so
                 resp.error = f"unreadable response: {err}"
@@ -325,7 +330,9 @@ class Analyzer:
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
-                     request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage)
+                     request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage,
+                     client=flow.client or None, route=template(flow.path), site=flow.site,
+                     response_id=said.id, response_model=said.model, finish_reasons=list(said.finish_reasons) or None)
         if self.bodies and not (flow.skip or "").startswith("not analysed: "):  # a body too large to read is not kept
             rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
         if prompt is not None:

@@ -109,7 +109,8 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
 
 # Record fields that hold free text (the request body has its own pass, redact_body).
 TEXT_FIELDS = ("path", "upstream", "api", "model", "tenant", "error", "verdict", "cause", "expected_reason",
-               "previous_id", "detail", "diagnosis")  # diagnosis: JSON, whose free-text reason may quote a prompt
+               "previous_id", "detail", "diagnosis",  # diagnosis: JSON, whose free-text reason may quote a prompt
+               "client", "route", "site", "response_id", "response_model")  # the caller's own header text
 
 
 def storable(text: str) -> str:

@@ -2,11 +2,18 @@
 
 Counters, not ratios: the hit rate over any window is
 `rate(prefixguard_proxy_cached_tokens_total[5m]) / rate(prefixguard_proxy_prompt_tokens_total[5m])`.
-Labels stay few and bounded: provider, model, code (HTTP status), verdict, cause (the taxonomy's names).
+Labels stay few and bounded: provider, model, client (user-agent family and major version), route (the
+endpoint template), code (HTTP status), verdict, cause (the taxonomy's names). tenant and site are one
+value per API key or call site, with no bound: each value is a series kept for the process's life, so they
+are added only when PREFIXGUARD_METRICS_LABELS names them ("tenant,site"); the capture and
+`report --by` carry them always.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from prefixguard.attribution import client_family
 
 from prefixguard.contracts import provider_for
 from prefixguard.verdict import PrefixChange
@@ -15,6 +22,17 @@ from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 
 MISSES = ("miss_prefix_changed", "miss_ttl_expired", "miss_server_side")
+OPT_IN_ENV = "PREFIXGUARD_METRICS_LABELS"
+
+
+def opt_in_labels(text: str | None = None) -> tuple[str, ...]:
+    """The unbounded labels asked for (PREFIXGUARD_METRICS_LABELS="tenant,site"), in their fixed order;
+    a name that is no such label raises ValueError naming the ones there are."""
+    asked = {part.strip() for part in (os.environ.get(OPT_IN_ENV, "") if text is None else text).split(",")} - {""}
+    unknown = asked - set(n.LABELS_OPT_IN)
+    if unknown:
+        raise ValueError(f"{OPT_IN_ENV}: no label {', '.join(sorted(unknown))} (one of {', '.join(n.LABELS_OPT_IN)})")
+    return tuple(name for name in n.LABELS_OPT_IN if name in asked)
 
 
 def miss_cause(rec: Record) -> str:
@@ -27,11 +45,13 @@ def miss_cause(rec: Record) -> str:
 class ProxyMetrics:
     """The metrics, in a registry of their own (several proxies or tests in one process never clash)."""
 
-    def __init__(self, registry: Any = None, prefix: str = n.PROXY) -> None:
+    def __init__(self, registry: Any = None, prefix: str = n.PROXY, extra: tuple[str, ...] | None = None) -> None:
+        """extra: the opt-in labels (tenant, site); None: as PREFIXGUARD_METRICS_LABELS says."""
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         self.registry = registry if registry is not None else CollectorRegistry()
-        r, base = self.registry, ("provider", "model")
+        self.extra = opt_in_labels() if extra is None else extra
+        r, base = self.registry, (*n.LABELS, *self.extra)
 
         def counter(name: str, text: str, labels: tuple[str, ...] = base) -> Any:
             return Counter(f"{prefix}_{name}", text, labels, registry=r)
@@ -56,7 +76,9 @@ class ProxyMetrics:
 
     def add(self, rec: Record, lag: float | None = None) -> None:
         provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
-        base = {"provider": provider, "model": rec.model or ""}
+        base = {"provider": provider, "model": rec.model or "", "client": client_family(rec.client or ""),
+                "route": rec.route or template(rec.path)}
+        base |= {name: getattr(rec, name) or "" for name in self.extra}
         code = str(rec.status) if rec.status is not None else "none"
         self.requests.labels(**base, code=code, verdict=rec.verdict or "none").inc()
         u = rec.usage

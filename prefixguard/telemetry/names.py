@@ -14,6 +14,10 @@ GEN_AI_CACHE_CREATION = "gen_ai.usage.cache_creation.input_tokens"   # the older
 GEN_AI_CACHE_WRITE = "gen_ai.usage.cache_write.input_tokens"         # its successor
 GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"   # conditionally required: whether the call streamed
 GEN_AI_TTFT = "gen_ai.response.time_to_first_chunk"   # seconds
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"     # the model that answered: may name a snapshot
+GEN_AI_FINISH_REASONS = "gen_ai.response.finish_reasons"   # string[], one per choice
+USER_AGENT = "user_agent.original"              # OTel's name; here the client family and version we read from it
 HTTP_STATUS = "http.response.status_code"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"                     # conditionally required with server.address
@@ -29,10 +33,16 @@ PG_MISS_COST = "prefixguard.miss_cost_usd"
 PG_DECODE_TPS = "prefixguard.decode_tokens_per_second"
 PG_TENANT = "prefixguard.tenant"
 PG_ESTIMATED = "prefixguard.tokens_estimated"
+PG_CLIENT = "prefixguard.client"                # "claude-cli 2.0.14" (prefixguard/attribution.py)
+PG_ROUTE = "prefixguard.route"                  # the endpoint template, no ids
+PG_SITE = "prefixguard.site"                    # the call site the caller named (x-prefixguard-site)
 SCOPE = "prefixguard"
 
-# ---- Prometheus (prometheus-client adds _total to counters; labels: provider, model, code, verdict, cause)
+# ---- Prometheus (prometheus-client adds _total to counters; labels: provider, model, client, route, code,
+# verdict, cause; tenant and site only when asked for: LABELS_OPT_IN)
 PROXY = "prefixguard_proxy"
+LABELS = ("provider", "model", "client", "route")   # on every proxy series: few values each
+LABELS_OPT_IN = ("tenant", "site")                  # one value per API key / call site: unbounded, opt-in
 REQUESTS = "requests"                    # counter
 PROMPT_TOKENS = "prompt_tokens"          # counter
 CACHED_TOKENS = "cached_tokens"          # counter: read from the provider's cache

@@ -21,8 +21,13 @@ class Telemetry:
             from prefixguard.telemetry.spans import Spans
             self.spans = Spans(otlp_endpoint, service)
         if metrics_port is not None:
-            from prefixguard.telemetry.metrics import ProxyMetrics
-            self.metrics = ProxyMetrics()
+            from prefixguard.telemetry.metrics import ProxyMetrics, opt_in_labels
+            try:
+                extra = opt_in_labels()
+            except ValueError as err:   # said once; the metrics go on with the bounded labels
+                logger.warning("prefixguard: %s; serving metrics without them", err)
+                extra = ()
+            self.metrics = ProxyMetrics(extra=extra)
             try:
                 self._server = self.metrics.serve(metrics_host, metrics_port)
             except OSError as err:  # checked before the proxy starts; a restarted worker may still race

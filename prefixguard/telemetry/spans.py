@@ -29,7 +29,10 @@ def attributes(rec: Record) -> dict[str, Any]:
                            n.SERVER_ADDRESS: host, n.SERVER_PORT: port, n.GEN_AI_REQUEST_STREAM: streamed(rec),
                            n.GEN_AI_TTFT: rec.ttft_s, n.PG_DECODE_TPS: rec.decode_tps,
                            n.PG_VERDICT: rec.verdict, n.PG_EXPECTED_CACHED: rec.expected_cached,
-                           n.PG_TENANT: rec.tenant or None, n.PG_ESTIMATED: rec.tokens_estimated}
+                           n.PG_TENANT: rec.tenant or None, n.PG_ESTIMATED: rec.tokens_estimated,
+                           n.GEN_AI_RESPONSE_ID: rec.response_id, n.GEN_AI_RESPONSE_MODEL: rec.response_model,
+                           n.GEN_AI_FINISH_REASONS: list(rec.finish_reasons) if rec.finish_reasons else None,
+                           n.PG_CLIENT: rec.client, n.PG_ROUTE: rec.route, n.PG_SITE: rec.site}
     if u.reported or u.output:
         out |= {n.GEN_AI_INPUT_TOKENS: u.prompt_total, n.GEN_AI_OUTPUT_TOKENS: u.output,
                 n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write,

@@ -18,7 +18,7 @@ from prefixguard.diagnosis import Diagnosis
 from prefixguard.errors import InputError, TooLarge, describe
 from prefixguard.fingerprint import chain
 from prefixguard.prompt import PausedGc, Prompt
-from prefixguard.usage import Usage
+from prefixguard.usage import ResponseMeta, Usage
 from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed
@@ -171,6 +171,29 @@ def parse_response(body: bytes | str, api: str) -> Usage:
     return stream.usage()
 
 
+def parse_response_meta(body: bytes | str, api: str) -> ResponseMeta:
+    """The response's id, model and finish reasons (OTel gen_ai.response.*) of a whole response: one
+    JSON object (or Gemini's array of chunks), or a whole stream. Nothing said: an empty ResponseMeta."""
+    mod = _adapter(api)
+    raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    if raw_bytes.lstrip()[:1] in (b"{", b"["):
+        try:
+            obj = json.loads(raw_bytes)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            return mod.meta(obj, ResponseMeta())
+        if isinstance(obj, list):
+            found = ResponseMeta()
+            for item in obj:
+                found = mod.meta(item, found) if isinstance(item, dict) else found
+            return found
+    stream = UsageStream(api)
+    stream.feed(raw_bytes)
+    stream.feed(b"\n\n")
+    return stream.meta
+
+
 def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
     """The provider's own cache diagnosis in a whole response (JSON or a stream), None when it gave none."""
     mod = _adapter(api)
@@ -250,6 +273,7 @@ class UsageStream:
         self._final = getattr(self._mod, "FINAL_EVENTS", FINAL_EVENTS)
         self._diagnose = getattr(self._mod, "stream_diagnosis", None)
         self.diagnosis: Diagnosis | None = None     # the provider's own cache diagnosis, when it sent one
+        self.meta = ResponseMeta()                  # the response's id, model, finish reasons as told so far
         self._begun = False
 
     def feed(self, chunk: bytes) -> None:
@@ -324,6 +348,7 @@ class UsageStream:
         if event.get("type") in self._final or (final is not None and final(event)):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
+        self.meta = self._mod.meta(event, self.meta)
         if self._diagnose is not None:
             self.diagnosis = self._diagnose(event, self.diagnosis)
         if self._mod.is_content(event):
@@ -336,4 +361,5 @@ class UsageStream:
         return self._mod.usage(self._raw)
 
 
-__all__ = ["APIS", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis", "parse_request", "parse_response"]
+__all__ = ["APIS", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis", "parse_request", "parse_response",
+           "parse_response_meta"]

@@ -13,7 +13,7 @@ from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.errors import InputError
 from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt, compact_json, without_markers
-from prefixguard.usage import Usage
+from prefixguard.usage import ResponseMeta, Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
@@ -213,6 +213,15 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 
 def is_content(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "content_block_delta"
+
+
+def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
+    """A whole message, or a stream's message_start (the message) and message_delta (its stop_reason)."""
+    message = obj.get("message") if obj.get("type") == "message_start" else obj
+    if isinstance(message, Mapping):
+        current = current.merged(message.get("id"), message.get("model"), (message.get("stop_reason"),))
+    delta = obj.get("delta") if obj.get("type") == "message_delta" else None
+    return current.merged(reasons=(delta.get("stop_reason"),)) if isinstance(delta, Mapping) else current
 
 
 # ---- cache diagnostics (asked with diagnostics.previous_message_id)

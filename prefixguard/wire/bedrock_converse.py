@@ -16,7 +16,7 @@ from prefixguard.contracts import providers
 from prefixguard.errors import InputError
 from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt
-from prefixguard.usage import Usage
+from prefixguard.usage import ResponseMeta, Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -166,3 +166,9 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 
 def is_content(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "contentBlockDelta"
+
+
+def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
+    """Converse names no id or model in its body (the id is the x-amzn-requestid header): its stopReason
+    only, on the whole body or the stream's messageStop event."""
+    return current.merged(reasons=(obj.get("stopReason"),))

@@ -21,7 +21,7 @@ from prefixguard.contracts import providers
 from prefixguard.errors import InputError
 from prefixguard.media import DOCUMENT, IMAGE, Media
 from prefixguard.prompt import Prompt
-from prefixguard.usage import Usage
+from prefixguard.usage import ResponseMeta, Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -198,6 +198,13 @@ def is_content(event: Mapping[str, Any]) -> bool:
                                                  "functionCall" in p) for p in content.get("parts") or ()):
             return True
     return False
+
+
+def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
+    """A whole response or a stream chunk: responseId, modelVersion, each candidate's finishReason (last chunk)."""
+    cands = obj.get("candidates")
+    reasons = tuple(c.get("finishReason") for c in cands if isinstance(c, Mapping)) if isinstance(cands, list) else ()
+    return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

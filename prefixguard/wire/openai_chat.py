@@ -12,7 +12,7 @@ from prefixguard import media
 from prefixguard.errors import InputError
 from prefixguard.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.prompt import Prompt
-from prefixguard.usage import Usage
+from prefixguard.usage import ResponseMeta, Usage
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
@@ -204,3 +204,10 @@ def is_content(event: Mapping[str, Any]) -> bool:
                 delta.get(k) for k in ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")):
             return True
     return False
+
+
+def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
+    """A whole completion, or a chunk: each names the id and model; a choice's finish_reason comes once."""
+    choices = obj.get("choices")
+    reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
+    return current.merged(obj.get("id"), obj.get("model"), reasons)

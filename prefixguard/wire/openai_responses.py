@@ -15,6 +15,7 @@ from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnos
 from prefixguard.errors import InputError
 from prefixguard.media import Media
 from prefixguard.prompt import Prompt, compact_json
+from prefixguard.usage import ResponseMeta
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
@@ -139,6 +140,18 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
     if isinstance(response, Mapping) and isinstance(response.get("usage"), Mapping):
         return dict(response["usage"])
     return current
+
+
+def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
+    """A whole response, or a stream's response.* event (the response inside). Its status is its finish
+    reason (completed, incomplete, failed), the incomplete one's reason when given (max_output_tokens)."""
+    response = obj.get("response") if isinstance(obj.get("response"), Mapping) else obj
+    if response.get("object") != "response" and "status" not in response:
+        return current
+    details = response.get("incomplete_details")
+    status = details.get("reason") if isinstance(details, Mapping) and details.get("reason") else response.get("status")
+    return current.merged(response.get("id"), response.get("model"),
+                          (status,) if status not in ("in_progress", "queued") else ())
 
 
 def is_content(event: Mapping[str, Any]) -> bool:
