@@ -30,6 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from prefixguard.attribution import SITE_HEADER
 from prefixguard.causes import DESCRIPTIONS
 from prefixguard.compare import Comparison
 from prefixguard.errors import InputError
@@ -94,11 +95,20 @@ class Recorded:
 
 
 class Recorder:
-    """Collects the LLM request bodies sent through the clients it wraps (in order)."""
+    """Collects the LLM request bodies sent through the clients it wraps (in order). Each request it
+    sends on carries its name as the call site (the x-prefixguard-site header, unless the caller set
+    one), so a proxy's capture of the test's traffic groups it by test (`report --by site`)."""
 
-    def __init__(self, name: str = "session") -> None:
+    def __init__(self, name: str = "session", *, site: bool = True) -> None:
         self.name = name
+        self.site = site   # False: send every request exactly as the client made it
         self.requests: list[Recorded] = []
+
+    def mark(self, request: Any) -> None:
+        """Name this recorder as the request's call site, when the caller named none."""
+        if self.site and SITE_HEADER not in request.headers:
+            # a test id may hold any character; a header value is ASCII
+            request.headers[SITE_HEADER] = self.name.encode("ascii", "backslashreplace").decode("ascii")
 
     # ------------------------------------------------------------------ hooks into httpx / the SDKs
 
@@ -159,7 +169,7 @@ class Recorder:
     def rows(self) -> Iterator[str]:
         """Capture rows (one JSON object a line) as `prefixguard lint` reads them."""
         for r in self.requests:
-            yield json.dumps({"path": r.path, "request": json.loads(r.body)}, ensure_ascii=False)
+            yield json.dumps({"path": r.path, "request": json.loads(r.body), "site": self.name}, ensure_ascii=False)
 
     def write(self, folder: str | Path) -> Path | None:
         """Write the session to folder/<name>.jsonl (nothing when nothing was recorded); returns the file."""
@@ -194,6 +204,7 @@ def _classes(module: str) -> tuple[type, type]:
         def handle_request(self, request: Any) -> Any:
             if request.method == "POST":
                 self.recorder.record(request.url.path, request.read())
+                self.recorder.mark(request)
             return self.inner.handle_request(request)
 
         def close(self) -> None:
@@ -206,6 +217,7 @@ def _classes(module: str) -> tuple[type, type]:
         async def handle_async_request(self, request: Any) -> Any:
             if request.method == "POST":
                 self.recorder.record(request.url.path, await request.aread())
+                self.recorder.mark(request)
             return await self.inner.handle_async_request(request)
 
         async def aclose(self) -> None:

@@ -14,13 +14,17 @@ def build(p: Parser) -> None:
     p.command(report)
     p.add_argument("capture")
     p.add_argument("--html", dest="html_out", help="Also write a self-contained HTML report.")
+    p.add_argument("--by", dest="by", choices=("client", "tenant", "site", "model"),
+                   help="Also give the key figures (requests, hit rate, misses by cause, cost of misses, spend) "
+                        "for each client (user-agent family and version), tenant, call site (x-prefixguard-site) or model.")
     output_format(p)
 
 
-def report(capture: str, html_out: str | None, fmt: str) -> None:
+def report(capture: str, html_out: str | None, fmt: str, by: str | None = None) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
     from prefixguard.capture import read_capture
+    from prefixguard.report.by_label import by_label
     from prefixguard.report.diagnose import diagnose
 
     try:
@@ -29,15 +33,20 @@ def report(capture: str, html_out: str | None, fmt: str) -> None:
         rows = read_capture(capture)
         with reading(capture):   # a row of an odd shape the reader let through is the capture's error
             diagnosis = diagnose(rows, capture)
+            grouped = by_label(rows, by) if by else None
     except InputError as e:
         fail(str(e))
     if html_out:
         from prefixguard.report import html
         Path(html_out).write_text(html.render(diagnosis), "utf-8")
     if fmt == "json":
-        print(json.dumps(versioned(diagnosis.to_json()), indent=1, default=str))
+        doc = diagnosis.to_json() | ({"by": grouped} if grouped else {})
+        print(json.dumps(versioned(doc), indent=1, default=str))
     else:
         from prefixguard.report import terminal
         terminal.render(diagnosis)
+        if grouped:
+            from prefixguard.report.by_label import render
+            print("\n" + "\n".join(render(grouped)))
         if html_out:
             print(f"\nHTML report: {html_out}")

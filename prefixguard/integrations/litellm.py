@@ -6,6 +6,9 @@ contract, the verdict) and lands in the same capture store, spans and metrics. T
 LiteLLM sent to the provider (its `complete_input_dict`), the response the provider's own body; for a
 stream, LiteLLM's assembled usage.
 
+The row's call site is the call's metadata "prefixguard_site" (litellm.completion(...,
+metadata={"prefixguard_site": "checkout.summarise"})), its client LiteLLM and its version.
+
 SDK:    litellm.callbacks = [PrefixGuardLogger(store="capture.db")]
 Proxy:  litellm_settings: {callbacks: prefixguard.integrations.litellm.handler}  (configured by the
         PREFIXGUARD_STORE, PREFIXGUARD_OTLP_ENDPOINT, PREFIXGUARD_METRICS_PORT environment variables)
@@ -23,11 +26,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from litellm.integrations.custom_logger import CustomLogger
 
+from prefixguard.attribution import SITE_HEADER
 from prefixguard.errors import InputError
 from prefixguard.proxy.analysis import KEEP_FLOWS, Analyzer, FlowState, Response
 from prefixguard.wire import detect_api, openai_chat, parse_response
@@ -51,6 +56,34 @@ def _path(api_base: str | None, call_type: str) -> str:
         return path + ("/responses" if "responses" in call_type else "/chat/completions")
 
 
+SITE_KEY = "prefixguard_site"   # the metadata key that names a call's site
+
+
+def _fields(kwargs: dict[str, Any]) -> tuple[tuple[bytes, bytes], ...]:
+    """The header fields the analysis reads a call's tenant, client and site from, as a proxy would see them."""
+    out = []
+    key = kwargs.get("api_key") or ""
+    if key:
+        out.append((b"authorization", f"Bearer {key}".encode()))
+    out.append((b"user-agent", f"litellm/{_litellm_version()}".encode()))
+    for holder in (kwargs.get("litellm_params"), kwargs):
+        metadata = holder.get("metadata") if isinstance(holder, dict) else None
+        site = metadata.get(SITE_KEY) if isinstance(metadata, dict) else None
+        if isinstance(site, str) and site:
+            out.append((SITE_HEADER.encode(), site.encode("utf-8", "surrogateescape")))
+            break
+    return tuple(out)
+
+
+@cache
+def _litellm_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("litellm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class PrefixGuardLogger(CustomLogger):
     def __init__(self, store: str | None = None, *, bodies: bool = True, policy: str | None = None,
                  otlp_endpoint: str | None = None, metrics_port: int | None = None,
@@ -72,11 +105,10 @@ class PrefixGuardLogger(CustomLogger):
                 return
             base = str(extra.get("api_base") or "")  # a str, or the OpenAI client's URL object
             parts = urlsplit(base)
-            key = kwargs.get("api_key") or ""
             flow = FlowState(id=kwargs["litellm_call_id"], ts=time.time(), sent=time.monotonic(),
                              path=_path(base, str(kwargs.get("call_type") or "")),
                              upstream=f"{parts.scheme}://{parts.netloc}" if parts.netloc else None,
-                             fields=((b"authorization", f"Bearer {key}".encode()),) if key else (),
+                             fields=_fields(kwargs),
                              body=json.dumps(sent).encode())
             with self._lock:
                 self._sent[flow.id] = flow
