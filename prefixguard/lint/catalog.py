@@ -30,6 +30,8 @@ class Rule(NamedTuple):
     family: str
     cause: str | None = None                       # sequence rules: the compare cause they report
     variants: Mapping[str, str] = MappingProxyType({})  # named case -> severity
+    predicts: str | None = None                    # code rules: the body rule a request they send would break
+    language: str = "json"                         # the language of the bad and good examples
 
     def severity_of(self, variant: str | None) -> str:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -51,10 +53,15 @@ def rules() -> tuple[Rule, ...]:
         out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
                         summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
                         good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]), family=families[code[:3]],
-                        cause=row.get("cause"), variants=dict(row.get("variants", {}))))
+                        cause=row.get("cause"), variants=dict(row.get("variants", {})),
+                        predicts=row.get("predicts"), language=row.get("language", "json")))
     out.sort(key=lambda r: r.code)
     if len({r.code for r in out}) != len(out) or len({r.name for r in out}) != len(out):
         raise ValueError("rules/catalog.toml: duplicate code or name")
+    body_rules = {r.code for r in out if r.predicts is None}
+    for r in out:
+        if r.predicts is not None and r.predicts not in body_rules:
+            raise ValueError(f"rules/catalog.toml: {r.code} predicts {r.predicts!r}, which is not a body rule")
     return tuple(out)
 
 
@@ -137,5 +144,7 @@ def explain(r: Rule) -> str:
     head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
            f"Providers: {', '.join(r.providers)}."
     cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
-    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```json\n{r.bad}\n```\n\n"
-            f"## Good\n```json\n{r.good}\n```\n\n## Fix\n{r.fix}")
+    if r.predicts:
+        cause = f"\nA rule on source code: a request this code sends breaks {r.predicts}.\n"
+    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```{r.language}\n{r.bad}\n```\n\n"
+            f"## Good\n```{r.language}\n{r.good}\n```\n\n## Fix\n{r.fix}")

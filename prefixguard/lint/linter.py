@@ -28,7 +28,7 @@ from prefixguard.wire import MAX_BYTES, parse_request
 if TYPE_CHECKING:
     from prefixguard.session import Match
 
-SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".py": "python"}   # python: the code that builds prompts
 STDIN = "-"
 
 
@@ -140,7 +140,10 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
     for name in names:
         result.files += 1
         try:
-            lint_file(name, settings, result, count_tokens)
+            if SUFFIXES.get(Path(name).suffix) == "python":
+                lint_code_file(name, settings, result)
+            else:
+                lint_file(name, settings, result, count_tokens)
         except NotARequest as err:
             result.skipped.append(str(err))
         except InputError as err:
@@ -183,6 +186,17 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         match, hits = sequence.add(prompt, line_no, tenant)
         hits = check_prompt(prompt, codes, settings.extra_patterns, match) + hits
         result.findings.extend(place(h) for h in hits)
+
+
+def lint_code_file(name: str, settings: Settings, result: Result) -> None:
+    """A Python file: the prompts its code builds (prefixguard.lint.code; loaded only for such a file).
+    Each SDK call it judges counts as a request."""
+    from prefixguard.lint.code.place import lint_python, read_source
+
+    path = Path(name)
+    findings, calls = lint_python(name, settings.relative(path), read_source(name), settings.codes_for(path))
+    result.requests += calls
+    result.findings.extend(findings)
 
 
 def _capture_url(name: str) -> bool:

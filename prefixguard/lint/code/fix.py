@@ -1,0 +1,183 @@
+"""`--fix` for the mechanical cases of the code rules, as text edits on the source:
+PG602: wrap the iterated set or dict view in sorted(...) (a dict's values in the order of its sorted keys);
+PG603: add sort_keys=True to json.dumps;
+PG601: move the trailing part of a system prompt f-string (from the last sentence before the volatile
+value to the end) to the front of the latest user message, when both are written in the same function
+and the call, and nothing but that part holds a volatile value. Anything else is left as it is."""
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from prefixguard.errors import InputError, NotARequest
+from prefixguard.lint.code.place import read_source
+from prefixguard.lint.code.python import CodeHit, analyze
+
+
+class Edit(NamedTuple):
+    start: int     # character offsets in the file's text
+    end: int
+    text: str
+
+
+def fix_paths(paths: list[str], write: bool) -> str:
+    """The fixes for the Python files under paths, as one unified diff (empty: nothing to fix). With
+    write, the files are rewritten too. Files that do not parse are left alone."""
+    out: list[str] = []
+    for name in _python_files(paths):
+        try:
+            text = read_source(name)
+            fixed = fix_text(text, name)
+        except (NotARequest, SyntaxError, ValueError, RecursionError):
+            continue
+        if fixed == text:
+            continue
+        out.extend(difflib.unified_diff(text.splitlines(keepends=True), fixed.splitlines(keepends=True),
+                                        f"a/{name}", f"b/{name}"))
+        if write:
+            Path(name).write_text(fixed, "utf-8")
+    return "".join(out)
+
+
+def fix_text(text: str, filename: str = "<string>") -> str:
+    """The text with every mechanical fix applied (the same text when there is none)."""
+    hits, _ = analyze(text, filename)
+    starts = _line_starts(text)
+    return _apply(text, [_edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
+
+
+def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
+    if hit.code == "PG602":
+        return _sorted(hit.node, text, starts)
+    if hit.code == "PG603" and isinstance(hit.node, ast.Call):
+        return _sort_keys(hit.node, text, starts)
+    if hit.code in ("PG601", "PG604") and hit.region.label in ("system prompt", "instructions", "system message"):
+        return _move_trailing(hit, text, starts)
+    return []
+
+
+def _sorted(node: ast.AST, text: str, starts: list[int]) -> list[Edit]:
+    start, end = _span(node, text, starts)
+    written = text[start:end]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "values":
+        receiver = text.__getitem__(slice(*_span(node.func.value, text, starts)))
+        return [Edit(start, end, f"dict(sorted({receiver}.items())).values()")]
+    return [Edit(start, end, f"sorted({written})")]
+
+
+def _sort_keys(call: ast.Call, text: str, starts: list[int]) -> list[Edit]:
+    start, end = _span(call, text, starts)
+    close = end - 1
+    if text[close] != ")":
+        return []
+    before = text[start:close].rstrip()
+    separator = " " if before.endswith(",") else ", "
+    at = start + len(before)
+    return [Edit(at, close, f"{separator}sort_keys=True")]
+
+
+def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
+    system, latest = hit.text, hit.latest
+    if not isinstance(system, ast.JoinedStr) or latest is None or isinstance(hit.owner, ast.Module):
+        return []
+    if not (_inside(system, hit.owner) and _inside(latest, hit.owner)):
+        return []
+    first = hit.first_volatile
+    if system.lineno != system.end_lineno or first is None:
+        return []
+    s_start, s_end = _span(system, text, starts)
+    written = text[s_start:s_end]
+    if not (written.startswith(('f"', "f'")) and written[1] * 3 != written[1:4]):
+        return []
+    quote = written[1]
+    v_start, _ = _span(system.values[first], text, starts)
+    inner_start = s_start + 2
+    static = text[inner_start:v_start]
+    cut = max(static.rfind(". ") + 1 if ". " in static else -1, static.rfind("\\n") + 2 if "\\n" in static else -1)
+    if cut <= 0:
+        return []
+    head = static[:cut].rstrip()
+    if head.endswith("\\n"):
+        head = head[:-2].rstrip()
+    moved = text[inner_start + cut:s_end - 1].lstrip()
+    if not head or not moved:
+        return []
+    prefix = "f" if "{" in head.replace("{{", "") else ""
+    if not prefix:
+        head = head.replace("{{", "{").replace("}}", "}")
+    new_latest = _prepend(latest, moved, quote, text, starts)
+    if new_latest is None:
+        return []
+    l_start, l_end = _span(latest, text, starts)
+    return [Edit(s_start, s_end, f"{prefix}{quote}{head}{quote}"), Edit(l_start, l_end, new_latest)]
+
+
+def _prepend(latest: ast.expr, moved: str, quote: str, text: str, starts: list[int]) -> str | None:
+    """The latest message's content with the moved part in front of it, as an f-string."""
+    start, end = _span(latest, text, starts)
+    written = text[start:end]
+    if isinstance(latest, ast.Name):
+        return f"f{quote}{moved}\\n\\n{{{latest.id}}}{quote}"
+    if isinstance(latest, ast.JoinedStr) and written.startswith(f"f{quote}") and written[1:4] != quote * 3:
+        return f"f{quote}{moved}\\n\\n{written[2:-1]}{quote}"
+    if isinstance(latest, ast.Constant) and isinstance(latest.value, str) and written[:1] == quote \
+            and written[1:3] != quote * 2 and "{" not in written and "}" not in written:
+        return f"f{quote}{moved}\\n\\n{written[1:-1]}{quote}"
+    return None
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    a = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    b = (getattr(node, "end_lineno", 0), getattr(node, "end_col_offset", 0))
+    lo = (getattr(outer, "lineno", 0), getattr(outer, "col_offset", 0))
+    hi = (getattr(outer, "end_lineno", 0), getattr(outer, "end_col_offset", 0))
+    return lo <= a and b <= hi
+
+
+def _apply(text: str, groups: list[list[Edit]]) -> str:
+    """Groups of edits (a fix is one group: all of it or nothing), applied from the end of the text; a
+    group that overlaps one already taken is dropped (one fix per place)."""
+    taken: list[Edit] = []
+    for group in groups:
+        if any(e.start < t.end and t.start < e.end or e.start == t.start for e in group for t in taken):
+            continue
+        taken.extend(group)
+    for edit in sorted(taken, key=lambda e: e.start, reverse=True):
+        text = text[:edit.start] + edit.text + text[edit.end:]
+    return text
+
+
+def _line_starts(text: str) -> list[int]:
+    out, at = [0], 0
+    for line in text.splitlines(keepends=True):
+        at += len(line)
+        out.append(at)
+    return out
+
+
+def _span(node: ast.AST, text: str, starts: list[int]) -> tuple[int, int]:
+    return (_offset(text, starts, node.lineno, node.col_offset),  # type: ignore[attr-defined]
+            _offset(text, starts, node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+
+
+def _offset(text: str, starts: list[int], line: int, byte_col: int) -> int:
+    begin = starts[line - 1]
+    end = starts[line] if line < len(starts) else len(text)
+    return begin + len(text[begin:end].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def _python_files(paths: list[str]) -> Iterator[str]:
+    for arg in paths:
+        if os.path.isfile(arg):
+            if arg.endswith(".py"):
+                yield arg
+        elif os.path.isdir(arg):
+            for folder, dirs, files in os.walk(arg):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                yield from (os.path.join(folder, f) for f in sorted(files) if f.endswith(".py"))
+        else:
+            raise InputError("no such file or directory", arg)

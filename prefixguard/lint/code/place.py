@@ -1,0 +1,56 @@
+"""A Python file's flows as lint findings: read it, analyze it, keep the selected rules, place each
+hit (line, column, snippet, fingerprint) the way body findings are placed."""
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+
+from prefixguard.errors import InputError, NotARequest
+from prefixguard.lint import catalog
+from prefixguard.lint.code.python import CodeHit, analyze
+from prefixguard.lint.finding import Finding, fingerprint
+from prefixguard.wire import MAX_BYTES
+
+
+def read_source(name: str) -> str:
+    """The file's text (its coding cookie honoured). A file that is not text is skipped, not an error."""
+    try:
+        if os.path.getsize(name) > MAX_BYTES:
+            raise NotARequest(f"Python file over the {MAX_BYTES // 2**20} MiB limit, not linted", name)
+        with open(name, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        raise InputError((err.strerror or str(err)).lower(), name) from None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding).removeprefix("\ufeff")
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        raise NotARequest("Python source that is not text in its declared encoding, not linted", name) from None
+
+
+def lint_python(name: str, relpath: str, text: str, codes: frozenset[str]) -> tuple[list[Finding], int]:
+    """(findings of the selected rules, the number of SDK calls judged). A file that does not parse is
+    skipped with its reason (NotARequest), never an error: a repository holds templates and fixtures."""
+    try:
+        hits, calls = analyze(text, name)
+    except SyntaxError as err:
+        raise NotARequest(f"Python that does not parse ({err.msg}, line {err.lineno}), not linted", name) from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise NotARequest(f"Python that could not be analyzed ({type(err).__name__}), not linted", name) from None
+    return [_finding(h, name, relpath, text) for h in hits if h.code in codes], calls
+
+
+def _finding(hit: CodeHit, name: str, relpath: str, text: str) -> Finding:
+    rule = catalog.get(hit.code)
+    assert rule is not None, f"the code analysis reported an unknown rule {hit.code!r}"
+    lines = text.splitlines()
+    source_line = lines[hit.line - 1] if hit.line - 1 < len(lines) else ""
+    caret = hit.column - 1
+    width = (hit.end_column - hit.column) if hit.end_line == hit.line else len(source_line) - caret
+    return Finding(rule=rule, severity=rule.severity_of(hit.variant), message=hit.message, fix=rule.fix, path=name,
+                   pointer=hit.pointer, line=hit.line, column=hit.column, end_line=hit.end_line,
+                   end_column=hit.end_column, record=None,
+                   fingerprint=fingerprint(rule.code, relpath, hit.pointer, hit.key),
+                   data={"provider": hit.provider, "predicts": rule.predicts},
+                   snippet=(source_line, caret, max(1, width)))

@@ -1,0 +1,81 @@
+"""Volatile sources in Python code: the calls and names whose value differs between requests, and the
+iterations whose order differs between processes."""
+from __future__ import annotations
+
+import ast
+import re
+
+# kind of volatility -> what a finding calls it
+CLOCK, UUID, RANDOM, ENV, REQUEST_ID = "clock", "uuid", "random", "env", "request-id"
+SET_ORDER, DICT_ORDER, JSON_UNSORTED = "set-order", "dict-order", "json-unsorted"
+# markers: the value IS a set or dict (not volatile until iterated)
+SET_VALUE, DICT_VALUE, PARAM = "set-value", "dict-value", "param"
+MARKERS = frozenset({SET_VALUE, DICT_VALUE, PARAM})
+ORDER = frozenset({SET_ORDER, DICT_ORDER})
+TEXT_VOLATILE = frozenset({CLOCK, UUID, RANDOM, ENV, REQUEST_ID, SET_ORDER})
+
+_CLOCK_CALLS = {
+    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",
+    "datetime.now", "datetime.utcnow", "datetime.today", "date.today",
+    "time.time", "time.time_ns", "time.ctime", "time.asctime", "time.localtime", "time.gmtime", "time.strftime",
+    "time.monotonic", "time.perf_counter",
+}
+_UUID_CALLS = {"uuid.uuid4", "uuid.uuid1", "uuid.uuid7", "uuid4", "uuid1"}
+_RANDOM_MODULES = ("random.", "secrets.", "numpy.random.")
+_RANDOM_CALLS = {"os.urandom"}
+# environment variables that carry a per-request or per-run value (a static setting is no cache break)
+_PER_REQUEST_ENV = re.compile(r"(REQUEST|TRACE|SPAN|CORRELATION|RUN|NONCE|INVOCATION)(_?ID)?$|TIMESTAMP|_TIME$|_DATE$",
+                              re.IGNORECASE)
+_ENV_CALLS = {"os.getenv", "os.environ.get", "os.environ.__getitem__"}
+# names of per-request ids (parameters, attributes of a request object)
+_REQUEST_ID_NAMES = re.compile(r"(request|req|trace|correlation|span|invocation)_?id$", re.IGNORECASE)
+_REQUEST_OBJECTS = re.compile(r"(request|req)$", re.IGNORECASE)
+
+
+def call_kind(qualified: str, call: ast.Call) -> str | None:
+    """The volatility of a call's result, by the function's qualified name (import aliases resolved)."""
+    if qualified in _CLOCK_CALLS:
+        return CLOCK
+    if qualified in _UUID_CALLS:
+        return UUID
+    if qualified.startswith(_RANDOM_MODULES) or qualified in _RANDOM_CALLS:
+        return RANDOM
+    if qualified in _ENV_CALLS and call.args and _per_request_key(call.args[0]):
+        return ENV
+    return None
+
+
+def env_subscript(qualified: str, key: ast.expr) -> bool:
+    """os.environ["X_REQUEST_ID"]."""
+    return qualified == "os.environ" and _per_request_key(key)
+
+
+def _per_request_key(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_PER_REQUEST_ENV.search(node.value))
+
+
+def request_id_name(name: str) -> bool:
+    """A lower-case name of a per-request id (request_id, trace_id); constants (REQUEST_ID) are not."""
+    return not name.isupper() and bool(_REQUEST_ID_NAMES.search(name))
+
+
+def request_id_attribute(node: ast.Attribute) -> bool:
+    """request.id, req.request_id, self.request.trace_id."""
+    if request_id_name(node.attr):
+        return True
+    base = node.value
+    base_name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
+    return node.attr == "id" and bool(_REQUEST_OBJECTS.search(base_name))
+
+
+def is_json_dumps(qualified: str) -> bool:
+    return qualified in ("json.dumps", "dumps") or qualified.endswith("json.dumps")
+
+
+def sorts_keys(call: ast.Call) -> bool:
+    return any(k.arg == "sort_keys" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+               for k in call.keywords)
+
+
+SET_ANNOTATIONS = re.compile(r"^(set|frozenset|Set|FrozenSet|AbstractSet|typing\.Set|typing\.FrozenSet)(\[|$)")
+DICT_VIEWS = frozenset({"keys", "values", "items"})
