@@ -94,6 +94,10 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     if not (written.startswith(('f"', "f'")) and written[1] * 3 != written[1:4]):
         return []
     quote = written[1]
+    for later in system.values[first + 1:]:   # trailing: no further sentence after the volatile value
+        written_part = text.__getitem__(slice(*_span(later, text, starts))).rstrip()
+        if isinstance(later, ast.Constant) and (". " in written_part or "\\n" in written_part):
+            return []
     v_start, _ = _span(system.values[first], text, starts)
     inner_start = s_start + 2
     static = text[inner_start:v_start]

@@ -1,0 +1,198 @@
+"""`prefixguard lint` on Python source (issue 31, first slice): the example apps in examples/code/python/
+are each found, their fixed twins are clean, fix_paths turns each mechanical pattern into its twin, and
+findings are provider-aware, suppressible, and go through the same formats, baseline and --fail-on."""
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers.cli import CliRunner
+
+from prefixguard.cli import main
+from prefixguard.lint import catalog
+from prefixguard.lint.code.fix import fix_paths, fix_text
+from prefixguard.lint.code.python import analyze
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ROOT / "examples" / "code" / "python"
+# each app: the rule it shows and the severity the provider gives it
+EXPECTED = {
+    "timestamp_in_system.py": ("PG601", "error"),        # Anthropic, automatic caching: a full miss
+    "request_id_in_system.py": ("PG601", "warning"),     # OpenAI: a partial hit lost
+    "tools_from_set.py": ("PG602", "warning"),
+    "tools_from_registry.py": ("PG602", "warning"),
+    "json_dumps_in_system.py": ("PG603", "warning"),
+    "uuid_on_breakpoint.py": ("PG604", "error"),
+    "helper_date_bedrock.py": ("PG601", "error"),        # Bedrock, cachePoint after the helper's text
+    "langchain_random_persona.py": ("PG601", "warning"),
+}
+# fixed by hand: moving them is not a trailing f-string part in the same call (helper, whole block, message object)
+NOT_MECHANICAL = {"uuid_on_breakpoint.py", "helper_date_bedrock.py", "langchain_random_persona.py"}
+
+
+def lint(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["lint", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def findings(*args: str) -> list[dict]:
+    code, out, err = lint("--format", "json", *args)
+    assert code in (0, 1), err
+    return json.loads(out)["findings"]
+
+
+def test_every_app_is_listed_and_has_a_twin():
+    apps = {p.name for p in APPS.glob("*.py")}
+    assert apps == set(EXPECTED)
+    assert {p.name for p in (APPS / "fixed").glob("*.py")} == apps
+
+
+def test_every_pattern_is_found_with_the_providers_severity():
+    found = findings("--select", "ALL", *(str(APPS / name) for name in EXPECTED))
+    by_file = {(Path(f["path"]).name, f["code"], f["severity"]) for f in found}
+    assert by_file == {(name, code, severity) for name, (code, severity) in EXPECTED.items()}
+    for f in found:
+        assert f["line"] > 1 and f["column"] >= 1 and f["end_column"] > f["column"]
+        assert f["data"]["predicts"] == catalog.get(f["code"]).predicts
+
+
+def test_every_fixed_twin_is_clean():
+    code, out, err = lint("--select", "ALL", "--format", "json", str(APPS / "fixed"))
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["findings"] == []
+
+
+def test_fix_paths_turns_each_pattern_into_its_twin(tmp_path: Path):
+    work = tmp_path / "apps"
+    shutil.copytree(APPS, work, ignore=shutil.ignore_patterns("fixed"))
+    diff = fix_paths([str(work)], write=False)
+    assert all((work / name).read_text() == (APPS / name).read_text() for name in EXPECTED)   # a dry run
+    changed = {line.split("/")[-1] for line in diff.splitlines() if line.startswith("+++ ")}
+    assert changed == set(EXPECTED) - NOT_MECHANICAL
+    assert fix_paths([str(work)], write=True) == diff
+    for name in EXPECTED:
+        expected = (APPS / "fixed" / name) if name not in NOT_MECHANICAL else (APPS / name)
+        assert (work / name).read_text() == expected.read_text(), name
+    assert fix_paths([str(work)], write=False) == ""   # nothing left to fix
+
+
+ANTHROPIC = '''
+import anthropic
+from datetime import datetime
+client = anthropic.Anthropic()
+
+def answer(question):
+    now = datetime.now()
+    {body}
+'''
+
+
+def codes(body: str, template: str = ANTHROPIC) -> list[tuple[str, str | None]]:
+    hits, _ = analyze(textwrap.dedent(template).replace("{body}", textwrap.dedent(body).strip().replace("\n", "\n    ")))
+    return [(h.code, h.variant) for h in hits]
+
+
+@pytest.mark.parametrize("body,expected", [
+    # Anthropic: in the block with the breakpoint / before a later breakpoint / after the last one / no breakpoint
+    ('client.messages.create(model="m", max_tokens=9, system=[{"type": "text", "text": f"T {now}", '
+     '"cache_control": {"type": "ephemeral"}}], messages=[{"role": "user", "content": question}])',
+     [("PG604", None)]),
+    ('client.messages.create(model="m", max_tokens=9, system=f"T {now}", messages=[{"role": "user", "content": '
+     '[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}, {"role": "user", "content": question}])',
+     [("PG601", None)]),
+    ('client.messages.create(model="m", max_tokens=9, tools=[{"name": "t", "cache_control": {"type": "ephemeral"}}], '
+     'system=f"T {now}", messages=[{"role": "user", "content": question}])', []),
+    ('client.messages.create(model="m", max_tokens=9, system="T " + str(now), messages=[{"role": "user", "content": q}])',
+     [("PG601", "uncached")]),
+    # the latest user message is after every cached part: fine
+    ('client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"}, system="static", '
+     'messages=[{"role": "user", "content": f"{question} (asked at {now})"}])', []),
+    # OpenAI: a system message or an earlier message is a partial hit lost; the last message is fine
+    ('client.chat.completions.create(model="m", messages=[{"role": "system", "content": "Now: %s" % now}, '
+     '{"role": "user", "content": question}])', [("PG601", "partial")]),
+    ('client.responses.create(model="m", instructions="Now: {}".format(now), input=question)', [("PG601", "partial")]),
+    ('client.responses.create(model="m", instructions="static", input=f"{question} {now}")', []),
+])
+def test_provider_aware_findings(body: str, expected: list):
+    assert codes(body) == expected
+
+
+def test_flows_through_helpers_and_sorted_clears_order():
+    source = '''
+    import json, time, uuid, os
+    from openai import OpenAI
+    client = OpenAI()
+    TOOLS = {"b": {"name": "b"}, "a": {"name": "a"}}
+
+    def stamp(prefix):
+        return prefix + str(time.time())
+
+    def run(q, names: set, request_id):
+        system = stamp("Agent. ")
+        extra = json.dumps({"k": 1}, sort_keys=True) + os.getenv("MODEL_NAME", "")
+        tools = [TOOLS[n] for n in sorted(names)] + list(TOOLS.values())
+        client.chat.completions.create(model="m", tools=tools, messages=[
+            {"role": "system", "content": system + extra},
+            {"role": "system", "content": f"trace {request_id} {uuid.uuid4()}"},
+            {"role": "user", "content": q}])
+    '''
+    hits, calls = analyze(textwrap.dedent(source))
+    assert calls == 1
+    assert sorted((h.code, h.key.split(":")[0]) for h in hits) == [
+        ("PG601", "clock"), ("PG601", "request-id"), ("PG601", "uuid")]
+
+
+def test_suppression_comment_on_the_line(tmp_path: Path):
+    app = tmp_path / "app.py"
+    source = (APPS / "timestamp_in_system.py").read_text()
+    line = 'now = datetime.now().isoformat(timespec="seconds")'
+    app.write_text(source.replace(line, line + "  # prefixguard: ignore[PG601]"))
+    assert findings(str(app)) == []
+    app.write_text(source.replace(line, line + "  # prefixguard: ignore[PG603]"))
+    assert [f["code"] for f in findings(str(app))] == ["PG601"]
+
+
+def test_unparseable_file_is_skipped_with_one_line_and_others_linted(tmp_path: Path):
+    (tmp_path / "broken.py").write_text("def broken(:\n    client.messages.create(\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: ascii -*-\nx = '\xff' # messages.create\n")
+    shutil.copy(APPS / "timestamp_in_system.py", tmp_path / "app.py")
+    code, out, err = lint("--format", "concise", str(tmp_path))
+    assert code == 1, err
+    assert "app.py:10:11: PG601" in out
+    warnings = [line for line in err.splitlines() if line]
+    assert len(warnings) == 1 and "skipped 2 files" in warnings[0] and "not linted" in warnings[0]
+
+
+def test_sarif_github_baseline_and_fail_on(tmp_path: Path):
+    app = tmp_path / "app.py"
+    shutil.copy(APPS / "request_id_in_system.py", app)   # a warning only
+    code, out, _ = lint("--format", "sarif", str(app))
+    result = json.loads(out)["runs"][0]["results"][0]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert result["ruleId"] == "PG601" and result["level"] == "warning"
+    assert (region["startLine"], region["startColumn"]) == (9, 89)
+    code, out, _ = lint("--format", "github", str(app))
+    assert code == 1 and out.startswith("::warning file=") and "line=9" in out
+    assert lint("--fail-on", "error", str(app))[0] == 0
+    baseline = tmp_path / "baseline.json"
+    assert lint("--baseline", str(baseline), "--write-baseline", str(app))[0] == 0
+    assert lint("--baseline", str(baseline), str(app))[0] == 0
+    assert lint("--select", "PG602", str(app))[0] == 0
+
+
+def test_fix_text_leaves_unsafe_cases_alone():
+    # the volatile value is not trailing: static text follows it
+    source = textwrap.dedent('''
+    import anthropic, datetime
+    client = anthropic.Anthropic()
+    def f(q):
+        client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"},
+                               system=f"Rules. Now {datetime.datetime.now()}. More rules.",
+                               messages=[{"role": "user", "content": q}])
+    ''')
+    assert [h.code for h in analyze(source)[0]] == ["PG601"]
+    assert fix_text(source) == source
