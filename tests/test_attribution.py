@@ -205,3 +205,30 @@ def test_the_litellm_callback_takes_the_site_from_its_metadata(shared_data: Path
             logger.close()
     [rec] = recs
     assert rec.site == "checkout.summarise" and rec.client.startswith("litellm ") and rec.route == "/v1/messages"
+
+
+def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg") if not os.environ.get("CI") else None
+    import psycopg
+
+    from helpers.fleet_servers import pg_rows, pg_schema
+    from prefixguard.pgstore import PgStore
+    from prefixguard.store import _COLUMNS, Record
+    from prefixguard.usage import Usage
+    new = ("client", "route", "site", "response_id", "response_model", "finish_reasons")
+    v4 = ", ".join(c.strip().replace("REAL", "DOUBLE PRECISION").replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA")
+                   for c in _COLUMNS.split(",") if c.strip() and c.split()[0] not in new)
+    with pg_schema() as url:
+        with psycopg.connect(url, autocommit=True) as conn:   # a table as a schema-4 proxy left it, with a row
+            conn.execute(f"CREATE TABLE flows ({v4}, seq BIGSERIAL)")
+            conn.execute("INSERT INTO flows (id, ts, path, segments) VALUES ('old', 1.0, '/v1/messages', '[]')")
+        store = PgStore(url, create=True, spool=tmp_path / "spool.db")
+        store.add(Record(id="new", ts=2.0, path="/v1/messages", usage=Usage(), client="claude-cli 2.0.14",
+                         route="/v1/messages", site="tests/a.py::t", response_id="msg_1",
+                         response_model="claude-x-1", finish_reasons=["end_turn", "max_tokens"]))
+        store.flush()
+        store.close()
+        rows = {r["id"]: r for r in pg_rows(url)}
+    assert rows["old"]["client"] is None and rows["old"]["response"]["finish_reasons"] == []
+    assert (rows["new"]["client"], rows["new"]["site"]) == ("claude-cli 2.0.14", "tests/a.py::t")
+    assert rows["new"]["response"] == {"id": "msg_1", "model": "claude-x-1", "finish_reasons": ["end_turn", "max_tokens"]}
