@@ -28,6 +28,9 @@ class Usage(NamedTuple):
 USAGE_FIELDS = Usage._fields   # the keys of a usage in the export shape, in order
 
 
+MAX_META = 256   # a response's own text, kept in every row: an upstream gets no more room than this per value
+
+
 class ResponseMeta(NamedTuple):
     """What a response says of itself (OTel's gen_ai.response.*): its id, the model that answered (may name
     a snapshot of the model asked for), and why each choice stopped."""
@@ -38,7 +41,7 @@ class ResponseMeta(NamedTuple):
 
     def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
         """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""
-        said = tuple(r for r in reasons if isinstance(r, str) and r)
-        return ResponseMeta(id if isinstance(id, str) and id else self.id,
-                            model if isinstance(model, str) and model else self.model,
+        said = tuple(r[:MAX_META] for r in reasons if isinstance(r, str) and r)[:MAX_META]
+        return ResponseMeta(id[:MAX_META] if isinstance(id, str) and id else self.id,
+                            model[:MAX_META] if isinstance(model, str) and model else self.model,
                             said or self.finish_reasons)
