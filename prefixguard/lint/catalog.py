@@ -145,6 +145,6 @@ def explain(r: Rule) -> str:
            f"Providers: {', '.join(r.providers)}."
     cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
     if r.predicts:
-        cause = f"\nA rule on source code: a request this code sends breaks {r.predicts}.\n"
+        cause = f"\nA rule on source code: it predicts {r.predicts} in the requests this code sends.\n"
     return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```{r.language}\n{r.bad}\n```\n\n"
             f"## Good\n```{r.language}\n{r.good}\n```\n\n## Fix\n{r.fix}")

@@ -28,7 +28,8 @@ from prefixguard.wire import MAX_BYTES, parse_request
 if TYPE_CHECKING:
     from prefixguard.session import Match
 
-SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".py": "python"}   # python: the code that builds prompts
+SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+CODE_SUFFIXES = {".py": "python"}   # source code that builds prompts (prefixguard.lint.code)
 STDIN = "-"
 
 
@@ -126,7 +127,7 @@ def _walk(root: Path, settings: Settings) -> Iterator[str]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not settings.excluded(Path(folder, d)))
         for name in sorted(files):
             path = Path(folder, name)
-            if path.suffix not in SUFFIXES or settings.excluded(path):
+            if (path.suffix not in SUFFIXES and path.suffix not in CODE_SUFFIXES) or settings.excluded(path):
                 continue
             if os.path.isfile(path):
                 yield str(path)
@@ -140,7 +141,7 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
     for name in names:
         result.files += 1
         try:
-            if SUFFIXES.get(Path(name).suffix) == "python":
+            if CODE_SUFFIXES.get(Path(name).suffix) == "python":
                 lint_code_file(name, settings, result)
             else:
                 lint_file(name, settings, result, count_tokens)
