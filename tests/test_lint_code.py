@@ -116,6 +116,16 @@ def codes(body: str, template: str = ANTHROPIC) -> list[tuple[str, str | None]]:
      '{"role": "user", "content": question}])', [("PG601", "partial")]),
     ('client.responses.create(model="m", instructions="Now: {}".format(now), input=question)', [("PG601", "partial")]),
     ('client.responses.create(model="m", instructions="static", input=f"{question} {now}")', []),
+    # Gemini and LiteLLM cache implicitly; Bedrock without a cachePoint caches nothing
+    ('client.models.generate_content(model="m", config={"system_instruction": f"T {now}"}, contents=question)',
+     [("PG601", "partial")]),
+    ('import litellm\nlitellm.completion(model="m", messages=[{"role": "system", "content": f"T {now}"}, '
+     '{"role": "user", "content": question}])', [("PG601", "partial")]),
+    ('client.converse(modelId="m", system=[{"text": f"T {now}"}], messages=[{"role": "user", "content": '
+     '[{"text": question}]}])', [("PG601", "uncached")]),
+    # a function that is not an SDK call is no sink
+    ('completion(model="m", messages=[{"role": "system", "content": f"T {now}"}, {"role": "user", "content": q}])',
+     []),
 ])
 def test_provider_aware_findings(body: str, expected: list):
     assert codes(body) == expected
