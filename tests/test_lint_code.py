@@ -206,3 +206,20 @@ def test_fix_text_leaves_unsafe_cases_alone():
     ''')
     assert [h.code for h in analyze(source)[0]] == ["PG601"]
     assert fix_text(source) == source
+
+
+def test_a_cycle_of_names_and_deep_call_chains_end_quickly():
+    """Found on mitmproxy/http.py (`fields = fields` then iterating fields.items()): it looped forever."""
+    source = textwrap.dedent('''
+    import anthropic
+    client = anthropic.Anthropic()
+    def f(fields, q):
+        fields = fields
+        a = b
+        b = a
+        names = [k for k, v in fields.items()] + [k for k in b.keys()]
+        x = ''' + "s.m(" * 60 + "1" + ")" * 60 + '''
+        client.messages.create(model="m", max_tokens=9, tools=names, messages=[{"role": "user", "content": q}])
+    ''')
+    hits, calls = analyze(source)
+    assert calls == 1 and [h.code for h in hits] == ["PG602", "PG602"]

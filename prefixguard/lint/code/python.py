@@ -112,6 +112,7 @@ class Scope:
         self.env: dict[str, Taints] = {} if is_module else dict(module.globals)
         self.defs: dict[str, ast.expr] = {} if is_module else dict(module.global_defs)
         self.loop_order: list[Taints] = []
+        self.memo: dict[int, Taints] = {}   # node id -> taint, for the statement being read
         self.returned: set[Taint] = set()
         self.name = getattr(owner, "name", "<module>")
         if not is_module:
@@ -141,6 +142,7 @@ class Scope:
             self.stmt(stmt)
 
     def stmt(self, s: ast.stmt) -> None:
+        self.memo.clear()
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if isinstance(s, ast.ClassDef) and isinstance(self.owner, ast.Module):
                 for item in s.body:
@@ -236,8 +238,16 @@ class Scope:
     # ---------------------------------------------------------------- expressions
 
     def expr(self, e: ast.expr | None) -> Taints:
+        """The taint of an expression; each node once per statement (a call judges its receiver and its
+        arguments more than once, which nested calls would make exponential)."""
         if e is None or isinstance(e, ast.Constant):
             return EMPTY
+        known = self.memo.get(id(e))
+        if known is None:
+            known = self.memo[id(e)] = self._expr(e)
+        return known
+
+    def _expr(self, e: ast.expr) -> Taints:
         if isinstance(e, ast.Name):
             return self.env.get(e.id, EMPTY) or self._free_name(e)
         if isinstance(e, ast.Call):
@@ -518,7 +528,9 @@ def _order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr]) -> Taints:
         if isinstance(receiver, ast.Call) and receiver.args and isinstance(receiver.args[0], ast.Call) \
                 and isinstance(receiver.args[0].func, ast.Name) and receiver.args[0].func.id == "sorted":
             return EMPTY   # dict(sorted(d.items())).values(): ordered by key
-        while isinstance(receiver, ast.Name) and receiver.id in defs:
+        for _ in range(8):   # x = y; y = x: a cycle of names ends here
+            if not (isinstance(receiver, ast.Name) and receiver.id in defs):
+                break
             receiver = defs[receiver.id]
         if isinstance(receiver, ast.Dict) and receiver.keys:
             return EMPTY   # a literal's order is the order written in the code (an empty one is filled at run time)
