@@ -12,6 +12,7 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
+from prefixguard.errors import InputError
 from prefixguard.lint import catalog
 from prefixguard.lint.code.fix import fix_paths, fix_text
 from prefixguard.lint.code.python import analyze
@@ -78,6 +79,14 @@ def test_fix_paths_turns_each_pattern_into_its_twin(tmp_path: Path):
         expected = (APPS / "fixed" / name) if name not in NOT_MECHANICAL else (APPS / name)
         assert (work / name).read_text() == expected.read_text(), name
     assert fix_paths([str(work)], write=False) == ""   # nothing left to fix
+
+
+def test_fix_paths_honours_excludes_and_reports_a_missing_path(tmp_path: Path):
+    shutil.copy(APPS / "tools_from_set.py", tmp_path / "app.py")
+    assert fix_paths([str(tmp_path)], write=False, excluded=lambda path: path.name == "app.py") == ""
+    assert "+    for name in sorted(enabled):" in fix_paths([str(tmp_path)], write=False)
+    with pytest.raises(InputError):
+        fix_paths([str(tmp_path / "missing")], write=False)
 
 
 ANTHROPIC = '''

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import difflib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,11 +24,13 @@ class Edit(NamedTuple):
     text: str
 
 
-def fix_paths(paths: list[str], write: bool) -> str:
+def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | None = None) -> str:
     """The fixes for the Python files under paths, as one unified diff (empty: nothing to fix). With
-    write, the files are rewritten too. Files that do not parse are left alone."""
+    write, the files are rewritten too. Files that do not parse are left alone; excluded (lint's
+    Settings.excluded) leaves out files and folders under a folder. Raises InputError for a path that
+    does not exist."""
     out: list[str] = []
-    for name in _python_files(paths):
+    for name in _python_files(paths, excluded or (lambda path: False)):
         try:
             text = read_source(name)
             fixed = fix_text(text, name)
@@ -174,14 +176,15 @@ def _offset(text: str, starts: list[int], line: int, byte_col: int) -> int:
     return begin + len(text[begin:end].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
-def _python_files(paths: list[str]) -> Iterator[str]:
+def _python_files(paths: list[str], excluded: Callable[[Path], bool]) -> Iterator[str]:
     for arg in paths:
         if os.path.isfile(arg):
             if arg.endswith(".py"):
                 yield arg
         elif os.path.isdir(arg):
             for folder, dirs, files in os.walk(arg):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                yield from (os.path.join(folder, f) for f in sorted(files) if f.endswith(".py"))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not excluded(Path(folder, d)))
+                yield from (os.path.join(folder, f) for f in sorted(files)
+                            if f.endswith(".py") and not excluded(Path(folder, f)))
         else:
             raise InputError("no such file or directory", arg)
