@@ -165,6 +165,27 @@ def test_flows_through_helpers_and_sorted_clears_order():
         ("PG601", "clock"), ("PG601", "request-id"), ("PG601", "uuid")]
 
 
+def test_static_helpers_of_a_class_and_literal_json():
+    source = '''
+    import json
+    from datetime import datetime
+    from openai import OpenAI
+    client = OpenAI()
+
+    class Prompts:
+        @staticmethod
+        def system():
+            return "Agent. Today: " + datetime.now().strftime("%d %B %Y")
+
+    def run(q):
+        client.chat.completions.create(model="m", messages=[
+            {"role": "system", "content": Prompts.system() + json.dumps({"mode": "strict", "n": 2})},
+            {"role": "user", "content": q}])
+    '''
+    hits, _ = analyze(textwrap.dedent(source))
+    assert [(h.code, h.variant, h.line) for h in hits] == [("PG601", "partial", 10)]
+
+
 def test_suppression_comment_on_the_line(tmp_path: Path):
     app = tmp_path / "app.py"
     source = (APPS / "timestamp_in_system.py").read_text()

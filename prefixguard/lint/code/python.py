@@ -64,6 +64,7 @@ class Module:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
+        self.classes = frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
         self._returns: dict[str, Taints] = {}
         self.hits: list[CodeHit] = []
         self.calls = 0   # SDK calls judged
@@ -335,7 +336,9 @@ class Scope:
         if src.is_json_dumps(qualified):
             inner = self.expr(e.args[0]) if e.args else EMPTY
             inner -= _markers(inner)
-            return inner if src.sorts_keys(e) else inner | {Taint(src.JSON_UNSORTED, "json.dumps() without sort_keys", e)}
+            if src.sorts_keys(e) or (e.args and _literal(e.args[0])):
+                return inner   # a literal's key order is the order written in the code
+            return inner | {Taint(src.JSON_UNSORTED, "json.dumps() without sort_keys", e)}
         short = qualified.rsplit(".", 1)[-1]
         if qualified in ("sorted", "len", "min", "max", "sum", "any", "all", "bool", "isinstance", "hash"):
             inner: Taints = EMPTY
@@ -378,7 +381,7 @@ class Scope:
         """A helper of this module: what it returns, its parameters replaced by this call's arguments."""
         fn = self.m.functions.get(name)
         if fn is None or (isinstance(e.func, ast.Attribute) and not (
-                isinstance(e.func.value, ast.Name) and e.func.value.id in ("self", "cls"))):
+                isinstance(e.func.value, ast.Name) and e.func.value.id in ("self", "cls", *self.m.classes))):
             return EMPTY
         returned = self.m.returns(name)
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
@@ -492,6 +495,14 @@ def _first_volatile_part(scope: Scope, text: ast.expr) -> int | None:
         if isinstance(v, ast.FormattedValue) and _kinds(_as_text(scope.expr(v.value), v.value)) & src.TEXT_VOLATILE:
             return i
     return None
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _pos(node: ast.AST) -> tuple[int, int]:
