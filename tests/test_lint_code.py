@@ -253,3 +253,19 @@ def test_a_cycle_of_names_and_deep_call_chains_end_quickly():
     ''')
     hits, calls = analyze(source)
     assert calls == 1 and [h.code for h in hits] == ["PG602", "PG602"]
+
+
+def test_langchain_prompt_template_system_part_only():
+    source = textwrap.dedent('''
+    import uuid
+    from langchain_core.prompts import ChatPromptTemplate
+
+    def build():
+        rid = uuid.uuid4()
+        return ChatPromptTemplate.from_messages([("system", f"Agent {rid}"), ("human", "{question}")])
+
+    def build_fixed():
+        return ChatPromptTemplate.from_messages([("system", "Agent"), ("human", f"{uuid.uuid4()} {{question}}")])
+    ''')
+    hits, calls = analyze(source)
+    assert calls == 2 and [(h.code, h.variant, h.line) for h in hits] == [("PG601", "partial", 6)]
