@@ -295,6 +295,8 @@ class Scope:
         return EMPTY
 
     def _free_name(self, e: ast.Name) -> Taints:
+        if e.id in self.m.aliases or e.id in self.m.functions:   # an imported or defined name, not a value
+            return EMPTY
         if src.request_id_name(e.id):
             return frozenset({Taint(src.REQUEST_ID, e.id, e)})
         return EMPTY
