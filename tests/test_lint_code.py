@@ -269,3 +269,18 @@ def test_langchain_prompt_template_system_part_only():
     ''')
     hits, calls = analyze(source)
     assert calls == 2 and [(h.code, h.variant, h.line) for h in hits] == [("PG601", "partial", 6)]
+
+
+def test_lint_diff_shows_the_fixes_and_lint_fix_makes_them(tmp_path: Path):
+    mechanical = sorted(set(EXPECTED) - NOT_MECHANICAL)
+    for name in mechanical:
+        shutil.copy(APPS / name, tmp_path / name)
+    code, out, err = lint("--diff", str(tmp_path))
+    assert code == 1 and err == ""
+    assert {line.split("/")[-1] for line in out.splitlines() if line.startswith("+++ ")} == set(mechanical)
+    assert all((tmp_path / n).read_text() == (APPS / n).read_text() for n in mechanical)   # --diff changes nothing
+    code, out, err = lint("--fix", "--select", "ALL", str(tmp_path))
+    assert (code, err) == (0, f"prefixguard: fixed {len(mechanical)} files\n"), out + err   # then nothing is left
+    assert all((tmp_path / n).read_text() == (APPS / "fixed" / n).read_text() for n in mechanical)
+    assert lint("--diff", str(tmp_path))[:2] == (0, "")
+    assert lint("--fix", "--diff", str(tmp_path))[0] == 2   # one or the other

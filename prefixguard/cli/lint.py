@@ -18,6 +18,7 @@ from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
 from prefixguard.schemas import versioned
+from prefixguard.styled import printable_lines
 
 FORMATS: dict[str, formats.Formatter] = {
     "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,
@@ -60,16 +61,24 @@ def build(p: Parser) -> None:
                    help="Print the number of findings per rule instead of the findings.")
     p.add_argument("--no-tokens", action="store_true",
                    help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
+    fixing = p.add_mutually_exclusive_group()
+    fixing.add_argument("--fix", action="store_true",
+                        help="Rewrite Python sources where a fix is mechanical (tools sorted, sort_keys=True, a "
+                             "trailing volatile part moved into the latest user message), then lint what is left.")
+    fixing.add_argument("--diff", dest="show_fixes", action="store_true",
+                        help="Print the fixes --fix would make as a unified diff, change nothing; exit 1 if any.")
 
 
 def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str], extend_select: list[str],
          ignore: list[str], exclude: list[str], config_file: Path | None, baseline_file: Path | None,
-         write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool, no_tokens: bool) -> int:
-    """Check LLM request bodies for prompt-cache hazards.
+         write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool, no_tokens: bool,
+         fix: bool = False, show_fixes: bool = False) -> int:
+    """Check LLM request bodies, and the Python code that builds them, for prompt-cache hazards.
 
     PATH: request files (*.json), captures (*.jsonl: one request per line, or the proxy's export; each
-    request is also compared with its best earlier match), directories (walked for both), globs, or
-    '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
+    request is also compared with its best earlier match), Python sources (*.py: the prompts passed to
+    the Anthropic, OpenAI, Bedrock, Gemini, LiteLLM and LangChain clients), directories (walked for all
+    of these), globs, or '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
     options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
 
     By default the rules of severity error and warning run, and info findings are not shown; name rules
@@ -94,16 +103,25 @@ def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str]
         if baseline_file is not None and (write_baseline or baseline_file.exists()):
             check_writable(str(baseline_file)) if write_baseline else check_regular_file(baseline_file, "baseline")
         settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
+        if fix or show_fixes:
+            from prefixguard.lint.code.fix import fix_paths
+            changes = fix_paths(list(paths), write=fix, excluded=settings.excluded)
+            if show_fixes:
+                sys.stdout.write(printable_lines(changes.rstrip("\n")) + "\n" if changes else "")
+                return EXIT_FINDINGS if changes else EXIT_OK
+            if changes:
+                fixed = sum(line.startswith("+++ ") for line in changes.splitlines())
+                print(f"prefixguard: fixed {fixed} file{'s' * (fixed != 1)}", file=sys.stderr)
         result = linter.lint(list(paths), settings, count_tokens=not no_tokens)
     except InputError as err:
         fail(str(err))
-    kinds = ", ".join(f"*{suffix}" for suffix in linter.SUFFIXES)
+    kinds = ", ".join(f"*{suffix}" for suffix in (*linter.SUFFIXES, *linter.CODE_SUFFIXES))
     for arg in result.empty:
         print(f"prefixguard: warning: no request files ({kinds}) found in {arg}", file=sys.stderr)
     if result.skipped:
         n = len(result.skipped)
         print(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
-              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} prefixguard reads "
+              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} prefixguard reads "
               f"(first: {result.skipped[0]})", file=sys.stderr)
     for error in result.errors:
         exits.error(error)
