@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -88,10 +89,25 @@ def changes(va: Any, vb: Any) -> list[str]:
     one = _one_string_changed(va, vb)
     if one is not None:
         return [one]
-    from deepdiff import DeepDiff  # imported here: it pulls in numpy and pydantic (see bench/RESULTS.md)
-    tree = DeepDiff(va, vb, view="tree", verbose_level=2)
+    tree = _deepdiff()(va, vb, view="tree", verbose_level=2)
     found = [(kind, item) for kind in _KINDS for item in tree.get(kind, ())]
     return [_change(kind, _pointer(item.path(output_format="list")), item.t1, item.t2) for kind, item in found]
+
+
+def _deepdiff() -> Any:
+    """deepdiff's DeepDiff, imported on first use without numpy and pydantic: it imports them only to
+    compare their own types, which JSON values never are, and they are most of its import time (a `diff`
+    that needs it stays within the startup budget: bench/RESULTS.md)."""
+    blocked = [name for name in ("numpy", "pydantic") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]   # `import name` raises ImportError
+    try:
+        from deepdiff import DeepDiff
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
+    return DeepDiff
 
 
 def _pointer(path: list[Any]) -> str:
