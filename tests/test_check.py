@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from helpers.cli import CliRunner
+from helpers.processes import prefixguard_on_path
 
 from prefixguard.cli import main
 from prefixguard.schemas import schema
@@ -189,23 +190,16 @@ def test_demo_captures_with_and_without_the_fixes(demo_run, tmp_path: Path) -> N
 
 def test_the_actions_check_step_fails_the_job_and_writes_the_summary(tmp_path: Path, good: Path, worse: Path) -> None:
     """action.yml's check step under bash, with the env GitHub gives it and `prefixguard` on PATH."""
-    import shlex
     import subprocess
-    import sys
 
     import yaml
 
     root = Path(__file__).resolve().parent.parent
     step = next(s for s in yaml.safe_load((root / "action.yml").read_text())["runs"]["steps"] if s.get("id") == "check")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    shim = bindir / "prefixguard"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-                    "'import sys; from prefixguard.cli import main; sys.argv[0] = \"prefixguard\"; main()' \"$@\"\n")
-    shim.chmod(0o755)
+    path = prefixguard_on_path(tmp_path / "bin")
     summary = tmp_path / "summary.md"
     for base, new, code in ((good, worse, 1), (worse, good, 0)):
-        env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "GITHUB_STEP_SUMMARY": str(summary),
+        env = {**os.environ, "PATH": path, "GITHUB_STEP_SUMMARY": str(summary),
                "PG_CHECK_BASELINE": str(base), "PG_CHECK_CAPTURE": str(new)}
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", step["run"]], env=env, capture_output=True,
                               text=True, timeout=120, cwd=tmp_path)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import yaml
 
 from prefixguard.cli import lint, proxy
 from prefixguard.cli.options import Parser
+from helpers.processes import prefixguard_on_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,13 +71,8 @@ def test_action_uses_only_real_lint_flags():
 def test_action_sarif_step_runs(tmp_path: Path):
     """The SARIF step's script under bash, with the env GitHub gives it and `prefixguard` on PATH."""
     step = next(s for s in action()["runs"]["steps"] if s.get("id") == "sarif")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    shim = bindir / "prefixguard"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-                    "'import sys; from prefixguard.cli import main; sys.argv[0] = \"prefixguard\"; main()' \"$@\"\n")
-    shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+    path = prefixguard_on_path(tmp_path / "bin")
+    env = {**os.environ, "PATH": path,
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "PG_PATHS": "examples/lint", "PG_BASELINE": "", "PG_SELECT": "", "PG_SARIF": str(tmp_path / "out.sarif")}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", step["run"]], cwd=ROOT, env=env, capture_output=True,

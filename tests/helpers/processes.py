@@ -78,3 +78,16 @@ def listening(proc: subprocess.Popen, name: str = "the proxy") -> str:
         if found:
             return f"http://{found.group(1)}"
     raise AssertionError(f"{name} did not start")
+
+
+def prefixguard_on_path(bindir: Path) -> str:
+    """A `prefixguard` executable in bindir that runs this interpreter's prefixguard (as an installed
+    entry point would); returns a PATH with bindir first, for scripts run as a CI step runs them."""
+    import os
+    import shlex
+    bindir.mkdir(parents=True, exist_ok=True)
+    shim = bindir / "prefixguard"
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+                    "'import sys; from prefixguard.cli import main; sys.argv[0] = \"prefixguard\"; main()' \"$@\"\n")
+    shim.chmod(0o755)
+    return f"{bindir}{os.pathsep}{os.environ['PATH']}"
