@@ -22,8 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prefixguard import tokens  # noqa: E402
-from prefixguard.compare import compare  # noqa: E402
+from prefixguard.model import tokens  # noqa: E402
+from prefixguard.judge.compare import compare  # noqa: E402
 from prefixguard.wire import parse_request  # noqa: E402
 
 TARGET = 3.0

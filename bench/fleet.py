@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from real_traffic import DATA, _response  # noqa: E402 - the recorded sessions, read as that bench reads them
 
-from prefixguard.errors import InputError  # noqa: E402
+from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
-from prefixguard.store import Record, Store, open_capture  # noqa: E402
+from prefixguard.capture.store import Record, Store, open_capture  # noqa: E402
 
 SOURCES = ("crewai", "openllmetry", "pydantic-ai", "pydantic-ai-bedrock", "pydantic-ai-gemini")
 JUDGED = ("verdict", "cause", "expected_cached", "expected_reason", "previous_id", "reprefill_tokens", "degraded")

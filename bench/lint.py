@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from prefixguard import tokens
+from prefixguard.model import tokens
 from prefixguard.lint import config, linter
 
 WORDS = ("the deployment pipeline builds image runs unit and integration suites promotes build to staging when "

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prefixguard import tokens  # noqa: E402
-from prefixguard.prompt import compact_json  # noqa: E402
+from prefixguard.model import tokens  # noqa: E402
+from prefixguard.model.prompt import compact_json  # noqa: E402
 from prefixguard.replay.sources import cassette_uris, remember_uploads  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 

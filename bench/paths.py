@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import analysable, detect_api, routes
 from prefixguard.wire.gemini import is_cache_creation
 

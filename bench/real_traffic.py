@@ -30,11 +30,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay import sources
 from prefixguard.replay.targets import SimTarget
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 
 SOURCES = ("crewai", "openllmetry", "pydantic-ai")
 PROVIDER_SOURCES = ("pydantic-ai-bedrock", "pydantic-ai-gemini")  # Bedrock Converse and Gemini, measured apart

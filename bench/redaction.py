@@ -13,7 +13,7 @@ import importlib.util
 import time
 from pathlib import Path
 
-from prefixguard.redaction import redact_text
+from prefixguard.utils.redaction import redact_text
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "recorded"
 

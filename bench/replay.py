@@ -31,7 +31,7 @@ from prefixguard.engine.llm_engine import LLMEngine
 
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize
-from prefixguard.stats import distribution
+from prefixguard.utils.stats import distribution
 from prefixguard.replay.player import replay
 from prefixguard.replay.targets import EngineTarget, SimTarget, prompt_of
 

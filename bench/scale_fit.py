@@ -1,7 +1,7 @@
 """The token scale by kind of content against one ratio per model: each model's next request in every
 recorded cassette, its prompt total as scaled by what the earlier requests taught, against its bill.
 
-One ratio is what prefixguard/scale.py did before kinds: the latest request's provider/ours ratio,
+One ratio is what prefixguard/judge/scale.py did before kinds: the latest request's provider/ours ratio,
 within MAX_RATIO either way, the rest unseen. Rows: each source, and the requests whose prompt is mostly
 tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding). First, how
 many OpenAI requests with text only (no tools, calls or media) this tree counts at exactly their bill.
@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prefixguard.errors import InputError  # noqa: E402
+from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
-from prefixguard.scale import MAX_RATIO, TokenScale, _Fit  # noqa: E402
+from prefixguard.judge.scale import MAX_RATIO, TokenScale, _Fit  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 

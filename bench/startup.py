@@ -40,8 +40,8 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 
 def example_capture(path: Path) -> Path:
     """A capture store of every Anthropic example pair, a then b, as the proxy stores them."""
-    from prefixguard.store import Record, Store
-    from prefixguard.usage import Usage
+    from prefixguard.capture.store import Record, Store
+    from prefixguard.model.usage import Usage
     with Store(path) as store:
         for i, body in enumerate(p.read_text("utf-8") for d in sorted(SMALL.parent.iterdir())
                                  for p in (d / "a.json", d / "b.json")):

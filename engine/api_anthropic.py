@@ -9,11 +9,11 @@ from typing import Any
 
 from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, parts,
                                            sse, strings, tools)
-from prefixguard.contracts import providers
-from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
-from prefixguard.errors import InputError
-from prefixguard.prompt import Prompt
-from prefixguard.usage import Usage
+from prefixguard.contracts.providers import providers
+from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
+from prefixguard.utils.errors import InputError
+from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import Usage
 
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",

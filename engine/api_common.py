@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from typing import Any
 
 from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, sse,
                                            strings, tools)
-from prefixguard.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
-from prefixguard.errors import InputError
-from prefixguard.usage import Usage
+from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
+from prefixguard.utils.errors import InputError
+from prefixguard.model.usage import Usage
 
 FINISH = {"stop": "stop", "length": "length"}   # engine finish reason -> Chat finish_reason
 ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),

@@ -17,7 +17,7 @@ import torch
 
 from prefixguard.engine.chat_template import Detokenizer
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig
-from prefixguard.prompt import compact_json, without_markers
+from prefixguard.model.prompt import compact_json, without_markers
 
 # GGUF tensor name (after "blk.N.") -> the engine's parameter name (after "model.layers.N.").
 _LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",

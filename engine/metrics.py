@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from prefixguard.telemetry.names import ENGINE, SECONDS, TOKENS_PER_SECOND
-from prefixguard.usage import Usage
+from prefixguard.model.usage import Usage
 
 
 class _Live:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from prefixguard.engine.kv_pool import PageAllocator
 from prefixguard.engine.radix import RadixTree
 from prefixguard.engine.sequence import Sequence, Status
-from prefixguard.fingerprint import prefix_length
+from prefixguard.model.fingerprint import prefix_length
 
 
 class RequestTooLarge(ValueError):

@@ -5,7 +5,7 @@ Each request: body -> Prompt (prefixguard's wire adapters, the same parser the p
 reusing at most that much of its radix tree -> usage reports what the tree really matched.
 
 --cache-policy radix reuses any cached prefix (what vLLM or SGLang do). anthropic and openai follow
-those providers' contracts (prefixguard.policy), so the proxy's verdicts can be tested against an
+those providers' contracts (prefixguard.judge.policy), so the proxy's verdicts can be tested against an
 upstream that behaves like the real one.
 """
 from __future__ import annotations
@@ -33,12 +33,13 @@ from prefixguard.engine.api_common import model_of, sse
 from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
 from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.engine.metrics import Metrics
-from prefixguard.compare import compare
-from prefixguard.diagnosis import Diagnosis, of_comparison
-from prefixguard.errors import InputError
-from prefixguard.policy import POLICIES, CachePolicy, Expected, Policies
-from prefixguard.prompt import Prompt
-from prefixguard.usage import Usage
+from prefixguard.judge.compare import compare
+from prefixguard.judge.agreement import of_comparison
+from prefixguard.model.diagnosis import Diagnosis
+from prefixguard.utils.errors import InputError
+from prefixguard.judge.policy import POLICIES, CachePolicy, Expected, Policies
+from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request
 
 SHAPES = {"/v1/messages": (api_anthropic.Messages, api_anthropic.error),

@@ -9,7 +9,7 @@ Loaded by the `pytest11` entry point when prefixguard is installed (or `-p prefi
 - `--prefixguard-fail-on-break` (or ini `prefixguard_fail_on_break = true`): a test whose recorded session
   breaks its prefix fails, with the explanation (the verdict, cause, where, before/after, reused and
   re-prefilled tokens, the fix). A break is a request whose verdict is miss_prefix_changed as the proxy
-  and `diff` judge it (prefixguard.verdict): a change that costs nothing, or a prompt below the model's
+  and `diff` judge it (prefixguard.judge.verdict): a change that costs nothing, or a prompt below the model's
   minimum that nothing caches, fails no test.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 - `assert_prefix_stable(a, b)`: the later request `b` must reuse the cached prefix of `a`; otherwise it
   raises PrefixBroken with the explanation (cause, where, what changed, the fix). The verdict is the
-  proxy's and `diff`'s (prefixguard.verdict.judge_pair), with the same reused and re-prefilled tokens.
+  proxy's and `diff`'s (prefixguard.judge.verdict.judge_pair), with the same reused and re-prefilled tokens.
 - `Recorder`: captures every request body an app sends through the anthropic or openai SDK (or any
   httpx client), by wrapping the client's transport. The SDKs moved from `httpx` to its fork `httpx2`;
   the recorder builds its transports from the module of the transport it wraps, else from `httpx2` when
@@ -30,13 +30,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from prefixguard.attribution import SITE_HEADER
-from prefixguard.causes import DESCRIPTIONS
-from prefixguard.compare import Comparison
-from prefixguard.errors import InputError
-from prefixguard.prompt import Prompt
-from prefixguard.session import Sessions
-from prefixguard.verdict import Verdict, VerdictName, judge_pair
+from prefixguard.capture.attribution import SITE_HEADER
+from prefixguard.judge.causes import DESCRIPTIONS
+from prefixguard.judge.compare import Comparison
+from prefixguard.utils.errors import InputError
+from prefixguard.model.prompt import Prompt
+from prefixguard.judge.session import Sessions
+from prefixguard.judge.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import parse_request
 
 

@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 import yaml
 
-from prefixguard.store import Record
-from prefixguard.usage import Usage
+from prefixguard.capture.store import Record
+from prefixguard.model.usage import Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "examples" / "alerts" / "prefixguard.rules.yml"

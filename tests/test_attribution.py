@@ -17,12 +17,12 @@ from helpers.cli import CliRunner
 
 from helpers.proxy import LEGACY, Clock, tenant_rows
 from helpers.upstream import Upstream
-from prefixguard.attribution import SITE_HEADER, client_family, client_of, site_of
+from prefixguard.capture.attribution import SITE_HEADER, client_family, client_of, site_of
 from prefixguard.cli import main
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
 from prefixguard.schemas import schema
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from prefixguard.testing import Recorder
 
 OLD, NEW = "acme-agent/1.4.0", "acme-agent/1.5.0"   # the release that put the time in its system prompt
@@ -212,9 +212,9 @@ def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> 
     import psycopg
 
     from helpers.fleet_servers import pg_rows, pg_schema
-    from prefixguard.pgstore import PgStore
-    from prefixguard.store import _COLUMNS, Record
-    from prefixguard.usage import Usage
+    from prefixguard.capture.pgstore import PgStore
+    from prefixguard.capture.store import _COLUMNS, Record
+    from prefixguard.model.usage import Usage
     new = ("client", "route", "site", "response_id", "response_model", "finish_reasons")
     v4 = ", ".join(c.strip().replace("REAL", "DOUBLE PRECISION").replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA")
                    for c in _COLUMNS.split(",") if c.strip() and c.split()[0] not in new)

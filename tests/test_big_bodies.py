@@ -15,9 +15,9 @@ import pytest
 import prefixguard.wire as wire
 from helpers.cli import CliRunner
 from prefixguard.cli import main
-from prefixguard.compare import compare
-from prefixguard.errors import InputError, TooLarge
-from prefixguard.prompt import Prompt
+from prefixguard.judge.compare import compare
+from prefixguard.utils.errors import InputError, TooLarge
+from prefixguard.model.prompt import Prompt
 from prefixguard.wire import jsonspan, parse_request
 
 

@@ -15,9 +15,9 @@ from helpers.processes import prefixguard_on_path
 
 from prefixguard.cli import main
 from prefixguard.schemas import schema
-from prefixguard.store import Record, open_store
-from prefixguard.usage import Usage
-from prefixguard.verdict import PrefixChange, VerdictName
+from prefixguard.capture.store import Record, open_store
+from prefixguard.model.usage import Usage
+from prefixguard.judge.verdict import PrefixChange, VerdictName
 
 T0 = 1_796_256_000.0   # 2026-12-03T00:00:00Z
 

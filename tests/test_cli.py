@@ -155,8 +155,8 @@ PAIR = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthr
 @pytest.fixture(scope="module")
 def pair_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A capture of the pair's two requests, as the proxy stores them."""
-    from prefixguard.store import Record, Store
-    from prefixguard.usage import Usage
+    from prefixguard.capture.store import Record, Store
+    from prefixguard.model.usage import Usage
     db = tmp_path_factory.mktemp("capture") / "pair.db"
     with Store(db) as store:
         for i, name in enumerate(("a", "b")):

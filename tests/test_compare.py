@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from helpers import make_examples
-from prefixguard.causes import CAUSES
-from prefixguard.compare import compare, contract_reads
-from prefixguard.errors import InputError
-from prefixguard.prompt import Prompt
+from prefixguard.judge.causes import CAUSES
+from prefixguard.judge.compare import compare, contract_reads
+from prefixguard.utils.errors import InputError
+from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,7 +320,7 @@ def test_every_recorded_request_compared_with_itself(shared_data: Path) -> None:
 def test_cost_prices_the_re_prefill_at_the_breakpoint_ttl() -> None:
     """The extra cost is B's re-prefilled tokens written at the TTL of B's next breakpoint (here the 1h
     system one) instead of read from cache, at B's model prices from rules/providers.toml."""
-    from prefixguard.contracts import model_contract
+    from prefixguard.contracts.providers import model_contract
     pair = ROOT / "examples" / "requests" / "anthropic" / "volatile_content"
     a, b = (parse_request((pair / n).read_bytes()) for n in ("a.json", "b.json"))
     result = compare(a, b)
@@ -350,14 +350,14 @@ _json = st.recursive(_json_leaf, lambda inner: st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(_json, _json)
 def test_changes_name_a_change_exactly_when_there_is_one(a: Any, b: Any) -> None:
-    from prefixguard.jsondiff import changes
+    from prefixguard.judge.jsondiff import changes
     found = changes(a, b)
     assert (found == []) == (json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True))   # key order: key_orders
     assert changes(a, a) == [] and found == changes(a, b)   # none against itself; the same each time
 
 
 def test_changes_say_what_a_reader_needs() -> None:
-    from prefixguard.jsondiff import changes
+    from prefixguard.judge.jsondiff import changes
     tool = {"name": "get_date", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}
     wider = copy.deepcopy(tool)
     wider["parameters"]["properties"]["day"] = {"type": "integer"}
@@ -377,7 +377,7 @@ def test_changes_say_what_a_reader_needs() -> None:
        st.text(max_size=30))
 def test_the_one_string_shortcut_says_what_deepdiff_says(block: dict[str, str], new: str) -> None:
     """A single changed string is explained without importing deepdiff; the line must be deepdiff's own."""
-    from prefixguard.jsondiff import _one_string_changed, _pointer, _change
+    from prefixguard.judge.jsondiff import _one_string_changed, _pointer, _change
     from deepdiff import DeepDiff
     key = sorted(block)[0]
     edited = {**block, key: new}
@@ -393,7 +393,7 @@ def test_the_one_string_shortcut_says_what_deepdiff_says(block: dict[str, str], 
 
 def test_a_text_edit_is_explained_without_deepdiff() -> None:
     """`diff` of an edited system prompt stays within the startup budget: deepdiff is not imported."""
-    code = ("import sys; from prefixguard.jsondiff import changes; "
+    code = ("import sys; from prefixguard.judge.jsondiff import changes; "
             "print(changes({'type': 'text', 'text': 'It is 10:01'}, {'type': 'text', 'text': 'It is 10:02'})); "
             "print('deepdiff' in sys.modules); print(changes([1, 2], [0, 1, 2])); print('deepdiff' in sys.modules); "
             "print(sorted({'numpy', 'pydantic'} & set(sys.modules))); import numpy, pydantic; print('imported')")

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from prefixguard.contracts import Compatible, compatible_settings, configure_compatible
+from prefixguard.contracts.providers import Compatible, compatible_settings, configure_compatible
 from prefixguard.engine import chat_template
-from prefixguard.policy import make_policy
-from prefixguard.prompt import Prompt
+from prefixguard.judge.policy import make_policy
+from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
 SYSTEM = "You reconcile the billing ledger of a small shop. Keep every answer to one line. " * 12
@@ -88,7 +88,7 @@ def test_a_server_without_prefix_caching_expects_no_read(blocks: None) -> None:
 
 
 def test_bad_settings_are_one_clear_error() -> None:
-    from prefixguard.errors import InputError
+    from prefixguard.utils.errors import InputError
 
     with pytest.raises(InputError, match="block size must be at least 1"):
         configure_compatible(Compatible(block_tokens=0))

@@ -12,11 +12,11 @@ import pytest
 from helpers import make_contract_examples as gen
 from helpers.cli import CliRunner
 
-from prefixguard import serving
+from prefixguard.contracts import serving
 from prefixguard.cli import main
-from prefixguard.contracts import compatible_settings, provider_for
-from prefixguard.policy import make_policy, policy_name
-from prefixguard.prompt import Prompt
+from prefixguard.contracts.providers import compatible_settings, provider_for
+from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
 HERE = Path(__file__).resolve().parents[1] / "examples" / "requests" / "contracts"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.contracts import provider_for
-from prefixguard.errors import InputError
+from prefixguard.contracts.providers import provider_for
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay import sources
 from prefixguard.replay.targets import SimTarget
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 
 
 def _cassettes(recorded: Path) -> list[Path]:

@@ -17,10 +17,11 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.diagnosis import Diagnosis, agreement
+from prefixguard.judge.agreement import agreement
+from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from prefixguard.wire import UsageStream, parse_diagnosis
 
 
@@ -74,7 +75,7 @@ def test_openai_responses_diagnostics(found, status, level):
 
 
 def test_agreement_rules():
-    from prefixguard.compare import compare
+    from prefixguard.judge.compare import compare
     from prefixguard.wire import parse_request
     base = {"model": "claude-sonnet-4-5", "max_tokens": 5, "system": [{"type": "text", "text": "Rules. " * 400}],
             "messages": [{"role": "user", "content": "hi"}]}

@@ -12,7 +12,7 @@ from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from helpers import make_examples
-from prefixguard.causes import CAUSES
+from prefixguard.judge.causes import CAUSES
 from prefixguard.wire import MAX_BYTES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests"

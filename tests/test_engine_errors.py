@@ -150,7 +150,7 @@ def test_every_recorded_request_passes_the_checks(shared_data: Path) -> None:
     """Precision: the checks refuse nothing a provider answered (each recorded request of the three APIs,
     by its body and its recorded answer), bar the two refusals the server documents."""
     from prefixguard.engine import api_anthropic, api_openai
-    from prefixguard.errors import InputError
+    from prefixguard.utils.errors import InputError
 
     shapes = {"anthropic": api_anthropic.Messages, "openai-chat": api_openai.Chat, "openai-responses": api_openai.Responses}
     checked, refused = 0, []

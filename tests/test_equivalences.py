@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.compare import compare, contract_reads
-from prefixguard.contracts import equivalences
+from prefixguard.judge.compare import compare, contract_reads
+from prefixguard.contracts.providers import equivalences
 from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire import parse_request, parse_response
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from prefixguard.fingerprint import PrefixIndex, chain, common_prefix
+from prefixguard.model.fingerprint import PrefixIndex, chain, common_prefix
 
 
 def test_chain_covers_every_earlier_segment():

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from helpers.fleet_servers import PrivatePostgres, PrivateRedis, pg_rows, pg_schema, redis_prefix
-from prefixguard import redis_index
+from prefixguard.judge import redis_index
 from prefixguard.proxy.analysis import Analyzer
-from prefixguard.store import Record, open_capture
+from prefixguard.capture.store import Record, open_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,7 +151,7 @@ def _drained(store, within: float = 15.0) -> None:
 
 
 def test_postgres_restart_mid_run_loses_no_row_and_duplicates_none(tmp_path, capfd):
-    from prefixguard.pgstore import PgStore
+    from prefixguard.capture.pgstore import PgStore
     spool = tmp_path / "spool.db"
     with PrivatePostgres() as server:             # a cluster of this test's own: stopped and restarted for real
         store = PgStore(server.url, create=True, spool=spool)
@@ -237,8 +237,8 @@ def test_a_request_read_back_from_redis_keeps_no_secret_and_compares_as_in_one_p
 
     import redis
 
-    from prefixguard.session import Sessions
-    from prefixguard.state import open_index
+    from prefixguard.judge.session import Sessions
+    from prefixguard.judge.state import open_index
     from prefixguard.wire import parse_request
 
     key = "sk-ant-api03-" + "Fl33tK3y" * 8

@@ -24,7 +24,7 @@ import pytest
 from helpers.fleet_servers import Balancer, pg_rows, pg_schema, redis_prefix
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.replay import sources
-from prefixguard.store import open_capture
+from prefixguard.capture.store import open_capture
 from helpers.processes import listening
 from helpers.upstream import Upstream
 

@@ -1,7 +1,7 @@
 """Issue 28 item 5: no raw control character in anything the tool prints. Hostile strings (ESC and CSI
 sequences, an OSC title and link, C1 CSI, BEL, BS, CR, a bidi override) go in through a model name, a
 file name, a system prompt and a message, and come out of the proxy's console lines, `lint`'s text,
-concise and github output and `diff`'s text output written as escapes (prefixguard.styled.printable)."""
+concise and github output and `diff`'s text output written as escapes (prefixguard.utils.styled.printable)."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ from helpers.upstream import Upstream
 from prefixguard.cli import main
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.styled import printable
+from prefixguard.utils.styled import printable
 
 HOSTILE = ("\x1b[2J\x1b[31m", "\x1b]0;owned\x07", "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\", "\x9b31m",
            "\x07", "\x08\x08\x08", "\rOK ", "\u202egnp.exe", "\x00\x7f\x85")

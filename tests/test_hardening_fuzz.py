@@ -21,7 +21,7 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import run as cli_run
-from prefixguard.store import Record, Store
+from prefixguard.capture.store import Record, Store
 
 DEEP = "[" * 3000 + "]" * 3000                  # deeper than json's recursion limit
 HUGE_INT = "1" + "0" * 5000                     # over the interpreter's 4,300-digit conversion limit

@@ -21,9 +21,9 @@ import pytest
 from helpers.processes import listening
 from helpers.upstream import Upstream
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.redact import tenant_of
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 
 LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 CLIENTS = 6

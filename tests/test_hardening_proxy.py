@@ -304,7 +304,7 @@ def test_proxy_start_up_failure_is_one_line_exit_2(args: list[str]) -> None:
 
 def test_not_modified_is_not_an_error(tmp_path: Path) -> None:
     from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-    from prefixguard.store import open_store
+    from prefixguard.capture.store import open_store
     analyzer = Analyzer(store=str(tmp_path / "c.db"))
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
     analyzer.request(FlowState(id="f", ts=1.0, sent=0.0, path="/v1/messages", upstream=("http", "x", 80),

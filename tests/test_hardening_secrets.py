@@ -28,10 +28,10 @@ from helpers.fleet_servers import redis_prefix
 from helpers.proxy import tenant_rows
 from helpers.upstream import Upstream
 from prefixguard.cli import main
-from prefixguard.index import IndexDown
+from prefixguard.judge.index import IndexDown
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.redis_index import RedisIndex
+from prefixguard.judge.redis_index import RedisIndex
 
 LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 B64 = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKjMzEfYyjiWA4R4"
@@ -271,7 +271,7 @@ def test_upstream_and_index_passwords_not_printed_at_start(shared_data: Path, tm
 def test_recorded_requests_are_kept_as_sent(shared_data: Path) -> None:
     """Precision: the real recordings hold no secret, so redaction keeps every body byte for byte, and
     no system prompt of them has a value taken for a random credential (ids, hashes, signatures stay)."""
-    from prefixguard.errors import InputError
+    from prefixguard.utils.errors import InputError
     from prefixguard.proxy.redact import redact_body, system_secrets
     from prefixguard.wire import parse_request
 

@@ -11,8 +11,8 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.contracts import providers
-from prefixguard.store import open_store
+from prefixguard.contracts.providers import providers
+from prefixguard.capture.store import open_store
 
 DATA = Path(__file__).resolve().parent / "data" / "agent_logs"
 CLAUDE = DATA / "claude-code" / "projects"

@@ -2,8 +2,10 @@
 
 - features (lint, proxy, replay, report) import the core below them, never each other nor the CLI (nor
   integrations/, which sits at the CLI's level: entry points for other hosts);
-- the core (prefixguard/*.py) and wire/ import no feature and no CLI; wire/ uses only the data types
-  and provider facts of the core, never its logic;
+- the core's homes import only downwards: utils <- contracts <- model <- wire <- judge <- capture
+  (wire/, the providers' adapters, reads bodies into the prompt model; judgement never reads a body);
+- the core and wire/ import no feature and no CLI;
+- no module imports itself back through another (0 circles);
 - the engine imports the core and wire/ only; it is the one place that imports torch;
 - nobody imports the bare top-level names `engine` or `rules` (installed they are prefixguard.*).
 Lazy imports inside functions count: they hide a dependency, they do not remove it.
@@ -17,8 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FEATURES = ("lint", "proxy", "replay", "report")
-WIRE_MAY_USE = {"prefixguard.errors", "prefixguard.prompt", "prefixguard.usage", "prefixguard.diagnosis",
-                "prefixguard.media", "prefixguard.contracts", "prefixguard.fingerprint", "prefixguard.tokens"}
+HOMES = ("utils", "contracts", "model", "wire", "judge", "capture")   # lowest first
 HEAVY = ("torch",)   # what only the engine may import
 
 
@@ -62,6 +63,12 @@ def layer(module: str) -> str:
     return "core"
 
 
+def home(module: str) -> int | None:
+    """The rank of a core home (HOMES), None outside them."""
+    parts = module.split(".")
+    return HOMES.index(parts[1]) if parts[0] == "prefixguard" and len(parts) > 1 and parts[1] in HOMES else None
+
+
 GRAPH = {
     _module(p): _imports(p, _module(p))
     for top in ("prefixguard", "engine", "rules") for p in sorted((ROOT / top).rglob("*.py"))
@@ -90,11 +97,39 @@ def test_core_and_wire_import_no_feature_no_cli_no_engine() -> None:
     assert _violations(bad) == []
 
 
-def test_wire_uses_only_the_cores_data_types_and_facts() -> None:
+def test_the_homes_import_only_downwards() -> None:
     def bad(m: str, i: str) -> bool:
-        return layer(m) == "wire" and layer(i) == "core" and i != "prefixguard" and i not in WIRE_MAY_USE \
-            and i.rpartition(".")[0] not in WIRE_MAY_USE   # `from prefixguard.x import Name`
+        mine, theirs = home(m), home(i)
+        return mine is not None and theirs is not None and theirs > mine
     assert _violations(bad) == []
+    assert not [p for p in (ROOT / "prefixguard").glob("*.py")
+                if p.name not in ("__init__.py", "testing.py", "pytest_plugin.py")], "a module outside the homes"
+    assert all(ast.get_docstring(ast.parse((ROOT / "prefixguard" / h / "__init__.py").read_text("utf-8")))
+               for h in HOMES)
+
+
+def _package_modules() -> dict[str, set[str]]:
+    """Each module's imports of other modules of the project (a `from pkg import name` counts only where
+    name is a module)."""
+    return {m: {i for i in imports if i in GRAPH and i != m and not m.startswith(i + ".")}
+            for m, imports in GRAPH.items()}
+
+
+def test_no_import_circles() -> None:
+    graph, circles, state = _package_modules(), [], {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for i in sorted(graph[m]):
+            if state.get(i) == 1:
+                circles.append(" -> ".join(path[path.index(i):] + [i]))
+            elif i not in state:
+                visit(i, path + [i])
+        state[m] = 2
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert circles == []
 
 
 def test_the_engine_imports_only_the_core_and_wire() -> None:

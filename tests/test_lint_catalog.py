@@ -10,8 +10,8 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.causes import CAUSES
-from prefixguard.contracts import providers
+from prefixguard.judge.causes import CAUSES
+from prefixguard.contracts.providers import providers
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS
 

@@ -423,7 +423,7 @@ def test_crlf_files_keep_their_columns(project: Path):
 
 def test_sequence_mode_on_a_capture_store_export(project: Path, shared_data: Path):
     """The proxy's real store (a SQLite file) exported to JSONL, as `prefixguard capture export` writes it."""
-    from prefixguard.store import Record, Store
+    from prefixguard.capture.store import Record, Store
     base = json.loads((shared_data / "recorded/openllmetry/test_prompt_caching_test_openai_prompt_caching"
                        "/0001.request.json").read_text())
     rows = _conversation(base, [STAMP, STAMP, "2026-12-02T17:00:00Z"])

@@ -12,7 +12,7 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.lint import catalog
 from prefixguard.lint.code.fix import fix_paths, fix_text
 from prefixguard.lint.code.python import analyze

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.contracts import model_contract
+from prefixguard.contracts.providers import model_contract
 from prefixguard.lint import catalog, config, linter
 from prefixguard.lint.linter import check_prompt
 from prefixguard.lint.sequence import SequenceMode
 from prefixguard.replay.fixes import Fixer
 from prefixguard.replay.sources import Request
-from prefixguard.volatile import find_volatile
+from prefixguard.model.volatile import find_volatile
 from prefixguard.replay.sources import response_file
 from prefixguard.wire import parse_request, parse_response
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from prefixguard.contracts import model_contract, providers
+from prefixguard.contracts.providers import model_contract, providers
 from prefixguard.lint import catalog
 from prefixguard.lint.linter import check_prompt
 from prefixguard.lint.sequence import SequenceMode

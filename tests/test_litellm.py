@@ -17,7 +17,7 @@ litellm = pytest.importorskip("litellm") if not os.environ.get("CI") else __impo
 from helpers.otlp_receiver import OtlpReceiver  # noqa: E402
 from prefixguard.integrations.litellm import PrefixGuardLogger  # noqa: E402
 from prefixguard.proxy.redact import tenant_of  # noqa: E402
-from prefixguard.store import open_store  # noqa: E402
+from prefixguard.capture.store import open_store  # noqa: E402
 from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM  # noqa: E402
 from helpers.upstream import Upstream  # noqa: E402
 

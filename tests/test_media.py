@@ -1,4 +1,4 @@
-"""Images and documents cost the provider's formula, never their base64 length (prefixguard/media.py,
+"""Images and documents cost the provider's formula, never their base64 length (prefixguard/model/media.py,
 rules/media.toml), checked against real recorded images and the provider's own billed usage."""
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from helpers.cli import CliRunner
 from PIL import Image
 
-from prefixguard import media
+from prefixguard.model import media
 from prefixguard.cli import main as cli
-from prefixguard.media import Media
+from prefixguard.model.media import Media
 from prefixguard.wire import parse_request, parse_response
 
 CREWAI = "recorded/crewai"
@@ -279,8 +279,8 @@ def test_diff_counts_an_appended_screenshot_by_its_formula(tmp_path: Path) -> No
 
 
 def test_token_scale_leaves_media_tokens() -> None:
-    from prefixguard.scale import TokenScale
-    from prefixguard.usage import Usage
+    from prefixguard.judge.scale import TokenScale
+    from prefixguard.model.usage import Usage
     rng = random.Random(4)
     shot = _encoded(Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3)), "PNG")
     prompt = parse_request(_image_request(shot, "anthropic"))
@@ -318,7 +318,7 @@ def test_token_scale_fits_the_text_of_a_recorded_image_request(shared_data: Path
     """The tokenizer calibration (provider total against our total) is taken over the text only: the
     image's cost is the provider's already. Before, 485 billed / 26,297 counted pinned it at its bound."""
     from prefixguard.replay.sources import load
-    from prefixguard.scale import TokenScale
+    from prefixguard.judge.scale import TokenScale
     from prefixguard.replay.targets import parsed
     req = load(shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image").requests[0]
     prompt, scale = parsed(req), TokenScale()
@@ -368,7 +368,7 @@ def test_the_proxy_sizes_a_file_id_by_the_upload_it_saw(shared_data: Path, tmp_p
     what the upload holds (640x480), not the 1024x1024 estimate."""
     import base64
     from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-    from prefixguard.store import open_store
+    from prefixguard.capture.store import open_store
     folder = shared_data / CREWAI / "llms_TestAnthropicFileUploadIntegration.test_describe_image_with_file_id"
     media.forget_uploads()
     analyzer = Analyzer(store=str(tmp_path / "capture.db"))

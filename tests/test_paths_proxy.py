@@ -21,10 +21,10 @@ from helpers.cli import CliRunner
 from helpers.proxy import LEGACY
 from helpers.upstream import Upstream
 from prefixguard.cli import main
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from prefixguard.wire.routes import NO_SHAPE
 
 CHAT = "openllmetry/test_prompt_caching_test_openai_prompt_caching/0001"
@@ -112,7 +112,7 @@ def test_a_file_uploaded_through_the_proxy_sizes_the_request_that_names_it(share
     upload holds (640x480), not the documented estimate for an unseen file."""
     import base64
 
-    from prefixguard import media
+    from prefixguard.model import media
     recorded = shared_data / "recorded"
     name = "crewai/llms_TestAnthropicFileUploadIntegration.test_describe_image_with_file_id"
     folder, db = recorded / name, tmp_path / "capture.db"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from prefixguard.contracts import model_contract, providers
-from prefixguard.policy import make_policy, policy_name
-from prefixguard.prompt import Prompt
+from prefixguard.contracts.providers import model_contract, providers
+from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
 ANTHROPIC = providers()["anthropic"]
@@ -219,7 +219,7 @@ def test_policy_names() -> None:
 def test_automatic_breakpoint_walks_back_past_an_empty_text_block() -> None:
     """The API puts the automatic breakpoint on the last block that can carry one: not an empty text
     block. Policy, compare and lint share that rule (policy.breakpoints)."""
-    from prefixguard.breakpoints import breakpoints
+    from prefixguard.model.breakpoints import breakpoints
     body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "cache_control": {"type": "ephemeral"},
             "system": text(50), "messages": [{"role": "user", "content": [
                 {"type": "text", "text": text(20, "q")}, {"type": "text", "text": ""}]}]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from prefixguard.contracts import model_contract, providers
-from prefixguard.policy import make_policy, policy_name
+from prefixguard.contracts.providers import model_contract, providers
+from prefixguard.judge.policy import make_policy, policy_name
 from prefixguard.wire import parse_request
 
 SYSTEM = "Ledger policy: reconcile every account nightly. " * 220
@@ -152,7 +152,7 @@ def test_providers_by_host_model_and_gateway_maker():
         (("openai-chat", "deepseek-chat", "https://api.deepseek.com"), "deepseek"),
         (("anthropic", "claude-opus-5", None), "anthropic"), (("openai-chat", "my-local-model", None), "compatible"),
     ]
-    from prefixguard.contracts import provider_for
+    from prefixguard.contracts.providers import provider_for
     for args, want in cases:
         assert provider_for(*args) == want, args
         assert policy_name(*args) == ("radix" if want == "compatible" else want)
@@ -165,7 +165,7 @@ def test_providers_by_host_model_and_gateway_maker():
 def test_the_proxy_knows_a_provider_by_its_upstream_host(tmp_path):
     """Groq serves other makers' models under their names: its requests are known by the host they go to."""
     from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-    from prefixguard.store import open_store
+    from prefixguard.capture.store import open_store
 
     body = chat("moonshotai/kimi-k2-instruct-0905", ("system", SYSTEM[:5000]), ("user", "Totals?"))
     answer = json.dumps({"choices": [], "usage": {"prompt_tokens": 1100, "completion_tokens": 2,

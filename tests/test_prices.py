@@ -11,8 +11,8 @@ from helpers.cli import CliRunner
 from genai_prices import Usage, calc_price
 
 from prefixguard.cli import main
-from prefixguard.contracts import model_contract, provider_contract, providers
-from prefixguard.prices import package_table
+from prefixguard.contracts.providers import model_contract, provider_contract, providers
+from prefixguard.contracts.prices import package_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = [str(ROOT / "examples/requests/anthropic/volatile_content" / n) for n in ("a.json", "b.json")]
@@ -96,7 +96,7 @@ def test_a_later_run_prices_from_the_disk_memo_without_importing_the_package(tmp
     import os
     import subprocess
     import sys
-    script = ("import json, sys; from prefixguard.contracts import model_contract;"
+    script = ("import json, sys; from prefixguard.contracts.providers import model_contract;"
               "c = model_contract('anthropic', 'claude-sonnet-4-5');"
               "print(json.dumps([c.input_per_mtok, c.output_per_mtok, c.prices, 'genai_prices' in sys.modules]))")
     env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
@@ -111,7 +111,7 @@ def test_a_later_run_prices_from_the_disk_memo_without_importing_the_package(tmp
 def test_reprefill_cost_is_paid_as_the_request_wrote_minus_a_read() -> None:
     """The one rule behind every miss cost (diff, report, log import): written at the TTL the request
     paid, or uncached when it wrote nothing, over what reading the same tokens would have cost."""
-    from prefixguard.usage import Usage
+    from prefixguard.model.usage import Usage
     c = model_contract("anthropic", "claude-sonnet-4-5")
     read = c.cost(cache_read=1000)
     assert c.reprefill_cost(1000, "1h") == pytest.approx(c.cost(write_1h=1000) - read)

@@ -1,7 +1,7 @@
 """What recorded usage shows providers do beyond their docs, each rule checked on the real pair that
 shows it (rules/providers.toml names them):
 - hidden tokens (a tool-use instruction, server tool definitions) sit where the provider's own reads
-  and writes put them, in front of the prefix or after every read (prefixguard/scale.py);
+  and writes put them, in front of the prefix or after every read (prefixguard/judge/scale.py);
 - OpenAI caches what a request generated: the next request that carries it back reads it;
 - an encrypted reasoning item is billed as its reasoning tokens, and an earlier turn's as nothing;
 - no read is expected past the prompt the provider billed, nor when it is under the minimum."""
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard import tokens
-from prefixguard.policy import _Output
+from prefixguard.model import tokens
+from prefixguard.judge.policy import _Output
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-from prefixguard.redis_index import _decode_value, _encode_value
+from prefixguard.judge.redis_index import _decode_value, _encode_value
 from prefixguard.replay import sources
-from prefixguard.scale import TokenScale, _Fit
-from prefixguard.store import open_store
-from prefixguard.usage import Usage
+from prefixguard.judge.scale import TokenScale, _Fit
+from prefixguard.capture.store import open_store
+from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"

@@ -21,7 +21,7 @@ import pytest
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from helpers.faults import MARKER, FaultyAnalyzer
 from helpers.processes import cli_proxy
 from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM, TOOLS, Clock, sha, streamable, tenant_rows

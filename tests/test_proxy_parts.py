@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from mitmproxy.test import tutils
 
-from prefixguard.compare import compare
-from prefixguard.policy import Expected
-from prefixguard import verdict
+from prefixguard.judge.compare import compare
+from prefixguard.judge.policy import Expected
+from prefixguard.judge import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream
-from prefixguard.usage import Usage
+from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request, parse_response
 
 STREAM = "recorded/openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001.response.sse"

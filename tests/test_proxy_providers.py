@@ -20,7 +20,7 @@ from botocore.config import Config
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from prefixguard.wire.eventstream import encode
 
 MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"

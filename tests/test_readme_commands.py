@@ -114,7 +114,7 @@ class Machine:
             shutil.copy(w / "capture.db", w / "base.db")
             shutil.copy(w / "capture.db", w / "new.db")
         if "live.db" in command and not (w / "live.db").exists():
-            from prefixguard.store import open_store   # the same traffic a week earlier, then as captured
+            from prefixguard.capture.store import open_store   # the same traffic a week earlier, then as captured
             with open_store(w / "capture.db") as src:
                 records = list(src.records())
             with open_store(w / "live.db", create=True) as live:

@@ -9,7 +9,7 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.compare import compare
+from prefixguard.judge.compare import compare
 from prefixguard.replay import sources
 from prefixguard.replay.fixes import Fixer
 from prefixguard.wire import parse_request

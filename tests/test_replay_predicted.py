@@ -3,9 +3,9 @@ runs the example agent (the real anthropic and openai SDKs) through the proxy to
 `--cache-policy auto`, so each request is served under its own provider's contract and the capture holds
 both shapes with the server's cache fields.
 
-How close: the sim judges a request by the same contract code (prefixguard.policy) as the server, in
+How close: the sim judges a request by the same contract code (prefixguard.judge.policy) as the server, in
 the same order, seconds apart (far from any TTL); it counts tokens as the proxy does for any provider
-(our tokenizer, scaled to the totals the server reported before: prefixguard/scale.py), not with the
+(our tokenizer, scaled to the totals the server reported before: prefixguard/judge/scale.py), not with the
 server's own template. Totals must agree within 2%, and each request within results.agreement's slack
 (16 tokens or 5%) on at least 80% of them: a read that ends inside a part (OpenAI matches tokens, in
 128-token steps) can land one step off, and where a conversation starts its first read is judged with
@@ -21,7 +21,7 @@ from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.replay.results import AGREE_FRACTION, AGREE_TOKENS
-from prefixguard.capture import read_capture
+from prefixguard.capture.reader import read_capture
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,10 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.replay import sources
-from prefixguard.store import Record, Store
-from prefixguard.usage import Usage
+from prefixguard.capture.store import Record, Store
+from prefixguard.model.usage import Usage
 
 
 def test_mooncake(shared_data: Path) -> None:
@@ -230,7 +230,7 @@ def test_default_policy_is_auto_for_a_capture_only(tmp_path: Path, shared_data: 
 @pytest.fixture
 def estimating(monkeypatch: pytest.MonkeyPatch):
     """PREFIXGUARD_TOKENIZER=estimate for one test; the real tokenizer again after it."""
-    from prefixguard import tokens
+    from prefixguard.model import tokens
     monkeypatch.setenv("PREFIXGUARD_TOKENIZER", "estimate")
     tokens.reset()
     yield

@@ -119,7 +119,7 @@ def test_html_report_is_self_contained_and_its_charts_render(capture: Path, tmp_
 def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> None:
     """A capture of Anthropic, OpenAI and OpenAI-compatible traffic: the auto policy gives each request
     exactly what its own provider's contract gives it when that provider's requests replay alone."""
-    from prefixguard.policy import policy_name
+    from prefixguard.judge.policy import policy_name
     from prefixguard.replay import sources
     from prefixguard.replay.results import Outcome
     from prefixguard.replay.player import replay
@@ -150,7 +150,7 @@ def test_estimated_token_counts_are_marked_from_the_proxy_to_the_report(shared_d
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """PREFIXGUARD_TOKENIZER=estimate: the proxy's console line marks its own counts with ~, its store rows
     carry the flag, and the report says so in the terminal, the JSON and the HTML."""
-    from prefixguard import tokens
+    from prefixguard.model import tokens
 
     recorded = shared_data / "recorded"
     folder = recorded / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"

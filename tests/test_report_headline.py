@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixguard.contracts import model_contract
+from prefixguard.contracts.providers import model_contract
 from prefixguard.report.diagnose import diagnose
 from prefixguard.report.headline import TTL_FIX
 

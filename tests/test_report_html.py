@@ -16,8 +16,8 @@ from helpers.browser import headless
 from prefixguard.cli import main
 from prefixguard.report.charts import nice_ticks
 from prefixguard.report.html import plain
-from prefixguard.store import Record, Store
-from prefixguard.usage import Usage
+from prefixguard.capture.store import Record, Store
+from prefixguard.model.usage import Usage
 
 CLAUDE_LOGS = Path(__file__).resolve().parent / "data" / "agent_logs" / "claude-code" / "projects"
 T0 = 1_795_000_000.0

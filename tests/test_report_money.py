@@ -14,11 +14,11 @@ from helpers.cli import CliRunner
 from helpers.months_log import Written, write
 
 from prefixguard.cli import main
-from prefixguard.contracts import model_contract
+from prefixguard.contracts.providers import model_contract
 from prefixguard.report.human import date_range, duration, usd
 from prefixguard.schemas import schema
-from prefixguard.store import Record, Store
-from prefixguard.usage import Usage
+from prefixguard.capture.store import Record, Store
+from prefixguard.model.usage import Usage
 
 T0 = 1_795_000_000.0
 

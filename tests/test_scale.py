@@ -1,4 +1,4 @@
-"""The token scale by kind of content (prefixguard/scale.py): tool schemas, text and tool calls scale
+"""The token scale by kind of content (prefixguard/judge/scale.py): tool schemas, text and tool calls scale
 apart, fitted from what the tokenizer explains, on real recorded sessions and their billed totals."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.redis_index import _decode_value, _encode_value
+from prefixguard.judge.redis_index import _decode_value, _encode_value
 from prefixguard.replay import sources
-from prefixguard.scale import CALLS, MAX_RATIO, TEXT, TOOLS, TokenScale, _Fit
-from prefixguard.usage import Usage
+from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, TokenScale, _Fit
+from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request
 
 PLANNING = "recorded/crewai/utilities_TestAnthropicStructuredPlanning.test_anthropic_research_workflow_generates_steps"

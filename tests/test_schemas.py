@@ -13,7 +13,7 @@ from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.schemas import SCHEMA_VERSION, schema
-from prefixguard.verdict import VerdictName
+from prefixguard.judge.verdict import VerdictName
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

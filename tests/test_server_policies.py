@@ -13,7 +13,7 @@ import pytest
 from prefixguard.engine import chat_template
 from prefixguard.engine.llm_engine import LLMEngine
 from prefixguard.engine.server import create_app, serve_in_thread
-from prefixguard.contracts import model_contract, providers
+from prefixguard.contracts.providers import model_contract, providers
 from prefixguard.wire import parse_request
 
 pytestmark = pytest.mark.slow

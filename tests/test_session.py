@@ -1,4 +1,4 @@
-"""One session model (prefixguard/session.py) for every feature: the same sequence of requests fed to
+"""One session model (prefixguard/judge/session.py) for every feature: the same sequence of requests fed to
 the proxy's analysis, lint's sequence mode and the report gives the same comparisons, each naming the
 same earlier request and the same causes. The sequence: a session, a timestamp change, a model switch
 (named model_changed, not cold), tools reordered, and a new conversation (no break)."""
@@ -12,8 +12,8 @@ from helpers.cli import CliRunner
 from prefixguard.cli import main
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.report.diagnose import _causes
-from prefixguard.session import Sessions
-from prefixguard.store import open_store
+from prefixguard.judge.session import Sessions
+from prefixguard.capture.store import open_store
 from prefixguard.wire import parse_request
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic"

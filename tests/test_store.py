@@ -14,9 +14,9 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.errors import InputError
-from prefixguard.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
-from prefixguard.usage import Usage
+from prefixguard.utils.errors import InputError
+from prefixguard.capture.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
+from prefixguard.model.usage import Usage
 
 ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
             "cause", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
@@ -71,7 +71,7 @@ def test_killed_writer_leaves_whole_rows_only(tmp_path: Path) -> None:
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_store import record
-from prefixguard.store import Store
+from prefixguard.capture.store import Store
 s = Store({str(db)!r})
 for i in range(10**9):
     s.add(record(i))

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from helpers.otlp_receiver import OtlpReceiver
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 from helpers.proxy import LEGACY, OPENAI_STREAM, Clock, sha, tenant_rows
 from helpers.upstream import Upstream
 

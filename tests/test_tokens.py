@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard import tokens
+from prefixguard.model import tokens
 from prefixguard.wire import parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
     import sys
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
     path = shared_data / "recorded/pydantic-ai/test_anthropic_test_anthropic_cache_real_api/0002.request.json"
-    script = ("import sys, json; from prefixguard import tokens; from prefixguard.wire import parse_request;"
+    script = ("import sys, json; from prefixguard.model import tokens; from prefixguard.wire import parse_request;"
               f"p = parse_request(open({str(path)!r}, 'rb').read());"
               "print(json.dumps([[s.tokens for s in p.segments], tokens.encoding_name(),"
               " tokens._encoding.cache_info().currsize]))")
@@ -131,7 +131,7 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
 
 
 def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
-    from prefixguard import disk_cache
+    from prefixguard.utils import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
     disk_cache.save_counts("enc", {b"a" * 16: 7, b"b" * 16: 9})
     path = tmp_path / f"counts-enc-v{disk_cache.VERSION}.bin"
@@ -146,7 +146,7 @@ def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
 
 
 def test_the_data_file_changing_invalidates_the_saved_tables(fresh_tokenizer, tmp_path):
-    from prefixguard import disk_cache
+    from prefixguard.utils import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path / "cache"))
     source = tmp_path / "enc.tiktoken"
     source.write_bytes(b"abc")
@@ -161,7 +161,9 @@ def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
     the TOML itself, and a stale copy (the file changed) is never read."""
     import tomllib
 
-    from prefixguard import disk_cache, ruleset
+    from prefixguard.utils import disk_cache
+
+    from prefixguard.contracts import ruleset
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
     ruleset.load.cache_clear()
     try:
@@ -183,7 +185,7 @@ def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
 
 def test_a_long_lived_process_keeps_its_new_counts_bounded(fresh_tokenizer, tmp_path):
     """The proxy's analysis runs for days: what it will keep on disk is written as it goes, not held."""
-    from prefixguard import disk_cache
+    from prefixguard.utils import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
     fresh_tokenizer.setattr(tokens, "SEEN_MAX", 4)
     for i in range(10):
@@ -249,7 +251,7 @@ def test_o200k_counts_kept_on_disk_need_neither_tokenizer_nor_its_package(fresh_
     import subprocess
     import sys
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
-    script = ("import sys, json; from prefixguard import tokens; from prefixguard.wire import parse_request;"
+    script = ("import sys, json; from prefixguard.model import tokens; from prefixguard.wire import parse_request;"
               f"p = parse_request(open({str(shared_data / OPENAI_CHAT)!r}, 'rb').read());"
               "print(json.dumps([[s.tokens for s in p.segments], tokens.encoding_name(p.model),"
               " tokens._encoding.cache_info().currsize, 'bpe_openai' in sys.modules]))")

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from prefixguard.contracts import verdict_rules
-from prefixguard.policy import Expected, make_policy, policy_name
+from prefixguard.contracts.providers import verdict_rules
+from prefixguard.judge.policy import Expected, make_policy, policy_name
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.report.diagnose import diagnose
-from prefixguard.store import open_store
-from prefixguard.verdict import judge_pair
+from prefixguard.capture.store import open_store
+from prefixguard.judge.verdict import judge_pair
 from prefixguard.wire import parse_request
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "requests"

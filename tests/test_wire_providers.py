@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from botocore.eventstream import EventStreamBuffer
 
-from prefixguard.errors import InputError
-from prefixguard.usage import Usage
+from prefixguard.utils.errors import InputError
+from prefixguard.model.usage import Usage
 from prefixguard.wire import UsageStream, detect_api, parse_request, parse_response, routes
 from prefixguard.wire.eventstream import EventStreamDecoder, encode
 

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from prefixguard.errors import InputError, NotARequest
-from prefixguard.fingerprint import common_prefix
-from prefixguard.prompt import LEVELS
+from prefixguard.utils.errors import InputError, NotARequest
+from prefixguard.model.fingerprint import common_prefix
+from prefixguard.model.prompt import LEVELS
 from prefixguard.wire import analysable, detect_api, jsonspan, parse_request, routes
 
 RECORDED = ("pydantic-ai", "openllmetry")

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from prefixguard.errors import InputError
-from prefixguard.usage import Usage
+from prefixguard.utils.errors import InputError
+from prefixguard.model.usage import Usage
 from prefixguard.wire import UsageStream, detect_api, parse_response
 
 RECORDED = ("pydantic-ai", "openllmetry")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from prefixguard.cli.exits import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError, fail
-from prefixguard.errors import InputError, describe
+from prefixguard.utils.errors import InputError, describe
 
 PROG = "prefixguard"
 ABOUT = "Find, explain and price prompt-cache breaks in LLM requests."

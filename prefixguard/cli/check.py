@@ -11,8 +11,8 @@ from typing import Any
 
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, UsageError, fail
 from prefixguard.cli.options import Parser, int_range, output_format
-from prefixguard.errors import InputError
-from prefixguard.regression import Outcome, Thresholds, Window, as_unix, compare, parse_span, parse_time, side
+from prefixguard.utils.errors import InputError
+from prefixguard.judge.regression import Outcome, Thresholds, Window, as_unix, compare, parse_span, parse_time, side
 from prefixguard.schemas import versioned
 
 CONFIG_KEYS = {"max-hit-rate-drop", "max-miss-cost-increase", "allow-new-causes", "min-requests", "incidents"}
@@ -81,7 +81,7 @@ def check(base: str, new: str, fmt: str, since: str | None, until: str | None, b
 
     Exit status: 0 no regression, 1 a regression, 2 usage or input error.
     """
-    from prefixguard.capture import read_capture
+    from prefixguard.capture.reader import read_capture
     from prefixguard.lint.config import tool_table
 
     try:

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefixguard import prices
+from prefixguard.contracts import prices
 from prefixguard.cli.exits import CommandError, UsageError
 from prefixguard.cli.options import Parser, old_name, output_format
 from prefixguard.schemas import versioned
-from prefixguard.verdict import PrefixChange, VerdictName
+from prefixguard.judge.verdict import PrefixChange, VerdictName
 
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
@@ -197,8 +197,8 @@ def _prefill_seconds(engine_url: str) -> float:
 
 def _wait_for_rows(path: Path, count: int, timeout: float = 60.0) -> list[Any]:
     """The capture's records once the proxy has written `count` (its analysis runs beside the traffic)."""
-    from prefixguard.errors import InputError
-    from prefixguard.store import open_store
+    from prefixguard.utils.errors import InputError
+    from prefixguard.capture.store import open_store
 
     deadline = time.monotonic() + timeout
     while True:
@@ -214,7 +214,7 @@ def _wait_for_rows(path: Path, count: int, timeout: float = 60.0) -> list[Any]:
 
 
 def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
-    from prefixguard.contracts import model_contract
+    from prefixguard.contracts.providers import model_contract
 
     u = rec.usage
     cost = model_contract(rec.api or "", rec.model).cost(uncached=u.uncached, cache_read=u.cache_read,
@@ -229,7 +229,7 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
 
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each cause the proxy found: how often, where, the tokens it made the engine prefill again, the fix."""
-    from prefixguard.causes import CAUSES, generic_fix
+    from prefixguard.judge.causes import CAUSES, generic_fix
 
     found: dict[str, dict[str, Any]] = {}
     for r in requests:

@@ -1,24 +1,24 @@
 """`prefixguard diff A.json B.json`: does request B reuse request A's cached prefix? Where and why not.
 
 Exit status: 0 when B reuses A's prefix, 1 when its verdict is miss_prefix_changed, 2 on any error (one
-line on stderr). The verdict is the proxy's and the testing API's (prefixguard.verdict.judge_pair).
+line on stderr). The verdict is the proxy's and the testing API's (prefixguard.judge.verdict.judge_pair).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from prefixguard import tokens
-from prefixguard.causes import DESCRIPTIONS
-from prefixguard.compare import Comparison
+from prefixguard.model import tokens
+from prefixguard.judge.causes import DESCRIPTIONS
+from prefixguard.judge.compare import Comparison
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
 from prefixguard.cli.options import Parser, compatible_options, output_format
-from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError, read_input
+from prefixguard.contracts.providers import model_contract
+from prefixguard.utils.errors import InputError, read_input
 from prefixguard.schemas import versioned
-from prefixguard.styled import GREEN, RED, printable, strong
-from prefixguard.prompt import PausedGc, Prompt
-from prefixguard.verdict import Verdict, VerdictName, judge_pair
+from prefixguard.utils.styled import GREEN, RED, printable, strong
+from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.judge.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.wire import MAX_BYTES, parse_request
 
 
@@ -77,7 +77,7 @@ def tokenizer_name(result: Comparison, model: str | None = None) -> str:
 
 def _shown(text: str) -> str:
     """What the compared files say, as printed: secrets redacted, control characters escaped."""
-    from prefixguard.redaction import redact_text
+    from prefixguard.utils.redaction import redact_text
 
     return printable(redact_text(text))
 

@@ -81,6 +81,6 @@ def _serves(model: str, names: list[str]) -> Callable[[str | None], bool] | None
         return None
     if names:
         return lambda asked: asked in names
-    from prefixguard.contracts import sold
+    from prefixguard.contracts.providers import sold
 
     return lambda asked: asked == model or sold(asked)

@@ -27,7 +27,7 @@ class UsageError(CommandError):
 def error(message: str, hint: str = "") -> None:
     """One error line on stderr, `prefixguard: error: MESSAGE`, whitespace folded so it stays one line and
     control characters escaped (a file name may hold any)."""
-    from prefixguard.styled import printable
+    from prefixguard.utils.styled import printable
 
     print(f"prefixguard: error: {printable(' '.join(str(message).split()))}{hint}", file=sys.stderr, flush=True)
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prefixguard.cli.options import Parser
-from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError, check_regular_file, reading
+from prefixguard.contracts.providers import model_contract
+from prefixguard.utils.errors import InputError, check_regular_file, reading
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
-from prefixguard.store import Record, open_store
-from prefixguard.styled import printable
+from prefixguard.capture.store import Record, open_store
+from prefixguard.utils.styled import printable
 
 STORE_HELP = "Capture store (SQLite) to write; rows of an earlier import of the same logs are replaced."
 

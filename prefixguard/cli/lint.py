@@ -9,16 +9,16 @@ import json
 import sys
 from pathlib import Path
 
-from prefixguard import tokens
+from prefixguard.model import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
 from prefixguard.cli.options import Parser, compatible_options, output_format
-from prefixguard.errors import InputError, check_regular_file, check_writable
+from prefixguard.utils.errors import InputError, check_regular_file, check_writable
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
 from prefixguard.schemas import versioned
-from prefixguard.styled import printable_lines
+from prefixguard.utils.styled import printable_lines
 
 FORMATS: dict[str, formats.Formatter] = {
     "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,

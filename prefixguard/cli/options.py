@@ -94,7 +94,7 @@ def output_format(p: argparse.ArgumentParser, choices: Sequence[str] = ("text", 
 def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = POLICY_HELP,
                   old: Sequence[str] = ()) -> None:
     """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
-    from prefixguard.policy import POLICIES   # here, not at import: lint and diff never pay for it
+    from prefixguard.judge.policy import POLICIES   # here, not at import: lint and diff never pay for it
 
     choices = ["auto", *sorted(POLICIES)]
     p.add_argument("--policy", choices=choices, default=default,
@@ -104,7 +104,7 @@ def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = P
 
 
 class _CompatibleSetting(argparse.Action):
-    """One setting of the compatible contract, applied as it is parsed (prefixguard/serving.py keeps the
+    """One setting of the compatible contract, applied as it is parsed (prefixguard/contracts/serving.py keeps the
     command line's layer over [tool.prefixguard]'s): nothing reaches the command's keyword arguments."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, key: str, const: Any = None, **kw: Any) -> None:
@@ -113,7 +113,7 @@ class _CompatibleSetting(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from prefixguard import serving
+        from prefixguard.contracts import serving
 
         serving.apply(flags={self.key: self.const if self.nargs == 0 else values})
 
@@ -121,7 +121,7 @@ class _CompatibleSetting(argparse.Action):
 def compatible_options(p: argparse.ArgumentParser) -> None:
     """--server, --block-size, --min-prefix, --no-prefix-caching: how a server one runs (the compatible
     contract) reuses prefixes, the same in proxy, replay, lint and diff."""
-    from prefixguard import serving
+    from prefixguard.contracts import serving
 
     serving.reset()   # a command starts from the rules' defaults (tests run many commands in one process)
     serving.apply(file=serving.from_pyproject(Path.cwd()))   # [tool.prefixguard]'s keys, the flags on top

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, compatible_options, int_range, output_format, policy_option
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 
 
 def build(p: Parser) -> None:
@@ -61,10 +61,10 @@ def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: 
         _check_telemetry(otlp_endpoint)
     try:
         if store is not None:
-            from prefixguard.store import check_writable_store
+            from prefixguard.capture.store import check_writable_store
             check_writable_store(store)  # a foreign or broken file, a server that does not answer: here, before anything listens
         if index:
-            from prefixguard.state import open_index
+            from prefixguard.judge.state import open_index
             open_index(index).close()  # the URL's shape and the extra; a Redis down later only degrades verdicts
     except InputError as err:
         fail(str(err))
@@ -75,9 +75,9 @@ def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: 
                 "prefixguard_metrics_port": metrics_port or 0, "prefixguard_metrics_host": host}
 
     _console_log()
-    from prefixguard import prices
-    from prefixguard.redaction import url_for_display
-    from prefixguard.styled import printable
+    from prefixguard.contracts import prices
+    from prefixguard.utils.redaction import url_for_display
+    from prefixguard.utils.styled import printable
 
     def listening(real_port: int) -> None:
         shown = ", ".join(printable(url_for_display(u)) for u in upstreams)  # never an upstream's password
@@ -100,14 +100,14 @@ def _analyzer_factory() -> Any:
     a picklable callable, as the worker is another process."""
     from functools import partial
 
-    from prefixguard.contracts import compatible_settings
+    from prefixguard.contracts.providers import compatible_settings
 
     return partial(configured_analyzer, compatible_settings())
 
 
 def configured_analyzer(compatible: Any, **settings: Any) -> Any:
     """An Analyzer that judges `compatible` requests by these settings (in the worker process)."""
-    from prefixguard.contracts import configure_compatible
+    from prefixguard.contracts.providers import configure_compatible
     from prefixguard.proxy.analysis import Analyzer
 
     configure_compatible(compatible)
@@ -150,7 +150,7 @@ def export_capture(db: str, fmt: str) -> None:
     spans."""
     import json
 
-    from prefixguard.store import open_capture
+    from prefixguard.capture.store import open_capture
 
     with open_capture(db) as store:
         if fmt == "otlp-json":

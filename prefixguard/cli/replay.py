@@ -9,7 +9,7 @@ from typing import Any
 from prefixguard.cli.exits import UsageError, fail
 from prefixguard.cli.options import (POLICY_HELP, Parser, compatible_options, int_range, old_name, output_format,
                                      policy_option, positive_float)
-from prefixguard.errors import InputError, check_writable, reading
+from prefixguard.utils.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"

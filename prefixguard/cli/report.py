@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, output_format
-from prefixguard.errors import InputError, check_writable, reading
+from prefixguard.utils.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
 
 
@@ -23,7 +23,7 @@ def build(p: Parser) -> None:
 def report(capture: str, html_out: str | None, fmt: str, by: str | None = None) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
-    from prefixguard.capture import read_capture
+    from prefixguard.capture.reader import read_capture
     from prefixguard.report.by_label import by_label
     from prefixguard.report.diagnose import diagnose
 

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from prefixguard.contracts import providers
+from prefixguard.contracts.providers import providers
 from prefixguard.importer.turns import Turn
-from prefixguard.usage import Usage
+from prefixguard.model.usage import Usage
 from prefixguard.wire import anthropic
 
 PLACEHOLDERS = ("Claude Code logs keep input_tokens/output_tokens from the start of the stream in many versions "

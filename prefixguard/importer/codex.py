@@ -15,7 +15,7 @@ from typing import Any
 
 from prefixguard.importer.claude_code import count, lines, timestamp
 from prefixguard.importer.turns import Turn
-from prefixguard.usage import Usage
+from prefixguard.model.usage import Usage
 
 
 def usage(raw: dict[str, Any]) -> Usage:

@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from prefixguard.errors import InputError, describe, read_text_input
+from prefixguard.utils.errors import InputError, describe, read_text_input
 from prefixguard.lint.finding import Finding
 
 VERSION = 1

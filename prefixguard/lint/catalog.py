@@ -8,8 +8,8 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
-from prefixguard import ruleset
-from prefixguard.causes import generic_fix
+from prefixguard.contracts import ruleset
+from prefixguard.judge.causes import generic_fix
 
 SEVERITIES = ("error", "warning", "info")   # most severe first
 _CODE = re.compile(r"PG\d{3}")

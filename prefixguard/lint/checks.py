@@ -21,8 +21,8 @@ from typing import Any
 from prefixguard.lint import catalog
 from prefixguard.lint.context import Breakpoint, Context, Volatile, block_text
 from prefixguard.lint.finding import Hit
-from prefixguard.breakpoints import breakpoints as policy_breakpoints
-from prefixguard.prompt import MARKER_KEYS
+from prefixguard.model.breakpoints import breakpoints as policy_breakpoints
+from prefixguard.model.prompt import MARKER_KEYS
 from prefixguard.wire.fields import ARGUMENT_KEYS
 from prefixguard.wire.jsonspan import join_pointer
 from prefixguard.wire.segments import tool_name

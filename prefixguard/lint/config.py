@@ -26,8 +26,8 @@ from pathlib import Path, PurePath
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
-from prefixguard.errors import InputError, describe, read_text_input
-from prefixguard import serving
+from prefixguard.utils.errors import InputError, describe, read_text_input
+from prefixguard.contracts import serving
 from prefixguard.lint import catalog
 
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}

@@ -9,11 +9,11 @@ from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import Any, Mapping, NamedTuple
 
-from prefixguard.contracts import model_contract, provider_for, providers
+from prefixguard.contracts.providers import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
-from prefixguard.breakpoints import breakpoints as policy_breakpoints
-from prefixguard.prompt import Prompt, Segment
-from prefixguard.volatile import VolatileMatch, find_volatile, id_patterns
+from prefixguard.model.breakpoints import breakpoints as policy_breakpoints
+from prefixguard.model.prompt import Prompt, Segment
+from prefixguard.model.volatile import VolatileMatch, find_volatile, id_patterns
 from prefixguard.wire.fields import NOT_TEXT_KEYS, is_id
 from prefixguard.wire.jsonspan import join_pointer
 
@@ -50,7 +50,7 @@ class Context:
                  earlier: Prompt | None = None, earlier_line: int | None = None,
                  new_conversation: bool = False) -> None:
         self.prompt = prompt
-        # Sequence mode: the session's best earlier request (prefixguard/session.py), for evidence of change.
+        # Sequence mode: the session's best earlier request (prefixguard/judge/session.py), for evidence of change.
         self.earlier, self.earlier_line, self.new_conversation = earlier, earlier_line, new_conversation
         self.segments = prompt.segments
         self.provider = provider_for(prompt.api, prompt.model)
@@ -78,7 +78,7 @@ class Context:
 
     @cached_property
     def _points(self) -> dict[int, str]:
-        """The policy's breakpoints (prefixguard/policy.py): segment index -> TTL, the automatic one included."""
+        """The policy's breakpoints (prefixguard/judge/policy.py): segment index -> TTL, the automatic one included."""
         return policy_breakpoints(self.prompt, self.ineligible)
 
     @cached_property

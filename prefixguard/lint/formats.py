@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixguard.lint.finding import Finding
-from prefixguard.styled import printable
+from prefixguard.utils.styled import printable
 
 JSON_SCHEMA_VERSION = 1   # bump when a field of the json format changes meaning or goes away
 
@@ -35,7 +35,7 @@ Formatter = Callable[[list[Finding], Run], str]
 def shown(text: str) -> str:
     """Text from the linted files as printed: secrets redacted (random-looking values too: a finding
     quotes what changed, as the proxy's detail column does), control characters escaped."""
-    from prefixguard.redaction import redact_random, redact_text  # ~10 ms to compile: only when one is shown
+    from prefixguard.utils.redaction import redact_random, redact_text  # ~10 ms to compile: only when one is shown
 
     return printable(redact_random(redact_text(text)))
 
@@ -102,7 +102,7 @@ def as_dict(f: Finding) -> dict[str, Any]:
 
 def redacted(text: str) -> str:
     """A finding's text for the machine formats (json, sarif): secrets redacted, nothing escaped."""
-    from prefixguard.redaction import redact_random, redact_text
+    from prefixguard.utils.redaction import redact_random, redact_text
 
     return redact_random(redact_text(text))
 

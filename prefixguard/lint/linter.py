@@ -14,19 +14,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
-from prefixguard.contracts import lint_family
-from prefixguard.errors import InputError, NotARequest, describe
+from prefixguard.contracts.providers import lint_family
+from prefixguard.utils.errors import InputError, NotARequest, describe
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS, VALIDITY
 from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
-from prefixguard.prompt import PausedGc, Prompt
+from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.wire import MAX_BYTES, parse_request
 
 if TYPE_CHECKING:
-    from prefixguard.session import Match
+    from prefixguard.judge.session import Match
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 CODE_SUFFIXES = {".py": "python"}   # source code that builds prompts (prefixguard.lint.code)
@@ -201,11 +201,11 @@ def lint_code_file(name: str, settings: Settings, result: Result) -> None:
 
 
 def _capture_url(name: str) -> bool:
-    """A fleet's capture store (a URL, not a file). prefixguard.store, and sqlite3 with it, loads only for
+    """A fleet's capture store (a URL, not a file). prefixguard.capture.store, and sqlite3 with it, loads only for
     a name that could be one: a lint of files never pays for them."""
     if "://" not in name:
         return False
-    from prefixguard.store import is_capture_url
+    from prefixguard.capture.store import is_capture_url
     return is_capture_url(name)
 
 
@@ -213,7 +213,7 @@ def _export(url: str) -> str:
     """A capture store's rows as the JSON lines `capture export` writes."""
     import io
 
-    from prefixguard.store import open_capture
+    from prefixguard.capture.store import open_capture
 
     out = io.StringIO()
     with open_capture(url) as store:

@@ -1,5 +1,5 @@
 """Sequence mode: each request of a capture against its best earlier match, as the core's session
-model (prefixguard/session.py) finds it. A break is reported under the rule of its first cause
+model (prefixguard/judge/session.py) finds it. A break is reported under the rule of its first cause
 (rules/catalog.toml, family PG5), with the tokens that must be prefilled again and what that costs. A
 request that starts a new conversation is not a break: what it shares (tools, system prompt) is reused,
 and its first message is simply new.
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prefixguard.causes import DESCRIPTIONS
-from prefixguard.compare import Comparison
-from prefixguard.contracts import model_contract
+from prefixguard.judge.causes import DESCRIPTIONS
+from prefixguard.judge.compare import Comparison
+from prefixguard.contracts.providers import model_contract
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
-from prefixguard.prompt import Prompt
-from prefixguard.session import Match, Sessions
+from prefixguard.model.prompt import Prompt
+from prefixguard.judge.session import Match, Sessions
 
 
 class SequenceMode:

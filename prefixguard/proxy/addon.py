@@ -39,8 +39,8 @@ from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
-from prefixguard.styled import printable
-from prefixguard.verdict import VerdictName
+from prefixguard.utils.styled import printable
+from prefixguard.judge.verdict import VerdictName
 from prefixguard.wire import analysable, files
 from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 from prefixguard.wire.gemini import is_cache_creation

@@ -6,7 +6,7 @@
 2. `finish`: usage from the response (JSON or the tapped stream), timings, the final verdict; commit the
    request's reads and writes to the policy; one console line and one store row.
 Token counts come from our tokenizer, not the provider's: the policy sees them scaled to the provider's
-(prefixguard/scale.py), so minimums hold.
+(prefixguard/judge/scale.py), so minimums hold.
 It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
@@ -17,24 +17,25 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
-from prefixguard import tokens
-from prefixguard.attribution import client_of, site_of
-from prefixguard.compare import Comparison
-from prefixguard.diagnosis import Diagnosis, agreement, as_row
-from prefixguard.errors import InputError, TooLarge
-from prefixguard.index import IndexDown
-from prefixguard.policy import CachePolicy, Expected, answered, predicted
-from prefixguard.prompt import Prompt
-from prefixguard import verdict as verdicts
+from prefixguard.model import tokens
+from prefixguard.capture.attribution import client_of, site_of
+from prefixguard.judge.compare import Comparison
+from prefixguard.judge.agreement import agreement
+from prefixguard.model.diagnosis import Diagnosis, as_row
+from prefixguard.utils.errors import InputError, TooLarge
+from prefixguard.judge.index import IndexDown
+from prefixguard.judge.policy import CachePolicy, Expected, answered, predicted
+from prefixguard.model.prompt import Prompt
+from prefixguard.judge import verdict as verdicts
 from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import (api_keys, redact_body, redact_fields, redact_path, redact_text, storable,
                                       system_secrets, tenant_of)
-from prefixguard.redaction import request_secrets
-from prefixguard.styled import printable
+from prefixguard.utils.redaction import request_secrets
+from prefixguard.utils.styled import printable
 from prefixguard.proxy.tap import read_stream
-from prefixguard.state import State, open_index
-from prefixguard.store import Record, open_capture
-from prefixguard.usage import ResponseMeta, Usage
+from prefixguard.judge.state import State, open_index
+from prefixguard.capture.store import Record, open_capture
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response, parse_response_meta
 from prefixguard.wire.routes import NOT_ANALYSED, template
 

@@ -16,7 +16,7 @@ from hashlib import blake2b
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from prefixguard.redaction import KEY_FORMATS, REDACTED, high_entropy, redact_random, redact_text
+from prefixguard.utils.redaction import KEY_FORMATS, REDACTED, high_entropy, redact_random, redact_text
 
 __all__ = ["KEY_FORMATS", "REDACTED", "api_keys", "redact_body", "redact_fields", "redact_path", "redact_text",
            "storable", "system_secrets", "tenant_of"]
@@ -143,7 +143,7 @@ def redact_fields(record: Any, secrets: Iterable[str], fields: Iterable[str] = T
 
 
 def system_secrets(prompt: Any) -> list[str]:
-    """The random-looking tokens of a request's system prompt (prefixguard/redaction.py: is_random_token):
+    """The random-looking tokens of a request's system prompt (prefixguard/utils/redaction.py: is_random_token):
     a key or a password pasted there, often one that changes with every request, is kept nowhere.
     Ids and digests there (hex, UUIDs, named ids) are left as sent."""
     found: list[str] = []

@@ -15,10 +15,10 @@ from typing import Any
 from mitmproxy import options
 from mitmproxy.tools.dump import DumpMaster
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.route import Route
-from prefixguard.redaction import url_for_display
+from prefixguard.utils.redaction import url_for_display
 
 
 def check_listen(host: str, port: int) -> None:

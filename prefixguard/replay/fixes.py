@@ -16,7 +16,7 @@ from typing import Any
 
 from prefixguard.wire.jsonspan import split_pointer
 from prefixguard.replay.sources import Request
-from prefixguard.volatile import find_volatile
+from prefixguard.model.volatile import find_volatile
 from prefixguard.wire import parse_request
 
 FROZEN_LEVELS = ("tools", "system")            # where a changing value breaks every later block

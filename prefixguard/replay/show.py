@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from prefixguard.styled import printable
+from prefixguard.utils.styled import printable
 
 
 def _ttft(summary: dict[str, Any], group: str) -> str:

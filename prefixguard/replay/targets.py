@@ -15,16 +15,16 @@ from typing import Any, Protocol
 
 from prefixguard.engine import chat_template
 from prefixguard.engine.radix import RadixTree
-from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError
-from prefixguard.fingerprint import chain
-from prefixguard.policy import POLICIES as CONTRACTS
-from prefixguard.policy import CachePolicy, Policies, answered, predicted
-from prefixguard.prompt import Prompt, Segment
+from prefixguard.contracts.providers import model_contract
+from prefixguard.utils.errors import InputError
+from prefixguard.model.fingerprint import chain
+from prefixguard.judge.policy import POLICIES as CONTRACTS
+from prefixguard.judge.policy import CachePolicy, Policies, answered, predicted
+from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
-from prefixguard.scale import TokenScale
-from prefixguard.usage import Usage
+from prefixguard.judge.scale import TokenScale
+from prefixguard.model.usage import Usage
 from prefixguard.wire import UsageStream, parse_request
 
 POLICIES = ("auto", *CONTRACTS)   # the policy module's, one per contract of rules/providers.toml

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from prefixguard.contracts import model_contract
+from prefixguard.contracts.providers import model_contract
 from prefixguard.report.human import usd
 from prefixguard.report.money import tenant
-from prefixguard.styled import printable
-from prefixguard.usage import USAGE_FIELDS, Usage
-from prefixguard.verdict import PrefixChange
+from prefixguard.utils.styled import printable
+from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.judge.verdict import PrefixChange
 from prefixguard.wire.routes import NOT_ANALYSED
 
 LABELS = ("client", "tenant", "site", "model")

@@ -14,17 +14,17 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
-from prefixguard import tokens
-from prefixguard.contracts import model_contract
-from prefixguard.errors import InputError
+from prefixguard.model import tokens
+from prefixguard.contracts.providers import model_contract
+from prefixguard.utils.errors import InputError
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.report.human import usd
 from prefixguard.report.money import UNKNOWN as UNKNOWN_MODE
 from prefixguard.report.money import mode, money
-from prefixguard.prompt import Prompt
-from prefixguard.session import Sessions
-from prefixguard.verdict import PrefixChange, VerdictName, judge_pair, of_row
-from prefixguard.stats import distribution, quantile
+from prefixguard.model.prompt import Prompt
+from prefixguard.judge.session import Sessions
+from prefixguard.judge.verdict import PrefixChange, VerdictName, judge_pair, of_row
+from prefixguard.utils.stats import distribution, quantile
 from prefixguard.wire import parse_request
 from prefixguard.wire.routes import NOT_ANALYSED, template
 
@@ -104,7 +104,7 @@ ESTIMATED = ("Token counts of prefixguard's own (predicted cached tokens, re-pre
 
 
 def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
-    """rows: capture rows in the export shape (prefixguard.store.Record.row), oldest first."""
+    """rows: capture rows in the export shape (prefixguard.capture.store.Record.row), oldest first."""
     unread = _unanalysed(rows)
     # rows the proxy wrote when it forwarded a request unread (no response is awaited for them): named in
     # the infrastructure step, no request of the analysis
@@ -264,7 +264,7 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
     """The breaks by cause, counted as each row was judged (its stored verdict, re-prefilled tokens and
     cost); a row nobody judged (a recorded session: no verdict, no usage; a provider that reported no
     cache field) is judged here by the same
-    rule (prefixguard.verdict.judge_pair) against the best earlier request of its tenant (the core's
+    rule (prefixguard.judge.verdict.judge_pair) against the best earlier request of its tenant (the core's
     session model), and so is what a miss was stored without (its cause, its tokens). Each cause's
     example is its first break with a body, as compared here. parents, where given, gets id(row) -> the
     earlier row each row with a body continued."""

@@ -6,11 +6,11 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from prefixguard.causes import CAUSES, generic_fix
-from prefixguard.contracts import model_contract
+from prefixguard.judge.causes import CAUSES, generic_fix
+from prefixguard.contracts.providers import model_contract
 from prefixguard.report.human import usd
-from prefixguard.usage import USAGE_FIELDS, Usage
-from prefixguard.verdict import of_row
+from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.judge.verdict import of_row
 
 if TYPE_CHECKING:
     from prefixguard.report.diagnose import Diagnosis

@@ -2,9 +2,9 @@
 per tenant and over time, the date range, latency percentiles (streaming and non-streaming apart), cache
 writes nobody read, and whether writing with the longer TTL would have paid off.
 
-Every cost is the row's tokens by class at its model's contract prices (prefixguard.contracts): what it
+Every cost is the row's tokens by class at its model's contract prices (prefixguard.contracts.providers): what it
 cost, and what the same tokens would have cost sent uncached. Verdicts are the rows' stored ones
-(prefixguard.verdict), never judged again here.
+(prefixguard.judge.verdict), never judged again here.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from prefixguard.contracts import ModelContract, model_contract, provider_for, providers
+from prefixguard.contracts.providers import ModelContract, model_contract, provider_for, providers
 from prefixguard.report.human import DAY, HOUR
-from prefixguard.stats import quantile
-from prefixguard.usage import USAGE_FIELDS, Usage
+from prefixguard.utils.stats import quantile
+from prefixguard.model.usage import USAGE_FIELDS, Usage
 
 # Where a tenant is named, first found wins: what the caller said about its end user or cache key in the
 # body, else the capture's own column (the proxy: a hash of the API key; an import: the session lineage).

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefixguard.report.diagnose import ESTIMATED, Diagnosis
 from prefixguard.report.human import date_range, duration, ms, usd, when
-from prefixguard.styled import GREEN, RED, YELLOW, columns, printable_data, strong
+from prefixguard.utils.styled import GREEN, RED, YELLOW, columns, printable_data, strong
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from prefixguard.attribution import client_family
+from prefixguard.capture.attribution import client_family
 
-from prefixguard.contracts import provider_for
-from prefixguard.verdict import PrefixChange
-from prefixguard.store import Record
+from prefixguard.contracts.providers import provider_for
+from prefixguard.judge.verdict import PrefixChange
+from prefixguard.capture.store import Record
 from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 

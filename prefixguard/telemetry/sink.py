@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prefixguard.store import Record
+from prefixguard.capture.store import Record
 
 logger = logging.getLogger("prefixguard.telemetry")
 

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from prefixguard.diagnosis import Diagnosis
-from prefixguard.errors import InputError, TooLarge, describe
-from prefixguard.fingerprint import chain
-from prefixguard.prompt import PausedGc, Prompt
-from prefixguard.usage import ResponseMeta, Usage
+from prefixguard.model.diagnosis import Diagnosis
+from prefixguard.utils.errors import InputError, TooLarge, describe
+from prefixguard.model.fingerprint import chain
+from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed

@@ -9,11 +9,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from prefixguard.diagnosis import MISS, NO_MISS, Diagnosis
-from prefixguard.errors import InputError
-from prefixguard.media import DOCUMENT, IMAGE, Media
-from prefixguard.prompt import Prompt, compact_json, without_markers
-from prefixguard.usage import ResponseMeta, Usage
+from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
+from prefixguard.utils.errors import InputError
+from prefixguard.model.media import DOCUMENT, IMAGE, Media
+from prefixguard.model.prompt import Prompt, compact_json, without_markers
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 

@@ -12,11 +12,11 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from prefixguard.contracts import providers
-from prefixguard.errors import InputError
-from prefixguard.media import DOCUMENT, IMAGE, Media
-from prefixguard.prompt import Prompt
-from prefixguard.usage import ResponseMeta, Usage
+from prefixguard.contracts.providers import providers
+from prefixguard.utils.errors import InputError
+from prefixguard.model.media import DOCUMENT, IMAGE, Media
+from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from prefixguard.errors import InputError, NotARequest
+from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.wire import anthropic, bedrock_converse, gemini, openai_chat, openai_responses, routes
 
 # Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.

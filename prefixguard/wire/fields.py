@@ -4,7 +4,7 @@ arguments, which hold no prompt text (encoded payloads, signatures, ids), and wh
 provider's own compaction of the history."""
 from __future__ import annotations
 
-from prefixguard.prompt import MARKER_KEYS
+from prefixguard.model.prompt import MARKER_KEYS
 
 # A tool call's arguments: Anthropic and Converse `input`; Chat and Responses `arguments` (a JSON
 # string); Gemini `args`.

@@ -1,6 +1,6 @@
 """File uploads (POST /v1/files, Anthropic's and OpenAI's Files APIs): the file a multipart body
 carries, and the id the response gives it. A later request that sends the id is then costed by the
-file's real size and pages (prefixguard.media.remember_upload) instead of the documented estimate."""
+file's real size and pages (prefixguard.model.media.remember_upload) instead of the documented estimate."""
 from __future__ import annotations
 
 import base64
@@ -9,7 +9,7 @@ import json
 import re
 from urllib.parse import urlsplit
 
-from prefixguard import media
+from prefixguard.model import media
 
 _PATH = re.compile(r"/v1/files/?$")
 _TYPE = re.compile(rb"Content-Type:\s*([^\s;]+)", re.I)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import marshal
 from typing import Any
 
-from prefixguard import media as media_cost
-from prefixguard import tokens
-from prefixguard.contracts import equivalences
-from prefixguard.errors import InputError
-from prefixguard.media import Media
-from prefixguard.prompt import MARKER_KEYS, Segment, compact_json, without_markers
+from prefixguard.model import media as media_cost
+from prefixguard.model import tokens
+from prefixguard.contracts.providers import equivalences
+from prefixguard.utils.errors import InputError
+from prefixguard.model.media import Media
+from prefixguard.model.prompt import MARKER_KEYS, Segment, compact_json, without_markers
 from prefixguard.wire.jsonspan import Node
 
 

@@ -76,7 +76,7 @@ def pg_schema(url: str = POSTGRES) -> Iterator[str]:
 
 
 def pg_rows(store_url: str) -> list[dict]:
-    from prefixguard.store import open_capture
+    from prefixguard.capture.store import open_capture
     with open_capture(store_url) as store:
         return list(store.rows())
 

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prefixguard.errors import InputError
+from prefixguard.utils.errors import InputError
 from prefixguard.proxy.redact import tenant_of
-from prefixguard.store import open_store
+from prefixguard.capture.store import open_store
 
 LEGACY = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 STREAM = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from prefixguard.errors import InputError, NotARequest
+from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.lint.code.place import read_source
 from prefixguard.lint.code.python import CodeHit, analyze
 

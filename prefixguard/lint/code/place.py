@@ -6,7 +6,7 @@ import io
 import os
 import tokenize
 
-from prefixguard.errors import InputError, NotARequest
+from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.lint import catalog
 from prefixguard.lint.code.python import CodeHit, analyze
 from prefixguard.lint.finding import Finding, fingerprint

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from prefixguard.fingerprint import prefix_length
-from prefixguard.prompt import LEVELS, MARKER_KEYS, Segment, compact_json
+from prefixguard.model.fingerprint import prefix_length
+from prefixguard.model.prompt import LEVELS, MARKER_KEYS, Segment, compact_json
 from prefixguard.wire.fields import TEXT_KEYS
 
 EXCERPT = 72          # characters of an excerpt

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from prefixguard.errors import InputError, check_regular_file, describe, open_input
-from prefixguard.usage import USAGE_FIELDS, Usage
+from prefixguard.utils.errors import InputError, check_regular_file, describe, open_input
+from prefixguard.model.usage import USAGE_FIELDS, Usage
 
 SCHEMA_VERSION = 5   # 2: tokens_estimated; 3: diagnosis; 4: degraded; 5: attribution and gen_ai.response.*
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -332,10 +332,10 @@ def is_capture_url(target: str | Path) -> bool:
 
 def open_capture(target: str | Path, *, create: bool = False) -> Any:
     """THE opener of a capture store for every reader and writer: a postgresql:// URL (the fleet's
-    store, prefixguard/pgstore.py) or a SQLite file. Both give add, records, rows, export, len, close."""
+    store, prefixguard/capture/pgstore.py) or a SQLite file. Both give add, records, rows, export, len, close."""
     if is_capture_url(target):
         try:
-            from prefixguard.pgstore import PgStore
+            from prefixguard.capture.pgstore import PgStore
         except ImportError:
             raise InputError("a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the prefixguard repository") from None
         return PgStore(str(target), create=create)
@@ -354,7 +354,7 @@ def check_writable_store(path: str | Path) -> None:
     empty file gets the capture table (what the proxy would do at its first flow). A postgresql:// URL:
     the server must answer, and gets the table."""
     if is_capture_url(path):
-        from prefixguard.pgstore import check_server
+        from prefixguard.capture.pgstore import check_server
         check_server(str(path))
         return
     Store(path, create=True).close()

@@ -5,7 +5,7 @@ import re
 from functools import cache
 from typing import Mapping, NamedTuple
 
-from prefixguard import ruleset
+from prefixguard.contracts import ruleset
 
 
 class VolatileMatch(NamedTuple):

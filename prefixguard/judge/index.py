@@ -1,9 +1,9 @@
 """Where the session model, the cache policies and the token scale keep what they remember between
 requests. Two backends implement the same small interface:
 - in this process (the default, below): exact, bounded, gone when the process ends;
-- Redis (prefixguard/redis_index.py): shared by every proxy of a fleet, so a session whose requests land
+- Redis (prefixguard/judge/redis_index.py): shared by every proxy of a fleet, so a session whose requests land
   on different proxies is judged as if one proxy had seen it all.
-The session logic (prefixguard/session.py) and the policies (prefixguard/policy.py) ask only these
+The session logic (prefixguard/judge/session.py) and the policies (prefixguard/judge/policy.py) ask only these
 operations, so both backends give the same verdicts.
 
 - `SessionIndex`: per (tenant, provider), the requests seen: a longest-prefix lookup over their
@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
-from prefixguard.fingerprint import PrefixIndex
+from prefixguard.model.fingerprint import PrefixIndex
 
 
 class IndexDown(Exception):

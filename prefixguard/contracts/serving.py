@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from prefixguard.contracts import Compatible, configure_compatible, default_compatible, providers, server_defaults
-from prefixguard.errors import InputError
+from prefixguard.contracts.providers import Compatible, configure_compatible, default_compatible, providers, server_defaults
+from prefixguard.utils.errors import InputError
 
 KEYS = ("block-size", "min-prefix", "prefix-caching", "server")   # of [tool.prefixguard]
 TIMEOUT_S = 5.0

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, NamedTuple
 
-from prefixguard import ruleset
-from prefixguard.errors import InputError
-from prefixguard.prices import from_package
+from prefixguard.contracts import ruleset
+from prefixguard.utils.errors import InputError
+from prefixguard.contracts.prices import from_package
 
 
 @cache
@@ -159,7 +159,7 @@ class ModelContract(NamedTuple):
     read_multiplier: float            # price of a cached token over the base input price
     write_multiplier: dict[str, float]  # by TTL ("5m", "1h"); OpenAI: {"default": x}
     confirmed: bool
-    price_source: str = "rules/providers.toml"   # where the prices come from (prefixguard/prices.py)
+    price_source: str = "rules/providers.toml"   # where the prices come from (prefixguard/contracts/prices.py)
     price_date: str = ""                         # that source's date: printed with every cost
 
     @property

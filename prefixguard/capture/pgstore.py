@@ -1,4 +1,4 @@
-"""The fleet's capture store in PostgreSQL: the same rows as the SQLite store (prefixguard/store.py), for
+"""The fleet's capture store in PostgreSQL: the same rows as the SQLite store (prefixguard/capture/store.py), for
 many proxies at once.
 
 Writing: `add` only queues the record; a thread writes the queue in batches (one transaction each,
@@ -26,8 +26,8 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard.errors import InputError
-from prefixguard.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Rows, Store, _flat, _record
+from prefixguard.utils.errors import InputError
+from prefixguard.capture.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Rows, Store, _flat, _record
 
 BATCH = 500            # rows per transaction at most
 WAIT_S = 0.2           # a row waits this long for others to share its transaction

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard import disk_cache
+from prefixguard.utils import disk_cache
 
 PACKAGE = "genai-prices"
 # genai-prices' provider ids by prefixguard's contract names; a local server has no price.

@@ -14,7 +14,7 @@ from typing import Any
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.prompt import Segment
+from prefixguard.model.prompt import Segment
 
 
 def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixguard import ruleset
+from prefixguard.contracts import ruleset
 
 
 def _table() -> dict[str, dict[str, Any]]:

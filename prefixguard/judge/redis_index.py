@@ -1,5 +1,5 @@
 """The fleet's shared index in Redis: the session model's requests, the cache policies' entries and the
-token scale's fits, so that many proxies judge a session as one proxy would (prefixguard/index.py).
+token scale's fits, so that many proxies judge a session as one proxy would (prefixguard/judge/index.py).
 
 Layout (every key under one prefix; `{tag}` is a hash of tenant and provider, a Redis Cluster hash tag
 that keeps one tenant's keys on one node so that each step stays one pipelined round trip):
@@ -33,10 +33,10 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard.contracts import providers
-from prefixguard.index import IndexDown, TenantView
-from prefixguard.prompt import Prompt, Segment
-from prefixguard.redaction import current_secrets, high_entropy, redact_text, url_for_display
+from prefixguard.contracts.providers import providers
+from prefixguard.judge.index import IndexDown, TenantView
+from prefixguard.model.prompt import Prompt, Segment
+from prefixguard.utils.redaction import current_secrets, high_entropy, redact_text, url_for_display
 
 RETRY_S = 5.0            # after a failure, Redis is tried again this much later
 TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
@@ -129,7 +129,7 @@ class _View:
 
 class RedisSessions:
     def __init__(self, index: RedisIndex) -> None:
-        from prefixguard.session import RECENT
+        from prefixguard.judge.session import RECENT
 
         self.index, self.recent = index, RECENT
 
@@ -236,7 +236,7 @@ def encode_seen(seen: Any) -> bytes:
     fingerprint chain and each part's hash. A part that redaction changed keeps a hash of its key, not
     the key: where it holds a secret it reads as changed against the next request's own part, and
     nothing else of it is readable. Text between the parts (the body's other fields) is not kept."""
-    from prefixguard.session import parts_of
+    from prefixguard.judge.session import parts_of
 
     p: Prompt = seen.prompt
     secrets = list(dict.fromkeys([*current_secrets(), *_system_secrets(p)]))  # the request's keys too
@@ -261,7 +261,7 @@ def encode_seen(seen: Any) -> bytes:
 
 
 def decode_seen(blob: bytes) -> Any:
-    from prefixguard.session import _Seen
+    from prefixguard.judge.session import _Seen
 
     doc = json.loads(zlib.decompress(blob))
     segments = [Segment(level, pointer, kind, role, value, start, end, base64.b64decode(key), tokens, breakpoint,
@@ -276,8 +276,8 @@ def decode_seen(blob: bytes) -> Any:
 # ---- the policies' entries and the scale's fits
 
 def _encode_value(value: Any) -> bytes:
-    from prefixguard.policy import _Entry, _Output
-    from prefixguard.scale import _Fit
+    from prefixguard.judge.policy import _Entry, _Output
+    from prefixguard.judge.scale import _Fit
 
     if isinstance(value, _Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
@@ -291,8 +291,8 @@ def _encode_value(value: Any) -> bytes:
 
 
 def _decode_value(raw: bytes | None) -> Any:
-    from prefixguard.policy import _Entry, _Output
-    from prefixguard.scale import _Fit
+    from prefixguard.judge.policy import _Entry, _Output
+    from prefixguard.judge.scale import _Fit
 
     if raw is None:
         return None
@@ -313,7 +313,7 @@ def _decode_value(raw: bytes | None) -> Any:
 
 
 class RedisTable:
-    """A Table (prefixguard/index.py) in Redis: keys fetched at load in one MGET, puts written at save in
+    """A Table (prefixguard/judge/index.py) in Redis: keys fetched at load in one MGET, puts written at save in
     one pipeline, each expiring `margin` seconds after its value's own end."""
 
     def __init__(self, index: RedisIndex, name: str, margin: float) -> None:

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from prefixguard.verdict import PrefixChange, VerdictName, of_row
+from prefixguard.judge.verdict import PrefixChange, VerdictName, of_row
 
 MISS_VERDICTS = frozenset({VerdictName.MISS_PREFIX_CHANGED, VerdictName.MISS_TTL_EXPIRED,
                            VerdictName.MISS_SERVER_SIDE})

@@ -4,7 +4,7 @@ One policy per provider contract (rules/providers.toml), its state keyed by (ten
 granularity: a cache entry is a prefix fingerprint (an element of Prompt.chain) and the tokens it covers.
 - radix ("compatible"): any earlier prefix is cached, in whole blocks of the server's block size, from
   its minimum, no expiry, or nothing at all where the server caches no prefix (vLLM, SGLang, the engine;
-  settings by prefixguard/serving.py).
+  settings by prefixguard/contracts/serving.py).
 - openai: automatic; prompts of at least the minimum are cached; reads round down to the token step;
   an entry lives for the retention time after its last use. GPT-5.6 and later (chosen by model): entries
   only at breakpoints (the implicit one on the latest user or tool message, or the marked ones in
@@ -34,14 +34,14 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.breakpoints import breakpoints
-from prefixguard.contracts import (breakpoint_caching, invalidated_levels, provider_contract, provider_for, providers,
+from prefixguard.model.breakpoints import breakpoints
+from prefixguard.contracts.providers import (breakpoint_caching, invalidated_levels, provider_contract, provider_for, providers,
                                   verdict_rules)
-from prefixguard.fingerprint import prefix_length
-from prefixguard.index import LocalTable, Table
-from prefixguard.prompt import LEVELS, Prompt
-from prefixguard.scale import TokenScale
-from prefixguard.usage import Usage
+from prefixguard.model.fingerprint import prefix_length
+from prefixguard.judge.index import LocalTable, Table
+from prefixguard.model.prompt import LEVELS, Prompt
+from prefixguard.judge.scale import TokenScale
+from prefixguard.model.usage import Usage
 
 SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -66,7 +66,7 @@ class CachePolicy:
     def __init__(self, entries: Table | None = None) -> None:
         table = providers()[self.provider]
         self.caches_output: bool = table.get("caches_output", False)  # a request's output is cached with it
-        # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/index.py)
+        # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/judge/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()
         self._keyed: tuple[list[bytes], list[bytes]] | None = None   # the last prompt keyed: (chain, keyed)
@@ -135,7 +135,7 @@ class CachePolicy:
     def _put(self, key: tuple[str, str, bytes], value: Any) -> None:
         self._entries.put(key, value, self._until(value))
 
-    # What a fleet's shared index needs of a policy (prefixguard/index.py). These defaults work for any
+    # What a fleet's shared index needs of a policy (prefixguard/judge/index.py). These defaults work for any
     # policy, only slower in a fleet: nothing fetched ahead (each key asked for alone), entries kept a day.
     def _until(self, value: Any) -> float:
         """When an entry holding `value` is of no more use (a shared index lets it expire then)."""

@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
-from prefixguard.causes import FIXES
-from prefixguard.classify import FALLBACK, classify, too_deep
-from prefixguard.contracts import invalidated_levels, model_contract, provider_for, providers
-from prefixguard.fingerprint import chain as make_chain
-from prefixguard.fingerprint import common_prefix
-from prefixguard.breakpoints import breakpoints
-from prefixguard.policy import make_policy, policy_name
-from prefixguard.prompt import LEVELS, Prompt
-from prefixguard.jsondiff import common_start, excerpts, short
+from prefixguard.judge.causes import FIXES
+from prefixguard.judge.classify import FALLBACK, classify, too_deep
+from prefixguard.contracts.providers import invalidated_levels, model_contract, provider_for, providers
+from prefixguard.model.fingerprint import chain as make_chain
+from prefixguard.model.fingerprint import common_prefix
+from prefixguard.model.breakpoints import breakpoints
+from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.model.prompt import LEVELS, Prompt
+from prefixguard.judge.jsondiff import common_start, excerpts, short
 
 
 class Divergence(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard import disk_cache
+from prefixguard.utils import disk_cache
 
 
 @cache

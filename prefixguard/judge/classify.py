@@ -1,15 +1,15 @@
 """Why a segment of a later request differs from the earlier one's: the compare cause (tools reordered,
 volatile content, history rewritten...) and a one-line detail. compare.py calls `classify` at the first
-divergence; the taxonomy's words are in rules/catalog.toml (prefixguard/causes.py)."""
+divergence; the taxonomy's words are in rules/catalog.toml (prefixguard/judge/causes.py)."""
 from __future__ import annotations
 
 import re
 from collections import Counter
 from typing import Any
 
-from prefixguard.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
-from prefixguard.prompt import Prompt, Segment, compact_json
-from prefixguard.volatile import find_volatile
+from prefixguard.judge.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
+from prefixguard.model.prompt import Prompt, Segment, compact_json
+from prefixguard.model.volatile import find_volatile
 from prefixguard.wire.fields import COMPACTION_KINDS
 from prefixguard.wire.segments import tool_name
 

@@ -1,6 +1,6 @@
 """Our token counts in the provider's tokens, by kind of content.
 
-We count with the model's own encoding where it has a public one (OpenAI's: prefixguard/tokens.py), else
+We count with the model's own encoding where it has a public one (OpenAI's: prefixguard/model/tokens.py), else
 with cl100k; a provider counts with its own tokenizer, renders some content its own way (OpenAI writes tool
 definitions as a typed namespace, far shorter than their JSON), and may add tokens the body does not show:
 definitions of its server tools, a gateway's system text, a tool-choice instruction, a server tool's
@@ -37,10 +37,10 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from prefixguard import tokens
-from prefixguard.index import LocalTable, Table
-from prefixguard.prompt import Prompt, Segment
-from prefixguard.usage import Usage
+from prefixguard.model import tokens
+from prefixguard.judge.index import LocalTable, Table
+from prefixguard.model.prompt import Prompt, Segment
+from prefixguard.model.usage import Usage
 
 MAX_RATIO = 1.5       # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
 MAX_KIND_RATIO = 3.0  # one kind may be rendered far shorter or longer than its JSON (OpenAI's tool namespace)
@@ -80,7 +80,7 @@ def _explained(prompt: Prompt) -> bool:
 
 
 class TokenScale:
-    """fits: where the fit of each model is kept (a fleet's shared index, prefixguard/index.py), else here."""
+    """fits: where the fit of each model is kept (a fleet's shared index, prefixguard/judge/index.py), else here."""
 
     def __init__(self, fits: Table | None = None) -> None:
         self._fit: Table = fits if fits is not None else LocalTable(1 << 16)   # per model

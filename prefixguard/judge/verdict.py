@@ -23,13 +23,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from prefixguard.contracts import verdict_rules
-from prefixguard.policy import Expected
-from prefixguard.usage import Usage
+from prefixguard.contracts.providers import verdict_rules
+from prefixguard.judge.policy import Expected
+from prefixguard.model.usage import Usage
 
 if TYPE_CHECKING:
-    from prefixguard.compare import Comparison
-    from prefixguard.prompt import Prompt
+    from prefixguard.judge.compare import Comparison
+    from prefixguard.model.prompt import Prompt
 
 
 class VerdictName(StrEnum):
@@ -168,9 +168,9 @@ def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None,
     """The verdict of request B sent after request A (`elapsed` seconds after, where known), A the only
     request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
     A B that starts a new conversation changes no prefix (the session model's rule)."""
-    from prefixguard.compare import compare
-    from prefixguard.policy import make_policy, policy_name
-    from prefixguard.session import new_conversation
+    from prefixguard.judge.compare import compare
+    from prefixguard.judge.policy import make_policy, policy_name
+    from prefixguard.judge.session import new_conversation
 
     cmp = cmp if cmp is not None else compare(a, b, elapsed)
     policy = make_policy(policy_name(b.api, b.model))

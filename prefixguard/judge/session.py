@@ -17,12 +17,12 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_digest
 
-from prefixguard.classify import messages
-from prefixguard.compare import Comparison, compare
-from prefixguard.contracts import provider_for
-from prefixguard.index import LocalSessions, SessionIndex, TenantView
-from prefixguard.prompt import Prompt
-from prefixguard.volatile import find_volatile
+from prefixguard.judge.classify import messages
+from prefixguard.judge.compare import Comparison, compare
+from prefixguard.contracts.providers import provider_for
+from prefixguard.judge.index import LocalSessions, SessionIndex, TenantView
+from prefixguard.model.prompt import Prompt
+from prefixguard.model.volatile import find_volatile
 
 KEEP_PER_TENANT = 64    # earlier requests searched by prefix per tenant
 KEEP_TENANTS = 256      # tenants (and providers) whose history is kept
@@ -60,7 +60,7 @@ def parts_of(prompt: Prompt) -> frozenset[bytes]:
 
 
 class Sessions:
-    """index: where the requests seen are kept (prefixguard/index.py); in this process by default."""
+    """index: where the requests seen are kept (prefixguard/judge/index.py); in this process by default."""
 
     def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT,
                  index: SessionIndex | None = None) -> None:

@@ -1,18 +1,18 @@
 """What verdicts depend on across requests: the session model, the token scale, and a cache policy per
-provider, kept in this process or in a fleet's shared index (prefixguard/index.py). The proxy's
+provider, kept in this process or in a fleet's shared index (prefixguard/judge/index.py). The proxy's
 analysis holds one; when the shared index cannot be reached it judges with a second, local one."""
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from prefixguard.redaction import url_for_display
+from prefixguard.utils.redaction import url_for_display
 
-from prefixguard.errors import InputError
-from prefixguard.policy import CachePolicy, Policies
-from prefixguard.prompt import Prompt
-from prefixguard.scale import FIT_LIFETIME, TokenScale
-from prefixguard.session import Sessions
+from prefixguard.utils.errors import InputError
+from prefixguard.judge.policy import CachePolicy, Policies
+from prefixguard.model.prompt import Prompt
+from prefixguard.judge.scale import FIT_LIFETIME, TokenScale
+from prefixguard.judge.session import Sessions
 
 INDEX_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -28,7 +28,7 @@ def open_index(url: str) -> Any:
     prefix = next((v for k, v in query if k == "prefix"), "prefixguard:")
     url = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "prefix"])))
     try:
-        from prefixguard.redis_index import RedisIndex
+        from prefixguard.judge.redis_index import RedisIndex
         return RedisIndex(url, prefix)
     except ImportError:
         raise InputError("--index needs the redis package: pip install '.[fleet]' in a clone of the prefixguard repository") from None

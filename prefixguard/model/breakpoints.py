@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prefixguard.prompt import Prompt, Segment
+from prefixguard.model.prompt import Prompt, Segment
 
 
 def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
