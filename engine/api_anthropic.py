@@ -7,13 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, parts,
-                                           sse, strings, tools)
 from prefixguard.contracts.providers import providers
+from prefixguard.engine.api_common import (
+    Options,
+    flag,
+    integer,
+    items,
+    kinds,
+    model_of,
+    new_id,
+    number,
+    parts,
+    sse,
+    strings,
+    tools,
+)
 from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
-from prefixguard.utils.errors import InputError
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
 ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",

@@ -8,11 +8,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prefixguard.engine.api_common import (Options, flag, integer, items, kinds, model_of, new_id, number, sse,
-                                           strings, tools)
+from prefixguard.engine.api_common import (
+    Options,
+    flag,
+    integer,
+    items,
+    kinds,
+    model_of,
+    new_id,
+    number,
+    sse,
+    strings,
+    tools,
+)
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
-from prefixguard.utils.errors import InputError
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 
 FINISH = {"stop": "stop", "length": "length"}   # engine finish reason -> Chat finish_reason
 ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),

@@ -13,8 +13,8 @@ inside the model's vocabulary.
 from __future__ import annotations
 
 import codecs
-from functools import cache
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Protocol
 
 FIRST_SPECIAL = 100277                 # cl100k_base has 100277 ids (ordinary and its own specials)

@@ -7,8 +7,14 @@ import time
 
 import torch
 
-from prefixguard.engine.attention import (PAGED_PREFILL_ROWS, AttnBatch, DecodeMeta, PrefillSeq, choose_backend,
-                                          pin_cuda_backends)
+from prefixguard.engine.attention import (
+    PAGED_PREFILL_ROWS,
+    AttnBatch,
+    DecodeMeta,
+    PrefillSeq,
+    choose_backend,
+    pin_cuda_backends,
+)
 from prefixguard.engine.chat_template import CL100K, Template
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig, resolve
 from prefixguard.engine.kv_pool import KVPool

@@ -14,8 +14,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from prefixguard.telemetry.names import ENGINE, SECONDS, TOKENS_PER_SECOND
 from prefixguard.model.usage import Usage
+from prefixguard.telemetry.names import ENGINE, SECONDS, TOKENS_PER_SECOND
 
 
 class _Live:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 
 class Allocator(Protocol):

@@ -25,21 +25,21 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from prefixguard.engine import api_anthropic, api_openai, chat_template
 from prefixguard.engine.api_common import model_of, sse
-from prefixguard.engine.runner import EngineFailed, Event, Overloaded, Runner, Stream
-from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.engine.metrics import Metrics
-from prefixguard.judge.compare import compare
+from prefixguard.engine.runner import EngineFailed, Overloaded, Runner, Stream
+from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.judge.agreement import of_comparison
-from prefixguard.model.diagnosis import Diagnosis
-from prefixguard.utils.errors import InputError
+from prefixguard.judge.compare import compare
 from prefixguard.judge.policy import POLICIES, CachePolicy, Expected, Policies
+from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import parse_request
 
 SHAPES = {"/v1/messages": (api_anthropic.Messages, api_anthropic.error),

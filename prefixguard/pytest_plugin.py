@@ -39,7 +39,7 @@ def _fail_on_break(config: pytest.Config) -> bool:
 
 @pytest.fixture
 def prefix_recorder(request: pytest.FixtureRequest) -> Iterator[Any]:
-    from prefixguard.testing import Recorder   # httpx is needed only by tests that use the fixture
+    from prefixguard.testing import Recorder  # httpx is needed only by tests that use the fixture
 
     recorder = Recorder(request.node.nodeid)
     yield recorder

@@ -33,10 +33,10 @@ from typing import Any
 from prefixguard.capture.attribution import SITE_HEADER
 from prefixguard.judge.causes import DESCRIPTIONS
 from prefixguard.judge.compare import Comparison
-from prefixguard.utils.errors import InputError
-from prefixguard.model.prompt import Prompt
 from prefixguard.judge.session import Sessions
 from prefixguard.judge.verdict import Verdict, VerdictName, judge_pair
+from prefixguard.model.prompt import Prompt
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import parse_request
 
 

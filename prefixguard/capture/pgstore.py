@@ -26,8 +26,8 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard.utils.errors import InputError
 from prefixguard.capture.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Rows, Store, _flat, _record
+from prefixguard.utils.errors import InputError
 
 BATCH = 500            # rows per transaction at most
 WAIT_S = 0.2           # a row waits this long for others to share its transaction

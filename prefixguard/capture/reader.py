@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from prefixguard.utils.errors import InputError, check_regular_file
 from prefixguard.capture.store import SQLITE_HEADER, SQLITE_SUFFIXES, is_capture_url, open_capture, read_jsonl
+from prefixguard.utils.errors import InputError, check_regular_file
 
 
 def read_capture(path: str | Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from prefixguard.utils.errors import InputError, check_regular_file, describe, open_input
 from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.utils.errors import InputError, check_regular_file, describe, open_input
 
 SCHEMA_VERSION = 5   # 2: tokens_estimated; 3: diagnosis; 4: degraded; 5: attribution and gen_ai.response.*
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -11,9 +11,9 @@ from typing import Any
 
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, UsageError, fail
 from prefixguard.cli.options import Parser, int_range, output_format
-from prefixguard.utils.errors import InputError
 from prefixguard.judge.regression import Outcome, Thresholds, Window, as_unix, compare, parse_span, parse_time, side
 from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError
 
 CONFIG_KEYS = {"max-hit-rate-drop", "max-miss-cost-increase", "allow-new-causes", "min-requests", "incidents"}
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefixguard.contracts import prices
 from prefixguard.cli.exits import CommandError, UsageError
 from prefixguard.cli.options import Parser, old_name, output_format
-from prefixguard.schemas import versioned
+from prefixguard.contracts import prices
 from prefixguard.judge.verdict import PrefixChange, VerdictName
+from prefixguard.schemas import versioned
 
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
@@ -197,8 +197,8 @@ def _prefill_seconds(engine_url: str) -> float:
 
 def _wait_for_rows(path: Path, count: int, timeout: float = 60.0) -> list[Any]:
     """The capture's records once the proxy has written `count` (its analysis runs beside the traffic)."""
-    from prefixguard.utils.errors import InputError
     from prefixguard.capture.store import open_store
+    from prefixguard.utils.errors import InputError
 
     deadline = time.monotonic() + timeout
     while True:

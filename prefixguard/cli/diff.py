@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prefixguard.model import tokens
-from prefixguard.judge.causes import DESCRIPTIONS
-from prefixguard.judge.compare import Comparison
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
 from prefixguard.cli.options import Parser, compatible_options, output_format
 from prefixguard.contracts.providers import model_contract
-from prefixguard.utils.errors import InputError, read_input
-from prefixguard.schemas import versioned
-from prefixguard.utils.styled import GREEN, RED, printable, strong
-from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.judge.causes import DESCRIPTIONS
+from prefixguard.judge.compare import Comparison
 from prefixguard.judge.verdict import Verdict, VerdictName, judge_pair
+from prefixguard.model import tokens
+from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError, read_input
+from prefixguard.utils.styled import GREEN, RED, printable, strong
 from prefixguard.wire import MAX_BYTES, parse_request
 
 

@@ -10,12 +10,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from prefixguard.capture.store import Record, open_store
 from prefixguard.cli.options import Parser
 from prefixguard.contracts.providers import model_contract
-from prefixguard.utils.errors import InputError, check_regular_file, reading
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
-from prefixguard.capture.store import Record, open_store
+from prefixguard.utils.errors import InputError, check_regular_file, reading
 from prefixguard.utils.styled import printable
 
 STORE_HELP = "Capture store (SQLite) to write; rows of an earlier import of the same logs are replaced."

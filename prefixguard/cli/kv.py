@@ -6,11 +6,11 @@ import math
 import re
 from pathlib import Path
 
-from prefixguard.engine import kvmath
 from prefixguard.cli.exits import UsageError
 from prefixguard.cli.options import Parser, int_range, output_format
-from prefixguard.utils.errors import InputError, parse_json, read_input, reading
+from prefixguard.engine import kvmath
 from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError, parse_json, read_input, reading
 from prefixguard.utils.styled import printable, printable_lines
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,

@@ -9,15 +9,15 @@ import json
 import sys
 from pathlib import Path
 
-from prefixguard.model import tokens
 from prefixguard.cli import exits
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
 from prefixguard.cli.options import Parser, compatible_options, output_format
-from prefixguard.utils.errors import InputError, check_regular_file, check_writable
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
+from prefixguard.model import tokens
 from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError, check_regular_file, check_writable
 from prefixguard.utils.styled import printable_lines
 
 FORMATS: dict[str, formats.Formatter] = {
@@ -29,7 +29,7 @@ VERSIONED = ("json", "sarif")   # the formats that name prefixguard's version
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version   # ~20 ms: only for outputs that name it
+    from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only for outputs that name it
     try:
         return version("prefixguard")
     except PackageNotFoundError:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from prefixguard.cli.exits import fail
@@ -94,7 +94,7 @@ def output_format(p: argparse.ArgumentParser, choices: Sequence[str] = ("text", 
 def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = POLICY_HELP,
                   old: Sequence[str] = ()) -> None:
     """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
-    from prefixguard.judge.policy import POLICIES   # here, not at import: lint and diff never pay for it
+    from prefixguard.judge.policy import POLICIES  # here, not at import: lint and diff never pay for it
 
     choices = ["auto", *sorted(POLICIES)]
     p.add_argument("--policy", choices=choices, default=default,

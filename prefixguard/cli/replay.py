@@ -7,10 +7,18 @@ from contextlib import nullcontext
 from typing import Any
 
 from prefixguard.cli.exits import UsageError, fail
-from prefixguard.cli.options import (POLICY_HELP, Parser, compatible_options, int_range, old_name, output_format,
-                                     policy_option, positive_float)
-from prefixguard.utils.errors import InputError, check_writable, reading
+from prefixguard.cli.options import (
+    POLICY_HELP,
+    Parser,
+    compatible_options,
+    int_range,
+    old_name,
+    output_format,
+    policy_option,
+    positive_float,
+)
 from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError, check_writable, reading
 
 TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-process engine), or http://host:port"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prefixguard.cli.exits import fail
 from prefixguard.cli.options import Parser, output_format
-from prefixguard.utils.errors import InputError, check_writable, reading
 from prefixguard.schemas import versioned
+from prefixguard.utils.errors import InputError, check_writable, reading
 
 
 def build(p: Parser) -> None:

@@ -100,7 +100,7 @@ def package_table() -> tuple[str, str] | None:
 
 
 def _read_table() -> list[str] | None:
-    from importlib.metadata import PackageNotFoundError, version   # not at import: it costs ~12 ms
+    from importlib.metadata import PackageNotFoundError, version  # not at import: it costs ~12 ms
     try:
         from genai_prices import data
         pkg = f"{PACKAGE} {version(PACKAGE)}"

@@ -7,8 +7,8 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
-from prefixguard.utils.errors import InputError
 from prefixguard.contracts.prices import from_package
+from prefixguard.utils.errors import InputError
 
 
 @cache

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from prefixguard.contracts.providers import Compatible, configure_compatible, default_compatible, providers, server_defaults
+from prefixguard.contracts.providers import (
+    Compatible,
+    configure_compatible,
+    default_compatible,
+    providers,
+    server_defaults,
+)
 from prefixguard.utils.errors import InputError
 
 KEYS = ("block-size", "min-prefix", "prefix-caching", "server")   # of [tool.prefixguard]
@@ -62,7 +68,7 @@ def from_server_info(doc: Any, source: str) -> Compatible | None:
 
 def _get(url: str, timeout: float) -> bytes | None:
     """The body of a GET, None on a 404 (that server exposes no such endpoint)."""
-    import urllib.error   # here: a command that reads no server never pays for urllib's imports
+    import urllib.error  # here: a command that reads no server never pays for urllib's imports
     import urllib.request
 
     try:

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import model_contract, provider_for, providers, verdict_rules
 from prefixguard.judge.agreement import UNPLACED, agreement_at
 from prefixguard.model.diagnosis import NO_MISS, Diagnosis, as_row
-from prefixguard.capture.store import Record
 from prefixguard.model.usage import Usage
 
 UNEXPLAINED = "miss_unexplained"

@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 from litellm.integrations.custom_logger import CustomLogger
 
 from prefixguard.capture.attribution import SITE_HEADER
-from prefixguard.utils.errors import InputError
 from prefixguard.proxy.analysis import KEEP_FLOWS, Analyzer, FlowState, Response
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import detect_api, openai_chat, parse_response
 
 logger = logging.getLogger("prefixguard.litellm")

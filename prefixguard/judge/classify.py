@@ -13,8 +13,6 @@ from prefixguard.model.volatile import find_volatile
 from prefixguard.wire.fields import COMPACTION_KINDS
 from prefixguard.wire.segments import tool_name
 
-
-
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).
 SUMMARY_WORDS = re.compile(r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
                            r"earlier conversation|conversation so far|compacted")

@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
+from prefixguard.contracts.providers import invalidated_levels, model_contract, provider_for, providers
 from prefixguard.judge.causes import FIXES
 from prefixguard.judge.classify import FALLBACK, classify, too_deep
-from prefixguard.contracts.providers import invalidated_levels, model_contract, provider_for, providers
+from prefixguard.judge.jsondiff import common_start, excerpts, short
+from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.model.breakpoints import breakpoints
 from prefixguard.model.fingerprint import chain as make_chain
 from prefixguard.model.fingerprint import common_prefix
-from prefixguard.model.breakpoints import breakpoints
-from prefixguard.judge.policy import make_policy, policy_name
 from prefixguard.model.prompt import LEVELS, Prompt
-from prefixguard.judge.jsondiff import common_start, excerpts, short
 
 
 class Divergence(NamedTuple):

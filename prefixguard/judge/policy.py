@@ -34,13 +34,19 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_128_digest
 
-from prefixguard.model.breakpoints import breakpoints
-from prefixguard.contracts.providers import (breakpoint_caching, invalidated_levels, provider_contract, provider_for, providers,
-                                  verdict_rules)
-from prefixguard.model.fingerprint import prefix_length
+from prefixguard.contracts.providers import (
+    breakpoint_caching,
+    invalidated_levels,
+    provider_contract,
+    provider_for,
+    providers,
+    verdict_rules,
+)
 from prefixguard.judge.index import LocalTable, Table
-from prefixguard.model.prompt import LEVELS, Prompt
 from prefixguard.judge.scale import TokenScale
+from prefixguard.model.breakpoints import breakpoints
+from prefixguard.model.fingerprint import prefix_length
+from prefixguard.model.prompt import LEVELS, Prompt
 from prefixguard.model.usage import Usage
 
 SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output

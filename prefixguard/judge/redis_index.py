@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-from hashlib import blake2b
 import sys
 import time
 import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
+from hashlib import blake2b
 from typing import Any
 
 from xxhash import xxh3_64_hexdigest

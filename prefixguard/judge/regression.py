@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from prefixguard.judge.verdict import PrefixChange, VerdictName, of_row
@@ -161,7 +161,7 @@ def as_unix(when: Any) -> float:
     if not isinstance(when, datetime):   # a date: its midnight, UTC
         when = datetime(when.year, when.month, when.day)
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return when.timestamp()
 
 
@@ -178,7 +178,7 @@ def parse_span(text: str, note: str = "", now: float | None = None) -> Window:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 # ------------------------------------------------------------------------------------------- sums

@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from prefixguard.model import tokens
 from prefixguard.judge.index import LocalTable, Table
+from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.model.usage import Usage
 

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_digest
 
+from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.classify import messages
 from prefixguard.judge.compare import Comparison, compare
-from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.index import LocalSessions, SessionIndex, TenantView
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.volatile import find_volatile

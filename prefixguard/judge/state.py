@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from prefixguard.utils.redaction import url_for_display
-
-from prefixguard.utils.errors import InputError
 from prefixguard.judge.policy import CachePolicy, Policies
-from prefixguard.model.prompt import Prompt
 from prefixguard.judge.scale import FIT_LIFETIME, TokenScale
 from prefixguard.judge.session import Sessions
+from prefixguard.model.prompt import Prompt
+from prefixguard.utils.errors import InputError
+from prefixguard.utils.redaction import url_for_display
 
 INDEX_SCHEMES = ("redis://", "rediss://", "unix://")
 

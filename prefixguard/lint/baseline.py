@@ -11,8 +11,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from prefixguard.utils.errors import InputError, describe, read_text_input
 from prefixguard.lint.finding import Finding
+from prefixguard.utils.errors import InputError, describe, read_text_input
 
 VERSION = 1
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
-from types import MappingProxyType
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
 from prefixguard.judge.causes import generic_fix

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from fnmatch import fnmatch
 from pathlib import Path, PurePath
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
-from prefixguard.utils.errors import InputError, describe, read_text_input
 from prefixguard.contracts import serving
 from prefixguard.lint import catalog
+from prefixguard.utils.errors import InputError, describe, read_text_input
 
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
 # and the compatible contract's settings (a server one runs: block-size, min-prefix ...), read by serving.py

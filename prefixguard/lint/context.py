@@ -4,10 +4,10 @@ request should reuse, volatile values and the evidence that they vary), each com
 A value that merely looks volatile (a date, a UUID) counts only with evidence (see checks.py)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cached_property, lru_cache
 from itertools import accumulate
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from prefixguard.contracts.providers import model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text

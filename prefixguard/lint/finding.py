@@ -2,8 +2,9 @@
 placed in a file, with line, column and a fingerprint that survives edits elsewhere in the file)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from prefixguard.lint.catalog import Rule
 

@@ -10,19 +10,19 @@ import os
 import stat
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection
+from typing import TYPE_CHECKING, Any
 
 from prefixguard.contracts.providers import lint_family
-from prefixguard.utils.errors import InputError, NotARequest, describe
 from prefixguard.lint import catalog
 from prefixguard.lint.checks import CHECKS, VALIDITY
-from prefixguard.lint.context import Context
 from prefixguard.lint.config import Settings
+from prefixguard.lint.context import Context
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
 from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.utils.errors import InputError, NotARequest, describe
 from prefixguard.wire import MAX_BYTES, parse_request
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
             place = Placer(name, relpath, doc, _locator(prompt, _same), None)
             result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
-    from prefixguard.lint.sequence import SequenceMode   # JSONL only: a file of one request never pays for it
+    from prefixguard.lint.sequence import SequenceMode  # JSONL only: a file of one request never pays for it
 
     sequence = SequenceMode(codes)
     for line_no, line in _lines(text):

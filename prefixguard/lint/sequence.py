@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.causes import DESCRIPTIONS
 from prefixguard.judge.compare import Comparison
-from prefixguard.contracts.providers import model_contract
+from prefixguard.judge.session import Match, Sessions
 from prefixguard.lint import catalog
 from prefixguard.lint.finding import Hit, tokens_text
 from prefixguard.model.prompt import Prompt
-from prefixguard.judge.session import Match, Sessions
 
 
 class SequenceMode:

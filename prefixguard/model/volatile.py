@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from prefixguard.contracts import ruleset
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from mitmproxy import http
 
+from prefixguard.judge.verdict import VerdictName
 from prefixguard.proxy.analysis import Analyzer, Early, Response, packed
 from prefixguard.proxy.ask import Asker
 from prefixguard.proxy.redact import api_keys, redact_text
@@ -40,10 +41,9 @@ from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
 from prefixguard.utils.styled import printable
-from prefixguard.judge.verdict import VerdictName
 from prefixguard.wire import analysable, files
-from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 from prefixguard.wire.gemini import is_cache_creation
+from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
 
 logger = logging.getLogger("prefixguard.proxy")
 pass_trailers()   # a chunked message with trailers passes whole instead of hanging its client

@@ -14,28 +14,37 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
-from prefixguard.model import tokens
 from prefixguard.capture.attribution import client_of, site_of
-from prefixguard.judge.compare import Comparison
+from prefixguard.capture.store import Record, open_capture
+from prefixguard.judge import verdict as verdicts
 from prefixguard.judge.agreement import agreement
-from prefixguard.model.diagnosis import Diagnosis, as_row
-from prefixguard.utils.errors import InputError, TooLarge
+from prefixguard.judge.compare import Comparison
 from prefixguard.judge.index import IndexDown
 from prefixguard.judge.policy import CachePolicy, Expected, answered, predicted
+from prefixguard.judge.state import State, open_index
+from prefixguard.model import tokens
+from prefixguard.model.diagnosis import Diagnosis, as_row
 from prefixguard.model.prompt import Prompt
-from prefixguard.judge import verdict as verdicts
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.proxy.encoding import decoded
-from prefixguard.proxy.redact import (api_keys, redact_body, redact_fields, redact_path, redact_text, storable,
-                                      system_secrets, tenant_of)
+from prefixguard.proxy.redact import (
+    api_keys,
+    redact_body,
+    redact_fields,
+    redact_path,
+    redact_text,
+    storable,
+    system_secrets,
+    tenant_of,
+)
+from prefixguard.proxy.tap import read_stream
+from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.utils.redaction import request_secrets
 from prefixguard.utils.styled import printable
-from prefixguard.proxy.tap import read_stream
-from prefixguard.judge.state import State, open_index
-from prefixguard.capture.store import Record, open_capture
-from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response, parse_response_meta
 from prefixguard.wire.routes import NOT_ANALYSED, template
 

@@ -15,9 +15,9 @@ from typing import Any
 from mitmproxy import options
 from mitmproxy.tools.dump import DumpMaster
 
-from prefixguard.utils.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.route import Route
+from prefixguard.utils.errors import InputError
 from prefixguard.utils.redaction import url_for_display
 
 

@@ -10,7 +10,6 @@ import time
 from prefixguard.proxy.encoding import decoder as make_decoder
 from prefixguard.wire import UsageStream
 
-
 # SSE, and AWS EventStream (Bedrock ConverseStream / InvokeModelWithResponseStream: binary frames)
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prefixguard.wire.jsonspan import split_pointer
-from prefixguard.replay.sources import Request
 from prefixguard.model.volatile import find_volatile
+from prefixguard.replay.sources import Request
 from prefixguard.wire import parse_request
+from prefixguard.wire.jsonspan import split_pointer
 
 FROZEN_LEVELS = ("tools", "system")            # where a changing value breaks every later block
 CANONICAL_KINDS = ("tool", "schema", "tool_use")

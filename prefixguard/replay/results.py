@@ -7,10 +7,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from prefixguard.utils.errors import InputError
+from prefixguard.capture.store import SQLITE_SUFFIXES
 from prefixguard.schemas import SCHEMA_VERSION
 from prefixguard.utils.stats import distribution
-from prefixguard.capture.store import SQLITE_SUFFIXES
 
 # A prediction agrees with the provider's number within this many tokens or this fraction, whichever
 # is larger: tokenizers differ by a few tokens per block between us and the provider.

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from prefixguard.model import tokens
-from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
 from prefixguard.capture.reader import check_row, is_sqlite, read_capture
 from prefixguard.capture.store import is_capture_url, json_lines
+from prefixguard.model import tokens
 from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
 from prefixguard.wire import detect_api, files, gemini, parse_response
 
 MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens

@@ -13,18 +13,18 @@ import threading
 import time
 from typing import Any, Protocol
 
+from prefixguard.contracts.providers import model_contract
 from prefixguard.engine import chat_template
 from prefixguard.engine.radix import RadixTree
-from prefixguard.contracts.providers import model_contract
-from prefixguard.utils.errors import InputError
-from prefixguard.model.fingerprint import chain
 from prefixguard.judge.policy import POLICIES as CONTRACTS
 from prefixguard.judge.policy import CachePolicy, Policies, answered, predicted
+from prefixguard.judge.scale import TokenScale
+from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import Prompt, Segment
+from prefixguard.model.usage import Usage
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
-from prefixguard.judge.scale import TokenScale
-from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import UsageStream, parse_request
 
 POLICIES = ("auto", *CONTRACTS)   # the policy module's, one per contract of rules/providers.toml

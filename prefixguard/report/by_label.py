@@ -11,11 +11,11 @@ from collections import Counter
 from typing import Any
 
 from prefixguard.contracts.providers import model_contract
+from prefixguard.judge.verdict import PrefixChange
+from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import usd
 from prefixguard.report.money import tenant
 from prefixguard.utils.styled import printable
-from prefixguard.model.usage import USAGE_FIELDS, Usage
-from prefixguard.judge.verdict import PrefixChange
 from prefixguard.wire.routes import NOT_ANALYSED
 
 LABELS = ("client", "tenant", "site", "model")

@@ -14,16 +14,16 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
-from prefixguard.model import tokens
 from prefixguard.contracts.providers import model_contract
-from prefixguard.utils.errors import InputError
+from prefixguard.judge.session import Sessions
+from prefixguard.judge.verdict import PrefixChange, VerdictName, judge_pair, of_row
+from prefixguard.model import tokens
+from prefixguard.model.prompt import Prompt
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.report.human import usd
 from prefixguard.report.money import UNKNOWN as UNKNOWN_MODE
 from prefixguard.report.money import mode, money
-from prefixguard.model.prompt import Prompt
-from prefixguard.judge.session import Sessions
-from prefixguard.judge.verdict import PrefixChange, VerdictName, judge_pair, of_row
+from prefixguard.utils.errors import InputError
 from prefixguard.utils.stats import distribution, quantile
 from prefixguard.wire import parse_request
 from prefixguard.wire.routes import NOT_ANALYSED, template

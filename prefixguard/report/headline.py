@@ -6,11 +6,11 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from prefixguard.judge.causes import CAUSES, generic_fix
 from prefixguard.contracts.providers import model_contract
-from prefixguard.report.human import usd
-from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.judge.causes import CAUSES, generic_fix
 from prefixguard.judge.verdict import of_row
+from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.report.human import usd
 
 if TYPE_CHECKING:
     from prefixguard.report.diagnose import Diagnosis

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prefixguard.contracts.providers import ModelContract, model_contract, provider_for, providers
+from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import DAY, HOUR
 from prefixguard.utils.stats import quantile
-from prefixguard.model.usage import USAGE_FIELDS, Usage
 
 # Where a tenant is named, first found wins: what the caller said about its end user or cache key in the
 # body, else the capture's own column (the proxy: a hash of the API key; an import: the session lineage).

@@ -14,10 +14,9 @@ import os
 from typing import Any
 
 from prefixguard.capture.attribution import client_family
-
+from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.verdict import PrefixChange
-from prefixguard.capture.store import Record
 from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 

@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.verdict import PrefixChange
-from prefixguard.capture.store import Record
 from prefixguard.telemetry import names as n
 
 EXPORT_TIMEOUT_S = 3.0   # an unreachable collector costs the analysis process this much per batch, at most

@@ -15,10 +15,10 @@ from types import ModuleType
 from typing import Any
 
 from prefixguard.model.diagnosis import Diagnosis
-from prefixguard.utils.errors import InputError, TooLarge, describe
 from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.utils.errors import InputError, TooLarge, describe
 from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt, compact_json, without_markers
 from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.contracts.providers import providers
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 

@@ -14,14 +14,14 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 from prefixguard.contracts.providers import providers
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.model import media
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import anthropic
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type

@@ -12,10 +12,10 @@ from typing import Any
 
 from prefixguard.contracts.providers import providers
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import openai_chat
 from prefixguard.wire.jsonspan import Node
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type

@@ -5,14 +5,13 @@ from __future__ import annotations
 import marshal
 from typing import Any
 
+from prefixguard.contracts.providers import equivalences
 from prefixguard.model import media as media_cost
 from prefixguard.model import tokens
-from prefixguard.contracts.providers import equivalences
-from prefixguard.utils.errors import InputError
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import MARKER_KEYS, Segment, compact_json, without_markers
+from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
-
 
 
 class Builder:

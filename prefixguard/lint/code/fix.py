@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.lint.code.place import read_source
 from prefixguard.lint.code.python import CodeHit, analyze
+from prefixguard.utils.errors import InputError, NotARequest
 
 
 class Edit(NamedTuple):

@@ -6,10 +6,10 @@ import io
 import os
 import tokenize
 
-from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.lint import catalog
 from prefixguard.lint.code.python import CodeHit, analyze
 from prefixguard.lint.finding import Finding, fingerprint
+from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.wire import MAX_BYTES
 
 

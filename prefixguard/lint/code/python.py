@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from prefixguard.lint.code import sinks, sources as src
+from prefixguard.lint.code import sinks
+from prefixguard.lint.code import sources as src
 
 # A file that names none of these cannot hold a sink: it is not parsed at all.
 _SINK_WORDS = re.compile(r"\.create|\.stream|converse|generate_content|completion|SystemMessage|ChatPromptTemplate"
