@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from prefixguard.lint.code.place import read_source
-from prefixguard.lint.code.python import CodeHit, analyze
+from prefixguard.lint.code.python import analyze
+from prefixguard.lint.code.verdict import CodeHit
 from prefixguard.utils.errors import InputError, NotARequest
 
 

@@ -118,10 +118,10 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
             continue
         cached = i < len(items) - 1
         message = resolve(item)
-        if template and isinstance(message, ast.Tuple) and len(message.elts) == 2:
-            role = message.elts[0]
-            cached = cached or (isinstance(role, ast.Constant) and role.value == "system")
-            out.append(Region(_role_label(role, i), message.elts[1], False, cached, False))
+        if template and isinstance(message, (ast.Tuple, ast.List)) and len(message.elts) == 2:
+            kind = message.elts[0]   # ("system", text); a JavaScript template writes ["system", text]
+            cached = cached or (isinstance(kind, ast.Constant) and kind.value == "system")
+            out.append(Region(_role_label(kind, i), message.elts[1], False, cached, False))
             continue
         if not isinstance(message, ast.Dict):
             out.append(Region(f"message {i + 1}", item, False, cached, False))
@@ -138,8 +138,9 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
             for block in blocks.elts:
                 block_dict = resolve(block)
                 text = _dict_get(block_dict, "text") if isinstance(block_dict, ast.Dict) else None
+                holder = block_dict if isinstance(block_dict, ast.Dict) else None
                 out.append(Region(label, text if text is not None else block, False, cached,
-                                  _has_breakpoint(block_dict, resolve), block_dict if isinstance(block_dict, ast.Dict) else None))
+                                  _has_breakpoint(block_dict, resolve), holder))
         else:
             out.append(Region(label, content, False, cached, _has_breakpoint(message, resolve), message))
     return out
@@ -155,13 +156,13 @@ def _config_fields(config: ast.expr) -> dict[str, ast.expr]:
     if isinstance(config, ast.Call):
         return {k.arg: k.value for k in config.keywords if k.arg}
     if isinstance(config, ast.Dict):
-        return {k.value: v for k, v in zip(config.keys, config.values)
+        return {k.value: v for k, v in zip(config.keys, config.values, strict=True)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)}
     return {}
 
 
 def _dict_get(node: ast.Dict, key: str) -> ast.expr | None:
-    for k, v in zip(node.keys, node.values):
+    for k, v in zip(node.keys, node.values, strict=True):
         if isinstance(k, ast.Constant) and k.value == key:
             return v
     return None

@@ -1,0 +1,341 @@
+"""One function (or a module body) read in statement order: names carry the taint of the value last
+bound to them (taint.py) and the literal it was (for sinks.regions to look through names), loops carry
+the order of what they iterate, helpers of the module give the taint they return, and each SDK call met
+is judged (verdict.py). Language-neutral: it reads Python's ast, which the TypeScript reader builds too."""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import Any
+
+from prefixguard.lint.code import sinks
+from prefixguard.lint.code import sources as src
+from prefixguard.lint.code.taint import EMPTY, Taint, Taints, as_text, kinds, literal, markers
+from prefixguard.lint.code.taint import order as order_of
+from prefixguard.lint.code.verdict import judge
+
+
+class Scope:
+    """One function (or the module body): statements in order, names -> taint and -> last literal."""
+
+    def __init__(self, module: Any, owner: ast.AST, collect: bool) -> None:
+        self.m, self.owner, self.collect = module, owner, collect
+        is_module = isinstance(owner, ast.Module)
+        self.env: dict[str, Taints] = {} if is_module else dict(module.globals)
+        self.defs: dict[str, ast.expr] = {} if is_module else dict(module.global_defs)
+        self.loop_order: list[Taints] = []
+        self.memo: dict[int, Taints] = {}   # node id -> taint, for the statement being read
+        self.returned: set[Taint] = set()
+        self.name = getattr(owner, "name", "<module>")
+        if not is_module:
+            self._params(owner)  # type: ignore[arg-type]
+
+    def _params(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        a = fn.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+            taints = {Taint(src.PARAM, arg.arg, arg)}
+            if src.request_id_name(arg.arg):
+                taints.add(Taint(src.REQUEST_ID, f"the parameter {arg.arg}", arg))
+            if arg.annotation is not None and src.SET_ANNOTATIONS.match(ast.unparse(arg.annotation)):
+                taints.add(Taint(src.SET_VALUE, arg.arg, arg))
+            self.env[arg.arg] = frozenset(taints)
+
+    def run(self) -> Taints:
+        body = self.owner.body  # type: ignore[attr-defined]
+        self.block(body)
+        if isinstance(self.owner, ast.Module):
+            self.m.globals, self.m.global_defs = self.env, self.defs
+        return frozenset(self.returned)
+
+    # ---------------------------------------------------------------- statements
+
+    def block(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.stmt(stmt)
+
+    def stmt(self, s: ast.stmt) -> None:
+        self.memo.clear()
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(s, ast.ClassDef) and isinstance(self.owner, ast.Module):
+                for item in s.body:
+                    if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.stmt(item)
+            return
+        self.sinks_in(s)
+        if isinstance(s, ast.Assign):
+            value = self.expr(s.value)
+            for target in s.targets:
+                self.bind(target, value, s.value)
+        elif isinstance(s, ast.AnnAssign) and s.value is not None:
+            value = self.expr(s.value)
+            if isinstance(s.target, ast.Name) and src.SET_ANNOTATIONS.match(ast.unparse(s.annotation)):
+                value |= {Taint(src.SET_VALUE, s.target.id, s.target)}
+            self.bind(s.target, value, s.value)
+        elif isinstance(s, ast.AugAssign):
+            if isinstance(s.target, ast.Name):
+                extra = self.expr(s.value) | self._loop()
+                self.env[s.target.id] = self.env.get(s.target.id, EMPTY) | extra
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            element, order = self.iterate(s.iter)
+            self.bind(s.target, element | order, None)
+            self.loop_order.append(order)
+            self.block(s.body)
+            self.loop_order.pop()
+            self.block(s.orelse)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for with_item in s.items:
+                value = self.expr(with_item.context_expr)
+                if with_item.optional_vars is not None:
+                    self.bind(with_item.optional_vars, value, None)
+            self.block(s.body)
+        elif isinstance(s, ast.Return) and s.value is not None:
+            self.returned |= self.expr(s.value)
+        elif isinstance(s, ast.Expr):
+            self.effect(s.value)
+        elif isinstance(s, (ast.If, ast.While)):
+            self.block(s.body)
+            self.block(s.orelse)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.block(s.body)  # type: ignore[attr-defined]
+            for handler in s.handlers:  # type: ignore[attr-defined]
+                self.block(handler.body)
+            self.block(s.orelse)  # type: ignore[attr-defined]
+            self.block(s.finalbody)  # type: ignore[attr-defined]
+        elif isinstance(s, ast.Match):
+            for case in s.cases:
+                self.block(case.body)
+        if isinstance(s, (ast.Assign, ast.AugAssign)):
+            for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):   # d[k] = v
+                    name = target.value.id
+                    self.env[name] = self.env.get(name, EMPTY) | self.expr(s.value) | self._loop()
+
+    def _loop(self) -> Taints:
+        out: Taints = EMPTY
+        for order in self.loop_order:
+            out |= order
+        return out
+
+    def bind(self, target: ast.expr, value: Taints, node: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+            if node is not None:
+                self.defs[target.id] = node
+            else:
+                self.defs.pop(target.id, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self.bind(t.value if isinstance(t, ast.Starred) else t, value - markers(value), None)
+
+    def effect(self, e: ast.expr) -> None:
+        """A call for its side effect: lst.append(v), lst.extend(v), random.shuffle(lst)."""
+        if not isinstance(e, ast.Call):
+            self.expr(e)
+            return
+        func = e.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in (
+                "append", "extend", "insert", "add", "update", "setdefault"):
+            name = func.value.id
+            added: Taints = EMPTY
+            for arg in e.args:
+                added |= self.expr(arg) - markers(self.expr(arg))
+            self.env[name] = self.env.get(name, EMPTY) | added | self._loop()
+            return
+        qualified = self.m.qualified(func)
+        if qualified in ("random.shuffle", "random.Random.shuffle") and e.args and isinstance(e.args[0], ast.Name):
+            self.env[e.args[0].id] = self.env.get(e.args[0].id, EMPTY) | {Taint(src.RANDOM, "random.shuffle()", e)}
+            return
+        self.expr(e)
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self, e: ast.expr | None) -> Taints:
+        """The taint of an expression; each node once per statement (a call judges its receiver and its
+        arguments more than once, which nested calls would make exponential)."""
+        if e is None or isinstance(e, ast.Constant):
+            return EMPTY
+        known = self.memo.get(id(e))
+        if known is None:
+            known = self.memo[id(e)] = self._expr(e)
+        return known
+
+    def _expr(self, e: ast.expr) -> Taints:
+        if isinstance(e, ast.Name):
+            return self.env.get(e.id, EMPTY) or self._free_name(e)
+        if isinstance(e, ast.Call):
+            return self.call(e)
+        if isinstance(e, ast.JoinedStr):
+            out: Taints = EMPTY
+            for v in e.values:
+                if isinstance(v, ast.FormattedValue):
+                    out |= as_text(self.expr(v.value), v.value)
+            return out
+        if isinstance(e, ast.BinOp):
+            left, right = self.expr(e.left), self.expr(e.right)
+            if isinstance(e.op, (ast.BitOr, ast.Sub, ast.BitAnd, ast.BitXor)) and kinds(left | right) & {src.SET_VALUE}:
+                return (left | right) - markers(left | right) | {Taint(src.SET_VALUE, "a set", e)}
+            if isinstance(e.op, ast.Mod):
+                right = as_text(right, e.right)
+            return (left | right) - markers(left | right)
+        if isinstance(e, ast.Attribute):
+            if src.request_id_attribute(e):
+                return frozenset({Taint(src.REQUEST_ID, ast.unparse(e), e)})
+            return self.expr(e.value) - markers(self.expr(e.value))
+        if isinstance(e, ast.Subscript):
+            if src.env_subscript(self.m.qualified(e.value), e.slice):
+                return frozenset({Taint(src.ENV, ast.unparse(e), e)})
+            base = self.expr(e.value)
+            return base - markers(base)
+        if isinstance(e, (ast.Set, ast.SetComp)):
+            inner = self._collection(e)
+            return inner | {Taint(src.SET_VALUE, "a set", e)}
+        if isinstance(e, (ast.Dict, ast.DictComp)):
+            return self._collection(e) | {Taint(src.DICT_VALUE, "a dict", e)}
+        if isinstance(e, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
+            return self._collection(e)
+        if isinstance(e, ast.IfExp):
+            return self.expr(e.body) | self.expr(e.orelse)
+        if isinstance(e, (ast.Await, ast.Starred)):
+            return self.expr(e.value)
+        if isinstance(e, ast.NamedExpr):
+            value = self.expr(e.value)
+            self.env[e.target.id] = value
+            return value
+        if isinstance(e, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Lambda)):
+            return EMPTY
+        return EMPTY
+
+    def _free_name(self, e: ast.Name) -> Taints:
+        if e.id in self.m.aliases or e.id in self.m.functions:   # an imported or defined name, not a value
+            return EMPTY
+        if src.request_id_name(e.id):
+            return frozenset({Taint(src.REQUEST_ID, e.id, e)})
+        return EMPTY
+
+    def _collection(self, e: ast.expr) -> Taints:
+        if isinstance(e, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            saved = dict(self.env)
+            order: Taints = EMPTY
+            for gen in e.generators:
+                element, gen_order = self.iterate(gen.iter)
+                order |= gen_order
+                self.bind(gen.target, element | gen_order, None)
+            parts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+            out: Taints = order
+            for p in parts:
+                t = self.expr(p)
+                out |= t - markers(t)
+            self.env = saved
+            return out
+        out = EMPTY
+        items: list[ast.expr | None] = [*e.keys, *e.values] if isinstance(e, ast.Dict) else list(e.elts)  # type: ignore[attr-defined]
+        for item in items:
+            t = self.expr(item)
+            out |= t - markers(t)
+        return out
+
+    def iterate(self, it: ast.expr) -> tuple[Taints, Taints]:
+        """(the taint of each element, the order taint of iterating it)."""
+        taint = self.expr(it)
+        order = order_of(it, taint, self.defs)
+        return taint - markers(taint), order
+
+    def call(self, e: ast.Call) -> Taints:
+        qualified = self.m.qualified(e.func)
+        kind = src.call_kind(qualified, e)
+        if kind is not None:
+            return frozenset({Taint(kind, ast.unparse(e.func) + "()", e)})
+        args = [*e.args, *(k.value for k in e.keywords)]
+        inner: Taints
+        if src.is_json_dumps(qualified):
+            inner = self.expr(e.args[0]) if e.args else EMPTY
+            inner -= markers(inner)
+            if src.sorts_keys(e) or (e.args and literal(e.args[0])):
+                return inner   # a literal's key order is the order written in the code
+            return inner | {Taint(src.JSON_UNSORTED, "json.dumps() without sort_keys", e)}
+        short = qualified.rsplit(".", 1)[-1]
+        if qualified in ("sorted", "len", "min", "max", "sum", "any", "all", "bool", "isinstance", "hash"):
+            inner = EMPTY
+            for a in args:
+                inner |= self.expr(a)
+            inner -= markers(inner)
+            return EMPTY if qualified != "sorted" else frozenset(t for t in inner if t.kind not in src.ORDER)
+        if qualified in ("set", "frozenset"):
+            inner = self.expr(e.args[0]) if e.args else EMPTY
+            return (inner - markers(inner)) | {Taint(src.SET_VALUE, "a set", e)}
+        if qualified in ("dict",) and not e.args:
+            return self._collection(ast.Dict(keys=[], values=[])) | {Taint(src.DICT_VALUE, "a dict", e)}
+        if qualified in ("list", "tuple", "str", "repr", "enumerate", "reversed", "iter") and e.args:
+            element, order = self.iterate(e.args[0]) if qualified != "str" and qualified != "repr" else (
+                self.expr(e.args[0]), EMPTY)
+            return as_text(element, e.args[0]) | order if qualified in ("str", "repr") else element | order
+        if isinstance(e.func, ast.Attribute):
+            receiver = self.expr(e.func.value)
+            arg_taint: Taints = EMPTY
+            for a in args:
+                arg_taint |= self.expr(a)
+            if e.func.attr == "join" and e.args:
+                element, order = self.iterate(e.args[0])
+                return receiver - markers(receiver) | element | order
+            if e.func.attr in src.DICT_VIEWS and not e.args:
+                return receiver - {t for t in receiver if t.kind == src.PARAM}
+            if e.func.attr == "format":
+                arg_taint = as_text(arg_taint, e)
+            local = self._local_call(e, short)
+            return (receiver | arg_taint | local) - markers(receiver | arg_taint | local)
+        local = self._local_call(e, short)
+        if local:
+            return local
+        arg_taint = EMPTY
+        for a in args:
+            arg_taint |= self.expr(a)
+        return arg_taint - markers(arg_taint)
+
+    def _local_call(self, e: ast.Call, name: str) -> Taints:
+        """A helper of this module: what it returns, its parameters replaced by this call's arguments."""
+        fn = self.m.functions.get(name)
+        if fn is None or (isinstance(e.func, ast.Attribute) and not (
+                isinstance(e.func.value, ast.Name) and e.func.value.id in ("self", "cls", *self.m.classes))):
+            return EMPTY
+        returned = self.m.returns(name)
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        if params and params[0] in ("self", "cls") and isinstance(e.func, ast.Attribute):
+            params = params[1:]
+        bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
+        bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
+        out: set[Taint] = set()
+        for t in returned:
+            if t.kind == src.PARAM:
+                out |= bound.get(t.label, EMPTY)
+            else:
+                out.add(t)
+        return frozenset(out)
+
+    # ---------------------------------------------------------------- sinks
+
+    def sinks_in(self, s: ast.stmt) -> None:
+        if not self.collect:
+            return
+        for node in _walk_no_defs(s):
+            if isinstance(node, ast.Call):
+                sink = sinks.find(node, self.m.qualified(node.func))
+                if sink is not None:
+                    judge(self, sink)
+
+    def resolve(self, e: ast.expr) -> ast.expr:
+        seen = 0
+        while isinstance(e, ast.Name) and e.id in self.defs and seen < 8:
+            e, seen = self.defs[e.id], seen + 1
+        return e
+
+
+def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a statement, without nested functions, classes and lambdas (their own scopes)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.stmt)):
+                todo.append(child)
+

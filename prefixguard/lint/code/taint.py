@@ -1,0 +1,64 @@
+"""Taint: the set of volatile sources a value was built from, and the rules that combine them (a set
+written as text, the order of iterating a set or a dict view). Language-neutral: the parsers give
+Python's ast, whatever the source language."""
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from prefixguard.lint.code import sources as src
+
+
+class Taint(NamedTuple):
+    kind: str          # sources.CLOCK ... (or a marker: a set, a dict, a parameter)
+    label: str         # the source as written: "datetime.now()", "iteration over a set"
+    node: ast.AST      # where it is (for the finding's region and for fixes)
+
+
+Taints = frozenset[Taint]
+EMPTY: Taints = frozenset()
+
+
+def literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+
+def markers(t: Taints) -> Taints:
+    return frozenset(x for x in t if x.kind in src.MARKERS)
+
+
+def kinds(t: Taints) -> set[str]:
+    return {x.kind for x in t}
+
+
+def as_text(t: Taints, node: ast.expr | ast.Call) -> Taints:
+    """A value written as text: a set's items come out in its iteration order."""
+    if any(x.kind == src.SET_VALUE for x in t):
+        return (t - markers(t)) | {Taint(src.SET_ORDER, "iteration over a set", node)}
+    return t - {x for x in t if x.kind in (src.SET_VALUE, src.DICT_VALUE)}
+
+
+def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr]) -> Taints:
+    """The order taint of iterating `it`: a set (any time), a dict view (unless of a dict literal)."""
+    if any(x.kind == src.SET_VALUE for x in taint):
+        return frozenset({Taint(src.SET_ORDER, "iteration over a set", it)})
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in src.DICT_VIEWS \
+            and not it.args:
+        receiver = it.func.value
+        if isinstance(receiver, ast.Call) and receiver.args and isinstance(receiver.args[0], ast.Call) \
+                and isinstance(receiver.args[0].func, ast.Name) and receiver.args[0].func.id == "sorted":
+            return EMPTY   # dict(sorted(d.items())).values(): ordered by key
+        for _ in range(8):   # x = y; y = x: a cycle of names ends here
+            if not (isinstance(receiver, ast.Name) and receiver.id in defs):
+                break
+            receiver = defs[receiver.id]
+        if isinstance(receiver, ast.Dict) and receiver.keys:
+            return EMPTY   # a literal's order is the order written in the code (an empty one is filled at run time)
+        return frozenset({Taint(src.DICT_ORDER, f"iteration over .{it.func.attr}()", it)})
+    return EMPTY
+
