@@ -54,7 +54,7 @@ def _prewarm_refused(body: dict[str, Any]) -> str | None:
 
 def check(prompt: Prompt) -> None:
     """What the API refuses with a 400 that the wire adapter accepts: too many breakpoints."""
-    limit = providers()["anthropic"]["max_breakpoints"]
+    limit = providers()["anthropic"].max_breakpoints or 0
     marks = sum(1 for s in prompt.segments if s.breakpoint) + bool(prompt.auto_breakpoint)
     if marks > limit:
         raise InputError(f"A maximum of {limit} blocks with cache_control may be provided. Found {marks}.")

@@ -5,7 +5,7 @@ Each request: body -> Prompt (prefixguard's wire adapters, the same parser the p
 reusing at most that much of its radix tree -> usage reports what the tree really matched.
 
 --cache-policy radix reuses any cached prefix (what vLLM or SGLang do). anthropic and openai follow
-those providers' contracts (prefixguard.judge.policy), so the proxy's verdicts can be tested against an
+those providers' contracts (prefixguard.judge.policies), so the proxy's verdicts can be tested against an
 upstream that behaves like the real one.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from prefixguard.engine.runner import EngineFailed, Overloaded, Runner, Stream
 from prefixguard.engine.scheduler import RequestTooLarge
 from prefixguard.judge.agreement import of_comparison
 from prefixguard.judge.compare import compare
-from prefixguard.judge.policy import POLICIES, CachePolicy, Expected, Policies
+from prefixguard.judge.policies import POLICIES, CachePolicy, Expected, Policies
 from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import Usage

@@ -14,7 +14,7 @@ import pytest
 
 from prefixguard.contracts.providers import Compatible, compatible_settings, configure_compatible
 from prefixguard.engine import chat_template
-from prefixguard.judge.policy import make_policy
+from prefixguard.judge.policies import make_policy
 from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 

@@ -15,7 +15,7 @@ from helpers.cli import CliRunner
 from prefixguard.contracts import serving
 from prefixguard.cli import main
 from prefixguard.contracts.providers import compatible_settings, provider_for
-from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 

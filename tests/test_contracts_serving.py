@@ -17,7 +17,7 @@ from prefixguard.cli import main
 from prefixguard.contracts.providers import compatible_settings
 from prefixguard.utils.errors import InputError
 from prefixguard.lint import config
-from prefixguard.judge.policy import make_policy
+from prefixguard.judge.policies import make_policy
 from prefixguard.wire import parse_request
 
 VLLM_METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig

@@ -55,7 +55,7 @@ def test_claude_code_turns_and_their_verdicts(tmp_path: Path) -> None:
 
 
 def test_ttl_comes_from_the_contract_not_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(providers()["anthropic"]["ttl_seconds"], "5m", 600)   # a 10-minute TTL
+    monkeypatch.setitem(providers()["anthropic"].ttl_seconds, "5m", 600)   # a 10-minute TTL
     rows, _ = imported(tmp_path, "claude-code", CLAUDE)
     verdicts = [r["verdict"] for r in rows if "/" not in r["tenant"]]
     assert "miss_ttl_expired" not in verdicts and verdicts[3] == "miss_unexplained"

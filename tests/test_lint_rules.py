@@ -197,7 +197,7 @@ def test_breakpoint_rules_do_not_run_on_compatible_servers():
     """vLLM, SGLang and the like have no breakpoints: the catalog leaves them out, and so does the run."""
     for name in ("breakpoint-on-volatile", "too-many-breakpoints"):
         assert "compatible" not in catalog.get(name).providers
-    limit = providers()["openai"]["max_breakpoints"]
+    limit = providers()["openai"].max_breakpoints
     parts = [{"type": "input_text", "text": f"Part {chr(65 + i)} nonce={UUID[:12]}", "prompt_cache_breakpoint": {}}
              for i in range(limit + 1)]
     body = responses("sys", [{"role": "developer", "content": parts}, {"role": "user", "content": "Hi"}])
@@ -375,7 +375,7 @@ def test_invalid_breakpoint_ttl_and_sub_block():
 
 
 def test_invalid_breakpoint_automatic_conflicts():
-    limit = providers()["anthropic"]["max_breakpoints"]
+    limit = providers()["anthropic"].max_breakpoints
     system = [text(f"Part {chr(65 + i)}", cache_control=EPH) for i in range(limit)]
     body = anthropic(system, [user("Hi")], cache_control=EPH)
     assert [h.key for h in found(body, "invalid-breakpoint")] == ["auto-slots"]
@@ -418,7 +418,7 @@ def test_no_breakpoint(shared_data):
 # ------------------------------------------------------------------------------------------- PG401
 
 def test_too_many_breakpoints():
-    limit = providers()["anthropic"]["max_breakpoints"]
+    limit = providers()["anthropic"].max_breakpoints
     system = [text(f"Part {chr(65 + i)}", cache_control=EPH) for i in range(limit + 1)]
     bad = anthropic(system, [user("Hi")])
     assert [h.pointer for h in found(bad, "too-many-breakpoints")] == [f"/system/{limit}"]
@@ -429,7 +429,7 @@ def test_too_many_breakpoints():
 
 
 def test_too_many_breakpoints_openai_explicit():
-    limit = providers()["openai"]["max_breakpoints"]
+    limit = providers()["openai"].max_breakpoints
     parts = [{"type": "text", "text": f"Part {chr(65 + i)}", "prompt_cache_breakpoint": {}} for i in range(limit + 1)]
     bad = chat([{"role": "system", "content": parts}, user("Hi")], model="gpt-5.6")
     assert len(found(bad, "too-many-breakpoints")) == 1
@@ -440,7 +440,7 @@ def test_too_many_breakpoints_openai_explicit():
 @pytest.mark.parametrize("mark", list(MARKS))
 def test_too_many_breakpoints_openai_responses(mark):
     """Responses: markers on input parts and on tools, which the wire adapter reads as breakpoints too."""
-    limit = providers()["openai"]["max_breakpoints"]
+    limit = providers()["openai"].max_breakpoints
     tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}, **MARKS[mark]}
     parts = [{"type": "input_text", "text": f"Part {chr(65 + i)}", **MARKS[mark]} for i in range(limit)]
     bad = responses("You are terse.", [{"role": "developer", "content": parts}, {"role": "user", "content": "Hi"}],
@@ -489,7 +489,7 @@ def test_lookback_exceeded_not_for_far_apart_breakpoints():
     """Two breakpoints far apart are no problem: the previous request wrote its entry at its last block,
     and this request's breakpoint on the last message reaches it (Claude Code's layout: the system prompt
     and the last two user messages marked; the provider reads everything)."""
-    lookback = providers()["anthropic"]["lookback_blocks"]
+    lookback = providers()["anthropic"].lookback_blocks
     turns = []
     for i in range(lookback // 2 + 1):
         turns += [user(f"Step {chr(65 + i % 26)}"), assistant("Done.")]
@@ -511,7 +511,7 @@ def test_lookback_exceeded_by_one_turn(where):
     """The reference case: a turn appends 20+ blocks after the last breakpoint, which the previous request
     wrote on its last block. The moving breakpoint is the request's only one, so no two breakpoints of
     this request are far apart; the entry of the previous request is what is out of reach."""
-    lookback = providers()["anthropic"]["lookback_blocks"]
+    lookback = providers()["anthropic"].lookback_blocks
     def build(calls: int, system_mark: bool = False) -> dict:
         history = [user("Fix the failing tests.")] + _agent_turn(1, 0)   # the previous request ended here
         messages = history + _agent_turn(calls, 1)
@@ -540,7 +540,7 @@ def test_lookback_exceeded_by_one_turn(where):
 
 def test_lookback_exceeded_in_sequence_mode_reads_what_was_written():
     """In a capture the earlier request's own breakpoints say where entries were written."""
-    lookback = providers()["anthropic"]["lookback_blocks"]
+    lookback = providers()["anthropic"].lookback_blocks
     system = [text("You are a coding agent. " + filler(1100))]
     first = anthropic(system, [user("Fix the failing tests.")] + _agent_turn(1, 0))
     first["messages"][-1]["content"][-1]["cache_control"] = EPH

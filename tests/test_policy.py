@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from prefixguard.contracts.providers import model_contract, providers
-from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
 ANTHROPIC = providers()["anthropic"]
 OPENAI = providers()["openai"]
-TTL_5M, TTL_1H = ANTHROPIC["ttl_seconds"]["5m"], ANTHROPIC["ttl_seconds"]["1h"]
+TTL_5M, TTL_1H = ANTHROPIC.ttl_seconds["5m"], ANTHROPIC.ttl_seconds["1h"]
 
 
 def text(n: int, seed: str = "a") -> str:
@@ -109,7 +109,7 @@ def test_anthropic_no_breakpoint_and_minimum_per_model() -> None:
 
 def test_anthropic_lookback_limit() -> None:
     pol = make_policy("anthropic")
-    lookback = ANTHROPIC["lookback_blocks"]
+    lookback = ANTHROPIC.lookback_blocks
     base = json.loads(anthropic_body(turns=1, bp_last=True).text)
     pol.commit(parse_request(json.dumps(base), path="/v1/messages"), 0.0)
     grown = json.loads(json.dumps(base))
@@ -170,18 +170,18 @@ def chat(n_system: int, user: str = "hi", model: str = "gpt-4o", **extra: Any) -
 def test_openai_minimum_steps_and_retention() -> None:
     pol = make_policy("openai")
     short = chat(500)
-    assert short.total_tokens < OPENAI["min_cacheable_tokens"]
+    assert short.total_tokens < OPENAI.min_cacheable_tokens
     assert pol.commit(short, 0.0).reason == "below_minimum"
     p = chat(3000)
     assert pol.commit(p, 0.0).reason == "cold"
     other = chat(3000, user="another question")
     got = pol.lookup(other, 10.0)
     shared = p.segments[0].tokens
-    step = OPENAI["token_step"]
+    step = OPENAI.token_step
     assert got.reason == "hit" and got.cache_write == 0
     assert got.cache_read % step == 0 and shared - step < got.cache_read <= shared
     assert got.uncached == other.total_tokens - got.cache_read
-    retention = OPENAI["retention_seconds"]
+    retention = OPENAI.retention_seconds
     assert pol.lookup(other, retention["in_memory"] + 1).reason == "ttl_expired"
     long = chat(3000, prompt_cache_retention="24h")
     pol.commit(long, 0.0)
@@ -224,10 +224,10 @@ def test_automatic_breakpoint_walks_back_past_an_empty_text_block() -> None:
             "system": text(50), "messages": [{"role": "user", "content": [
                 {"type": "text", "text": text(20, "q")}, {"type": "text", "text": ""}]}]}
     p = parse_request(json.dumps(body), path="/v1/messages")
-    assert breakpoints(p, providers()["anthropic"]["breakpoint_ineligible_kinds"]) == {len(p.segments) - 2: "5m"}
+    assert breakpoints(p, providers()["anthropic"].breakpoint_ineligible_kinds) == {len(p.segments) - 2: "5m"}
     body["messages"][0]["content"][1]["text"] = " "
     p = parse_request(json.dumps(body), path="/v1/messages")
-    assert breakpoints(p, providers()["anthropic"]["breakpoint_ineligible_kinds"]) == {len(p.segments) - 1: "5m"}
+    assert breakpoints(p, providers()["anthropic"].breakpoint_ineligible_kinds) == {len(p.segments) - 1: "5m"}
 
 
 def test_what_the_provider_reports_reading_is_held() -> None:
@@ -248,4 +248,4 @@ def test_automatic_caching_reads_into_the_first_differing_part() -> None:
     a, b = (parse_request(json.dumps(body(t)), path="/v1/chat/completions") for t in (" first", " second"))
     pol.commit(a, 0.0)
     got = pol.lookup(b, 1.0).cache_read
-    assert got > 0.9 * a.total_tokens - OPENAI["token_step"] and got <= a.total_tokens
+    assert got > 0.9 * a.total_tokens - OPENAI.token_step and got <= a.total_tokens

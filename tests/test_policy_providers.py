@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from prefixguard.contracts.providers import model_contract, providers
-from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.wire import parse_request
 
 SYSTEM = "Ledger policy: reconcile every account nightly. " * 220
@@ -24,7 +24,7 @@ def responses(user: str, *, mode: str | None, system_point: bool) -> dict:
 
 
 def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
-    rules = providers()["openai"]["breakpoint_caching"]
+    rules = providers()["openai"].breakpoint_caching
     policy = make_policy("openai")
     first = parse_request(json.dumps(responses("What failed last night? " * 5, mode="explicit", system_point=True)))
     assert policy.commit(first, 0.0).reason == "cold"
@@ -42,7 +42,7 @@ def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
         == later.segments[0].tokens
     assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).cache_read == 0
     # the modes' own TTL
-    assert policy.lookup(later, rules["ttl_seconds"][rules["default_ttl"]] + 1).reason == "ttl_expired"
+    assert policy.lookup(later, rules.ttl_seconds[rules.default_ttl] + 1).reason == "ttl_expired"
 
 
 def test_bedrock_converse_is_judged_by_bedrock_numbers():
@@ -52,8 +52,8 @@ def test_bedrock_converse_is_judged_by_bedrock_numbers():
     prompt = parse_request(json.dumps(body), path=path)
     assert policy_name(prompt.api, prompt.model) == "bedrock"
     minimum = model_contract(prompt.api, prompt.model).min_cacheable_tokens
-    assert minimum == next(m["min_cacheable_tokens"] for m in providers()["bedrock"]["models"]
-                           if m["prefix"] == "claude-haiku-4-5")
+    assert minimum == next(m.min_cacheable_tokens for m in providers()["bedrock"].models
+                           if m.prefix == "claude-haiku-4-5")
     policy = make_policy("bedrock")
     first = policy.commit(prompt, 0.0)
     expected = "below_minimum" if prompt.segments[0].tokens < minimum else "cold"
@@ -62,7 +62,7 @@ def test_bedrock_converse_is_judged_by_bedrock_numbers():
     sonnet = make_policy("bedrock")
     sonnet.commit(short, 0.0)
     assert sonnet.lookup(short, 10.0).cache_read == short.segments[0].tokens  # Sonnet's lower minimum
-    assert sonnet.lookup(short, 10.0 + providers()["bedrock"]["ttl_seconds"]["5m"] + 1).reason == "ttl_expired"
+    assert sonnet.lookup(short, 10.0 + providers()["bedrock"].ttl_seconds["5m"] + 1).reason == "ttl_expired"
 
 
 def test_gemini_minimum_is_the_models():
@@ -97,15 +97,15 @@ def test_gpt_5_6_implicit_mode_is_chosen_by_model_and_reads_exactly_at_the_lates
     assert policy.commit(first, 0.0).cache_write == first.total_tokens   # written at the implicit breakpoint
     assert policy.lookup(edited, 60.0).cache_read == 0                 # no fallback to the unchanged prefix
     assert policy.lookup(appended, 60.0).cache_read == first.total_tokens  # exact: no 128-token steps
-    rules = providers()["openai"]["breakpoint_caching"]
-    assert policy.lookup(appended, rules["ttl_seconds"][rules["default_ttl"]] + 1).reason == "ttl_expired"
+    rules = providers()["openai"].breakpoint_caching
+    assert policy.lookup(appended, rules.ttl_seconds[rules.default_ttl] + 1).reason == "ttl_expired"
     older = make_policy("openai")           # GPT-5: the longest prefix, in 128-token steps
     older.commit(parse_request(json.dumps(chat("gpt-5", ("system", system), ("user", "What failed?")))), 0.0)
     read = older.lookup(parse_request(json.dumps(chat("gpt-5", ("system", system.replace("10:00:00", "10:05:00")),
                                                       ("user", "What failed?")))), 60.0).cache_read
     assert read > 1024 and (read - 1024) % 128 == 0
     # writes billed at 1.25x, reported as cache_write_tokens
-    assert model_contract("openai-chat", "gpt-5.7").write_multiplier == {"default": rules["write_multiplier"]}
+    assert model_contract("openai-chat", "gpt-5.7").write_multiplier == {"default": rules.write_multiplier}
     from prefixguard.wire.openai_chat import usage
     got = usage({"prompt_tokens": 3000, "completion_tokens": 5,
                  "prompt_tokens_details": {"cached_tokens": 1200, "cache_write_tokens": 1800}})
@@ -158,7 +158,7 @@ def test_providers_by_host_model_and_gateway_maker():
         assert policy_name(*args) == ("radix" if want == "compatible" else want)
     for name in ("deepseek", "mistral", "xai", "moonshot", "zai", "groq", "minimax", "qwen"):
         table = providers()[name]
-        assert table["source"] and table["read"] and table["usage_fields"], name
+        assert table.source and table.read and table.usage_fields, name
         assert make_policy(name).lookup(parse_request(json.dumps(chat("m", ("user", "hi")))), 0.0).cache_read == 0
 
 

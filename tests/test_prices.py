@@ -59,9 +59,9 @@ def test_the_toml_table_is_the_fallback_with_its_date(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PREFIXGUARD_PRICES", "rules")
     c = model_contract("anthropic", "claude-sonnet-4-5")
     table = providers()["anthropic"]
-    row = next(m for m in table["models"] if m["prefix"] == "claude-sonnet-4-5")
-    assert (c.input_per_mtok, c.output_per_mtok) == (row["input_per_mtok"], row["output_per_mtok"])
-    assert c.prices == f"rules/providers.toml, {table['read']}"
+    row = next(m for m in table.models if m.prefix == "claude-sonnet-4-5")
+    assert (c.input_per_mtok, c.output_per_mtok) == (row.input_per_mtok, row.output_per_mtok)
+    assert c.prices == f"rules/providers.toml, {table.read}"
 
 
 def test_a_model_the_package_does_not_know_falls_back() -> None:
@@ -87,7 +87,7 @@ def test_diff_prints_the_price_source_and_date(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PREFIXGUARD_PRICES", "rules")
     _forget()
     res = CliRunner().invoke(main, ["diff", *PAIR])
-    assert f"prices: rules/providers.toml, {providers()['anthropic']['read']}" in res.stdout
+    assert f"prices: rules/providers.toml, {providers()['anthropic'].read}" in res.stdout
 
 
 def test_a_later_run_prices_from_the_disk_memo_without_importing_the_package(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from prefixguard.model import tokens
-from prefixguard.judge.policy import _Output
+from prefixguard.judge.policies import Output
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.judge.redis_index import _decode_value, _encode_value
 from prefixguard.replay import sources
@@ -155,7 +155,7 @@ def test_earlier_turns_reasoning_is_dropped(shared_data: Path) -> None:
     assert len(thinking) == 2 and all(s.tokens == 0 for s in thinking)
 
 
-@pytest.mark.parametrize("value", [_Output(12.5, 1926), _Fit(1.25, 300, 40), _Fit(0.9, 0, -1)])
+@pytest.mark.parametrize("value", [Output(12.5, 1926), _Fit(1.25, 300, 40), _Fit(0.9, 0, -1)])
 def test_the_fleet_index_keeps_the_new_values(value) -> None:
     assert _decode_value(_encode_value(value)) == value
     if isinstance(value, _Fit):  # a fit written by the build before (no front) still reads

@@ -10,7 +10,7 @@ import pytest
 from mitmproxy.test import tutils
 
 from prefixguard.judge.compare import compare
-from prefixguard.judge.policy import Expected
+from prefixguard.judge.policies import Expected
 from prefixguard.judge import verdict
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route

@@ -3,7 +3,7 @@ runs the example agent (the real anthropic and openai SDKs) through the proxy to
 `--cache-policy auto`, so each request is served under its own provider's contract and the capture holds
 both shapes with the server's cache fields.
 
-How close: the sim judges a request by the same contract code (prefixguard.judge.policy) as the server, in
+How close: the sim judges a request by the same contract code (prefixguard.judge.policies) as the server, in
 the same order, seconds apart (far from any TTL); it counts tokens as the proxy does for any provider
 (our tokenizer, scaled to the totals the server reported before: prefixguard/judge/scale.py), not with the
 server's own template. Totals must agree within 2%, and each request within results.agreement's slack

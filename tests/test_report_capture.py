@@ -119,7 +119,7 @@ def test_html_report_is_self_contained_and_its_charts_render(capture: Path, tmp_
 def test_replay_judges_each_request_by_its_providers_contract(capture: Path) -> None:
     """A capture of Anthropic, OpenAI and OpenAI-compatible traffic: the auto policy gives each request
     exactly what its own provider's contract gives it when that provider's requests replay alone."""
-    from prefixguard.judge.policy import policy_name
+    from prefixguard.judge.policies import policy_name
     from prefixguard.replay import sources
     from prefixguard.replay.results import Outcome
     from prefixguard.replay.player import replay

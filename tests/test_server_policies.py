@@ -80,7 +80,7 @@ def test_anthropic_writes_at_the_breakpoint_then_reads_it(anthropic_server):
 
 def test_anthropic_entries_expire_after_their_ttl_and_hits_refresh_it(anthropic_server):
     client, engine = anthropic_server
-    ttl = providers()["anthropic"]["ttl_seconds"]["5m"]
+    ttl = providers()["anthropic"].ttl_seconds["5m"]
     system = [{"type": "text", "text": long_text("T"), "cache_control": {"type": "ephemeral"}}]
     body = {"model": CLAUDE, "system": system, "messages": [{"role": "user", "content": "hi"}]}
     cum, _ = cumulative(body, "/v1/messages")
@@ -132,7 +132,7 @@ def test_anthropic_without_a_breakpoint_reads_nothing_the_tree_holds(anthropic_s
 
 def test_anthropic_lookback_stops_after_twenty_blocks(anthropic_server):
     client, _ = anthropic_server
-    lookback = providers()["anthropic"]["lookback_blocks"]
+    lookback = providers()["anthropic"].lookback_blocks
     text = long_text("D")
     marked = {"type": "ephemeral"}
     ask(client, {"model": CLAUDE, "system": [{"type": "text", "text": text, "cache_control": marked}],
@@ -157,7 +157,7 @@ def test_anthropic_lookback_stops_after_twenty_blocks(anthropic_server):
 def test_openai_reads_from_1024_tokens_in_128_token_steps(openai_server):
     client, engine = openai_server
     table = providers()["openai"]
-    minimum, step = table["min_cacheable_tokens"], table["token_step"]
+    minimum, step = table.min_cacheable_tokens, table.token_step
 
     short = [{"role": "user", "content": long_text("E", 10)}]
     for _ in range(2):
@@ -186,5 +186,5 @@ def test_openai_responses_report_the_same_contract(openai_server):
     body["input"] = "two"
     cum, _ = cumulative(body, "/v1/responses")
     usage = client.responses.create(**body).usage
-    minimum, step = table["min_cacheable_tokens"], table["token_step"]
+    minimum, step = table.min_cacheable_tokens, table.token_step
     assert usage.input_tokens_details.cached_tokens == cum[0] - (cum[0] - minimum) % step

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from prefixguard.contracts.providers import verdict_rules
-from prefixguard.judge.policy import Expected, make_policy, policy_name
+from prefixguard.judge.policies import Expected, make_policy, policy_name
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.report.diagnose import diagnose
 from prefixguard.capture.store import open_store

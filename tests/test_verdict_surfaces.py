@@ -22,7 +22,7 @@ from helpers.cli import CliRunner
 from helpers.proxy import Clock, tenant_rows
 
 from prefixguard.cli import main
-from prefixguard.judge.policy import Expected, make_policy, policy_name
+from prefixguard.judge.policies import Expected, make_policy, policy_name
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
 from prefixguard.testing import PrefixBroken, assert_prefix_stable

@@ -94,7 +94,7 @@ def output_format(p: argparse.ArgumentParser, choices: Sequence[str] = ("text", 
 def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = POLICY_HELP,
                   old: Sequence[str] = ()) -> None:
     """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
-    from prefixguard.judge.policy import POLICIES  # here, not at import: lint and diff never pay for it
+    from prefixguard.judge.policies import POLICIES  # here, not at import: lint and diff never pay for it
 
     choices = ["auto", *sorted(POLICIES)]
     p.add_argument("--policy", choices=choices, default=default,
@@ -159,4 +159,3 @@ def positive_float(text: str) -> float:
     if not x > 0:
         raise argparse.ArgumentTypeError(f"{text} is not above 0")
     return x
-

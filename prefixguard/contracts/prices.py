@@ -24,9 +24,6 @@ from xxhash import xxh3_64_hexdigest
 from prefixguard.utils import disk_cache
 
 PACKAGE = "genai-prices"
-# genai-prices' provider ids by prefixguard's contract names; a local server has no price.
-PROVIDER_IDS = {"anthropic": "anthropic", "openai": "openai", "deepseek": "deepseek", "mistral": "mistral",
-                "xai": "x-ai", "moonshot": "moonshotai", "zai": "zai", "groq": "groq", "minimax": "minimax"}
 
 
 class Prices(NamedTuple):
@@ -113,12 +110,12 @@ def _read_table() -> list[str] | None:
     return [pkg, max(days, default="undated")]
 
 
-def from_package(provider: str, model: str | None) -> Prices | None:
-    """Today's prices of a model from genai-prices, or None (not installed, unknown model or provider)."""
+def from_package(pid: str | None, model: str | None) -> Prices | None:
+    """Today's prices of a model from genai-prices, or None (not installed, unknown model or provider).
+    pid: the provider's id there (its contract's `prices_id`; None: a provider it does not price)."""
     if os.environ.get("PREFIXGUARD_PRICES", "").lower() in ("rules", "toml") or not model:
         return None
     table = package_table()
-    pid = PROVIDER_IDS.get(provider)
     if table is None or pid is None:
         return None
     values = _remembered(f"{pid}/{model}", lambda: _read_prices(pid, model))

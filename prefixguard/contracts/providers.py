@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
 from prefixguard.contracts.prices import from_package
+from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, ModelRow, providers
 from prefixguard.utils.errors import InputError
 
-
-@cache
-def providers() -> dict[str, Any]:
-    return ruleset.load("providers.toml")
+__all__ = ["COMPATIBLE", "Contract", "ModelContract", "model_contract", "provider_contract", "provider_for",
+           "providers"]
 
 
 def provider_for(api: str, model: str | None = None, host: str | None = None) -> str:
@@ -25,26 +24,26 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
     bare_host = _host(host)
     if bare_host:
         for name, table in tables.items():
-            if any(bare_host == h or bare_host.endswith("." + h) for h in table.get("hosts", ())):
+            if any(bare_host == h or bare_host.endswith("." + h) for h in table.hosts):
                 return name
     # A gateway's ids are lowercase (OpenRouter: qwen/qwen3-coder); one with capitals is a model repository's
     # name (Hugging Face: Qwen/Qwen3-0.6B, mistralai/Mistral-7B-Instruct-v0.3), served by whoever runs it.
     maker = model.partition("/")[0] if model and "/" in model and model == model.lower() else None
     if maker:
         for name, table in tables.items():
-            if maker in table.get("gateway_makers", ()) and not any(
-                    _same_family(model, excluded) for excluded in table.get("gateway_excluded", ())):
+            if maker in table.gateway_makers and not any(
+                    _same_family(model, excluded) for excluded in table.gateway_excluded):
                 return name
     if model and "/" not in model:   # a provider's own API names its models without an owner
         for name, table in tables.items():
-            if api in table.get("apis", ()) and table.get("hosts") and _known(table, model):
+            if api in table.apis and table.hosts and _known(table, model):
                 return name
     for name, table in tables.items():
-        if api in table.get("apis", ()) and not table.get("hosts"):
-            if name == "openai" and model and not _known(table, model):
-                return "compatible"  # an OpenAI-shaped request to a model OpenAI does not sell
+        if api in table.apis and not table.hosts:
+            if table.unlisted_models and model and not _known(table, model):
+                return table.unlisted_models  # an OpenAI-shaped request to a model OpenAI does not sell
             return name
-    return "compatible"
+    return COMPATIBLE
 
 
 def _host(upstream: str | None) -> str:
@@ -57,16 +56,16 @@ def _host(upstream: str | None) -> str:
 
 def lint_family(name: str) -> str:
     """The contract whose lint rules apply to a provider's requests (its table's `lint_as`, else its own)."""
-    return providers()[name].get("lint_as", name)
+    return providers()[name].lint_as
 
 
 def sold(model: str | None) -> bool:
     """Whether a provider's table knows the model (by family: claude-sonnet-4-5-2025..., gpt-4o-mini)."""
-    return bool(model) and any(_known(t, model) for t in providers().values() if isinstance(t, dict))
+    return bool(model) and any(_known(t, model) for t in providers().values())
 
 
-def _known(table: dict[str, Any], model: str) -> bool:
-    return any(_same_family(model, m["prefix"]) for m in table.get("models", ()))
+def _known(table: Contract, model: str) -> bool:
+    return any(_same_family(model, m.prefix) for m in table.models)
 
 
 def _same_family(model: str, prefix: str) -> bool:
@@ -93,13 +92,13 @@ def _version(model: str) -> tuple[str, tuple[int, int]] | None:
 
 
 @cache
-def breakpoint_caching(name: str, model: str | None) -> Mapping[str, Any] | None:
+def breakpoint_caching(name: str, model: str | None) -> BreakpointCaching | None:
     """The provider's breakpoint-caching rules where this model caches by them (OpenAI GPT-5.6 and later:
     [openai.breakpoint_caching], `since` that family version), else None (the table's own rule)."""
-    rules = providers()[name].get("breakpoint_caching")
+    rules = providers()[name].breakpoint_caching
     if not rules or not model:
         return None
-    have, since = _version(model), _version(rules["since"])
+    have, since = _version(model), _version(rules.since)
     return rules if have and since and have[0] == since[0] and have[1] >= since[1] else None
 
 
@@ -113,19 +112,18 @@ class Compatible(NamedTuple):
 
 
 def compatible_settings() -> Compatible:
-    table = providers()["compatible"]
-    return Compatible(int(table.get("block_tokens", 1)), int(table.get("min_cacheable_tokens", 0)),
-                      bool(table.get("prefix_caching", True)), str(table.get("settings_source", table["source"])))
+    table = providers()[COMPATIBLE]
+    return Compatible(table.block_tokens, table.min_cacheable_tokens, table.prefix_caching, table.settings_source)
 
 
 def server_defaults(server: str) -> Compatible:
     """The defaults of a named server (rules/providers.toml [compatible.servers.NAME]); InputError when unknown."""
-    servers = providers()["compatible"].get("servers", {})
+    servers = providers()[COMPATIBLE].servers
     if server not in servers:
         raise InputError(f"unknown server {server!r} (one of {', '.join(sorted(servers))})")
     row = servers[server]
-    return Compatible(int(row["block_tokens"]), int(row.get("min_tokens", 0)), bool(row.get("prefix_caching", True)),
-                      f"{server} defaults ({row['source']}, read {row['read']})")
+    return Compatible(row.block_tokens, row.min_tokens, row.prefix_caching,
+                      f"{server} defaults ({row.source}, read {row.read})")
 
 
 @cache
@@ -141,11 +139,12 @@ def configure_compatible(settings: Compatible) -> None:
         raise InputError(f"block size must be at least 1 and minimum at least 0, got {settings.block_tokens} "
                          f"and {settings.min_tokens}")
     default_compatible()   # read before the first change
-    table = providers()["compatible"]
-    table.update(block_tokens=settings.block_tokens, token_step=settings.block_tokens,
-                 min_cacheable_tokens=settings.min_tokens, prefix_caching=settings.prefix_caching,
-                 settings_source=settings.source)
-    table["default_model"] = {**table.get("default_model", {}), "min_cacheable_tokens": settings.min_tokens}
+    table = providers()[COMPATIBLE]
+    providers()[COMPATIBLE] = replace(
+        table, block_tokens=settings.block_tokens, token_step=settings.block_tokens,
+        min_cacheable_tokens=settings.min_tokens, prefix_caching=settings.prefix_caching,
+        settings_source=settings.source,
+        default_model=replace(table.default_model, min_cacheable_tokens=settings.min_tokens))
     for memo in (provider_contract, model_contract, invalidated_levels):
         memo.cache_clear()
 
@@ -190,12 +189,13 @@ def model_contract(api: str, model: str | None) -> ModelContract:
     return provider_contract(provider_for(api, model), model)
 
 
-def _model_row(table: dict[str, Any], model: str | None) -> dict[str, Any]:
+def _model_row(table: Contract, model: str | None) -> ModelRow:
     """A provider table's default_model row with the longest matching model row over it."""
-    row = dict(table.get("default_model", {}))
-    best = max((m for m in table.get("models", ()) if model and _same_family(model, m["prefix"])),
-               key=lambda m: len(m["prefix"]), default=None)
-    return {**row, "confirmed": True, **best} if best is not None else row
+    row = table.default_model
+    best = max((m for m in table.models if model and _same_family(model, m.prefix)),
+               key=lambda m: len(m.prefix), default=None)
+    return replace(best, confirmed=True if best.confirmed is None else best.confirmed).over(row) \
+        if best is not None else row
 
 
 @cache
@@ -203,7 +203,7 @@ def invalidated_levels(name: str, model: str | None) -> dict[str, str]:
     """What a change of each cache-keying setting invalidates (the first level it breaks): the
     provider's table, with the model's own row over it where its family keys the cache otherwise."""
     table = providers()[name]
-    return {**table.get("invalidates", {}), **_model_row(table, model).get("invalidates", {})}
+    return {**table.invalidates, **(_model_row(table, model).invalidates or {})}
 
 
 @cache
@@ -211,15 +211,16 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
     """A model's contract in one provider's table (a policy forced to a provider asks this)."""
     table = providers()[name]
     row = _model_row(table, model)
-    if "read_multiplier" in table:
-        read = table["read_multiplier"]
-        writes = dict(table["write_multiplier"])
+    if table.read_multiplier is not None:
+        read = table.read_multiplier
+        writes = dict(table.write_multiplier or {})
     else:
-        read = 1.0 - row.get("cached_discount", 0.0)
+        read = 1.0 - (row.cached_discount or 0.0)
         by_breakpoints = breakpoint_caching(name, model)   # GPT-5.6+: writes billed (cache_write_tokens)
-        writes = {"default": by_breakpoints["write_multiplier"] if by_breakpoints else row.get("write_multiplier", 1.0)}
-    minimum = row.get("min_cacheable_tokens", table.get("min_cacheable_tokens", 0))
-    live = from_package(name, model)   # the maintained price table first; this file's is the fallback
+        writes = {"default": by_breakpoints.write_multiplier if by_breakpoints else
+                  1.0 if row.write_multiplier is None else row.write_multiplier}
+    minimum = table.min_cacheable_tokens if row.min_cacheable_tokens is None else row.min_cacheable_tokens
+    live = from_package(table.prices_id, model)   # the maintained price table first; this file's is the fallback
     if live is not None:
         read = live.cache_read / live.input if live.cache_read is not None else read
         if live.cache_write_1h is not None:
@@ -228,9 +229,8 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
             writes = {**writes, "5m" if "5m" in writes else "default": live.cache_write_5m / live.input}
         return ModelContract(name, model, minimum, live.input, live.output, read, writes, True, live.source,
                              live.date)
-    return ModelContract(name, model, minimum, row.get("input_per_mtok", 0.0), row.get("output_per_mtok", 0.0),
-                         read, writes, bool(row.get("confirmed", True)), "rules/providers.toml",
-                         table.get("prices_read", table.get("read", "")))
+    return ModelContract(name, model, minimum, row.input_per_mtok or 0.0, row.output_per_mtok or 0.0,
+                         read, writes, row.confirmed is not False, "rules/providers.toml", table.read)
 
 
 @cache

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prefixguard.contracts.providers import (
+    COMPATIBLE,
     Compatible,
     configure_compatible,
     default_compatible,
@@ -46,16 +47,16 @@ def _truthy(value: Any) -> bool:
 
 def from_metrics(text: str, source: str) -> Compatible | None:
     """vLLM's settings from its /metrics text; None when the text has no cache config metric."""
-    row = providers()["compatible"]["servers"]["vllm"]
-    labels = metric_labels(text, row["metric"])
+    row = providers()[COMPATIBLE].servers["vllm"]
+    labels = metric_labels(text, row.metric)
     if labels is None or "block_size" not in labels:
         return None
     try:
         block = int(labels["block_size"])
     except ValueError:
-        raise InputError(f"{source}: {row['metric']} has block_size {labels['block_size']!r}, not a number") from None
-    caching = _truthy(labels.get("enable_prefix_caching", row["prefix_caching"]))
-    return Compatible(block, 0, caching, f"vllm {row['metric']} at {source}")
+        raise InputError(f"{source}: {row.metric} has block_size {labels['block_size']!r}, not a number") from None
+    caching = _truthy(labels.get("enable_prefix_caching", row.prefix_caching))
+    return Compatible(block, 0, caching, f"vllm {row.metric} at {source}")
 
 
 def from_server_info(doc: Any, source: str) -> Compatible | None:
@@ -90,7 +91,7 @@ def read_server(base_url: str, timeout: float = TIMEOUT_S) -> Compatible:
     body = _get(base + "/metrics", timeout)
     found = from_metrics(body.decode("utf-8", "replace"), base + "/metrics") if body is not None else None
     if found is None:
-        info = _get(base + providers()["compatible"]["servers"]["sglang"]["server_info"], timeout)
+        info = _get(base + providers()[COMPATIBLE].servers["sglang"].server_info, timeout)
         try:
             found = from_server_info(json.loads(info), base) if info is not None else None
         except ValueError:

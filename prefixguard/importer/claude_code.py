@@ -69,7 +69,7 @@ def usage(raw: dict[str, Any]) -> Usage:
     w1h = count(split.get("ephemeral_1h_input_tokens"))
     w5m = count(split.get("ephemeral_5m_input_tokens")) if "ephemeral_5m_input_tokens" in split else None
     if w5m is None:   # no split logged: the contract's default TTL
-        w5m, w1h = (0, written) if providers()["anthropic"]["default_ttl"] == "1h" else (max(0, written - w1h), w1h)
+        w5m, w1h = (0, written) if providers()["anthropic"].default_ttl == "1h" else (max(0, written - w1h), w1h)
     read, uncached = count(raw.get("cache_read_input_tokens")), count(raw.get("input_tokens"))
     return Usage(prompt_total=read + w5m + w1h + uncached, cache_read=read, cache_write_5m=w5m,
                  cache_write_1h=w1h, uncached=uncached, output=count(raw.get("output_tokens")), reported=True)

@@ -49,11 +49,11 @@ class Turn:
 def _ttl_seconds(provider: str, usage: Usage) -> tuple[str, float]:
     """(name, seconds) of the TTL what a turn wrote or read lives for, from the contract."""
     table = providers()[provider]
-    if "ttl_seconds" in table:
-        name = "1h" if usage.cache_write_1h and not usage.cache_write_5m else table["default_ttl"]
-        return name, float(table["ttl_seconds"][name])
-    retention = table.get("retention_seconds") or {}
-    name = table.get("default_retention")
+    if table.ttl_seconds and table.default_ttl:
+        name = "1h" if usage.cache_write_1h and not usage.cache_write_5m else table.default_ttl
+        return name, float(table.ttl_seconds[name])
+    retention = table.retention_seconds
+    name = table.default_retention
     return (name, float(retention[name])) if name in retention else ("none", float("inf"))
 
 
@@ -61,10 +61,10 @@ def _cached_after(provider: str, usage: Usage) -> int:
     """What a turn left in the cache for the next one: what it read and wrote (explicit caching), or its
     whole prompt in the contract's steps (automatic caching, which reports no writes)."""
     table = providers()[provider]
-    if table.get("usage_convention") == "additive":
+    if table.usage_convention == "additive":
         return usage.cache_read + usage.cache_write
-    step = int(table.get("token_step", 1)) or 1
-    minimum = int(table.get("min_cacheable_tokens", 0))
+    step = table.token_step or 1
+    minimum = table.min_cacheable_tokens
     total = usage.prompt_total
     return total // step * step if total >= minimum else 0
 

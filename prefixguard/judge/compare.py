@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any, NamedTuple
 
-from prefixguard.contracts.providers import invalidated_levels, model_contract, provider_for, providers
+from prefixguard.contracts.providers import Contract, invalidated_levels, model_contract, provider_for, providers
 from prefixguard.judge.causes import FIXES
 from prefixguard.judge.classify import FALLBACK, classify, too_deep
 from prefixguard.judge.jsondiff import common_start, excerpts, short
-from prefixguard.judge.policy import make_policy, policy_name
+from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.breakpoints import breakpoints
 from prefixguard.model.fingerprint import chain as make_chain
 from prefixguard.model.fingerprint import common_prefix
@@ -140,7 +140,7 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
 
 # ---- model and settings
 
-def _contract_table(p: Prompt) -> dict[str, Any]:
+def _contract_table(p: Prompt) -> Contract:
     return providers()[provider_for(p.api, p.model)]
 
 
@@ -176,7 +176,7 @@ def _first_at_level(p: Prompt, level: str) -> int:
 
 def _breakpoints(p: Prompt) -> dict[int, str]:
     """Block index -> TTL of each breakpoint, the automatic one on the last block that can hold one."""
-    return breakpoints(p, _contract_table(p).get("breakpoint_ineligible_kinds", ()))
+    return breakpoints(p, _contract_table(p).breakpoint_ineligible_kinds)
 
 
 def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:

@@ -46,8 +46,8 @@ KEEP_DECODED = 512       # requests kept decoded in this process (the ones it wr
 
 def _lifetime(provider: str) -> float:
     """How long a tenant's session state is kept: the provider's longest TTL, twice."""
-    table = providers().get(provider, {})
-    ttls = list((table.get("ttl_seconds") or table.get("retention_seconds") or {}).values())
+    table = providers().get(provider)
+    ttls = list(table.ttls.values()) if table else []
     return 2 * max(ttls) if ttls else NO_EXPIRY_S
 
 
@@ -276,12 +276,12 @@ def decode_seen(blob: bytes) -> Any:
 # ---- the policies' entries and the scale's fits
 
 def _encode_value(value: Any) -> bytes:
-    from prefixguard.judge.policy import _Entry, _Output
+    from prefixguard.judge.policies import Entry, Output
     from prefixguard.judge.scale import _Fit
 
-    if isinstance(value, _Entry):
+    if isinstance(value, Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
-    if isinstance(value, _Output):
+    if isinstance(value, Output):
         return f"o{value.at!r} {value.tokens}".encode()
     if isinstance(value, _Fit):
         kinds = ",".join(repr(k) for k in value.kinds) or "-"   # the scale's fit by kind, and what it was fitted on
@@ -291,7 +291,7 @@ def _encode_value(value: Any) -> bytes:
 
 
 def _decode_value(raw: bytes | None) -> Any:
-    from prefixguard.judge.policy import _Entry, _Output
+    from prefixguard.judge.policies import Entry, Output
     from prefixguard.judge.scale import _Fit
 
     if raw is None:
@@ -299,10 +299,10 @@ def _decode_value(raw: bytes | None) -> Any:
     kind, text = raw[:1], raw[1:].decode()
     if kind == b"e":
         ttl, expires = text.rsplit(" ", 1)
-        return _Entry(ttl, float(expires))
+        return Entry(ttl, float(expires))
     if kind == b"o":
         at, tokens = text.split(" ")
-        return _Output(float(at), int(tokens))
+        return Output(float(at), int(tokens))
     if kind == b"s":
         ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
         kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from prefixguard.judge.policy import CachePolicy, Policies
+from prefixguard.judge.policies import CachePolicy, Policies
 from prefixguard.judge.scale import FIT_LIFETIME, TokenScale
 from prefixguard.judge.session import Sessions
 from prefixguard.model.prompt import Prompt

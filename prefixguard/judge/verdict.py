@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefixguard.contracts.providers import verdict_rules
-from prefixguard.judge.policy import Expected
+from prefixguard.judge.policies import Expected
 from prefixguard.model.usage import Usage
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None,
     request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
     A B that starts a new conversation changes no prefix (the session model's rule)."""
     from prefixguard.judge.compare import compare
-    from prefixguard.judge.policy import make_policy, policy_name
+    from prefixguard.judge.policies import make_policy, policy_name
     from prefixguard.judge.session import new_conversation
 
     cmp = cmp if cmp is not None else compare(a, b, elapsed)

@@ -81,7 +81,9 @@ def breakpoint_on_volatile(ctx: Context) -> Iterator[Hit]:
 def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
     if ctx.total < ctx.contract.min_cacheable_tokens:
         return  # nothing is cached either way
-    limit = ctx.limits["routing_prefix_tokens"]
+    limit = ctx.limits.routing_prefix_tokens
+    if limit is None:
+        return  # the contract routes by no prefix
     for i, seg in enumerate(ctx.segments):
         if ctx.before[i] >= limit:
             break
@@ -225,7 +227,7 @@ def _sub_markers(value: Any, pointer: str, top: bool = True) -> Iterator[str]:
 
 @check("invalid-breakpoint")
 def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
-    ttls = ctx.limits.get("ttl_seconds", {})
+    ttls = ctx.limits.ttl_seconds
     for bp in ctx.explicit:
         seg = ctx.segments[bp.index]
         if seg.kind in ctx.ineligible:
@@ -240,7 +242,7 @@ def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
         for pointer in _sub_markers(seg.value, seg.pointer):
             yield Hit("invalid-breakpoint", pointer, "cache breakpoint on a sub-block (put it on the block itself)",
                       key="sub-block")
-    auto, limit = ctx.auto, ctx.limits.get("max_breakpoints")
+    auto, limit = ctx.auto, ctx.limits.max_breakpoints
     if auto is None:
         return
     if limit is not None and len(ctx.explicit) >= limit:
@@ -256,7 +258,7 @@ def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
 
 @check("ttl-order")
 def ttl_order(ctx: Context) -> Iterator[Hit]:
-    seconds = ctx.limits.get("ttl_seconds", {})
+    seconds = ctx.limits.ttl_seconds
     shortest: Breakpoint | None = None
     for bp in ctx.breakpoints:
         if bp.ttl not in seconds:
@@ -272,7 +274,7 @@ def ttl_order(ctx: Context) -> Iterator[Hit]:
 def _model_unknown(ctx: Context) -> bool:
     """No contract for this model: the body does not name it (Bedrock, Gemini: the path does) or, where
     only the listed models cache at all (Bedrock), it is not listed. Its minimum is then unknown."""
-    return not ctx.contract.confirmed and (ctx.prompt.model is None or ctx.limits.get("listed_models_only", False))
+    return not ctx.contract.confirmed and (ctx.prompt.model is None or ctx.limits.listed_models_only)
 
 
 @check("no-breakpoint")
@@ -290,7 +292,7 @@ def no_breakpoint(ctx: Context) -> Iterator[Hit]:
 
 @check("too-many-breakpoints")
 def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
-    limit = ctx.limits.get("max_breakpoints")
+    limit = ctx.limits.max_breakpoints
     count = len(ctx.explicit) + (ctx.auto is not None)
     if limit is None or count <= limit:
         return
@@ -344,7 +346,7 @@ def lookback_exceeded(ctx: Context) -> Iterator[Hit]:
     furthest entry the previous request wrote (its real breakpoints in sequence mode; otherwise inferred:
     this request's breakpoints before the new turn, and the previous request's last block when a
     breakpoint moves with the conversation) must be within reach of some breakpoint of this request."""
-    lookback = ctx.limits.get("lookback_blocks")
+    lookback = ctx.limits.lookback_blocks
     if lookback is None or not ctx.breakpoints:
         return
     written = _written_before(ctx)

@@ -9,7 +9,7 @@ from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import Any, NamedTuple
 
-from prefixguard.contracts.providers import model_contract, provider_for, providers
+from prefixguard.contracts.providers import Contract, model_contract, provider_for, providers
 from prefixguard.lint.finding import tokens_text
 from prefixguard.model.breakpoints import breakpoints as policy_breakpoints
 from prefixguard.model.prompt import Prompt, Segment
@@ -54,13 +54,13 @@ class Context:
         self.earlier, self.earlier_line, self.new_conversation = earlier, earlier_line, new_conversation
         self.segments = prompt.segments
         self.provider = provider_for(prompt.api, prompt.model)
-        self.limits: dict[str, Any] = providers()[self.provider]
+        self.limits: Contract = providers()[self.provider]
         # written at breakpoints and read by lookback (Anthropic, and Bedrock with its own numbers)
-        self.breakpointed = self.limits.get("policy", self.provider) == "anthropic"
+        self.breakpointed = self.limits.breakpointed
         self.contract = model_contract(prompt.api, prompt.model)
         self._extra = tuple(sorted((extra_patterns or {}).items()))  # hashable: the key of _find's cache
         # blocks no breakpoint may sit on, and that the automatic breakpoint walks back over
-        self.ineligible = tuple(self.limits.get("breakpoint_ineligible_kinds", ()))
+        self.ineligible = self.limits.breakpoint_ineligible_kinds
         self.before = list(accumulate((s.tokens for s in self.segments), initial=0))  # tokens before i
         self._volatile: dict[int, list[Volatile]] = {}
 
@@ -78,7 +78,7 @@ class Context:
 
     @cached_property
     def _points(self) -> dict[int, str]:
-        """The policy's breakpoints (prefixguard/judge/policy.py): segment index -> TTL, the automatic one included."""
+        """The policy's breakpoints (prefixguard/judge/policies/): segment index -> TTL, the automatic one included."""
         return policy_breakpoints(self.prompt, self.ineligible)
 
     @cached_property

@@ -24,7 +24,7 @@ from prefixguard.judge import verdict as verdicts
 from prefixguard.judge.agreement import agreement
 from prefixguard.judge.compare import Comparison
 from prefixguard.judge.index import IndexDown
-from prefixguard.judge.policy import CachePolicy, Expected, answered, predicted
+from prefixguard.judge.policies import CachePolicy, Expected, answered, predicted
 from prefixguard.judge.state import State, open_index
 from prefixguard.model import tokens
 from prefixguard.model.diagnosis import Diagnosis, as_row

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from prefixguard.contracts.providers import model_contract
 from prefixguard.engine import chat_template
 from prefixguard.engine.radix import RadixTree
-from prefixguard.judge.policy import POLICIES as CONTRACTS
-from prefixguard.judge.policy import CachePolicy, Policies, answered, predicted
+from prefixguard.judge.policies import POLICIES as CONTRACTS
+from prefixguard.judge.policies import CachePolicy, Policies, answered, predicted
 from prefixguard.judge.scale import TokenScale
 from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import Prompt, Segment

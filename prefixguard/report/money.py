@@ -133,10 +133,10 @@ def _over_time(points: list[tuple[float, float, float]], first: float, last: flo
 
 def _ttl_s(provider: str, u: Usage) -> float:
     """How long what this call wrote lives (rules/providers.toml), inf where the table names no TTL."""
-    table = providers().get(provider, {})
-    ttls = table.get("ttl_seconds") or {}
-    if ttls:
-        name = "1h" if u.cache_write_1h and not u.cache_write_5m else table.get("default_ttl")
+    table = providers().get(provider)
+    ttls = table.ttl_seconds if table else {}
+    if table and ttls:
+        name = "1h" if u.cache_write_1h and not u.cache_write_5m else table.default_ttl
         return float(ttls.get(name, max(ttls.values())))
     retention = table.get("retention_seconds") or {}
     return float(retention.get(table.get("default_retention"), math.inf))
@@ -181,7 +181,7 @@ def _whatif(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]],
     sold = False
     for r in rows:
         provider = provider_for(r.get("api") or "", r.get("model"))
-        longer = (providers().get(provider, {}).get("ttl_seconds") or {}).get(LONGER_TTL)
+        longer = providers()[provider].ttl_seconds.get(LONGER_TTL) if provider in providers() else None
         c = _contract(r)
         if longer is None or LONGER_TTL not in c.write_multiplier:
             continue

@@ -38,7 +38,7 @@ def _ttl(block: Any) -> str | None:
     ttl = mark.get("ttl") if isinstance(mark, dict) else None
     if ttl is not None and not isinstance(ttl, str):
         raise InputError(f"cachePoint.ttl must be a string such as \"1h\", got {type(ttl).__name__}")
-    return ttl or providers()["bedrock"]["default_ttl"]
+    return ttl or providers()["bedrock"].default_ttl
 
 
 def _kind(block: Any, where: str) -> str:

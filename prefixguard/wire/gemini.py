@@ -180,7 +180,7 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     prompt = as_int(raw.get("promptTokenCount"))
     read = min(as_int(raw.get("cachedContentTokenCount")), prompt)
     output = as_int(raw.get("candidatesTokenCount")) + as_int(raw.get("thoughtsTokenCount"))
-    omitted = providers()["gemini"].get("zero_counts_omitted", False)
+    omitted = providers()["gemini"].zero_counts_omitted
     reported = raw.get("cachedContentTokenCount") is not None or (omitted and raw.get("promptTokenCount") is not None)
     return Usage(prompt_total=prompt, cache_read=read, uncached=prompt - read, output=output, reported=reported)
 

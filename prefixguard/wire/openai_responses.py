@@ -116,10 +116,12 @@ def reasoning_tokens(item: dict[str, Any], earlier_turn: bool) -> int | None:
     encrypted = item.get("encrypted_content")
     if not isinstance(encrypted, str):
         return None
-    rule = providers()["openai"]["encrypted_reasoning"]
-    if earlier_turn and rule["dropped_before_last_user_message"]:
+    rule = providers()["openai"].encrypted_reasoning
+    if rule is None:
+        return None
+    if earlier_turn and rule.dropped_before_last_user_message:
         return 0
-    return max(0, round((len(encrypted) - rule["chars_per_item"]) / rule["chars_per_token"]))
+    return max(0, round((len(encrypted) - rule.chars_per_item) / rule.chars_per_token))
 
 
 def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:

@@ -1,0 +1,130 @@
+"""Breakpoint caching (Anthropic's contract, and Bedrock's with its own numbers: `policy = "anthropic"`):
+entries are written only at breakpoints (explicit, plus the automatic one); a breakpoint looks back a
+fixed number of blocks for an earlier entry; a minimum per model; the TTL counts from the last read or
+write."""
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import NamedTuple
+
+from prefixguard.contracts.providers import provider_contract
+from prefixguard.judge.index import Table
+from prefixguard.judge.policies.base import CachePolicy, Expected, longest
+from prefixguard.model.breakpoints import breakpoints
+from prefixguard.model.prompt import Prompt
+
+
+class Entry(NamedTuple):
+    """An entry written at a breakpoint: its TTL and when it expires."""
+
+    ttl: str
+    expires: float
+
+
+class AnthropicPolicy(CachePolicy):
+    """Breakpoint caching: entries written at breakpoints only, reached by a bounded lookback."""
+
+    def __init__(self, provider: str, entries: Table | None = None) -> None:
+        self.provider = provider  # bedrock: the same contract with its own numbers
+        super().__init__(entries)
+        table = self.contract
+        if table.lookback_blocks is None or not table.ttl_seconds or table.default_ttl is None:
+            raise ValueError(f"rules/providers.toml [{provider}] caches at breakpoints: it needs lookback_blocks, "
+                             "ttl_seconds and default_ttl")
+        self.lookback: int = table.lookback_blocks
+        self.ttl_seconds: dict[str, float] = table.ttl_seconds
+        self.default_ttl: str = table.default_ttl
+        self.ineligible: set[str] = set(table.breakpoint_ineligible_kinds)
+
+    def breakpoints(self, prompt: Prompt) -> list[tuple[int, str]]:
+        """(segment index, TTL) of each breakpoint, the automatic one on the last eligible block."""
+        return sorted(breakpoints(prompt, self.ineligible).items())
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        return [idx for idx, _ in self.breakpoints(prompt)]  # a read ends on a breakpoint
+
+    def _seconds(self, ttl: str) -> float:
+        return self.ttl_seconds.get(ttl, self.ttl_seconds[self.default_ttl])
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        total = prompt.total_tokens
+        points = self.breakpoints(prompt)
+        if not points:
+            return Expected(0, 0, total, "no_breakpoint")
+        chain = self.keyed_chain(prompt)
+        cum = list(accumulate(s.tokens for s in prompt.segments))
+        owner = (tenant, prompt.model or "")
+        minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
+
+        read_at, expired_at, read_entries = -1, -1, []
+        for idx, _ in points:
+            for j in range(idx, max(idx - self.lookback, -1), -1):
+                entry = self._get((*owner, chain[j]))
+                if entry is None:
+                    continue
+                if entry.expires > now:
+                    read_entries.append(j)
+                    read_at = max(read_at, j)
+                    break
+                expired_at = max(expired_at, j)
+        read = cum[read_at] if read_at >= 0 else 0
+
+        writes = [(idx, ttl) for idx, ttl in points if idx > read_at and cum[idx] >= minimum]
+        by_ttl: dict[str, int] = {}
+        done = read
+        for idx, ttl in writes:
+            by_ttl[ttl] = by_ttl.get(ttl, 0) + cum[idx] - done
+            done = cum[idx]
+        written = done - read
+
+        # How far this prompt runs inside some live entry: past what was read, no breakpoint reached it.
+        known = longest(chain, lambda fp: (e := self._get((*owner, b"k" + fp))) is not None and e > now)
+        if read:
+            reason = "partial" if known > read_at + 1 else "hit"
+        elif expired_at >= 0:
+            reason = "ttl_expired"
+        elif all(cum[idx] < minimum for idx, _ in points):
+            reason = "below_minimum"
+        elif any(self._alive(owner, chain[j], now) for j in range(known)):
+            reason = "no_breakpoint"  # an entry on this prompt's path, beyond every breakpoint's lookback
+        else:
+            reason = "cold"
+        last_ttl = writes[-1][1] if writes else (self._get((*owner, chain[read_at])).ttl if read_at >= 0 else None)
+
+        if commit:
+            for j in read_entries:
+                entry = self._get((*owner, chain[j]))
+                self._touch(owner, chain, j, entry.ttl, now)
+            for idx, ttl in writes:
+                self._touch(owner, chain, idx, ttl, now)
+        return Expected(read, written, total - read - written, reason, last_ttl, by_ttl)
+
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        owner = (tenant, prompt.model or "")
+        if not self._alive(owner, chain[last], now):
+            self._touch(owner, chain, last, self.default_ttl, now)
+
+    def _until(self, value: Entry | float) -> float:
+        return value.expires if isinstance(value, Entry) else value  # a "k" entry holds its expiry
+
+    @property
+    def longest_ttl(self) -> float:
+        return max(self.ttl_seconds.values())
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        owner = (tenant, prompt.model or "")
+        chain = self.keyed_chain(prompt)
+        return [(*owner, fp) for fp in chain] + [(*owner, b"k" + fp) for fp in chain]
+
+    def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
+        entry = self._get((*owner, fp))
+        return entry is not None and entry.expires > now
+
+    def _touch(self, owner: tuple[str, str], chain: list[bytes], idx: int, ttl: str, now: float) -> None:
+        expires = now + self._seconds(ttl)
+        self._put((*owner, chain[idx]), Entry(ttl, expires))
+        # "k" + fingerprint: the prefixes some live entry covers, to tell a partial read from a full one
+        for fp in chain[: idx + 1]:
+            key = (*owner, b"k" + fp)
+            if (self._get(key) or 0) < expires:
+                self._put(key, expires)

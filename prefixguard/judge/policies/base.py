@@ -1,0 +1,183 @@
+"""The base of every cache policy: entry bookkeeping (lookup, commit, what the provider reported
+holding, a fleet's shared table), the cache-keying settings, and the two calls the proxy and replay's
+sim both make (`predicted`, `answered`). A contract family's policy decides reads and writes (`_plan`)."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from itertools import accumulate
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from xxhash import xxh3_128_digest
+
+from prefixguard.contracts.providers import Contract, invalidated_levels, provider_contract, providers, verdict_rules
+from prefixguard.judge.index import LocalTable, Table
+from prefixguard.judge.scale import TokenScale
+from prefixguard.model.fingerprint import prefix_length
+from prefixguard.model.prompt import LEVELS, Prompt
+from prefixguard.model.usage import Usage
+
+SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output
+MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
+
+
+class Expected(NamedTuple):
+    """What the provider should report for one request."""
+
+    cache_read: int
+    cache_write: int
+    uncached: int
+    reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint | no_prefix_caching
+    ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
+    write_by_ttl: Mapping[str, int] = MappingProxyType({})  # cache_write split by TTL (Anthropic)
+
+
+class CachePolicy:
+    """Base: bounded LRU state and the settings that key the cache. Subclasses decide reads and writes."""
+
+    provider: str
+
+    def __init__(self, entries: Table | None = None) -> None:
+        self.contract: Contract = providers()[self.provider]
+        self.caches_output: bool = self.contract.caches_output  # a request's output is cached with it
+        # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/judge/index.py)
+        self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
+        self._lock = threading.Lock()
+        self._keyed: tuple[list[bytes], list[bytes]] | None = None   # the last prompt keyed: (chain, keyed)
+
+    def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+        """What the provider should read now; changes nothing."""
+        with self._lock:
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
+            return self._plan(prompt, now, tenant, commit=False)
+
+    def commit(self, prompt: Prompt, now: float, tenant: str = "", output: int = 0) -> Expected:
+        """lookup, then record this request's reads and writes (refreshing the TTLs it touched).
+        output: the tokens it generated (as reported), cached with it where the contract says so."""
+        with self._lock:
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
+            expected = self._plan(prompt, now, tenant, commit=True)
+            if output > 0 and self.caches_output and prompt.segments:
+                self._put((tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1]), Output(now, output))
+            self._entries.save()
+            return expected
+
+    def observe(self, prompt: Prompt, read: int, now: float, tenant: str = "") -> None:
+        """The provider reported reading `read` tokens of this prompt (counted in its tokens): the prefix
+        that long is cached, whoever wrote it (a run before the capture, another client). Recorded as an
+        entry on the last part it covers, so later requests are judged by what the provider holds."""
+        if read <= 0 or not prompt.segments:
+            return
+        ends = list(accumulate(s.tokens for s in prompt.segments))
+        last = min(range(len(ends)), key=lambda k: abs(ends[k] - read))  # reads end on a part's end
+        if ends[last] > read * (1 + verdict_rules()["read_tolerance"]):
+            last -= 1
+        if last < 0:
+            return
+        with self._lock:
+            self._entries.load(lambda: self._reads(prompt, tenant), now)
+            self._hold(prompt, self.keyed_chain(prompt), last, now, tenant)
+            self._entries.save()
+
+    def billed(self, expected: Expected, prompt: Prompt, usage: Usage) -> Expected:
+        """The expectation against the prompt total the provider billed (known once it answered): no read
+        when that is under the model's minimum, and none past it. Our scaled count can run over both (a
+        server tool loop's usage sums its passes, so one request's sum is no prefix of the next)."""
+        total = usage.prompt_total
+        if not usage.reported or total <= 0 or not expected.cache_read:
+            return expected
+        if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
+            return Expected(0, 0, total, "below_minimum")
+        if expected.cache_read > total:
+            return expected._replace(cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
+        return expected
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an
+        automatic prefix read ends anywhere, so only one past all of the prompt says so."""
+        return [len(prompt.segments) - 1]
+
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        raise NotImplementedError
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        raise NotImplementedError
+
+    def _get(self, key: tuple[str, str, bytes]) -> Any:
+        return self._entries.get(key)
+
+    def _put(self, key: tuple[str, str, bytes], value: Any) -> None:
+        self._entries.put(key, value, self._until(value))
+
+    # What a fleet's shared index needs of a policy (prefixguard/judge/index.py). These defaults work for any
+    # policy, only slower in a fleet: nothing fetched ahead (each key asked for alone), entries kept a day.
+    def _until(self, value: Any) -> float:
+        """When an entry holding `value` is of no more use (a shared index lets it expire then)."""
+        return float("inf")
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        """Every key a step on this prompt may read (fetched at once from a shared index)."""
+        return []
+
+    @property
+    def longest_ttl(self) -> float:
+        """The longest time the contract keeps an entry (inf: no expiry)."""
+        return float("inf")
+
+    def keyed_chain(self, prompt: Prompt) -> list[bytes]:
+        """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
+        a changed `thinking` makes every message entry new while tools and system still match."""
+        if self._keyed is not None and self._keyed[0] is prompt.chain:  # lookup and commit key it alike
+            return self._keyed[1]
+        salts = {}
+        levels = invalidated_levels(self.provider, prompt.model)
+        for i, level in enumerate(LEVELS):
+            keyed = {k: v for k, v in prompt.settings.items()
+                     if k in levels and LEVELS.index(levels[k]) <= i and v not in (None, False)}
+            salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
+        chain = prompt.chain
+        if any(salts.values()):
+            chain = [xxh3_128_digest(fp + salts[seg.level]) if salts[seg.level] else fp
+                     for fp, seg in zip(prompt.chain, prompt.segments, strict=True)]
+        self._keyed = (prompt.chain, chain)
+        return chain
+
+
+def longest(chain: list[bytes], alive: Any) -> int:
+    """Leading segments whose prefix passes alive(); a binary search, as alive is prefix-closed."""
+    return prefix_length(len(chain), lambda k: alive(chain[k - 1]))
+
+
+def message_ends(prompt: Prompt, roles: frozenset[str]) -> list[int]:
+    """Indices of the last part of each message whose role is one of `roles`."""
+    segs = prompt.segments
+    return [i for i, s in enumerate(segs) if s.role in roles and (
+        i + 1 == len(segs) or segs[i + 1].message_index != s.message_index or segs[i + 1].level != s.level)]
+
+
+def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+    """What the provider should report for this request now, in its tokens (the scale learned from the
+    usage reported before): the one prediction the proxy and replay's sim both make. Once the provider
+    answered, `policy.billed` bounds it by the billed total and `answered` learns from the answer."""
+    return policy.lookup(scale.scaled(prompt), now, tenant)
+
+
+def answered(policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float,
+             tenant: str = "") -> None:
+    """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
+    where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
+    output kept in the provider's tokens, and what the provider reported holding."""
+    scale.learn(prompt, usage, policy.read_ends(prompt))
+    held = scale.scaled(prompt)
+    policy.commit(held, now, tenant, usage.output)
+    policy.observe(held, usage.cache_read, now, tenant)
+
+
+class Output(NamedTuple):
+    """What a request generated, cached with its prompt (a contract with caches_output): when, how many."""
+
+    at: float
+    tokens: int
+

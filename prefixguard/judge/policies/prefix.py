@@ -1,0 +1,179 @@
+"""Automatic prefix caching: every prefix of a served prompt is cached (OpenAI before GPT-5.6, Gemini,
+xAI, the other OpenAI-compatible providers' tables), read in whole units where the contract says so
+(DeepSeek V4: `policy = "units"`), or in whole blocks of a server one runs (the compatible contract:
+vLLM, SGLang, the engine). GPT-5.6's breakpoint modes are openai_breakpoints.py."""
+from __future__ import annotations
+
+import json
+from itertools import accumulate, takewhile
+
+from xxhash import xxh3_128_digest
+
+from prefixguard.contracts.providers import provider_contract
+from prefixguard.contracts.tables import UNITS
+from prefixguard.judge.index import Table
+from prefixguard.judge.policies.base import SAME_OUTPUT, Expected, Output, longest, message_ends
+from prefixguard.judge.policies.openai_breakpoints import BREAKPOINT_KEY, BreakpointModes
+from prefixguard.model.prompt import Prompt
+
+# Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
+# part's text is hashed in pieces of this many characters (about 128 tokens, OpenAI's step), each
+# piece's hash covering the prefix before it, so that is found to within a piece. (Each piece is an
+# entry: a MB of prompt holds 2,000 of the MAX_ENTRIES.)
+PIECE = 512
+
+
+def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
+    """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
+    seg = prompt.segments[i]
+    text = prompt.text[seg.start:seg.end]
+    # As another role it differs. JSON, not marshal: marshal's bytes depend on whether a string is
+    # interned and how many refer to it, so equal parts parsed twice (or read back from a fleet's
+    # shared index) could hash apart.
+    opener = json.dumps([seg.level, seg.role, seg.header], ensure_ascii=False, separators=(",", ":"))
+    out, prev = [], before + opener.encode("utf-8", "surrogatepass")
+    for k in range(PIECE, len(text) + 1, PIECE):
+        prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
+        out.append(prev)
+    return out
+
+
+class PrefixPolicy(BreakpointModes):
+    """Automatic prefix caching: every prefix of a served prompt is cached (OpenAI, radix servers)."""
+
+    def __init__(self, provider: str, entries: Table | None = None) -> None:
+        self.provider = provider
+        super().__init__(entries)
+        table = self.contract
+        self.minimum = table.min_cacheable_tokens
+        self.step: int = max(1, table.token_step)
+        self.retention: dict[str, float] = table.retention_seconds
+        self.default_retention: str | None = table.default_retention
+        self.by_model: bool = table.min_per_model
+        # OpenAI GPT-5.6 and later: breakpoints (implicit or explicit), chosen per model (contracts.py)
+        self.breakpoint_rules = table.breakpoint_caching
+        # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
+        self.unit_roles: frozenset[str] = frozenset(table.unit_end_roles) if table.policy == UNITS else frozenset()
+        self.prefix_caching: bool = table.prefix_caching       # a server may reuse no prefix at all
+
+    def read_ends(self, prompt: Prompt) -> list[int]:
+        mode = self.mode(prompt)
+        if mode:
+            return self._breakpoints(prompt, mode)[1] or [len(prompt.segments) - 1]
+        if self.unit_roles:
+            return message_ends(prompt, self.unit_roles) or [len(prompt.segments) - 1]
+        return [len(prompt.segments) - 1]
+
+    def _ttl(self, prompt: Prompt) -> float:
+        if not self.retention:
+            return float("inf")
+        wanted = str(prompt.settings.get("prompt_cache_retention") or self.default_retention).replace("-", "_")
+        return self.retention.get(wanted, self.retention[self.default_retention or ""])
+
+    def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
+        total = prompt.total_tokens
+        if self.by_model:  # Gemini: a minimum per model
+            self.minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
+        if total == 0 or total < self.minimum:
+            if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
+                self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
+            return Expected(0, 0, total, "below_minimum" if total else "cold")
+        if not self.prefix_caching:
+            return Expected(0, 0, total, "no_prefix_caching")
+        chain = self.keyed_chain(prompt)
+        cum = list(accumulate(s.tokens for s in prompt.segments))
+        owner = (tenant, prompt.model or "")
+        mode = self.mode(prompt)
+        if mode:
+            return self._plan_breakpoints(prompt, mode, chain, cum, owner, now, commit)
+        ttl = self._ttl(prompt)
+
+        def stored(fp: bytes) -> bool:
+            return self._get((*owner, fp)) is not None
+
+        def alive(fp: bytes) -> bool:
+            last = self._get((*owner, fp))
+            return last is not None and now - last <= ttl
+
+        n_alive = longest(chain, alive)
+        reached = cum[n_alive - 1] if n_alive else 0
+        output = (self._get((*owner, b"o" + chain[n_alive - 1]))
+                  if self.caches_output and 0 < n_alive < len(chain) else None)
+        carried = n_alive
+        if output is not None and now - output.at <= ttl:
+            # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
+            while carried < len(chain) and prompt.segments[carried].role == "assistant":
+                carried += 1
+        if carried > n_alive:
+            ours = cum[carried - 1] - reached
+            # About its size: it is that output, which the provider counted exactly (a reasoning item's size
+            # is an estimate); else it is some of it, or more than it (the client added to it).
+            same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
+            reached += output.tokens if same else min(ours, output.tokens)
+        elif self.unit_roles:  # whole units only: back to the last unit end inside the match
+            # (a message end of the unit roles, or a common prefix an earlier request made a unit)
+            ends = [i for i in message_ends(prompt, self.unit_roles) if i < n_alive]
+            shared = n_alive > 0 and self._get((*owner, b"u" + chain[n_alive - 1])) is not None
+            last = n_alive - 1 if shared else (ends[-1] if ends else -1)
+            reached = cum[last] if last >= 0 else 0
+            if commit and n_alive and not shared:  # this common prefix becomes a unit for later requests
+                self._put((*owner, b"u" + chain[n_alive - 1]), now)
+        elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
+            seg = prompt.segments[n_alive]
+            pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
+            same = longest(pieces, lambda fp: alive(b"c" + fp))
+            reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
+        read = self._rounded(reached) if reached else 0
+        # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
+        explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
+        read = max(read, explicit)
+        if read:
+            reason = "hit"
+        else:
+            n_any = longest(chain, stored)
+            reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
+        if commit:
+            self._remember(prompt, chain, owner, now)
+        return Expected(read, 0, total - read, reason)
+
+    def _remember(self, prompt: Prompt, chain: list[bytes], owner: tuple[str, str], now: float) -> None:
+        """Every prefix of the prompt is cached now."""
+        for i, fp in enumerate(chain):
+            self._put((*owner, fp), now)
+            for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
+                self._put((*owner, b"c" + piece), now)
+
+    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+        if self.mode(prompt):  # a breakpoint entry where the read ended
+            self._put((tenant, prompt.model or "", BREAKPOINT_KEY + chain[last]), now)
+            return
+        for fp in chain[:last + 1]:
+            self._put((tenant, prompt.model or "", fp), now)
+
+    def _until(self, value: float | Output) -> float:
+        return (value.at if isinstance(value, Output) else value) + self.longest_ttl  # the entry's last use
+
+    @property
+    def longest_ttl(self) -> float:
+        modes = self.breakpoint_rules.ttl_seconds if self.breakpoint_rules else {}
+        ttls = [*self.retention.values(), *modes.values()]
+        return max(ttls, default=float("inf"))
+
+    def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
+        chain = self.keyed_chain(prompt)
+        owner = (tenant, prompt.model or "")
+        keys = [(*owner, fp) for fp in chain] + ([(*owner, b"o" + fp) for fp in chain] if self.caches_output else [])
+        if self.breakpoint_rules:
+            keys += [(*owner, BREAKPOINT_KEY + fp) for fp in chain]
+        if self.unit_roles:
+            keys += [(*owner, b"u" + fp) for fp in chain]
+        for i in range(len(chain)):
+            keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
+        return keys
+
+    def _rounded(self, tokens: int) -> int:
+        if tokens < max(self.minimum, 1):
+            return 0
+        return tokens - (tokens - self.minimum) % self.step
+
+
