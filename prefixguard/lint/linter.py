@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from prefixguard.judge.session import Match
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-CODE_SUFFIXES = {".py": "python"}   # source code that builds prompts (prefixguard.lint.code)
+CODE_SUFFIXES = {".py": "python", **dict.fromkeys((".ts", ".tsx", ".mts", ".cts"), "typescript"),
+                 **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs"), "javascript")}   # code that builds prompts (lint.code)
+VENDORED = frozenset({"node_modules", "bower_components"})   # other projects' code, installed: not walked
 STDIN = "-"
 
 
@@ -124,7 +126,8 @@ def _walk(root: Path, settings: Settings) -> Iterator[str]:
     def fail(err: OSError) -> None:
         raise InputError((err.strerror or str(err)).lower(), err.filename)
     for folder, dirs, files in os.walk(root, onerror=fail):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not settings.excluded(Path(folder, d)))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in VENDORED
+                         and not settings.excluded(Path(folder, d)))
         for name in sorted(files):
             path = Path(folder, name)
             if (path.suffix not in SUFFIXES and path.suffix not in CODE_SUFFIXES) or settings.excluded(path):
@@ -141,7 +144,7 @@ def lint(args: list[str], settings: Settings, count_tokens: bool = True) -> Resu
     for name in names:
         result.files += 1
         try:
-            if CODE_SUFFIXES.get(Path(name).suffix) == "python":
+            if Path(name).suffix in CODE_SUFFIXES:
                 lint_code_file(name, settings, result)
             else:
                 lint_file(name, settings, result, count_tokens)
@@ -190,7 +193,8 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
 
 
 def lint_code_file(name: str, settings: Settings, result: Result) -> None:
-    """A Python file: the prompts its code builds (prefixguard.lint.code; loaded only for such a file).
+    """A Python, TypeScript or JavaScript file: the prompts its code builds (prefixguard.lint.code; loaded
+    only for such a file).
     Each SDK call it judges counts as a request."""
     from prefixguard.lint.code.place import lint_python, read_source
 

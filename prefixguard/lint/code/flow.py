@@ -10,7 +10,7 @@ from typing import Any
 
 from prefixguard.lint.code import sinks
 from prefixguard.lint.code import sources as src
-from prefixguard.lint.code.taint import EMPTY, Taint, Taints, as_text, kinds, literal, markers
+from prefixguard.lint.code.taint import EMPTY, Taint, Taints, as_text, kinds, literal, markers, written
 from prefixguard.lint.code.taint import order as order_of
 from prefixguard.lint.code.verdict import judge
 
@@ -183,7 +183,7 @@ class Scope:
             return self.expr(e.value) - markers(self.expr(e.value))
         if isinstance(e, ast.Subscript):
             if src.env_subscript(self.m.qualified(e.value), e.slice):
-                return frozenset({Taint(src.ENV, ast.unparse(e), e)})
+                return frozenset({Taint(src.ENV, written(e, ast.unparse(e)), e)})
             base = self.expr(e.value)
             return base - markers(base)
         if isinstance(e, (ast.Set, ast.SetComp)):
@@ -244,7 +244,7 @@ class Scope:
         qualified = self.m.qualified(e.func)
         kind = src.call_kind(qualified, e)
         if kind is not None:
-            return frozenset({Taint(kind, ast.unparse(e.func) + "()", e)})
+            return frozenset({Taint(kind, written(e, ast.unparse(e.func) + "()"), e)})
         args = [*e.args, *(k.value for k in e.keywords)]
         inner: Taints
         if src.is_json_dumps(qualified):
@@ -252,7 +252,9 @@ class Scope:
             inner -= markers(inner)
             if src.sorts_keys(e) or (e.args and literal(e.args[0])):
                 return inner   # a literal's key order is the order written in the code
-            return inner | {Taint(src.JSON_UNSORTED, "json.dumps() without sort_keys", e)}
+            what = "JSON.stringify() without a sorted replacer" if qualified == "JSON.stringify" else \
+                "json.dumps() without sort_keys"
+            return inner | {Taint(src.JSON_UNSORTED, what, e)}
         short = qualified.rsplit(".", 1)[-1]
         if qualified in ("sorted", "len", "min", "max", "sum", "any", "all", "bool", "isinstance", "hash"):
             inner = EMPTY

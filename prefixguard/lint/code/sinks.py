@@ -10,12 +10,13 @@ from typing import NamedTuple
 
 EXPLICIT = frozenset({"anthropic", "bedrock"})   # providers that cache only up to a breakpoint
 _BREAKPOINT_KEYS = frozenset({"cache_control", "cachePoint"})
+_AI_SDK = ("generateText", "streamText", "generateObject", "streamObject")   # Vercel's `ai` package
 
 Resolve = Callable[[ast.expr], ast.expr]   # a Name -> the literal last assigned to it (else the Name)
 
 
 class Sink(NamedTuple):
-    provider: str      # anthropic | openai | bedrock | gemini | litellm | langchain
+    provider: str      # anthropic | openai | bedrock | gemini | litellm | langchain | ai-sdk
     api: str           # what a message calls it: "Anthropic messages.create"
     call: ast.Call
 
@@ -44,15 +45,17 @@ def find(call: ast.Call, qualified: str) -> Sink | None:
         return Sink("gemini", "Gemini " + name.rsplit(".", 1)[1], call)
     if name in ("litellm.completion", "litellm.acompletion"):
         return Sink("litellm", name, call)
+    if name.startswith("ai.") and name.endswith(_AI_SDK):
+        return Sink("ai-sdk", "AI SDK " + name.rsplit(".", 1)[1], call)
     if name.startswith("langchain") and name.endswith((".SystemMessage", ".ChatPromptTemplate.from_messages",
-                                                       ".ChatPromptTemplate")):
+                                                       ".ChatPromptTemplate.fromMessages", ".ChatPromptTemplate")):
         return Sink("langchain", "LangChain " + name.split(".", 1)[1].split(".", 1)[-1], call)
     return None
 
 
 def regions(sink: Sink, resolve: Resolve) -> list[Region]:
     """The parts of the prompt this call builds, in prompt order (tools, system, messages)."""
-    call, kw = sink.call, {k.arg: k.value for k in sink.call.keywords if k.arg}
+    call, kw = sink.call, _keywords(sink.call, resolve)
     out: list[Region] = []
     if sink.provider == "langchain":
         if call.func and _last_name(call.func) == "SystemMessage":
@@ -89,9 +92,24 @@ def regions(sink: Sink, resolve: Resolve) -> list[Region]:
     return out
 
 
-def automatic(sink: Sink) -> bool:
+def _keywords(call: ast.Call, resolve: Resolve) -> dict[str, ast.expr]:
+    """The call's keywords, with those of a **options dict literal (a TypeScript call's options object
+    spread into it, or one passed whole) in their place."""
+    out: dict[str, ast.expr] = {}
+    for k in call.keywords:
+        if k.arg:
+            out[k.arg] = k.value
+            continue
+        spread = resolve(k.value)
+        if isinstance(spread, ast.Dict):
+            out.update((key.value, value) for key, value in zip(spread.keys, spread.values, strict=True)
+                       if isinstance(key, ast.Constant) and isinstance(key.value, str))
+    return out
+
+
+def automatic(sink: Sink, resolve: Resolve) -> bool:
     """Anthropic's automatic mode: one cache_control at the top level of the request."""
-    return any(k.arg == "cache_control" for k in sink.call.keywords)
+    return "cache_control" in _keywords(sink.call, resolve)
 
 
 def _system(node: ast.expr, resolve: Resolve, label: str) -> list[Region]:

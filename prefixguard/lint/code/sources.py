@@ -1,5 +1,6 @@
-"""Volatile sources in Python code: the calls and names whose value differs between requests, and the
-iterations whose order differs between processes."""
+"""Volatile sources in Python, TypeScript and JavaScript code (the latter read as Python's ast, see
+tsexpr.py): the calls and names whose value differs between requests, and the iterations whose order
+differs between processes."""
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,12 @@ _CLOCK_CALLS = {
     "time.time", "time.time_ns", "time.ctime", "time.asctime", "time.localtime", "time.gmtime", "time.strftime",
     "time.monotonic", "time.perf_counter",
 }
-_UUID_CALLS = {"uuid.uuid4", "uuid.uuid1", "uuid.uuid7", "uuid4", "uuid1"}
+_UUID_CALLS = {"uuid.uuid4", "uuid.uuid1", "uuid.uuid7", "uuid4", "uuid1",
+               # TypeScript / JavaScript (npm packages as dotted modules: typescript.module_name)
+               "crypto.randomUUID", "uuid.v1", "uuid.v4", "uuid.v6", "uuid.v7", "nanoid.nanoid", "ulid.ulid",
+               "ulidx.ulid", "cuid", "_paralleldrive_cuid2.createId"}
+_JS_CLOCK_CALLS = {"Date.now", "performance.now", "process.hrtime", "process.hrtime.bigint", "process.uptime"}
+_JS_RANDOM_CALLS = {"Math.random", "crypto.getRandomValues", "crypto.randomBytes", "crypto.randomInt"}
 _RANDOM_MODULES = ("random.", "secrets.", "numpy.random.")
 _RANDOM_CALLS = {"os.urandom"}
 # environment variables that carry a per-request or per-run value (a static setting is no cache break)
@@ -34,11 +40,11 @@ _REQUEST_OBJECTS = re.compile(r"(request|req)$", re.IGNORECASE)
 
 def call_kind(qualified: str, call: ast.Call) -> str | None:
     """The volatility of a call's result, by the function's qualified name (import aliases resolved)."""
-    if qualified in _CLOCK_CALLS:
+    if qualified in _CLOCK_CALLS or qualified in _JS_CLOCK_CALLS or (qualified == "Date" and not call.args):
         return CLOCK
     if qualified in _UUID_CALLS:
         return UUID
-    if qualified.startswith(_RANDOM_MODULES) or qualified in _RANDOM_CALLS:
+    if qualified.startswith(_RANDOM_MODULES) or qualified in _RANDOM_CALLS or qualified in _JS_RANDOM_CALLS:
         return RANDOM
     if qualified in _ENV_CALLS and call.args and _per_request_key(call.args[0]):
         return ENV
@@ -46,8 +52,8 @@ def call_kind(qualified: str, call: ast.Call) -> str | None:
 
 
 def env_subscript(qualified: str, key: ast.expr) -> bool:
-    """os.environ["X_REQUEST_ID"]."""
-    return qualified == "os.environ" and _per_request_key(key)
+    """os.environ["X_REQUEST_ID"], process.env.TRACE_ID."""
+    return qualified in ("os.environ", "process.env") and _per_request_key(key)
 
 
 def _per_request_key(node: ast.expr) -> bool:
@@ -69,7 +75,7 @@ def request_id_attribute(node: ast.Attribute) -> bool:
 
 
 def is_json_dumps(qualified: str) -> bool:
-    return qualified in ("json.dumps", "dumps") or qualified.endswith("json.dumps")
+    return qualified in ("json.dumps", "dumps", "JSON.stringify") or qualified.endswith("json.dumps")
 
 
 def sorts_keys(call: ast.Call) -> bool:

@@ -59,6 +59,11 @@ def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr]) -> Taints:
             receiver = defs[receiver.id]
         if isinstance(receiver, ast.Dict) and receiver.keys:
             return EMPTY   # a literal's order is the order written in the code (an empty one is filled at run time)
-        return frozenset({Taint(src.DICT_ORDER, f"iteration over .{it.func.attr}()", it)})
+        return frozenset({Taint(src.DICT_ORDER, "iteration over " + written(it, f".{it.func.attr}()"), it)})
     return EMPTY
 
+
+
+def written(node: ast.AST, default: str) -> str:
+    """The source as written, where the reader kept it (TypeScript: `new Date()`, `process.env.X`)."""
+    return getattr(node, "written", None) or default

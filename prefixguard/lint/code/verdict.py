@@ -40,7 +40,7 @@ def judge(scope: Any, sink: sinks.Sink) -> None:
     scope.m.calls += 1
     parts = sinks.regions(sink, scope.resolve)
     explicit = sink.provider in sinks.EXPLICIT
-    auto = sinks.automatic(sink)
+    auto = sinks.automatic(sink, scope.resolve)
     for i, region in enumerate(parts):
         if not region.cached:
             continue
