@@ -1,5 +1,6 @@
 """`--fix` for the mechanical cases of the code rules, as text edits on the source:
-PG602: wrap the iterated set or dict view in sorted(...) (a dict's values in the order of its sorted keys);
+PG602: wrap the iterated set or dict view in sorted(...) (a dict's values in the order of its sorted keys;
+TypeScript: sort the keys, entries or spread set, see _ts_edits);
 PG603: add sort_keys=True to json.dumps;
 PG601: move the trailing part of a system prompt f-string (from the last sentence before the volatile
 value to the end) to the front of the latest user message, when both are written in the same function
@@ -15,6 +16,8 @@ from typing import NamedTuple
 
 from prefixguard.lint.code.place import read_source
 from prefixguard.lint.code.python import analyze
+from prefixguard.lint.code.typescript import GRAMMARS
+from prefixguard.lint.code.typescript import analyze as analyze_ts
 from prefixguard.lint.code.verdict import CodeHit
 from prefixguard.utils.errors import InputError, NotARequest
 
@@ -26,8 +29,8 @@ class Edit(NamedTuple):
 
 
 def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | None = None) -> str:
-    """The fixes for the Python files under paths, as one unified diff (empty: nothing to fix). With
-    write, the files are rewritten too. Files that do not parse are left alone; excluded (lint's
+    """The fixes for the Python, TypeScript and JavaScript files under paths, as one unified diff (empty:
+    nothing to fix). With write, the files are rewritten too. Files that do not parse are left alone; excluded (lint's
     Settings.excluded) leaves out files and folders under a folder. Raises InputError for a path that
     does not exist."""
     out: list[str] = []
@@ -35,7 +38,7 @@ def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | 
         try:
             text = read_source(name)
             fixed = fix_text(text, name)
-        except (NotARequest, SyntaxError, ValueError, RecursionError):
+        except (NotARequest, SyntaxError, ValueError, RecursionError):   # TsError is a ValueError
             continue
         if fixed == text:
             continue
@@ -47,10 +50,33 @@ def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | 
 
 
 def fix_text(text: str, filename: str = "<string>") -> str:
-    """The text with every mechanical fix applied (the same text when there is none)."""
-    hits, _ = analyze(text, filename)
+    """The text with every mechanical fix applied (the same text when there is none). A TypeScript or
+    JavaScript file (by its name's suffix) gets the PG602 fix only."""
+    grammar = GRAMMARS.get(os.path.splitext(filename)[1])
+    hits, _ = analyze(text, filename) if grammar is None else analyze_ts(text, filename, grammar)
     starts = _line_starts(text)
-    return _apply(text, [_edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
+    edits = _edits if grammar is None else _ts_edits
+    return _apply(text, [edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
+
+
+_BY_KEY = ".sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))"   # entries by key, as sorted() orders them
+
+
+def _ts_edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
+    """PG602 in TypeScript: Object.keys(o).sort(), Object.entries(o) sorted by key, Object.values(o) in
+    the order of the sorted keys, anything else iterated as [...it].sort()."""
+    if hit.code != "PG602":
+        return []
+    start, end = _span(hit.node, text, starts)
+    written = text[start:end]
+    if written.startswith("Object.keys("):
+        return [Edit(end, end, ".sort()")]
+    if written.startswith("Object.entries("):
+        return [Edit(end, end, _BY_KEY)]
+    if written.startswith("Object.values("):
+        inner = written.removeprefix("Object.values")
+        return [Edit(start, end, f"Object.entries{inner}{_BY_KEY}.map(([, v]) => v)")]
+    return [Edit(start, end, f"[...{written}].sort()")]
 
 
 def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
@@ -177,15 +203,19 @@ def _offset(text: str, starts: list[int], line: int, byte_col: int) -> int:
     return begin + len(text[begin:end].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
+_SUFFIXES = (".py", *GRAMMARS)
+
+
 def _python_files(paths: list[str], excluded: Callable[[Path], bool]) -> Iterator[str]:
     for arg in paths:
         if os.path.isfile(arg):
-            if arg.endswith(".py"):
+            if arg.endswith(_SUFFIXES):
                 yield arg
         elif os.path.isdir(arg):
             for folder, dirs, files in os.walk(arg):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not excluded(Path(folder, d)))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "node_modules"
+                                 and not excluded(Path(folder, d)))
                 yield from (os.path.join(folder, f) for f in sorted(files)
-                            if f.endswith(".py") and not excluded(Path(folder, f)))
+                            if f.endswith(_SUFFIXES) and not excluded(Path(folder, f)))
         else:
             raise InputError("no such file or directory", arg)

@@ -185,7 +185,8 @@ class Scope:
             if src.env_subscript(self.m.qualified(e.value), e.slice):
                 return frozenset({Taint(src.ENV, written(e, ast.unparse(e)), e)})
             base = self.expr(e.value)
-            return base - markers(base)
+            index = frozenset(t for t in self.expr(e.slice) if t.kind in src.PICKS)   # PERSONAS[random index]
+            return (base - markers(base)) | index
         if isinstance(e, (ast.Set, ast.SetComp)):
             inner = self._collection(e)
             return inner | {Taint(src.SET_VALUE, "a set", e)}

@@ -13,6 +13,7 @@ SET_ORDER, DICT_ORDER, JSON_UNSORTED = "set-order", "dict-order", "json-unsorted
 SET_VALUE, DICT_VALUE, PARAM = "set-value", "dict-value", "param"
 MARKERS = frozenset({SET_VALUE, DICT_VALUE, PARAM})
 ORDER = frozenset({SET_ORDER, DICT_ORDER})
+PICKS = frozenset({CLOCK, UUID, RANDOM})   # an index that picks another item on every call
 TEXT_VOLATILE = frozenset({CLOCK, UUID, RANDOM, ENV, REQUEST_ID, SET_ORDER})
 
 _CLOCK_CALLS = {
