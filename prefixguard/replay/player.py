@@ -14,6 +14,7 @@ from rich.text import Text
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import Request
 from prefixguard.replay.targets import Target
+from prefixguard.utils import styled
 
 
 class RateColumn(ProgressColumn):
@@ -32,7 +33,7 @@ def replay(requests: list[Request], target: Target, *, speed: float = 1.0, times
     def clock(req: Request) -> float:
         return req.ts / speed if timestamps else 0.0
 
-    console = console or Console(stderr=True)
+    console = console or styled.console(stderr=True)
     show = progress and console.is_terminal
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                    TimeRemainingColumn(), console=console, disable=not show, transient=True)

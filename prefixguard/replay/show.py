@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+from prefixguard.utils import styled
 
-from prefixguard.utils.styled import printable
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _ttft(summary: dict[str, Any], group: str) -> str:
@@ -44,17 +44,13 @@ def _agreement(a: dict[str, Any] | None) -> str:
 
 
 def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
-    title = printable(f"replay of {Path(meta['source']).name} ({meta['format']}) on {meta['target']}")
+    console = console or styled.console()
+    title = f"replay of {Path(meta['source']).name} ({meta['format']}) on {meta['target']}"
     if meta["target"] == "sim":
         title += f", policy {meta['policy']}"
-    table = Table(title=title, title_justify="left")
-    table.add_column("")
-    for name in summaries:
-        table.add_column(name.replace("_", " "), justify="right")
-    for label, cell in ROWS:
-        table.add_row(label, *(cell(s) for s in summaries.values()))
-    console.print(table)
+    head = ["", *(name.replace("_", " ") for name in summaries)]
+    rows = [[label, *(cell(s) for s in summaries.values())] for label, cell in ROWS]
+    console.print(styled.table(head, styled.printable_data(rows), title=styled.printable(title)))
     if meta.get("tokens_estimated"):
         console.print("Some token counts are estimates (~4 bytes a token): no tokenizer loaded.")
     if meta.get("skipped"):
