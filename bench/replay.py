@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prefill_reuse import prefill_macs  # noqa: E402
 
 from prefixguard.engine import chat_template
-from prefixguard.engine.config import resolve
+from prefixguard.engine.models import resolve
 from prefixguard.engine.llm_engine import LLMEngine
 
 from prefixguard.replay import sources

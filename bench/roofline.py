@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from prefixguard.engine.config import resolve  # noqa: E402
+from prefixguard.engine.models import resolve  # noqa: E402
 from prefill_reuse import prefill_macs  # noqa: E402
 
 

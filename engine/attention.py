@@ -11,12 +11,17 @@ Two backends, chosen per engine (choose_backend):
   tokens (a prompt whose prefix is cached) goes through the same kernel, each new token a row with its
   own length: no gather of the cached context, one call per layer for the whole batch. Longer
   prefills go through SDPA (flash or memory-efficient), compute-bound there.
+- "flex": PyTorch's FlexAttention over the whole pool through a paged block mask
+  (engine/flex_paged.py): one call per layer for the whole step, decode and prefill alike, reading
+  K/V where they live; compiled per shape bucket on CUDA, eager on the CPU. A candidate, measured
+  against the others by bench/gpu.sh; `auto` never picks it.
 """
 from __future__ import annotations
 
 import functools
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +29,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 CPU_QUERY_BLOCK = 256
 PAGED_PREFILL_ROWS = 64
-BACKENDS = ("sdpa", "triton")
+BACKENDS = ("sdpa", "triton", "flex")
 
 
 @dataclass
@@ -59,6 +64,8 @@ class AttnBatch:
     sampled: list[int] | None = None       # prefill: indices into `prefill` of the sequences whose last
                                            # row gives logits (the last layer computes only those rows)
     last_rows: DecodeMeta | None = None    # a triton prefill of few rows: the sampled rows' tables and lengths
+    flex: Any = None                       # flex: the step's FlexMeta (engine/flex_paged.py), and that of
+    flex_last: Any = None                  # the sampled rows, for the last layer of a prefill
 
 
 def store_kv(kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
@@ -77,6 +84,8 @@ def paged_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBa
     """q: [T, heads, hd]; kv: [T, 2 * kv_heads, hd] for the new tokens. Returns [T, heads, hd]."""
     cache = store_kv(kv, layer, batch)
     nkv = kv.shape[1] // 2
+    if batch.flex is not None:
+        return _flex_attend()(q, cache, nkv, batch.flex)
     d = batch.decode
     if d is not None:
         if batch.backend == "triton":
@@ -101,6 +110,8 @@ def last_row_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: Att
     sees its whole context, so it needs no mask. q: [len(batch.sampled), heads, hd]; kv: [T, 2 * kv_heads, hd]."""
     cache = store_kv(kv, layer, batch)
     nkv = kv.shape[1] // 2
+    if batch.flex_last is not None:
+        return _flex_attend()(q, cache, nkv, batch.flex_last)
     if batch.last_rows is not None:
         d = batch.last_rows
         return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
@@ -148,7 +159,8 @@ def pin_cuda_backends() -> None:
 
 
 def choose_backend(name: str, device: torch.device) -> str:
-    """"auto": triton on CUDA when Triton imports, else sdpa. A ValueError names the choices."""
+    """"auto": triton on CUDA when Triton imports, else sdpa (flex only when asked for). A ValueError names
+    the choices."""
     if name not in (*BACKENDS, "auto"):
         raise ValueError(f"attention must be one of auto, {', '.join(BACKENDS)}; got {name!r}")
     if name == "auto":
@@ -163,6 +175,13 @@ def _paged_decode():
     """Imported on first use: Triton loads only where the triton backend runs."""
     from prefixguard.engine.paged_kernels import paged_decode
     return paged_decode
+
+
+@functools.cache
+def _flex_attend():
+    """Imported on first use: FlexAttention loads only where the flex backend runs."""
+    from prefixguard.engine.flex_paged import flex_attend
+    return flex_attend
 
 
 def _has_triton() -> bool:

@@ -71,16 +71,6 @@ def check_name(model: str) -> None:
         raise ValueError(f"unknown model preset {model!r}; known: {', '.join(MODEL_NAMES)}")
 
 
-def resolve(model: str | ModelConfig) -> ModelConfig:
-    if isinstance(model, ModelConfig):
-        return model
-    check_name(model)
-    if model in GGUF_MODELS:
-        from prefixguard.engine.gguf_model import gguf_path, read_config
-        return read_config(gguf_path(model))
-    return PRESETS[model]
-
-
 def from_hf_config(path: str | Path) -> ModelConfig:
     """Read a Hugging Face config.json of a Llama or Qwen2 model."""
     cfg = json.loads(Path(path).read_text())

@@ -16,9 +16,10 @@ from prefixguard.engine.attention import (
     pin_cuda_backends,
 )
 from prefixguard.engine.chat_template import CL100K, Template
-from prefixguard.engine.config import GGUF_MODELS, ModelConfig, resolve
+from prefixguard.engine.config import GGUF_MODELS, ModelConfig
 from prefixguard.engine.kv_pool import KVPool
 from prefixguard.engine.model import build_model
+from prefixguard.engine.models import resolve
 from prefixguard.engine.sampler import sample
 from prefixguard.engine.scheduler import Plan, RequestTooLarge, Scheduler
 from prefixguard.engine.sequence import Sequence
@@ -51,7 +52,7 @@ class LLMEngine:
     pages, or as many as fit in `kv_memory_bytes`, or 16,384 tokens' worth. prefill_chunk: prompt
     tokens per step at most; max_batch: sequences running at once; schedule: "fcfs" or "lpm"
     (longest cached prefix first); keep_logits: keep each sampled row's logits (tests).
-    attention: "auto" (triton on CUDA when it imports, else sdpa), "sdpa" or "triton"
+    attention: "auto" (triton on CUDA when it imports, else sdpa), "sdpa", "triton" or "flex"
     (engine/attention.py); cuda_graphs: replay decode steps from CUDA graphs (engine/cuda_graphs.py;
     None: on wherever the triton backend runs on CUDA)."""
 
@@ -92,6 +93,10 @@ class LLMEngine:
             cuda_graphs = self.device.type == "cuda" and self.attention == "triton"
         if cuda_graphs and self.attention != "triton":     # on the CPU only under Triton's interpreter (tests)
             raise ValueError("cuda_graphs needs the triton attention backend (a CUDA device)")
+        self.flex = None
+        if self.attention == "flex":     # compiled on CUDA; eager on the CPU, where no compiler is needed
+            from prefixguard.engine.flex_paged import FlexPaged
+            self.flex = FlexPaged(self.pool.kv.shape[1], page_size, self.device, compile=self.device.type == "cuda")
         self.graphs = None
         if cuda_graphs:
             from prefixguard.engine.cuda_graphs import DecodeGraphs
@@ -213,7 +218,7 @@ class LLMEngine:
             for c in plan.chunks:
                 c.seq.prefill_seconds += now - t0
                 self.scheduler.cache_progress(c.seq)
-        for i, (seq, tok) in enumerate(zip(sampling, tokens)):
+        for i, (seq, tok) in enumerate(zip(sampling, tokens, strict=True)):
             if self.keep_logits:
                 seq.logits.append(logits[i].cpu())
             self._append(seq, tok, now)
@@ -259,6 +264,10 @@ class LLMEngine:
             new_slots.append(slots[c.start:])
             row += c.end - c.start
         batch = self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
+        if self.flex is not None:
+            batch.flex = self.flex.plan([(c.seq.pages, c.start, c.end) for c in plan.chunks])
+            last = [(c.seq.pages, c.end - 1, c.end) for c in plan.chunks if c.samples]
+            batch.flex_last = self.flex.plan(last) if last else None
         if self.attention == "triton" and row <= PAGED_PREFILL_ROWS:
             batch.decode, batch.last_rows = self._rows_meta(plan)
         return batch
@@ -295,9 +304,12 @@ class LLMEngine:
         lens = [c.end for c in plan.chunks]
         n_pages = [-(-n // ps) for n in lens]
         width = max(n_pages)
-        table = [c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages)]
+        table = [c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages, strict=True)]
         slot_mapping = torch.tensor(self._new_slots(plan), device=dev)
         b = len(lens)
+        if self.flex is not None:
+            return self._attn_batch(slot_mapping, flex=self.flex.plan([(c.seq.pages, c.start, c.end)
+                                                                       for c in plan.chunks]))
         if self.attention == "triton":
             meta = DecodeMeta(batch=b, block_table=torch.tensor(table, dtype=torch.int32, device=dev),
                               seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev))
