@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prefill_reuse import prefill_macs  # noqa: E402
 
 from prefixguard.engine import chat_template
-from prefixguard.engine.models import resolve
 from prefixguard.engine.llm_engine import LLMEngine
+from prefixguard.engine.models import resolve
 
 from prefixguard.replay import sources
 from prefixguard.replay.results import against_baseline, summarize
