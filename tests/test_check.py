@@ -17,7 +17,7 @@ from prefixguard.cli import main
 from prefixguard.schemas import schema
 from prefixguard.capture.store import Record, open_store
 from prefixguard.model.usage import Usage
-from prefixguard.judge.verdict import PrefixChange, VerdictName
+from prefixguard.judge.verdict import VerdictName
 
 T0 = 1_796_256_000.0   # 2026-12-03T00:00:00Z
 
@@ -39,7 +39,7 @@ def flow(n: int, ts: float, read: int, prompt: int = 1000, model: str = "claude-
     usage = Usage(prompt_total=prompt, cache_read=read, uncached=prompt - read, reported=True)
     if cause:
         return Record(f"r{n}", ts, "/v1/messages", api="anthropic", model=model, status=200, usage=usage,
-                      verdict=VerdictName.MISS_PREFIX_CHANGED.value, cause=str(PrefixChange((cause,), "/system/0")),
+                      verdict=VerdictName.MISS_PREFIX_CHANGED, causes=(cause,), pointer="/system/0",
                       reprefill_tokens=prompt - read, cost_usd=(prompt - read) * 2.7e-6)
     return Record(f"r{n}", ts, "/v1/messages", api="anthropic", model=model, status=200, usage=usage,
                   verdict=(VerdictName.HIT if read else VerdictName.COLD).value)

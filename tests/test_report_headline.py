@@ -16,7 +16,8 @@ def row(i: int, *, read: int, written: int = 0, verdict: str = "hit", expected: 
             "model": "claude-sonnet-4-5", "tenant": "t", "request": None, "status": 200,
             "usage": {"prompt_total": prompt, "cache_read": read, "cache_write_5m": written, "cache_write_1h": 0,
                       "uncached": 50, "output": 10, "reported": True},
-            "timings": {}, "verdict": verdict, "cause": cause, "expected_cached": expected,
+            "timings": {}, "verdict": verdict, "cause": cause, "causes": [cause] if cause else [], "pointer": None,
+            "expected_cached": expected,
             "cost_usd": cost, "reprefill_tokens": reprefill}
 
 

@@ -19,7 +19,7 @@ from prefixguard.capture.store import SCHEMA_VERSION, Record, Store, check_writa
 from prefixguard.model.usage import Usage
 
 ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
+            "cause", "causes", "pointer", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
             "reprefill_tokens", "cost_usd", "client", "route", "site", "response"]
 
 
@@ -28,7 +28,7 @@ def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a
                   tenant="abc123", request=body, request_bytes=len(body or ""), fingerprints=b"\x01" * 32,
                   segments=[["system", "/system", 12], ["messages", "/messages/0/content", 30]], status=200,
                   usage=Usage(42, 30, 10, 0, 2, 7, True), ttft_s=0.25, decode_tps=80.0, total_s=1.5,
-                  verdict="hit", cause=None, expected_cached=30, expected_reason="hit")
+                  verdict="hit", expected_cached=30, expected_reason="hit")
 
 
 def test_roundtrip_and_export_shape(tmp_path: Path) -> None:

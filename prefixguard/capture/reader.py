@@ -7,7 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from prefixguard.capture.store import SQLITE_HEADER, SQLITE_SUFFIXES, is_capture_url, open_capture, read_jsonl
+from prefixguard.capture.legacy import upgrade_row
+from prefixguard.capture.sqlite import SQLITE_HEADER, SQLITE_SUFFIXES
+from prefixguard.capture.store import is_capture_url, open_capture, read_jsonl
 from prefixguard.utils.errors import InputError, check_regular_file
 
 
@@ -27,6 +29,7 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
             raise InputError("not a capture export: rows have no 'request'", str(p))
     for n, row in enumerate(rows, 1):
         check_row(row, f"{p}: row {n}")
+    rows = [upgrade_row(row) for row in rows]   # an export before version 6: its cause text, structured once
     return sorted(rows, key=lambda r: r.get("ts") or 0)
 
 
@@ -34,7 +37,8 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
 ROW_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
     "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
-    "cause": (str,), "expected_cached": (int,), "upstream": (str,), "detail": (str,), "reprefill_tokens": (int,),
+    "cause": (str,), "causes": (list,), "pointer": (str,), "expected_cached": (int,), "upstream": (str,),
+    "detail": (str,), "reprefill_tokens": (int,),
     "cost_usd": (int, float), "diagnosis": (dict,),
 }
 _NUMBERS = (int, float)
@@ -49,6 +53,8 @@ def check_row(row: dict[str, Any], where: str) -> None:
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
             raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
                              f"{' or '.join(k.__name__ for k in kinds)} or null")
+    if any(not isinstance(c, str) for c in row.get("causes") or ()):
+        raise InputError(f"{where}: 'causes' holds a non-string, expected cause names")
     for key, value in row.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{where}: '{key}' is {value}, expected a finite number")

@@ -2,8 +2,9 @@
 capture rows (the proxy's Record) marked as imported: no request body exists, only the usage the log kept.
 
 A log has no prompt to compare, so a turn is judged against the turn before it in the same lineage (a
-session, or one subagent of it): what that turn read and wrote is what this one could read. A turn that
-read clearly less (rules/verdict.toml's tolerance) missed, and the log says why when it can:
+session, or one subagent of it): what that turn read and wrote is what this one could read. This module
+gathers those facts; the verdict is judge/verdict.py's (`judge_logged`, the proxy's tolerance and names).
+A turn that read clearly less (rules/verdict.toml's tolerance) missed, and the log says why when it can:
 - more time passed than the entry's TTL (rules/providers.toml: the TTL it was written with) -> TTL expired;
 - the agent compacted the conversation in between -> history_compacted;
 - the model changed (each model has its own cache) -> model_changed;
@@ -15,18 +16,17 @@ proxy stores the diagnoses it asked for: the report's agreement table reads both
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prefixguard.capture.store import Record
-from prefixguard.contracts.providers import model_contract, provider_for, providers, verdict_rules
+from prefixguard.capture.record import Record
+from prefixguard.contracts.providers import model_contract, provider_for, providers
 from prefixguard.judge.agreement import UNPLACED, agreement_at
-from prefixguard.model.diagnosis import NO_MISS, Diagnosis, as_row
+from prefixguard.judge.causes import Cause
+from prefixguard.judge.verdict import PrefixChange, VerdictName, judge_logged
+from prefixguard.model.diagnosis import NO_MISS, Diagnosis
 from prefixguard.model.usage import Usage
-
-UNEXPLAINED = "miss_unexplained"
 
 
 @dataclass(slots=True)
@@ -77,7 +77,6 @@ def _gap(seconds: float) -> str:
 
 def judge(turns: Iterable[Turn]) -> list[Record]:
     """Capture rows, oldest first, each judged against the previous turn of its lineage."""
-    tolerance = float(verdict_rules()["read_tolerance"])
     last: dict[str, tuple[Turn, str]] = {}
     records = []
     for turn in sorted(turns, key=lambda t: t.ts):
@@ -89,7 +88,7 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
         notes = list(turn.notes)
         earlier = last.get(turn.lineage)
         if earlier is None:
-            rec.verdict = "hit" if u.cache_read else "cold"
+            rec.judged(judge_logged(None, u))
             if turn.compacted_before:
                 notes.append("compacted before")
         else:
@@ -104,23 +103,16 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
                 notes.append(f"model {prev.model} -> {turn.model}")
             if turn.compacted_before:
                 notes.append("compacted")
-            if expected and u.cache_read < expected * (1 - tolerance):
-                lost = expected - u.cache_read
-                if elapsed > ttl:
-                    rec.verdict, rec.cause = "miss_ttl_expired", f"gap of {_gap(elapsed)} over the {ttl_name} TTL"
-                elif turn.compacted_before:
-                    rec.verdict, rec.cause = "miss_prefix_changed", "history_compacted"
-                elif switched:
-                    rec.verdict, rec.cause = "miss_prefix_changed", "model_changed"
-                else:
-                    rec.verdict, rec.cause = UNEXPLAINED, "the log holds no prompt to compare"
-                rec.reprefill_tokens = lost
-                rec.cost_usd = _lost_cost(turn, lost)
-            else:
-                rec.verdict = "hit" if u.cache_read else "cold"
+            said = (Cause.HISTORY_COMPACTED if turn.compacted_before else Cause.MODEL_CHANGED if switched else None)
+            v = judge_logged(expected, u, expired=f"gap of {_gap(elapsed)} over the {ttl_name} TTL" if elapsed > ttl else None,
+                             change=PrefixChange((said,)) if said else None,
+                             price=lambda tokens, turn=turn: _lost_cost(turn, tokens))
+            rec.judged(v)
+            if v.verdict not in (VerdictName.HIT, VerdictName.COLD):
+                rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
         if turn.diagnosis is not None:
             agreed = agreement_at(turn.diagnosis, our_level(rec))
-            rec.diagnosis = json.dumps(as_row(turn.diagnosis, agreed), separators=(",", ":"))
+            rec.diagnosis, rec.agreement = turn.diagnosis, agreed
             said = "no miss" if turn.diagnosis.status == NO_MISS else turn.diagnosis.said()
             notes.append(f"the API says: {said}" + (f" -- {agreed.replace('_', ' ')}" if agreed else ""))
         rec.detail = "; ".join([f"imported from {turn.tool} log (no request body)"] + notes)
@@ -130,15 +122,15 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
 
 
 # Where a log-judged miss broke the prefix, in the diagnoses' levels: a compaction rewrites the messages.
-_LEVEL_OF_CAUSE = {"model_changed": "model", "history_compacted": "messages"}
+_LEVEL_OF_CAUSE = {Cause.MODEL_CHANGED: "model", Cause.HISTORY_COMPACTED: "messages"}
 
 
 def our_level(rec: Record) -> str | None:
     """Where our verdict says the prefix broke: a level, UNPLACED for a miss the log cannot place, None
     when it found no change in the prompt (a hit, or a TTL expiry: the entry aged out, the prefix held)."""
-    if rec.verdict == "miss_prefix_changed":
-        return _LEVEL_OF_CAUSE.get(rec.cause or "", UNPLACED)
-    return UNPLACED if rec.verdict == UNEXPLAINED else None
+    if rec.verdict is VerdictName.MISS_PREFIX_CHANGED:
+        return next((_LEVEL_OF_CAUSE[c] for c in rec.causes if c in _LEVEL_OF_CAUSE), UNPLACED)
+    return UNPLACED if rec.verdict is VerdictName.MISS_UNEXPLAINED else None
 
 
 def _lost_cost(turn: Turn, tokens: int) -> float:

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from prefixguard.judge.verdict import PrefixChange, VerdictName, of_row
+from prefixguard.judge.verdict import VerdictName, of_row
 
 MISS_VERDICTS = frozenset({VerdictName.MISS_PREFIX_CHANGED, VerdictName.MISS_TTL_EXPIRED,
                            VerdictName.MISS_SERVER_SIDE})
@@ -203,7 +203,7 @@ def summarize(rows: list[dict[str, Any]]) -> Summary:
         misses += 1
         cost += judged.cost_usd
         if judged.verdict == VerdictName.MISS_PREFIX_CHANGED:
-            for name in PrefixChange.parse(judged.cause).causes or ("unknown",):
+            for name in (judged.change.causes if judged.change is not None else ()) or ("unknown",):
                 total = causes[name]
                 total[0] += 1
                 total[1] += judged.reprefill_tokens

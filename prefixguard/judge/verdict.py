@@ -15,11 +15,13 @@ or, reading more than predicted from a cache that traffic not seen here wrote, w
 (rules/verdict.toml): the change cost most of the prefix. A change that cost nothing is a note on a hit.
 
 Verdicts: hit, partial, miss_prefix_changed, miss_ttl_expired, miss_server_side, below_minimum,
-no_breakpoint, no_prefix_caching, not_reported, cold, error; the proxy's header adds pending (the
-analysis has not answered yet) and unknown (no request it could read).
+no_breakpoint, no_prefix_caching, not_reported, cold, error; an agent's log (no prompt to compare) adds
+miss_unexplained (`judge_logged`); the proxy's header adds pending (the analysis has not answered yet)
+and unknown (no request it could read).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -45,44 +47,49 @@ class VerdictName(StrEnum):
     NOT_REPORTED = "not_reported"
     COLD = "cold"
     ERROR = "error"
+    MISS_UNEXPLAINED = "miss_unexplained"   # a log's turn read less and the log cannot tell why
     PENDING = "pending"                # the proxy's header, before the analysis answers
     UNKNOWN = "unknown"                # the proxy's header, when the analysis could not answer
 
 
-class Verdict(NamedTuple):
-    verdict: VerdictName
-    cause: str | None = None      # a miss_prefix_changed: the change (PrefixChange's text); else a note or reason
-    reused_tokens: int = 0        # read from cache: as the provider reported, else as its contract predicts
-    reprefill_tokens: int = 0     # prefilled again because the prefix changed (0 unless miss_prefix_changed)
-    cost_usd: float = 0.0         # that re-prefill, paid as written or uncached instead of read
-
-    def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "cause": self.cause, "reused_tokens": self.reused_tokens,
-                "reprefill_tokens": self.reprefill_tokens, "cost_usd": self.cost_usd}
+# Misses: what a report counts as lost reads (the one list; a hit, cold or error is none).
+MISSES = (VerdictName.MISS_PREFIX_CHANGED, VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE,
+          VerdictName.MISS_UNEXPLAINED)
 
 
 class PrefixChange(NamedTuple):
-    """The cause of a miss_prefix_changed verdict: compare's cause names and where the prompt diverged.
-    Stored as its text, "a+b at /pointer" (str()); `parse` reads it back."""
+    """What changed in the prompt inside what the earlier request had cached: compare's cause names (values
+    of judge.causes.Cause) and where the prompt diverged. Shown as "a+b at /pointer" (str()); stored as
+    its fields (capture/record.py), never as that text."""
     causes: tuple[str, ...]
     pointer: str | None = None
 
     def __str__(self) -> str:
         return "+".join(self.causes) + (f" at {self.pointer}" if self.pointer else "")
 
-    @classmethod
-    def parse(cls, cause: str | None) -> PrefixChange:
-        """A stored cause; other causes (free text) give their text as the one name."""
-        if not cause:
-            return cls(())
-        names, _, where = cause.partition(" at ")
-        return cls(tuple(names.split("+")), where or None)
+
+class Verdict(NamedTuple):
+    verdict: VerdictName
+    cause: str | None = None      # what surfaces show: a miss_prefix_changed's change (str(change)), else a note
+    reused_tokens: int = 0        # read from cache: as the provider reported, else as its contract predicts
+    reprefill_tokens: int = 0     # prefilled again because the prefix changed (0 unless miss_prefix_changed)
+    cost_usd: float = 0.0         # that re-prefill, paid as written or uncached instead of read
+    change: PrefixChange | None = None   # the prefix change found (a miss's cause; a hit's when it cost nothing)
+
+    @property
+    def note(self) -> str | None:
+        """The free text apart from the change: a note, a reason, an error (None for a miss_prefix_changed)."""
+        return None if self.verdict is VerdictName.MISS_PREFIX_CHANGED else self.cause
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "cause": self.cause, "reused_tokens": self.reused_tokens,
+                "reprefill_tokens": self.reprefill_tokens, "cost_usd": self.cost_usd}
 
 
-def _prefix_changed(cmp: Comparison | None) -> str | None:
-    """The cause when the prompt changed inside what the earlier request had cached, else None."""
+def _prefix_changed(cmp: Comparison | None) -> PrefixChange | None:
+    """The change when the prompt changed inside what the earlier request had cached, else None."""
     if cmp is not None and cmp.broken and cmp.reprefill_tokens > 0:
-        return str(PrefixChange(tuple(cmp.causes), cmp.divergence.pointer if cmp.divergence else None))
+        return PrefixChange(tuple(cmp.causes), cmp.divergence.pointer if cmp.divergence else None)
     return None
 
 
@@ -129,14 +136,16 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
         rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
         if not cost_nothing and (as_predicted or read < want or rewritten):
             cost = cmp.cost_usd * lost / cmp.reprefill_tokens
-            return Verdict(VerdictName.MISS_PREFIX_CHANGED, changed, read, lost, cost)
+            return Verdict(VerdictName.MISS_PREFIX_CHANGED, str(changed), read, lost, cost, changed)
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
         return Verdict(VerdictName(expected.reason))
     note = f"note: {changed} cost nothing" if cost_nothing else None
+    kept = changed if cost_nothing else None
     if as_predicted:
         if read:
-            return Verdict(VerdictName.HIT, note, read)
-        return Verdict(VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD, note)
+            return Verdict(VerdictName.HIT, note, read, change=kept)
+        return Verdict(VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD, note,
+                       change=kept)
     if read > want:
         if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
             return Verdict(VerdictName.COLD, f"read {read} of {usage.prompt_total}: too little to count", read)
@@ -144,12 +153,30 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
         after = f" after {changed}" if changed else ""
         return Verdict(VerdictName.HIT, note or f"read {read} where ~{want} was predicted{after}: a cache written by "
-                                      "traffic not seen here", read)
+                                      "traffic not seen here", read, change=kept)
     if read == 0:
         if expected.reason == "ttl_expired":
             return Verdict(VerdictName.MISS_TTL_EXPIRED, "prefix unchanged, last used longer ago than its TTL")
         return Verdict(VerdictName.MISS_SERVER_SIDE, f"expected ~{want} cached tokens, provider read none")
     return Verdict(VerdictName.PARTIAL, f"read {read} of ~{want} expected", read)
+
+
+def judge_logged(want: int | None, usage: Usage, *, expired: str | None = None, change: PrefixChange | None = None,
+                 price: Callable[[int], float] = lambda tokens: 0.0) -> Verdict:
+    """The verdict of a turn read from an agent's log, which keeps usage but no prompt to compare: judged
+    against what the turn before it left cached (`want`; None for a lineage's first turn), with `judge`'s
+    tolerance. A turn that read clearly less missed: expired (the gap, in words) when more time passed than
+    the entry's TTL, else `change` when the log says the prompt changed (a compaction, a model switch),
+    else miss_unexplained. price(tokens): what re-prefilling that many tokens cost over reading them."""
+    read = usage.cache_read
+    if not want or read >= want * (1 - verdict_rules()["read_tolerance"]):
+        return Verdict(VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
+    lost = want - read
+    if expired:
+        return Verdict(VerdictName.MISS_TTL_EXPIRED, expired, read, lost, price(lost))
+    if change is not None:
+        return Verdict(VerdictName.MISS_PREFIX_CHANGED, str(change), read, lost, price(lost), change)
+    return Verdict(VerdictName.MISS_UNEXPLAINED, "the log holds no prompt to compare", read, lost, price(lost))
 
 
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
@@ -189,5 +216,7 @@ def of_row(row: dict[str, Any]) -> Verdict | None:
     usage = row.get("usage") or {}
     judged = usage.get("reported") and name not in (VerdictName.ERROR, VerdictName.NOT_REPORTED)
     reused = (usage.get("cache_read") or 0) if judged else 0
+    causes = tuple(c for c in row.get("causes") or () if isinstance(c, str))
+    change = PrefixChange(causes, row.get("pointer")) if causes else None
     return Verdict(VerdictName(name), row.get("cause"), reused, row.get("reprefill_tokens") or 0,
-                   row.get("cost_usd") or 0.0)
+                   row.get("cost_usd") or 0.0, change)

@@ -108,8 +108,8 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 # Record fields that hold free text (the request body has its own pass, redact_body).
-TEXT_FIELDS = ("path", "upstream", "api", "model", "tenant", "error", "verdict", "cause", "expected_reason",
-               "previous_id", "detail", "diagnosis",  # diagnosis: JSON, whose free-text reason may quote a prompt
+TEXT_FIELDS = ("path", "upstream", "api", "model", "tenant", "error", "note", "pointer", "expected_reason",
+               "previous_id", "detail", "diagnosis_reason",  # the provider's free-text reason may quote a prompt
                "client", "route", "site", "response_id", "response_model")  # the caller's own header text
 
 
@@ -127,7 +127,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Fields that quote a changed value (a comparison's excerpt): a random-looking token there is a secret
 # more often than an id, and an id named there is only an example of the change.
-QUOTING_FIELDS = frozenset({"detail", "cause", "expected_reason", "error"})
+QUOTING_FIELDS = frozenset({"detail", "note", "pointer", "expected_reason", "error"})
 
 
 def redact_fields(record: Any, secrets: Iterable[str], fields: Iterable[str] = TEXT_FIELDS) -> None:

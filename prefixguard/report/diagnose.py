@@ -16,9 +16,10 @@ from typing import Any
 
 from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.session import Sessions
-from prefixguard.judge.verdict import PrefixChange, VerdictName, judge_pair, of_row
+from prefixguard.judge.verdict import VerdictName, judge_pair, of_row
 from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt
+from prefixguard.report.findings import Cause, Diagnosis, Window
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.report.human import usd
 from prefixguard.report.money import UNKNOWN as UNKNOWN_MODE
@@ -35,72 +36,8 @@ QUEUED = 2.0          # a hit whose TTFT is this many times that of like hits wa
 QUEUE_MIN_S = 0.1     # ...and by at least this long (milliseconds of jitter are no queue)
 QUEUE_PEERS = 3       # like hits needed to say what is typical
 KEEP_PER_TENANT = 1000  # earlier prompts kept per tenant to compare with
-
-
-class Window:
-    """One slice of the capture's time span."""
-
-    __slots__ = ("start", "end", "requests", "ttft_p50", "ttft_p50_by_mode", "decode_p50", "prompt_p50",
-                 "prompt_p90", "cache_read", "cache_write", "uncached")
-
-    def __init__(self, start: float, end: float, requests: int = 0) -> None:
-        self.start, self.end, self.requests = start, end, requests   # seconds since the first request
-        self.ttft_p50: float | None = None   # of the mode of call the split compares (Diagnosis.split["mode"])
-        self.ttft_p50_by_mode: dict[str, float] = {}   # streaming, non-streaming, mode unknown: never mixed
-        self.decode_p50: float | None = None
-        self.prompt_p50: float | None = None
-        self.prompt_p90: float | None = None
-        self.cache_read = self.cache_write = self.uncached = 0
-
-    @property
-    def hit_ratio(self) -> float | None:
-        total = self.cache_read + self.cache_write + self.uncached
-        return self.cache_read / total if total else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__} | {"hit_ratio": self.hit_ratio}
-
-
-class Cause:
-    """One cause of cache breaks: how often, what it re-prefilled and cost, the first example."""
-
-    __slots__ = ("name", "requests", "reprefill_tokens", "cost_usd", "example")
-
-    def __init__(self, name: str) -> None:
-        self.name, self.requests, self.reprefill_tokens, self.cost_usd = name, 0, 0, 0.0
-        self.example: dict[str, Any] | None = None  # ref, earlier ref, pointer, byte offset, before, after, detail, fix
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
-
-
-class Diagnosis:
-    """The five steps' findings on one capture, and what the report leads with."""
-
-    __slots__ = ("source", "requests", "span_s", "windows", "split", "inputs", "causes", "infra", "fields", "points",
-                 "findings", "tokens_estimated", "prices", "notes", "headline", "listed", "money")
-
-    def __init__(self, source: str, requests: int, span_s: float, windows: list[Window], split: dict[str, Any],
-                 inputs: dict[str, Any], causes: list[Cause], infra: dict[str, Any], fields: dict[str, Any],
-                 points: list[tuple[float, float]]) -> None:
-        self.source, self.requests, self.span_s, self.windows = source, requests, span_s, windows
-        self.split, self.inputs, self.causes, self.infra, self.fields = split, inputs, causes, infra, fields  # 1-5
-        self.points = points                  # (cached fraction, TTFT s) per request
-        self.findings: list[str] = []         # one headline per step
-        self.tokens_estimated = False         # our counts (predictions, re-prefilled tokens) are estimates
-        self.prices: list[str] = []           # the price tables costs come from, with their dates
-        self.notes: list[str] = []            # what the reader must know about the source
-        self.headline: dict[str, Any] = {}    # hit rate, money lost to misses, top cause, fix
-        self.listed: dict[str, dict[str, Any]] = {}  # requests the report names: time, body
-        self.money: dict[str, Any] = {}       # spend, savings, cost by model/tenant/time, latency, unread writes
-
-    def to_json(self) -> dict[str, Any]:
-        doc = {k: getattr(self, k) for k in self.__slots__}
-        return doc | {"windows": [w.to_json() for w in self.windows], "causes": [c.to_json() for c in self.causes]}
-
-
-ESTIMATED = ("Token counts of prefixguard's own (predicted cached tokens, re-prefilled tokens and their cost) "
-             "are estimates at ~4 bytes a token: no tokenizer was loaded. The provider's reported counts are exact.")
+# Verdicts of a request that read what its contract predicted (step 5's "as expected").
+AS_EXPECTED = (VerdictName.HIT, VerdictName.COLD, VerdictName.BELOW_MINIMUM, VerdictName.NO_BREAKPOINT)
 
 
 def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
@@ -282,19 +219,19 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
         if judged is not None and judged.verdict == VerdictName.NOT_REPORTED:
             judged = None   # no usage to judge by: the verdict its contract predicts, as `diff` gives it
         whole = judged is not None and (judged.verdict != VerdictName.MISS_PREFIX_CHANGED or (
-            row.get("cause") and row.get("reprefill_tokens") is not None))
+            row.get("causes") and row.get("reprefill_tokens") is not None))
         if not whole and match is not None and match.prompt is not None:
             # no verdict, or a miss stored without its cause or tokens: what is missing is judged here
             then, now = match.earlier.get("ts"), row.get("ts")
             elapsed = now - then if isinstance(now, (int, float)) and isinstance(then, (int, float)) else None
             here = judge_pair(match.prompt, prompt, elapsed, match.comparison)[0]
             judged = here if judged is None else judged._replace(
-                cause=row.get("cause") or here.cause,
+                cause=row.get("cause") or here.cause, change=judged.change or here.change,
                 reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
                 cost_usd=row.get("cost_usd") or here.cost_usd)
         if judged is None or judged.verdict != VerdictName.MISS_PREFIX_CHANGED:
             continue
-        name = next(iter(PrefixChange.parse(judged.cause).causes), None)
+        name = next(iter(judged.change.causes), None) if judged.change is not None else None
         if not name:
             continue
         cause = causes.setdefault(name, Cause(name))
@@ -331,14 +268,15 @@ def _infra(rows: list[dict[str, Any]], unread: list[dict[str, Any]] = ()) -> dic
     errors = Counter(str(r.get("status") or "no response") for r in rows if not _ok(r))
     queued, median_hit = _queued(rows)
     lost = defaultdict(int)
+    ttl, server = VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE
     for r in rows:
-        if r.get("verdict") in ("miss_ttl_expired", "miss_server_side"):
+        if r.get("verdict") in (ttl, server):
             lost[r["verdict"]] += (r.get("expected_cached") or 0) - (_usage(r).get("cache_read") or 0)
     parts = []
-    if verdicts["miss_ttl_expired"]:
-        parts.append(f"{verdicts['miss_ttl_expired']} TTL expiries (requests further apart than the cache TTL)")
-    if verdicts["miss_server_side"]:
-        parts.append(f"{verdicts['miss_server_side']} server-side misses (stable prefix, within TTL, still missed)")
+    if verdicts[ttl]:
+        parts.append(f"{verdicts[ttl]} TTL expiries (requests further apart than the cache TTL)")
+    if verdicts[server]:
+        parts.append(f"{verdicts[server]} server-side misses (stable prefix, within TTL, still missed)")
     if queued:
         parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x that of hits with as much to prefill: "
                      f"queueing")
@@ -349,8 +287,8 @@ def _infra(rows: list[dict[str, Any]], unread: list[dict[str, Any]] = ()) -> dic
         named = ", ".join(f"{u['method']} {u['path']} ({u['requests']})" for u in unread[:5])
         parts.append(f"{sum(u['requests'] for u in unread)} forwarded requests not analysed: {named}"
                      + (f" and {len(unread) - 5} more endpoints" if len(unread) > 5 else ""))
-    return {"ttl_expired": verdicts["miss_ttl_expired"], "server_side": verdicts["miss_server_side"],
-            "ttl_expired_tokens": lost["miss_ttl_expired"], "server_side_tokens": lost["miss_server_side"],
+    return {"ttl_expired": verdicts[ttl], "server_side": verdicts[server],
+            "ttl_expired_tokens": lost[ttl], "server_side_tokens": lost[server],
             "queued": len(queued), "queued_examples": [str(r.get("id")) for r in queued[:5]],
             "median_hit_ttft_s": median_hit, "errors": dict(errors), "unanalysed": list(unread),
             "finding": "; ".join(parts) + "." if parts else "No infrastructure signal: no TTL expiry, server-side "
@@ -379,7 +317,7 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     not_reported = sum(1 for r in rows if _ok(r) and not _usage(r).get("reported"))
     predicted = sum(r["expected_cached"] for r in checked)
     reported = sum(_usage(r).get("cache_read") or 0 for r in checked)
-    agree = sum(1 for r in checked if r.get("verdict") in ("hit", "cold", "below_minimum", "no_breakpoint"))
+    agree = sum(1 for r in checked if r.get("verdict") in AS_EXPECTED)
     verdicts = Counter(r.get("verdict") for r in rows if r.get("verdict"))
     if checked:
         finding = (f"Predicted {predicted:,} cached tokens, the provider reported {reported:,} "
@@ -389,7 +327,8 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not_reported:
         finding += f" {not_reported} responses reported no cache field (never counted as misses)."
     gaps = sorted(checked, key=lambda r: -abs(r["expected_cached"] - (_usage(r).get("cache_read") or 0)))
-    return {"requests": len(checked), "predicted_cache_read": predicted, "reported_cache_read": reported, "as_expected": agree,
+    return {"requests": len(checked), "predicted_cache_read": predicted, "reported_cache_read": reported,
+            "as_expected": agree,
             "not_reported": not_reported, "verdicts": dict(verdicts),
             "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
                               "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}
@@ -409,7 +348,7 @@ def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
         clear += verdict == "both_clear"
         if verdict is None or verdict == "both_clear":
             continue
-        ours = (r.get("cause") or "").split(" at ")[0] if r.get("verdict") == "miss_prefix_changed" else ""
+        ours = "+".join(r.get("causes") or ()) if r.get("verdict") == VerdictName.MISS_PREFIX_CHANGED else ""
         name = ours or diag.get("label") or diag.get("status") or "?"
         table.setdefault(name, Counter())[verdict] += 1
         if verdict == "disagree":
@@ -419,7 +358,8 @@ def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
     agreed = clear + sum(c["agree"] for c in table.values())
     finding = (f"The provider's own diagnostics and ours agree on {agreed} of {compared} compared requests."
                if compared else "No request carries the provider's own cache diagnostics.")
-    return {"compared": compared, "agreed": agreed, "both_clear": clear, "finding": finding, "disagreements": disagreements,
+    return {"compared": compared, "agreed": agreed, "both_clear": clear, "finding": finding,
+            "disagreements": disagreements,
             "causes": [{"cause": name, "both": c["agree"] + c["disagree"], "agree": c["agree"],
                         "only_us": c["only_us"], "only_provider": c["only_provider"]}
                        for name, c in sorted(table.items())]}

@@ -8,21 +8,22 @@ from typing import TYPE_CHECKING, Any
 
 from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.causes import CAUSES, generic_fix
-from prefixguard.judge.verdict import of_row
+from prefixguard.judge.verdict import VerdictName, of_row
 from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import usd
 
 if TYPE_CHECKING:
-    from prefixguard.report.diagnose import Diagnosis
+    from prefixguard.report.findings import Diagnosis
 
-LOST_VERDICTS = ("miss_ttl_expired", "miss_server_side", "miss_unexplained")   # misses no cause explains
+# misses no cause explains
+LOST_VERDICTS = (VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE, VerdictName.MISS_UNEXPLAINED)
 MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
 
 
 # What a cost owner reads for a verdict that heads the page as its top cause (no cause of a prefix change).
-VERDICT_LABELS = {"miss_ttl_expired": "cache expired between calls (TTL)",
-                  "miss_server_side": "server-side misses (prefix unchanged)",
-                  "miss_unexplained": "misses the log cannot explain"}
+VERDICT_LABELS = {VerdictName.MISS_TTL_EXPIRED: "cache expired between calls (TTL)",
+                  VerdictName.MISS_SERVER_SIDE: "server-side misses (prefix unchanged)",
+                  VerdictName.MISS_UNEXPLAINED: "misses the log cannot explain"}
 
 TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
            "provider sells one.")
@@ -41,9 +42,10 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
               + [(v, 0, k) for k, v in other.items()], default=None)
     name = top[2] if top else None
     if name is None and d.infra["ttl_expired"]:
-        name = "miss_ttl_expired"
+        name = VerdictName.MISS_TTL_EXPIRED
     example = next((c.example for c in d.causes if c.name == name and c.example), None)
-    fix = (example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None) or (TTL_FIX if name == "miss_ttl_expired" else None)
+    fix = ((example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None)
+           or (TTL_FIX if name == VerdictName.MISS_TTL_EXPIRED else None))
     hit = read / total if total else None
     label = VERDICT_LABELS.get(name, name) if name else None
     m = d.money

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prefixguard.contracts.providers import ModelContract, model_contract, provider_for, providers
+from prefixguard.judge.verdict import VerdictName
 from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import DAY, HOUR
 from prefixguard.utils.stats import quantile
@@ -29,7 +30,7 @@ TOP_TENANTS = 10
 LONGER_TTL = "1h"
 PERCENTILES = (0.5, 0.95, 0.99)
 STREAMING, NON_STREAMING, UNKNOWN = "streaming", "non-streaming", "mode unknown"
-TTL_MISS = "miss_ttl_expired"
+TTL_MISS = VerdictName.MISS_TTL_EXPIRED
 
 
 def _usage(row: dict[str, Any]) -> Usage:

@@ -16,11 +16,10 @@ from typing import Any
 from prefixguard.capture.attribution import client_family
 from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.verdict import PrefixChange
+from prefixguard.judge.verdict import MISSES, VerdictName
 from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 
-MISSES = ("miss_prefix_changed", "miss_ttl_expired", "miss_server_side")
 OPT_IN_ENV = "PREFIXGUARD_METRICS_LABELS"
 
 
@@ -36,8 +35,8 @@ def opt_in_labels(text: str | None = None) -> tuple[str, ...]:
 
 def miss_cause(rec: Record) -> str:
     """The cause label of a miss: the first cause a prefix change names, else what the verdict says."""
-    if rec.verdict == "miss_prefix_changed":
-        return next(iter(PrefixChange.parse(rec.cause).causes), "unknown")
+    if rec.verdict == VerdictName.MISS_PREFIX_CHANGED:
+        return next(iter(rec.causes), "unknown")
     return (rec.verdict or "unknown").removeprefix("miss_")
 
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.verdict import PrefixChange
+from prefixguard.judge.verdict import VerdictName
 from prefixguard.telemetry import names as n
 
 EXPORT_TIMEOUT_S = 3.0   # an unreachable collector costs the analysis process this much per batch, at most
@@ -37,14 +37,13 @@ def attributes(rec: Record) -> dict[str, Any]:
         out |= {n.GEN_AI_INPUT_TOKENS: u.prompt_total, n.GEN_AI_OUTPUT_TOKENS: u.output,
                 n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write,
                 n.GEN_AI_CACHE_WRITE: u.cache_write}
-    if rec.verdict == "miss_prefix_changed":
-        change = PrefixChange.parse(rec.cause)
-        out |= {n.PG_CAUSE: "+".join(change.causes), n.PG_POINTER: change.pointer}
+    if rec.verdict == VerdictName.MISS_PREFIX_CHANGED:
+        out |= {n.PG_CAUSE: "+".join(rec.causes), n.PG_POINTER: rec.pointer}
     else:
         out[n.PG_CAUSE] = rec.cause
     if rec.reprefill_tokens:
         out |= {n.PG_REPREFILL: rec.reprefill_tokens, n.PG_MISS_COST: rec.cost_usd}
-    if rec.verdict == "error" or rec.error:
+    if rec.verdict == VerdictName.ERROR or rec.error:
         out[n.ERROR_TYPE] = str(rec.status) if rec.status and rec.status >= 400 else "transport"
     return {k: v for k, v in out.items() if v is not None}
 
@@ -99,7 +98,7 @@ def emit(tracer: Any, rec: Record) -> None:
     start = int(rec.ts * 1e9)
     span = tracer.start_span(f"chat {rec.model}" if rec.model else "chat", kind=SpanKind.CLIENT,
                              start_time=start, attributes=attributes(rec))
-    if rec.verdict == "error" or rec.error:
+    if rec.verdict == VerdictName.ERROR or rec.error:
         span.set_status(Status(StatusCode.ERROR, rec.error or f"http {rec.status}"))
     span.end(end_time=start + int((rec.total_s or 0) * 1e9))
 

@@ -1,4 +1,4 @@
-"""The fleet's capture store in PostgreSQL: the same rows as the SQLite store (prefixguard/capture/store.py), for
+"""The fleet's capture store in PostgreSQL: the same rows as the SQLite store (capture/sqlite.py), for
 many proxies at once.
 
 Writing: `add` only queues the record; a thread writes the queue in batches (one transaction each,
@@ -26,7 +26,9 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard.capture.store import _ADDED, _COLUMNS, _NAMES, SCHEMA_VERSION, Record, Rows, Store, _flat, _record
+from prefixguard.capture.columns import ADDED, DEFINITIONS, NAMES, UPDATED, flat, legacy_updates, record_of
+from prefixguard.capture.record import SCHEMA_VERSION, Record, Rows
+from prefixguard.capture.sqlite import Store
 from prefixguard.utils.errors import InputError
 
 BATCH = 500            # rows per transaction at most
@@ -37,25 +39,21 @@ _TYPES = {"TEXT": "TEXT", "REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB
 
 
 def _pg_columns() -> str:
-    out = []
-    for col in _COLUMNS.split(","):
-        if col.strip():
-            name, kind, *rest = col.split()
-            out.append(" ".join([name, _TYPES[kind], *rest]))
-    return ", ".join(out)
+    return ", ".join(f"{name} {_TYPES[kind]} {rest}".strip() for name, kind, rest in DEFINITIONS)
 
 
-_TEXT = tuple(c.split()[0] for c in _COLUMNS.split(",") if c.strip() and c.split()[1] == "TEXT")
-_INSERT = (f"INSERT INTO flows ({', '.join(_NAMES)}) VALUES ({', '.join(['%s'] * len(_NAMES))}) "
+_TEXT = tuple(name for name, kind, _ in DEFINITIONS if kind == "TEXT")
+_INSERT = (f"INSERT INTO flows ({', '.join(NAMES)}) VALUES ({', '.join(['%s'] * len(NAMES))}) "
            "ON CONFLICT (id) DO NOTHING")
+_UPGRADE = f"UPDATE flows SET {', '.join(f'{c} = %s' for c in UPDATED)} WHERE id = %s"
 
 
 def _values(rec: Record) -> list[Any]:
-    row = _flat(rec)
+    row = flat(rec)
     for name in _TEXT:  # PostgreSQL text holds no NUL character (SQLite's does): the one change made
         if isinstance(row[name], str) and "\x00" in row[name]:
             row[name] = row[name].replace("\x00", "\ufffd")
-    return [row[n] for n in _NAMES]
+    return [row[n] for n in NAMES]
 
 
 def _safe(url: str) -> str:
@@ -83,8 +81,14 @@ def migrate(conn: Any) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS prefixguard_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute(f"CREATE TABLE IF NOT EXISTS flows ({_pg_columns()}, seq BIGSERIAL)")
         conn.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
-        for name, kind in _ADDED.items():  # a table written by an earlier version
+        for name, kind in ADDED.items():  # a table written by an earlier version
             conn.execute(f"ALTER TABLE flows ADD COLUMN IF NOT EXISTS {name} {kind.replace('INTEGER', 'BIGINT')}")
+        found = conn.execute("SELECT value FROM prefixguard_meta WHERE name = 'schema_version'").fetchone()
+        if found is not None and int(found[0]) < 6:   # version 5's cause and diagnosis text, into their columns
+            old = conn.execute("SELECT id, verdict, cause, diagnosis FROM flows "
+                               "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
+            with conn.cursor() as cur:
+                cur.executemany(_UPGRADE, legacy_updates(old))
         conn.execute("INSERT INTO prefixguard_meta VALUES ('schema_version', %s) "
                      "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
 
@@ -262,7 +266,7 @@ class PgStore(Rows):
             cur.execute("SELECT * FROM flows ORDER BY ts, seq")
             for row in cur:
                 try:
-                    yield _record(row)
+                    yield record_of(row)
                 except InputError as err:
                     raise InputError(str(err), self.path) from None
 

@@ -1,0 +1,50 @@
+"""The capture formats before schema version 6, read once into typed fields: a cause stored as text
+("a+b at /pointer" for a miss_prefix_changed, free text otherwise) and a diagnosis stored as JSON text.
+
+Only the store's migration (capture/columns.py: a writer rewrites old rows in place, a read-only reader
+converts them as it reads) and the reader of old JSONL exports (capture/reader.py) call this module;
+tests/test_stored_formats.py keeps every other module from parsing those formats back.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prefixguard.judge.verdict import VerdictName
+from prefixguard.model.diagnosis import Diagnosis
+
+
+def split_cause(verdict: str | None, text: str | None) -> tuple[tuple[str, ...], str | None, str | None]:
+    """(causes, pointer, note) of an old cause column: a miss_prefix_changed's change, else free text."""
+    if not text:
+        return (), None, None
+    if verdict == VerdictName.MISS_PREFIX_CHANGED:
+        names, _, where = text.partition(" at ")
+        return tuple(n for n in names.split("+") if n), where or None, None
+    return (), None, text
+
+
+def split_diagnosis(text: str | None) -> tuple[Diagnosis | None, str | None]:
+    """(diagnosis, agreement) of an old diagnosis column; (None, None) for none or what is not one."""
+    try:
+        data = json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+        return None, None
+    fields = {k: v for k, v in data.items() if k in Diagnosis._fields}
+    try:
+        diag = Diagnosis(**fields)
+    except TypeError:
+        return None, None
+    agreement = data.get("agreement")
+    return diag, agreement if isinstance(agreement, str) else None
+
+
+def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An export row written before version 6 (no "causes"), given the structured cause fields."""
+    if "causes" in row:
+        return row
+    cause = row.get("cause")
+    causes, pointer, _ = split_cause(row.get("verdict"), cause if isinstance(cause, str) else None)
+    return {**row, "causes": list(causes), "pointer": pointer}
