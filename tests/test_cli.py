@@ -93,8 +93,8 @@ def test_unified_flags_in_help() -> None:
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
         # one choice per contract of rules/providers.toml (radix: the compatible one)
-        assert "--policy {auto,anthropic,bedrock,deepseek,gemini,groq,minimax,mistral,moonshot,openai,qwen,radix,xai,zai}" \
-            in run(*command, "--help").stdout, command
+        assert "--policy [auto|anthropic|bedrock|deepseek|gemini|groq|minimax|mistral|moonshot|openai|qwen|radix|xai|zai]" \
+            in " ".join(run(*command, "--help").stdout.split()), command
 
 
 def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None:
@@ -112,14 +112,17 @@ def test_no_command_prints_the_commands_and_exits_2() -> None:
 
     done = run()
     assert done.returncode == 2
-    listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert listed == list(COMMANDS)      # every command, each with its line of help
+    commands = done.stdout.split("\nCommands:\n")[1].split("\n\n")[0]
+    listed = [line.split()[:2] for line in commands.splitlines() if not line.startswith("   ")]
+    # every command, in the table's order, each with its line of help
+    assert listed == [[name, summary.split()[0]] for name, (_, summary) in COMMANDS.items()]
 
 
 def test_an_abbreviated_option_is_not_taken_for_the_whole_one() -> None:
-    """`--no-tok` is not `--no-tokens` (as in click): a typo must not quietly mean another option."""
+    """`--no-tok` is not `--no-tokens`: a typo must not quietly mean another option (click suggests it)."""
     done = run("diff", "--no-tok", "a.json", "b.json")
-    assert done.returncode == 2 and "unrecognized arguments: --no-tok" in done.stderr, done.stderr
+    assert done.returncode == 2 and done.stderr == (
+        "prefixguard: error: No such option '--no-tok'. Did you mean '--no-tokens'? (see prefixguard diff --help)\n")
 
 
 def test_an_unknown_engine_model_is_named_before_torch_loads() -> None:
@@ -132,21 +135,17 @@ def test_an_unknown_engine_model_is_named_before_torch_loads() -> None:
         done.stderr
 
 
-def test_help_text_is_the_docstring_as_inspect_cleans_it() -> None:
-    """options._cleandoc stands in for inspect.cleandoc (not imported on the start path): the same text
-    for every docstring of the CLI's modules, odd indents included."""
-    import importlib
+def test_help_text_is_the_docstring_as_written() -> None:
+    """A command's --help prints its docstring's lines as written (click would refill each paragraph):
+    diff's table of token fields keeps its columns."""
     import inspect
 
-    from prefixguard.cli import COMMANDS
-    from prefixguard.cli.options import _cleandoc
+    from prefixguard.cli.diff import diff
 
-    modules = {importlib.import_module(target.split(":")[0]) for target, _ in COMMANDS.values()}
-    docs = [f.__doc__ for m in modules for f in vars(m).values() if callable(f) and f.__doc__]
-    docs += ["One line.", "", "\n  indented first\n    deeper\n  back\n\n", "a\n\tb\n        c"]
-    assert len(docs) > 30
-    for doc in docs:
-        assert _cleandoc(doc) == inspect.cleandoc(doc), doc
+    shown = run("diff", "--help").stdout
+    for line in inspect.cleandoc(diff.help or "").splitlines():
+        assert f"  {line}".rstrip() in shown.splitlines(), line
+    assert "    reused_tokens     what B can read of what A wrote (breakpoints and their" in shown
 
 
 PAIR = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic" / "volatile_content"
@@ -169,14 +168,13 @@ def pair_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("argv", [["diff", "--no-tokens", str(PAIR / "a.json"), str(PAIR / "b.json")],
                                   ["lint", "--no-tokens", str(PAIR / "b.json")],
                                   ["report", "{capture}"], ["report", "{capture}", "-o", "json"]])
-def test_diff_lint_and_report_load_neither_dataclasses_nor_inspect(argv: list[str], pair_capture: Path,
+def test_diff_lint_and_report_load_neither_dataclasses_nor_rich(argv: list[str], pair_capture: Path,
                                                                  tmp_path: Path) -> None:
     """What keeps `diff` under cachelint's time and a small `lint` or `report` near 0.1 s (bench/startup.py):
-    `dataclasses` imports `inspect` (ast, dis, tokenize: ~11 ms at each start), rich ~30 ms. The second
-    run, as a user's: the first read the prices (genai-prices, pydantic: dataclasses) into the cache
-    directory."""
+    `dataclasses` (~3 ms over the `inspect` click imports), rich ~30 ms. The second run, as a user's: the
+    first read the prices (genai-prices, pydantic: dataclasses) into the cache directory."""
     argv = [a.format(capture=pair_capture) for a in argv]
-    heavy = ("dataclasses", "inspect", "rich")
+    heavy = ("dataclasses", "rich")
     code = ("import sys; from prefixguard.cli import run; "
             f"code = run({argv!r}); print(code, sorted(m for m in {heavy!r} if m in sys.modules))")
     env = {**os.environ, "PREFIXGUARD_CACHE_DIR": str(tmp_path)}
@@ -187,3 +185,65 @@ def test_diff_lint_and_report_load_neither_dataclasses_nor_inspect(argv: list[st
     assert runs[1].stdout.splitlines()[-1] == f"{int(argv[0] != 'report')} []"
     if argv[0] == "report":
         assert "volatile_content" in runs[1].stdout   # it judged the pair: the timestamp broke the prefix
+
+
+def test_main_is_a_click_group_and_help_has_its_shape() -> None:
+    """The console script is click's: `prefixguard --help` is click's usage, options and command list."""
+    import click
+
+    from prefixguard.cli import main
+
+    assert isinstance(main, click.Group)
+    done = run("--help")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("Usage: prefixguard [OPTIONS] COMMAND [ARGS]...\n")
+    assert "\nOptions:\n  --version " in done.stdout and "  -h, --help " in done.stdout
+    assert "\nCommands:\n  capture " in done.stdout
+    assert run("-h").stdout == done.stdout and run("--version").stdout.startswith("prefixguard ")
+
+
+@pytest.mark.parametrize("argv,loaded", [
+    (["--help"], set()),                               # the list comes from the table
+    (["lint", "--help"], {"prefixguard.cli.lint"}),
+    (["diff", "--no-tokens", str(PAIR / "a.json"), str(PAIR / "b.json")], {"prefixguard.cli.diff"}),
+    (["engine", "--help"], {"prefixguard.cli.engine"}),
+])
+def test_a_command_imports_only_its_own_module(argv: list[str], loaded: set[str]) -> None:
+    """The lazily loading group: listing the commands imports none of them, running or asking one for
+    its help imports that one."""
+    from prefixguard.cli import COMMANDS
+
+    modules = sorted({target.split(":")[0] for target, _ in COMMANDS.values()})
+    code = ("import sys; from prefixguard.cli import run; "
+            f"code = run({argv!r}); print(sorted(m for m in {modules!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == str(sorted(loaded))
+
+
+def test_a_missing_subcommand_is_one_line_and_exit_2() -> None:
+    done = run("engine")
+    assert done.returncode == 2
+    assert done.stderr == "prefixguard: error: Missing command. (see prefixguard engine --help)\n"
+
+
+def test_bash_completion_script_and_completions() -> None:
+    """click's shell completion: the script bash sources names the command, and completing
+    `prefixguard li` offers lint, `prefixguard lint --no-t` its option."""
+    source = subprocess.run(PG, env={**os.environ, "_PREFIXGUARD_COMPLETE": "bash_source"}, capture_output=True,
+                            text=True, timeout=60)
+    assert source.returncode == 0, source.stderr
+    assert "_prefixguard_completion()" in source.stdout and "complete -o nosort -F _prefixguard_completion prefixguard" \
+        in source.stdout
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        env = {**os.environ, "_PREFIXGUARD_COMPLETE": "bash_complete", "COMP_WORDS": line,
+               "COMP_CWORD": str(len(words) - 1)}
+        done = subprocess.run(PG, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert complete("prefixguard li") == ["plain,lint"]
+    assert complete("prefixguard r") == ["plain,replay", "plain,report", "plain,rule", "plain,rules"]
+    assert complete("prefixguard lint --no-t") == ["plain,--no-tokens"]

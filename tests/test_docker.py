@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from prefixguard.cli import proxy
-from prefixguard.cli.options import Parser
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "docker-entrypoint.sh"
@@ -31,9 +30,7 @@ def installed_extras() -> set[str]:
 
 
 def test_the_image_installs_what_every_documented_flag_needs() -> None:
-    parser = Parser("prefixguard proxy")
-    proxy.build(parser)
-    flags = {o for a in parser._actions for o in a.option_strings}
+    flags = {o for p in proxy.proxy.params for o in (*p.opts, *p.secondary_opts)}
     assert set(FLAG_NEEDS) <= flags
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     brought = {re.split(r"[\[<>=]", dep)[0] for name in installed_extras() for dep in extras[name]}

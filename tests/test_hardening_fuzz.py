@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import CliRunner
 
-from prefixguard.cli import run as cli_run
+from prefixguard.cli import main
 from prefixguard.capture.store import Record, Store
 
 DEEP = "[" * 3000 + "]" * 3000                  # deeper than json's recursion limit
@@ -32,12 +32,8 @@ BAD_VALUES = ["null", "true", "-1", "0", "1e400", "-1e400", "NaN", '"x"', '"\\ud
 def invoke(argv: list[str], seconds: int = 20) -> tuple[int, str]:
     """Exit status and stderr of `prefixguard ARGV`, in this process, failing after `seconds` (a hang)."""
     with deadline(seconds):
-        result = CliRunner().invoke(lambda args: _exit(cli_run(args)), argv, catch_exceptions=False)
+        result = CliRunner().invoke(main, argv, catch_exceptions=False)
     return result.exit_code, result.stderr
-
-
-def _exit(code: int) -> None:
-    raise SystemExit(code)
 
 
 @contextmanager
@@ -165,7 +161,7 @@ def test_export_survives_an_escaped_lone_surrogate(tmp_path: Path) -> None:
         for i in range(67):
             text = json.dumps(body() | {"system": "x\ud800y" if i == 45 else "be brief"})
             store.add(Record(id=f"r{i}", ts=1.0 + i, path="/v1/messages", request=text))
-    result = CliRunner().invoke(lambda a: _exit(cli_run(a)), ["capture", "export", str(db)])
+    result = CliRunner().invoke(main, ["capture", "export", str(db)])
     assert result.exit_code == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 67 and rows[45]["request"]["system"] == "x\ud800y"

@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import click
+
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, UsageError, fail
-from prefixguard.cli.options import Parser, int_range, output_format
+from prefixguard.cli.options import FILE, command, option, output_format
 from prefixguard.judge.regression import Outcome, Thresholds, Window, as_unix, compare, parse_span, parse_time, side
 from prefixguard.schemas import versioned
 from prefixguard.utils.errors import InputError
@@ -18,49 +20,50 @@ from prefixguard.utils.errors import InputError
 CONFIG_KEYS = {"max-hit-rate-drop", "max-miss-cost-increase", "allow-new-causes", "min-requests", "incidents"}
 
 
-def build(p: Parser) -> None:
-    p.command(check)
-    p.add_argument("base", metavar="BASE", help="The baseline capture (.db store, postgresql:// URL or JSONL export).")
-    p.add_argument("new", metavar="NEW", help="The capture to check (may be the same file as BASE, with windows).")
-    output_format(p, ("text", "json", "markdown"),
-                  help="What to print (json: prefixguard/schemas/check.schema.json; markdown: as the GitHub job "
-                       "summary).", old=())
-    w = p.add_argument_group("time windows (ISO 8601 such as 2026-12-01T09:00Z, unix seconds, or a duration "
-                             "before now such as 24h or 7d; the start is included, the end is not)")
-    w.add_argument("--since", metavar="TIME", help="Check only NEW's requests from this time on.")
-    w.add_argument("--until", metavar="TIME", help="Check only NEW's requests before this time.")
-    w.add_argument("--baseline-since", metavar="TIME", help="Take only BASE's requests from this time on.")
-    w.add_argument("--baseline-until", metavar="TIME", help="Take only BASE's requests before this time.")
-    w.add_argument("--exclude-incident", action="append", default=[], metavar="START..END",
-                   help="Leave BASE's requests in this span out of the baseline (an outage, a provider incident); "
-                        "repeatable, added to the incidents of [tool.prefixguard.check].")
-    t = p.add_argument_group("thresholds (default: [tool.prefixguard.check] of the nearest pyproject.toml, else "
-                             "the values shown)")
-    t.add_argument("--max-hit-rate-drop", type=_points, metavar="POINTS",
-                   help="Most the share of prompt tokens read from cache may fall, in percentage points [5].")
-    t.add_argument("--max-miss-cost-increase", type=_points, metavar="PERCENT",
-                   help="Most the cost of misses per request may rise, in percent [not checked].")
-    t.add_argument("--allow-new-causes", action="store_true", default=None,
-                   help="A cause of breaks the baseline did not have is no regression [it is one].")
-    t.add_argument("--min-requests", type=int_range(1), metavar="N",
-                   help="Check a model on its own when both captures hold at least N of its requests [5].")
-    p.add_argument("--config", dest="config_file", type=Path, metavar="PYPROJECT",
-                   help="A pyproject.toml to read [tool.prefixguard.check] from (default: the nearest one).")
+WINDOWS = ("time windows (ISO 8601 such as 2026-12-01T09:00Z, unix seconds, or a duration before now such as 24h "
+           "or 7d; the start is included, the end is not)")
+THRESHOLDS = "thresholds (default: [tool.prefixguard.check] of the nearest pyproject.toml, else the values shown)"
 
 
-def _points(text: str) -> float:
-    import argparse
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a number of at least 0")
-    return value
+class Points(click.ParamType):
+    """A finite number of at least 0 (percentage points, a percent)."""
+    name = "points"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not number >= 0 or number == float("inf"):
+            self.fail(f"{value} is not a number of at least 0", param, ctx)
+        return number
 
 
+@command()
+@click.argument("base", metavar="BASE", help="The baseline capture (.db store, postgresql:// URL or JSONL export).")
+@click.argument("new", metavar="NEW", help="The capture to check (may be the same file as BASE, with windows).")
+@output_format(("text", "json", "markdown"), old=(),
+               help="What to print (json: prefixguard/schemas/check.schema.json; markdown: as the GitHub job "
+                    "summary).")
+@option("--since", metavar="TIME", group=WINDOWS, help="Check only NEW's requests from this time on.")
+@option("--until", metavar="TIME", group=WINDOWS, help="Check only NEW's requests before this time.")
+@option("--baseline-since", metavar="TIME", group=WINDOWS, help="Take only BASE's requests from this time on.")
+@option("--baseline-until", metavar="TIME", group=WINDOWS, help="Take only BASE's requests before this time.")
+@option("--exclude-incident", multiple=True, metavar="START..END", group=WINDOWS,
+        help="Leave BASE's requests in this span out of the baseline (an outage, a provider incident); "
+             "repeatable, added to the incidents of [tool.prefixguard.check].")
+@option("--max-hit-rate-drop", type=Points(), metavar="POINTS", group=THRESHOLDS,
+        help="Most the share of prompt tokens read from cache may fall, in percentage points [5].")
+@option("--max-miss-cost-increase", type=Points(), metavar="PERCENT", group=THRESHOLDS,
+        help="Most the cost of misses per request may rise, in percent [not checked].")
+@option("--allow-new-causes", is_flag=True, default=None, group=THRESHOLDS,
+        help="A cause of breaks the baseline did not have is no regression [it is one].")
+@option("--min-requests", type=click.IntRange(1), metavar="N", group=THRESHOLDS,
+        help="Check a model on its own when both captures hold at least N of its requests [5].")
+@option("--config", "config_file", type=FILE, metavar="PYPROJECT",
+        help="A pyproject.toml to read [tool.prefixguard.check] from (default: the nearest one).")
 def check(base: str, new: str, fmt: str, since: str | None, until: str | None, baseline_since: str | None,
-          baseline_until: str | None, exclude_incident: list[str], max_hit_rate_drop: float | None,
+          baseline_until: str | None, exclude_incident: tuple[str, ...], max_hit_rate_drop: float | None,
           max_miss_cost_increase: float | None, allow_new_causes: bool | None, min_requests: int | None,
           config_file: Path | None) -> int:
     """Compare a capture (or a time window of one) with a baseline capture: the share of prompt tokens read

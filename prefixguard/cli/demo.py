@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
 from prefixguard.cli.exits import CommandError, UsageError
-from prefixguard.cli.options import Parser, old_name, output_format
+from prefixguard.cli.options import FILE, command, old_name, option, output_format
 from prefixguard.contracts import prices
-from prefixguard.judge.verdict import PrefixChange, VerdictName
+from prefixguard.judge.verdict import VerdictName
 from prefixguard.schemas import versioned
 
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
@@ -106,19 +108,13 @@ class Phase:
                 "verdicts": dict(Counter(r["verdict"] for r in reqs))}
 
 
-def build(p: Parser) -> None:
-    p.command(demo)
-    output_format(p, help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).",
-                  old=())
-    old_name(p, "--json", dest="fmt", action="store_const", const="json")
-    p.add_argument("--store", type=Path,
-                   help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
-    p.add_argument("--engine-model", choices=DEMO_MODELS, default="tiny",
-                   help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own "
-                        "tokenizer; about 8 minutes on 2 busy cores instead of 1, needs the engine extra) "
-                        "[default: %(default)s].")
-
-
+@command()
+@output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).", old=())
+@old_name("--json", "fmt", flag_value="json")
+@option("--store", type=FILE, help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
+@option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny",
+        help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own tokenizer; "
+             "about 8 minutes on 2 busy cores instead of 1, needs the engine extra) [default: tiny].")
 def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
@@ -219,10 +215,11 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
     u = rec.usage
     cost = model_contract(rec.api or "", rec.model).cost(uncached=u.uncached, cache_read=u.cache_read,
                                                           write_5m=u.cache_write_5m, write_1h=u.cache_write_1h)
-    diagnosis = json.loads(rec.diagnosis) if rec.diagnosis else None
+    diagnosis = rec.diagnosis
     return {"run": run, "request": turn, "api": rec.api, "model": rec.model, "verdict": rec.verdict,
-            "cause": rec.cause, "provider_says": diagnosis and diagnosis.get("label"),
-            "agreement": diagnosis and diagnosis.get("agreement"), "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
+            "cause": rec.cause, "causes": list(rec.causes), "pointer": rec.pointer,
+            "provider_says": diagnosis and diagnosis.label, "agreement": diagnosis and rec.agreement,
+            "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
             "cache_write": u.cache_write, "ttft_s": rec.ttft_s, "reprefill_tokens": rec.reprefill_tokens or 0,
             "input_cost_usd": round(cost, 6)}
 
@@ -235,9 +232,8 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in requests:
         if r["verdict"] != VerdictName.MISS_PREFIX_CHANGED:  # a hit's cause is a note, an error's its reason
             continue
-        change = PrefixChange.parse(r["cause"])
-        where = change.pointer
-        for name in change.causes:
+        where = r["pointer"]
+        for name in r["causes"]:
             entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
                                             "fix": generic_fix(name) if name in CAUSES else ""})
             entry["requests"] += 1
@@ -299,7 +295,7 @@ def _print(result: dict[str, Any]) -> None:
 
 def _verdict(r: dict[str, Any]) -> str:
     """The verdict, or for a changed prefix its cause: what broke."""
-    names = PrefixChange.parse(r["cause"]).causes
+    names = r["causes"]
     if r["verdict"] == VerdictName.MISS_PREFIX_CHANGED and names:
         return ", ".join(names)
     return str(r["verdict"])

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
+
 from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, fail
-from prefixguard.cli.options import Parser, compatible_options, output_format
+from prefixguard.cli.options import FILE, command, compatible_options, option, output_format
 from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.causes import DESCRIPTIONS
 from prefixguard.judge.compare import Comparison
@@ -22,16 +24,12 @@ from prefixguard.utils.styled import GREEN, RED, printable, strong
 from prefixguard.wire import MAX_BYTES, parse_request
 
 
-def build(p: Parser) -> None:
-    p.command(diff)
-    p.add_argument("a", metavar="A.json", type=Path)
-    p.add_argument("b", metavar="B.json", type=Path)
-    output_format(p, help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
-    compatible_options(p)
-    p.add_argument("--no-tokens", action="store_true",
-                   help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
-
-
+@command()
+@click.argument("a", metavar="A.json", type=FILE)
+@click.argument("b", metavar="B.json", type=FILE)
+@output_format(help="Human text, or one JSON object (prefixguard/schemas/diff.schema.json).")
+@compatible_options
+@option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
 def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
     """Compare an earlier request A with a later request B (same session): does B reuse A's cached
     prefix? If not: where it first diverges (level, JSON pointer, byte and token offset), why (the

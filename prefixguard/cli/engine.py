@@ -4,44 +4,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from prefixguard.cli.exits import UsageError
-from prefixguard.cli.options import Parser, int_range, old_name, policy_option
+from prefixguard.cli.options import Group, old_name, option, policy_option
 
 
-def build(p: Parser) -> None:
-    s = p.subcommand("serve", serve)
-    s.add_argument("--engine-model", dest="model", default="tiny",
-                   help="The weights the engine runs: random-weight preset (tiny, small, 1b) or a real model "
-                        "(smollm2-135m: its own tokenizer and chat template; needs the engine extra) "
-                        "[default: %(default)s].")
-    old_name(s, "--model", dest="model")
-    s.add_argument("--weights", help="Local safetensors checkpoint folder, or a llama-architecture .gguf file.")
-    s.add_argument("--host", default="127.0.0.1", help="[default: %(default)s]")
-    s.add_argument("--port", type=int_range(0, 65535), default=8000,
-                   help="0: a free port, printed on start [default: %(default)s].")
-    policy_option(s, "radix", old=("--cache-policy",))
-    s.add_argument("--device", default="cpu", help="[default: %(default)s]")
-    s.add_argument("--dtype", default="float32", help="[default: %(default)s]")
-    s.add_argument("--page-size", type=int_range(1), default=1,
-                   help="Tokens per KV page; 1 makes cache reads token-exact, as the providers report them "
-                        "[default: %(default)s].")
-    s.add_argument("--kv-pages", type=int_range(1), help="KV pool size in pages (default: 16k tokens).")
-    s.add_argument("--max-batch", type=int_range(1), default=64, help="[default: %(default)s]")
-    s.add_argument("--max-queue", type=int_range(1), default=64,
-                   help="Requests in flight before the server answers 429 [default: %(default)s].")
-    s.add_argument("--max-tokens", dest="default_max_tokens", type=int_range(1), default=64,
-                   help="Output tokens when an OpenAI request sets no limit [default: %(default)s].")
-    s.add_argument("--seed", type=int, default=0, help="Seed of the random weights [default: %(default)s].")
-    s.add_argument("--served-model-name", dest="served_names", action="append", default=[], metavar="NAME",
-                   help="A model name requests may ask for (repeatable; '*': any). Default: the --engine-model "
-                        "name and every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an "
-                        "app keeps its model name; any other name gets 404 in the provider's shape, as the "
-                        "providers answer.")
+@click.group(cls=Group)
+def engine() -> None:
+    pass   # its help is its line in `prefixguard --help` (cli/lazy.py)
 
 
+@engine.command()
+@option("--engine-model", "model", default="tiny",
+        help="The weights the engine runs: random-weight preset (tiny, small, 1b) or a real model "
+             "(smollm2-135m: its own tokenizer and chat template; needs the engine extra) [default: tiny].")
+@old_name("--model", "model", default="tiny")
+@option("--weights", help="Local safetensors checkpoint folder, or a llama-architecture .gguf file.")
+@option("--host", default="127.0.0.1", help="[default: 127.0.0.1]")
+@option("--port", type=click.IntRange(0, 65535), default=8000, help="0: a free port, printed on start [default: 8000].")
+@policy_option("radix", old=("--cache-policy",))
+@option("--device", default="cpu", help="[default: cpu]")
+@option("--dtype", default="float32", help="[default: float32]")
+@option("--page-size", type=click.IntRange(1), default=1,
+        help="Tokens per KV page; 1 makes cache reads token-exact, as the providers report them [default: 1].")
+@option("--kv-pages", type=click.IntRange(1), help="KV pool size in pages (default: 16k tokens).")
+@option("--max-batch", type=click.IntRange(1), default=64, help="[default: 64]")
+@option("--max-queue", type=click.IntRange(1), default=64,
+        help="Requests in flight before the server answers 429 [default: 64].")
+@option("--max-tokens", "default_max_tokens", type=click.IntRange(1), default=64,
+        help="Output tokens when an OpenAI request sets no limit [default: 64].")
+@option("--seed", type=int, default=0, help="Seed of the random weights [default: 0].")
+@option("--served-model-name", "served_names", multiple=True, metavar="NAME",
+        help="A model name requests may ask for (repeatable; '*': any). Default: the --engine-model name and "
+             "every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an app keeps its "
+             "model name; any other name gets 404 in the provider's shape, as the providers answer.")
 def serve(model: str, weights: str | None, host: str, port: int, policy: str, device: str, dtype: str,
           page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
-          seed: int, served_names: list[str]) -> None:
+          seed: int, served_names: tuple[str, ...]) -> None:
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     if weights and not Path(weights).exists():
         raise UsageError(f"{weights}: no such file or folder", option="--weights")
@@ -75,7 +75,7 @@ def serve(model: str, weights: str | None, host: str, port: int, policy: str, de
     server.run(sockets=[sock])
 
 
-def _serves(model: str, names: list[str]) -> Callable[[str | None], bool] | None:
+def _serves(model: str, names: tuple[str, ...]) -> Callable[[str | None], bool] | None:
     """The model names the server answers to: --served-model-name's, else its own and what providers sell."""
     if "*" in names:
         return None

@@ -3,18 +3,22 @@ already wrote, as capture rows that `prefixguard report` reads (hit rate over ti
 compactions, model switches), without a proxy."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from prefixguard.capture.store import Record, open_store
-from prefixguard.cli.options import Parser
+from prefixguard.cli.options import FILE, Command, Group, option
 from prefixguard.contracts.providers import model_contract
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
+from prefixguard.judge.causes import Cause
+from prefixguard.judge.verdict import VerdictName
+from prefixguard.model.diagnosis import NO_MISS
 from prefixguard.utils.errors import InputError, check_regular_file, reading
 from prefixguard.utils.styled import printable
 
@@ -37,7 +41,7 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
         for rec in records:
             db.add(rec)
     verdicts = Counter(r.verdict for r in records)
-    causes = Counter(r.cause for r in records if r.verdict == "miss_prefix_changed")
+    causes = Counter(c for r in records if r.verdict == VerdictName.MISS_PREFIX_CHANGED for c in r.causes)
     read = sum(r.usage.cache_read for r in records)
     prompt = sum(r.usage.prompt_total for r in records)
     lineages = {t.lineage for t in turns}
@@ -47,9 +51,9 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
     lost = sum(r.cost_usd or 0 for r in records)
     prices = sorted({model_contract(r.api or "", r.model).prices for r in records if r.model})
     print(f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
-          f"{verdicts['miss_ttl_expired']} TTL expiries, {causes['history_compacted']} misses after a "
-          f"compaction, {causes['model_changed']} after a model switch, "
-          f"{verdicts['miss_unexplained']} unexplained; misses cost ${lost:,.4f} over reading the cache "
+          f"{verdicts[VerdictName.MISS_TTL_EXPIRED]} TTL expiries, {causes[Cause.HISTORY_COMPACTED]} misses after a "
+          f"compaction, {causes[Cause.MODEL_CHANGED]} after a model switch, "
+          f"{verdicts[VerdictName.MISS_UNEXPLAINED]} unexplained; misses cost ${lost:,.4f} over reading the cache "
           f"(prices: {'; '.join(prices)})")
     for line in _diagnoses(records):   # the API's reasons, as the transcripts hold them
         print(printable(line))
@@ -67,12 +71,12 @@ def _diagnoses(records: list[Record]) -> list[str]:
     said: dict[str, Counter[str]] = {}
     agreements: Counter[str] = Counter()
     for rec in records:
-        diag = json.loads(rec.diagnosis) if rec.diagnosis else None
-        if not isinstance(diag, dict):
+        diag = rec.diagnosis
+        if diag is None:
             continue
-        reason = diag.get("label") if diag.get("status") != "no_miss" else "no miss"
-        said.setdefault(str(reason or diag.get("status")), Counter())[rec.verdict or "?"] += 1
-        agreements[diag.get("agreement") or "not compared"] += 1
+        reason = diag.label if diag.status != NO_MISS else "no miss"
+        said.setdefault(str(reason or diag.status), Counter())[rec.verdict or "?"] += 1
+        agreements[rec.agreement or "not compared"] += 1
     if not said:
         return []
     compared = sum(n for k, n in agreements.items() if k != "not compared")
@@ -87,13 +91,19 @@ def _diagnoses(records: list[Record]) -> list[str]:
     return lines
 
 
-def build(p: Parser) -> None:
-    for name, run in (("claude-code", claude_code_logs), ("codex", codex_logs)):
-        sub = p.subcommand(name, run)
-        sub.add_argument("folder", nargs="?", type=Path)
-        sub.add_argument("--store", type=Path, default=Path("agent-logs.db"), help=STORE_HELP + " [default: %(default)s]")
+@click.group("import", cls=Group)
+def import_logs() -> None:
+    pass   # its help is its line in `prefixguard --help` (cli/lazy.py)
 
 
+def _options(f: Callable[..., None]) -> Command:
+    """FOLDER and --store, the same for every agent."""
+    f = option("--store", type=FILE, default=Path("agent-logs.db"), help=STORE_HELP + " [default: agent-logs.db]")(f)
+    f = click.argument("folder", required=False, type=FILE)(f)
+    return import_logs.command(f.__name__.removesuffix("_logs").replace("_", "-"))(f)
+
+
+@_options
 def claude_code_logs(folder: Path | None, store: Path) -> None:
     """Claude Code's logs: FOLDER defaults to ~/.claude/projects (all projects); a project's folder or one
     session's .jsonl also works."""
@@ -101,6 +111,7 @@ def claude_code_logs(folder: Path | None, store: Path) -> None:
            claude_code.PLACEHOLDERS)
 
 
+@_options
 def codex_logs(folder: Path | None, store: Path) -> None:
     """Codex CLI's logs: FOLDER defaults to $CODEX_HOME/sessions (CODEX_HOME: ~/.codex); a day's folder or
     one rollout-*.jsonl also works."""

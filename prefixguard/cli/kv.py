@@ -6,8 +6,10 @@ import math
 import re
 from pathlib import Path
 
+import click
+
 from prefixguard.cli.exits import UsageError
-from prefixguard.cli.options import Parser, int_range, output_format
+from prefixguard.cli.options import command, option, output_format
 from prefixguard.engine import kvmath
 from prefixguard.schemas import versioned
 from prefixguard.utils.errors import InputError, parse_json, read_input, reading
@@ -74,21 +76,18 @@ def human(n: float) -> str:
     return f"{n:.2f} TiB"
 
 
-def build(p: Parser) -> None:
-    p.command(kv)
-    p.add_argument("--model", "-m", dest="model_name", help="Model name (see --list).")
-    p.add_argument("--config", dest="config_file",
-                   help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
-    p.add_argument("--context", "-c", type=int_range(1), default=8192, help="Tokens per sequence [default: %(default)s].")
-    p.add_argument("--concurrency", "-n", type=int_range(1), default=1, help="Sequences at once [default: %(default)s].")
-    p.add_argument("--kv-dtype", choices=sorted(kvmath.BYTES), default="bf16", help="[default: %(default)s]")
-    p.add_argument("--weight-dtype", choices=sorted(kvmath.BYTES), default="bf16", help="[default: %(default)s]")
-    p.add_argument("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
-    p.add_argument("--page-size", type=int_range(1, 64), default=1, help="KV page size of a paged pool [default: %(default)s].")
-    p.add_argument("--list", dest="list_models", action="store_true", help="List the known models and exit.")
-    output_format(p)
-
-
+@command()
+@option("--model", "-m", "model_name", help="Model name (see --list).")
+@option("--config", "config_file",
+        help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
+@option("--context", "-c", type=click.IntRange(1), default=8192, help="Tokens per sequence [default: 8192].")
+@option("--concurrency", "-n", type=click.IntRange(1), default=1, help="Sequences at once [default: 1].")
+@option("--kv-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", help="[default: bf16]")
+@option("--weight-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", help="[default: bf16]")
+@option("--memory", help="Accelerator memory, e.g. 80GiB: report what fits after the weights.")
+@option("--page-size", type=click.IntRange(1, 64), default=1, help="KV page size of a paged pool [default: 1].")
+@option("--list", "list_models", is_flag=True, help="List the known models and exit.")
+@output_format()
 def kv(model_name: str | None, config_file: str | None, context: int, concurrency: int, kv_dtype: str,
        weight_dtype: str, memory: str | None, page_size: int, list_models: bool, fmt: str) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""

@@ -9,9 +9,11 @@ import json
 import sys
 from pathlib import Path
 
+import click
+
 from prefixguard.cli import exits
-from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail
-from prefixguard.cli.options import Parser, compatible_options, output_format
+from prefixguard.cli.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, fail
+from prefixguard.cli.options import FILE, command, compatible_options, option, output_format
 from prefixguard.lint import baseline, catalog, config, formats, linter
 from prefixguard.lint.finding import Finding
 from prefixguard.lint.sarif import sarif
@@ -36,41 +38,35 @@ def _version() -> str:
         return "0+unknown"
 
 
-def build(p: Parser) -> None:
-    p.command(lint)
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    output_format(p, list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
-    compatible_options(p)
-    p.add_argument("--output-file", type=Path, help="Write the report to this file instead of standard output.")
-    for name, help in (("--select", "Rules to run (codes, code prefixes or names; comma-separated)."),
-                       ("--extend-select", "Rules to run on top of the selection."),
-                       ("--ignore", "Rules not to run."),
-                       ("--exclude", "Glob of files or folders to skip when walking directories.")):
-        p.add_argument(name, action="append", default=[], help=help + " Repeatable.")
-    p.add_argument("--config", dest="config_file", type=Path,
-                   help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
-    p.add_argument("--baseline", dest="baseline_file", type=Path,
-                   help="Accepted findings: only findings not in this file are reported. A missing file is an "
-                        "error (a typo must not keep CI green); create it with --write-baseline.")
-    p.add_argument("--write-baseline", "--update-baseline", dest="write_baseline", action="store_true",
-                   help="(Re)write the --baseline file from this run and exit 0.")
-    p.add_argument("--fail-on", choices=catalog.SEVERITIES, default=None,
-                   help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
-    p.add_argument("--exit-zero", action="store_true", help="Exit 0 even when there are findings (errors still exit 2).")
-    p.add_argument("--statistics", action="store_true",
-                   help="Print the number of findings per rule instead of the findings.")
-    p.add_argument("--no-tokens", action="store_true",
-                   help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
-    fixing = p.add_mutually_exclusive_group()
-    fixing.add_argument("--fix", action="store_true",
-                        help="Rewrite Python sources where a fix is mechanical (tools sorted, sort_keys=True, a "
-                             "trailing volatile part moved into the latest user message), then lint what is left.")
-    fixing.add_argument("--diff", dest="show_fixes", action="store_true",
-                        help="Print the fixes --fix would make as a unified diff, change nothing; exit 1 if any.")
-
-
-def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str], extend_select: list[str],
-         ignore: list[str], exclude: list[str], config_file: Path | None, baseline_file: Path | None,
+@command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@output_format(list(FORMATS), help="Output format (json: prefixguard/schemas/lint.schema.json).")
+@compatible_options
+@option("--output-file", type=FILE, help="Write the report to this file instead of standard output.")
+@option("--select", multiple=True, help="Rules to run (codes, code prefixes or names; comma-separated). Repeatable.")
+@option("--extend-select", multiple=True, help="Rules to run on top of the selection. Repeatable.")
+@option("--ignore", multiple=True, help="Rules not to run. Repeatable.")
+@option("--exclude", multiple=True, help="Glob of files or folders to skip when walking directories. Repeatable.")
+@option("--config", "config_file", type=FILE,
+        help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
+@option("--baseline", "baseline_file", type=FILE,
+        help="Accepted findings: only findings not in this file are reported. A missing file is an "
+             "error (a typo must not keep CI green); create it with --write-baseline.")
+@option("--write-baseline", "--update-baseline", "write_baseline", is_flag=True,
+        help="(Re)write the --baseline file from this run and exit 0.")
+@option("--fail-on", type=click.Choice(catalog.SEVERITIES), default=None,
+        help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
+@option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
+@option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
+@option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
+@option("--fix", is_flag=True,
+        help="Rewrite Python sources where a fix is mechanical (tools sorted, sort_keys=True, a "
+             "trailing volatile part moved into the latest user message), then lint what is left.")
+@option("--diff", "show_fixes", is_flag=True,
+        help="Print the fixes --fix would make as a unified diff, change nothing; exit 1 if any.")
+def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tuple[str, ...],
+         extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], config_file: Path | None,
+         baseline_file: Path | None,
          write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool, no_tokens: bool,
          fix: bool = False, show_fixes: bool = False) -> int:
     """Check LLM request bodies, and the Python code that builds them, for prompt-cache hazards.
@@ -93,6 +89,8 @@ def lint(paths: list[str], fmt: str, output_file: Path | None, select: list[str]
     Exit status: 0 no findings at or above --fail-on, 1 such findings, 2 usage or input error (any file
     that could not be read or parsed: the others are still linted and reported).
     """
+    if fix and show_fixes:
+        raise UsageError("not allowed with --fix", option="--diff")
     if write_baseline and baseline_file is None:
         fail("--write-baseline needs --baseline FILE")
     cli = config.Layer(config.split_selectors(select) or None, config.split_selectors(extend_select),
@@ -177,12 +175,9 @@ def _emit(report: str, output_file: Path | None) -> None:
 
 # ---------------------------------------------------------------------------------------- the catalog
 
-def build_rule(p: Parser) -> None:
-    p.command(rule)
-    p.add_argument("key", metavar="CODE|NAME")
-    output_format(p)
-
-
+@command()
+@click.argument("key", metavar="CODE|NAME")
+@output_format()
 def rule(key: str, fmt: str) -> None:
     """Explain one rule: what it finds, why it costs money or latency, a bad and a good example, the fix."""
     r = catalog.get(key)
@@ -192,11 +187,8 @@ def rule(key: str, fmt: str) -> None:
           else catalog.explain(r))
 
 
-def build_rules(p: Parser) -> None:
-    p.command(rules)
-    output_format(p)
-
-
+@command()
+@output_format()
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":

@@ -1,161 +1,159 @@
-"""The command line's shared parts: the parser (argparse, its errors on the one error path of exits.py)
-and the options that mean one thing in every command: -o/--output-format (text, json, ...), --policy
-(auto or one cache policy), and the old names of renamed options, kept hidden for one release."""
+"""The command line's shared parts: click's Command and Option as the commands want them (help printed
+as written, options grouped under their heading, failures on the one error path of exits.py), and the
+options that mean one thing in every command: -o/--output-format (text, json, ...), --policy (auto or one
+cache policy), the compatible contract's settings, and the old names of renamed options, kept hidden for
+one release."""
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+import functools
+import inspect  # click imports it already
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from prefixguard.cli.exits import fail
+import click
 
-HIDDEN = argparse.SUPPRESS
+from prefixguard.cli import exits
+
 POLICY_HELP = ("Cache policy: auto (each request's own provider contract, from its API shape and model), radix "
                "(reuse any cached prefix), or one provider's contract")
+# A file the command reads or writes: its reader names what is wrong with it (missing, a FIFO, too big),
+# so click only makes it a Path.
+FILE = click.Path(path_type=Path, readable=False)
 
 
-class _Help(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written; an option's value named once (`-o, --output-format FORMAT`)."""
+class Option(click.Option):
+    """An option that may sit in a named group of the help, its value named as argparse named it (the
+    destination in capitals) unless given."""
 
-    def __init__(self, prog: str, **kw: Any) -> None:
-        # argparse makes a formatter for every add_argument; its default width imports shutil (~4 ms)
-        super().__init__(prog, width=kw.pop("width", None) or _columns(), **kw)
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        if not action.option_strings or action.nargs == 0:
-            return super()._format_action_invocation(action)
-        return ", ".join(action.option_strings) + " " + self._format_args(
-            action, self._get_default_metavar_for_optional(action))
+    def __init__(self, *args: Any, group: str | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.group = group
+        if self.metavar is None and not self.is_flag and not isinstance(self.type, click.Choice) and self.name:
+            self.metavar = self.name.upper()
 
 
-def _columns() -> int:
-    """The terminal's width less 2, as argparse would take it (COLUMNS, else the terminal, else 80)."""
-    try:
-        return int(os.environ["COLUMNS"]) - 2
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
-    except (AttributeError, OSError, ValueError):
-        return 78
+class Command(click.Command):
+    """A command whose docstring is its help as written (tables, TOML examples), whose first line is its
+    line in a group's list, and whose failures take the one error path (exits.handle)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if self.short_help is None and self.help:
+            self.short_help = self.help.strip().split("\n")[0]
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        text = inspect.cleandoc(self.help or "")
+        if text:   # as written: click would refill each paragraph
+            formatter.write_paragraph()
+            with formatter.indentation():
+                pad = " " * formatter.current_indent
+                formatter.write("".join(f"{pad}{line}\n" if line else "\n" for line in text.splitlines()))
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str | None, list[tuple[str, str]]] = {None: []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and not isinstance(param, click.Argument):
+                groups.setdefault(getattr(param, "group", None), []).append(record)
+        for heading, records in groups.items():
+            if records:
+                with formatter.section(heading or "Options"):
+                    formatter.write_dl(records)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, KeyboardInterrupt) as err:
+            return exits.handle(err, ctx.command_path)
 
 
-def _cleandoc(doc: str) -> str:
-    """inspect.cleandoc's result, without importing inspect (~9 ms: ast, dis, tokenize) on every command."""
-    first, *rest = doc.expandtabs().splitlines() or [""]
-    indent = min((len(line) - len(line.lstrip()) for line in rest if line.strip()), default=0)
-    return "\n".join([first.strip(), *(line[indent:].rstrip() for line in rest)]).strip()
+class Group(click.Group):
+    """A command of subcommands (`engine serve`, `capture export`): one of them is required."""
+
+    command_class = Command
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("no_args_is_help", False)   # no subcommand: one error line, as for any missing argument
+        super().__init__(*args, **kw)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse as the commands want it: no abbreviated options, descriptions printed as written, and a
-    usage error as one line that points to the command's --help."""
-
-    def __init__(self, prog: str | None = None, description: str | None = None, **kw: Any) -> None:
-        super().__init__(prog=prog, description=description, allow_abbrev=False,
-                         formatter_class=_Help, **kw)
-        self.set_defaults(_command=self.prog)   # whose --help a usage error found while running points to
-
-    def error(self, message: str) -> NoReturn:
-        fail(message, command=self.prog)
-
-    def command(self, run: Callable[..., int | None]) -> None:
-        """`run` is what this parser's command does: its docstring is the --help text, its keyword
-        arguments the options (by `dest`); it returns the exit status (None: 0)."""
-        self.description = _cleandoc(run.__doc__ or "")
-        self.set_defaults(run=run)
-
-    def subcommand(self, name: str, run: Callable[..., int | None]) -> Parser:
-        """A command under this one (`engine serve`, `capture export`); one of them is required."""
-        if self._subparsers is None:
-            self._commands = self.add_subparsers(metavar="COMMAND", required=True)
-        sub: Parser = self._commands.add_parser(name, help=(run.__doc__ or "").split("\n")[0])
-        sub.command(run)
-        return sub
+def command(name: str | None = None, **kw: Any) -> Callable[[Callable[..., Any]], Command]:
+    """click.command, of this module's Command."""
+    return click.command(name, cls=Command, **kw)
 
 
-def old_name(p: argparse.ArgumentParser, *names: str, **kw: Any) -> None:
-    """A renamed option's old name(s), hidden: give `dest` (and `action`/`const`) of the new option."""
-    p.add_argument(*names, default=HIDDEN, help=HIDDEN, **kw)
+def option[F: Callable[..., Any]](*decls: str, **kw: Any) -> Callable[[F], F]:
+    """click.option, of this module's Option (group=HEADING puts it under that heading)."""
+    return click.option(*decls, cls=Option, **kw)
 
 
-def output_format(p: argparse.ArgumentParser, choices: Sequence[str] = ("text", "json"), default: str = "text",
-                  help: str = "What to print.", old: Sequence[str] = ("--format",)) -> None:
+def old_name[F: Callable[..., Any]](*decls: str, **kw: Any) -> Callable[[F], F]:
+    """A renamed option's old name(s), hidden: the last declaration is the new option's name, which both
+    fill (click's feature switches: what the command line gives wins over a default)."""
+    return option(*decls, hidden=True, **kw)
+
+
+def _both[F: Callable[..., Any]](*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Decorators applied so that their options are listed in the order given."""
+    def apply(f: F) -> F:
+        for decorate in reversed(decorators):
+            f = decorate(f)
+        return f
+    return apply
+
+
+def output_format[F: Callable[..., Any]](choices: Sequence[str] = ("text", "json"), default: str = "text", help: str = "What to print.",
+                  old: Sequence[str] = ("--format",)) -> Callable[[F], F]:
     """-o/--output-format FORMAT (into `fmt`), with the old `--format` as a hidden name."""
-    p.add_argument("-o", "--output-format", dest="fmt", choices=list(choices), default=default, metavar="FORMAT",
-                   help=f"{help} [{'|'.join(choices)}; default: %(default)s]")
-    if old:
-        old_name(p, *old, dest="fmt", choices=list(choices))
+    kind = click.Choice(list(choices))
+    shown = option("-o", "--output-format", "fmt", type=kind, default=default, metavar="FORMAT",
+                   help=f"{help} [{'|'.join(choices)}; default: {default}]")
+    return _both(shown, old_name(*old, "fmt", type=kind, default=default)) if old else shown
 
 
-def policy_option(p: argparse.ArgumentParser, default: str | None, help: str = POLICY_HELP,
-                  old: Sequence[str] = ()) -> None:
+def policy_option[F: Callable[..., Any]](default: str | None, help: str = POLICY_HELP, old: Sequence[str] = ()) -> Callable[[F], F]:
     """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
     from prefixguard.judge.policies import POLICIES  # here, not at import: lint and diff never pay for it
 
-    choices = ["auto", *sorted(POLICIES)]
-    p.add_argument("--policy", choices=choices, default=default,
-                   help=help + (" [default: %(default)s]." if default is not None else "."))
-    if old:
-        old_name(p, *old, dest="policy", choices=choices)
+    kind = click.Choice(["auto", *sorted(POLICIES)])
+    shown = option("--policy", type=kind, default=default,
+                   help=help + (f" [default: {default}]." if default is not None else "."))
+    return _both(shown, old_name(*old, "policy", type=kind, default=default)) if old else shown
 
 
-class _CompatibleSetting(argparse.Action):
-    """One setting of the compatible contract, applied as it is parsed (prefixguard/contracts/serving.py keeps the
-    command line's layer over [tool.prefixguard]'s): nothing reaches the command's keyword arguments."""
+COMPATIBLE = "self-hosted servers (the compatible contract)"
 
-    def __init__(self, option_strings: Sequence[str], dest: str, key: str, const: Any = None, **kw: Any) -> None:
-        super().__init__(option_strings, argparse.SUPPRESS, default=argparse.SUPPRESS, const=const, **kw)
-        self.key = key
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+def compatible_options[F: Callable[..., Any]](f: F) -> F:
+    """--server, --block-size, --min-prefix, --no-prefix-caching: how a server one runs (the compatible
+    contract) reuses prefixes, the same in proxy, replay, lint and diff. The command gets none of them:
+    they set the contract (prefixguard/contracts/serving.py keeps the command line's layer over
+    [tool.prefixguard]'s) before it runs."""
+    @functools.wraps(f)
+    def run(*args: Any, server: str | None, block_size: int | None, min_prefix: int | None,
+            no_prefix_caching: bool, **kw: Any) -> Any:
         from prefixguard.contracts import serving
 
-        serving.apply(flags={self.key: self.const if self.nargs == 0 else values})
+        flags: dict[str, Any] = {"server": server, "block-size": block_size, "min-prefix": min_prefix,
+                                 "prefix-caching": False if no_prefix_caching else None}
+        serving.reset()   # a command starts from the rules' defaults (tests run many commands in one process)
+        serving.apply(file=serving.from_pyproject(Path.cwd()))   # [tool.prefixguard]'s keys, the flags on top
+        given = {k: v for k, v in flags.items() if v is not None}
+        if given:
+            serving.apply(flags=given)
+        return f(*args, **kw)
 
-
-def compatible_options(p: argparse.ArgumentParser) -> None:
-    """--server, --block-size, --min-prefix, --no-prefix-caching: how a server one runs (the compatible
-    contract) reuses prefixes, the same in proxy, replay, lint and diff."""
-    from prefixguard.contracts import serving
-
-    serving.reset()   # a command starts from the rules' defaults (tests run many commands in one process)
-    serving.apply(file=serving.from_pyproject(Path.cwd()))   # [tool.prefixguard]'s keys, the flags on top
-    g = p.add_argument_group("self-hosted servers (the compatible contract)")
-    g.add_argument("--server", action=_CompatibleSetting, key="server", metavar="NAME|URL",
-                   help="the server's defaults (vllm, sglang, engine), or its URL to read them from "
-                        "(vLLM's /metrics, SGLang's /get_server_info)")
-    g.add_argument("--block-size", action=_CompatibleSetting, key="block-size", type=int_range(1), metavar="N",
-                   help="tokens per KV block (page): reads are whole blocks")
-    g.add_argument("--min-prefix", action=_CompatibleSetting, key="min-prefix", type=int_range(0), metavar="N",
-                   help="no read below this many tokens")
-    g.add_argument("--no-prefix-caching", action=_CompatibleSetting, key="prefix-caching", nargs=0, const=False,
-                   help="the server reuses no prefix (a hybrid Mamba / sliding-window model): reads of 0 are no misses")
-
-
-def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
-    """A whole number within [low, high] (either end open when None)."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if (low is not None and n < low) or (high is not None and n > high):
-            span = f"{'' if low is None else low}..{'' if high is None else high}"
-            raise argparse.ArgumentTypeError(f"{n} is not in the range {span}")
-        return n
-    return parse
-
-
-def positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not above 0")
-    return x
+    return _both(
+        option("--server", metavar="NAME|URL", group=COMPATIBLE,
+               help="the server's defaults (vllm, sglang, engine), or its URL to read them from "
+                    "(vLLM's /metrics, SGLang's /get_server_info)"),
+        option("--block-size", type=click.IntRange(1), metavar="N", group=COMPATIBLE,
+               help="tokens per KV block (page): reads are whole blocks"),
+        option("--min-prefix", type=click.IntRange(0), metavar="N", group=COMPATIBLE,
+               help="no read below this many tokens"),
+        option("--no-prefix-caching", is_flag=True, group=COMPATIBLE,
+               help="the server reuses no prefix (a hybrid Mamba / sliding-window model): reads of 0 are no misses"),
+    )(run)  # type: ignore[return-value]

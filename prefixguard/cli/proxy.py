@@ -4,39 +4,36 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import click
+
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import Parser, compatible_options, int_range, output_format, policy_option
+from prefixguard.cli.options import Group, command, compatible_options, option, output_format, policy_option
 from prefixguard.utils.errors import InputError
 
 
-def build(p: Parser) -> None:
-    p.command(proxy)
-    p.add_argument("--upstream", dest="upstreams", action="append", required=True, metavar="[PREFIX=]URL",
-                   help="Where requests go, e.g. https://api.anthropic.com; repeat with a path prefix for more, "
-                        "e.g. /openai=https://api.openai.com (the prefix is removed).")
-    p.add_argument("--host", default="127.0.0.1", help="Address to listen on [default: %(default)s].")
-    p.add_argument("--port", default=8080, type=int_range(0, 65535),
-                   help="Port to listen on (0: any free port; the real one is printed) [default: %(default)s].")
-    p.add_argument("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
-    p.add_argument("--index", metavar="URL",
-                   help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
-    p.add_argument("--no-bodies", action="store_true", help="Store fingerprints and token counts only, no request bodies.")
-    p.add_argument("--no-headers", action="store_true", help="Do not add x-prefixguard-* headers to responses.")
-    policy_option(p, "auto")
-    compatible_options(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="No console line per request.")
-    p.add_argument("--ask-diagnostics", action="store_true",
-                   help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
-                        "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
-                        "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
-    p.add_argument("--otlp-endpoint", metavar="URL",
-                   help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. "
-                        "http://127.0.0.1:4318.")
-    p.add_argument("--metrics-port", type=int_range(1, 65535),
-                   help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
-
-
-def proxy(upstreams: list[str], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
+@command()
+@option("--upstream", "upstreams", multiple=True, required=True, metavar="[PREFIX=]URL",
+        help="Where requests go, e.g. https://api.anthropic.com; repeat with a path prefix for more, "
+             "e.g. /openai=https://api.openai.com (the prefix is removed).")
+@option("--host", default="127.0.0.1", help="Address to listen on [default: 127.0.0.1].")
+@option("--port", default=8080, type=click.IntRange(0, 65535),
+        help="Port to listen on (0: any free port; the real one is printed) [default: 8080].")
+@option("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
+@option("--index", metavar="URL", help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
+@option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
+@option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
+@policy_option("auto")
+@compatible_options
+@option("-q", "--quiet", is_flag=True, help="No console line per request.")
+@option("--ask-diagnostics", is_flag=True,
+        help="Ask Anthropic / OpenAI Responses for their own cache diagnosis against the tenant's previous "
+             "response. CHANGES request bodies: one member is added (diagnostics.previous_message_id or "
+             "prompt_cache_options.comparison_response_id); every other byte is sent as it came.")
+@option("--otlp-endpoint", metavar="URL",
+        help="Send one OpenTelemetry span per LLM call to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
+@option("--metrics-port", type=click.IntRange(1, 65535),
+        help="Serve Prometheus metrics at http://HOST:PORT/metrics (HOST: --host).")
+def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, index: str | None, no_bodies: bool,
           no_headers: bool, policy: str | None, quiet: bool, ask_diagnostics: bool, otlp_endpoint: str | None = None,
           metrics_port: int | None = None) -> None:
     """Run a transparent reverse proxy that explains every prompt-cache hit and miss.
@@ -137,14 +134,16 @@ def _console_log() -> None:
     log.propagate = False
 
 
-def build_capture(p: Parser) -> None:
-    export = p.subcommand("export", export_capture)
-    export.add_argument("db")
-    output_format(export, ("jsonl", "otlp-json"), "jsonl",
-                  help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
-                       "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
+@click.group(cls=Group)
+def capture() -> None:
+    pass   # its help is its line in `prefixguard --help` (cli/lazy.py)
 
 
+@capture.command("export")
+@click.argument("db")
+@output_format(("jsonl", "otlp-json"), "jsonl",
+               help="jsonl: one row per line (for `lint` sequence mode and `replay`); otlp-json: one OTLP/JSON "
+                    "trace request with a span per call (a collector's otlpjsonfile receiver, POST /v1/traces).")
 def export_capture(db: str, fmt: str) -> None:
     """Write a capture (an SQLite file or a postgresql:// URL) to stdout, as JSON lines or as OpenTelemetry
     spans."""

@@ -4,22 +4,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
+
 from prefixguard.cli.exits import fail
-from prefixguard.cli.options import Parser, output_format
+from prefixguard.cli.options import command, option, output_format
 from prefixguard.schemas import versioned
 from prefixguard.utils.errors import InputError, check_writable, reading
 
 
-def build(p: Parser) -> None:
-    p.command(report)
-    p.add_argument("capture")
-    p.add_argument("--html", dest="html_out", help="Also write a self-contained HTML report.")
-    p.add_argument("--by", dest="by", choices=("client", "tenant", "site", "model"),
-                   help="Also give the key figures (requests, hit rate, misses by cause, cost of misses, spend) "
-                        "for each client (user-agent family and version), tenant, call site (x-prefixguard-site) or model.")
-    output_format(p)
-
-
+@command()
+@click.argument("capture")
+@option("--html", "html_out", help="Also write a self-contained HTML report.")
+@option("--by", type=click.Choice(("client", "tenant", "site", "model")),
+        help="Also give the key figures (requests, hit rate, misses by cause, cost of misses, spend) for each "
+             "client (user-agent family and version), tenant, call site (x-prefixguard-site) or model.")
+@output_format()
 def report(capture: str, html_out: str | None, fmt: str, by: str | None = None) -> None:
     """Diagnose a capture store (.db) or its JSONL export: TTFT vs decode, input tokens, causes of cache
     breaks, infrastructure signals, cache fields predicted vs reported."""
