@@ -284,3 +284,55 @@ def test_lint_diff_shows_the_fixes_and_lint_fix_makes_them(tmp_path: Path):
     assert all((tmp_path / n).read_text() == (APPS / "fixed" / n).read_text() for n in mechanical)
     assert lint("--diff", str(tmp_path))[:2] == (0, "")
     assert lint("--fix", "--diff", str(tmp_path))[0] == 2   # one or the other
+
+
+def test_a_helper_imported_from_another_file_of_the_tree(tmp_path: Path):
+    app = tmp_path / "app"
+    (app / "prompts").mkdir(parents=True)
+    (app / "__init__.py").write_text("")
+    (app / "prompts" / "__init__.py").write_text("")
+    (app / "prompts" / "system.py").write_text(textwrap.dedent('''
+        import time
+
+        def system_prompt(name):
+            return f"You are {name}. Now: {time.time()}"
+
+        def static_prompt(name):
+            return f"You are {name}."
+    '''))
+    (app / "util.py").write_text("import uuid\n\ndef session():\n    return str(uuid.uuid4())\n")
+    (app / "main.py").write_text(textwrap.dedent('''
+        from openai import OpenAI
+        from app.prompts.system import system_prompt, static_prompt
+        from .util import session
+        client = OpenAI()
+
+        def run(q):
+            client.chat.completions.create(model="m", messages=[
+                {"role": "system", "content": system_prompt("Acme") + static_prompt("Acme") + session()},
+                {"role": "user", "content": q}])
+    '''))
+    found = findings("--select", "ALL", str(app))
+    assert sorted((Path(f["path"]).name, f["line"], f["code"]) for f in found) == [("main.py", 9, "PG601")] * 2
+    assert sorted(f["message"].split(" (")[0] for f in found) == ["time.time() via system_prompt()",
+                                                                  "uuid.uuid4() via session()"]
+
+
+def test_a_volatile_argument_of_a_helper_that_sends_the_prompt():
+    source = textwrap.dedent('''
+    import anthropic, uuid
+    from datetime import datetime
+    client = anthropic.Anthropic()
+
+    def ask(system, question, names):
+        tools = [{"name": n} for n in names]
+        return client.messages.create(model="m", max_tokens=9, system=system, tools=tools,
+                                      messages=[{"role": "user", "content": question}])
+
+    def handler(question):
+        ask(f"Agent. Now {datetime.now()}", question, sorted({"b", "a"}))
+        ask("Agent.", f"{uuid.uuid4()} {question}", {"b", "a"})
+    ''')
+    hits, calls = analyze(source)
+    assert calls == 1
+    assert sorted((h.code, h.variant, h.line) for h in hits) == [("PG601", "uncached", 12), ("PG602", None, 7)]

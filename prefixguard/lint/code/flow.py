@@ -18,7 +18,7 @@ from prefixguard.lint.code.verdict import judge
 class Scope:
     """One function (or the module body): statements in order, names -> taint and -> last literal."""
 
-    def __init__(self, module: Any, owner: ast.AST, collect: bool) -> None:
+    def __init__(self, module: Any, owner: ast.AST, collect: bool, bound: dict[str, Taints] | None = None) -> None:
         self.m, self.owner, self.collect = module, owner, collect
         is_module = isinstance(owner, ast.Module)
         self.env: dict[str, Taints] = {} if is_module else dict(module.globals)
@@ -27,6 +27,7 @@ class Scope:
         self.memo: dict[int, Taints] = {}   # node id -> taint, for the statement being read
         self.returned: set[Taint] = set()
         self.name = getattr(owner, "name", "<module>")
+        self.bound = bound or {}   # volatile arguments of the call this reading follows (module.rerun)
         if not is_module:
             self._params(owner)  # type: ignore[arg-type]
 
@@ -38,6 +39,7 @@ class Scope:
                 taints.add(Taint(src.REQUEST_ID, f"the parameter {arg.arg}", arg))
             if arg.annotation is not None and src.SET_ANNOTATIONS.match(ast.unparse(arg.annotation)):
                 taints.add(Taint(src.SET_VALUE, arg.arg, arg))
+            taints |= self.bound.get(arg.arg, EMPTY)
             self.env[arg.arg] = frozenset(taints)
 
     def run(self) -> Taints:
@@ -295,21 +297,30 @@ class Scope:
         return arg_taint - markers(arg_taint)
 
     def _local_call(self, e: ast.Call, name: str) -> Taints:
-        """A helper of this module: what it returns, its parameters replaced by this call's arguments."""
-        fn = self.m.functions.get(name)
-        if fn is None or (isinstance(e.func, ast.Attribute) and not (
-                isinstance(e.func.value, ast.Name) and e.func.value.id in ("self", "cls", *self.m.classes))):
+        """A helper (of this module or imported from the linted tree): what it returns, its parameters
+        replaced by this call's arguments. A helper of this module that sends a prompt is read again
+        with the volatile ones bound (module.rerun)."""
+        found = self.m.helper(e, name)
+        if found is None:
             return EMPTY
-        returned = self.m.returns(name)
+        owner, fn = found
+        returned = owner.returns(fn.name)
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         if params and params[0] in ("self", "cls") and isinstance(e.func, ast.Attribute):
             params = params[1:]
         bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
         bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
+        if self.collect and owner is self.m:
+            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
+                      for p, ts in bound.items() if not src.request_id_name(p)}   # such a name is a source itself
+            if any(passed.values()):
+                owner.rerun(fn, {p: ts for p, ts in passed.items() if ts})
         out: set[Taint] = set()
         for t in returned:
             if t.kind == src.PARAM:
                 out |= bound.get(t.label, EMPTY)
+            elif owner is not self.m:   # written in another file: the finding is placed at this call
+                out.add(Taint(t.kind, f"{t.label} via {fn.name}()", e))
             else:
                 out.add(t)
         return frozenset(out)

@@ -1,28 +1,44 @@
 """One parsed file: its imports (aliases resolved to dotted names), its functions, the taint each
-helper returns, and the hits of every function's flows."""
+helper returns (its own, or one imported from another file of the linted tree through a Helpers
+finder, project.py), and the hits of every function's flows, including those of a helper that holds
+an SDK call and is called with a volatile argument (read again with that argument bound)."""
 from __future__ import annotations
 
 import ast
+from typing import Protocol
 
+from prefixguard.lint.code import sinks
 from prefixguard.lint.code.flow import Scope
 from prefixguard.lint.code.taint import EMPTY, Taints
 from prefixguard.lint.code.verdict import CodeHit
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+_RERUNS = 64   # helpers read again per file for their arguments: a bound on the work, not on correctness
+
+
+class Helpers(Protocol):
+    def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
+        """The function `name` of the module imported as `module` (relative at `level`) by the file
+        `importer`, when that module is a file of the linted tree."""
 
 
 class Module:
     """One parsed file: its imports, its functions, and the taint of each helper's return."""
 
-    def __init__(self, tree: ast.Module, text: str) -> None:
-        self.tree, self.lines = tree, text.splitlines()
+    def __init__(self, tree: ast.Module, text: str, path: str = "<string>", helpers: Helpers | None = None) -> None:
+        self.tree, self.lines, self.path, self.helpers = tree, text.splitlines(), path, helpers
         self.aliases: dict[str, str] = {}
+        self.imported: dict[str, tuple[str, str, int]] = {}   # local name -> (module, name, level)
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self.aliases[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom) and node.module:
+            elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if node.module:
+                        self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    self.imported[a.asname or a.name] = (node.module or "", a.name, node.level)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
         self.classes = frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
@@ -31,6 +47,8 @@ class Module:
         self.calls = 0   # SDK calls judged
         self.globals: dict[str, Taints] = {}
         self.global_defs: dict[str, ast.expr] = {}
+        self._reruns: set[tuple[int, frozenset]] = set()
+        self._sends: dict[int, bool] = {}
 
     def qualified(self, func: ast.expr) -> str:
         """The dotted name of a callee with its import alias resolved ("" when not a dotted name)."""
@@ -54,6 +72,45 @@ class Module:
             fn = self.functions[name]
             self._returns[name] = Scope(self, fn, collect=False).run()
         return self._returns[name]
+
+    def helper(self, call: ast.Call, name: str) -> tuple[Module, Function] | None:
+        """The function a call runs, when it is a helper of this module (name(...), self.name(...),
+        Class.name(...)) or a function imported from another file of the linted tree."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.imported and func.id not in self.functions:
+            if self.helpers is None:
+                return None
+            module, imported, level = self.imported[func.id]
+            return self.helpers.function(self.path, module, imported, level)
+        fn = self.functions.get(name)
+        if fn is None or (isinstance(func, ast.Attribute) and not (
+                isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", *self.classes))):
+            return None
+        return self, fn
+
+    def sends(self, fn: Function) -> bool:
+        """fn makes an SDK call, itself or through a helper of this module."""
+        key = id(fn)
+        if key not in self._sends:
+            self._sends[key] = False   # a recursive helper sends nothing through itself
+            self._sends[key] = any(
+                isinstance(n, ast.Call) and (sinks.find(n, self.qualified(n.func)) is not None or (
+                    isinstance(n.func, (ast.Name, ast.Attribute)) and self._local_sends(n)))
+                for n in ast.walk(fn))
+        return self._sends[key]
+
+    def _local_sends(self, call: ast.Call) -> bool:
+        name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr  # type: ignore[attr-defined]
+        found = self.helper(call, name)
+        return found is not None and found[0] is self and self.sends(found[1])
+
+    def rerun(self, fn: Function, bound: dict[str, Taints]) -> None:
+        """Read fn again with volatile arguments bound to its parameters: its SDK calls report them."""
+        key = (id(fn), frozenset((p, t) for p, ts in bound.items() for t in ts))
+        if key in self._reruns or len(self._reruns) >= _RERUNS or not self.sends(fn):
+            return
+        self._reruns.add(key)
+        Scope(self, fn, collect=True, bound=bound).run()
 
     def run(self) -> list[CodeHit]:
         Scope(self, self.tree, collect=True).run()

@@ -7,6 +7,7 @@ import os
 import tokenize
 
 from prefixguard.lint import catalog
+from prefixguard.lint.code.project import PROJECT
 from prefixguard.lint.code.python import CodeHit, analyze
 from prefixguard.lint.code.typescript import GRAMMARS, TsError
 from prefixguard.lint.code.typescript import analyze as analyze_ts
@@ -44,7 +45,7 @@ def lint_python(name: str, relpath: str, text: str, codes: frozenset[str]) -> tu
     grammar = GRAMMARS.get(os.path.splitext(name)[1])
     language = "Python" if grammar is None else "TypeScript/JavaScript"
     try:
-        hits, calls = analyze(text, name) if grammar is None else analyze_ts(text, name, grammar)
+        hits, calls = analyze(text, name, PROJECT) if grammar is None else analyze_ts(text, name, grammar)
     except SyntaxError as err:
         raise NotARequest(f"Python that does not parse ({err.msg}, line {err.lineno}), not linted", name) from None
     except TsError as err:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
-from prefixguard.lint.code.module import Module
+from prefixguard.lint.code.module import Helpers, Module
 from prefixguard.lint.code.verdict import CodeHit
 
 __all__ = ["CodeHit", "analyze"]
@@ -17,10 +17,11 @@ _SINK_WORDS = re.compile(r"\.create|\.stream|converse|generate_content|completio
                          r"|\.parse\b")
 
 
-def analyze(text: str, filename: str = "<string>") -> tuple[list[CodeHit], int]:
-    """(the flows in one Python file, the number of SDK calls judged). Raises SyntaxError (or
-    ValueError) when it does not parse."""
+def analyze(text: str, filename: str = "<string>", helpers: Helpers | None = None) -> tuple[list[CodeHit], int]:
+    """(the flows in one Python file, the number of SDK calls judged); helpers finds the functions it
+    imports from other files of the linted tree (project.py). Raises SyntaxError (or ValueError) when
+    it does not parse."""
     if not _SINK_WORDS.search(text):
         return [], 0
-    module = Module(ast.parse(text, filename=filename), text)
+    module = Module(ast.parse(text, filename=filename), text, filename, helpers)
     return module.run(), module.calls

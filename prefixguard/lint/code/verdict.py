@@ -37,7 +37,8 @@ class CodeHit(NamedTuple):
 
 def judge(scope: Any, sink: sinks.Sink) -> None:
     """Judge one sink call found in scope (a flow.Scope: its taints, its resolved names, its module's hits)."""
-    scope.m.calls += 1
+    if not scope.bound:   # a helper read again for its arguments: the call is counted once
+        scope.m.calls += 1
     parts = sinks.regions(sink, scope.resolve)
     explicit = sink.provider in sinks.EXPLICIT
     auto = sinks.automatic(sink, scope.resolve)
