@@ -17,6 +17,7 @@ from prefixguard.engine.attention import (
 )
 from prefixguard.engine.chat_template import CL100K, Template
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig
+from prefixguard.engine.devices import pick
 from prefixguard.engine.kv_pool import KVPool
 from prefixguard.engine.model import build_model
 from prefixguard.engine.models import resolve
@@ -54,13 +55,15 @@ class LLMEngine:
     (longest cached prefix first); keep_logits: keep each sampled row's logits (tests).
     attention: "auto" (triton on CUDA when it imports, else sdpa), "sdpa", "triton" or "flex"
     (engine/attention.py); cuda_graphs: replay decode steps from CUDA graphs (engine/cuda_graphs.py;
-    None: on wherever the triton backend runs on CUDA)."""
+    None: on wherever the triton backend runs on CUDA). device "auto": cuda when there is one, else cpu;
+    dtype "auto": bfloat16 on cuda, else float32 (engine/devices.py)."""
 
     def __init__(self, model: str | ModelConfig = "tiny", *, device: str = "cpu", dtype: str = "float32",
                  page_size: int = 16, kv_pages: int | None = None, kv_memory_bytes: int | None = None,
                  prefill_chunk: int = 2048, max_batch: int = 64, schedule: str = "fcfs",
                  prefix_reuse: bool = True, seed: int = 0, weights: str | None = None,
                  keep_logits: bool = False, attention: str = "auto", cuda_graphs: bool | None = None) -> None:
+        device, dtype = pick(device, dtype)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if isinstance(model, str) and model in GGUF_MODELS and weights is None:

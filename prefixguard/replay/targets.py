@@ -345,11 +345,11 @@ class EngineTarget:
     needs_bodies = False      # Mooncake blocks become token ids (block_ids)
 
     def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
-                 prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu",
+                 prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu", dtype: str = "float32",
                  model_name: str | None = None) -> None:
         from prefixguard.engine.llm_engine import LLMEngine
 
-        self.engine = LLMEngine(model, device=device, page_size=page_size, kv_pages=kv_pages,
+        self.engine = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
                                 prefix_reuse=prefix_reuse)
         self.page_size = page_size
         self.prefix_reuse = prefix_reuse
