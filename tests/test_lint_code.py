@@ -12,10 +12,10 @@ import pytest
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.utils.errors import InputError
 from prefixguard.lint import catalog
 from prefixguard.lint.code.fix import fix_paths, fix_text
 from prefixguard.lint.code.python import analyze
+from prefixguard.utils.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ROOT / "examples" / "code" / "python"
@@ -101,7 +101,8 @@ def answer(question):
 
 
 def codes(body: str, template: str = ANTHROPIC) -> list[tuple[str, str | None]]:
-    hits, _ = analyze(textwrap.dedent(template).replace("{body}", textwrap.dedent(body).strip().replace("\n", "\n    ")))
+    body = textwrap.dedent(body).strip().replace("\n", "\n    ")
+    hits, _ = analyze(textwrap.dedent(template).replace("{body}", body))
     return [(h.code, h.variant) for h in hits]
 
 
@@ -111,11 +112,13 @@ def codes(body: str, template: str = ANTHROPIC) -> list[tuple[str, str | None]]:
      '"cache_control": {"type": "ephemeral"}}], messages=[{"role": "user", "content": question}])',
      [("PG604", None)]),
     ('client.messages.create(model="m", max_tokens=9, system=f"T {now}", messages=[{"role": "user", "content": '
-     '[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}, {"role": "user", "content": question}])',
+     '[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}, '
+     '{"role": "user", "content": question}])',
      [("PG601", None)]),
     ('client.messages.create(model="m", max_tokens=9, tools=[{"name": "t", "cache_control": {"type": "ephemeral"}}], '
      'system=f"T {now}", messages=[{"role": "user", "content": question}])', []),
-    ('client.messages.create(model="m", max_tokens=9, system="T " + str(now), messages=[{"role": "user", "content": q}])',
+    ('client.messages.create(model="m", max_tokens=9, system="T " + str(now), '
+     'messages=[{"role": "user", "content": q}])',
      [("PG601", "uncached")]),
     # the latest user message is after every cached part: fine
     ('client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"}, system="static", '
