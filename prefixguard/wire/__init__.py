@@ -11,7 +11,6 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from prefixguard.model.diagnosis import Diagnosis
@@ -19,14 +18,13 @@ from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, TooLarge, describe
-from prefixguard.wire import anthropic, bedrock_converse, gemini, jsonspan, openai_chat, openai_responses, routes
+from prefixguard.wire import jsonspan, openai_chat, openai_responses, routes
+from prefixguard.wire.adapter import Adapter
+from prefixguard.wire.adapters import ADAPTERS, APIS, adapter_for
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed
 from prefixguard.wire.segments import Builder
 
-ADAPTERS: dict[str, ModuleType] = {m.API: m for m in (anthropic, openai_chat, openai_responses, bedrock_converse,
-                                                       gemini)}
-APIS = tuple(ADAPTERS)
 MAX_BYTES = 64 << 20
 # The most parts (messages, blocks, tools) a request may have to be analysed: each holds a segment, its
 # key and its fingerprint while the request is judged, so the ceiling bounds one analysis's memory and
@@ -35,29 +33,19 @@ MAX_BYTES = 64 << 20
 _PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "200000").strip() or "0"
 MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
 
-# The parts whose spans the adapters read, for all three shapes at once (the shape is known only after
-# parsing): every other member is decoded for its value only.
-_SPEC: jsonspan.Spec = {
-    "tools": {"[]": None},
-    "functions": {"[]": None},
-    "system": {"[]": None},
-    "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}},
-    "input": {"[]": {"content": {"[]": None}}},
-    "instructions": None,
-    "response_format": None,
-    "text": {"format": None},
-    "toolConfig": {"tools": {"[]": None}},                       # Bedrock Converse
-    "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},  # Gemini
-    "systemInstruction": {"parts": {"[]": None}},
-    "cachedContent": None,
-    "cached_content": None,
-    "system_instruction": {"parts": {"[]": None}},
-}
+_MERGED: dict[tuple[int, ...], jsonspan.Spec] = {}
 
-# Gemini puts every function of an app in one Tool object: its declarations are walked (one segment
-# each) only when the body holds some, so the other shapes' tools stay leaf values (the fast path).
-_DECLARED_SPEC: jsonspan.Spec = {**_SPEC, "tools": {"[]": {"functionDeclarations": {"[]": None},
-                                                          "function_declarations": {"[]": None}}}}
+
+def _spans(text: str) -> jsonspan.Spec:
+    """The parts whose spans the adapters read, for every shape at once (the shape is known only after
+    parsing): every other member is decoded for its value only. Merged once per set of adapter specs."""
+    specs = [a.spans(text) for a in ADAPTERS]
+    key = tuple(map(id, specs))
+    merged = _MERGED.get(key)
+    if merged is None:
+        merged = _MERGED[key] = jsonspan.merged(specs)
+    return merged
+
 
 def parse_request(body: bytes | str, *, path: str | None = None, headers: Mapping[str, str] | None = None,
                   source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES) -> Prompt:
@@ -75,20 +63,19 @@ def _parse_request(body: bytes | str, path: str | None, headers: Mapping[str, st
         text = _decode(body, max_bytes)
         _check_parts(text)
         try:
-            declared = '"functionDeclarations"' in text or '"function_declarations"' in text
-            root = jsonspan.parse(text, _DECLARED_SPEC if declared else _SPEC)
+            root = jsonspan.parse(text, _spans(text))
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
         except ValueError as err:   # an integer of more than 4,300 digits
             raise InputError(f"not valid JSON: {describe(err)}") from None
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
-        api = detect(root.value, path, headers)
-        routed = routes.route(path) or routes.tail(path)
-        path_model = routed[1] if routed else None  # Bedrock, Vertex, Gemini, Azure: the path names the model
+        routed = routes.resolve(path)
+        api = detect(root.value, routed, headers)
+        path_model = routed.model  # Bedrock, Vertex, Gemini, Azure: the path names the model
         out = Builder(count_tokens, api, root.value.get("model") or path_model)
         try:
-            prompt = ADAPTERS[api].request(root, out, headers)
+            prompt = adapter_for(api).request(root, out, headers)
         except (TypeError, AttributeError, KeyError) as err:  # a field of an unexpected JSON type
             raise InputError(f"not a valid {api} request ({type(err).__name__}: {err})") from None
     except RecursionError:
@@ -103,7 +90,7 @@ def _parse_request(body: bytes | str, path: str | None, headers: Mapping[str, st
     prompt.source = source
     prompt.tokens_estimated = out.estimated
     prompt.chain = chain(prompt.segments)
-    prompt.counts_only = counts_only(api, root.value, path)
+    prompt.counts_only = counts_only(api, root.value, routed)
     return prompt
 
 
@@ -146,7 +133,7 @@ def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
 
 def parse_response(body: bytes | str, api: str) -> Usage:
     """Usage of a whole response: one JSON object, or a whole SSE stream."""
-    mod = _adapter(api)
+    mod = adapter_for(api)
     raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
     head = raw_bytes.lstrip()[:1]
     if head in (b"{", b"["):
@@ -157,7 +144,7 @@ def parse_response(body: bytes | str, api: str) -> Usage:
             if b"\n" not in raw_bytes.strip():
                 raise InputError("response is not valid JSON") from None
         else:
-            if isinstance(obj, list) and getattr(mod, "JSON_ARRAY_STREAM", False):  # Gemini without alt=sse
+            if isinstance(obj, list) and mod.JSON_ARRAY_STREAM:  # Gemini without alt=sse
                 raw = None
                 for item in obj:
                     raw = mod.stream_usage(item, raw) if isinstance(item, dict) else raw
@@ -174,7 +161,7 @@ def parse_response(body: bytes | str, api: str) -> Usage:
 def parse_response_meta(body: bytes | str, api: str) -> ResponseMeta:
     """The response's id, model and finish reasons (OTel gen_ai.response.*) of a whole response: one
     JSON object (or Gemini's array of chunks), or a whole stream. Nothing said: an empty ResponseMeta."""
-    mod = _adapter(api)
+    mod = adapter_for(api)
     raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
     if raw_bytes.lstrip()[:1] in (b"{", b"["):
         try:
@@ -196,8 +183,8 @@ def parse_response_meta(body: bytes | str, api: str) -> ResponseMeta:
 
 def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
     """The provider's own cache diagnosis in a whole response (JSON or a stream), None when it gave none."""
-    mod = _adapter(api)
-    if not hasattr(mod, "diagnosis"):
+    mod = adapter_for(api)
+    if mod.RESPONSE_ID is None:   # a shape with no diagnostics to ask for: none to read
         return None
     raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
     if raw_bytes.lstrip()[:1] == b"{":
@@ -216,7 +203,7 @@ def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
 def response_id(head: bytes, api: str) -> str | None:
     """The id of a response (Messages, Responses) from its first bytes (a JSON body or a stream's first
     event): what a later request names to ask for a diagnosis."""
-    pattern = getattr(ADAPTERS.get(api), "RESPONSE_ID", None)
+    pattern = adapter_for(api).RESPONSE_ID
     found = pattern.search(head) if pattern is not None else None
     return found.group(1).decode("ascii") if found else None
 
@@ -225,8 +212,8 @@ def ask_diagnosis(body: bytes, api: str, previous_id: str) -> bytes | None:
     """The body with the one member added that asks the provider for its cache diagnosis against an
     earlier response, inserted right after the opening brace: every other byte stays as it was. None
     when the API has no diagnostics, the body sets the member already, or it is not a JSON object."""
-    mod = ADAPTERS.get(api)
-    if mod is None or not hasattr(mod, "diagnostics_field"):
+    mod = adapter_for(api)
+    if mod.RESPONSE_ID is None:   # no earlier response to name
         return None
     try:
         obj = json.loads(body)
@@ -240,17 +227,6 @@ def ask_diagnosis(body: bytes, api: str, previous_id: str) -> bytes | None:
     return body[:start + 1] + member + (b"," if obj else b"") + body[start + 1:]
 
 
-def _adapter(api: str) -> ModuleType:
-    try:
-        return ADAPTERS[api]
-    except KeyError:
-        raise InputError(f"unknown API {api!r} (one of {', '.join(APIS)})") from None
-
-
-# Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
-FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
-
-
 class UsageStream:
     """Reads usage out of a streamed response fed chunk by chunk, with chunks cut anywhere.
 
@@ -261,7 +237,7 @@ class UsageStream:
 
     def __init__(self, api: str) -> None:
         self.api = api
-        self._mod = _adapter(api)
+        self._mod: Adapter = adapter_for(api)
         self._buf = bytearray()
         self._event: str | None = None
         self._data: list[str] = []
@@ -270,8 +246,7 @@ class UsageStream:
         self.output_chunks = 0                      # content events seen
         self.finished = False                       # the provider's last event came: the answer is whole
         self.frames: EventStreamDecoder | None = None  # set once the stream shows EventStream framing
-        self._final = getattr(self._mod, "FINAL_EVENTS", FINAL_EVENTS)
-        self._diagnose = getattr(self._mod, "stream_diagnosis", None)
+        self._final = self._mod.FINAL_EVENTS
         self.diagnosis: Diagnosis | None = None     # the provider's own cache diagnosis, when it sent one
         self.meta = ResponseMeta()                  # the response's id, model, finish reasons as told so far
         self._begun = False
@@ -344,13 +319,11 @@ class UsageStream:
     def _event_of(self, name: str | None, event: dict[str, Any]) -> None:
         if name and "type" not in event:
             event["type"] = name
-        final = getattr(self._mod, "is_final", None)
-        if event.get("type") in self._final or (final is not None and final(event)):
+        if event.get("type") in self._final or self._mod.is_final(event):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
         self.meta = self._mod.meta(event, self.meta)
-        if self._diagnose is not None:
-            self.diagnosis = self._diagnose(event, self.diagnosis)
+        self.diagnosis = self._mod.stream_diagnosis(event, self.diagnosis)
         if self._mod.is_content(event):
             self.output_chunks += 1
             if self.first_content_at is None:
@@ -361,5 +334,5 @@ class UsageStream:
         return self._mod.usage(self._raw)
 
 
-__all__ = ["APIS", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis", "parse_request", "parse_response",
-           "parse_response_meta"]
+__all__ = ["APIS", "ADAPTERS", "Adapter", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis",
+           "parse_request", "parse_response", "parse_response_meta"]

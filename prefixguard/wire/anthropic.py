@@ -8,16 +8,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt, compact_json, without_markers
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire import adapter
+from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "anthropic"
+SHAPE = "Anthropic Messages (/v1/messages, Bedrock InvokeModel, Vertex rawPredict)"
+TAIL = re.compile(r"/messages(?:/compact)?/?$")
+HEADER = "anthropic-version"     # every Anthropic client sends it
+JSON_ARRAY_STREAM = False
+FINAL_EVENTS = adapter.FINAL_EVENTS
+_SPANS: Spec = {"tools": {"[]": None}, "system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}
 DEFAULT_TTL = "5m"
 MEDIA_KINDS = (IMAGE, DOCUMENT)  # block types costed by the provider's image and PDF formula
 
@@ -262,3 +270,93 @@ def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, A
     """The body member that asks for a diagnosis against an earlier response (the proxy's opt-in);
     None when the body has one already."""
     return None if "diagnostics" in body else ("diagnostics", {"previous_message_id": previous_id})
+
+
+def is_final(event: Mapping[str, Any]) -> bool:
+    return False   # message_stop (FINAL_EVENTS) ends a stream
+
+
+# ---- routing and detection (the Adapter protocol)
+
+_V1 = re.compile(r"/v1/messages/?$")
+_INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")          # Bedrock InvokeModel
+_RAW = re.compile(r"/publishers/anthropic/models/([^/:]+):(?:rawPredict|streamRawPredict)$")  # Vertex AI
+# Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
+_ANTHROPIC_KEYS = {"system", "anthropic_version", "cache_control", "stop_sequences", "thinking", "top_k",
+                   "output_config", "container", "mcp_servers"}
+_CHAT_KEYS = {"response_format", "stream_options", "n", "max_completion_tokens", "reasoning_effort",
+              "logprobs", "frequency_penalty", "presence_penalty", "parallel_tool_calls", "functions"}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "image",
+                     "server_tool_use", "search_result"}
+_CHAT_PARTS = {"image_url", "input_audio", "file"}
+_CHAT_ROLES = {"system", "developer", "tool", "function"}
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    if _V1.search(path):
+        return API, None
+    found = _INVOKE.search(path)
+    if found:   # InvokeModel takes any maker's own body: only a Claude model's is a Messages one
+        model = unquote(found.group(1))
+        return (API, model) if "anthropic" in model or "claude" in model else None
+    found = _RAW.search(path)
+    return (API, unquote(found.group(1))) if found else None
+
+
+def foreign(body: dict[str, Any] | None, path: str) -> str | None:
+    if isinstance(body, dict) and body.get("type") == "message" and body.get("role") == "assistant":
+        return "an API response"
+    return None
+
+
+def role_messages(body: dict[str, Any]) -> bool:
+    """Whether the body's messages are a non-empty list of role objects (Anthropic's and Chat's)."""
+    messages = body.get("messages")
+    return isinstance(messages, list) and bool(messages) and all(isinstance(m, dict) and "role" in m
+                                                                 for m in messages) and "contents" not in body
+
+
+def claims(body: dict[str, Any]) -> bool:
+    return "messages" in body and score(body) > 0
+
+
+def fits(body: dict[str, Any]) -> bool:
+    return role_messages(body) and ("max_tokens" in body or score(body) > 0)
+
+
+def counts_only(body: dict[str, Any]) -> bool:
+    """A body without max_tokens: the Messages endpoint rejects it, count_tokens takes it."""
+    return "max_tokens" not in body
+
+
+def spans(text: str) -> Spec:
+    return _SPANS
+
+
+def score(body: dict[str, Any]) -> int:
+    """Positive: Anthropic Messages; otherwise OpenAI Chat. Weighs fields only one of them has, in
+    stages (top-level fields, tools, then messages in order) and stops at the first stage that leans
+    one way: a body rarely mixes the two, and reading every message would cost a tenth of a parse."""
+    total = len(_ANTHROPIC_KEYS & body.keys()) - len(_CHAT_KEYS & body.keys())
+    if total:
+        return total
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict):
+            total += 1 if "input_schema" in tool else -1 if tool.get("type") == "function" else 0
+    if total:
+        return total
+    messages = body.get("messages")
+    for msg in messages if isinstance(messages, list) else ():
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role")  # a role or type of the wrong JSON type is the adapter's error to report
+        total -= (isinstance(role, str) and role in _CHAT_ROLES) + ("tool_calls" in msg)
+        content = msg.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if isinstance(kind, str):
+                total += (kind in _ANTHROPIC_BLOCKS) - (kind in _CHAT_PARTS)
+        if total:
+            return total
+    return 1 if str(body.get("model", "")).startswith("claude") else 0

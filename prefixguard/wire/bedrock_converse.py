@@ -9,18 +9,28 @@ inputTokens (neither read nor written) + cacheReadInputTokens + cacheWriteInputT
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from prefixguard.contracts.providers import providers
+from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
 API = "bedrock-converse"
+SHAPE = "Bedrock Converse (/model/{id}/converse)"
+TAIL = None      # the model is in the path: no other endpoint speaks it
+HEADER = None
+JSON_ARRAY_STREAM = False
+RESPONSE_ID = None   # no cache diagnostics on Bedrock
+_SPANS: Spec = {"system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}},
+                "toolConfig": {"tools": {"[]": None}}}
 MARKER = "cachePoint"
 KINDS = {"text": "text", "image": "image", "document": "document", "video": "video", "toolUse": "tool_use",
          "toolResult": "tool_result", "reasoningContent": "thinking", "guardContent": "text",
@@ -124,7 +134,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     perf = body.get("performanceConfig")
     settings = {
         "thinking": thinking,
-        "effort": (extra.get("output_config") or {}).get("effort") if isinstance(extra.get("output_config"), dict) else None,
+        "effort": extra["output_config"].get("effort") if isinstance(extra.get("output_config"), dict) else None,
         "tool_choice": choice,
         "speed": perf.get("latency") if isinstance(perf, dict) else None,
         "guardrail": body.get("guardrailConfig"),
@@ -172,3 +182,68 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """Converse names no id or model in its body (the id is the x-amzn-requestid header): its stopReason
     only, on the whole body or the stream's messageStop event."""
     return current.merged(reasons=(obj.get("stopReason"),))
+
+
+def is_final(event: Mapping[str, Any]) -> bool:
+    return False   # metadata (FINAL_EVENTS) ends a stream
+
+
+def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
+    return None
+
+
+def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    return current
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    return None
+
+
+# ---- routing and detection (the Adapter protocol)
+
+_PATH = re.compile(r"/model/([^/]+)/(?:converse|converse-stream)/?$")
+# Top-level fields only Converse has
+_KEYS = {"modelId", "inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
+         "performanceConfig", "promptVariables", "additionalModelResponseFieldPaths"}
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    found = _PATH.search(path)
+    return (API, unquote(found.group(1))) if found else None
+
+
+def foreign(body: dict[str, Any] | None, path: str) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("input"), dict) and "model" not in body:
+        return "a Bedrock CountTokens body (a count, not a generation)"
+    return None
+
+
+def claims(body: dict[str, Any]) -> bool:
+    return "messages" in body and bool(_KEYS & body.keys()) or _converse_blocks(body)
+
+
+def fits(body: dict[str, Any]) -> bool:
+    return False   # no TAIL
+
+
+def counts_only(body: dict[str, Any]) -> bool:
+    return False
+
+
+def spans(text: str) -> Spec:
+    return _SPANS
+
+
+def _converse_blocks(body: dict[str, Any]) -> bool:
+    """Converse content blocks have no 'type': the first block of system or of the first message is
+    {"text": ...} or {"cachePoint": ...} alone; the model is in the path, never in the body."""
+    system, messages = body.get("system"), body.get("messages")
+    if "model" in body or isinstance(system, str):
+        return False
+    first = system[0] if isinstance(system, list) and system else None
+    if first is None and isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        content = messages[0].get("content")
+        first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, dict) and "type" not in first and bool(
+        first.keys() & {"text", "cachePoint", "image", "document", "toolUse", "toolResult"})

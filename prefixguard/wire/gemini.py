@@ -15,18 +15,32 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from prefixguard.contracts.providers import providers
+from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire import adapter
+from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
 API = "gemini"
+SHAPE = "Gemini generateContent (models/{m}:generateContent)"
+TAIL = None      # the model is in the path: no other endpoint speaks it
+HEADER = None
 JSON_ARRAY_STREAM = True  # streamGenerateContent without alt=sse answers one JSON array of chunks
+FINAL_EVENTS = adapter.FINAL_EVENTS
+RESPONSE_ID = None   # no cache diagnostics on Gemini
+_SPANS: Spec = {"tools": {"[]": None}, "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},
+                "systemInstruction": {"parts": {"[]": None}}, "system_instruction": {"parts": {"[]": None}},
+                "cachedContent": None, "cached_content": None}
+# An app's functions all sit in one Tool object: its declarations are walked (one segment each) only
+# when the body holds some, so the other shapes' tools stay leaf values (the fast path).
+_DECLARED_SPANS: Spec = {**_SPANS, "tools": {"[]": {"functionDeclarations": {"[]": None},
+                                                     "function_declarations": {"[]": None}}}}
 ROLES = {"user": "user", "model": "assistant"}   # Gemini's roles in the Prompt's words
 KINDS = {"text": "text", "inlineData": "media", "fileData": "media", "functionCall": "tool_use",
          "functionResponse": "tool_result", "executableCode": "tool_use", "codeExecutionResult": "tool_result",
@@ -209,3 +223,52 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
 
 def is_final(event: Mapping[str, Any]) -> bool:
     return any(isinstance(c, Mapping) and c.get("finishReason") for c in event.get("candidates") or ())
+
+
+def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
+    return None
+
+
+def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    return current
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    return None
+
+
+# ---- routing and detection (the Adapter protocol)
+
+_PATH = re.compile(r"/models/([^/:]+):(?:generateContent|streamGenerateContent)$")
+_PUBLISHER = re.compile(r"/publishers/([^/]+)/models/[^/:]+:[A-Za-z]+$")   # Vertex AI names the model's maker
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    found = _PATH.search(path)
+    if not found:
+        return None
+    publisher = _PUBLISHER.search(path)
+    return (API, unquote(found.group(1))) if not publisher or publisher.group(1) == "google" else None
+
+
+def foreign(body: dict[str, Any] | None, path: str) -> str | None:
+    if is_cache_creation(path) or isinstance(body, dict) and "contents" in body and {"ttl", "expireTime"} & body.keys():
+        return "a Gemini cachedContents creation (an explicit cache, not a generation)"
+    return None
+
+
+def claims(body: dict[str, Any]) -> bool:
+    return "contents" in body and "messages" not in body
+
+
+def fits(body: dict[str, Any]) -> bool:
+    return False   # no TAIL
+
+
+def counts_only(body: dict[str, Any]) -> bool:
+    return False
+
+
+def spans(text: str) -> Spec:
+    declared = '"functionDeclarations"' in text or '"function_declarations"' in text
+    return _DECLARED_SPANS if declared else _SPANS

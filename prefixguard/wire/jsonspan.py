@@ -40,6 +40,16 @@ _plain_message = re.compile(rf'(\{{{_WS}"role"{_WS}:{_WS}{_PLAIN}{_WS},{_WS}"con
 Spec = dict[str, "Spec | None"]
 
 
+def merged(specs: list[Spec]) -> Spec:
+    """One spec that walks every part any of `specs` walks (a leaf in one and walked in another is walked)."""
+    out: Spec = {}
+    for spec in specs:
+        for key, sub in spec.items():
+            have = out.get(key)
+            out[key] = merged([have, sub]) if have is not None and sub is not None else have or sub
+    return out
+
+
 class Node:
     """A decoded value and its span in the text; kids for the containers the spec walked."""
 

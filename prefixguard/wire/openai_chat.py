@@ -5,19 +5,30 @@ Explicit breakpoints (GPT-5.6+) are `prompt_cache_breakpoint` markers on content
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.model import media
+from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import anthropic
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire import adapter, anthropic
+from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "openai-chat"
+SHAPE = "OpenAI Chat Completions (/v1/chat/completions)"
+# Any prefix or version before it (z.ai /api/coding/paas/v4/..., /openrouter/...); Azure names a deployment
+TAIL = re.compile(r"(?:/deployments/(?P<model>[^/]+))?/chat/completions(?:/compact)?/?$")
+HEADER = None
+JSON_ARRAY_STREAM = False
+FINAL_EVENTS = adapter.FINAL_EVENTS
+RESPONSE_ID = None   # Chat answers carry no diagnostics to ask for
+_SPANS: Spec = {"tools": {"[]": None}, "functions": {"[]": None}, "response_format": None,
+                "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}}}
 SYSTEM_ROLES = ("system", "developer")
 PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document",
               "refusal": "text"}
@@ -209,5 +220,53 @@ def is_content(event: Mapping[str, Any]) -> bool:
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """A whole completion, or a chunk: each names the id and model; a choice's finish_reason comes once."""
     choices = obj.get("choices")
-    reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
+    reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) \
+        if isinstance(choices, list) else ()
     return current.merged(obj.get("id"), obj.get("model"), reasons)
+
+
+def is_final(event: Mapping[str, Any]) -> bool:
+    return False   # `data: [DONE]` ends a stream
+
+
+def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
+    return None
+
+
+def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    return current
+
+
+def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    return None
+
+
+# ---- routing and detection (the Adapter protocol)
+
+_V1 = re.compile(r"/v1/chat/completions/?$")
+# objects of OpenAI's answers (and its listings), never a request
+_ANSWERS = {"chat.completion", "chat.completion.chunk", "list", "model"}
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    return (API, None) if _V1.search(path) else None
+
+
+def foreign(body: dict[str, Any] | None, path: str) -> str | None:
+    return "an API response" if isinstance(body, dict) and body.get("object") in _ANSWERS else None
+
+
+def claims(body: dict[str, Any]) -> bool:
+    return "messages" in body   # asked after Anthropic, which claims the messages bodies that lean its way
+
+
+def fits(body: dict[str, Any]) -> bool:
+    return anthropic.role_messages(body)
+
+
+def counts_only(body: dict[str, Any]) -> bool:
+    return False
+
+
+def spans(text: str) -> Spec:
+    return _SPANS

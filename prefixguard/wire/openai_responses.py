@@ -16,11 +16,19 @@ from prefixguard.model.media import Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import openai_chat
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire import adapter, openai_chat
+from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "openai-responses"
+SHAPE = "OpenAI Responses (/v1/responses)"
+# /responses/compact: a Responses body whose answer is the compacted input, billed (and cached) like a turn
+TAIL = re.compile(r"(?:/deployments/(?P<model>[^/]+))?/responses(?:/compact)?/?$")
+HEADER = None
+JSON_ARRAY_STREAM = False
+FINAL_EVENTS = adapter.FINAL_EVENTS
+_SPANS: Spec = {"tools": {"[]": None}, "input": {"[]": {"content": {"[]": None}}}, "instructions": None,
+                "text": {"format": None}}
 PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
               "input_file": "document", "input_audio": "audio", "refusal": "text"}
 ITEM_KINDS = {"function_call": "tool_use", "custom_tool_call": "tool_use",
@@ -196,3 +204,36 @@ def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, A
     """None when the body sets prompt_cache_options itself (its bytes are left as they are)."""
     return None if "prompt_cache_options" in body else ("prompt_cache_options",
                                                         {"comparison_response_id": previous_id})
+
+
+def is_final(event: Mapping[str, Any]) -> bool:
+    return False   # response.completed and the like (FINAL_EVENTS) end a stream
+
+
+# ---- routing and detection (the Adapter protocol)
+
+_V1 = re.compile(r"/v1/responses/?$")
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    return (API, None) if _V1.search(path) else None
+
+
+def foreign(body: dict[str, Any] | None, path: str) -> str | None:
+    return "an API response" if isinstance(body, dict) and body.get("object") == "response" else None
+
+
+def claims(body: dict[str, Any]) -> bool:
+    return "input" in body or "instructions" in body
+
+
+def fits(body: dict[str, Any]) -> bool:
+    return claims(body) and "messages" not in body
+
+
+def counts_only(body: dict[str, Any]) -> bool:
+    return False
+
+
+def spans(text: str) -> Spec:
+    return _SPANS

@@ -10,50 +10,61 @@ Outside those, a path whose tail names a shape (`tail`) is a candidate only: Ope
 and gateways put the same endpoints under other prefixes and versions (z.ai /api/coding/paas/v4/chat/
 completions, Azure /openai/deployments/{d}/chat/completions, /openrouter/..., /proxy/anthropic/messages),
 and the request is read as that shape only when its body has the shape's fields (detect.py).
-`template` names a path without what varies in it (ids, deployments, the query) for counts and reports.
+Each adapter holds its own paths (`route`, `TAIL`); `resolve` asks them once per request and the
+result (`Routed`) is passed on to detection and parsing. `template` names a path without what varies in
+it (ids, deployments, the query) for counts and reports.
 """
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
-_V1 = re.compile(r"/v1/(messages|chat/completions|responses)/?$")
-_V1_APIS = {"messages": "anthropic", "chat/completions": "openai-chat", "responses": "openai-responses"}
-_BEDROCK = re.compile(r"/model/([^/]+)/(converse|converse-stream|invoke|invoke-with-response-stream)/?$")
-_GOOGLE = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent|rawPredict|streamRawPredict)$")
-_PUBLISHER = re.compile(r"/publishers/([^/]+)/models/[^/:]+:[A-Za-z]+$")
+from prefixguard.wire.adapters import ADAPTERS
+
 # The cause of a capture row for a request forwarded without analysis, and that of a path of no shape.
 NOT_ANALYSED = "not analysed: "
 NO_SHAPE = NOT_ANALYSED + "no API shape read at this path"
-# /responses/compact: a Responses body whose answer is the compacted input, billed (and cached) like a turn
-_TAIL = re.compile(r"/(messages|chat/completions|responses)(?:/compact)?/?$")
-_DEPLOYMENT = re.compile(r"/deployments/([^/]+)/(?:chat/completions|responses)/?$")   # Azure OpenAI
 # Path segments that name the next one (a deployment, a model, an account): templated by that name.
 _NAMED_BY = {"deployments": "deployment", "models": "model", "model": "model", "projects": "project",
              "locations": "location", "accounts": "account", "threads": "thread", "files": "file",
              "batches": "batch", "responses": "response", "messages": "message", "publishers": "publisher"}
 _ID_LIKE = re.compile(r"(?=.*\d)[\w.~%-]{8,}|[0-9a-fA-F-]{16,}")
-# The shapes read, named in every "unknown shape" message.
-KNOWN = ("Anthropic Messages (/v1/messages, Bedrock InvokeModel, Vertex rawPredict)",
-         "OpenAI Chat Completions (/v1/chat/completions)", "OpenAI Responses (/v1/responses)",
-         "Bedrock Converse (/model/{id}/converse)", "Gemini generateContent (models/{m}:generateContent)")
+
+
+class Routed(NamedTuple):
+    """What a request's path says: routed once, then passed to detection and parsing."""
+
+    api: str | None       # None: the path speaks no shape we read
+    model: str | None     # the model the path names (Bedrock, Vertex, Gemini; Azure: the deployment)
+    exact: bool           # True: the path names the shape; False: only its tail does (the body must fit)
+    path: str             # the URL path, without the query
+
+
+def resolve(path: str | None) -> Routed:
+    """The shape a request path speaks or may speak (its tail); api None when neither."""
+    plain = urlsplit(path).path if path else ""
+    for adapter in ADAPTERS if plain else ():
+        found = adapter.route(plain)
+        if found:
+            return Routed(found[0], found[1], True, plain)
+    for adapter in ADAPTERS if plain else ():
+        tail_match = adapter.TAIL.search(plain) if adapter.TAIL is not None else None
+        if tail_match:
+            deployment = tail_match.groupdict().get("model")
+            return Routed(adapter.API, unquote(deployment) if deployment else None, False, plain)
+    return Routed(None, None, False, plain)
 
 
 def known_shapes() -> str:
-    return "known shapes: " + "; ".join(KNOWN)
+    return "known shapes: " + "; ".join(a.SHAPE for a in ADAPTERS)
 
 
 def tail(path: str | None) -> tuple[str, str | None] | None:
     """(API, model named by the path) a path outside `route`'s ends in, by its last segments alone: a
     candidate whose body must still have the shape. Azure names the deployment, which serves one model."""
-    if not path:
-        return None
-    plain = urlsplit(path).path
-    found = _TAIL.search(plain)
-    if not found:
-        return None
-    deployment = _DEPLOYMENT.search(plain)
-    return _V1_APIS[found.group(1)], unquote(deployment.group(1)) if deployment else None
+    found = resolve(path)
+    return (found.api, found.model) if found.api and not found.exact else None
 
 
 def template(path: str) -> str:
@@ -75,24 +86,5 @@ def template(path: str) -> str:
 
 def route(path: str | None) -> tuple[str, str | None] | None:
     """(API, model named by the path or None) of a request path, None when it names no shape we read."""
-    if not path:
-        return None
-    plain = urlsplit(path).path
-    found = _V1.search(plain)
-    if found:
-        return _V1_APIS[found.group(1)], None
-    found = _BEDROCK.search(plain)
-    if found:
-        model = unquote(found.group(1))
-        if found.group(2).startswith("converse"):
-            return "bedrock-converse", model
-        return ("anthropic", model) if "anthropic" in model or "claude" in model else None
-    found = _GOOGLE.search(plain)
-    if found:
-        model = unquote(found.group(1))
-        publisher = _PUBLISHER.search(plain)
-        maker = publisher.group(1) if publisher else "google"
-        if found.group(2).lower().endswith("rawpredict"):
-            return ("anthropic", model) if maker == "anthropic" else None
-        return ("gemini", model) if maker == "google" else None
-    return None
+    found = resolve(path)
+    return (found.api, found.model) if found.api and found.exact else None

@@ -1,0 +1,116 @@
+"""What a wire adapter is: one API shape's routing, detection, span parsing, usage and diagnostics.
+
+Each adapter module (anthropic, openai_chat, openai_responses, bedrock_converse, gemini) defines every
+member of `Adapter` at its top level, and adapters.py registers the modules as Adapters (mypy checks
+each against this protocol). The code that reads requests and responses (routes.py, detect.py, the
+package's parse functions) asks the registered adapters only through these members: adding a shape is
+adding its module and registering it.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from prefixguard.model.diagnosis import Diagnosis
+from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.wire.jsonspan import Node, Spec
+from prefixguard.wire.segments import Builder
+
+
+class Adapter(Protocol):
+    """An API shape's adapter (module-level names: read-only here, so a module's constants fit)."""
+
+    # ---- routing: which paths speak this shape
+    @property
+    def API(self) -> str:
+        """The shape's name ("anthropic", "openai-chat", ...)."""
+        ...
+
+    @property
+    def SHAPE(self) -> str:
+        """How an "unknown shape" message names it, with its endpoints."""
+        ...
+
+    @property
+    def TAIL(self) -> re.Pattern[str] | None:
+        """A path ending that may speak it (group "model": an Azure deployment)."""
+        ...
+
+    @property
+    def HEADER(self) -> str | None:
+        """A request header only this shape's clients send."""
+        ...
+
+    def route(self, path: str) -> tuple[str, str | None] | None:
+        """(API, model the path names) where the URL path (no query) names this shape, else None."""
+        ...
+
+    # ---- detection: which bodies are this shape
+    def foreign(self, body: dict[str, Any] | None, path: str) -> str | None:
+        """Why a body at this path is no generation request though it looks like this shape's (a
+        response, a count, a cache creation), else None."""
+        ...
+
+    def claims(self, body: dict[str, Any]) -> bool:
+        """Whether a body at a path that names no shape is this shape's (asked in the registry's order)."""
+        ...
+
+    def fits(self, body: dict[str, Any]) -> bool:
+        """Whether a body at a path whose TAIL this is has this shape's fields (an app's own /messages
+        endpoint is no Anthropic one)."""
+        ...
+
+    def counts_only(self, body: dict[str, Any]) -> bool:
+        """Whether the body asks for a count of tokens, not a generation."""
+        ...
+
+    # ---- span parsing: request bytes -> Prompt
+    def spans(self, text: str) -> Spec:
+        """The members whose text spans `request` reads (walked by jsonspan; the rest decoded whole)."""
+        ...
+
+    def request(self, root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prompt: ...
+
+    # ---- responses
+    @property
+    def JSON_ARRAY_STREAM(self) -> bool:
+        """A stream may come as one JSON array of chunks (Gemini without alt=sse)."""
+        ...
+
+    @property
+    def FINAL_EVENTS(self) -> frozenset[str]:
+        """Stream events after which the provider sends nothing more."""
+        ...
+
+    @property
+    def RESPONSE_ID(self) -> re.Pattern[bytes] | None:
+        """A response's id in its first bytes (None: no diagnostics to ask)."""
+        ...
+
+    def usage(self, raw: Mapping[str, Any] | None) -> Usage: ...
+
+    def stream_usage(self, event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None: ...
+
+    def is_content(self, event: Mapping[str, Any]) -> bool: ...
+
+    def is_final(self, event: Mapping[str, Any]) -> bool:
+        """Whether a stream event is the last one, by its content (beyond FINAL_EVENTS' names)."""
+        ...
+
+    def meta(self, obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta: ...
+
+    def diagnosis(self, message: Mapping[str, Any]) -> Diagnosis | None:
+        """The provider's own cache diagnosis in a whole response, None when it gave none."""
+        ...
+
+    def stream_diagnosis(self, event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None: ...
+
+    def diagnostics_field(self, previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+        """The body member that asks for a diagnosis against an earlier response, None when none can."""
+        ...
+
+
+# Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
+FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
