@@ -51,7 +51,7 @@ def exposed() -> dict[str, set[str]]:
     proxy = ProxyMetrics()
     miss = Record("r1", 0.0, "/v1/messages", api="anthropic", model="claude-sonnet-4-5", status=200,
                   usage=Usage(prompt_total=2000, cache_read=500, cache_write_5m=1500, reported=True),
-                  verdict="miss_prefix_changed", cause="volatile_content at /system/0", reprefill_tokens=1500,
+                  verdict="miss_prefix_changed", causes=("volatile_content",), pointer="/system/0", reprefill_tokens=1500,
                   cost_usd=0.004, ttft_s=0.4, decode_tps=60.0)
     proxy.add(miss, lag=0.01)
     proxy.unanalysed(Record("r2", 0.0, "/v1/models", method="GET"))

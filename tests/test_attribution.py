@@ -212,12 +212,15 @@ def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> 
     import psycopg
 
     from helpers.fleet_servers import pg_rows, pg_schema
-    from prefixguard.capture.pgstore import PgStore
-    from prefixguard.capture.store import _COLUMNS, Record
+    from prefixguard.capture.columns import DEFINITIONS
+    from prefixguard.capture.postgres import PgStore
+    from prefixguard.capture.store import Record
     from prefixguard.model.usage import Usage
-    new = ("client", "route", "site", "response_id", "response_model", "finish_reasons")
-    v4 = ", ".join(c.strip().replace("REAL", "DOUBLE PRECISION").replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA")
-                   for c in _COLUMNS.split(",") if c.strip() and c.split()[0] not in new)
+    new = ("client", "route", "site", "response_id", "response_model", "finish_reasons", "causes", "pointer", "note",
+           "diag_status", "diag_level", "diag_label", "diag_missed_tokens", "diag_reusable_tokens", "diag_reason",
+           "agreement")
+    pg = {"TEXT": "TEXT", "REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYTEA"}
+    v4 = ", ".join(f"{name} {pg[kind]} {rest}".strip() for name, kind, rest in DEFINITIONS if name not in new)
     with pg_schema() as url:
         with psycopg.connect(url, autocommit=True) as conn:   # a table as a schema-4 proxy left it, with a row
             conn.execute(f"CREATE TABLE flows ({v4}, seq BIGSERIAL)")

@@ -151,7 +151,7 @@ def _drained(store, within: float = 15.0) -> None:
 
 
 def test_postgres_restart_mid_run_loses_no_row_and_duplicates_none(tmp_path, capfd):
-    from prefixguard.capture.pgstore import PgStore
+    from prefixguard.capture.postgres import PgStore
     spool = tmp_path / "spool.db"
     with PrivatePostgres() as server:             # a cluster of this test's own: stopped and restarted for real
         store = PgStore(server.url, create=True, spool=spool)
@@ -275,3 +275,43 @@ def test_a_request_read_back_from_redis_keeps_no_secret_and_compares_as_in_one_p
     assert key[10:30].encode() not in held and b"MIIEvQIBADANBgkq" not in held
     writer.close()
     reader.close()
+
+
+def test_a_postgresql_store_of_schema_5_reads_the_same_and_is_migrated(store_url, tmp_path):
+    import psycopg
+
+    from prefixguard.capture.columns import DEFINITIONS
+    from prefixguard.capture.postgres import PgStore
+    from prefixguard.model.diagnosis import Diagnosis
+    v6 = {"causes", "pointer", "note", "diag_status", "diag_level", "diag_label", "diag_missed_tokens",
+          "diag_reusable_tokens", "diag_reason", "agreement"}
+    pg = {"TEXT": "TEXT", "REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYTEA"}
+    v5 = ", ".join(f"{name} {pg[kind]} {rest}".strip() for name, kind, rest in DEFINITIONS if name not in v6)
+    diagnosis = ('{"status":"miss","level":"tools","label":"tools_changed","missed_tokens":40,"reusable_tokens":null,'
+                 '"reason":null,"agreement":"disagree"}')
+    with psycopg.connect(store_url, autocommit=True) as conn:   # as a schema-5 proxy left it
+        conn.execute("CREATE TABLE prefixguard_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO prefixguard_meta VALUES ('schema_version', '5')")
+        conn.execute(f"CREATE TABLE flows ({v5}, seq BIGSERIAL)")
+        conn.execute("INSERT INTO flows (id, ts, path, segments, verdict, cause, diagnosis) VALUES "
+                     "('a', 1.0, '/v1/messages', '[]', 'miss_prefix_changed', 'system_changed at /system/1', %s), "
+                     "('b', 2.0, '/v1/messages', '[]', 'partial', 'read 10 of ~40 expected', NULL)", (diagnosis,))
+    before = pg_rows(store_url)   # a reader changes nothing: the text is converted as read
+    assert [(r["cause"], r["causes"], r["pointer"]) for r in before] == [
+        ("system_changed at /system/1", ["system_changed"], "/system/1"), ("read 10 of ~40 expected", [], None)]
+    assert before[0]["diagnosis"] == json.loads(diagnosis)
+    store = PgStore(store_url, create=True, spool=tmp_path / "spool.db")   # the writer migrates
+    store.add(Record(id="c", ts=3.0, path="/v1/messages", verdict="cold"))
+    store.flush()
+    store.close()
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        raw = conn.execute("SELECT id, cause, diagnosis, causes, pointer, note, diag_level, agreement FROM flows "
+                           "ORDER BY ts").fetchall()
+        version = conn.execute("SELECT value FROM prefixguard_meta WHERE name = 'schema_version'").fetchone()[0]
+    assert version == "6"
+    assert raw[:2] == [("a", None, None, '["system_changed"]', "/system/1", None, "tools", "disagree"),
+                       ("b", None, None, None, None, "read 10 of ~40 expected", None, None)]
+    after = pg_rows(store_url)
+    assert after[:2] == before and after[2]["verdict"] == "cold"
+    with open_capture(store_url) as reader:
+        assert next(reader.records()).diagnosis == Diagnosis("miss", "tools", "tools_changed", 40)

@@ -194,7 +194,7 @@ def test_capture_rows_that_are_no_llm_request_are_skipped(tmp_path: Path, shared
     _store(db, shared_data)
     with Store(db) as store:                  # what the proxy stores for a request it could not parse
         store.add(Record(id="emb", ts=1_700_000_100.0, path="/v1/embeddings", request='{"input": "x", "model": "e"}',
-                         status=200, cause="unknown API shape"))
+                         status=200, note="unknown API shape"))
     trace = sources.load(db)
     assert [r.ref for r in trace.requests] == ["r2", "r1", "r0"] and trace.skipped == 1
 

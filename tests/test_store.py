@@ -305,3 +305,109 @@ def test_read_jsonl_names_the_line_of_binary_or_non_json(tmp_path: Path) -> None
             res = CliRunner().invoke(main, command)
             assert res.exit_code == 2 and res.output.count("\n") == 1, (command, res.output)
             assert str(path) in res.output and "line 2" in res.output
+
+
+# A version-5 capture: its cause and diagnosis stored as text, as the proxy and the log importer wrote them.
+V5_ROWS = [
+    ("miss", "miss_prefix_changed", "volatile_content+tools_changed at /system/0",
+     '{"status":"miss","level":"system","label":"system_changed","missed_tokens":1200,"reusable_tokens":null,'
+     '"reason":"the system prompt changed","agreement":"agree"}'),
+    ("note", "hit", "note: volatile_content at /system/0 cost nothing", None),
+    ("error", "error", "http 500", None),
+    ("imported", "miss_prefix_changed", "history_compacted",
+     '{"status":"no_miss","level":null,"label":"","missed_tokens":null,"reusable_tokens":null,"reason":null,'
+     '"agreement":"only_us"}'),
+    ("unread", None, "not analysed: unknown API shape", None),
+    ("plain", "cold", None, None),
+]
+
+
+def _v5_capture(path: Path) -> None:
+    from prefixguard.capture.columns import DEFINITIONS
+    v6 = {"causes", "pointer", "note", "diag_status", "diag_level", "diag_label", "diag_missed_tokens",
+          "diag_reusable_tokens", "diag_reason", "agreement"}
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE flows ({', '.join(' '.join(d).strip() for d in DEFINITIONS if d[0] not in v6)})")
+    for i, (rid, verdict, cause, diagnosis) in enumerate(V5_ROWS):
+        con.execute("INSERT INTO flows (id, ts, path, segments, verdict, cause, diagnosis, reprefill_tokens) "
+                    "VALUES (?, ?, '/v1/messages', '[]', ?, ?, ?, ?)", (rid, float(i), verdict, cause, diagnosis, 9))
+    con.execute("PRAGMA user_version=5")
+    con.commit()
+    con.close()
+
+
+def test_a_version_5_capture_reads_the_same_and_the_writer_moves_its_text_into_columns(tmp_path: Path) -> None:
+    from prefixguard.judge.verdict import PrefixChange, VerdictName
+    from prefixguard.model.diagnosis import Diagnosis
+
+    db = tmp_path / "v5.db"
+    _v5_capture(db)
+    before = digest(db)
+    with open_store(db) as store:   # read-only: converted as read, the file untouched
+        old_rows = list(store.rows())
+        old_records = {r.id: r for r in store.records()}
+    assert digest(db) == before
+    by_id = {r["id"]: r for r in old_rows}
+    for rid, verdict, cause, diagnosis in V5_ROWS:   # the export says what version 5's said
+        assert by_id[rid]["verdict"] == verdict and by_id[rid]["cause"] == cause, rid
+        assert by_id[rid]["diagnosis"] == (json.loads(diagnosis) if diagnosis else None), rid
+    assert (by_id["miss"]["causes"], by_id["miss"]["pointer"]) == (["volatile_content", "tools_changed"], "/system/0")
+    assert by_id["imported"]["causes"] == ["history_compacted"] and by_id["imported"]["pointer"] is None
+    assert [by_id[i]["causes"] for i in ("note", "error", "unread", "plain")] == [[], [], [], []]
+    miss = old_records["miss"]
+    assert miss.verdict is VerdictName.MISS_PREFIX_CHANGED and miss.note is None
+    assert miss.change == PrefixChange(("volatile_content", "tools_changed"), "/system/0")
+    assert miss.diagnosis == Diagnosis("miss", "system", "system_changed", 1200, None, "the system prompt changed")
+    assert miss.agreement == "agree" and old_records["error"].note == "http 500"
+
+    with Store(db) as store:   # the writer migrates in place, in one transaction
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        stored = {r[0]: r[1:] for r in store._db.execute(
+            "SELECT id, cause, diagnosis, causes, pointer, note, diag_status, diag_level, agreement FROM flows")}
+    assert stored["miss"] == (None, None, '["volatile_content", "tools_changed"]', "/system/0", None, "miss", "system",
+                              "agree")
+    assert stored["note"] == (None, None, None, None, "note: volatile_content at /system/0 cost nothing", None, None,
+                              None)
+    assert stored["plain"] == (None,) * 8
+    with open_store(db) as store:
+        assert list(store.rows()) == old_rows   # and reads the same after
+
+
+def test_a_new_record_is_stored_in_its_columns_and_read_back_typed(tmp_path: Path) -> None:
+    from prefixguard.judge.verdict import Verdict, VerdictName, PrefixChange
+    from prefixguard.model.diagnosis import Diagnosis
+
+    rec = record(0)
+    change = PrefixChange(("key_order_changed",), "/tools/1")
+    rec.judged(Verdict(VerdictName.MISS_PREFIX_CHANGED, str(change), 10, 30, 0.01, change))
+    rec.diagnosis, rec.agreement = Diagnosis("miss", "tools", "tools_changed", 30), "agree"
+    with Store(tmp_path / "c.db") as store:
+        store.add(rec)
+        raw = store._db.execute("SELECT verdict, cause, diagnosis, causes, pointer, note, diag_label FROM flows").fetchone()
+    assert tuple(raw) == ("miss_prefix_changed", None, None, '["key_order_changed"]', "/tools/1", None, "tools_changed")
+    with open_store(tmp_path / "c.db") as store:
+        [back] = store.records()
+        [row] = store.rows()
+    assert back.verdict is VerdictName.MISS_PREFIX_CHANGED and back.change == change and back.diagnosis == rec.diagnosis
+    assert row["cause"] == "key_order_changed at /tools/1" and row["causes"] == ["key_order_changed"]
+    assert row["diagnosis"] == {**Diagnosis("miss", "tools", "tools_changed", 30)._asdict(), "agreement": "agree"}
+
+
+def test_an_unknown_verdict_in_a_store_is_a_one_line_error(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add(record(0))
+        store._db.execute("UPDATE flows SET verdict = 'maybe'")
+    with open_store(db) as store, pytest.raises(InputError, match="column verdict holds 'maybe'"):
+        list(store.records())
+
+
+def test_an_export_of_version_5_is_read_with_its_causes(tmp_path: Path) -> None:
+    from prefixguard.capture.reader import read_capture
+
+    row = record(0).row() | {"schema_version": 5, "verdict": "miss_prefix_changed", "cause": "tools_changed at /tools/2"}
+    del row["causes"], row["pointer"]
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    [read] = read_capture(path)
+    assert (read["causes"], read["pointer"], read["cause"]) == (["tools_changed"], "/tools/2", "tools_changed at /tools/2")

@@ -84,7 +84,7 @@ def migrate(conn: Any) -> None:
         for name, kind in ADDED.items():  # a table written by an earlier version
             conn.execute(f"ALTER TABLE flows ADD COLUMN IF NOT EXISTS {name} {kind.replace('INTEGER', 'BIGINT')}")
         found = conn.execute("SELECT value FROM prefixguard_meta WHERE name = 'schema_version'").fetchone()
-        if found is not None and int(found[0]) < 6:   # version 5's cause and diagnosis text, into their columns
+        if found is None or int(found[0]) < 6:   # version 5's cause and diagnosis text, into their columns
             old = conn.execute("SELECT id, verdict, cause, diagnosis FROM flows "
                                "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
             with conn.cursor() as cur:
