@@ -71,3 +71,13 @@ def test_a_device_or_dtype_that_cannot_work_is_one_line_and_exit_2(bodies, args,
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("prefixguard: error:") and says in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("args,says", [(["--attention", "flash"], "'--attention': 'flash' is not one of"),
+                                       (["--dtype", "int8"], "'--dtype': 'int8' is not one of"),
+                                       (["--device", "tpu"], "cannot start the engine: device must be one of")])
+def test_engine_serve_refuses_a_backend_device_or_dtype_in_one_line(args, says):
+    result = CliRunner().invoke(main, ["engine", "serve", "--port", "0", *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], result.stderr

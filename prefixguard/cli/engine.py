@@ -24,8 +24,12 @@ def engine() -> None:
 @option("--host", default="127.0.0.1", help="[default: 127.0.0.1]")
 @option("--port", type=click.IntRange(0, 65535), default=8000, help="0: a free port, printed on start [default: 8000].")
 @policy_option("radix", old=("--cache-policy",))
-@option("--device", default="cpu", help="[default: cpu]")
-@option("--dtype", default="float32", help="[default: float32]")
+@option("--device", default="cpu", help="cpu, cuda (or cuda:N), or auto: cuda when there is a GPU [default: cpu].")
+@option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "auto"]), default="float32",
+        help="auto: bfloat16 on cuda, float32 on cpu [default: float32].")
+@option("--attention", type=click.Choice(["auto", "sdpa", "triton", "flex"]), default="auto",
+        help="Attention backend: auto is triton on cuda, sdpa on cpu; flex is PyTorch's FlexAttention over the "
+             "paged KV pool [default: auto].")
 @option("--page-size", type=click.IntRange(1), default=1,
         help="Tokens per KV page; 1 makes cache reads token-exact, as the providers report them [default: 1].")
 @option("--kv-pages", type=click.IntRange(1), help="KV pool size in pages (default: 16k tokens).")
@@ -40,7 +44,7 @@ def engine() -> None:
              "every model a provider in rules/providers.toml sells (claude-..., gpt-...), so an app keeps its "
              "model name; any other name gets 404 in the provider's shape, as the providers answer.")
 def serve(model: str, weights: str | None, host: str, port: int, policy: str, device: str, dtype: str,
-          page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
+          attention: str, page_size: int, kv_pages: int | None, max_batch: int, max_queue: int, default_max_tokens: int,
           seed: int, served_names: tuple[str, ...]) -> None:
     """Serve /v1/messages, /v1/chat/completions, /v1/responses, /v1/models, /health and /metrics."""
     if weights and not Path(weights).exists():
@@ -63,7 +67,7 @@ def serve(model: str, weights: str | None, host: str, port: int, policy: str, de
 
     try:
         llm = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
-                        max_batch=max_batch, seed=seed, weights=weights)
+                        max_batch=max_batch, seed=seed, weights=weights, attention=attention)
     except (ValueError, OSError, RuntimeError) as e:
         raise UsageError(f"cannot start the engine: {e}") from None
     app = create_app(llm, cache_policy=policy, model_name=model, max_queue=max_queue,
