@@ -7,7 +7,6 @@ it beside prefixguard's own comparison of the same two requests.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 # What a diagnosis says happened (status), and for a miss, where (level; "model" is the model itself).
@@ -22,19 +21,6 @@ class Diagnosis(NamedTuple):
     missed_tokens: int | None = None     # tokens the provider says it could not read
     reusable_tokens: int | None = None   # OpenAI: what the baseline response could have given
     reason: str | None = None      # the provider's free-text reason, where it gives one
-
-    def to_json(self) -> str:
-        return json.dumps(self._asdict(), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | None) -> Diagnosis | None:
-        try:
-            data = json.loads(text) if text else None
-            if not isinstance(data, dict):
-                return None
-            return cls(**{k: v for k, v in data.items() if k in cls._fields})  # a row adds "agreement"
-        except (ValueError, TypeError):
-            return None
 
     def said(self) -> str:
         """How the console line quotes it: "system_changed (1,234 missed)"."""
