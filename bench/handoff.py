@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import prefixguard.proxy.spool as spool_module  # noqa: E402
 import prefixguard.proxy.worker as w  # noqa: E402
 from prefixguard.proxy.analysis import packed  # noqa: E402
 
@@ -31,7 +32,7 @@ F = packed("finish", id="f", status=200, headers_at=0.0, ended_at=0.0, encoding=
 
 async def measure(spool: bool) -> dict:
     if not spool:
-        w._memfd = lambda name: None
+        spool_module.memfd = lambda name: None
     from handoff import Null as Importable   # by module name, so the worker process can unpickle it
     worker = w.Worker(Importable, {}, lambda *a: None)
     out = {}

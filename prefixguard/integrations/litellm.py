@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 from litellm.integrations.custom_logger import CustomLogger
 
 from prefixguard.capture.attribution import SITE_HEADER
-from prefixguard.proxy.analysis import KEEP_FLOWS, Analyzer, FlowState, Response
+from prefixguard.proxy.analysis import KEEP_FLOWS, Analyzer
+from prefixguard.proxy.flow import FlowState, Response
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import detect_api, openai_chat, parse_response
 
@@ -145,7 +146,7 @@ class PrefixGuardLogger(CustomLogger):
         if kwargs.get("stream") and assembled is None:
             return  # a stream not yet whole (LiteLLM may report it before its last chunk): wait for that
         first = kwargs.get("completion_start_time")
-        resp = Response(kwargs.get("litellm_call_id") or "", status=200, ended_at=_mono(end_time),
+        resp = Response(id=kwargs.get("litellm_call_id") or "", status=200, ended_at=_mono(end_time),
                         headers_at=_mono(first) if first else None)
         if assembled is not None:
             # LiteLLM hands no raw stream to callbacks: its assembled answer, in OpenAI's chat shape
@@ -158,7 +159,7 @@ class PrefixGuardLogger(CustomLogger):
     def _failure(self, kwargs: dict[str, Any], end_time: Any) -> None:
         err = kwargs.get("exception")
         status = getattr(err, "status_code", None)
-        self._analyse(Response(kwargs.get("litellm_call_id") or "", status=status if isinstance(status, int) else None,
+        self._analyse(Response(id=kwargs.get("litellm_call_id") or "", status=status if isinstance(status, int) else None,
                                ended_at=_mono(end_time), error=f"{type(err).__name__}: {err}" if err else "failed"))
 
     def _analyse(self, resp: Response) -> None:

@@ -9,7 +9,7 @@ On the request path the addon only takes notes: the request's bytes, header fiel
 are, and for SSE a tap that returns each chunk unchanged (prefixguard/proxy/tap.py). Nothing is held
 back: flows the analysis does not read stream through both ways, and a body it reads that is larger
 than STREAM_OVER (or of unknown size) streams through a tap whose copy goes to the analysis. Everything else,
-reading headers and keys included, runs in one worker process (prefixguard/proxy/worker.py,
+reading headers and keys included, runs in one worker process (prefixguard/proxy/process.py,
 analysis.py); a failure there is logged and never fails, delays or alters a flow. When the worker falls
 behind by more than MAX_BACKLOG bytes, new flows pass unanalysed. The console line of each request is
 printed by the worker (or handed to the `console` given to PrefixGuard).
@@ -33,13 +33,15 @@ from typing import Any
 from mitmproxy import http
 
 from prefixguard.judge.verdict import VerdictName
-from prefixguard.proxy.analysis import Analyzer, Early, Response, packed
+from prefixguard.proxy.analysis import Analyzer
 from prefixguard.proxy.ask import Asker
+from prefixguard.proxy.flow import Early, Response, packed
+from prefixguard.proxy.frames import PRINT, REPLY, REPORT
 from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
-from prefixguard.proxy.worker import PRINT, REPLY, REPORT, Worker
+from prefixguard.proxy.worker import Worker
 from prefixguard.utils.styled import printable
 from prefixguard.wire import analysable, files
 from prefixguard.wire.gemini import is_cache_creation
@@ -245,7 +247,7 @@ class PrefixGuard:
                                               fields=req.headers.fields),
                             body, REPLY if self.headers else None, REQUEST_WAIT_S)
         # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
-        flow.metadata[META] = (seq, Response(flow.id))
+        flow.metadata[META] = (seq, Response(id=flow.id))
 
     @_hook
     def responseheaders(self, flow: http.HTTPFlow) -> None:

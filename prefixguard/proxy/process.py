@@ -1,0 +1,121 @@
+"""The analysis process: one Analyzer, fed in order by the addon over a pipe (run as
+`python -m prefixguard.proxy.process REPORTS_FD SPOOL_FD CHECKPOINT_FD` by proxy/worker.py).
+
+Parsing, tokenizing and comparing are CPU work; in the proxy's process they would hold the GIL that the
+event loop needs to move bytes, and every flow would wait. In a process of their own, at a lower CPU
+priority, they cost the traffic nothing.
+
+Messages come in frames (proxy/frames.py). The first two are pickles: the parent's sys.path, then
+(analyzer factory, its settings). Then, in marshal (plain tuples: the fastest way Python has to write
+and read them), (seq, step, args, to): run analyzer.<step>(arg), where arg is unpacked(step, args)
+(analysis.WIRE names the fields) with the payload as arg.body, and send its result `to`:
+- REPLY: the answers pipe, which the addon reads when it needs an answer (a tuple, or False for none);
+- REPORT: the reports pipe, read as reports come;
+- PRINT: this process's stderr, the proxy's console;
+- None: nowhere.
+A failure goes to REPORT as one line, with the request's secrets removed. When the pipe ends, what only
+the spool holds is analysed too (proxy/spool.py).
+"""
+from __future__ import annotations
+
+import io
+import marshal
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from prefixguard.proxy.frames import HEADER, PRINT, REPLY, REPORT, flow_id, frame, read_frame
+from prefixguard.proxy.spool import SpoolKeeper
+
+NICE = 10   # where SCHED_IDLE is not available
+
+
+def main() -> None:
+    from prefixguard.proxy.flow import WIRE, unpacked
+    from prefixguard.proxy.redact import redact_text
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the proxy, which then stops us cleanly
+    _lower_priority()
+    answers = os.fdopen(os.dup(1), "wb")
+    reports = os.fdopen(int(sys.argv[1]), "wb")
+    os.dup2(2, 1)  # a stray print must not land in the answers
+    inp = sys.stdin.buffer
+    sys.path[:] = pickle.loads(_setup(inp))
+    factory, settings = pickle.loads(_setup(inp))
+    spool = SpoolKeeper(int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else SpoolKeeper(-1, -1)
+    analyzer = factory(**settings)
+    for data, body in _messages(inp, spool):
+        start = spool.offset
+        try:
+            seq, step, args, to = marshal.loads(data)
+        except (ValueError, EOFError, TypeError):   # the spool's tail cut by the proxy's death mid-write
+            break
+        arg = unpacked(step, args) if step in WIRE else args
+        if body:
+            arg.body = body
+        try:
+            result = getattr(analyzer, step)(arg)
+        except Exception as err:  # noqa: BLE001 - reported by the proxy, never raised into a flow
+            secrets = getattr(arg, "secrets", None) or analyzer.secrets_of(getattr(arg, "id", ""))
+            error = redact_text(f"{type(err).__name__}: {err}", secrets)
+            _answer(reports, ("error", f"analysis ({step}) of {getattr(arg, 'id', '?')} failed: {error}"))
+            result = None
+        spool.done(step, flow_id(args), start, HEADER.size + len(data) + len(body))
+        if to == REPLY:  # always: False tells the addon the analysis is done and found nothing to say
+            _answer(answers, (seq, False if result is None else tuple(result)))
+        elif result is None:
+            continue
+        elif to == REPORT:
+            _answer(reports, ("line", result))
+        elif to == PRINT:
+            try:
+                print(result, file=sys.stderr, flush=True)
+            except BrokenPipeError:  # the console is gone with the proxy
+                pass
+    analyzer.close()
+
+
+def _setup(inp: BinaryIO) -> bytes:
+    """One of the two setup messages; the process ends, with nothing to do, if the proxy died first."""
+    message = read_frame(inp)
+    if message is None:
+        raise SystemExit(0)
+    return message[0]
+
+
+def _messages(inp: BinaryIO, spool: SpoolKeeper) -> Iterator[tuple[bytes, bytes]]:
+    """The messages down the pipe; once it ends (the proxy closed it, or died), those only the spool
+    holds: a flow the proxy had answered but not yet written down the pipe is still stored."""
+    while (message := read_frame(inp)) is not None:
+        yield message
+    rest = io.BytesIO(spool.rest())
+    while (message := read_frame(rest)) is not None and message[0]:   # empty: a place whose write never came
+        yield message
+
+
+def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:
+    """Send to the proxy; nothing when it is gone (killed): what it sent before is still analysed and
+    stored, up to the end of our input."""
+    try:
+        out.write(b"".join(frame(marshal.dumps(message))))
+        out.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: already failed once, and closed
+        pass
+
+
+def _lower_priority() -> None:
+    """Run only on CPU time the traffic leaves over (Linux SCHED_IDLE), else at a high nice value."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(NICE)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()
