@@ -101,7 +101,7 @@ CONFIG_MAX_BYTES = 16 << 20   # a pyproject.toml is kilobytes; this only stops a
 
 
 def _read(path: Path) -> dict[str, Any]:
-    import tomllib  # only where a config file is found: ~4 ms of every start otherwise
+    import tomllib  # only where a config file is found: a cost to every start otherwise
 
     text = read_text_input(path, CONFIG_MAX_BYTES, "config file")   # bounded, and never a FIFO or a device
     try:

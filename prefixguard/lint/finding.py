@@ -54,7 +54,7 @@ def fingerprint(code: str, relpath: str, pointer: str, key: str) -> str:
     """Stable across edits that move a finding: no line numbers, no matched values, only where it is
     in the request (the pointer) and what it is (the key). Equal findings in several JSONL records
     share a fingerprint; baselines count them."""
-    from hashlib import sha256  # a lint that finds nothing never loads OpenSSL's hashes (~4 ms)
+    from hashlib import sha256  # a lint that finds nothing never loads OpenSSL's hashes (a cost at start)
 
     return sha256("\x00".join((code, relpath, pointer, key)).encode("utf-8")).hexdigest()[:20]
 

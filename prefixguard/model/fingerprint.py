@@ -2,8 +2,8 @@
 
 chain[i] = xxh3_128(chain[i-1] + key of segment i), so equal chain[i] means equal segments 0..i: "how
 much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
-xxh3 because the chain hashes every byte of the body: at ~15 GB/s it costs a twentieth of a json.loads,
-where sha256 cost half of one. Fingerprints tell one app's prompts apart, not adversaries' forgeries,
+xxh3 because the chain hashes every byte of the body: it costs a small part of a json.loads, where
+sha256 cost a large one (bench/RESULTS.md). Fingerprints tell one app's prompts apart, not adversaries' forgeries,
 so 128 non-cryptographic bits are plenty.
 """
 from __future__ import annotations

@@ -16,8 +16,8 @@ LEVELS = ("tools", "system", "messages")  # the order every provider builds its 
 
 class Segment:
     """One cacheable part of a request: a tool definition, a system block, a message content block.
-    A plain class, not a dataclass: `diff` then never imports `dataclasses`, and `inspect` with it
-    (~11 ms at each start; tests/test_cli.py checks)."""
+    A plain class, not a dataclass: `diff` then never imports `dataclasses`, and `inspect` with it, at
+    each start (tests/test_cli.py checks)."""
 
     __slots__ = ("level", "pointer", "kind", "role", "value", "start", "end", "key", "tokens", "breakpoint",
                  "message_index", "header", "media_tokens", "estimated", "_canon")

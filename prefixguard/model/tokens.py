@@ -28,8 +28,8 @@ from prefixguard.utils import disk_cache
 
 ESTIMATE = "estimate"
 SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB at most)
-# One part longer than this (bytes of its key) is estimated, not tokenized: tiktoken takes ~0.2 s a MB,
-# and the proxy's analysis must not keep small flows waiting behind one huge text for seconds.
+# One part longer than this (bytes of its key) is estimated, not tokenized: tiktoken's time grows with
+# the text, and the proxy's analysis must not keep small flows waiting behind one huge text for seconds.
 MAX_EXACT = 1 << 20
 
 T = TypeVar("T")
@@ -50,7 +50,7 @@ def _data_file(name: str) -> Path | None:
     spec = _rules()["encodings"].get(name)
     for entry in spec["files"] if spec else ():
         found = find_spec(entry["package"])  # finds the package without importing it (bpe_openai's own
-        for folder in (found.submodule_search_locations or ()) if found else ():  # import costs ~0.5 s)
+        for folder in (found.submodule_search_locations or ()) if found else ():  # import is slow)
             path = Path(folder) / entry["path"]
             if path.is_file():
                 return path
@@ -107,7 +107,7 @@ def _load_shipped(name: str) -> Any:
     source = _data_file(name)
     assert source is not None
     params = disk_cache.load_params(name, source)
-    if params is None:  # the first run: parse the BPE file (~0.1-0.3 s), keep it as marshal (~0.02-0.05 s)
+    if params is None:  # the first run: parse the BPE file (slow), keep it as marshal (fast to load)
         params = _parse(name, source)
         disk_cache.save_params(name, source, params)
     return tiktoken.Encoding(**params)

@@ -1,6 +1,6 @@
 """What prefixguard keeps on disk between runs, so that a `diff` or `lint` of files seen before needs
-neither a tokenizer (building cl100k_base costs ~0.15 s, more than the rest of a run) nor the price
-package's data (importing genai-prices costs ~0.2 s).
+neither a tokenizer (building cl100k_base costs more than the rest of a run) nor the price package's
+data (importing genai-prices costs as much again).
 
 Where: $PREFIXGUARD_CACHE_DIR, else $XDG_CACHE_HOME/prefixguard, else ~/.cache/prefixguard;
 PREFIXGUARD_CACHE_DIR=off keeps nothing on disk. Every file here can be deleted at any time.

@@ -95,7 +95,7 @@ KEY_FORMATS = re.compile("|".join(_FORMATS).replace(
     "{cut}", "(?:" + "|".join(map(re.escape, _CUT_MARKS)) + r")[A-Za-z0-9_.+/= -]*\u2026"))
 # Every KEY_FORMATS match but a PEM block's and an excerpt's starts with one of these marks, inside a run
 # of key characters: the runs are found in one regex pass, the marks looked for in them alone, and the
-# formats tried where a mark stands (the formats' regex over a 60 MB body takes a minute).
+# formats tried where a mark stands (the formats' regex over a whole large body is far too slow).
 _KEY_MARKS = ("sk-", "sk_", "rk_", "AKIA", "ASIA", "ABIA", "ACCA", "ABSK", "bedrock-api-key-", "AIza", "ya29.",
               "1//0", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-", "eyJ",
               "whsec_", "SG.", "hf_", "npm_", "pypi-", "gsk_", "xai-", "pplx-", "r8_", "dop_v1_", "dapi", "shp",
