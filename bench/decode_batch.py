@@ -54,17 +54,17 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (1: stable timings on busy shared cores)")
-    ap.add_argument("--attention", default="auto", help="the engine's attention backend (auto, sdpa, triton)")
+    ap.add_argument("--attention", default="auto", help="the engine's attention backend (auto, sdpa, triton, flex)")
     ap.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rng = random.Random(0)
     graphs = {"on": True, "off": False, "auto": None}[args.cuda_graphs]
+    pages = max(args.batches) * (-(-(args.prompt + args.tokens + 2) // 16)) + 16
     engine = LLMEngine(args.preset, device=args.device, dtype=args.dtype, page_size=16, max_batch=max(args.batches),
-                       kv_pages=max(args.batches) * (-(-(args.prompt + args.tokens + 2) // 16)) + 16, prefix_reuse=False,
-                       attention=args.attention, cuda_graphs=graphs)
-    for b in args.batches:                           # warm up (kernels compiled, each batch's CUDA graph captured)
-        if b == args.batches[0] or engine.graphs is not None:
+                       kv_pages=pages, prefix_reuse=False, attention=args.attention, cuda_graphs=graphs)
+    for b in args.batches:    # warm up (kernels compiled; each batch's CUDA graph captured or flex bucket compiled)
+        if b == args.batches[0] or engine.graphs is not None or engine.flex is not None:
             run_batch(engine, b, args, rng)
     rows = [run_batch(engine, b, args, rng) for b in args.batches]
     base = rows[0]["tokens_per_s"]
@@ -72,8 +72,8 @@ def main() -> None:
         r["speedup"] = r["tokens_per_s"] / base
     if args.json:
         print(json.dumps({"preset": args.preset, "device": args.device, "dtype": args.dtype, "prompt": args.prompt,
-                          "tokens": args.tokens, "attention": engine.attention, "cuda_graphs": engine.graphs is not None,
-                          "rows": rows}, indent=2))
+                          "tokens": args.tokens, "attention": engine.attention,
+                          "cuda_graphs": engine.graphs is not None, "rows": rows}, indent=2))
         return
     print(f"preset {args.preset} on {args.device} ({args.dtype}, attention {engine.attention}, CUDA graphs "
           f"{'on' if engine.graphs is not None else 'off'}), {args.prompt}-token prompts, {args.tokens} decode steps")

@@ -7,6 +7,8 @@
 #                                 # wheels of the pure dependencies its image does not carry
 #   bash bench/gpu.sh             # there, with .gpu-data carried: the `1b` preset, bf16, nothing downloaded
 #   bash bench/gpu.sh --dry-run   # here: the same steps on the CPU (tiny preset, small sizes)
+#   bash bench/gpu.sh --candidates [--dry-run]   # only step 7 and the flex tests: the attention backends
+#                                 # side by side, when a full run ran out of time before them
 #
 # Steps, each under its own timeout and all under TOTAL seconds (a failing step is recorded and the next
 # still runs):
@@ -19,9 +21,11 @@
 #      miniswe agent trace and of the demo's capture, with reuse and without: hit rate, prefill time,
 #      TTFT, and the saving against what hit rate and compute floor predict
 #   6. correctness: tests/test_engine_cuda.py (fp32 reference, CUDA graph = eager, paged = SDPA)
-#   7. the other attention candidates: decode with triton eager and sdpa eager (batch 1, 16, 64), and
-#      prefill at 2k with sdpa for every prefill
-# then gpu.json: every step's numbers and the issue's acceptance checks, each true or false.
+#   7. the other attention candidates: decode with flex (FlexAttention over the paged pool, compiled per
+#      shape bucket), triton eager and sdpa eager (batch 1, 16, 64), and prefill at 2k with flex and with
+#      sdpa for every prefill
+# then gpu.json: every step's numbers, the attention winner (decode at batch 1 and at the largest batch,
+# prefill at 2k) and the issue's acceptance checks, each true or false.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -47,7 +51,15 @@ prepare() {
   echo "carry .gpu-data to the GPU machine and run: bash bench/gpu.sh"
 }
 
-if [ "${1:-}" = "--prepare" ]; then prepare; exit; fi
+MODE=gpu; ONLY_CANDIDATES=0
+for arg in "$@"; do
+  case $arg in
+    --prepare) prepare; exit ;;
+    --dry-run) MODE=dry-run ;;
+    --candidates) ONLY_CANDIDATES=1 ;;
+    *) echo "usage: bash bench/gpu.sh [--prepare | --dry-run] [--candidates]" >&2; exit 2 ;;
+  esac
+done
 
 OUTDIR=${OUT:-$(mktemp -d -t gpu-bench.XXXX)}
 mkdir -p "$OUTDIR/parts"
@@ -70,19 +82,21 @@ fi
 DATA=${PREFIXGUARD_DATA:-$( [ -d "$PREP/data" ] && echo "$PREP/data" || echo "$ROOT/../shared/data" )}
 CAPTURE=${DEMO_CAPTURE:-$PREP/demo_capture.db}
 
-if [ "${1:-}" = "--dry-run" ]; then
-  MODE=dry-run; DEV=cpu; DTYPE=float32; MODEL=tiny; LENGTHS="256 512"; BATCHES="1 4"; TOKENS=8; SMALL=--small
+if [ "$MODE" = dry-run ]; then
+  DEV=cpu; DTYPE=float32; MODEL=tiny; LENGTHS="256 512"; BATCHES="1 4"; TOKENS=8; SMALL=--small
   REPEATS=1; SESSIONS=2; HF_TOKENS="256"; DECODE_TOKENS=8
-  CANDIDATES="sdpa:off"                      # triton needs CUDA (tests/test_engine_kernels.py runs it interpreted)
+  CANDIDATES="sdpa:off flex:off"             # triton needs CUDA (tests/test_engine_kernels.py runs it interpreted)
+  PREFILL_CANDIDATES="flex"                  # the main prefill run is sdpa's here
   if [ ! -s "$CAPTURE" ]; then               # the dry run makes its own demo capture
     CAPTURE=$OUTDIR/demo_capture.db
     (cd "$OUTDIR" && timeout 240 "$PY" -c 'from prefixguard.cli import main; main()' demo -o json \
        --store "$CAPTURE" > "$OUTDIR/demo.json") || echo "demo capture failed"
   fi
 else
-  MODE=gpu; DEV=cuda; DTYPE=bfloat16; MODEL=1b; LENGTHS="2048 8192"; BATCHES="1 2 4 8 16 32 64"; TOKENS=64
+  DEV=cuda; DTYPE=bfloat16; MODEL=1b; LENGTHS="2048 8192"; BATCHES="1 2 4 8 16 32 64"; TOKENS=64
   SMALL=; REPEATS=3; SESSIONS=$MINISWE_SESSIONS; HF_TOKENS="2048 8192"; DECODE_TOKENS=64
-  CANDIDATES="triton:on triton:off sdpa:off"
+  CANDIDATES="triton:on flex:off triton:off sdpa:off"
+  PREFILL_CANDIDATES="flex sdpa"             # the main prefill run is triton's (auto) there
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv > "$P/nvidia-smi.txt" 2>&1
 fi
 "$PY" -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' \
@@ -111,30 +125,40 @@ decode_step() {   # decode_step ATTENTION GRAPHS BATCHES TOKENS LIMIT
   step "decode_$1_graphs_$2" "$5" "$PY" bench/decode_batch.py --json --device "$DEV" --dtype "$DTYPE" \
     --preset "$MODEL" --batches $3 --tokens "$4" --attention "$1" --cuda-graphs "$2"
 }
-step prefill_reuse 90 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
-  --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192
 FIRST=${CANDIDATES%% *}
-decode_step "${FIRST%%:*}" "${FIRST##*:}" "$BATCHES" "$TOKENS" 75
-BEST_DECODE=$P/decode_${FIRST%%:*}_graphs_${FIRST##*:}.json
-step roofline 40 "$PY" bench/roofline.py --json $SMALL --prefill "$P/prefill_reuse.json" --decode "$BEST_DECODE"
-step engine_vs_hf 120 "$PY" bench/prefill_vs_hf.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
-  --tokens $HF_TOKENS --repeats "$REPEATS" --decode-tokens "$DECODE_TOKENS"
-CAPTURE_ARG=(); [ -s "$CAPTURE" ] && CAPTURE_ARG=(--capture "$CAPTURE")
-step replay 120 "$PY" bench/replay.py --json --no-sim --device "$DEV" --dtype "$DTYPE" --model "$MODEL" \
-  --sessions "$SESSIONS" --data "$DATA" "${CAPTURE_ARG[@]}"
-if [ "$DEV" = cuda ]; then
-  step correctness 150 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider
+if [ "$ONLY_CANDIDATES" = 0 ]; then
+  step prefill_reuse 90 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
+    --lengths $LENGTHS --repeats "$REPEATS" --prefill-chunk 8192
+  decode_step "${FIRST%%:*}" "${FIRST##*:}" "$BATCHES" "$TOKENS" 75
+  BEST_DECODE=$P/decode_${FIRST%%:*}_graphs_${FIRST##*:}.json
+  step roofline 40 "$PY" bench/roofline.py --json $SMALL --prefill "$P/prefill_reuse.json" --decode "$BEST_DECODE"
+  step engine_vs_hf 120 "$PY" bench/prefill_vs_hf.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
+    --tokens $HF_TOKENS --repeats "$REPEATS" --decode-tokens "$DECODE_TOKENS"
+  CAPTURE_ARG=(); [ -s "$CAPTURE" ] && CAPTURE_ARG=(--capture "$CAPTURE")
+  step replay 120 "$PY" bench/replay.py --json --no-sim --device "$DEV" --dtype "$DTYPE" --model "$MODEL" \
+    --sessions "$SESSIONS" --data "$DATA" "${CAPTURE_ARG[@]}"
+  if [ "$DEV" = cuda ]; then
+    step correctness 150 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider
+  else
+    step correctness 240 "$PY" -m pytest tests/test_engine_correctness.py tests/test_engine_launches.py \
+      tests/test_engine_flex.py -q -p no:cacheprovider -k "interleaved and 16 or launches or flex"
+  fi
+elif [ "$DEV" = cuda ]; then   # the candidates alone: the flex backend's CUDA tests (compiled kernels)
+  step correctness 150 "$PY" -m pytest tests/test_engine_cuda.py -q -p no:cacheprovider -k flex
 else
-  step correctness 240 "$PY" -m pytest tests/test_engine_correctness.py tests/test_engine_launches.py -q \
-    -p no:cacheprovider -k "interleaved and 16 or launches"
+  step correctness 120 "$PY" -m pytest tests/test_engine_flex.py -q -p no:cacheprovider
 fi
-for cand in ${CANDIDATES#"$FIRST"}; do      # the other decode candidates, eager: batches 1, 16, 64
-  decode_step "${cand%%:*}" "${cand##*:}" "1 16 64" 16 45
+OTHERS=${CANDIDATES#"$FIRST"}
+if [ "$ONLY_CANDIDATES" = 1 ]; then        # no main run to compare with: the first candidate too, and auto's prefill
+  OTHERS=$CANDIDATES; PREFILL_CANDIDATES="auto $PREFILL_CANDIDATES"
+fi
+for cand in $OTHERS; do                     # the other decode candidates: batches 1, 16, 64 (flex compiles a
+  decode_step "${cand%%:*}" "${cand##*:}" "1 16 64" 16 90   # bucket per batch size while warming up)
 done
-if [ "$DEV" = cuda ]; then   # the prefill candidate: sdpa for every prefill (triton's paged kernel takes short ones)
-  step prefill_reuse_sdpa 45 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" --preset "$MODEL" \
-    --lengths ${LENGTHS%% *} --repeats "$REPEATS" --prefill-chunk 8192 --attention sdpa
-fi
+for backend in $PREFILL_CANDIDATES; do       # prefill at the first length with each backend for every prefill
+  step "prefill_reuse_$backend" 90 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" \
+    --preset "$MODEL" --lengths ${LENGTHS%% *} --repeats "$REPEATS" --prefill-chunk 8192 --attention "$backend"
+done
 
 "$PY" - "$OUTDIR" "$MODE" "$FAILED" <<'PYEOF'
 """Every step's numbers in one JSON, and the acceptance checks of issue 26 (null where a step failed)."""
@@ -167,7 +191,26 @@ def tail(name, n=3):
         return []
 
 
+def winners(decode, prefill, length):
+    """The fastest backend: decode tokens/s at batch 1 and at the largest batch every candidate ran, and
+    the TTFT summed over the cached fractions at the first length (each backend the same prompts)."""
+    def best(scores):
+        return min(scores, key=scores.get) if scores else None
+    rows = {k: {r["batch"]: r["tokens_per_s"] for r in d["rows"]} for k, d in decode.items() if d}
+    common = set.intersection(*(set(r) for r in rows.values())) if rows else set()
+    big = max(common, default=None)
+    ttft = {k: sum(r["ttft_s"] for r in d["rows"] if r["length"] == length) for k, d in prefill.items()}
+    return {"decode_batch_1": best({k: -r[1] for k, r in rows.items() if 1 in r}),
+            "decode_largest_batch": big, "decode_at_largest_batch": best({k: -r[big] for k, r in rows.items()})
+            if big else None,
+            "prefill_length": length, "prefill": best({k: v for k, v in ttft.items() if v > 0}),
+            "decode_tokens_per_s": rows, "prefill_ttft_sum_s": ttft}
+
+
 reuse, roof, hf, rep = load("prefill_reuse"), load("roofline"), load("engine_vs_hf"), load("replay")
+prefill = {(d or {}).get("attention", p.stem): d for p in sorted(parts.glob("prefill_reuse*.json"))
+           if (d := load(p.stem)) and d.get("rows")}
+first_len = min((r["length"] for d in prefill.values() for r in d["rows"]), default=0)
 decode = {p.stem.removeprefix("decode_"): load(p.stem) for p in sorted(parts.glob("decode_*.json"))}
 rows = (reuse or {}).get("rows", [])
 by_len = {n: [r for r in rows if r["length"] == n] for n in sorted({r["length"] for r in rows})}
@@ -186,8 +229,10 @@ report = {
     "correctness": {"passed": "correctness" not in failed, "summary": tail("correctness")},
     "ttft_ratio": [{k: r[k] for k in ("length", "f", "cached_tokens", "ttft_s", "ratio", "ideal", "compute",
                                       "within_floor")} for r in rows],
-    "ttft_ratio_sdpa_only": [{k: r[k] for k in ("length", "f", "ttft_s", "ratio", "compute")}
-                             for r in (load("prefill_reuse_sdpa") or {}).get("rows", [])],
+    "ttft_by_attention": {name: [{k: r[k] for k in ("length", "f", "ttft_s", "ratio", "compute")}
+                                 for r in doc["rows"] if r["length"] == first_len]
+                          for name, doc in prefill.items()},
+    "attention_winner": winners(decode, prefill, first_len),
     "decode": {k: (d or {}).get("rows") for k, d in decode.items()},
     "decode_winner_at_batch_1": winner and winner[0],
     "decode_vs_roofline": (roof or {}).get("decode"),
@@ -213,6 +258,9 @@ report = {
 (out / "gpu.json").write_text(json.dumps(report, indent=1))
 print(json.dumps(report["acceptance"], indent=1))
 print(f"decode winner at batch 1: {report['decode_winner_at_batch_1']}")
+w = report["attention_winner"]
+print(f"attention winner: decode batch 1 {w['decode_batch_1']}, batch {w['decode_largest_batch']} "
+      f"{w['decode_at_largest_batch']}, prefill at {w['prefill_length']} {w['prefill']}")
 PYEOF
 if [ -n "${OUT:-}" ]; then    # the device machine hands back 8 files at most: the logs go in one archive
   tar -czf "$OUTDIR/parts.tgz" -C "$OUTDIR" parts && rm -rf "$P"

@@ -71,6 +71,7 @@ def run_length(length: int, args, rng: random.Random) -> list[dict]:
         r["target"] = r["ideal"] + SLACK
         r["ok"] = r["ratio"] <= r["target"]
         r["within_floor"] = r["ratio"] <= r["compute"] + SLACK       # the compute floor plus the same slack
+        r["attention"] = engine.attention                             # "auto" resolved
     return rows
 
 
@@ -83,7 +84,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--prefill-chunk", type=int, default=2048)
-    ap.add_argument("--attention", default="auto", help="the engine's attention backend (auto, sdpa, triton)")
+    ap.add_argument("--attention", default="auto", help="the engine's attention backend (auto, sdpa, triton, flex)")
     ap.add_argument("--repeats", type=int, default=1, help="take the fastest of this many runs per point")
     ap.add_argument("--clock", choices=["cpu", "wall"], help="default: cpu on a CPU device, wall on CUDA")
     ap.add_argument("--threads", type=int, default=1,
@@ -95,7 +96,7 @@ def main() -> None:
     rows = [r for n in args.lengths for r in run_length(n, args, rng)]
     if args.json:
         print(json.dumps({"preset": args.preset, "device": args.device, "dtype": args.dtype, "clock": args.clock,
-                          "attention": args.attention, "rows": rows}, indent=2))
+                          "attention": rows[0]["attention"] if rows else args.attention, "rows": rows}, indent=2))
         return
     print(f"preset {args.preset} on {args.device} ({args.dtype}), page size {args.page_size}, "
           f"prefill chunk {args.prefill_chunk}, {args.clock} clock")

@@ -119,8 +119,8 @@ def main() -> None:
         best = {"engine": float("inf"), "transformers": float("inf")}
         for _ in range(args.repeats):
             prompt = [rng.randrange(config.vocab_size) for _ in range(n)]
-            best["engine"] = min(best["engine"], timed(lambda: ours(prompt)))
-            best["transformers"] = min(best["transformers"], timed(lambda: theirs(prompt)))
+            best["engine"] = min(best["engine"], timed(lambda p=prompt: ours(p)))
+            best["transformers"] = min(best["transformers"], timed(lambda p=prompt: theirs(p)))
         row.update(engine_s=best["engine"], transformers_s=best["transformers"],
                    ratio=best["engine"] / best["transformers"])
         prefill.append(row)
@@ -150,7 +150,8 @@ def main() -> None:
 
 
 def decode_side_by_side(engine: LLMEngine, hf, args, rng: random.Random, now) -> dict:
-    """Greedy decode after a 32-token prompt, per step, prefill subtracted: the engine against transformers' generate()."""
+    """Greedy decode after a 32-token prompt, per step, prefill subtracted: the engine against transformers'
+    generate()."""
     n = args.decode_tokens
     prompt = [rng.randrange(engine.config.vocab_size) for _ in range(32)]
     ids = torch.tensor([prompt], device=engine.device)

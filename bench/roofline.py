@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from prefill_reuse import prefill_macs  # noqa: E402
 
 from prefixguard.engine.models import resolve  # noqa: E402
-from prefill_reuse import prefill_macs  # noqa: E402
 
 
 def timed(fn, device: str, repeats: int = 10) -> float:

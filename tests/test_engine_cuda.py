@@ -68,6 +68,26 @@ def test_reuse_equals_fp32_reference_on_cuda(attention, dtype, page_size):
         assert err <= tol < wrong, (s, err, wrong)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_flex_reuse_equals_fp32_reference_on_cuda(dtype):
+    """The flex backend compiled (engine/flex_paged.py: the kernels walk the block lists, which the CPU's
+    eager path never reads): cold and cached prefill, decode of four sequences in one bucket."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    rng = random.Random(16)
+    engine = LLMEngine("tiny", device="cuda", dtype=dtype, page_size=16, prefill_chunk=128, keep_logits=True,
+                       attention="flex")
+    assert engine.flex is not None and engine.flex._attn is not flex_attention    # compiled
+    ps = prompts(rng)
+    seqs = engine.generate(ps[:1], max_tokens=4) + engine.generate(ps[1:], max_tokens=6)
+    assert sum(s.cached_tokens for s in seqs) > 0
+    ref = fp32_reference(engine)
+    tol = FP32_TOL if dtype == "float32" else BF16_TOL
+    for s in seqs:
+        err, wrong = error(ref, s, scaled=dtype != "float32")
+        assert err <= tol < wrong, (s, err, wrong)
+
+
 def test_1b_bf16_reuse_matches_fp32_reference():
     rng = random.Random(0)
     engine = LLMEngine("1b", device="cuda", dtype="bfloat16", page_size=16, kv_pages=1024, keep_logits=True)
@@ -95,7 +115,7 @@ def test_cuda_graph_decode_equals_eager_token_for_token(preset):
             seqs += engine.generate(group, max_tokens=12)
         runs[graphs] = seqs
     assert [s.output_ids for s in runs[True]] == [s.output_ids for s in runs[False]]
-    for a, b in zip(runs[True], runs[False]):
+    for a, b in zip(runs[True], runs[False], strict=True):
         assert (torch.stack(a.logits) - torch.stack(b.logits)).abs().max().item() <= FP32_TOL
 
 
@@ -103,7 +123,7 @@ def test_paged_decode_equals_sdpa_decode():
     rng = random.Random(9)
     ps = [[rng.randrange(100_000) for _ in range(rng.randint(100, 400))] for _ in range(5)]
     out = {}
-    for attention in ("sdpa", "triton"):
+    for attention in ("sdpa", "triton", "flex"):
         engine = LLMEngine("tiny", device="cuda", dtype="float32", page_size=16, attention=attention)
         out[attention] = [s.output_ids for s in engine.generate(ps, max_tokens=16)]
-    assert out["sdpa"] == out["triton"]
+    assert out["sdpa"] == out["triton"] == out["flex"]
