@@ -98,7 +98,8 @@ def main() -> None:
     med = {name: statistics.median(v) for name, v in times.items()}
     ref = "cachelint diff" if args.cachelint else "diff --no-tokens"
     print(f"{len(a) / 2**20:.2f} MB pair; medians of {args.rounds} interleaved rounds; ratio to {ref}")
-    print(f"{'command':24} {'s':>7} {'ratio':>7}" + (f" {'baseline s':>11} {'vs baseline':>12}" if args.baseline else ""))
+    print(f"{'command':24} {'s':>7} {'ratio':>7}"
+          + (f" {'baseline s':>11} {'vs baseline':>12}" if args.baseline else ""))
     for name, s in med.items():
         if name.endswith(" @baseline"):
             continue

@@ -93,8 +93,8 @@ def test_unified_flags_in_help() -> None:
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
         # one choice per contract of rules/providers.toml (radix: the compatible one)
-        assert "--policy [auto|anthropic|bedrock|deepseek|gemini|groq|minimax|mistral|moonshot|openai|qwen|radix|xai|zai]" \
-            in " ".join(run(*command, "--help").stdout.split()), command
+        choices = "auto|anthropic|bedrock|deepseek|gemini|groq|minimax|mistral|moonshot|openai|qwen|radix|xai|zai"
+        assert f"--policy [{choices}]" in " ".join(run(*command, "--help").stdout.split()), command
 
 
 def test_engine_model_is_the_weights_and_model_the_api_name_everywhere() -> None:
@@ -233,8 +233,8 @@ def test_bash_completion_script_and_completions() -> None:
     source = subprocess.run(PG, env={**os.environ, "_PREFIXGUARD_COMPLETE": "bash_source"}, capture_output=True,
                             text=True, timeout=60)
     assert source.returncode == 0, source.stderr
-    assert "_prefixguard_completion()" in source.stdout and "complete -o nosort -F _prefixguard_completion prefixguard" \
-        in source.stdout
+    assert "_prefixguard_completion()" in source.stdout
+    assert "complete -o nosort -F _prefixguard_completion prefixguard" in source.stdout
 
     def complete(line: str) -> list[str]:
         words = line.split(" ")

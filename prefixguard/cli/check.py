@@ -182,11 +182,12 @@ def _incident(item: Any) -> Window:
         raise ValueError('write "START..END" or { start = ..., end = ..., note = "..." }')
     ends = [parse_time(v) if isinstance(v, str) else as_unix(v) if hasattr(v, "year") else None
             for v in (item["start"], item["end"])]
-    if None in ends:
+    start, end = ends
+    if start is None or end is None:
         raise ValueError("start and end must be dates, date-times or strings")
-    if ends[1] <= ends[0]:
+    if end <= start:
         raise ValueError("its end is not after its start")
-    return Window(ends[0], ends[1], str(item.get("note") or ""))
+    return Window(start, end, str(item.get("note") or ""))
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -217,7 +218,8 @@ def markdown(outcome: Outcome) -> str:
     failed = [c for c in outcome.checks if c.failed]
     lines = [f"### prefixguard check: {'regression' if failed else 'no regression'}", "",
              f"Baseline `{outcome.base.source}`, checked `{outcome.new.source}`"
-             + (f"; {outcome.base.excluded} baseline requests in incidents left out." if outcome.base.excluded else "."),
+             + (f"; {outcome.base.excluded} baseline requests in incidents left out."
+                if outcome.base.excluded else "."),
              "", "| model | requests (base / new) | hit rate (base / new) | cost of misses (base / new) |",
              "| --- | ---: | ---: | ---: |"]
     rows = [("all", outcome.base.total, outcome.new.total)] + [

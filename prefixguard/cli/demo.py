@@ -26,7 +26,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,10 +36,14 @@ from prefixguard.contracts import prices
 from prefixguard.judge.verdict import VerdictName
 from prefixguard.schemas import versioned
 
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
-PHASES = (("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
+PHASES: tuple[tuple[str, list[str], tuple[str, str]], ...] = (
+    ("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
 REQUESTS_PER_RUN = 8            # 4 turns with each SDK
 START_TIMEOUT = 120.0
 LISTENING = re.compile(r"listening on (http://[\w.:\[\]-]+)")
@@ -66,7 +70,7 @@ class Child:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
-        for line in self.proc.stdout:  # keep reading so a chatty child never blocks on a full pipe
+        for line in self.proc.stdout or ():  # keep reading so a chatty child never blocks on a full pipe
             self.lines.append(line.rstrip())
             found = LISTENING.search(line)
             if found and self._url is None:
@@ -111,7 +115,8 @@ class Phase:
 @command()
 @output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).", old=())
 @old_name("--json", "fmt", flag_value="json")
-@option("--store", type=FILE, help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
+@option("--store", type=FILE,
+        help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
 @option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny",
         help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own tokenizer; "
              "about 8 minutes on 2 busy cores instead of 1, needs the engine extra) [default: tiny].")
@@ -258,8 +263,9 @@ def _print(result: dict[str, Any]) -> None:
     before, after = result["before"], result["after"]
     table = Table(title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
                         "and the share of the prompt read from cache", title_justify="left", box=box.SIMPLE_HEAD)
-    for name, justify in (("run", "right"), ("request", "left"), ("before", "left"), ("", "right"),
-                          ("after the fixes", "left"), (" ", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("run", "right"), ("request", "left"), ("before", "left"),
+                                                      ("", "right"), ("after the fixes", "left"), (" ", "right"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)
     for b, a in zip(before["requests"], after["requests"], strict=True):
         turn = (b["request"] - 1) % 4 + 1
@@ -275,7 +281,8 @@ def _print(result: dict[str, Any]) -> None:
              _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
             ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
              _ratio(before["prefill_s"], after["prefill_s"])),
-            (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}", f"${after['input_cost_usd']:.4f}",
+            (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}",
+             f"${after['input_cost_usd']:.4f}",
              _ratio(before["input_cost_usd"], after["input_cost_usd"])))
     for row in rows:
         summary.add_row(*row)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+from typing import Any
 
 import anthropic
 import openai
@@ -89,7 +90,7 @@ def schema(params: dict[str, str]) -> dict:
     return {"type": "object", "properties": {k: {"type": v} for k, v in params.items()}, "required": list(params)}
 
 
-def with_last_breakpoint(messages: list[dict]) -> list[dict]:
+def with_last_breakpoint(messages: list[dict]) -> list[Any]:   # Any: the SDKs type their params
     """The conversation with a cache breakpoint on the newest block (it moves every turn)."""
     *head, last = messages
     blocks = list(last["content"])
@@ -99,11 +100,12 @@ def with_last_breakpoint(messages: list[dict]) -> list[dict]:
 
 def anthropic_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
     client = anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=0)
-    tools = [{"name": n, "description": TOOLS[n][0], "input_schema": schema(TOOLS[n][1])} for n in tool_names(fixed)]
+    tools: list[Any] = [{"name": n, "description": TOOLS[n][0], "input_schema": schema(TOOLS[n][1])}
+                        for n in tool_names(fixed)]
     messages: list[dict] = [{"role": "user", "content": question(fixed)}]
     usages = []
     for turn in range(len(PLAN) + 1):
-        system = [{"type": "text", "text": system_text(fixed), "cache_control": {"type": "ephemeral"}}]
+        system: list[Any] = [{"type": "text", "text": system_text(fixed), "cache_control": {"type": "ephemeral"}}]
         with client.messages.stream(model=CLAUDE, max_tokens=MAX_TOKENS, system=system, tools=tools,
                                     messages=with_last_breakpoint(messages)) as stream:
             reply = stream.get_final_message()
@@ -121,13 +123,13 @@ def anthropic_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
 
 def openai_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
     client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key, max_retries=0)
-    tools = [{"type": "function",
+    tools: list[Any] = [{"type": "function",
               "function": {"name": n, "description": TOOLS[n][0], "parameters": schema(TOOLS[n][1])}}
              for n in tool_names(fixed)]
     history: list[dict] = [{"role": "user", "content": question(fixed)}]
     usages = []
     for turn in range(len(PLAN) + 1):
-        messages = [{"role": "system", "content": system_text(fixed)}, *history]
+        messages: list[Any] = [{"role": "system", "content": system_text(fixed)}, *history]
         chunks = list(client.chat.completions.create(model=GPT, max_tokens=MAX_TOKENS, tools=tools, messages=messages,
                                                      stream=True, stream_options={"include_usage": True}))
         usages.append(chunks[-1].usage.model_dump(exclude_none=True))

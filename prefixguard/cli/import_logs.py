@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from prefixguard.capture.store import Record, open_store
-from prefixguard.cli.options import FILE, Command, Group, option
+from prefixguard.cli.options import FILE, Group, option
 from prefixguard.contracts.providers import model_contract
 from prefixguard.importer import claude_code, codex
 from prefixguard.importer.turns import Turn, judge
@@ -96,7 +96,7 @@ def import_logs() -> None:
     pass   # its help is its line in `prefixguard --help` (cli/lazy.py)
 
 
-def _options(f: Callable[..., None]) -> Command:
+def _options(f: Callable[..., None]) -> click.Command:
     """FOLDER and --store, the same for every agent."""
     f = option("--store", type=FILE, default=Path("agent-logs.db"), help=STORE_HELP + " [default: agent-logs.db]")(f)
     f = click.argument("folder", required=False, type=FILE)(f)

@@ -101,7 +101,8 @@ def kv(model_name: str | None, config_file: str | None, context: int, concurrenc
         else:
             for r in rows:
                 print(f"{printable(r['model']):<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
-                      f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  {human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
+                      f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  "
+                      f"{human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
         return
     if config_file:
         arch = arch_from_file(config_file)

@@ -74,8 +74,9 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     PATH: request files (*.json), captures (*.jsonl: one request per line, or the proxy's export; each
     request is also compared with its best earlier match), Python sources (*.py: the prompts passed to
     the Anthropic, OpenAI, Bedrock, Gemini, LiteLLM and LangChain clients), directories (walked for all
-    of these), globs, or '-' for standard input. Settings come from [tool.prefixguard] in the nearest pyproject.toml; the
-    options here override them. `prefixguard rules` lists the rules, `prefixguard rule CODE` explains one.
+    of these), globs, or '-' for standard input. Settings come from [tool.prefixguard] in the nearest
+    pyproject.toml; the options here override them. `prefixguard rules` lists the rules, `prefixguard rule
+    CODE` explains one.
 
     By default the rules of severity error and warning run, and info findings are not shown; name rules
     with --select or --extend-select to see their info findings too (`--select ALL` for everything).
@@ -119,7 +120,8 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
     if result.skipped:
         n = len(result.skipped)
         print(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
-              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} prefixguard reads "
+              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} "
+              "prefixguard reads "
               f"(first: {result.skipped[0]})", file=sys.stderr)
     for error in result.errors:
         exits.error(error)

@@ -105,8 +105,9 @@ def _both[F: Callable[..., Any]](*decorators: Callable[[F], F]) -> Callable[[F],
     return apply
 
 
-def output_format[F: Callable[..., Any]](choices: Sequence[str] = ("text", "json"), default: str = "text", help: str = "What to print.",
-                  old: Sequence[str] = ("--format",)) -> Callable[[F], F]:
+def output_format[F: Callable[..., Any]](choices: Sequence[str] = ("text", "json"), default: str = "text",
+                                         help: str = "What to print.",
+                                         old: Sequence[str] = ("--format",)) -> Callable[[F], F]:
     """-o/--output-format FORMAT (into `fmt`), with the old `--format` as a hidden name."""
     kind = click.Choice(list(choices))
     shown = option("-o", "--output-format", "fmt", type=kind, default=default, metavar="FORMAT",
@@ -114,7 +115,8 @@ def output_format[F: Callable[..., Any]](choices: Sequence[str] = ("text", "json
     return _both(shown, old_name(*old, "fmt", type=kind, default=default)) if old else shown
 
 
-def policy_option[F: Callable[..., Any]](default: str | None, help: str = POLICY_HELP, old: Sequence[str] = ()) -> Callable[[F], F]:
+def policy_option[F: Callable[..., Any]](default: str | None, help: str = POLICY_HELP,
+                                         old: Sequence[str] = ()) -> Callable[[F], F]:
     """--policy auto|radix|anthropic|openai|..., the same choices in proxy, engine serve and replay."""
     from prefixguard.judge.policies import POLICIES  # here, not at import: lint and diff never pay for it
 

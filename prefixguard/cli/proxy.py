@@ -19,7 +19,8 @@ from prefixguard.utils.errors import InputError
 @option("--port", default=8080, type=click.IntRange(0, 65535),
         help="Port to listen on (0: any free port; the real one is printed) [default: 8080].")
 @option("--store", help="Capture store to write: an SQLite file, or a postgresql:// URL (a fleet's).")
-@option("--index", metavar="URL", help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
+@option("--index", metavar="URL",
+        help="A fleet's shared session index (redis://HOST:6379/0); default: in this process.")
 @option("--no-bodies", is_flag=True, help="Store fingerprints and token counts only, no request bodies.")
 @option("--no-headers", is_flag=True, help="Do not add x-prefixguard-* headers to responses.")
 @policy_option("auto")
@@ -59,13 +60,15 @@ def proxy(upstreams: tuple[str, ...], host: str, port: int, store: str | None, i
     try:
         if store is not None:
             from prefixguard.capture.store import check_writable_store
-            check_writable_store(store)  # a foreign or broken file, a server that does not answer: here, before anything listens
+            # a foreign or broken file, a server that does not answer: here, before anything listens
+            check_writable_store(store)
         if index:
             from prefixguard.judge.state import open_index
             open_index(index).close()  # the URL's shape and the extra; a Redis down later only degrades verdicts
     except InputError as err:
         fail(str(err))
-    settings = {"prefixguard_store": str(store or ""), "prefixguard_index": index or "", "prefixguard_bodies": not no_bodies,
+    settings = {"prefixguard_store": str(store or ""), "prefixguard_index": index or "",
+                "prefixguard_bodies": not no_bodies,
                 "prefixguard_headers": not no_headers, "prefixguard_quiet": quiet,
                 "prefixguard_policy": "" if policy == "auto" else policy,  # auto: each provider's own
                 "prefixguard_diagnostics": ask_diagnostics, "prefixguard_otlp_endpoint": otlp_endpoint or "",

@@ -26,7 +26,8 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @command()
 @click.argument("source", metavar="SOURCE")
 @option("--target", default="sim", help=TARGET_HELP + " [default: sim]")
-@policy_option(None, help="sim: " + POLICY_HELP[0].lower() + POLICY_HELP[1:] + " [default: auto for a capture, else radix]")
+@policy_option(None, help="sim: " + POLICY_HELP[0].lower() + POLICY_HELP[1:]
+               + " [default: auto for a capture, else radix]")
 @option("--page-size", type=click.IntRange(1), help="Tokens per KV page [sim: 16, Mooncake 512; engine: 16].")
 @option("--capacity", "capacity_tokens", type=click.IntRange(1), help="sim: cache size in tokens (default: unbounded).")
 @option("--capacity-pages", type=click.IntRange(1), help="sim: cache size in pages; engine: KV pool size.")
@@ -44,7 +45,8 @@ TARGET_HELP = "sim (radix tree or provider policy, no model), engine (the in-pro
 @option("--speed", type=click.FloatRange(0, min_open=True), default=1.0,
         help="Play the trace this many times faster (TTLs count on the scaled clock) [default: 1.0].")
 @option("--ignore-timestamps", is_flag=True, help="Send requests back to back; no TTL ever expires.")
-@option("--concurrency", type=click.IntRange(1), default=1, help="engine/http: requests in flight at most [default: 1].")
+@option("--concurrency", type=click.IntRange(1), default=1,
+        help="engine/http: requests in flight at most [default: 1].")
 @option("--max-tokens", type=click.IntRange(1), default=16,
         help="engine/http: output tokens per request at most [default: 16].")
 @option("--limit", type=click.IntRange(1), help="Replay only the first N requests.")

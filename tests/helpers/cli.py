@@ -20,6 +20,5 @@ class CliRunner(_ClickRunner):
 
     def invoke(self, cli: click.Command, args: str | Sequence[str | PathLike[str] | int | float] | None = None,
                *rest: Any, **kw: Any) -> Result:
-        if args is not None and not isinstance(args, str):
-            args = [str(a) for a in args]
-        return super().invoke(cli, args, *rest, **kw)
+        given: str | list[str] | None = args if args is None or isinstance(args, str) else [str(a) for a in args]
+        return super().invoke(cli, given, *rest, **kw)
