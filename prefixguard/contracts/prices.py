@@ -119,7 +119,10 @@ def from_package(pid: str | None, model: str | None) -> Prices | None:
     if table is None or pid is None:
         return None
     values = _remembered(f"{pid}/{model}", lambda: _read_prices(pid, model))
-    return None if values is None else Prices(*values, *table)
+    if values is None:
+        return None
+    price_in, price_out, read, write_5m, write_1h = values
+    return Prices(price_in, price_out, read, write_5m, write_1h, source=table[0], date=table[1])
 
 
 def _read_prices(pid: str, model: str) -> list[float | None] | None:

@@ -29,7 +29,7 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
     # A gateway's ids are lowercase (OpenRouter: qwen/qwen3-coder); one with capitals is a model repository's
     # name (Hugging Face: Qwen/Qwen3-0.6B, mistralai/Mistral-7B-Instruct-v0.3), served by whoever runs it.
     maker = model.partition("/")[0] if model and "/" in model and model == model.lower() else None
-    if maker:
+    if model and maker:
         for name, table in tables.items():
             if maker in table.gateway_makers and not any(
                     _same_family(model, excluded) for excluded in table.gateway_excluded):
@@ -61,7 +61,12 @@ def lint_family(name: str) -> str:
 
 def sold(model: str | None) -> bool:
     """Whether a provider's table knows the model (by family: claude-sonnet-4-5-2025..., gpt-4o-mini)."""
-    return bool(model) and any(_known(t, model) for t in providers().values())
+    return seller(model) is not None
+
+
+def seller(model: str | None) -> Contract | None:
+    """The first contract whose table knows the model (by family), None when none does."""
+    return next((t for t in providers().values() if model and _known(t, model)), None)
 
 
 def _known(table: Contract, model: str) -> bool:

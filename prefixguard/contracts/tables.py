@@ -136,7 +136,8 @@ class Contract:
 
 def _row(raw: Mapping[str, Any]) -> ModelRow:
     keys = {f.name for f in fields(ModelRow)}
-    return ModelRow(**{k: dict(v) if k == "invalidates" else v for k, v in raw.items() if k in keys})
+    values: dict[str, Any] = {k: dict(v) if k == "invalidates" else v for k, v in raw.items() if k in keys}
+    return ModelRow(**values)
 
 
 def _contract(name: str, raw: Mapping[str, Any]) -> Contract:

@@ -19,18 +19,18 @@ from prefixguard.engine.radix import RadixTree
 from prefixguard.judge.policies import POLICIES as CONTRACTS
 from prefixguard.judge.policies import CachePolicy, Policies, answered, predicted
 from prefixguard.judge.scale import TokenScale
-from prefixguard.model.fingerprint import chain
-from prefixguard.model.prompt import Prompt, Segment
+from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import Usage
+from prefixguard.replay.blocks import block_ids, block_prompt, blocks_api
 from prefixguard.replay.results import Outcome
 from prefixguard.replay.sources import MOONCAKE_BLOCK_TOKENS, Request
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import UsageStream, parse_request
+from prefixguard.wire import UsageStream, anthropic, openai_chat, openai_responses, parse_request
+from prefixguard.wire.adapters import adapter_for
 
 POLICIES = ("auto", *CONTRACTS)   # the policy module's, one per contract of rules/providers.toml
 DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
 NO_BODIES = "this trace holds no request bodies (Mooncake): only --target sim or engine replays it"
-API_PATHS = {"anthropic": "/v1/messages", "openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses"}
 
 
 class Target(Protocol):
@@ -68,26 +68,6 @@ def _rendered(req: Request, model: str | None,
     if model:
         prompt.model = model
     return prompt, ids
-
-
-def block_prompt(req: Request, api: str, model: str | None) -> Prompt:
-    """A Mooncake request as a Prompt of one segment per 512-token block, for the provider policies."""
-    segments, left = [], req.input_tokens
-    for i, block in enumerate(req.blocks):
-        n = min(MOONCAKE_BLOCK_TOKENS, left)
-        left -= n
-        segments.append(Segment("messages", f"/hash_ids/{i}", "text", "user", block, 0, 0,
-                                str(block).encode(), n, message_index=0))
-    return Prompt(api, model, segments, auto_breakpoint="5m" if api == "anthropic" else None,
-                  chain=chain(segments))
-
-
-def blocks_api(policy: str, model: str | None) -> str:
-    """The API a text-less trace is priced and judged as: the policy's, else the model's, else none
-    (an OpenAI-compatible server: no price)."""
-    if policy == "anthropic" or (model or "").startswith("claude"):
-        return "anthropic"
-    return "openai-chat" if model or policy == "openai" else ""
 
 
 def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcome:
@@ -202,8 +182,8 @@ class SimTarget:
             raise InputError(f"Mooncake traces hash {MOONCAKE_BLOCK_TOKENS}-token blocks: --page-size must "
                              f"be a multiple of {MOONCAKE_BLOCK_TOKENS}, got {page}")
         tree = self._tree_for(MOONCAKE_BLOCK_TOKENS, page // MOONCAKE_BLOCK_TOKENS)
-        total = req.input_tokens
-        matched, kept = self._cache(tree, req.blocks, len(req.blocks))
+        total, blocks = req.input_tokens or 0, req.blocks or []
+        matched, kept = self._cache(tree, blocks, len(blocks))
         cached = min(matched * MOONCAKE_BLOCK_TOKENS, total)
         written = min(kept * MOONCAKE_BLOCK_TOKENS, total) - cached
         o = outcome(req, total, cached, cache_write=written, uncached=total - cached - written,
@@ -266,12 +246,16 @@ class HttpTarget:
         from prefixguard.replay.http_client import auth_headers
 
         prompt = prompt_of(req, self.model)
-        path = req.path or API_PATHS[prompt.api]
-        body = streaming(req.body, prompt.api, min(req.output_tokens or self.max_tokens, self.max_tokens), self.model)
+        path = req.path or adapter_for(prompt.api).ENDPOINT
+        if path is None:
+            raise InputError(f"a {prompt.api} request names its model in its path: the trace must give the path",
+                             req.ref)
+        want = min(req.output_tokens or self.max_tokens, self.max_tokens)
+        body = streaming(req.body or {}, prompt.api, want, self.model)
         data = json.dumps(body, ensure_ascii=False).encode()
         headers = {"content-type": "application/json", **auth_headers(prompt.api, self.headers), **self.headers}
-        if prompt.api == "anthropic":
-            headers.setdefault("anthropic-version", "2023-06-01")
+        if prompt.api == anthropic.API:
+            headers.setdefault(anthropic.HEADER, "2023-06-01")
         stream = UsageStream(prompt.api)
         try:
             with self.client.stream(path, data, headers) as (attempt, chunks):
@@ -305,34 +289,15 @@ def streaming(body: dict[str, Any], api: str, max_tokens: int, model: str | None
     out["stream"] = True
     if model:
         out["model"] = model
-    if api == "openai-chat":
+    if api == openai_chat.API:
         out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
         out.pop("max_tokens", None)
         out["max_completion_tokens"] = max_tokens
-    elif api == "openai-responses":
+    elif api == openai_responses.API:
         out["max_output_tokens"] = max_tokens
     else:
         out["max_tokens"] = max_tokens
     return out
-
-
-def block_ids(blocks: list[int], length: int, vocab_size: int = 100_352) -> list[int]:
-    """Token ids standing for Mooncake blocks: equal blocks give equal ids, different blocks differ in
-    their first two ids (so the engine's tree shares exactly the prefixes the trace shares)."""
-    base = _prime_below(min(vocab_size, 99_992))   # below cl100k_base's ordinary ids and the vocabulary
-    ids: list[int] = []
-    for h in blocks:
-        ids += [h % base, h // base % base, *((h * MOONCAKE_BLOCK_TOKENS + j) % base
-                                              for j in range(2, MOONCAKE_BLOCK_TOKENS))]
-    return ids[:length]
-
-
-def _prime_below(n: int) -> int:
-    """The largest prime below n (n > 2)."""
-    p = n - 1
-    while any(p % d == 0 for d in range(2, int(p ** 0.5) + 1)):
-        p -= 1
-    return p
 
 
 class EngineTarget:
@@ -384,7 +349,7 @@ class EngineTarget:
 
     def run(self, req: Request, now: float) -> Outcome:
         if req.blocks is not None:
-            ids = block_ids(req.blocks, req.input_tokens, self.engine.config.vocab_size)
+            ids = block_ids(req.blocks, req.input_tokens or 0, self.engine.config.vocab_size)
             api, model = "", self.model_name or req.model
         else:
             prompt, ids = _rendered(req, self.model_name, self.engine.template)

@@ -39,6 +39,11 @@ class Adapter(Protocol):
         ...
 
     @property
+    def ENDPOINT(self) -> str | None:
+        """The path a client posts to (None: the path names the model, so a request must give it)."""
+        ...
+
+    @property
     def HEADER(self) -> str | None:
         """A request header only this shape's clients send."""
         ...

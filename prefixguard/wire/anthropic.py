@@ -22,6 +22,7 @@ from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, m
 API = "anthropic"
 SHAPE = "Anthropic Messages (/v1/messages, Bedrock InvokeModel, Vertex rawPredict)"
 TAIL = re.compile(r"/messages(?:/compact)?/?$")
+ENDPOINT = "/v1/messages"
 HEADER = "anthropic-version"     # every Anthropic client sends it
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS

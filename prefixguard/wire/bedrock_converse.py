@@ -26,6 +26,7 @@ from prefixguard.wire.segments import Builder, as_int, expect, message_header, w
 API = "bedrock-converse"
 SHAPE = "Bedrock Converse (/model/{id}/converse)"
 TAIL = None      # the model is in the path: no other endpoint speaks it
+ENDPOINT = None
 HEADER = None
 JSON_ARRAY_STREAM = False
 RESPONSE_ID = None   # no cache diagnostics on Bedrock

@@ -30,6 +30,7 @@ from prefixguard.wire.segments import Builder, as_int, expect, message_header, w
 API = "gemini"
 SHAPE = "Gemini generateContent (models/{m}:generateContent)"
 TAIL = None      # the model is in the path: no other endpoint speaks it
+ENDPOINT = None
 HEADER = None
 JSON_ARRAY_STREAM = True  # streamGenerateContent without alt=sse answers one JSON array of chunks
 FINAL_EVENTS = adapter.FINAL_EVENTS

@@ -23,6 +23,7 @@ API = "openai-chat"
 SHAPE = "OpenAI Chat Completions (/v1/chat/completions)"
 # Any prefix or version before it (z.ai /api/coding/paas/v4/..., /openrouter/...); Azure names a deployment
 TAIL = re.compile(r"(?:/deployments/(?P<model>[^/]+))?/chat/completions(?:/compact)?/?$")
+ENDPOINT = "/v1/chat/completions"
 HEADER = None
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS

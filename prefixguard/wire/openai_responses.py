@@ -24,6 +24,7 @@ API = "openai-responses"
 SHAPE = "OpenAI Responses (/v1/responses)"
 # /responses/compact: a Responses body whose answer is the compacted input, billed (and cached) like a turn
 TAIL = re.compile(r"(?:/deployments/(?P<model>[^/]+))?/responses(?:/compact)?/?$")
+ENDPOINT = "/v1/responses"
 HEADER = None
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS

@@ -73,7 +73,7 @@ class BreakpointModes(CachePolicy):
         else:
             reason = "cold"
         if commit:
-            for i in ([hit] if read else []) + writes:
+            for i in ([hit] if read and hit is not None else []) + writes:
                 self._put((*owner, key + chain[i]), now)
         return Expected(read, written, total - read - written, reason)
 

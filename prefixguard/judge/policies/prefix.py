@@ -104,7 +104,7 @@ class PrefixPolicy(BreakpointModes):
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
             while carried < len(chain) and prompt.segments[carried].role == "assistant":
                 carried += 1
-        if carried > n_alive:
+        if carried > n_alive and output is not None:
             ours = cum[carried - 1] - reached
             # About its size: it is that output, which the provider counted exactly (a reasoning item's size
             # is an estimate); else it is some of it, or more than it (the client added to it).

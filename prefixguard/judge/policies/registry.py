@@ -3,6 +3,7 @@ contract as the proxy, the engine server and replay keep them. Adding a provider
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from prefixguard.contracts.providers import provider_for
 from prefixguard.contracts.tables import BREAKPOINTS, COMPATIBLE, providers
@@ -20,7 +21,7 @@ def _factories() -> dict[str, Callable[[Table | None], CachePolicy]]:
     out: dict[str, Callable[[Table | None], CachePolicy]] = {}
     for name, table in providers().items():
         cls: type[AnthropicPolicy | PrefixPolicy] = AnthropicPolicy if table.policy == BREAKPOINTS else PrefixPolicy
-        out[RADIX if name == COMPATIBLE else name] = lambda t=None, name=name, cls=cls: cls(name, t)
+        out[RADIX if name == COMPATIBLE else name] = partial(cls, name)
     return out
 
 
