@@ -62,6 +62,29 @@ PAIRS: dict[str, tuple[dict, dict, dict[str, Any]]] = {
 }
 
 
+# One appended turn per provider contract that has no pair above: each reads the earlier prompt whole, in
+# its token steps (xAI: 128), judged by that provider's own table (found by the model's name, or for a
+# provider known by its host only, by the host in contract.json). Adding a provider adds its line here.
+PROVIDERS: dict[str, tuple[str, str, str | None]] = {
+    "anthropic": ("anthropic", "claude-sonnet-4-5", None),
+    "bedrock": ("bedrock-converse", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", None),
+    "gemini": ("gemini", "gemini-2.5-flash", None),
+    "deepseek": ("openai-chat", "deepseek-chat", None),
+    "mistral": ("openai-chat", "mistral-large-latest", None),
+    "xai": ("openai-chat", "grok-4", None),
+    "moonshot": ("openai-chat", "kimi-k2-0905-preview", None),
+    "zai": ("openai-chat", "glm-4.6", None),
+    "groq": ("openai-chat", "llama-3.3-70b-versatile", "api.groq.com"),
+    "minimax": ("openai-chat", "minimax-m2", None),
+    "qwen": ("openai-chat", "qwen3-max", None),
+}
+for _name, (_shape, _model, _host) in PROVIDERS.items():
+    PAIRS[f"{_name}-appended-turn"] = (
+        gen.request(_shape, model=_model),
+        gen.request(_shape, model=_model, history=gen.next_history()),
+        {"contract": _name, **({"host": _host} if _host else {}), "settings": {}, "reads": "all of a, in its steps"})
+
+
 def main() -> None:
     for name, (a, b, contract) in PAIRS.items():
         gen.write(HERE / name / "a.json", a)
