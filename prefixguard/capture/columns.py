@@ -75,7 +75,7 @@ def record_of(row: Mapping[str, Any]) -> Record:
         if value is not None and not isinstance(value, KINDS[name]):
             raise InputError(f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
                              f"expected {KINDS[name][0].__name__}")
-    counts = {k: data.pop(k) or 0 for k in USAGE_FIELDS}
+    counts: dict[str, Any] = {k: data.pop(k) or 0 for k in USAGE_FIELDS}
     usage = Usage(**counts | {"reported": bool(counts["reported"])})
     data["segments"] = _json(data, "segments", "[]", list)
     data["fingerprints"] = data["fingerprints"] or b""

@@ -65,13 +65,17 @@ def _safe(url: str) -> str:
     return f"{scheme}://{userinfo.split(':')[0]}@{tail}"
 
 
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def _connect(url: str) -> Any:
     import psycopg
 
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except (psycopg.Error, ValueError) as err:
-        raise InputError(f"cannot reach the PostgreSQL store ({str(err).strip().splitlines()[0]})", _safe(url)) from None
+        raise InputError(f"cannot reach the PostgreSQL store ({_first_line(err)})", _safe(url)) from None
 
 
 def migrate(conn: Any) -> None:
@@ -101,7 +105,12 @@ def check_server(url: str) -> None:
         try:
             migrate(conn)
         except psycopg.Error as err:
-            raise InputError(f"cannot write the PostgreSQL store ({str(err).strip().splitlines()[0]})", _safe(url)) from None
+            raise InputError(f"cannot write the PostgreSQL store ({_first_line(err)})", _safe(url)) from None
+
+
+def _count(conn: Any) -> int:
+    found = conn.execute("SELECT COUNT(*) FROM flows").fetchone()
+    return int(found[0]) if found else 0
 
 
 def spool_path(url: str) -> Path:
@@ -116,7 +125,8 @@ class PgStore(Rows):
                  warn: Any = None) -> None:
         self.url = url
         self.path = _safe(url)  # what messages name
-        self._conn = None
+        self._conn: Any = None   # a reader's connection (psycopg's)
+        self._thread: threading.Thread | None = None
         if not create:
             self._conn = _connect(url)
             self._check_readable()
@@ -134,7 +144,8 @@ class PgStore(Rows):
         self._retry_at = 0.0
         self._migrated = False
         self._pool = ConnectionPool(url, min_size=1, max_size=2, open=False, timeout=CONNECT_TIMEOUT_S,
-                                    kwargs={"connect_timeout": CONNECT_TIMEOUT_S}, check=ConnectionPool.check_connection)
+                                    kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+                                    check=ConnectionPool.check_connection)
         self._pool.open(wait=False)
         self._queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
         self._added = self._handled = 0   # rows queued, rows written or spooled (one writer thread each)
@@ -172,7 +183,7 @@ class PgStore(Rows):
             if batch and not self._write(batch):
                 for rec in batch:
                     self._spooled().add(rec)
-                self._in_spool = len(self._spool)  # an id spooled twice is one row
+                self._in_spool = len(self._spooled())  # an id spooled twice is one row
             self._handled += len(batch)
         self._retry_at = 0.0  # closing: one more try, whenever the last failure was
         self._drain()
@@ -253,7 +264,7 @@ class PgStore(Rows):
             found = self._conn.execute("SELECT to_regclass('flows') IS NOT NULL").fetchone()[0]
         except psycopg.Error as err:
             self.close()
-            raise InputError(f"not a prefixguard capture store ({str(err).strip().splitlines()[0]})", self.path) from None
+            raise InputError(f"not a prefixguard capture store ({_first_line(err)})", self.path) from None
         if not found:
             self.close()
             raise InputError("not a prefixguard capture store (no flows table)", self.path)
@@ -273,8 +284,8 @@ class PgStore(Rows):
     def __len__(self) -> int:
         if self._conn is None:
             with self._pool.connection() as conn:
-                return conn.execute("SELECT COUNT(*) FROM flows").fetchone()[0]
-        return self._conn.execute("SELECT COUNT(*) FROM flows").fetchone()[0]
+                return _count(conn)
+        return _count(self._conn)
 
     def close(self) -> None:
         """A writer writes (or spools) everything queued first."""
@@ -282,7 +293,7 @@ class PgStore(Rows):
             self._conn.close()
             self._conn = None
             return
-        if getattr(self, "_thread", None) is not None:
+        if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
             self._thread = None

@@ -20,7 +20,7 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
         with open_capture(path) as store:
             rows = list(store.rows())
         p = store.path
-    elif check_regular_file(p := Path(path), "capture file") or is_sqlite(p):
+    elif _sqlite_file(p := Path(path)):
         with open_capture(p) as store:
             rows = list(store.rows())
     else:
@@ -66,6 +66,12 @@ def check_row(row: dict[str, Any], where: str) -> None:
                 raise InputError(f"{where}: '{table}.{key}' is {type(value).__name__}, expected a number")
             if not math.isfinite(value) or value < 0:
                 raise InputError(f"{where}: '{table}.{key}' is {value}, expected a finite number of at least 0")
+
+
+def _sqlite_file(p: Path) -> bool:
+    """A regular file (InputError otherwise) that is SQLite or named like it."""
+    check_regular_file(p, "capture file")
+    return is_sqlite(p)
 
 
 def is_sqlite(p: Path) -> bool:

@@ -109,7 +109,8 @@ class Record:
         u = self.usage
         return {
             "schema_version": SCHEMA_VERSION,   # the store's: a row's shape changes with it
-            "id": self.id, "ts": self.ts, "method": self.method, "path": self.path, "api": self.api, "model": self.model,
+            "id": self.id, "ts": self.ts, "method": self.method, "path": self.path, "api": self.api,
+            "model": self.model,
             "tenant": self.tenant, "request": request, "status": self.status,
             "usage": {"prompt_total": u.prompt_total, "cache_read": u.cache_read, "cache_write_5m": u.cache_write_5m,
                       "cache_write_1h": u.cache_write_1h, "uncached": u.uncached, "output": u.output,
@@ -150,7 +151,7 @@ class Rows:
             line = json.dumps(row, ensure_ascii=False) + "\n"
             try:
                 out.write(line)
-            except UnicodeEncodeError:   # a lone surrogate the store accepted (from an escaped \ud800): ASCII escapes keep it
+            except UnicodeEncodeError:   # a lone surrogate (an escaped \ud800) the store took: ASCII escapes keep it
                 out.write(json.dumps(row) + "\n")
             n += 1
         return n

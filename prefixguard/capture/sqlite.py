@@ -125,7 +125,7 @@ class Store(Rows):
         try:
             columns = _check_schema(db, self.path)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crash loses at most the last flows, never half of one
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a crash loses the last flows, never half of one
             db.execute(f"CREATE TABLE IF NOT EXISTS flows ({COLUMNS})")
             db.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
             _migrate(db, columns)

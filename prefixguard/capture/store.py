@@ -35,7 +35,8 @@ def open_capture(target: str | Path, *, create: bool = False) -> Any:
         try:
             from prefixguard.capture.postgres import PgStore
         except ImportError:
-            raise InputError("a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the prefixguard repository") from None
+            raise InputError("a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the "
+                             "prefixguard repository") from None
         return PgStore(str(target), create=create)
     return Store(target, create=create)
 

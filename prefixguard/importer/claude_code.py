@@ -65,7 +65,8 @@ def count(value: Any) -> int:
 
 def usage(raw: dict[str, Any]) -> Usage:
     written = count(raw.get("cache_creation_input_tokens"))
-    split = raw.get("cache_creation") if isinstance(raw.get("cache_creation"), dict) else {}
+    found = raw.get("cache_creation")
+    split: dict[str, Any] = found if isinstance(found, dict) else {}
     w1h = count(split.get("ephemeral_1h_input_tokens"))
     w5m = count(split.get("ephemeral_5m_input_tokens")) if "ephemeral_5m_input_tokens" in split else None
     if w5m is None:   # no split logged: the contract's default TTL

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from prefixguard.capture.record import Record
@@ -53,8 +54,8 @@ def _ttl_seconds(provider: str, usage: Usage) -> tuple[str, float]:
         name = "1h" if usage.cache_write_1h and not usage.cache_write_5m else table.default_ttl
         return name, float(table.ttl_seconds[name])
     retention = table.retention_seconds
-    name = table.default_retention
-    return (name, float(retention[name])) if name in retention else ("none", float("inf"))
+    kept = table.default_retention
+    return (kept, float(retention[kept])) if kept is not None and kept in retention else ("none", float("inf"))
 
 
 def _cached_after(provider: str, usage: Usage) -> int:
@@ -103,10 +104,10 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
                 notes.append(f"model {prev.model} -> {turn.model}")
             if turn.compacted_before:
                 notes.append("compacted")
-            said = (Cause.HISTORY_COMPACTED if turn.compacted_before else Cause.MODEL_CHANGED if switched else None)
-            v = judge_logged(expected, u, expired=f"gap of {_gap(elapsed)} over the {ttl_name} TTL" if elapsed > ttl else None,
-                             change=PrefixChange((said,)) if said else None,
-                             price=lambda tokens, turn=turn: _lost_cost(turn, tokens))
+            logged = Cause.HISTORY_COMPACTED if turn.compacted_before else Cause.MODEL_CHANGED if switched else None
+            gap = f"gap of {_gap(elapsed)} over the {ttl_name} TTL" if elapsed > ttl else None
+            v = judge_logged(expected, u, expired=gap, change=PrefixChange((logged,)) if logged else None,
+                             price=partial(_lost_cost, turn))
             rec.judged(v)
             if v.verdict not in (VerdictName.HIT, VerdictName.COLD):
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
@@ -122,7 +123,7 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
 
 
 # Where a log-judged miss broke the prefix, in the diagnoses' levels: a compaction rewrites the messages.
-_LEVEL_OF_CAUSE = {Cause.MODEL_CHANGED: "model", Cause.HISTORY_COMPACTED: "messages"}
+_LEVEL_OF_CAUSE: dict[str, str] = {Cause.MODEL_CHANGED: "model", Cause.HISTORY_COMPACTED: "messages"}
 
 
 def our_level(rec: Record) -> str | None:

@@ -212,7 +212,11 @@ def summarize(rows: list[dict[str, Any]]) -> Summary:
                    {k: CauseTotal(int(v[0]), int(v[1]), v[2]) for k, v in causes.items()})
 
 
-def side(rows: list[dict[str, Any]], source: str, window: Window = Window(),
+def _requests(cause: str, n: int) -> str:
+    return f"{cause} ({n} request{'s' * (n != 1)})"
+
+
+def side(rows: list[dict[str, Any]], source: str, window: Window = Window(),  # noqa: B008 (a NamedTuple: immutable)
          incidents: tuple[Window, ...] = ()) -> Side:
     """A capture's rows in `window`, less those inside an incident, summed overall and per model."""
     kept, excluded = [], 0
@@ -233,7 +237,7 @@ def side(rows: list[dict[str, Any]], source: str, window: Window = Window(),
 
 # ------------------------------------------------------------------------------------------- checks
 
-def compare(base: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Outcome:
+def compare(base: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Outcome:  # noqa: B008 (immutable)
     """The checks of `new` against `base`: overall, then each model both sides have enough of."""
     checks = list(_checks("all", base.total, new.total, thresholds))
     skipped = []
@@ -265,7 +269,7 @@ def _checks(scope: str, base: Summary, new: Summary, t: Thresholds) -> list[Chec
     appeared = sorted(set(new.causes) - set(base.causes))
     out.append(Check("new_causes", scope, sorted(base.causes), sorted(new.causes), appeared,
                      "allowed" if t.allow_new_causes else "none", bool(appeared) and not t.allow_new_causes,
-                     ("new causes of breaks: " + ", ".join(
-                         f"{c} ({new.causes[c].requests} request{"s" * (new.causes[c].requests != 1)})" for c in appeared)) if appeared
+                     ("new causes of breaks: " + ", ".join(_requests(c, new.causes[c].requests) for c in appeared))
+                     if appeared
                      else "no cause of breaks the baseline did not have"))
     return out

@@ -211,7 +211,7 @@ def of_row(row: dict[str, Any]) -> Verdict | None:
     """A stored verdict read back from a capture row (the export shape), None when the row has none: the
     numbers as they were judged, not judged again."""
     name = row.get("verdict")
-    if name not in VerdictName.__members__.values():
+    if not isinstance(name, str) or name not in VerdictName.__members__.values():
         return None
     usage = row.get("usage") or {}
     judged = usage.get("reported") and name not in (VerdictName.ERROR, VerdictName.NOT_REPORTED)

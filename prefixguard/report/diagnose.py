@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from prefixguard.contracts.providers import model_contract
@@ -102,7 +103,7 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
         for r in ok:
             if (t := _timing(r, "ttft_s")) is not None:
                 by_mode[mode(r)].append(t)
-        w.ttft_p50_by_mode = {m: _median(ts) for m, ts in sorted(by_mode.items())}
+        w.ttft_p50_by_mode = {m: quantile(sorted(ts), 0.5) for m, ts in sorted(by_mode.items())}
         w.decode_p50 = _median([t for r in ok if (t := _timing(r, "decode_tps"))])
         prompts = sorted(_usage(r).get("prompt_total") or 0 for r in ok if _usage(r).get("prompt_total"))
         if prompts:
@@ -126,7 +127,7 @@ def _change(windows: list[Window], key: str) -> tuple[float | None, float | None
     if len(values) == 1:
         return values[0], values[0], None
     third = max(1, len(values) // 3)
-    first, last = _median(values[:third]), _median(values[-third:])
+    first, last = quantile(sorted(values[:third]), 0.5), quantile(sorted(values[-third:]), 0.5)
     return first, last, (last / first if first else None)
 
 
@@ -156,6 +157,7 @@ def _split(windows: list[Window]) -> dict[str, Any]:
         finding = (f"Decode rate fell {1 - d_ratio:.0%} ({d_first:.1f} -> {d_last:.1f} tokens/s): memory bandwidth "
                    f"or concurrency (load on the server), which no prompt change fixes.")
     elif t_ratio >= MOVED:
+        assert t_first is not None and t_last is not None   # a ratio has both ends
         steady = "decode rate steady" if d_ratio is not None else "no decode rate recorded"
         finding = (f"Only TTFT moved ({t_first * 1e3:.0f} -> {t_last * 1e3:.0f} ms, x{t_ratio:.1f}; {steady}): "
                    f"bandwidth and concurrency are ruled out; prompt length and cache misses remain (steps 2, 3).")
@@ -173,7 +175,7 @@ def _split(windows: list[Window]) -> dict[str, Any]:
 
 
 def _inputs(rows: list[dict[str, Any]], windows: list[Window]) -> dict[str, Any]:
-    prompts = [_usage(r).get("prompt_total") for r in rows if _usage(r).get("prompt_total")]
+    prompts = [p for r in rows if (p := _usage(r).get("prompt_total"))]
     first, last, ratio = _change(windows, "prompt_p50")
     dist = distribution([float(p) for p in prompts])
     if ratio is None:
@@ -220,7 +222,7 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
             judged = None   # no usage to judge by: the verdict its contract predicts, as `diff` gives it
         whole = judged is not None and (judged.verdict != VerdictName.MISS_PREFIX_CHANGED or (
             row.get("causes") and row.get("reprefill_tokens") is not None))
-        if not whole and match is not None and match.prompt is not None:
+        if not whole and match is not None and match.prompt is not None and prompt is not None:
             # no verdict, or a miss stored without its cause or tokens: what is missing is judged here
             then, now = match.earlier.get("ts"), row.get("ts")
             elapsed = now - then if isinstance(now, (int, float)) and isinstance(then, (int, float)) else None
@@ -239,7 +241,7 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
         cause.reprefill_tokens += judged.reprefill_tokens
         cause.cost_usd += judged.cost_usd
         cmp = match.comparison if match is not None and match.broken else None
-        if cause.example is None and cmp is not None and name in cmp.causes:
+        if cause.example is None and match is not None and cmp is not None and name in cmp.causes:
             d = cmp.divergence
             cause.example = {"request": str(row.get("id")), "earlier": str(match.earlier.get("id")),
                              "pointer": d.pointer if d else None, "byte_offset": d.byte_offset if d else None,
@@ -263,11 +265,11 @@ def _unanalysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"method": m, "path": path, "requests": n} for (m, path), n in named.most_common()]
 
 
-def _infra(rows: list[dict[str, Any]], unread: list[dict[str, Any]] = ()) -> dict[str, Any]:
+def _infra(rows: list[dict[str, Any]], unread: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     verdicts = Counter(r.get("verdict") for r in rows)
     errors = Counter(str(r.get("status") or "no response") for r in rows if not _ok(r))
     queued, median_hit = _queued(rows)
-    lost = defaultdict(int)
+    lost: defaultdict[str, int] = defaultdict(int)
     ttl, server = VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE
     for r in rows:
         if r.get("verdict") in (ttl, server):

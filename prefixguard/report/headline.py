@@ -3,7 +3,7 @@ requests it names with their bodies, and notes on its source (rows imported from
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from prefixguard.contracts.providers import model_contract
@@ -21,9 +21,9 @@ MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report
 
 
 # What a cost owner reads for a verdict that heads the page as its top cause (no cause of a prefix change).
-VERDICT_LABELS = {VerdictName.MISS_TTL_EXPIRED: "cache expired between calls (TTL)",
-                  VerdictName.MISS_SERVER_SIDE: "server-side misses (prefix unchanged)",
-                  VerdictName.MISS_UNEXPLAINED: "misses the log cannot explain"}
+VERDICT_LABELS: dict[str, str] = {VerdictName.MISS_TTL_EXPIRED: "cache expired between calls (TTL)",
+                                  VerdictName.MISS_SERVER_SIDE: "server-side misses (prefix unchanged)",
+                                  VerdictName.MISS_UNEXPLAINED: "misses the log cannot explain"}
 
 TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
            "provider sells one.")
@@ -33,7 +33,7 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The page's first line: hit rate, money lost to misses, the top cause and its fix."""
     read = sum(w.cache_read for w in d.windows)
     total = read + sum(w.cache_write + w.uncached for w in d.windows)
-    other: Counter[str] = Counter()
+    other: dict[str, float] = defaultdict(float)
     for r in rows:
         if r.get("verdict") in LOST_VERDICTS:
             other[r["verdict"]] += r.get("cost_usd") or _miss_cost(r)
@@ -50,7 +50,7 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
     label = VERDICT_LABELS.get(name, name) if name else None
     m = d.money
     spend, saved = m.get("spend_usd"), m.get("saved_usd")
-    parts = [f"{usd(spend)} spent, {usd(saved)} saved by caching" if spend is not None else None,
+    parts = [f"{usd(spend)} spent, {usd(saved or 0.0)} saved by caching" if spend is not None else None,
              f"cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "no cache fields reported",
              f"{usd(lost)} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
     if label:
@@ -63,7 +63,8 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _miss_cost(row: dict[str, Any]) -> float:
     """What a miss no cause explains cost (the proxy stores no cost for those): the tokens it owed and did
     not read, paid as written (or uncached) instead of read, at the row's model prices."""
-    u = Usage(**{k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS})
+    counts: dict[str, Any] = {k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS}
+    u = Usage(**counts)
     lost = (row.get("expected_cached") or 0) - u.cache_read
     if lost <= 0:
         return 0.0

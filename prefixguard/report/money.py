@@ -34,7 +34,8 @@ TTL_MISS = VerdictName.MISS_TTL_EXPIRED
 
 
 def _usage(row: dict[str, Any]) -> Usage:
-    return Usage(**{k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS})
+    counts: dict[str, Any] = {k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS}
+    return Usage(**counts)
 
 
 def _contract(row: dict[str, Any]) -> ModelContract:
@@ -135,12 +136,14 @@ def _over_time(points: list[tuple[float, float, float]], first: float, last: flo
 def _ttl_s(provider: str, u: Usage) -> float:
     """How long what this call wrote lives (rules/providers.toml), inf where the table names no TTL."""
     table = providers().get(provider)
-    ttls = table.ttl_seconds if table else {}
-    if table and ttls:
+    if table is None:
+        return math.inf
+    ttls = table.ttl_seconds
+    if ttls:
         name = "1h" if u.cache_write_1h and not u.cache_write_5m else table.default_ttl
-        return float(ttls.get(name, max(ttls.values())))
-    retention = table.get("retention_seconds") or {}
-    return float(retention.get(table.get("default_retention"), math.inf))
+        return float(ttls.get(name or "", max(ttls.values())))
+    kept = table.default_retention
+    return float(table.retention_seconds.get(kept, math.inf)) if kept is not None else math.inf
 
 
 def _unread(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]], end: float) -> dict[str, Any]:
@@ -153,7 +156,7 @@ def _unread(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]], end:
         if p is not None and _usage(r).cache_read > _usage(p).cache_read:
             read_into.add(id(p))
     requests, tokens, paid, premium = 0, 0, 0.0, 0.0
-    examples = []
+    examples: list[str] = []
     for r in rows:
         u = _usage(r)
         if not u.cache_write or id(r) in read_into:
@@ -265,7 +268,8 @@ def money(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]]) -> dic
                           _whatif([r for r in rows if _subagent(r)], parents, "sub-agents")
                           if any(_subagent(r) for r in rows) else None) if w is not None]
     return {"first_ts": first, "last_ts": last,
-            "first": datetime.fromtimestamp(first, UTC).isoformat(), "last": datetime.fromtimestamp(last, UTC).isoformat(),
+            "first": datetime.fromtimestamp(first, UTC).isoformat(),
+            "last": datetime.fromtimestamp(last, UTC).isoformat(),
             "priced_requests": priced, "spend_usd": spend, "without_cache_usd": uncached, "saved_usd": uncached - spend,
             "by_model": _table(by_model, "model"), "by_tenant": tenants, "tenants": len(by_tenant),
             "tenant_basis": [{"basis": b, "requests": n} for b, n in bases.most_common()],
