@@ -1,7 +1,7 @@
 """No stored string is parsed back into a cause, a diagnosis or a verdict: the capture keeps them typed
 (capture/record.py), and the formats before schema version 6 (a cause as "a+b at /pointer", a diagnosis
 as JSON text) are read in one place only, capture/legacy.py, by the store's migration and the reader of
-old exports. Verdict names are VerdictName's members (judge/verdict.py), never literals elsewhere."""
+old exports. Verdict names are VerdictName's members (judge/names.py), never literals elsewhere."""
 from __future__ import annotations
 
 import re
@@ -20,9 +20,9 @@ PARSED_BACK = {
 # Verdict names no other vocabulary uses, as a string literal that is no dict key.
 VERDICT_LITERAL = re.compile(r"""["'](miss_prefix_changed|miss_ttl_expired|miss_server_side|miss_unexplained|"""
                              r"""not_reported|no_prefix_caching)["'](?!\s*:)""")
-# judge/policies/: a prediction's reason (Expected.reason) shares names with the verdicts it leads to; the
-# policies sit below judge/verdict.py (which imports them), so they cannot import VerdictName.
-VERDICT_HOMES = (ROOT / "prefixguard" / "judge" / "verdict.py", ROOT / "prefixguard" / "judge" / "policies")
+# judge/names.py defines them; judge/verdict.py compares a prediction's reason (Expected.reason) with them, and
+# judge/policies/ writes those reasons: a vocabulary of its own ("ttl_expired") that shares some names.
+VERDICT_HOMES = tuple(ROOT / "prefixguard" / "judge" / p for p in ("names.py", "verdict.py", "policies"))
 
 
 def _library() -> list[Path]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from prefixguard.capture.legacy import split_cause, split_diagnosis
 from prefixguard.capture.record import RECORD_FIELDS, Record
-from prefixguard.judge.verdict import VerdictName
+from prefixguard.judge.names import VerdictName
 from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.utils.errors import InputError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prefixguard.judge.verdict import VerdictName
+from prefixguard.judge.names import VerdictName
 from prefixguard.model.diagnosis import Diagnosis
 
 

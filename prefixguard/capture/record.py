@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from prefixguard.judge.verdict import PrefixChange, Verdict, VerdictName
+from prefixguard.judge.names import PrefixChange, VerdictName
 from prefixguard.model.diagnosis import Diagnosis, as_row
 from prefixguard.model.usage import Usage
+
+if TYPE_CHECKING:
+    from prefixguard.judge.verdict import Verdict
 
 # 2: tokens_estimated; 3: diagnosis; 4: degraded; 5: attribution and gen_ai.response.*;
 # 6: structured causes (causes, pointer, note) and diagnosis columns (capture/columns.py migrates)

@@ -16,7 +16,7 @@ from typing import Any
 from prefixguard.capture.attribution import client_family
 from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.verdict import MISSES, VerdictName
+from prefixguard.judge.names import MISSES, VerdictName
 from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 

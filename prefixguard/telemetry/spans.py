@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.verdict import VerdictName
+from prefixguard.judge.names import VerdictName
 from prefixguard.telemetry import names as n
 
 EXPORT_TIMEOUT_S = 3.0   # an unreachable collector costs the analysis process this much per batch, at most
