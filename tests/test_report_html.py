@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from helpers.browser import headless
 from helpers.cli import CliRunner
 from PIL import Image, ImageStat
 
-from helpers.browser import headless
+from prefixguard.capture.store import Record, Store
 from prefixguard.cli import main
+from prefixguard.model.usage import Usage
 from prefixguard.report.charts import nice_ticks
 from prefixguard.report.html import plain
-from prefixguard.capture.store import Record, Store
-from prefixguard.model.usage import Usage
 
 CLAUDE_LOGS = Path(__file__).resolve().parent / "data" / "agent_logs" / "claude-code" / "projects"
 T0 = 1_795_000_000.0
@@ -97,7 +98,8 @@ def test_lines_break_at_gaps_and_marks_carry_their_values(page: tuple[Path, str]
     assert ttft.count('<circle class="mark"') == 4
     tips = re.findall(r"<title>([^<]*)</title>", ttft)
     x_unit = re.search(r">time since the first request \((\w+)\)</text>", ttft).group(1)
-    assert len(tips) == 4 and all(re.fullmatch(rf"TTFT p50 \(non-streaming\): [\d.]+ ms at [\d.]+ {x_unit}", t) for t in tips), tips
+    tip = rf"TTFT p50 \(non-streaming\): [\d.]+ ms at [\d.]+ {x_unit}"
+    assert len(tips) == 4 and all(re.fullmatch(tip, t) for t in tips), tips
     drawn = dict(re.findall(r'data-chart="([a-z-]+)"[^>]*data-drawn="(\d+)"', dom))
     assert all(int(drawn[n]) > 0 for n in ("ttft", "hit-rate", "inputs", "tokens", "causes")), drawn
 
@@ -154,3 +156,49 @@ def test_imported_logs_report_headline(tmp_path: Path) -> None:
     headline = dom[dom.index('id="headline"'):dom.index("</section>")]
     assert "model_changed" in headline and "one model per session" in headline
     assert "placeholders" in dom and "No body stored" in dom
+
+
+HOSTILE = '"><script>document.title="owned"</script><img src=x onerror="document.title=1">'
+
+
+class _Elements(HTMLParser):
+    """Every element of a page, and every event-handler attribute, as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.handlers: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.handlers += [name for name, _ in attrs if name.startswith("on")]
+
+
+def test_hostile_text_from_the_capture_makes_no_live_element(tmp_path: Path) -> None:
+    """Model, tenant, request ids, bodies and the capture's own name carry markup: the page shows it as
+    text (jinja2 escapes every value), and the browser finds no element the report did not make."""
+    db = tmp_path / f"cap{HOSTILE.replace('/', '_')}.db"
+    with Store(db) as store:
+        for i in range(6):
+            session, second = divmod(i, 2)
+            store.add(Record(id=f"s{session}-r{second}{HOSTILE}", ts=T0 + i * 10, path="/v1/messages",
+                             api="anthropic", model="claude-sonnet-4-5" + HOSTILE, tenant=f"t{session}{HOSTILE}",
+                             request=body(f"2026-11-20T10:00:{i:02d}Z{HOSTILE}", ["search", "fetch" + HOSTILE]),
+                             status=200, usage=Usage(1700, 0, 1690, 0, 10, 20, True), ttft_s=0.4, total_s=1.0,
+                             verdict="cold" if not second else "miss_prefix_changed",
+                             expected_cached=0 if not second else 1690))
+    html = tmp_path / "hostile.html"
+    res = CliRunner().invoke(main, ["report", str(db), "--html", str(html)])
+    assert res.exit_code == 0, res.output
+    page = html.read_text("utf-8")
+    parsed = _Elements()
+    parsed.feed(page)
+    assert parsed.tags.count("script") == 1 and "img" not in parsed.tags and not parsed.handlers
+    assert "&lt;script&gt;document.title=&#34;owned&#34;&lt;/script&gt;" in page      # shown, once escaped
+    dom = headless(tmp_path / "profile", "--dump-dom", html.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<script") == 1 and "<img" not in dom.stdout
+    title = re.search(r"<head>.*?<title>(.*?)</title>", dom.stdout, re.S)
+    assert title and title.group(1).startswith("prefixguard report: ")    # no script of the capture's set it
+    drawn = dict(re.findall(r'data-chart="([a-z-]+)"[^>]*data-drawn="(\d+)"', dom.stdout))
+    assert int(drawn["causes"]) == 1      # the page's own script still ran over its charts

@@ -11,16 +11,15 @@ from collections import Counter
 from typing import Any
 
 from prefixguard.contracts.providers import model_contract
-from prefixguard.judge.verdict import PrefixChange
+from prefixguard.judge.names import MISSES, VerdictName
 from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import usd
 from prefixguard.report.money import tenant
-from prefixguard.utils.styled import printable
+from prefixguard.utils.styled import columns, printable
 from prefixguard.wire.routes import NOT_ANALYSED
 
 LABELS = ("client", "tenant", "site", "model")
 NONE = "-"   # a row that carries no value of the label (a capture from before it, a caller that named none)
-PREFIX_MISS = "miss_prefix_changed"
 
 
 def label_of(row: dict[str, Any], label: str) -> str:
@@ -34,10 +33,10 @@ def label_of(row: dict[str, Any], label: str) -> str:
 def _miss_cause(row: dict[str, Any]) -> str | None:
     """The cause of a stored miss: a prefix change's first cause, else the verdict's own (ttl_expired...)."""
     verdict = row.get("verdict")
-    if not isinstance(verdict, str) or not verdict.startswith("miss_"):
+    if verdict not in MISSES:
         return None
-    if verdict == PREFIX_MISS:
-        return next(iter(PrefixChange.parse(row.get("cause")).causes), "unknown")
+    if verdict == VerdictName.MISS_PREFIX_CHANGED:
+        return next(iter(row.get("causes") or ()), "unknown")
     return verdict.removeprefix("miss_")
 
 
@@ -57,7 +56,8 @@ class _Group:
     def add(self, row: dict[str, Any]) -> None:
         self.requests += 1
         usage = row.get("usage") or {}
-        u = Usage(**{k: v or 0 for k, v in usage.items() if k in USAGE_FIELDS})
+        fields: dict[str, Any] = {k: v or 0 for k, v in usage.items() if k in USAGE_FIELDS}
+        u = Usage(**fields)
         if u.reported:
             self.prompt += u.prompt_total
             self.read += u.cache_read
@@ -105,14 +105,11 @@ def _finding(groups: list[_Group], label: str) -> str:
 def render(table: dict[str, Any]) -> list[str]:
     """The text lines of the table: one line per group, then the finding."""
     label = table["label"]
-    lines = [f"By {label}:"]
-    names = {g[label]: printable(g[label]) for g in table["groups"]}   # a caller's header text: shown, never acted on
-    width = max([len(label), *(len(v) for v in names.values())])
-    lines.append(f"  {label:<{width}}  requests  hit rate  misses  cost of misses       spend  causes")
-    for g in table["groups"]:
-        rate = f"{g['hit_rate']:.0%}" if g["hit_rate"] is not None else "-"
-        causes = ", ".join(f"{c['cause']} {c['requests']}" for c in g["misses_by_cause"]) or "-"
-        lines.append(f"  {names[g[label]]:<{width}}  {g['requests']:>8}  {rate:>8}  {g['misses']:>6}  "
-                     f"{usd(g['miss_cost_usd']):>14}  {usd(g['spend_usd']):>10}  {causes}")
-    lines.append(printable(table["finding"]))
-    return lines
+    head = (label, "requests", "hit rate", "misses", "cost of misses", "spend", "causes")
+    rows = [(printable(g[label]),   # a caller's header text: shown, never acted on
+             f"{g['requests']}", f"{g['hit_rate']:.0%}" if g["hit_rate"] is not None else "-", f"{g['misses']}",
+             usd(g["miss_cost_usd"]), usd(g["spend_usd"]),
+             printable(", ".join(f"{c['cause']} {c['requests']}" for c in g["misses_by_cause"])) or "-")
+            for g in table["groups"]]
+    return [f"By {label}:", *columns(head, rows, indent="  ", left=(0, len(head) - 1)).split("\n"),
+            printable(table["finding"])]

@@ -2,16 +2,20 @@
 
 Each axis has one unit, chosen from the largest value it shows (ms or s or min or h or days; tokens or k
 tokens; dollars), and round ticks (1, 2 or 5 times a power of ten). A chart with nothing to draw is left
-out (""), or, where the caller gives the reason, says in one line why: never an empty frame. A line breaks where a value is missing rather than joining
-across the gap. Every drawn data element has class "mark" and a tooltip (<title>) with its value, so a
-check can count what the browser actually laid out.
+out (""), or, where the caller gives the reason, says in one line why: never an empty frame. A line
+breaks where a value is missing rather than joining across the gap. Every drawn data element has class
+"mark" and a tooltip (<title>) with its value, so a check can count what the browser actually laid out.
+
+A chart is markup built here from numbers; every text in it (a title, a label, a tooltip) is escaped as it
+goes in, so the whole is returned as Markup, which the page's template (autoescaped) writes as it is.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
+
+from markupsafe import Markup, escape
 
 W, H = 560, 230
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 22, 40
@@ -104,12 +108,12 @@ class Axis:
         return self.unit.show(v, self.decimals)
 
 
-def _frame(name: str, title: str, body: str, legend: Sequence[tuple[str, str]] = (), height: int = H) -> str:
+def _frame(name: str, title: str, body: str, legend: Sequence[tuple[str, str]] = (), height: int = H) -> Markup:
     keys = "".join(f'<span class="key"><i style="background:{c}"></i>{escape(label)}</span>' for label, c in legend)
     legend_html = f'<div class="legend">{keys}</div>' if keys else ""
-    return (f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
-            f'<svg data-chart="{name}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" '
-            f'aria-label="{escape(title)}">{body}</svg>{legend_html}</figure>')
+    return Markup(f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
+                  f'<svg data-chart="{escape(name)}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
+                  f'role="img" aria-label="{escape(title)}">{body}</svg>{legend_html}</figure>')
 
 
 def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
@@ -132,17 +136,17 @@ def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
     return "".join(out)
 
 
-def _empty(name: str, title: str, why: str | None = None) -> str:
+def _empty(name: str, title: str, why: str | None = None) -> Markup:
     """Nothing to draw: left out, or, with a reason, one line that says it."""
     if not why:
-        return ""
+        return Markup("")
     return _frame(name, title, f'<text class="empty" x="{W / 2}" y="{EMPTY_H / 2 + 5}" text-anchor="middle">'
                                f'{escape(why)}</text>', height=EMPTY_H)
 
 
 def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str, Sequence[float | None]]],
           x_kind: str, y_kind: str, x_name: str = "time since the first request",
-          y_range: tuple[float, float] | None = None, why: str | None = None) -> str:
+          y_range: tuple[float, float] | None = None, why: str | None = None) -> Markup:
     """Line chart: one line per series, broken where a value is missing, a dot with its value at each point."""
     values = [v for _, vs in series for v in vs if v is not None]
     if not values or not xs:
@@ -150,9 +154,9 @@ def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str
     x = Axis.make(x_kind, min(0.0, min(xs)) if x_kind == "seconds" else min(xs), max(xs), LEFT, W - RIGHT)
     y = Axis.make(y_kind, 0.0, max(values), H - BOTTOM, TOP, fixed=y_range)
     body = [_grid(x, y, x_name)]
-    for (label, vs), color in zip(series, COLORS):
+    for (label, vs), color in zip(series, COLORS, strict=False):
         runs: list[list[tuple[float, float, float, float]]] = [[]]
-        for xv, v in zip(xs, vs):
+        for xv, v in zip(xs, vs, strict=True):
             if v is None:
                 runs.append([])        # a gap: the next point starts a new line
             else:
@@ -164,11 +168,11 @@ def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str
             body.extend(f'<circle class="mark" cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>'
                         f'{escape(label)}: {escape(y.unit.tip(v))} at {escape(x.unit.tip(xv))}</title></circle>'
                         for px, py, xv, v in run)
-    return _frame(name, title, "".join(body), [(label, c) for (label, _), c in zip(series, COLORS)])
+    return _frame(name, title, "".join(body), [(label, c) for (label, _), c in zip(series, COLORS, strict=False)])
 
 
 def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind: str, y_kind: str, x_name: str,
-            x_range: tuple[float, float] | None = None, why: str | None = None) -> str:
+            x_range: tuple[float, float] | None = None, why: str | None = None) -> Markup:
     if not points:
         return _empty(name, title, why)
     x = Axis.make(x_kind, min(p[0] for p in points), max(p[0] for p in points), LEFT, W - RIGHT, fixed=x_range)
@@ -182,7 +186,7 @@ def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind
 
 def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tuple[str, Sequence[float]]],
             x_kind: str, y_kind: str, x_name: str = "window start", labels: Sequence[str] | None = None,
-            why: str | None = None) -> str:
+            why: str | None = None) -> Markup:
     """Stacked bars, one per window; each stack is a class of the whole (e.g. read, written, uncached).
     labels: what to write under each bar (dates) instead of its start in x_kind's unit."""
     totals = [sum(vs[i] for _, vs in stacks) for i in range(len(starts))]
@@ -201,7 +205,7 @@ def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tup
         base = 0.0
         x0 = LEFT + i * slot + slot * 0.15
         tips = []
-        for (cls, vs), color in zip(stacks, COLORS):
+        for (cls, vs), color in zip(stacks, COLORS, strict=False):
             v = vs[i]
             if v > 0:
                 y0, y1 = y(base), y(base + v)
@@ -211,16 +215,16 @@ def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tup
                             f'{escape(y.unit.tip(v))} of {escape(y.unit.tip(totals[i]))}</title></rect>')
             base += v
         if i % every == 0:
+            below = labels[i] if labels is not None else xu.show(start, 0 if start / xu.factor >= 10 else 1)
             body.append(f'<text class="tick" x="{x0 + slot * 0.35:.1f}" y="{H - BOTTOM + 15}" text-anchor="middle">'
-                        f'{escape(labels[i] if labels is not None else xu.show(start, 0 if start / xu.factor >= 10 else 1))}'
-                        f'</text>')
+                        f'{escape(below)}</text>')
     body.append(f'<text class="unit" x="{W - RIGHT}" y="{H - BOTTOM + 32}" text-anchor="end">'
                 f'{escape(x_name)}{"" if labels is not None else f" ({xu.label})"}</text>')
-    return _frame(name, title, "".join(body), [(cls, c) for (cls, _), c in zip(stacks, COLORS)])
+    return _frame(name, title, "".join(body), [(cls, c) for (cls, _), c in zip(stacks, COLORS, strict=False)])
 
 
 def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
-         tips: Sequence[str] | None = None, why: str | None = None) -> str:
+         tips: Sequence[str] | None = None, why: str | None = None) -> Markup:
     """Horizontal bars in the order given (callers pass the largest first), each labelled with its value.
     The chart is as tall as its bars: no empty band under a short list."""
     shown = [(label, v, (tips[i] if tips else "")) for i, (label, v) in enumerate(items) if v > 0]

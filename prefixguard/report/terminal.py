@@ -1,10 +1,10 @@
-"""The diagnosis on the terminal: one numbered section per step, its finding first (plain text, bold and
-colour only on a terminal)."""
+"""The diagnosis on the terminal: one numbered section per step, its finding first. Printed through
+prefixguard.utils.styled (rich): plain text in a pipe, bold and colour on a terminal, tables drawn by rich."""
 from __future__ import annotations
 
 from typing import Any
 
-from prefixguard.report.diagnose import ESTIMATED, Diagnosis
+from prefixguard.report.findings import ESTIMATED, Diagnosis
 from prefixguard.report.human import date_range, duration, ms, usd, when
 from prefixguard.utils.styled import GREEN, RED, YELLOW, columns, printable_data, strong
 
@@ -13,23 +13,26 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
     return "-" if value is None else format(value, fmt) + unit
 
 
+def _spend_rows(rows: list[dict[str, Any]], key: str) -> list[tuple[str, ...]]:
+    return [(r[key], str(r["requests"]), usd(r["spend_usd"]), usd(r["saved_usd"])) for r in rows]
+
+
 def _money(m: dict[str, Any]) -> None:
     """Spend, savings, by model, tenant and time, latency, unread writes, the longer TTL: each only with data."""
     print(f"\n{strong('Spend')}  {usd(m['spend_usd'])} over {m['priced_requests']} priced requests; caching saved "
           f"{usd(m['saved_usd'])} (without cache reads: {usd(m['without_cache_usd'])}).")
     if m["by_model"]:
-        print(columns(("model", "requests", "spend", "saved"),
-                      [(r["model"], str(r["requests"]), usd(r["spend_usd"]), usd(r["saved_usd"])) for r in m["by_model"]]))
+        print(columns(("model", "requests", "spend", "saved"), _spend_rows(m["by_model"], "model")))
     if m["by_tenant"]:
         basis = "; ".join(f"{b['basis']} ({b['requests']})" for b in m["tenant_basis"])
         print(f"   {m['tenants']} tenants, named by: {basis}")
-        print(columns(("tenant", "requests", "spend", "saved"),
-                      [(r["tenant"], str(r["requests"]), usd(r["spend_usd"]), usd(r["saved_usd"])) for r in m["by_tenant"]]))
+        print(columns(("tenant", "requests", "spend", "saved"), _spend_rows(m["by_tenant"], "tenant")))
     over = m.get("over_time")
     if over and len(over["buckets"]) > 1:
         busy = [b for b in over["buckets"] if b["requests"]]
-        print(f"   over time, by {over['bucket']}: " + ", ".join(
-            f"{b['label']} {usd(b['spend_usd'])}" for b in busy[:12]) + (f" and {len(busy) - 12} more" if len(busy) > 12 else ""))
+        more = f" and {len(busy) - 12} more" if len(busy) > 12 else ""
+        print(f"   over time, by {over['bucket']}: "
+              + ", ".join(f"{b['label']} {usd(b['spend_usd'])}" for b in busy[:12]) + more)
     if m["latency"]:
         print(columns(("latency", "requests", "TTFT p50", "p95", "p99", "total p50", "p95", "p99"),
                       [(r["mode"], str(r["requests"]), *(ms(r["ttft_s"][k]) for k in ("p50", "p95", "p99")),
@@ -38,14 +41,14 @@ def _money(m: dict[str, Any]) -> None:
         print("   latency: no call in the capture has a timing.")
     u = m["unread_writes"]
     if u["requests"]:
-        print(f"   {strong('writes never read')}: {u['requests']} calls wrote {u['tokens']:,} tokens that expired unread: "
-              f"{usd(u['cost_usd'])} to write, {usd(u['premium_usd'])} over sending them uncached.")
+        print(f"   {strong('writes never read')}: {u['requests']} calls wrote {u['tokens']:,} tokens that expired "
+              f"unread: {usd(u['cost_usd'])} to write, {usd(u['premium_usd'])} over sending them uncached.")
     else:
         print("   writes never read: none expired unread within the capture.")
     for w in m["whatif_longer_ttl"]:
         verdict = "would pay off" if w["pays_off"] else "would not pay off"
-        print(f"   {w['ttl']} TTL for {w['scope']}: {verdict} ({usd(w['actual_usd'])} -> {usd(w['with_longer_ttl_usd'])}; "
-              f"{w['rewrites_avoided']} re-writes after an expiry avoided).")
+        print(f"   {w['ttl']} TTL for {w['scope']}: {verdict} ({usd(w['actual_usd'])} -> "
+              f"{usd(w['with_longer_ttl_usd'])}; {w['rewrites_avoided']} re-writes after an expiry avoided).")
 
 
 def _printable(record: Any) -> Any:
