@@ -170,7 +170,7 @@ def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
         first = ruleset.load("verdict.toml")
         [kept] = [p for p in tmp_path.iterdir() if p.name.startswith("rules-verdict.toml-")]
         assert disk_cache.load_marshal(kept.name) == first
-        source = Path(ruleset.__file__).parent.parent / "rules" / "verdict.toml"
+        source = Path(ruleset.__file__).parents[2] / "rules" / "verdict.toml"
         assert first == tomllib.loads(source.read_text("utf-8"))
         disk_cache.save_marshal(kept.name, {"forged": True})      # what the hash names is what is read
         ruleset.load.cache_clear()
