@@ -5,8 +5,8 @@ fix), then what a cost owner asks (prefixguard.report.money), then the five step
 shows when it was sent and links to its body, kept at the end of the page. A panel without data is left
 out or says in one line why.
 
-The page is templates/report.html, rendered by jinja2 with autoescape on: this module hands it data (text,
-numbers as a person reads them, references to requests) and charts.py's SVG, and writes no markup itself.
+The page is template.html, rendered by jinja2 with autoescape on: this module hands it data (text, numbers
+as a person reads them, references to requests) and charts.py's SVG, and writes no markup itself.
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import json
 import re
 from datetime import UTC, datetime
 from functools import cache
+from importlib.resources import files
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, StrictUndefined, Template
 
 from prefixguard.report import charts
 from prefixguard.report.findings import ESTIMATED, Diagnosis
@@ -28,10 +29,9 @@ Rows = list[list[Any]]   # table cells: text, or a request reference (rendered a
 
 
 @cache
-def _environment() -> Environment:
-    return Environment(loader=PackageLoader("prefixguard.report", "templates"),
-                       autoescape=select_autoescape(("html",), default_for_string=True, default=True),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+def _template() -> Template:
+    env = Environment(autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(files("prefixguard.report").joinpath("template.html").read_text("utf-8"))
 
 
 def _tokens(v: float) -> str:
@@ -121,7 +121,7 @@ def _money_rows(rows: list[dict[str, Any]], key: str) -> Rows:
 
 
 def _spend(d: Diagnosis) -> dict[str, Any] | None:
-    """The cost owner's panel (templates/spend.html says what each part shows)."""
+    """The cost owner's panel (template.html says what each part shows)."""
     m = d.money
     if not m:
         return None
@@ -229,7 +229,7 @@ def _fields(d: Diagnosis) -> dict[str, Any]:
 def render(d: Diagnosis) -> str:
     step1, step2 = _timing(d)
     span = date_range(d.money["first_ts"], d.money["last_ts"]) if d.money else duration(d.span_s)
-    return _environment().get_template("report.html").render(
+    return _template().render(
         title=d.source, meta=f"{d.source}: {d.requests:,} requests, {span}", headline=_headline(d),
         notes=([ESTIMATED] if d.tokens_estimated else []) + list(d.notes), spend=_spend(d), findings=d.findings,
         step1=step1, step2=step2, step3=_prefix(d), step4=_infra(d), step5=_fields(d), bodies=_bodies(d))
