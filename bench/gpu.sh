@@ -84,7 +84,7 @@ CAPTURE=${DEMO_CAPTURE:-$PREP/demo_capture.db}
 
 if [ "$MODE" = dry-run ]; then
   DEV=cpu; DTYPE=float32; MODEL=tiny; LENGTHS="256 512"; BATCHES="1 4"; TOKENS=8; SMALL=--small
-  REPEATS=1; SESSIONS=2; HF_TOKENS="256"; DECODE_TOKENS=8
+  REPEATS=1; SESSIONS=2; HF_TOKENS="256"; DECODE_TOKENS=8; CAND_BATCHES="1 4"
   CANDIDATES="sdpa:off flex:off"             # triton needs CUDA (tests/test_engine_kernels.py runs it interpreted)
   PREFILL_CANDIDATES="flex"                  # the main prefill run is sdpa's here
   if [ ! -s "$CAPTURE" ]; then               # the dry run makes its own demo capture
@@ -94,7 +94,7 @@ if [ "$MODE" = dry-run ]; then
   fi
 else
   DEV=cuda; DTYPE=bfloat16; MODEL=1b; LENGTHS="2048 8192"; BATCHES="1 2 4 8 16 32 64"; TOKENS=64
-  SMALL=; REPEATS=3; SESSIONS=$MINISWE_SESSIONS; HF_TOKENS="2048 8192"; DECODE_TOKENS=64
+  SMALL=; REPEATS=3; SESSIONS=$MINISWE_SESSIONS; HF_TOKENS="2048 8192"; DECODE_TOKENS=64; CAND_BATCHES="1 16 64"
   CANDIDATES="triton:on flex:off triton:off sdpa:off"
   PREFILL_CANDIDATES="flex sdpa"             # the main prefill run is triton's (auto) there
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv > "$P/nvidia-smi.txt" 2>&1
@@ -153,7 +153,7 @@ if [ "$ONLY_CANDIDATES" = 1 ]; then        # no main run to compare with: the fi
   OTHERS=$CANDIDATES; PREFILL_CANDIDATES="auto $PREFILL_CANDIDATES"
 fi
 for cand in $OTHERS; do                     # the other decode candidates: batches 1, 16, 64 (flex compiles a
-  decode_step "${cand%%:*}" "${cand##*:}" "1 16 64" 16 90   # bucket per batch size while warming up)
+  decode_step "${cand%%:*}" "${cand##*:}" "$CAND_BATCHES" 16 90   # bucket per batch size while warming up)
 done
 for backend in $PREFILL_CANDIDATES; do       # prefill at the first length with each backend for every prefill
   step "prefill_reuse_$backend" 90 "$PY" bench/prefill_reuse.py --json --device "$DEV" --dtype "$DTYPE" \
