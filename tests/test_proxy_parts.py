@@ -122,14 +122,15 @@ def test_verdict_names_the_cause_of_a_changed_prefix() -> None:
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, 0, n, 0, 0, 3, True), 200)
     assert v.verdict == "miss_prefix_changed" and v.cause == "volatile_content at /system/0"
     assert verdict.early(Expected(0, n, 0, "cold"), cmp) == v
-    Change = verdict.PrefixChange  # what the demo and report read back
-    assert Change.parse(v.cause) == Change(("volatile_content",), "/system/0")
-    both = Change.parse("tools_reordered+model_changed at /tools/2")
-    assert both == Change(("tools_reordered", "model_changed"), "/tools/2") and str(both) == "tools_reordered+model_changed at /tools/2"
-    assert Change.parse(None) == Change(()) and v.verdict is verdict.VerdictName.MISS_PREFIX_CHANGED
+    Change = verdict.PrefixChange  # what the demo, the store and the report read: typed, never parsed back
+    assert v.change == Change(("volatile_content",), "/system/0") and v.note is None
+    both = Change(("tools_reordered", "model_changed"), "/tools/2")
+    assert str(both) == "tools_reordered+model_changed at /tools/2"
+    assert v.verdict is verdict.VerdictName.MISS_PREFIX_CHANGED
     # the provider read what an unchanged prefix would have given: the change cost nothing, a note on a hit
     v = verdict.final(Expected(0, n, 0, "cold"), cmp, Usage(n, n, 0, 0, 0, 3, True), 200)
     assert v.verdict == "hit" and v.cause.startswith("note: volatile_content at /system/0 cost nothing")
+    assert v.change == Change(("volatile_content",), "/system/0") and v.note == v.cause
 
 
 def test_routes_by_path_prefix() -> None:
