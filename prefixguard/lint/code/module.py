@@ -17,6 +17,9 @@ _RERUNS = 64   # helpers read again per file for their arguments: a bound on the
 
 
 class Helpers(Protocol):
+    def parse(self, path: str, text: str) -> ast.Module:
+        """The file's tree (parsed once for the lint of the file and for the files that import it)."""
+
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
         """The function `name` of the module imported as `module` (relative at `level`) by the file
         `importer`, when that module is a file of the linted tree."""
@@ -29,6 +32,7 @@ class Module:
         self.tree, self.lines, self.path, self.helpers = tree, text.splitlines(), path, helpers
         self.aliases: dict[str, str] = {}
         self.imported: dict[str, tuple[str, str, int]] = {}   # local name -> (module, name, level)
+        classes: set[str] = set()
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -41,7 +45,9 @@ class Module:
                     self.imported[a.asname or a.name] = (node.module or "", a.name, node.level)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, node)
-        self.classes = frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+            elif isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+        self.classes = frozenset(classes)
         self._returns: dict[str, Taints] = {}
         self.hits: list[CodeHit] = []
         self.calls = 0   # SDK calls judged

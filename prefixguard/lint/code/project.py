@@ -7,54 +7,102 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 from prefixguard.lint.code.module import Function, Module
 
 _PARENTS = 8   # folders above the importing file where an absolute import's package may start
 _MAX_BYTES = 2 * 2**20
+# A helper whose own text names none of these is not parsed: it adds no source of its own (its
+# arguments still flow through the call, as through any call not followed). Most imported helpers
+# are skipped this way, and most files they live in are never parsed.
+_SOURCE_WORDS = re.compile(r"datetime|\btime\b|uuid|random|secrets|environ|getenv|dumps|\.values\(|\.keys\(|"
+                           r"\.items\(|\bset\(|frozenset|urandom|\bnow\(|today\(")
 
 
 class Project:
-    """Helpers found across files, each file parsed once per change (keyed by path, size and mtime)."""
+    """Helpers found across files, each file parsed once per text (for its own lint and for the files
+    that import it)."""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[str, int, int], Module | None] = {}
+        self._modules: dict[tuple[str, int, int], Module | None] = {}   # by path, size, mtime
+        self._texts: dict[tuple[str, int, int], str] = {}
         self._paths: dict[tuple[str, str, int], str | None] = {}
+        self._trees: dict[tuple[str, int], ast.Module] = {}
+        self._found: dict[tuple[tuple[str, int, int], str], tuple[Module, Function] | None] = {}
+
+    def parse(self, path: str, text: str) -> ast.Module:
+        """Raises SyntaxError or ValueError as ast.parse does."""
+        key = (os.path.abspath(path), hash(text))
+        tree = self._trees.get(key)
+        if tree is None:
+            tree = self._trees[key] = ast.parse(text, filename=path)
+        return tree
 
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
         key = (os.path.dirname(os.path.abspath(importer)), module, level)
         if key not in self._paths:
             self._paths[key] = _find(key[0], module, level)
         path = self._paths[key]
-        if path is None:
+        found = _stat(path) if path is not None else None
+        if found is None:
             return None
-        parsed = self._module(path)
+        if (found, name) not in self._found:
+            self._found[(found, name)] = self._function(found, name)
+        return self._found[(found, name)]
+
+    def _function(self, found: tuple[str, int, int], name: str) -> tuple[Module, Function] | None:
+        if not self._may_return_a_source(found, name):
+            return None
+        parsed = self._module(found)
         fn = parsed.functions.get(name) if parsed is not None else None
         return (parsed, fn) if parsed is not None and fn is not None else None
 
-    def _module(self, path: str) -> Module | None:
-        try:
-            stat = os.stat(path)
-        except OSError:
-            return None
-        key = (path, stat.st_size, stat.st_mtime_ns)
+    def _may_return_a_source(self, key: tuple[str, int, int], name: str) -> bool:
+        """The text of the top-level def `name` (to the next top-level statement) names a source."""
+        text = self._text(key)
+        found = re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\b", text, re.MULTILINE)
+        if found is None:
+            return False
+        start = text.find("\n", found.end()) + 1 or len(text)
+        after = re.compile(r"^\S", re.MULTILINE).search(text, start)
+        body = text[found.end():after.start() if after is not None else len(text)]
+        return bool(_SOURCE_WORDS.search(body))
+
+    def _text(self, key: tuple[str, int, int]) -> str:
+        if key not in self._texts:
+            self._texts[key] = _read(key[0]) if key[1] <= _MAX_BYTES else ""
+        return self._texts[key]
+
+    def _module(self, key: tuple[str, int, int]) -> Module | None:
         if key not in self._modules:
             self._modules[key] = None   # an import circle reads nothing through itself
-            self._modules[key] = _parse(path, stat.st_size)
-            if self._modules[key] is not None:
-                self._modules[key].helpers = self  # type: ignore[union-attr]
+            self._modules[key] = self._parse(key)
         return self._modules[key]
 
+    def _parse(self, key: tuple[str, int, int]) -> Module | None:
+        text = self._text(key)
+        try:
+            return Module(self.parse(key[0], text), text, key[0], self) if text else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
 
-def _parse(path: str, size: int) -> Module | None:
-    if size > _MAX_BYTES:
+
+def _stat(path: str) -> tuple[str, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
         return None
+    return path, stat.st_size, stat.st_mtime_ns
+
+
+def _read(path: str) -> str:
+    """The file's text ("" when it cannot be read)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        return Module(ast.parse(text, filename=path), text, path)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+            return fh.read().removeprefix("\ufeff")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _find(here: str, module: str, level: int) -> str | None:
@@ -85,4 +133,4 @@ def _file(base: str, parts: list[str]) -> str | None:
     return None
 
 
-PROJECT = Project()   # one per process: a lint run reads each helper file once
+PROJECT = Project()   # one per process: files are keyed by size and mtime, so a changed file is read again

@@ -23,5 +23,6 @@ def analyze(text: str, filename: str = "<string>", helpers: Helpers | None = Non
     it does not parse."""
     if not _SINK_WORDS.search(text):
         return [], 0
-    module = Module(ast.parse(text, filename=filename), text, filename, helpers)
+    tree = helpers.parse(filename, text) if helpers is not None else ast.parse(text, filename=filename)
+    module = Module(tree, text, filename, helpers)
     return module.run(), module.calls
