@@ -105,7 +105,8 @@ def parts(content: Any, where: str) -> None:
     for j, block in enumerate(content):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise InputError(f"{where}[{j}] must be an object with a string 'type', got {_shown(block)}")
-        if "text" in block and block["type"] in ("text", "input_text", "output_text") and not isinstance(block["text"], str):
+        if ("text" in block and block["type"] in ("text", "input_text", "output_text")
+                and not isinstance(block["text"], str)):
             raise InputError(f"{where}[{j}].text must be a string, got {_shown(block['text'])}")
         if block["type"] in ("image", "document") and "source" in block and not isinstance(block["source"], dict):
             raise InputError(f"{where}[{j}].source must be an object, got {_shown(block['source'])}")
@@ -128,7 +129,8 @@ def _shown(value: Any) -> str:
     """A value as an error message quotes it: short, whatever its size or depth."""
     if isinstance(value, (dict, list)):
         return f"{type(value).__name__} of {len(value)}"
-    text = repr(value) if not isinstance(value, int) or isinstance(value, bool) or abs(value) < 10 ** 30 else "a huge integer"
+    small = not isinstance(value, int) or isinstance(value, bool) or abs(value) < 10 ** 30
+    text = repr(value) if small else "a huge integer"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

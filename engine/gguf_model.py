@@ -127,7 +127,7 @@ def _byte_decoder() -> dict[str, int]:
             keep.append(b)
             chars.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(keep, chars)}
+    return {chr(c): b for b, c in zip(keep, chars, strict=True)}
 
 
 class ChatMLTemplate:

@@ -88,17 +88,18 @@ class Attention(nn.Module):
         projs = (self.q_proj, self.k_proj, self.v_proj)
         weight = torch.cat([p.weight.detach() for p in projs])
         sizes = [p.weight.shape[0] for p in projs]
-        for p, w in zip(projs, weight.split(sizes)):
+        for p, w in zip(projs, weight.split(sizes), strict=True):
             p.weight = nn.Parameter(w, requires_grad=False)
         self.qkv_t = weight.t()
         if self.q_proj.bias is not None:
             bias = torch.cat([p.bias.detach() for p in projs])
-            for p, b in zip(projs, bias.split(sizes)):
+            for p, b in zip(projs, bias.split(sizes), strict=True):
                 p.bias = nn.Parameter(b, requires_grad=False)
             self.qkv_bias = bias
         self.o_t = self.o_proj.weight.detach().t()
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                batch: AttnBatch | None) -> torch.Tensor:
         t, nh = x.shape[0], self.nh
         qkv = Rotary.apply_(matmul(x, self.qkv_t, self.qkv_bias).view(t, -1, self.hd), nh + self.nkv, *rope)
         q, kv = qkv[:, :nh], qkv[:, nh:]

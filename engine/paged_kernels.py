@@ -58,8 +58,9 @@ def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, out_ptr, table_ptr, lens_ptr, scal
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                  seq_lens: torch.Tensor, page_size: int) -> torch.Tensor:
     """q: [B, heads, hd] (one token per sequence); k_cache, v_cache: [slots, kv_heads, hd] (one layer of
-    the pool); fp32 products are exact fp32 (never TF32); block_table: [B, max_pages] int32 page ids; seq_lens: [B] int32 positions to attend
-    over (the new token's included, its K/V already stored). Returns [B, heads, hd]."""
+    the pool); fp32 products are exact fp32 (never TF32); block_table: [B, max_pages] int32 page ids;
+    seq_lens: [B] int32 positions to attend over (the new token's included, its K/V already stored).
+    Returns [B, heads, hd]."""
     b, heads, hd = q.shape
     kv_heads = k_cache.shape[1]
     group = heads // kv_heads

@@ -120,7 +120,7 @@ class RadixTree:
             if pages[i // ps] != held[0]:           # the request computed this edge again: its pages go
                 self.allocator.free(pages[i // ps:(i + m) // ps])
             elif pages[(i + m) // ps - 1] != held[-1]:
-                self.allocator.free([p for p, q in zip(pages[i // ps:(i + m) // ps], held) if p != q])
+                self.allocator.free([p for p, q in zip(pages[i // ps:(i + m) // ps], held, strict=False) if p != q])
             child.last_access = now
             node, i = child, i + m
         return i

@@ -198,7 +198,8 @@ _READ_ERRORS = (InputError, ValueError, TypeError, KeyError, IndexError, Attribu
 _LONE_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _read(served: Served, body: bytes, path: str, headers: Any, shape: Any) -> tuple[Prompt, dict[str, Any], Any, list[int]]:
+def _read(served: Served, body: bytes, path: str, headers: Any,
+          shape: Any) -> tuple[Prompt, dict[str, Any], Any, list[int]]:
     """(prompt, body, options, token ids) of a request, or Unreadable saying why not."""
     try:
         # count_tokens=False: the template's render counts each segment in the engine's own tokens below

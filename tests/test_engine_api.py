@@ -90,7 +90,7 @@ def test_more_requests_than_memory_wait_instead_of_failing():
     seqs = engine.generate([rand_ids(rng, 100) for _ in range(4)], max_tokens=4)
     assert all(len(s.output_ids) == 4 for s in seqs)
     firsts = sorted(s.first_token_time for s in seqs)
-    assert all(s.finish_time <= t for s, t in zip(sorted(seqs, key=lambda s: s.finish_time), firsts[1:]))
+    assert all(s.finish_time <= t for s, t in zip(sorted(seqs, key=lambda s: s.finish_time), firsts[1:], strict=False))
 
 
 def test_reuse_limit_caps_the_cached_prefix(engine):

@@ -19,7 +19,8 @@ def max_diff(engine: LLMEngine, seq) -> float:
 
 def shared_prefix_prompts(rng: random.Random, base_len: int, n: int) -> list[list[int]]:
     base = [rng.randrange(100_000) for _ in range(base_len)]
-    cuts = sorted({0, 1, 15, 16, 17, 31, 33, 64, base_len // 2, base_len - 1, base_len} | {rng.randrange(base_len) for _ in range(n)})
+    cuts = sorted({0, 1, 15, 16, 17, 31, 33, 64, base_len // 2, base_len - 1, base_len}
+                  | {rng.randrange(base_len) for _ in range(n)})
     return [base[:c] + [rng.randrange(100_000) for _ in range(rng.randint(1, 20))] for c in cuts]
 
 

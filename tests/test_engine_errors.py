@@ -44,8 +44,9 @@ def _malformed(path: str) -> list[bytes]:
            BIG_INT.encode(), json.dumps(valid)[:-1].encode() + b', "x": ' + BIG_INT.encode() + b"}",
            json.dumps(valid)[:-1].encode() + b', "x": "\\ud800"}', dumps({**valid, "model": [None]}),
            dumps({**valid, "model": ""}), dumps({k: v for k, v in valid.items() if k != "model"})]
-    for message in ({"role": [None], "content": "hi"}, {"role": None, "content": "hi"}, {"role": {"a": 1}, "content": "hi"},
-                    {"role": "robot", "content": "hi"}, {"role": "user", "content": [None]},
+    for message in ({"role": [None], "content": "hi"}, {"role": None, "content": "hi"},
+                    {"role": {"a": 1}, "content": "hi"}, {"role": "robot", "content": "hi"},
+                    {"role": "user", "content": [None]},
                     {"role": "user", "content": [{"type": None}]}, {"role": "user", "content": 7},
                     {"role": "user", "content": [{"type": "text", "text": [1]}]},
                     {"role": "user", "content": [{"type": "image", "source": 7}]}, None, 5, [None]):
@@ -89,7 +90,8 @@ def _shape_ok(path: str, doc: object) -> bool:
     if path == "/v1/messages":
         return (isinstance(doc, dict) and doc.get("type") == "error" and isinstance(doc.get("error"), dict)
                 and isinstance(doc["error"].get("type"), str) and isinstance(doc["error"].get("message"), str))
-    return (isinstance(doc, dict) and isinstance(doc.get("error"), dict) and isinstance(doc["error"].get("message"), str)
+    return (isinstance(doc, dict) and isinstance(doc.get("error"), dict)
+            and isinstance(doc["error"].get("message"), str)
             and isinstance(doc["error"].get("type"), str) and "param" in doc["error"])
 
 
@@ -152,10 +154,12 @@ def test_every_recorded_request_passes_the_checks(shared_data: Path) -> None:
     from prefixguard.engine import api_anthropic, api_openai
     from prefixguard.utils.errors import InputError
 
-    shapes = {"anthropic": api_anthropic.Messages, "openai-chat": api_openai.Chat, "openai-responses": api_openai.Responses}
+    shapes = {"anthropic": api_anthropic.Messages, "openai-chat": api_openai.Chat,
+              "openai-responses": api_openai.Responses}
     checked, refused = 0, []
     for path in sorted((shared_data / "recorded").rglob("*.request.json")):
-        answer = next((path.with_name(path.name.replace(".request.json", ext)) for ext in (".response.json", ".response.sse")
+        answer = next((path.with_name(path.name.replace(".request.json", ext))
+                       for ext in (".response.json", ".response.sse")
                        if path.with_name(path.name.replace(".request.json", ext)).exists()), None)
         text = answer.read_text()[:3000].replace(" ", "") if answer else ""
         try:
@@ -164,8 +168,10 @@ def test_every_recorded_request_passes_the_checks(shared_data: Path) -> None:
             continue
         if not isinstance(body, dict):
             continue
-        api = ("openai-responses" if isinstance(body.get("input"), (str, list)) else "openai-chat" if '"chat.completion' in text
-               else "anthropic" if "messages" in body and ('"type":"message"' in text or "message_start" in text) else None)
+        api = ("openai-responses" if isinstance(body.get("input"), (str, list))
+               else "openai-chat" if '"chat.completion' in text
+               else "anthropic" if "messages" in body and ('"type":"message"' in text or "message_start" in text)
+               else None)
         if api is None:
             continue
         checked += 1

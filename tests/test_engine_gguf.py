@@ -110,7 +110,7 @@ def test_greedy_tokens_equal_transformers(engine, hf):
     prompts = [engine.template.render(segments(m)) for m in PROMPTS]
     seqs = engine.generate(prompts, max_tokens=STEPS)
     assert sum(s.cached_tokens for s in seqs) > 0            # the default system turn is shared
-    for ids, seq in zip(prompts, seqs):
+    for ids, seq in zip(prompts, seqs, strict=True):
         with torch.inference_mode():
             x = torch.tensor([ids])   # the mask given: generate would mask every <|im_end|> (the pad id)
             out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=STEPS, do_sample=False,
