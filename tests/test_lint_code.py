@@ -246,16 +246,49 @@ def test_a_cycle_of_names_and_deep_call_chains_end_quickly():
     source = textwrap.dedent('''
     import anthropic
     client = anthropic.Anthropic()
+    REG = {}
+    def add(k):
+        REG[k] = 1
     def f(fields, q):
         fields = fields
         a = b
         b = a
-        names = [k for k, v in fields.items()] + [k for k in b.keys()]
+        c = REG
+        d = c
+        names = [k for k, v in fields.items()] + [k for k in b.keys()] + [k for k in d.keys()]
         x = ''' + "s.m(" * 60 + "1" + ")" * 60 + '''
         client.messages.create(model="m", max_tokens=9, tools=names, messages=[{"role": "user", "content": q}])
     ''')
     hits, calls = analyze(source)
-    assert calls == 1 and [h.code for h in hits] == ["PG602", "PG602"]
+    assert calls == 1 and [(h.code, h.line) for h in hits] == [("PG602", 13)]   # the registry only
+
+
+def test_only_a_registry_filled_at_run_time_makes_the_tool_order_volatile():
+    """A dict holds its keys in insertion order: one the code builds the same way on every request (a
+    parameter, a local, an attribute set in __init__) sends its tools in the same order. Found on
+    pydantic-ai (models/huggingface.py: the agent's tool_defs)."""
+    source = textwrap.dedent('''
+    from openai import OpenAI
+    client = OpenAI()
+
+    class Agent:
+        def __init__(self, tools):
+            self.fixed = {t["name"]: t for t in tools}
+            self.plugins = {}
+
+        def plug(self, tool):
+            self.plugins[tool["name"]] = tool
+
+        def run(self, q, tool_defs: dict):
+            local = {}
+            for t in [{"name": "a"}, {"name": "b"}]:
+                local[t["name"]] = t
+            tools = [*tool_defs.values(), *self.fixed.values(), *local.values(), *self.plugins.values()]
+            client.chat.completions.create(model="m", tools=tools, messages=[{"role": "user", "content": q}])
+    ''')
+    hits, _ = analyze(source)
+    assert [(h.code, h.message.split(" decides")[0]) for h in hits] == [("PG602", "iteration over .values()")]
+    assert (hits[0].line, hits[0].column) == (17, 79)   # self.plugins.values()
 
 
 def test_langchain_prompt_template_system_part_only():

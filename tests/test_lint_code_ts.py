@@ -110,10 +110,14 @@ const client = new OpenAI();
     ('async function f(q) { await client.chat.completions.create({ model: process.env.MODEL, messages: [\n'
      '  { role: "system", content: `${process.env.APP_NAME} ${process.env["RUN_ID"]}` }, '
      '{ role: "user", content: q }] }); }', [("PG601", "partial", 5)]),
-    # for...in walks an object's keys in insertion order; a method of a class calls a sibling through this
-    ('class Bot { tools(reg) { const out = []; for (const k in reg) out.push({ name: k }); return out; }\n'
-     '  async run(reg, q) { await client.chat.completions.create({ model: "m", tools: this.tools(reg), '
-     'messages: [{ role: "user", content: q }] }); } }', [("PG602", None, 4)]),
+    # for...in walks a registry's keys in the order plugins were added; a method calls a sibling through this
+    ('class Bot { plugins = {}; add(t) { this.plugins[t.name] = t; }\n'
+     '  tools() { const out = []; for (const k in this.plugins) out.push({ name: k }); return out; }\n'
+     '  async run(q) { await client.chat.completions.create({ model: "m", tools: this.tools(), '
+     'messages: [{ role: "user", content: q }] }); } }', [("PG602", None, 5)]),
+    # an object passed in holds its keys in the order the caller inserted them: no finding
+    ('async function f(q, reg) { await client.chat.completions.create({ model: "m", '
+     'tools: Object.values(reg), messages: [{ role: "user", content: q }] }); }', []),
 ])
 def test_flows(body: str, expected: list):
     assert hits(HEAD + body) == expected

@@ -233,6 +233,10 @@ class Scope:
         out = EMPTY
         items: list[ast.expr | None] = [*e.keys, *e.values] if isinstance(e, ast.Dict) else list(e.elts)  # type: ignore[attr-defined]
         for item in items:
+            if isinstance(item, ast.Starred):   # [*d.values(), *names]: iterated in place
+                element, order = self.iterate(item.value)
+                out |= element | order
+                continue
             t = self.expr(item)
             out |= t - markers(t)
         return out
@@ -240,7 +244,7 @@ class Scope:
     def iterate(self, it: ast.expr) -> tuple[Taints, Taints]:
         """(the taint of each element, the order taint of iterating it)."""
         taint = self.expr(it)
-        order = order_of(it, taint, self.defs)
+        order = order_of(it, taint, self.defs, self.m.registries)
         return taint - markers(taint), order
 
     def call(self, e: ast.Call) -> Taints:

@@ -5,11 +5,13 @@ an SDK call and is called with a volatile argument (read again with that argumen
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator
 from typing import Protocol
 
 from prefixguard.lint.code import sinks
 from prefixguard.lint.code.flow import Scope
-from prefixguard.lint.code.taint import EMPTY, Taints
+from prefixguard.lint.code.taint import EMPTY, Taints, registry_name
 from prefixguard.lint.code.verdict import CodeHit
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -79,6 +81,29 @@ class Module:
             self._returns[name] = Scope(self, fn, collect=False).run()
         return self._returns[name]
 
+    @functools.cached_property
+    def registries(self) -> frozenset[str]:
+        """Dicts filled at run time by the code's functions: a global that starts empty, an attribute
+        self.x filled outside __init__ (d[k] = v, d.update(...), d.setdefault(...), map.set(k, v))."""
+        empty = {registry_name(t) for s in self.tree.body for t, v in _assignments(s) if _empty_dict(v)}
+        filled: set[str] = set()
+        for fn in ast.walk(self.tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                target: ast.expr | None = None
+                if isinstance(node, (ast.Assign, ast.AugAssign)):
+                    for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                        if isinstance(t, ast.Subscript):
+                            target = t.value
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                        node.func.attr in ("update", "setdefault", "set"):
+                    target = node.func.value
+                name = registry_name(target) if target is not None else ""
+                if name and (name in empty or (name.startswith("self.") and fn.name != "__init__")):
+                    filled.add(name)
+        return frozenset(filled)
+
     def helper(self, call: ast.Call, name: str) -> tuple[Module, Function] | None:
         """The function a call runs, when it is a helper of this module (name(...), self.name(...),
         Class.name(...)) or a function imported from another file of the linted tree."""
@@ -127,3 +152,19 @@ class Module:
                 Scope(self, node, collect=True).run()
         return self.hits
 
+
+
+def _assignments(s: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr]]:
+    if isinstance(s, ast.Assign):
+        yield from ((t, s.value) for t in s.targets)
+    elif isinstance(s, ast.AnnAssign) and s.value is not None:
+        yield s.target, s.value
+
+
+def _empty_dict(value: ast.expr) -> bool:
+    """{}, dict(), OrderedDict(), defaultdict(list), new Map()."""
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    return isinstance(value, ast.Call) and not value.keywords and registry_name(value.func) in (
+        "dict", "OrderedDict", "defaultdict") and (len(value.args) <= (1 if registry_name(value.func) == "defaultdict"
+                                                                        else 0))

@@ -43,25 +43,32 @@ def as_text(t: Taints, node: ast.expr | ast.Call) -> Taints:
     return t - {x for x in t if x.kind in (src.SET_VALUE, src.DICT_VALUE)}
 
 
-def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr]) -> Taints:
-    """The order taint of iterating `it`: a set (any time), a dict view (unless of a dict literal)."""
+def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr], registries: frozenset[str]) -> Taints:
+    """The order taint of iterating `it`: a set (any time); a dict view of a registry (registries: a
+    global dict, or an attribute self.x, that starts empty and is filled by the code's functions at run
+    time, in the order they happen to be called). Any other dict holds its keys in the order the code
+    inserted them, which is the same on every request."""
     if any(x.kind == src.SET_VALUE for x in taint):
         return frozenset({Taint(src.SET_ORDER, "iteration over a set", it)})
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in src.DICT_VIEWS \
             and not it.args:
         receiver = it.func.value
-        if isinstance(receiver, ast.Call) and receiver.args and isinstance(receiver.args[0], ast.Call) \
-                and isinstance(receiver.args[0].func, ast.Name) and receiver.args[0].func.id == "sorted":
-            return EMPTY   # dict(sorted(d.items())).values(): ordered by key
         for _ in range(8):   # x = y; y = x: a cycle of names ends here
-            if not (isinstance(receiver, ast.Name) and receiver.id in defs):
+            if not (isinstance(receiver, ast.Name) and receiver.id in defs) or receiver.id in registries:
                 break
             receiver = defs[receiver.id]
-        if isinstance(receiver, ast.Dict) and receiver.keys:
-            return EMPTY   # a literal's order is the order written in the code (an empty one is filled at run time)
-        return frozenset({Taint(src.DICT_ORDER, "iteration over " + written(it, f".{it.func.attr}()"), it)})
+        if registry_name(receiver) in registries:
+            return frozenset({Taint(src.DICT_ORDER, "iteration over " + written(it, f".{it.func.attr}()"), it)})
     return EMPTY
 
+
+def registry_name(node: ast.expr) -> str:
+    """REGISTRY, self._tools (this._tools); "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        return f"self.{node.attr}"
+    return ""
 
 
 def written(node: ast.AST, default: str) -> str:
