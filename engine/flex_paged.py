@@ -152,13 +152,15 @@ def _ordered(dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def flex_attend(q: torch.Tensor, cache: torch.Tensor, nkv: int, meta: FlexMeta) -> torch.Tensor:
     """q: [T, heads, hd], the step's new tokens in plan order; cache: one layer of the pool, the new
     tokens' K/V already stored. Returns [T, heads, hd]."""
-    _, heads, hd = q.shape
-    padded = q.new_zeros(meta.batch * meta.q_rows, heads, hd).index_copy_(0, meta.rows, q)
+    t, heads, hd = q.shape
+    whole = meta.q_rows == 1 and t == meta.batch        # decode of a full bucket: rows are 0..t-1 already
+    padded = q if whole else q.new_zeros(meta.batch * meta.q_rows, heads, hd).index_copy_(0, meta.rows, q)
     qb = padded.view(meta.batch, meta.q_rows, heads, hd).transpose(1, 2)
     k = cache[:, :nkv].transpose(0, 1).unsqueeze(0)          # [1, kv_heads, slots, hd]: views of the pool
     v = cache[:, nkv:].transpose(0, 1).unsqueeze(0)
     out = meta.attn(qb, k, v, block_mask=meta.block_mask, enable_gqa=True)
-    return out.transpose(1, 2).reshape(-1, heads, hd).index_select(0, meta.rows)
+    out = out.transpose(1, 2).reshape(-1, heads, hd)
+    return out if whole else out.index_select(0, meta.rows)
 
 
 _COMPILED: Any = None
@@ -168,6 +170,8 @@ def _compiled() -> Any:
     """flex_attention compiled once per process (then once per shape bucket, with static shapes)."""
     global _COMPILED
     if _COMPILED is None:
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+        cfg = torch._dynamo.config         # recompile_limit, once cache_size_limit (older torch)
+        name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+        setattr(cfg, name, max(getattr(cfg, name), RECOMPILE_LIMIT))
         _COMPILED = torch.compile(flex_attention, dynamic=False)
     return _COMPILED
