@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
-from prefixguard.judge.scale import MAX_RATIO, TokenScale, _Fit  # noqa: E402
+from prefixguard.judge.scale import MAX_RATIO, Fit, TokenScale  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def one_ratio(scale: TokenScale, prompt, usage) -> None:
     ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
     if ours > 0 and theirs > 0:
         ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-        scale._fit.put(prompt.model, _Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
+        scale._fit.put(prompt.model, Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
 
 
 def exact_counts(data: Path) -> tuple[int, int, int]:

@@ -14,9 +14,10 @@ Loaded by the `pytest11` entry point when prefixguard is installed (or `-p prefi
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
+import pluggy
 import pytest
 
 RECORDER = "prefix_recorder"
@@ -49,7 +50,8 @@ def prefix_recorder(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     recorder = getattr(item, "funcargs", {}).get(RECORDER)

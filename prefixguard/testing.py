@@ -136,18 +136,19 @@ class Recorder:
             prompt = parse_request(body, path=path)
         except InputError:
             return
-        self.requests.append(Recorded(path, body, prompt))
+        self.requests.append(Recorded(path=path, body=body, prompt=prompt))
 
     # ------------------------------------------------------------------------------ what was recorded
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.body) for r in self.requests]
 
-    def verdicts(self) -> list[tuple[int | None, int, Verdict, Comparison | None]]:
+    def verdicts(self) -> list[tuple[int, int, Verdict, Comparison]]:
         """(earlier index, index, verdict, comparison) of each request against the best earlier request of
         the session (the proxy's session model), judged as the proxy and `diff` judge it. Requests to
         different APIs (Anthropic, OpenAI) never share a cache, so each API is a tenant of its own."""
-        sessions, out = Sessions(), []
+        sessions = Sessions()
+        out: list[tuple[int, int, Verdict, Comparison]] = []
         for i, r in enumerate(self.requests):
             if r.prompt.counts_only:
                 continue
@@ -197,7 +198,7 @@ def _classes(module: str) -> tuple[type, type]:
     """Recording transports (sync, async) subclassing that module's base transports."""
     mod = importlib.import_module(module)
 
-    class Transport(mod.BaseTransport):  # type: ignore[name-defined,misc]
+    class Transport(mod.BaseTransport):  # type: ignore[name-defined]
         def __init__(self, recorder: Recorder, inner: Any) -> None:
             self.recorder, self.inner = recorder, inner
 
@@ -210,7 +211,7 @@ def _classes(module: str) -> tuple[type, type]:
         def close(self) -> None:
             self.inner.close()
 
-    class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[name-defined,misc]
+    class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[name-defined]
         def __init__(self, recorder: Recorder, inner: Any) -> None:
             self.recorder, self.inner = recorder, inner
 

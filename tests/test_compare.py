@@ -356,6 +356,14 @@ def test_changes_name_a_change_exactly_when_there_is_one(a: Any, b: Any) -> None
     assert changes(a, a) == [] and found == changes(a, b)   # none against itself; the same each time
 
 
+def test_a_boolean_become_a_number_is_a_change() -> None:
+    """Python takes True == 1 (and 1 == 1.0), deepdiff too inside lists; JSON does not: each is a change."""
+    from prefixguard.judge.jsondiff import changes
+    assert changes([3, [True, None]], [3, [1, None]]) == ["/1/0: true -> 1"]
+    assert changes({"a": [1.0], "b": "x"}, {"a": [1], "b": "y"}) == ["/a/0: 1.0 -> 1", "/b: 'x' -> 'y'"]
+    assert changes({"a": True}, {"a": 1}) == ["/a: true -> 1"]
+
+
 def test_changes_say_what_a_reader_needs() -> None:
     from prefixguard.judge.jsondiff import changes
     tool = {"name": "get_date", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}

@@ -19,7 +19,7 @@ from prefixguard.judge.policies import Output
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.judge.redis_index import _decode_value, _encode_value
 from prefixguard.replay import sources
-from prefixguard.judge.scale import TokenScale, _Fit
+from prefixguard.judge.scale import Fit, TokenScale
 from prefixguard.capture.store import open_store
 from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request
@@ -155,9 +155,9 @@ def test_earlier_turns_reasoning_is_dropped(shared_data: Path) -> None:
     assert len(thinking) == 2 and all(s.tokens == 0 for s in thinking)
 
 
-@pytest.mark.parametrize("value", [Output(12.5, 1926), _Fit(1.25, 300, 40), _Fit(0.9, 0, -1)])
+@pytest.mark.parametrize("value", [Output(12.5, 1926), Fit(1.25, 300, 40), Fit(0.9, 0, -1)])
 def test_the_fleet_index_keeps_the_new_values(value) -> None:
     assert _decode_value(_encode_value(value)) == value
-    if isinstance(value, _Fit):  # a fit written by the build before (no front) still reads
+    if isinstance(value, Fit):  # a fit written by the build before (no front) still reads
         old = f"s{value.ratio!r} {value.unseen}".encode()
-        assert _decode_value(old) == _Fit(value.ratio, value.unseen)
+        assert _decode_value(old) == Fit(value.ratio, value.unseen)

@@ -9,7 +9,7 @@ import pytest
 
 from prefixguard.judge.redis_index import _decode_value, _encode_value
 from prefixguard.replay import sources
-from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, TokenScale, _Fit
+from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale
 from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request
 
@@ -32,7 +32,7 @@ def _one_ratio(scale: TokenScale, prompt, usage: Usage) -> None:
     media = sum(s.media_tokens for s in prompt.segments)
     ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
     ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-    scale._fit.put(prompt.model, _Fit(ratio, max(0, round(theirs - ratio * ours))), 1e9)
+    scale._fit.put(prompt.model, Fit(ratio, max(0, round(theirs - ratio * ours))), 1e9)
 
 
 def _next_totals(session: list[tuple], one_ratio: bool) -> list[float]:
@@ -93,9 +93,9 @@ def test_requests_of_one_make_up_keep_one_ratio_and_the_bill(shared_data: Path) 
     assert abs(scale.scaled(prompt).total_tokens - usage.prompt_total) <= 1
 
 
-@pytest.mark.parametrize("fit", [_Fit(1.1, 12, 5, (0.4, 1.0, 0.7), ((869, 20, 0, 364), (869, 20, 95, 423))),
-                                 _Fit(0.9, 0, -1, (0.9, 0.9, 0.9), ()), _Fit(1.25, 300, 40)])
-def test_the_fleet_index_keeps_fits_by_kind(fit: _Fit) -> None:
+@pytest.mark.parametrize("fit", [Fit(1.1, 12, 5, (0.4, 1.0, 0.7), ((869, 20, 0, 364), (869, 20, 95, 423))),
+                                 Fit(0.9, 0, -1, (0.9, 0.9, 0.9), ()), Fit(1.25, 300, 40)])
+def test_the_fleet_index_keeps_fits_by_kind(fit: Fit) -> None:
     assert _decode_value(_encode_value(fit)) == fit
 
 

@@ -159,8 +159,9 @@ class PrefixGuardLogger(CustomLogger):
     def _failure(self, kwargs: dict[str, Any], end_time: Any) -> None:
         err = kwargs.get("exception")
         status = getattr(err, "status_code", None)
-        self._analyse(Response(id=kwargs.get("litellm_call_id") or "", status=status if isinstance(status, int) else None,
-                               ended_at=_mono(end_time), error=f"{type(err).__name__}: {err}" if err else "failed"))
+        self._analyse(Response(id=kwargs.get("litellm_call_id") or "",
+                               status=status if isinstance(status, int) else None, ended_at=_mono(end_time),
+                               error=f"{type(err).__name__}: {err}" if err else "failed"))
 
     def _analyse(self, resp: Response) -> None:
         with self._lock:

@@ -44,9 +44,10 @@ def of_comparison(cmp: Comparison | None, found: bool, cached_before: int) -> Di
     """What a provider would report for a request compared with an earlier one: `found` whether the
     earlier one is known; `cached_before` the tokens the earlier request left reusable."""
     if not found:
-        return Diagnosis(NOT_FOUND, label="previous_message_not_found")
+        return Diagnosis(status=NOT_FOUND, label="previous_message_not_found")
     level = our_level(cmp)
     if level is None:
-        return Diagnosis(NO_MISS)
+        return Diagnosis(status=NO_MISS)
     missed = max(cached_before - (cmp.reused_tokens if cmp else 0), 0)
-    return Diagnosis(MISS, level, f"{level}_changed", missed, cmp.reused_tokens if cmp else None)
+    return Diagnosis(status=MISS, level=level, label=f"{level}_changed", missed_tokens=missed,
+                     reusable_tokens=cmp.reused_tokens if cmp else None)

@@ -44,20 +44,16 @@ def too_deep(value: Any, limit: int = MAX_EXPLAIN_DEPTH) -> bool:
 def classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
               level: str) -> tuple[str, str]:
     if level == "tools":
-        cause, detail = _tools_cause(a, b, sa, sb, ta, tb, p)
-    elif level == "system":
+        return _tools_cause(a, b, sa, sb, ta, tb, p)
+    if level == "system":
         cause, detail = _within(sa, sb, ta, tb, p) if sa.pointer == sb.pointer else (None, "")
-        if cause is None:
-            cause, detail = "system_changed", explain_change(sa, sb)
-    elif "image" in (sa.kind, sb.kind):
-        cause, detail = "images_changed", _image_detail(sa, sb)
-    else:
-        cause, detail = _history_cause(a, b)
-        if cause is None and sa.pointer == sb.pointer:
-            cause, detail = _within(sa, sb, ta, tb, p)
-        if cause is None:
-            cause, detail = "history_rewritten", explain_change(sa, sb)
-    return cause, detail
+        return (cause, detail) if cause is not None else ("system_changed", explain_change(sa, sb))
+    if "image" in (sa.kind, sb.kind):
+        return "images_changed", _image_detail(sa, sb)
+    cause, detail = _history_cause(a, b)
+    if cause is None and sa.pointer == sb.pointer:
+        cause, detail = _within(sa, sb, ta, tb, p)
+    return (cause, detail) if cause is not None else ("history_rewritten", explain_change(sa, sb))
 
 
 def _image_detail(sa: Segment, sb: Segment) -> str:
@@ -89,7 +85,7 @@ def _tool_name(value: Any) -> str:
 
 
 def _moved(na: list[str], nb: list[str]) -> str:
-    i = next(k for k, (x, y) in enumerate(zip(na, nb)) if x != y)
+    i = next(k for k, (x, y) in enumerate(zip(na, nb, strict=False)) if x != y)
     return f"position {i} was {na[i]}, is {nb[i]}"
 
 
@@ -122,7 +118,8 @@ def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
 def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
     """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it)."""
     ma, mb = messages(a), messages(b)
-    ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb)) if x != y), None)  # first differing message
+    # the first differing message
+    ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb, strict=False)) if x != y), None)
     if ia is None:
         return None, ""
     rest_a = [key for _, key in ma[ia:]]
@@ -149,10 +146,11 @@ def messages(p: Prompt, attr: str = "key") -> list[tuple[int, tuple[bytes, ...]]
     the messages level, in order."""
     out: list[tuple[int, list[bytes]]] = []
     for s in p.segments:
-        if s.level != "messages":
+        index = s.message_index
+        if s.level != "messages" or index is None:   # every part of the messages level has its message
             continue
-        if out and out[-1][0] == s.message_index:
+        if out and out[-1][0] == index:
             out[-1][1].append(getattr(s, attr))
         else:
-            out.append((s.message_index, [getattr(s, attr)]))
+            out.append((index, [getattr(s, attr)]))
     return [(idx, tuple(parts)) for idx, parts in out]

@@ -53,7 +53,7 @@ class Comparison(NamedTuple):
 
 
 class _Finding(NamedTuple):
-    index: int            # segment index in B where it invalidates
+    segment: int          # index of the segment of B where it invalidates
     cause: str
     detail: str = ""
     before: str = ""
@@ -80,19 +80,20 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
         findings.append(bp)
     if shared < min(len(a.segments), len(b.segments)) and a.api == b.api:  # another API: nothing to align
         findings.append(_content_finding(a, b, shared))
-    findings.sort(key=lambda f: f.index)
+    findings.sort(key=lambda f: f.segment)
     # A finding at or past A's end leaves all of A's prefix in place: B still reuses it whole.
-    breaking = [f for f in findings if f.index < len(a.segments)]
+    breaking = [f for f in findings if f.segment < len(a.segments)]
     reused, cached = contract_reads(a, b, elapsed)
     if not breaking:
-        return Comparison(False, ["append_only"], None, reused, 0, 0.0, detail=_append_detail(a, b),
+        return Comparison(broken=False, causes=["append_only"], divergence=None, reused_tokens=reused,
+                          reprefill_tokens=0, cost_usd=0.0, detail=_append_detail(a, b),
                           fix=FIXES["append_only"], api=b.api, model=b.model,
                           tokens_estimated=a.estimated or b.estimated,
                           extra=[f"{f.cause}: {f.detail}" for f in findings])
     first = breaking[0]
-    at = [f for f in breaking if f.index == first.index]
+    at = [f for f in breaking if f.segment == first.segment]
     causes = list(dict.fromkeys(f.cause for f in at))
-    d = first.index
+    d = first.segment
     reprefill = _rewritten(a, b, d, reused, cached)
     seg = b.segments[d] if d < len(b.segments) else None
     char = (seg.start + first.offset) if seg else len(b.text)
@@ -100,17 +101,19 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     before_divergence = sum(s.tokens for s in b.segments[:d])
     if seg is not None:  # and the part of the diverging segment before its first differing character
         before_divergence += seg.tokens * first.offset // max(1, seg.end - seg.start)
-    divergence = Divergence(level, _pointer_at(b, a, d, level), b.byte_offset(char) + first.byte_extra,
-                            before_divergence, d)
+    divergence = Divergence(level=level, pointer=_pointer_at(b, a, d, level),
+                            byte_offset=b.byte_offset(char) + first.byte_extra,
+                            token_offset=before_divergence, segment_index=d)
     setting = next((f.setting for f in at if f.setting), None)
     return Comparison(
-        True, causes, divergence, reused, reprefill, _extra_cost(b, d, reprefill),
+        broken=True, causes=causes, divergence=divergence, reused_tokens=reused, reprefill_tokens=reprefill,
+        cost_usd=_extra_cost(b, d, reprefill),
         before=first.before, after=first.after,
         detail="; ".join(dict.fromkeys(f.detail for f in at if f.detail)),
         fix=" ".join(_fix(f, level) for f in at[:2]), setting=setting, api=b.api, model=b.model,
         tokens_estimated=a.estimated or b.estimated,
-        extra=[f"{f.cause} at {_pointer_of(b, f.index)}: {f.detail}" for f in breaking
-               if f.index > d and f.cause not in causes])
+        extra=[f"{f.cause} at {_pointer_of(b, f.segment)}: {f.detail}" for f in breaking
+               if f.segment > d and f.cause not in causes])
 
 
 # ---- what the contract lets B reuse
@@ -148,8 +151,9 @@ def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
     invalidates = invalidated_levels(provider_for(b.api, b.model), b.model)
     out = []
     if a.api != b.api or a.model != b.model:
-        out.append(_Finding(_first_at_level(b, invalidates.get("model", LEVELS[0])), "model_changed",
-                            f"model {a.model} -> {b.model}" + (f" ({a.api} -> {b.api})" if a.api != b.api else ""),
+        apis = f" ({a.api} -> {b.api})" if a.api != b.api else ""
+        out.append(_Finding(segment=_first_at_level(b, invalidates.get("model", LEVELS[0])), cause="model_changed",
+                            detail=f"model {a.model} -> {b.model}{apis}",
                             before=f"model: {a.model}", after=f"model: {b.model}"))
     if a.api != b.api:  # settings of two API shapes do not compare
         return out
@@ -161,7 +165,8 @@ def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
         cause = "images_changed" if key == "images" else "setting_changed"
         detail = (f"images {'added to' if new else 'removed from'} the request" if key == "images"
                   else f"{key}: {short(old)} -> {short(new)}")
-        out.append(_Finding(_first_at_level(b, level), cause, f"{detail} (invalidates the {level} level)",
+        out.append(_Finding(segment=_first_at_level(b, level), cause=cause,
+                            detail=f"{detail} (invalidates the {level} level)",
                             before=f"{key}: {short(old)}", after=f"{key}: {short(new)}",
                             setting=None if key == "images" else key))
     return out
@@ -202,7 +207,8 @@ def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:
     detail = f"{what} at {b.segments[first].pointer} ({_ttl_text(old)} -> {_ttl_text(new)}): B cannot read "
     last = a.segments[ours[-1]].pointer
     detail += "the entry A wrote there" if first == ours[-1] else f"the entry A wrote at {last}"
-    return _Finding(best + 1, "breakpoint_changed", detail, before=f"cache_control: {_ttl_text(old)}",
+    return _Finding(segment=best + 1, cause="breakpoint_changed", detail=detail,
+                    before=f"cache_control: {_ttl_text(old)}",
                     after=f"cache_control: {_ttl_text(new)}")
 
 
@@ -227,7 +233,8 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     subject = f"the {detail.split(' ', 1)[0]} ({detail.split(' -> ')[-1]})" if cause == "volatile_content" else ""
     shared_bytes = common_start(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass")) \
         if p < min(len(ta), len(tb)) else 0
-    return _Finding(i, cause, detail, before, after, offset=p, subject=subject, byte_extra=shared_bytes)
+    return _Finding(segment=i, cause=cause, detail=detail, before=before, after=after, offset=p, subject=subject,
+                    byte_extra=shared_bytes)
 
 
 # ---- values

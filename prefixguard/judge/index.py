@@ -3,14 +3,15 @@ requests. Two backends implement the same small interface:
 - in this process (the default, below): exact, bounded, gone when the process ends;
 - Redis (prefixguard/judge/redis_index.py): shared by every proxy of a fleet, so a session whose requests land
   on different proxies is judged as if one proxy had seen it all.
-The session logic (prefixguard/judge/session.py) and the policies (prefixguard/judge/policy.py) ask only these
+The session logic (prefixguard/judge/session.py) and the policies (prefixguard/judge/policies/) ask only these
 operations, so both backends give the same verdicts.
 
 - `SessionIndex`: per (tenant, provider), the requests seen: a longest-prefix lookup over their
   fingerprint chains (over all models, or one model's), the latest ones, and adding one.
 - `Table`: a key -> value map with a lifetime per value (the cache policies' entries, the token scale's
-  fits). `load(keys, now)` announces the keys a step may read (a function listing them), so a remote backend fetches them in one
-  round trip; `save()` ends the step (a remote backend writes what was put, in one round trip).
+  fits). `load(keys, now)` announces the keys a step may read (a function listing them), so a remote
+  backend fetches them in one round trip; `save()` ends the step (a remote backend writes what was put,
+  in one round trip).
 """
 from __future__ import annotations
 

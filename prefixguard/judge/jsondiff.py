@@ -58,7 +58,7 @@ def key_orders(da: Any, db: Any) -> str:
                 return f"{path or '/'}: {', '.join(x)} -> {', '.join(y)}"
             stack += [(f"{path}/{k}", x[k], y[k]) for k in x]
         elif isinstance(x, list) and isinstance(y, list):
-            stack += [(f"{path}/{k}", u, v) for k, (u, v) in enumerate(zip(x, y))]
+            stack += [(f"{path}/{k}", u, v) for k, (u, v) in enumerate(zip(x, y, strict=False))]
     return "keys reordered"
 
 
@@ -90,8 +90,25 @@ def changes(va: Any, vb: Any) -> list[str]:
     if one is not None:
         return [one]
     tree = _deepdiff()(va, vb, view="tree", verbose_level=2)
-    found = [(kind, item) for kind in _KINDS for item in tree.get(kind, ())]
-    return [_change(kind, _pointer(item.path(output_format="list")), item.t1, item.t2) for kind, item in found]
+    found = [(kind, _pointer(item.path(output_format="list")), item.t1, item.t2)
+             for kind in _KINDS for item in tree.get(kind, ())]
+    told = {path for _, path, _, _ in found}
+    # deepdiff takes Python's equality inside lists, where True == 1: such a swap is told here
+    swaps = [("type_changes", path, old, new) for path, old, new in _equal_but_retyped(va, vb, "") if path not in told]
+    return [_change(kind, path, old, new) for kind, path, old, new in swaps + found]
+
+
+def _equal_but_retyped(x: Any, y: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """The leaves where x and y hold equal numbers of different JSON types (true and 1, 1 and 1.0), in
+    parts whose shape they share."""
+    if isinstance(x, dict) and isinstance(y, dict):
+        return [found for k in x if k in y for found in _equal_but_retyped(x[k], y[k], f"{path}/{k}")]
+    if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        return [found for i, (u, v) in enumerate(zip(x, y, strict=True))
+                for found in _equal_but_retyped(u, v, f"{path}/{i}")]
+    if type(x) is not type(y) and isinstance(x, (bool, int, float)) and isinstance(y, (bool, int, float)) and x == y:
+        return [(path or "text", x, y)]
+    return []
 
 
 def _deepdiff() -> Any:
@@ -121,7 +138,8 @@ def _one_string_changed(va: Any, vb: Any) -> str | None:
         return _change("values_changed", "text", va, vb) if va != vb else None
     if not isinstance(va, dict) or not isinstance(vb, dict) or list(va) != list(vb):
         return None
-    changed = [k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k])]
+    changed = [k for k in va
+               if va[k] != vb[k] or type(va[k]) is not type(vb[k]) or _equal_but_retyped(va[k], vb[k], "")]
     if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
         return None
     return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
@@ -142,7 +160,8 @@ def _change(report: str, path: str, old: Any, new: Any) -> str:
 
 
 def _json_kind(value: Any) -> str:
-    return {str: "a string", list: "a list of blocks", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "a string", list: "a list of blocks", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def text_of(value: Any) -> str:

@@ -29,7 +29,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from hashlib import blake2b
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_hexdigest
 
@@ -37,6 +37,9 @@ from prefixguard.contracts.providers import providers
 from prefixguard.judge.index import IndexDown, TenantView
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.utils.redaction import current_secrets, high_entropy, redact_text, url_for_display
+
+if TYPE_CHECKING:   # redis is the fleet extra's: imported when a fleet index is opened
+    from redis.typing import EncodableT, FieldT
 
 RETRY_S = 5.0            # after a failure, Redis is tried again this much later
 TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
@@ -98,7 +101,8 @@ class RedisIndex:
 
 
 def _tag(*parts: str | None) -> bytes:
-    return b"{" + xxh3_64_hexdigest("\x1f".join(p or "" for p in parts).encode("utf-8", "surrogatepass")).encode() + b"}"
+    joined = "\x1f".join(p or "" for p in parts).encode("utf-8", "surrogatepass")
+    return b"{" + xxh3_64_hexdigest(joined).encode() + b"}"
 
 
 # ---- the session model's requests
@@ -120,7 +124,8 @@ class _View:
                 hi = mid - 1
         if lo == 0:
             return 0, None
-        found = self._sessions.entries(self._base, [owners[lo - 1]])[0]
+        owner = owners[lo - 1]   # not None: the search stops on a held one
+        found = self._sessions.entries(self._base, [owner])[0] if owner is not None else None
         return (lo, found) if found is not None else (0, None)  # expired meanwhile: as never seen
 
     def recent(self) -> list[Any]:
@@ -160,7 +165,7 @@ class RedisSessions:
         missing = [i for i in ids if i not in decoded]
         if missing:
             blobs = self.index.run(lambda: self.index.client.mget([base + b":e:" + i for i in missing]))
-            for i, blob in zip(missing, blobs):
+            for i, blob in zip(missing, blobs, strict=True):
                 if blob is not None:
                     self._remember(i, decode_seen(blob))
         return [decoded.get(i) for i in ids]
@@ -183,7 +188,7 @@ class RedisSessions:
             pipe = self.index.client.pipeline(transaction=False)
             pipe.set(base + b":e:" + entry_id, blob, px=ms)
             if chain:
-                owners = dict.fromkeys(chain, entry_id)
+                owners: dict[FieldT, EncodableT] = dict.fromkeys(chain, entry_id)
                 for name in (base + b":fp", own):
                     pipe.hset(name, mapping=owners)
                     pipe.pexpire(name, ms)
@@ -227,7 +232,8 @@ def _unescaped(text: str) -> str:
 
 
 def _system_secrets(p: Prompt) -> list[str]:
-    return list(dict.fromkeys(t for s in p.segments if s.level == "system" for t in high_entropy(p.text[s.start:s.end])))
+    return list(dict.fromkeys(t for s in p.segments if s.level == "system"
+                              for t in high_entropy(p.text[s.start:s.end])))
 
 
 def encode_seen(seen: Any) -> bytes:
@@ -261,7 +267,7 @@ def encode_seen(seen: Any) -> bytes:
 
 
 def decode_seen(blob: bytes) -> Any:
-    from prefixguard.judge.session import _Seen
+    from prefixguard.judge.session import Seen
 
     doc = json.loads(zlib.decompress(blob))
     segments = [Segment(level, pointer, kind, role, value, start, end, base64.b64decode(key), tokens, breakpoint,
@@ -270,20 +276,21 @@ def decode_seen(blob: bytes) -> Any:
                 media_tokens, estimated in doc["segments"]]
     prompt = Prompt(doc["api"], doc["model"], segments, doc["settings"], doc["auto"], doc["text"], doc["source"],
                     doc["estimated"], [base64.b64decode(c) for c in doc["chain"]], doc["counts_only"])
-    return _Seen(prompt, doc["item"], doc["ts"], frozenset(base64.b64decode(h) for h in doc["parts"]))
+    return Seen(prompt=prompt, item=doc["item"], ts=doc["ts"],
+                parts=frozenset(base64.b64decode(h) for h in doc["parts"]))
 
 
 # ---- the policies' entries and the scale's fits
 
 def _encode_value(value: Any) -> bytes:
     from prefixguard.judge.policies import Entry, Output
-    from prefixguard.judge.scale import _Fit
+    from prefixguard.judge.scale import Fit
 
     if isinstance(value, Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
     if isinstance(value, Output):
         return f"o{value.at!r} {value.tokens}".encode()
-    if isinstance(value, _Fit):
+    if isinstance(value, Fit):
         kinds = ",".join(repr(k) for k in value.kinds) or "-"   # the scale's fit by kind, and what it was fitted on
         seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
         return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen}".encode()
@@ -292,23 +299,23 @@ def _encode_value(value: Any) -> bytes:
 
 def _decode_value(raw: bytes | None) -> Any:
     from prefixguard.judge.policies import Entry, Output
-    from prefixguard.judge.scale import _Fit
+    from prefixguard.judge.scale import Fit
 
     if raw is None:
         return None
     kind, text = raw[:1], raw[1:].decode()
     if kind == b"e":
         ttl, expires = text.rsplit(" ", 1)
-        return Entry(ttl, float(expires))
+        return Entry(ttl=ttl, expires=float(expires))
     if kind == b"o":
         at, tokens = text.split(" ")
-        return Output(float(at), int(tokens))
+        return Output(at=float(at), tokens=int(tokens))
     if kind == b"s":
         ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
         kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()
         seen = tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";")) \
             if len(rest) > 2 and rest[2] != "-" else ()
-        return _Fit(float(ratio), int(unseen), int(rest[0]) if rest else -1, kinds, seen)
+        return Fit(ratio=float(ratio), unseen=int(unseen), front=int(rest[0]) if rest else -1, kinds=kinds, seen=seen)
     return float(text)
 
 
@@ -332,7 +339,7 @@ class RedisTable:
         self._now, self._pending = now, {}
         wanted = list(dict.fromkeys(keys()))
         raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
-        self._values = {k: _decode_value(v) for k, v in zip(wanted, raw)}
+        self._values = {k: _decode_value(v) for k, v in zip(wanted, raw, strict=True)}
 
     def get(self, key: Hashable) -> Any:
         if key not in self._values:  # not announced at load: asked for alone

@@ -51,7 +51,7 @@ TOOLS, TEXT, CALLS = range(3)
 _CALL_KINDS = frozenset(("tool_use", "tool_result"))
 
 
-class _Fit(NamedTuple):
+class Fit(NamedTuple):
     ratio: float        # the provider's text tokens per one of ours, over the latest request
     unseen: int         # tokens it counts that the body does not show
     front: int = -1     # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
@@ -94,15 +94,16 @@ class TokenScale:
         if ours <= 0 or theirs <= 0:
             return
         before = self._fit.get(prompt.model)
-        before = before if isinstance(before, _Fit) else None
+        before = before if isinstance(before, Fit) else None
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
         kinds = _fitted(seen, _explained(prompt))
-        unseen = max(0, round(theirs - sum(k * n for k, n in zip(kinds, x))))
+        unseen = max(0, round(theirs - sum(k * n for k, n in zip(kinds, x, strict=False))))
         ratio = (theirs - unseen) / ours
         front = _front(prompt, kinds, usage.cache_read + usage.cache_write, read_ends)
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
-        self._fit.put(prompt.model, _Fit(ratio, unseen, min(front, unseen), kinds, seen), FIT_LIFETIME)
+        self._fit.put(prompt.model, Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen),
+                      FIT_LIFETIME)
         self._fit.save()
 
     def scaled(self, prompt: Prompt) -> Prompt:
@@ -163,7 +164,7 @@ def _varied(seen: Sequence[tuple[int, ...]], free: Sequence[int]) -> bool:
         total = sum(row[k] for k in free) or 1
         return [row[k] / total for k in free]
     latest = shares(seen[-1])
-    return any(max(abs(a - b) for a, b in zip(shares(row), latest)) >= 0.01 for row in seen[:-1])
+    return any(max(abs(a - b) for a, b in zip(shares(row), latest, strict=False)) >= 0.01 for row in seen[:-1])
 
 
 def _levelled(r: list[float], x: Sequence[int], free: Sequence[int], rest: int, free_ours: int,
@@ -173,12 +174,12 @@ def _levelled(r: list[float], x: Sequence[int], free: Sequence[int], rest: int, 
     own way (tools, calls: within MAX_KIND_RATIO); else the free kinds together stay within MAX_RATIO of
     our count. Beyond, tokens are unseen."""
     bound = MAX_KIND_RATIO if text_exact else MAX_RATIO
-    fit = sum(v * x[k] for v, k in zip(r, free))
+    fit = sum(v * x[k] for v, k in zip(r, free, strict=False))
     if fit > 0:
         level = min(bound * free_ours, max(free_ours / bound, rest)) / fit
         r = [min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) for v in r]
     out = [1.0] * len(KINDS)
-    for v, k in zip(r, free):
+    for v, k in zip(r, free, strict=False):
         out[k] = v
     return tuple(out)
 

@@ -2,9 +2,10 @@
 conversation. The proxy, lint's sequence mode and the report all ask it; none keeps its own.
 
 - The best earlier request is the one of the same tenant and provider (across its models, so a model
-  switch is named; two providers never share a cache) that shares the longest prefix of segments; on ties one of the same model, then the most recent. When not even the first
-  segment is shared (a timestamp at the very start, tools reordered), it is the recent request with
-  the most segments in common wherever they stand, else the latest.
+  switch is named; two providers never share a cache) that shares the longest prefix of segments; on
+  ties one of the same model, then the most recent. When not even the first segment is shared (a
+  timestamp at the very start, tools reordered), it is the recent request with the most segments in
+  common wherever they stand, else the latest.
 - A request starts a new conversation when it departs from that request only inside its own newest
   message (new content by definition), or at its first message with another first message (not the
   same one re-rendered with a new timestamp) without going on with the earlier one's later messages.
@@ -47,7 +48,7 @@ class Match(NamedTuple):
         return self.comparison is not None and self.comparison.broken and not self.new_conversation
 
 
-class _Seen(NamedTuple):
+class Seen(NamedTuple):
     prompt: Prompt
     item: Any
     ts: float | None
@@ -71,25 +72,26 @@ class Sessions:
         """Compare with the best earlier request of the tenant, then remember this one under `item`.
         ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
         key = (tenant, provider_for(prompt.api, prompt.model))  # a cache lives at one provider
-        seen = _Seen(prompt, item, ts, parts_of(prompt))
+        seen = Seen(prompt=prompt, item=item, ts=ts, parts=parts_of(prompt))
         match = Match()
         view = self.index.view(key, prompt.chain, prompt.model)
         best = self._best(view, seen) if view is not None else None
         if best is not None:
             elapsed = ts - best.ts if ts is not None and best.ts is not None else None
             cmp = compare(best.prompt, prompt, elapsed=elapsed)
-            match = Match(best.item, best.prompt, cmp, new_conversation(best.prompt, prompt, cmp))
+            match = Match(earlier=best.item, prompt=best.prompt, comparison=cmp,
+                          new_conversation=new_conversation(best.prompt, prompt, cmp))
         self.index.add(key, prompt.chain, prompt.model, seen)
         return match
 
     @staticmethod
-    def _best(view: TenantView, seen: _Seen) -> _Seen | None:
+    def _best(view: TenantView, seen: Seen) -> Seen | None:
         model = seen.prompt.model
         shared, best = view.longest(any_model=True)
         if best is not None and best.prompt.model != model:
             own_shared, own_best = view.longest(model)
-            if own_best is not None and own_shared >= shared:  # as much in common with a request of its own model: that cache
-                best = own_best
+            if own_best is not None and own_shared >= shared:
+                best = own_best  # as much in common with a request of its own model: that cache
         if best is None:  # most parts in common; the latest on ties
             recent = view.recent()
             best = max(reversed(recent), key=lambda e: len(e.parts & seen.parts)) if recent else None
@@ -104,7 +106,8 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
     if not set(cmp.causes) <= NEW_CONTENT_CAUSES:
         return False
     at = b.segments[d.segment_index].message_index
-    newest = max((s.message_index for s in b.segments if s.level == "messages"), default=None)
+    newest = max((s.message_index for s in b.segments if s.level == "messages" and s.message_index is not None),
+                 default=None)
     if at == newest:
         return True
     ma, mb = messages(a, "canon"), messages(b, "canon")

@@ -30,7 +30,8 @@ def open_index(url: str) -> Any:
         from prefixguard.judge.redis_index import RedisIndex
         return RedisIndex(url, prefix)
     except ImportError:
-        raise InputError("--index needs the redis package: pip install '.[fleet]' in a clone of the prefixguard repository") from None
+        raise InputError("--index needs the redis package: "
+                         "pip install '.[fleet]' in a clone of the prefixguard repository") from None
 
 
 class State:
@@ -43,4 +44,6 @@ class State:
 
     def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
         """The request's contract: by its upstream's host where that names a provider (api.groq.com)."""
-        return self._policies.get(self.forced_policy, prompt.api, prompt.model, host=upstream)
+        policy = self._policies.get(self.forced_policy, prompt.api, prompt.model, host=upstream)
+        assert policy is not None   # radix=True: every name has its policy
+        return policy

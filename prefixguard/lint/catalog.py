@@ -52,7 +52,8 @@ def rules() -> tuple[Rule, ...]:
             raise ValueError(f"rules/catalog.toml: {code} has an unknown severity")
         out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
                         summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
-                        good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]), family=families[code[:3]],
+                        good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]),
+                        family=families[code[:3]],
                         cause=row.get("cause"), variants=dict(row.get("variants", {})),
                         predicts=row.get("predicts"), language=row.get("language", "json")))
     out.sort(key=lambda r: r.code)

@@ -7,8 +7,8 @@ rules/providers.toml. Which rules run for a prompt is decided by the catalog (`p
 A finding needs evidence. A value that merely looks volatile (a date, a UUID) is reported only when the
 request itself says it varies (a clock value or a per-request id in the system prompt, which apps render
 for every request: rules/volatile.toml `varies`) or, in sequence mode, when it changed since the earlier
-request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never called volatile,
-and constants inside tool definitions never are.
+request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never
+called volatile, and constants inside tool definitions never are.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ EVIDENCE = {"clock": "a clock value: a request rendered later renders another on
 def _volatile_hit(rule: str, v: Volatile, message: str, ctx: Context) -> Hit:
     why = f"changed since line {ctx.earlier_line}" if v.changed and ctx.earlier_line is not None else \
         "changed since the earlier request" if v.changed else EVIDENCE.get(v.varies, "volatile")
-    return Hit(rule, v.pointer, f"{message}: {v.name} {_quote(v.text)} ({why})", key=v.name,
+    return Hit(rule=rule, pointer=v.pointer, message=f"{message}: {v.name} {_quote(v.text)} ({why})", key=v.name,
                inner=(v.start, v.end))
 
 
@@ -71,7 +71,7 @@ def volatile_in_prefix(ctx: Context) -> Iterator[Hit]:
 @check("breakpoint-on-volatile")
 def breakpoint_on_volatile(ctx: Context) -> Iterator[Hit]:
     for bp in ctx.breakpoints:
-        found = ctx.varying(bp.index)
+        found = ctx.varying(bp.segment)
         if found:
             where = "automatic cache breakpoint lands" if bp.auto else "cache breakpoint"
             yield _volatile_hit("breakpoint-on-volatile", found[0], f"{where} on a block with volatile content", ctx)
@@ -94,18 +94,19 @@ def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
                                     f"volatile content at token {at:,}, inside the first {limit} tokens "
                                     "that route the request to a cache", ctx)
     if not ctx.prompt.settings.get("prompt_cache_key"):
-        yield Hit("volatile-routing-prefix", "",
-                  f"no prompt_cache_key on a prompt of {ctx.tokens(ctx.total)}: requests sharing this "
-                  "prefix may be routed to different machines", key="no-cache-key", variant="no-cache-key")
+        yield Hit(rule="volatile-routing-prefix", pointer="",
+                  message=f"no prompt_cache_key on a prompt of {ctx.tokens(ctx.total)}: requests sharing this "
+                          "prefix may be routed to different machines", key="no-cache-key", variant="no-cache-key")
 
 
 @check("id-in-cached-prefix")
 def id_in_cached_prefix(ctx: Context) -> Iterator[Hit]:
     for i in range(ctx.prefix_end):
         for v in ctx.ids(i):
-            yield Hit("id-in-cached-prefix", v.pointer,
-                      f"an id in the cached system prompt: {v.name} {_quote(v.text)} (if it is made per session, "
-                      "user or request, each one writes a prefix no other reads)", key=v.name, inner=(v.start, v.end))
+            yield Hit(rule="id-in-cached-prefix", pointer=v.pointer,
+                      message=f"an id in the cached system prompt: {v.name} {_quote(v.text)} (if it is made per "
+                              "session, user or request, each one writes a prefix no other reads)",
+                      key=v.name, inner=(v.start, v.end))
 
 
 # ------------------------------------------------------------------------- ordering and serialization
@@ -120,8 +121,8 @@ def tools_unsorted(ctx: Context) -> Iterator[Hit]:
     named = [(s, n) for s, n in tools if n is not None]
     for (seg, name), (_, after) in pairwise(named):
         if name > after:
-            yield Hit("tools-unsorted", seg.pointer,
-                      f"tools are not sorted by name: {_quote(name)} comes before {_quote(after)}")
+            yield Hit(rule="tools-unsorted", pointer=seg.pointer,
+                      message=f"tools are not sorted by name: {_quote(name)} comes before {_quote(after)}")
             return
 
 
@@ -137,13 +138,13 @@ def _reordered(old: Any, new: Any, pointer: str) -> tuple[str, str, str] | None:
             return None
     if isinstance(old, dict) and isinstance(new, dict):
         if old == new and list(old) != list(new):
-            a, b = next((x, y) for x, y in zip(new, old) if x != y)
+            a, b = next((x, y) for x, y in zip(new, old, strict=True) if x != y)
             return pointer, a, b
         for k, v in new.items():
             if k in old and (found := _reordered(old[k], v, join_pointer(pointer, k))):
                 return found
     elif isinstance(old, list) and isinstance(new, list):
-        for i, (x, y) in enumerate(zip(old, new)):
+        for i, (x, y) in enumerate(zip(old, new, strict=False)):
             if found := _reordered(x, y, f"{pointer}/{i}"):
                 return found
     return None
@@ -181,10 +182,10 @@ def _serializer_drift(ctx: Context) -> Iterator[Hit]:
             key, order = (name, frozenset(args)), tuple(args)
             first = seen.setdefault(key, (order, pointer))
             if first[0] != order:
-                yield Hit("unstable-key-order", pointer,
-                          f"arguments of {_quote(name or 'a tool')} written with their keys in another order than "
-                          f"at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the serializer does not "
-                          "keep an order", key=pointer)
+                yield Hit(rule="unstable-key-order", pointer=pointer,
+                          message=f"arguments of {_quote(name or 'a tool')} written with their keys in another "
+                                  f"order than at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the "
+                                  "serializer does not keep an order", key=pointer)
                 return
 
 
@@ -205,9 +206,9 @@ def unstable_key_order(ctx: Context) -> Iterator[Hit]:
             continue
         found = _reordered(before.value, seg.value, seg.pointer)
         if found and found[0] not in reported:
-            yield Hit("unstable-key-order", found[0],
-                      f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
-                      f"{_quote(found[1])} now comes before {_quote(found[2])}", key=found[0])
+            yield Hit(rule="unstable-key-order", pointer=found[0],
+                      message=f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
+                              f"{_quote(found[1])} now comes before {_quote(found[2])}", key=found[0])
 
 
 # ------------------------------------------------------------------------------------------ breakpoints
@@ -229,31 +230,34 @@ def _sub_markers(value: Any, pointer: str, top: bool = True) -> Iterator[str]:
 def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
     ttls = ctx.limits.ttl_seconds
     for bp in ctx.explicit:
-        seg = ctx.segments[bp.index]
+        seg = ctx.segments[bp.segment]
         if seg.kind in ctx.ineligible:
-            yield Hit("invalid-breakpoint", bp.pointer, f"cache breakpoint on a {seg.kind.replace('_', ' ')} block",
+            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer,
+                      message=f"cache breakpoint on a {seg.kind.replace('_', ' ')} block",
                       key=seg.kind)
         elif block_text(seg) == "":
-            yield Hit("invalid-breakpoint", bp.pointer, "cache breakpoint on an empty text block", key="empty-text")
+            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer, message="cache breakpoint on an empty text block",
+                      key="empty-text")
         if bp.ttl not in ttls:
-            yield Hit("invalid-breakpoint", bp.pointer,
-                      f"cache breakpoint TTL {_quote(bp.ttl)} is not one of {', '.join(ttls)}", key="ttl")
+            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer,
+                      message=f"cache breakpoint TTL {_quote(bp.ttl)} is not one of {', '.join(ttls)}", key="ttl")
     for seg in ctx.segments:
         for pointer in _sub_markers(seg.value, seg.pointer):
-            yield Hit("invalid-breakpoint", pointer, "cache breakpoint on a sub-block (put it on the block itself)",
+            yield Hit(rule="invalid-breakpoint", pointer=pointer,
+                      message="cache breakpoint on a sub-block (put it on the block itself)",
                       key="sub-block")
     auto, limit = ctx.auto, ctx.limits.max_breakpoints
     if auto is None:
         return
     if limit is not None and len(ctx.explicit) >= limit:
-        yield Hit("invalid-breakpoint", auto.pointer,
-                  f"automatic cache_control with {len(ctx.explicit)} explicit breakpoints: it needs one of the "
-                  f"{limit} slots (the API answers 400)", key="auto-slots")
-    on_last = next((b for b in ctx.explicit if b.index == auto.index), None)
+        yield Hit(rule="invalid-breakpoint", pointer=auto.pointer,
+                  message=f"automatic cache_control with {len(ctx.explicit)} explicit breakpoints: it needs one of the "
+                          f"{limit} slots (the API answers 400)", key="auto-slots")
+    on_last = next((b for b in ctx.explicit if b.segment == auto.segment), None)
     if on_last is not None and on_last.ttl != auto.ttl:
-        yield Hit("invalid-breakpoint", auto.pointer,
-                  f"automatic cache_control TTL {auto.ttl} differs from TTL {on_last.ttl} on the last block "
-                  f"{on_last.pointer} (the API answers 400)", key="auto-ttl")
+        yield Hit(rule="invalid-breakpoint", pointer=auto.pointer,
+                  message=f"automatic cache_control TTL {auto.ttl} differs from TTL {on_last.ttl} on the last block "
+                          f"{on_last.pointer} (the API answers 400)", key="auto-ttl")
 
 
 @check("ttl-order")
@@ -264,9 +268,9 @@ def ttl_order(ctx: Context) -> Iterator[Hit]:
         if bp.ttl not in seconds:
             continue
         if shortest is not None and seconds[bp.ttl] > seconds[shortest.ttl]:
-            yield Hit("ttl-order", bp.pointer,
-                      f"{bp.ttl} breakpoint after a {shortest.ttl} breakpoint at {shortest.pointer}: "
-                      "longer TTLs must come first")
+            yield Hit(rule="ttl-order", pointer=bp.pointer,
+                      message=f"{bp.ttl} breakpoint after a {shortest.ttl} breakpoint at {shortest.pointer}: "
+                              "longer TTLs must come first")
         if shortest is None or seconds[bp.ttl] < seconds[shortest.ttl]:
             shortest = bp
 
@@ -283,9 +287,9 @@ def no_breakpoint(ctx: Context) -> Iterator[Hit]:
     if _model_unknown(ctx):
         return
     if not ctx.breakpoints and ctx.total >= minimum:
-        yield Hit("no-breakpoint", "",
-                  f"no cache breakpoint on a prompt of {ctx.tokens(ctx.total)} (cacheable from {minimum} "
-                  f"on {ctx.prompt.model or 'this model'}): every request pays the full input price")
+        yield Hit(rule="no-breakpoint", pointer="",
+                  message=f"no cache breakpoint on a prompt of {ctx.tokens(ctx.total)} (cacheable from {minimum} "
+                          f"on {ctx.prompt.model or 'this model'}): every request pays the full input price")
 
 
 # ------------------------------------------------------------------------------------- provider limits
@@ -299,7 +303,8 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     over = limit - (ctx.auto is not None)   # the first explicit breakpoint with no slot left
     pointer = ctx.explicit[over].pointer if over < len(ctx.explicit) else "/cache_control"
     auto = " including the automatic one" if ctx.auto else ""
-    yield Hit("too-many-breakpoints", pointer, f"{count} cache breakpoints{auto}; at most {limit} are allowed")
+    yield Hit(rule="too-many-breakpoints", pointer=pointer,
+              message=f"{count} cache breakpoints{auto}; at most {limit} are allowed")
 
 
 def _clearly_below(tokens: int, minimum: int) -> bool:
@@ -323,21 +328,22 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
         return
     if not ctx.breakpointed:
         if _clearly_below(ctx.total, minimum):
-            yield Hit("below-minimum", "", f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
-                      f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)
+            yield Hit(rule="below-minimum", pointer="",
+                      message=f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
+                              f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)
         return
     if any(_versioned_tool(seg.value) for seg in ctx.segments if seg.level == "tools"):
         return  # the provider adds that tool's own prompt and expansions, which we cannot count
     # A breakpoint under the minimum costs money only when no breakpoint of the request reaches it (then
     # nothing is cached at all); under a later one that does, it is a slot spent for nothing (info).
-    covered = any(not _clearly_below(ctx.before[bp.index + 1], minimum) for bp in ctx.breakpoints)
+    covered = any(not _clearly_below(ctx.before[bp.segment + 1], minimum) for bp in ctx.breakpoints)
     for bp in ctx.breakpoints:
-        upto = ctx.before[bp.index + 1]
+        upto = ctx.before[bp.segment + 1]
         if _clearly_below(upto, minimum):
             tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
-            yield Hit("below-minimum", bp.pointer,
-                      f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
-                      f"minimum of {model}: {tail}", variant="covered" if covered else None)
+            yield Hit(rule="below-minimum", pointer=bp.pointer,
+                      message=f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
+                              f"minimum of {model}: {tail}", variant="covered" if covered else None)
 
 
 @check("lookback-exceeded")
@@ -353,26 +359,27 @@ def lookback_exceeded(ctx: Context) -> Iterator[Hit]:
     if not written:
         return
     last = max(written)
-    if any(last <= b.index < last + lookback for b in ctx.breakpoints):
+    if any(last <= b.segment < last + lookback for b in ctx.breakpoints):
         return
-    bp = next((b for b in ctx.breakpoints if b.index > last), None)
+    bp = next((b for b in ctx.breakpoints if b.segment > last), None)
     if bp is None:
         return
     by = f"the request on line {ctx.earlier_line}" if ctx.earlier_line is not None else "the previous request"
-    yield Hit("lookback-exceeded", bp.pointer,
-              f"{by} wrote its cache entry at {ctx.segments[last].pointer}, {bp.index - last} blocks before this "
-              f"breakpoint; a breakpoint looks back over {lookback} blocks, itself included, so that entry is "
-              "not read and the prefix is written again")
+    yield Hit(rule="lookback-exceeded", pointer=bp.pointer,
+              message=f"{by} wrote its cache entry at {ctx.segments[last].pointer}, {bp.segment - last} blocks "
+                      f"before this breakpoint; a breakpoint looks back over {lookback} blocks, itself included, "
+                      "so that entry is not read and the prefix is written again")
 
 
 def _written_before(ctx: Context) -> list[int]:
     """Indices of this request's blocks where the previous request of the conversation wrote an entry."""
     if ctx.earlier is not None and not ctx.new_conversation:
         shared = [i for i in policy_breakpoints(ctx.earlier, ctx.ineligible)
-                  if i < len(ctx.prompt.chain) and i < len(ctx.earlier.chain) and ctx.earlier.chain[i] == ctx.prompt.chain[i]]
+                  if i < len(ctx.prompt.chain) and i < len(ctx.earlier.chain)
+                  and ctx.earlier.chain[i] == ctx.prompt.chain[i]]
         return shared
     end = ctx.previous_end
     if end is None:
         return []
-    moving = any(b.index > end for b in ctx.breakpoints)
-    return [b.index for b in ctx.breakpoints if b.index <= end] + ([end] if moving else [])
+    moving = any(b.segment > end for b in ctx.breakpoints)
+    return [b.segment for b in ctx.breakpoints if b.segment <= end] + ([end] if moving else [])

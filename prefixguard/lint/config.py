@@ -140,8 +140,9 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
         raise InputError(f"[tool.prefixguard] unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KEYS))})",
                          where)
     serving.apply(file=serving.layer_from_table(table, where))   # the command line's flags stay on top
-    file_layer = Layer(_opt_list(table, "select", where), tuple(_list(table, "extend-select", where)),
-                       tuple(_list(table, "ignore", where)))
+    file_layer = Layer(select=_opt_list(table, "select", where),
+                       extend_select=tuple(_list(table, "extend-select", where)),
+                       ignore=tuple(_list(table, "ignore", where)))
     try:
         enabled = _apply(catalog.default_codes(), file_layer)
         named = catalog.resolve_all((*(file_layer.select or ()), *file_layer.extend_select))
@@ -166,8 +167,9 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
         except re.error as err:
             raise InputError(f"extra-volatile-patterns '{name}' is not a valid regex: {err}", where) from None
     root = path.parent.resolve() if path is not None else cwd
-    return Settings(root, enabled, per_file, (*_list(table, "exclude", where), *exclude), patterns, path,
-                    named & enabled, fail_on)
+    return Settings(root=root, enabled=enabled, per_file_ignores=per_file,
+                    exclude=(*_list(table, "exclude", where), *exclude), extra_patterns=patterns, config=path,
+                    info_codes=named & enabled, fail_on=fail_on)
 
 
 def _apply(enabled: frozenset[str], layer: Layer) -> frozenset[str]:

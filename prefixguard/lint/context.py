@@ -26,7 +26,7 @@ PRODUCED_ROLES = ("assistant", "tool")
 
 
 class Breakpoint(NamedTuple):
-    index: int          # segment it sits on (the automatic one: the block the API puts it on)
+    segment: int        # index of the segment it sits on (the automatic one: the block the API puts it on)
     ttl: str
     pointer: str        # where it is written: the block, or the top-level marker for the automatic one
     auto: bool = False
@@ -74,7 +74,8 @@ class Context:
 
     @cached_property
     def explicit(self) -> list[Breakpoint]:
-        return [Breakpoint(i, s.breakpoint, s.pointer) for i, s in enumerate(self.segments) if s.breakpoint]
+        return [Breakpoint(segment=i, ttl=s.breakpoint, pointer=s.pointer)
+                for i, s in enumerate(self.segments) if s.breakpoint]
 
     @cached_property
     def _points(self) -> dict[int, str]:
@@ -86,13 +87,15 @@ class Context:
         """The top-level automatic breakpoint, on the block the policy puts it: the last that can carry one."""
         if not self.prompt.auto_breakpoint or not self._points:
             return None
-        return Breakpoint(max(self._points), self.prompt.auto_breakpoint, "/cache_control", True)
+        return Breakpoint(segment=max(self._points), ttl=self.prompt.auto_breakpoint, pointer="/cache_control",
+                          auto=True)
 
     @cached_property
     def breakpoints(self) -> list[Breakpoint]:
         """Distinct cache positions in prefix order (an automatic one on an explicit one's block is one)."""
-        explicit = {b.index: b for b in self.explicit}
-        return [explicit.get(i) or Breakpoint(i, ttl, "/cache_control", True) for i, ttl in sorted(self._points.items())]
+        explicit = {b.segment: b for b in self.explicit}
+        return [explicit.get(i) or Breakpoint(segment=i, ttl=ttl, pointer="/cache_control", auto=True)
+                for i, ttl in sorted(self._points.items())]
 
     @cached_property
     def last_message_start(self) -> int:
@@ -118,7 +121,7 @@ class Context:
         """Segments [0, prefix_end) form the prefix a later request of this conversation should reuse:
         up to the last breakpoint (Anthropic) and in every case before the latest message."""
         if self.breakpointed:
-            end = self.breakpoints[-1].index + 1 if self.breakpoints else 0
+            end = self.breakpoints[-1].segment + 1 if self.breakpoints else 0
             return min(end, self.last_message_start)
         return self.last_message_start
 
@@ -209,5 +212,6 @@ def _scan(seg: Segment, extra: tuple[tuple[str, str], ...]) -> Iterator[Volatile
     seen = 0
     for pointer, text in leaves:
         for m in _find(text, extra):
-            yield Volatile(pointer, m.start, m.end, m.name, m.text, (seen + m.start) / total, m.varies)
+            yield Volatile(pointer=pointer, start=m.start, end=m.end, name=m.name, text=m.text,
+                           at=(seen + m.start) / total, varies=m.varies)
         seen += len(text)

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from prefixguard.judge.session import Match
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+# code that builds prompts (lint.code)
 CODE_SUFFIXES = {".py": "python", **dict.fromkeys((".ts", ".tsx", ".mts", ".cts"), "typescript"),
-                 **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs"), "javascript")}   # code that builds prompts (lint.code)
+                 **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs"), "javascript")}
 VENDORED = frozenset({"node_modules", "bower_components"})   # other projects' code, installed: not walked
 STDIN = "-"
 
@@ -55,7 +56,7 @@ def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping
     sequence mode, the session's best earlier request (evidence of what changed). A token-counting
     request caches nothing: only the rules on what the API rejects run on it."""
     earlier = match.prompt if match is not None else None
-    ctx = Context(prompt, extra_patterns, earlier, match.earlier if earlier is not None else None,
+    ctx = Context(prompt, extra_patterns, earlier, match.earlier if match is not None and earlier is not None else None,
                   bool(match and match.new_conversation))
     hits: list[Hit] = []
     for rule in catalog.rules():
@@ -322,13 +323,16 @@ class Placer:
         snippet = self.doc.excerpt(start, end)
         if self.record is not None:  # a JSONL line: its Document holds that line only
             line, end_line = self.record, self.record + end_line - line
-        return Finding(rule, rule.severity_of(hit.variant), hit.message, hit.fix or rule.fix, self.path,
-                       hit.pointer, line, col, end_line, end_col, self.record,
-                       fingerprint(rule.code, self.relpath, hit.pointer, hit.key), dict(hit.data), snippet)
+        return Finding(rule=rule, severity=rule.severity_of(hit.variant), message=hit.message,
+                       fix=hit.fix or rule.fix, path=self.path, pointer=hit.pointer, line=line, column=col,
+                       end_line=end_line, end_column=end_col, record=self.record,
+                       fingerprint=fingerprint(rule.code, self.relpath, hit.pointer, hit.key), data=dict(hit.data),
+                       snippet=snippet)
 
 
 def statistics(findings: list[Finding]) -> list[dict[str, Any]]:
     """Count of findings per rule, most frequent first."""
     counts = Counter(f.code for f in findings)
-    return [{"code": code, "name": catalog.get(code).name, "count": n}
+    names = {code: rule.name if (rule := catalog.get(code)) is not None else code for code in counts}
+    return [{"code": code, "name": names[code], "count": n}
             for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -29,7 +29,7 @@ class SequenceMode:
         if prompt.counts_only:
             return None, []
         match = self._sessions.observe(prompt, line, tenant)
-        if not self.rules or not match.broken:
+        if not self.rules or not match.broken or match.comparison is None:
             return match, []
         hit = self._hit(match.comparison, prompt, match.earlier)
         return match, [hit] if hit is not None else []
@@ -50,4 +50,5 @@ class SequenceMode:
         data = {"earlier_line": earlier, "causes": r.causes, "level": d.level, "reused_tokens": r.reused_tokens,
                 "reprefill_tokens": r.reprefill_tokens, "cost_usd": r.cost_usd, "before": r.before,
                 "after": r.after, "detail": r.detail, "tokens_estimated": r.tokens_estimated}
-        return Hit(rule.name, d.pointer, message, key=",".join(r.causes), offset=char, fix=r.fix or None, data=data)
+        return Hit(rule=rule.name, pointer=d.pointer, message=message, key=",".join(r.causes), offset=char,
+                   fix=r.fix or None, data=data)

@@ -13,7 +13,8 @@ def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
     if seg.kind in ineligible:
         return False
     if seg.kind == "text":
-        text = seg.value if isinstance(seg.value, str) else seg.value.get("text") if isinstance(seg.value, dict) else None
+        value = seg.value
+        text = value if isinstance(value, str) else value.get("text") if isinstance(value, dict) else None
         return text != ""
     return True
 

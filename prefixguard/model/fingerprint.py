@@ -22,7 +22,7 @@ def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
     out: list[bytes] = []
     prev = b""
     for seg in segments:  # one call on the two joined is the streaming hash of both, and costs less
-        prev = xxh3_128_digest(prev + (seg if type(seg) is bytes else seg.key))
+        prev = xxh3_128_digest(prev + (seg if isinstance(seg, bytes) else seg.key))
         out.append(prev)
     return out
 

@@ -86,7 +86,8 @@ def rules_for(api: str, model: str | None) -> Rules:
     if best is not None:
         image.update(best.get("image", {}))
         document.update(best.get("document", {}))
-    return Rules(name, image, document, repr((name, sorted(image.items()), sorted(document.items()))).encode())
+    key = repr((name, sorted(image.items()), sorted(document.items()))).encode()
+    return Rules(provider=name, image=image, document=document, key=key)
 
 
 # ---- cost
@@ -98,7 +99,7 @@ def cost(items: Iterable[Media], rules: Rules, count_text: Any) -> Cost:
         part = image_cost(item, rules) if item.kind == IMAGE else document_cost(item, rules, count_text)
         total += part.tokens
         estimated = estimated or part.estimated
-    return Cost(total, estimated)
+    return Cost(tokens=total, estimated=estimated)
 
 
 # ---- files uploaded earlier (a Files API): what their ids stand for, read once from the upload
@@ -109,7 +110,8 @@ _uploads: OrderedDict[str, Media] = OrderedDict()
 
 def remember_upload(file_id: str, media_type: str | None, data: str) -> None:
     """A file uploaded under this id (base64 data): later requests that send the id cost what it holds."""
-    _uploads[file_id] = Media(IMAGE if (media_type or "").startswith("image/") else DOCUMENT, data, media_type)
+    _uploads[file_id] = Media(kind=IMAGE if (media_type or "").startswith("image/") else DOCUMENT, data=data,
+                              media_type=media_type)
     _uploads.move_to_end(file_id)
     if len(_uploads) > UPLOADS_MAX:
         _uploads.popitem(last=False)
@@ -122,7 +124,8 @@ def forget_uploads() -> None:
 def resolved(item: Media) -> Media:
     """The item with its upload's data where it was sent by the id of a file seen uploaded."""
     upload = _uploads.get(item.file_id) if item.file_id and item.data is None else None
-    return item if upload is None else Media(item.kind, upload.data, upload.media_type, item.detail)
+    return item if upload is None else Media(kind=item.kind, data=upload.data, media_type=upload.media_type,
+                                             detail=item.detail)
 
 
 def upload_key(items: Iterable[Media]) -> bytes:
@@ -134,21 +137,22 @@ def image_cost(item: Media, rules: Rules) -> Cost:
     item = resolved(item)
     size = image_size(item.data) if item.data else None
     w, h = size or rules.image["estimate_size"]
-    return Cost(image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0), size is None)
+    return Cost(tokens=image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0),
+                estimated=size is None)
 
 
 def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
     item = resolved(item)
     if item.text is not None:
-        return Cost(count_text(item.text), False)
+        return Cost(tokens=count_text(item.text), estimated=False)
     pages = pdf_pages(item.data) if item.data and (item.media_type or PDF) == PDF else None
     doc = rules.document
     per_page, per_file = doc.get("per_page_tokens", 0), doc.get("per_file_tokens", 0)
     if pages is None:  # by reference, or not a PDF we can read: the documented estimate
         w, h = doc["page_points"]
-        return Cost(per_file + doc["estimate_pages"] * (page_tokens(w, h, rules) + per_page), True)
-    return Cost(per_file + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0)
-                               for w, h, text in pages), False)
+        return Cost(tokens=per_file + doc["estimate_pages"] * (page_tokens(w, h, rules) + per_page), estimated=True)
+    return Cost(tokens=per_file + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0)
+                                      for w, h, text in pages), estimated=False)
 
 
 def page_tokens(width_pt: float, height_pt: float, rules: Rules) -> int:

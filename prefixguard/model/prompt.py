@@ -43,7 +43,8 @@ class Segment:
                  header: dict[str, Any] | None = None, media_tokens: int = 0, estimated: bool = False) -> None:
         self.level, self.pointer, self.kind, self.role, self.value = level, pointer, kind, role, value
         self.start, self.end, self.key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
-        self.message_index, self.header, self.media_tokens, self.estimated = message_index, header, media_tokens, estimated
+        self.message_index, self.header = message_index, header
+        self.media_tokens, self.estimated = media_tokens, estimated
         self._canon: bytes | None = None
 
     def __repr__(self) -> str:
@@ -103,7 +104,8 @@ class Prompt:
                  auto_breakpoint: str | None = None, text: str = "", source: str | None = None,
                  tokens_estimated: bool = False, chain: list[bytes] | None = None, counts_only: bool = False) -> None:
         self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
-        self.auto_breakpoint, self.text, self.source, self.tokens_estimated = auto_breakpoint, text, source, tokens_estimated
+        self.auto_breakpoint, self.text = auto_breakpoint, text
+        self.source, self.tokens_estimated = source, tokens_estimated
         self.chain, self.counts_only = [] if chain is None else chain, counts_only
 
     def __repr__(self) -> str:

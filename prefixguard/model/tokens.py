@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
@@ -32,7 +32,6 @@ SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB
 # the text, and the proxy's analysis must not keep small flows waiting behind one huge text for seconds.
 MAX_EXACT = 1 << 20
 
-T = TypeVar("T")
 _seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of (encoding, segment's key) -> its count, oldest first
 _kept: dict[str, dict[bytes, int]] = {}    # per encoding: counts read from disk (disk_cache), on first need
 _made: dict[str, dict[bytes, int]] = {}    # per encoding: counts this process made, saved to disk at exit
@@ -207,7 +206,7 @@ def count_once(key: bytes, text: Callable[[], str], encoding: str | None = None)
     return n
 
 
-def remember(key: bytes, compute: Callable[[], T]) -> T:
+def remember[T](key: bytes, compute: Callable[[], T]) -> T:
     """compute() once per key (a segment's exact bytes): a count that is not the tokenizer's (an
     image's or a PDF's cost by the provider's formula) is remembered the same way, in this process only."""
     digest = xxh3_128_digest(key)
@@ -217,7 +216,7 @@ def remember(key: bytes, compute: Callable[[], T]) -> T:
     return n
 
 
-def _store(digest: bytes, n: T) -> T:
+def _store[T](digest: bytes, n: T) -> T:
     _seen[digest] = n
     if len(_seen) > SEEN_MAX:
         _seen.popitem(last=False)  # one call: safe where several threads parse (replay)

@@ -42,6 +42,6 @@ class ResponseMeta(NamedTuple):
     def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
         """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""
         said = tuple(r[:MAX_META] for r in reasons if isinstance(r, str) and r)[:MAX_META]
-        return ResponseMeta(id[:MAX_META] if isinstance(id, str) and id else self.id,
-                            model[:MAX_META] if isinstance(model, str) and model else self.model,
-                            said or self.finish_reasons)
+        return ResponseMeta(id=id[:MAX_META] if isinstance(id, str) and id else self.id,
+                            model=model[:MAX_META] if isinstance(model, str) and model else self.model,
+                            finish_reasons=said or self.finish_reasons)

@@ -60,8 +60,10 @@ def find_volatile(text: str, extra: Mapping[str, str] | None = None) -> list[Vol
     kinds, rx = _compiled(tuple(sorted((extra or {}).items())))
     out = []
     for m in rx.finditer(text):
-        name, varies, only_if = kinds[int(m.lastgroup[1:])]  # the outer group g<i> names the pattern
+        group = m.lastgroup
+        assert group is not None   # every alternative is a named group: the outer g<i> names the pattern
+        name, varies, only_if = kinds[int(group[1:])]
         if only_if is not None and not only_if.search(m.group()):
             varies = ""
-        out.append(VolatileMatch(name, m.start(), m.end(), m.group(), varies))
+        out.append(VolatileMatch(name=name, start=m.start(), end=m.end(), text=m.group(), varies=varies))
     return out

@@ -98,12 +98,13 @@ def _analysed(req: http.Request) -> bool:
 def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
     """The x-prefixguard-* headers for an early answer: appended to the fields in one step (each
     headers[name] = value rewrites them all), replaced where an upstream sent its own."""
+    pairs: list[tuple[str, str]]
     if answer is None:
         pairs = [("x-prefixguard-verdict", VerdictName.PENDING)]
-    elif answer is False:  # analysed, but no LLM request it could read
+    elif not isinstance(answer, tuple):  # False: analysed, but no LLM request it could read
         pairs = [("x-prefixguard-verdict", VerdictName.UNKNOWN)]
     else:
-        early = Early(*answer)
+        early = Early._make(answer)
         pairs = [("x-prefixguard-verdict", early.verdict)]
         if early.cause:
             pairs.append(("x-prefixguard-cause", early.cause))
@@ -119,8 +120,8 @@ def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -
 
 
 class PrefixGuard:
-    """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_index, prefixguard_bodies,
-    prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
+    """The addon. Options (also settable with mitmproxy's --set): prefixguard_store, prefixguard_index,
+    prefixguard_bodies, prefixguard_headers, prefixguard_quiet, prefixguard_policy, prefixguard_upstreams.
 
     `clock` gives the wall time that TTLs count in (tests inject their own); `console` takes each
     request's console line in this process (by default the worker prints it); `analyzer` builds the
@@ -141,8 +142,10 @@ class PrefixGuard:
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
-        loader.add_option("prefixguard_store", str, "", "Capture store: SQLite file or postgresql:// URL (empty: none).")
-        loader.add_option("prefixguard_index", str, "", "Shared session index of a fleet: redis:// URL (empty: in process).")
+        loader.add_option("prefixguard_store", str, "",
+                          "Capture store: SQLite file or postgresql:// URL (empty: none).")
+        loader.add_option("prefixguard_index", str, "",
+                          "Shared session index of a fleet: redis:// URL (empty: in process).")
         loader.add_option("prefixguard_bodies", bool, True, "Store redacted request bodies (else fingerprints only).")
         loader.add_option("prefixguard_headers", bool, True, "Add x-prefixguard-* response headers.")
         loader.add_option("prefixguard_quiet", bool, False, "No console line per request.")
@@ -152,7 +155,8 @@ class PrefixGuard:
         loader.add_option("prefixguard_diagnostics", bool, False,
                           "Ask the provider for its cache diagnosis against the tenant's previous response: "
                           "adds one member to Messages / Responses request bodies (off: every byte passes).")
-        loader.add_option("prefixguard_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per call (empty: none).")
+        loader.add_option("prefixguard_otlp_endpoint", str, "",
+                          "OTLP/HTTP collector for one span per call (empty: none).")
         loader.add_option("prefixguard_metrics_port", int, 0, "Port of the Prometheus /metrics (0: none).")
         loader.add_option("prefixguard_metrics_host", str, "127.0.0.1", "Address of the Prometheus /metrics.")
 
@@ -281,6 +285,7 @@ class PrefixGuard:
         _, resp = flow.metadata.pop(META)
         resp.ended_at = time.monotonic()
         tap = flow.metadata.pop(BODY, None)
+        body: bytes | None
         if resp.chunks is not None:
             body = b""
         elif tap is not None:

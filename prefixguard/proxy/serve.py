@@ -28,7 +28,8 @@ def check_listen(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as err:
-        raise InputError(f"--host {host!r} is no address to listen on ({getattr(err, 'strerror', None) or err})") from None
+        why = getattr(err, "strerror", None) or err
+        raise InputError(f"--host {host!r} is no address to listen on ({why})") from None
     for family, kind, proto, _, addr in infos:
         with socket.socket(family, kind, proto) as probe:
             if hasattr(socket, "SO_REUSEADDR") and family != getattr(socket, "AF_UNIX", None):

@@ -15,7 +15,7 @@ STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 
 
 def is_event_stream(content_type: str | None) -> bool:
-    return bool(content_type) and content_type.split(";")[0].strip().lower() in STREAM_TYPES
+    return content_type is not None and content_type.split(";")[0].strip().lower() in STREAM_TYPES
 
 
 class StreamTap:
@@ -31,7 +31,8 @@ class StreamTap:
         return chunk
 
 
-def read_stream(chunks: list[tuple[float, bytes]], api: str, encoding: str | None = None) -> tuple[UsageStream, float | None]:
+def read_stream(chunks: list[tuple[float, bytes]], api: str,
+                encoding: str | None = None) -> tuple[UsageStream, float | None]:
     """Feed a tap's chunks to a UsageStream; returns it and the arrival time of the chunk that carried
     the first content event (time.monotonic(), None if no content came)."""
     stream = UsageStream(api)

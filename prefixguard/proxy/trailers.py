@@ -66,5 +66,5 @@ def install() -> None:
                                                 else "response")
         return original(self, event)
 
-    _http1.Http1Connection.read_body = read_body
+    setattr(_http1.Http1Connection, "read_body", read_body)   # noqa: B010 - a method replaced on the class
     _installed = True

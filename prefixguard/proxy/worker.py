@@ -48,8 +48,8 @@ class Worker:
         reports, child_reports = os.pipe()
         self._spool = SpoolWriter()
         spool, checkpoint = self._spool.spool, self._spool.checkpoint
-        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.process", str(child_reports),
-                                       str(-1 if spool is None else spool), str(-1 if checkpoint is None else checkpoint)],
+        fds = [str(-1 if fd is None else fd) for fd in (spool, checkpoint)]
+        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.process", str(child_reports), *fds],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                       pass_fds=(child_reports, *self._spool.fds))
         os.close(child_reports)

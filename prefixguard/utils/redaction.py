@@ -282,8 +282,8 @@ def _entropy(token: str) -> float:
 def is_random_token(token: str, longest: int | None = MAX_RANDOM_CHARS) -> bool:
     """A token that can only be a secret: 20+ characters mixing upper case, lower case and digits, at
     high entropy; never a hex digest, a UUID, a number, a word, a path or a provider's named id."""
-    if len(token) < 20 or longest is not None and len(token) > longest or _HEXLIKE.fullmatch(token) or token.count("/") > 2 \
-            or token.count(".") > 1 or _named_id(token):
+    if len(token) < 20 or longest is not None and len(token) > longest or _HEXLIKE.fullmatch(token) \
+            or token.count("/") > 2 or token.count(".") > 1 or _named_id(token):
         return False
     if not (any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)):
         return False
