@@ -42,7 +42,7 @@ AS_EXPECTED = (VerdictName.HIT, VerdictName.COLD, VerdictName.BELOW_MINIMUM, Ver
 
 
 def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
-    """rows: capture rows in the export shape (prefixguard.capture.store.Record.row), oldest first."""
+    """rows: capture rows in the export shape (prefixguard.capture.record.Record.row), oldest first."""
     unread = _unanalysed(rows)
     # rows the proxy wrote when it forwarded a request unread (no response is awaited for them): named in
     # the infrastructure step, no request of the analysis
