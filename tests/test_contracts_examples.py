@@ -12,8 +12,8 @@ import pytest
 from helpers import make_contract_examples as gen
 from helpers.cli import CliRunner
 
-from prefixguard.contracts import serving
 from prefixguard.cli import main
+from prefixguard.contracts import serving
 from prefixguard.contracts.providers import compatible_settings, provider_for, providers
 from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.prompt import Prompt

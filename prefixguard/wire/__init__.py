@@ -2,7 +2,8 @@
 
 Nothing outside this package knows a provider's field names. One module per API shape:
 anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_responses (POST /v1/responses),
-bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateContent); routes.py maps paths.
+bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateContent), each an Adapter
+(adapter.py) registered in adapters.py. routes.py routes a path once, by the adapters' own paths.
 """
 from __future__ import annotations
 
@@ -48,17 +49,19 @@ def _spans(text: str) -> jsonspan.Spec:
 
 
 def parse_request(body: bytes | str, *, path: str | None = None, headers: Mapping[str, str] | None = None,
-                  source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES) -> Prompt:
-    """A request body -> Prompt (segments in prefix order, settings, fingerprint chain).
+                  source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES,
+                  routed: routes.Routed | None = None) -> Prompt:
+    """A request body -> Prompt (segments in prefix order, settings, fingerprint chain). routed: the
+    path's route (routes.resolve) where the caller has it already; else the path is routed here.
 
     Raises InputError (one line, prefixed by source when given) on anything that is not a request.
     """
     with PausedGc():
-        return _parse_request(body, path, headers, source, count_tokens, max_bytes)
+        return _parse_request(body, routed or routes.resolve(path), headers, source, count_tokens, max_bytes)
 
 
-def _parse_request(body: bytes | str, path: str | None, headers: Mapping[str, str] | None, source: str | None,
-                   count_tokens: bool, max_bytes: int) -> Prompt:
+def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[str, str] | None,
+                   source: str | None, count_tokens: bool, max_bytes: int) -> Prompt:
     try:
         text = _decode(body, max_bytes)
         _check_parts(text)
@@ -70,7 +73,6 @@ def _parse_request(body: bytes | str, path: str | None, headers: Mapping[str, st
             raise InputError(f"not valid JSON: {describe(err)}") from None
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
-        routed = routes.resolve(path)
         api = detect(root.value, routed, headers)
         path_model = routed.model  # Bedrock, Vertex, Gemini, Azure: the path names the model
         out = Builder(count_tokens, api, root.value.get("model") or path_model)
@@ -277,7 +279,10 @@ class UsageStream:
     def _framed(self, chunk: bytes) -> None:
         """EventStream messages: the :event-type header names the event, the payload is its JSON
         (InvokeModelWithResponseStream wraps the model's own event, base64, in "bytes")."""
-        for headers, payload in self.frames.feed(chunk):
+        frames = self.frames
+        if frames is None:   # fed only once the stream showed its framing
+            return
+        for headers, payload in frames.feed(chunk):
             if headers.get(":message-type", "event") != "event":
                 continue  # an exception message: the status and the error say it
             try:

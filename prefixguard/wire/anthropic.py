@@ -16,7 +16,7 @@ from prefixguard.model.prompt import Prompt, compact_json, without_markers
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
-from prefixguard.wire.jsonspan import Node, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "anthropic"
@@ -67,7 +67,7 @@ def _media(block: dict[str, Any], kind: str) -> tuple[list[Media], str | None] |
     found = [b for b in inner if isinstance(b, dict) and b.get("type") in MEDIA_KINDS]
     if not found:
         return None
-    items = [m for b in found for m in _media(b, b["type"])[0]]
+    items = [m for b in found for m in (_media(b, b["type"]) or ([], None))[0]]
     rest = {**without_markers(block), "content": [b for b in inner if b not in found]}
     return items, compact_json(rest)
 
@@ -107,7 +107,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     body = root.value
     tools = expect(root.get("tools"), list, "'tools'")
     tool_types = []
-    for i, tool in enumerate(tools.kids if tools else ()):
+    for i, tool in enumerate(tools.elements if tools else ()):
         out.add("tools", f"/tools/{i}", "tool", tool, breakpoint=ttl(tool.value))
         if isinstance(tool.value, dict):
             tool_types.append(str(tool.value.get("type", "")))
@@ -116,7 +116,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     if system is not None and isinstance(system.value, str):
         out.add("system", "/system", "text", system, role="system", header={}, text=system.value)
     elif system is not None:
-        for i, block in enumerate(system.kids):
+        for i, block in enumerate(system.elements):
             kind, breakpoint, text = _part(block.value, f"/system/{i}")
             out.add("system", f"/system/{i}", kind, block, role="system", header={} if i == 0 else None,
                     breakpoint=breakpoint, text=text)
@@ -126,19 +126,19 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         raise InputError("no 'messages' list")
     images = citations = False
     header_of = MessageHeaders("content")
-    for mi, msg in enumerate(messages.kids):
+    for mi, msg in enumerate(messages.elements):
         fields = msg.value
         if type(fields) is not dict:
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")
         header = header_of(fields)
-        content = msg.get("content")
-        parts = content.value if content is not None else None
+        content = msg.get("content") or ABSENT
+        parts = content.value
         if type(parts) is str:
             out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,
                     header=header, text=parts)
         elif isinstance(parts, list):
-            for bi, block in enumerate(content.kids):
+            for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
                 media = None

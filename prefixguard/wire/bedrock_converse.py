@@ -81,7 +81,7 @@ def _blocks(out: Builder, node: Node, level: str, where: str, *, role: str | Non
     """Add each content block of a list as a segment; a cachePoint marks the segment before it.
     Returns whether any block was images."""
     images = False
-    for bi, block in enumerate(node.kids):
+    for bi, block in enumerate(node.elements):
         value, at = block.value, f"{where}/{bi}"
         ttl = _ttl(value)
         if ttl is not None:
@@ -113,7 +113,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     if messages is None and system is None:
         raise InputError("no 'messages' list")
     images = False
-    for mi, msg in enumerate(messages.kids if messages else ()):
+    for mi, msg in enumerate(messages.elements if messages else ()):
         if not isinstance(msg.value, dict):
             raise InputError(f"/messages/{mi} must be an object")
         role = msg.value.get("role")

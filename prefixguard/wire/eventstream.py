@@ -39,7 +39,7 @@ class EventStreamDecoder:
         if self.error:
             return []
         self._buf += chunk
-        out = []
+        out: list[tuple[dict[str, Any], bytes]] = []
         while len(self._buf) >= PRELUDE:
             total, head_len, crc = struct.unpack_from(">III", self._buf)
             if zlib.crc32(self._buf[:8]) != crc:

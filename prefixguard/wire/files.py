@@ -16,7 +16,7 @@ _TYPE = re.compile(rb"Content-Type:\s*([^\s;]+)", re.I)
 
 
 def is_upload(path: str | None, method: str = "POST") -> bool:
-    return method == "POST" and bool(path) and _PATH.search(urlsplit(path).path) is not None
+    return method == "POST" and path is not None and _PATH.search(urlsplit(path).path) is not None
 
 
 def upload(body: bytes) -> tuple[str | None, str] | None:

@@ -59,7 +59,7 @@ def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
     if part.get("thought") is True:
         return "thinking", part.get("text") if isinstance(part.get("text"), str) else None, None
     for key, value in part.items():
-        name = _SNAKE.get(key, key)
+        name = _SNAKE.get(key) or key
         kind = KINDS.get(name)
         if kind == "text":
             return "text", value if isinstance(value, str) else None, None
@@ -90,7 +90,7 @@ def _parts(out: Builder, node: Node, level: str, where: str, role: str | None, m
            header: dict[str, Any] | None) -> bool:
     images = False
     parts = expect(node.get("parts"), list, f"{where}/parts")
-    for pi, part in enumerate(parts.kids if parts else ()):
+    for pi, part in enumerate(parts.elements if parts else ()):
         kind, text, media = _kind(part.value, f"{where}/parts/{pi}")
         out.add(level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header,
                 text=text, media=media)
@@ -108,7 +108,7 @@ _CREATE = re.compile(r"/cachedContents/?$")
 
 
 def is_cache_creation(path: str | None, method: str = "POST") -> bool:
-    return method == "POST" and bool(path) and _CREATE.search(urlsplit(path).path) is not None
+    return method == "POST" and path is not None and _CREATE.search(urlsplit(path).path) is not None
 
 
 def remember_cached(response: bytes) -> bool:
@@ -136,12 +136,12 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         seg.tokens = _CACHED.get(named.value, 0)
         seg.estimated = named.value not in _CACHED
     tools = expect(root.get("tools"), list, "'tools'")
-    for i, tool in enumerate(tools.kids if tools else ()):
-        key = next((k for k in ("functionDeclarations", "function_declarations") if k in (tool.kids or {})), None)
-        declared = tool.get(key) if key else None
+    for i, tool in enumerate(tools.elements if tools else ()):
+        field = next((k for k in ("functionDeclarations", "function_declarations") if k in tool.members), None)
+        declared = tool.get(field) if field else None
         if declared is not None and isinstance(declared.value, list) and len(tool.value) == 1:
-            for j, fn in enumerate(declared.kids):  # one segment per function: a reorder is seen as one
-                out.add("tools", f"/tools/{i}/{key}/{j}", "tool", fn)
+            for j, fn in enumerate(declared.elements):  # one segment per function: a reorder is seen as one
+                out.add("tools", f"/tools/{i}/{field}/{j}", "tool", fn)
         else:
             out.add("tools", f"/tools/{i}", "tool", tool)
 
@@ -156,7 +156,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     if contents is None:
         raise InputError("no 'contents' list")
     images = False
-    entries = contents.kids if isinstance(contents.value, list) else [contents]
+    entries = contents.elements if isinstance(contents.value, list) else [contents]
     for mi, entry in enumerate(entries):
         if not isinstance(entry.value, dict):
             raise wrong_type(f"/contents/{mi}", dict, entry.value)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # the C scanner, not in typeshed
 from typing import Any
 
 # The C scanner behind json.loads: (value, end) for the value starting at idx; StopIteration(idx) when
 # none starts there. Called directly, not through raw_decode, since it runs once per walked value.
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 _WS = r"[ \t\n\r]*"
 _KEY = rf'"([^"\\\x00-\x1f]*)"{_WS}:{_WS}'  # a key without escapes (almost all keys), its colon, what follows
@@ -64,6 +64,21 @@ class Node:
     def get(self, key: str) -> Node | None:
         return self.kids.get(key) if isinstance(self.kids, dict) else None
 
+    @property
+    def elements(self) -> list[Node]:
+        """An array's element nodes, as walked by its spec (none for any other value)."""
+        kids = self.kids
+        return kids if type(kids) is list else []
+
+    @property
+    def members(self) -> dict[str, Node]:
+        """An object's member nodes, as walked by its spec (none for any other value)."""
+        kids = self.kids
+        return kids if type(kids) is dict else {}
+
+
+ABSENT = Node(None, 0, 0)   # a member the body lacks, where a Node is easier to hold than None
+
 
 class PlainMessage(Node):
     """A message matched by _plain_message: its one walked member, the content string, becomes a Node
@@ -81,18 +96,19 @@ class PlainMessage(Node):
         value = self.value["content"]
         return Node(value, self.content_start, self.content_start + len(value) + 2)
 
-    @property  # type: ignore[override]
-    def kids(self) -> dict[str, Node]:
-        return {"content": self.get("content")}
+    @property
+    def kids(self) -> dict[str, Node]:  # type: ignore[override]  # made when asked for, never set
+        value = self.value["content"]
+        return {"content": Node(value, self.content_start, self.content_start + len(value) + 2)}
 
 
 def parse(text: str, spec: Spec | None) -> Node:
     """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input."""
     try:
-        node = _value(text, _ws.match(text).end(), spec)
+        node = _value(text, _ws.match(text).end(), spec)  # type: ignore[union-attr]  # _WS matches anywhere
     except StopIteration as err:
         raise json.JSONDecodeError("Expecting value", text, err.value) from None
-    tail = _ws.match(text, node.end).end()
+    tail = _ws.match(text, node.end).end()  # type: ignore[union-attr]
     if tail != len(text):
         raise json.JSONDecodeError("Extra data", text, tail)
     return node
@@ -131,11 +147,11 @@ def _object(text: str, start: int, spec: Spec) -> Node:
 
 def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
     """The slow path of _object: the delimiter and key at idx, or the error json.loads would give."""
-    idx = _ws.match(text, idx).end()
+    idx = _ws.match(text, idx).end()  # type: ignore[union-attr]
     if not first:
         if not text.startswith(",", idx):
             raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
-        idx = _ws.match(text, idx + 1).end()
+        idx = _ws.match(text, idx + 1).end()  # type: ignore[union-attr]
     if not text.startswith('"', idx):
         raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
     key, idx = scanstring(text, idx + 1)
@@ -149,7 +165,7 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
     value: list[Any] = []
     kids: list[Node] = []
     found = _array_open.match(text, start)
-    closed, idx = found[1] is not None, found.end()
+    closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
     plain = spec is not None and "content" in spec and "role" not in spec  # elements may be plain messages
     roles: dict[str, str] = {}  # one string per role, not one per message
     while not closed:

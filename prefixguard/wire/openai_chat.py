@@ -16,7 +16,7 @@ from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic
-from prefixguard.wire.jsonspan import Node, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
 
 API = "openai-chat"
@@ -57,7 +57,7 @@ def add_tools(root: Node, out: Builder) -> None:
     options = root.value.get("prompt_cache_options")
     for key in ("tools", "functions"):  # "functions": the legacy form of tools
         tools = expect(root.get(key), list, f"'{key}'")
-        for i, tool in enumerate(tools.kids if tools else ()):
+        for i, tool in enumerate(tools.elements if tools else ()):
             out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options))
 
 
@@ -75,7 +75,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     images = False
     leading = True
     header_of = MessageHeaders("content", "tool_calls")
-    for mi, msg in enumerate(messages.kids):
+    for mi, msg in enumerate(messages.elements):
         fields = msg.value
         if not isinstance(fields, dict):
             raise InputError(f"/messages/{mi} must be an object")
@@ -84,15 +84,15 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         level = "system" if leading else "messages"
         # the header goes on the message's first part only: None once a part has taken it
         header: dict[str, Any] | None = header_of(fields)
-        content = msg.get("content")
-        parts = content.value if content is not None else None
+        content = msg.get("content") or ABSENT
+        parts = content.value
         if isinstance(parts, str):
             out.add(level, f"/messages/{mi}/content", "tool_result" if role == "tool" else "text", content,
                     role=role, message_index=mi, header=header, text=parts,
                     breakpoint=breakpoint_of(fields, options))
             header = None
         elif isinstance(parts, list):
-            for pi, part in enumerate(content.kids):
+            for pi, part in enumerate(content.elements):
                 v = part.value
                 kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
                 found = part_media(v) if kind in ("image", "document") or role == "tool" else None
@@ -107,7 +107,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         if calls is not None and calls.value is not None:
             if not isinstance(calls.value, list):
                 raise wrong_type(f"/messages/{mi}/tool_calls", list, calls.value)
-            for ci, call in enumerate(calls.kids):
+            for ci, call in enumerate(calls.elements):
                 out.add(level, f"/messages/{mi}/tool_calls/{ci}", "tool_use", call, role=role, message_index=mi,
                         header=header)
                 header = None
@@ -145,7 +145,8 @@ def part_media(part: Any) -> Media | None:
         ref = part.get("image_url")
         detail = part.get("detail")
         if isinstance(ref, dict):  # Chat: {"url": ..., "detail": ...}; Responses: a string
-            ref, detail = ref.get("url"), ref.get("detail", detail)
+            detail = ref.get("detail", detail)
+            ref = ref.get("url")
         found = media.data_url(ref)
         return Media(IMAGE, found[1] if found else None, found[0] if found else None, detail,
                      file_id=_file_id(part))
@@ -168,7 +169,8 @@ def _file_id(ref: Any) -> str | None:
 def _part_kind(part: Any, where: str) -> str:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise InputError(f"{where} must be an object with a 'type'")
-    return PART_KINDS.get(part["type"], part["type"])
+    named: str = part["type"]
+    return PART_KINDS.get(named, named)
 
 
 # ---- usage (shared with the Responses API: same subset convention, other field names)

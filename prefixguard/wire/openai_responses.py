@@ -17,7 +17,7 @@ from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, openai_chat
-from prefixguard.wire.jsonspan import Node, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "openai-responses"
@@ -66,18 +66,18 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         last_user = max((ii for ii, it in enumerate(items.value) if isinstance(it, dict) and it.get("role") == "user"
                          and it.get("type", "message") == "message"), default=-1)
         header_of = MessageHeaders("content")
-        for ii, item in enumerate(items.kids):
+        for ii, item in enumerate(items.elements):
             fields = item.value
             if not isinstance(fields, dict):
                 raise InputError(f"/input/{ii} must be an object")
-            kind = fields.get("type")
-            kind = ITEM_KINDS.get(kind, kind or "message")
+            raw_kind: Any = fields.get("type")
+            kind: Any = ITEM_KINDS.get(raw_kind, raw_kind or "message")
             role = fields.get("role") or ITEM_ROLES.get(kind)
             leading = leading and role in openai_chat.SYSTEM_ROLES
             level = "system" if leading else "messages"
             header = header_of(fields)
-            content = item.get("content")
-            parts = content.value if content is not None else None
+            content = item.get("content") or ABSENT
+            parts = content.value
             if parts is not None and not isinstance(parts, (str, list)):
                 raise wrong_type(f"/input/{ii}/content", (str, list), parts)
             if parts is None or kind != "message":
@@ -89,16 +89,17 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
                         header=header, text=parts)
             else:
-                for pi, part in enumerate(content.kids):
+                for pi, part in enumerate(content.elements):
                     pv = part.value
                     if not isinstance(pv, dict) or not isinstance(pv.get("type"), str):
                         raise InputError(f"/input/{ii}/content/{pi} must be an object with a 'type'")
-                    part_kind = PART_KINDS.get(pv["type"], pv["type"])
-                    found = openai_chat.part_media(pv) if part_kind in ("image", "document") else None
+                    named: str = pv["type"]
+                    part_kind = PART_KINDS.get(named, named)
+                    medium = openai_chat.part_media(pv) if part_kind in ("image", "document") else None
                     out.add(level, f"/input/{ii}/content/{pi}", part_kind, part, role=role, message_index=ii,
                             header=header if pi == 0 else None,
                             breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"),
-                            media=[found] if found else None)
+                            media=[medium] if medium else None)
                     images = images or part_kind == "image"
                 if not parts:
                     out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii,
@@ -156,7 +157,7 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """A whole response, or a stream's response.* event (the response inside). Its status is its finish
     reason (completed, incomplete, failed), the incomplete one's reason when given (max_output_tokens)."""
-    response = obj.get("response") if isinstance(obj.get("response"), Mapping) else obj
+    response: Mapping[str, Any] = obj["response"] if isinstance(obj.get("response"), Mapping) else obj
     if response.get("object") != "response" and "status" not in response:
         return current
     details = response.get("incomplete_details")

@@ -134,7 +134,7 @@ def release(array: Node, i: int) -> None:
     """Drop the parsed tree's hold on element i of an array once its segments hold what they need of it:
     the decoded message and its node go as the segments come, not after the last one (a million
     messages: a third of the peak)."""
-    array.value[i] = array.kids[i] = None
+    array.value[i] = array.kids[i] = None  # type: ignore[index, call-overload, assignment]  # an array's, emptied
 
 
 def model_of(body: dict[str, Any]) -> str | None:
