@@ -3,10 +3,12 @@ session, a timestamp break), with the token counts kept on disk (warm), without 
 tokens at all, `lint` of one file, `--help`; against `python -c pass` and, where given, cachelint's diff
 of the same pair. Fresh processes, interleaved rounds, medians: ratios are what to read.
 
-    .venv/bin/python bench/startup.py [--rounds 9] [--cachelint SITE_DIR] [--baseline CHECKOUT]
+    .venv/bin/python bench/startup.py [--rounds 9] [--cachelint SITE_DIR] [--baseline CHECKOUT] [--only TEXT]...
 SITE_DIR holds cachelint 0.1.0a2 (`pip install --target SITE_DIR --no-deps cachelint==0.1.0a2`).
+Each command's CPU seconds (user + system, the steadier figure on a shared machine) are given beside.
 CHECKOUT is another revision of this repository (`git worktree add /tmp/base REV`): every prefixguard
 command runs against it too, in the same rounds, and the table gives this tree's time over its time.
+--only keeps the cases whose name holds TEXT (and `python -c pass`), for more rounds in the same time.
 The small pair (examples/requests/anthropic/history_rewritten) is what "startup" means: little input.
 `report` reads a capture of the Anthropic example pairs (34 requests, the demo's size), written once.
 """
@@ -29,13 +31,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 import core  # noqa: E402
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run: on a shared machine the CPU time is the
+    steadier of the two, and a start is one thread, so on an idle one they are about equal."""
     start = time.perf_counter()
-    # No timeout: with one, Popen.wait polls in sleeps of up to 50 ms, and every time lands on that grid.
+    # os.wait4 blocks (Popen.wait with a timeout polls in sleeps of up to 50 ms) and gives the child's usage.
     # Run from / : `python -c` puts the working directory first on sys.path, before PYTHONPATH, and
     # each case's PYTHONPATH says whose code it times.
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait for it again
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
 
 def example_capture(path: Path) -> Path:
@@ -55,6 +61,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--cachelint", type=Path, help="a directory where cachelint is installed (--target)")
     ap.add_argument("--baseline", type=Path, help="another checkout of prefixguard to time side by side")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT", help="time only the cases named so")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pg-startup-"))
@@ -82,6 +89,9 @@ def main() -> None:
         "report, 34 requests": (pg + ["report", capture], warm),
         "report -o json": (pg + ["report", capture, "-o", "json"], warm),
     }
+    if args.only:
+        cases = {name: case for name, case in cases.items()
+                 if name == "python -c pass" or any(text in name for text in args.only)}
     if args.baseline:  # the same commands, the other checkout's code
         cases |= {f"{name} @baseline": (cmd, {**e, "PYTHONPATH": str(args.baseline)})
                   for name, (cmd, e) in cases.items() if cmd[:len(pg)] == pg}
@@ -91,20 +101,22 @@ def main() -> None:
                                    {**env, "PYTHONPATH": str(args.cachelint)})
     for cmd, e in cases.values():  # compile .pyc, fill the cache directory
         timed(cmd, e)
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for _ in range(args.rounds):  # a new order each round: drift and the place in a round hit all alike
         for name, (cmd, e) in random.sample(list(cases.items()), len(cases)):
             times[name].append(timed(cmd, e))
-    med = {name: statistics.median(v) for name, v in times.items()}
-    ref = "cachelint diff" if args.cachelint else "diff --no-tokens"
+    med = {name: statistics.median(wall for wall, _ in v) for name, v in times.items()}
+    cpu = {name: statistics.median(used for _, used in v) for name, v in times.items()}
+    ref = "cachelint diff" if args.cachelint else "diff --no-tokens" if "diff --no-tokens" in med else "python -c pass"
     print(f"{len(a) / 2**20:.2f} MB pair; medians of {args.rounds} interleaved rounds; ratio to {ref}")
-    print(f"{'command':24} {'s':>7} {'ratio':>7}"
-          + (f" {'baseline s':>11} {'vs baseline':>12}" if args.baseline else ""))
+    print(f"{'command':24} {'s':>7} {'ratio':>7} {'cpu s':>7}"
+          + (f" {'baseline s':>11} {'vs baseline':>12} {'baseline cpu s':>15}" if args.baseline else ""))
     for name, s in med.items():
         if name.endswith(" @baseline"):
             continue
         base = med.get(f"{name} @baseline")
-        print(f"{name:24} {s:7.3f} {s / med[ref]:6.2f}x" + (f" {base:11.3f} {s / base:11.3f}x" if base else ""))
+        print(f"{name:24} {s:7.3f} {s / med[ref]:6.2f}x {cpu[name]:7.3f}"
+              + (f" {base:11.3f} {s / base:11.3f}x {cpu[f'{name} @baseline']:15.3f}" if base else ""))
 
 
 if __name__ == "__main__":

@@ -132,7 +132,10 @@ def openai_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
         messages: list[Any] = [{"role": "system", "content": system_text(fixed)}, *history]
         chunks = list(client.chat.completions.create(model=GPT, max_tokens=MAX_TOKENS, tools=tools, messages=messages,
                                                      stream=True, stream_options={"include_usage": True}))
-        usages.append(chunks[-1].usage.model_dump(exclude_none=True))
+        usage = chunks[-1].usage   # the last chunk carries it (include_usage)
+        if usage is None:
+            raise SystemExit("the server sent no usage in the stream's last chunk")
+        usages.append(usage.model_dump(exclude_none=True))
         if turn == len(PLAN):
             break
         name, args, result = PLAN[turn]
