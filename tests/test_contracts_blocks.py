@@ -63,7 +63,7 @@ def test_block_rule_predicts_what_the_engine_caches(page_size: int, blocks: None
         served.append(seq.cached_tokens or 0)
     assert predicted == served
     assert served[1] == 0 and served[-1] > 0 and all(n % page_size == 0 for n in served)
-    assert any(0 < n < p for n, p in zip(served[2:], (len(rendered(m)[1]) for m in conversation()[2:])))
+    assert any(0 < n < p for n, p in zip(served[2:], (len(rendered(m)[1]) for m in conversation()[2:]), strict=True))
 
 
 def test_one_token_blocks_promise_a_short_read_the_engine_never_makes(blocks: None) -> None:

@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.cli import CliRunner
 from genai_prices import Usage, calc_price
+from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from prefixguard.contracts.providers import model_contract, provider_contract, providers
 from prefixguard.contracts.prices import package_table
+from prefixguard.contracts.providers import model_contract, provider_contract, providers
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = [str(ROOT / "examples/requests/anthropic/volatile_content" / n) for n in ("a.json", "b.json")]
@@ -50,7 +50,8 @@ def test_costs_match_the_package_calculation(api: str, model: str, provider: str
 
 def test_one_hour_writes_use_the_package_price() -> None:
     contract = model_contract("anthropic", "claude-sonnet-4-5")
-    theirs = calc_price(Usage(input_tokens=10_000, cache_write_tokens=10_000, cache_write_1h_tokens=10_000), "claude-sonnet-4-5",
+    theirs = calc_price(Usage(input_tokens=10_000, cache_write_tokens=10_000, cache_write_1h_tokens=10_000),
+                        "claude-sonnet-4-5",
                         provider_id="anthropic").total_price
     assert contract.cost(write_1h=10_000) == pytest.approx(float(theirs), rel=1e-9)
 

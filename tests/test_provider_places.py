@@ -23,7 +23,8 @@ LIBRARY = ROOT / "prefixguard"
 PAIRS = ROOT / "examples" / "requests" / "contracts"
 # Where a provider may be named: its contract's code (contracts/) and an adapter that reads the contract
 # of the one provider its shape belongs to (Bedrock's default TTL, OpenAI's encrypted reasoning).
-PLACES = ("prefixguard/contracts/", *(f"prefixguard/wire/{a.__name__.rpartition('.')[2]}.py" for a in ADAPTERS))
+PLACES = ("prefixguard/contracts/",
+          *(f"prefixguard/wire/{vars(a)['__name__'].rpartition('.')[2]}.py" for a in ADAPTERS))
 # Names that are not provider names there, each with why (to move into contract data by its owner).
 NOT_PROVIDERS = {
     "prefixguard/cli/demo_app.py": "the `openai` SDK package a demo app imports",
@@ -50,7 +51,7 @@ def test_each_adapter_defines_every_member_of_the_protocol_itself() -> None:
     members = {n for n in vars(adapter_protocol.Adapter) if not n.startswith("_")}
     assert {"API", "route", "claims", "spans", "request", "usage"} <= members
     for adapter in ADAPTERS:
-        assert members <= set(vars(adapter)), (adapter.__name__, members - set(vars(adapter)))
+        assert members <= set(vars(adapter)), (vars(adapter)["__name__"], members - set(vars(adapter)))
 
 
 def _literals(path: Path) -> set[str]:

@@ -9,11 +9,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import given, settings, strategies as st
 from botocore.eventstream import EventStreamBuffer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from prefixguard.utils.errors import InputError
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import UsageStream, detect_api, parse_request, parse_response, routes
 from prefixguard.wire.eventstream import EventStreamDecoder, encode
 
@@ -52,7 +53,7 @@ def test_every_recorded_request_parses_with_exact_spans(shared_data):
 
 def test_every_recorded_response_gives_consistent_usage(shared_data):
     reported = total = 0
-    for folder, call, path, api in calls(shared_data):
+    for folder, call, _path, api in calls(shared_data):
         if call["status"] != 200 or call["response"] not in ("json", "sse"):
             continue
         usage = parse_response((folder / f"{call['n']:04d}.response.{call['response']}").read_bytes(), api)
@@ -96,7 +97,8 @@ def test_bedrock_cache_points_mark_the_block_before_them(shared_data):
     # a cachePoint is no prefix byte: removing one changes no fingerprint
     plain = json.loads(body)
     plain["messages"][0]["content"] = [b for b in plain["messages"][0]["content"] if "cachePoint" not in b]
-    assert parse_request(json.dumps(plain), path=path).chain == parse_request(json.dumps(json.loads(body)), path=path).chain
+    assert parse_request(json.dumps(plain), path=path).chain == \
+        parse_request(json.dumps(json.loads(body)), path=path).chain
 
 
 def test_converse_body_without_path_is_not_taken_for_anthropic():
@@ -111,12 +113,14 @@ def test_converse_body_without_path_is_not_taken_for_anthropic():
 def test_routes_take_the_model_from_the_path():
     anthropic_body = json.dumps({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
                                  "messages": [{"role": "user", "content": "hi"}]})
-    for path, model in (("/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+    for path, model in (("/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke",
+                         "anthropic.claude-3-5-haiku-20241022-v1:0"),
                         ("/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
                          "claude-sonnet-4-5@20250929")):
         prompt = parse_request(anthropic_body, path=path)
         assert (prompt.api, prompt.model) == ("anthropic", model)
-    assert routes.route("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse") == ("gemini", "gemini-2.5-flash")
+    assert routes.route("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse") == \
+        ("gemini", "gemini-2.5-flash")
     assert routes.route("/v1/projects/p/locations/global/publishers/google/models/gemini-3-pro:generateContent") == \
         ("gemini", "gemini-3-pro")
     assert routes.route("/model/meta.llama3-8b-instruct-v1%3A0/invoke") is None  # not an Anthropic body

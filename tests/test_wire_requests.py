@@ -6,11 +6,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.model.fingerprint import common_prefix
 from prefixguard.model.prompt import LEVELS
+from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.wire import analysable, detect_api, jsonspan, parse_request, routes
 
 RECORDED = ("pydantic-ai", "openllmetry")
@@ -290,9 +291,12 @@ TAIL_PATHS = [
     ("/proxy/anthropic/messages", "anthropic"),
     ("/v1/responses/compact", "openai-responses"),                                   # compaction: billed as a turn
 ]
-CHAT_BODY = {"model": "glm-4.6", "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]}
-BODIES = {"openai-chat": CHAT_BODY, "openai-responses": {"model": "gpt-5-mini", "input": "hi", "instructions": "Be terse."},
-          "anthropic": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}}
+CHAT_BODY = {"model": "glm-4.6",
+             "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]}
+BODIES = {"openai-chat": CHAT_BODY,
+          "openai-responses": {"model": "gpt-5-mini", "input": "hi", "instructions": "Be terse."},
+          "anthropic": {"model": "claude-sonnet-4-5", "max_tokens": 64,
+                        "messages": [{"role": "user", "content": "hi"}]}}
 
 
 @pytest.mark.parametrize(("path", "api"), TAIL_PATHS)
@@ -312,7 +316,8 @@ def test_azure_names_the_model_by_its_deployment_when_the_body_does_not():
                                   {"messages": [{"role": "user", "content": "hi"}]}, [1, 2]])
 def test_a_tail_alone_is_no_proof(body):
     """An app's own /messages endpoint (no max_tokens, nothing only Anthropic sends) is not read as one."""
-    with pytest.raises(NotARequest, match=r"POST /api/rooms/\{id\}/messages ends like anthropic, but its body is not one"):
+    with pytest.raises(NotARequest,
+                       match=r"POST /api/rooms/\{id\}/messages ends like anthropic, but its body is not one"):
         detect_api(body, "/api/rooms/7f3a9c2e11/messages")
 
 
@@ -326,7 +331,8 @@ def test_paths_of_no_shape_are_not_analysable_and_templates_hide_ids_and_queries
         "/v1/{id}/gw/anthropic/v1/messages"
     assert routes.template("/v1/files/file-Abc123XyZ789/content") == "/v1/files/{file}/content"
     assert routes.template("/key/sk-ant-api03-abc123def456/v1/x") == "/key/{id}/v1/x"
-    assert routes.template("/v1beta/models/gemini-2.5-flash:generateContent") == "/v1beta/models/{model}:generateContent"
+    assert routes.template("/v1beta/models/gemini-2.5-flash:generateContent") == \
+        "/v1beta/models/{model}:generateContent"
     assert routes.template("/upload/v1beta/fileSearchStores/store-q7prdj5dqu8p:uploadToFileSearchStore") == \
         "/upload/v1beta/fileSearchStores/{id}:uploadToFileSearchStore"
 

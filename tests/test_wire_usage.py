@@ -6,10 +6,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from prefixguard.utils.errors import InputError
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import UsageStream, detect_api, parse_response
 
 RECORDED = ("pydantic-ai", "openllmetry")
@@ -114,7 +115,7 @@ def test_stream_fed_in_random_chunks_equals_whole_stream(shared_data, data):
     raw = path.read_bytes()
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=60)))
     stream = UsageStream(api)
-    for a, b in zip([0, *cuts], [*cuts, len(raw)]):
+    for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True):
         stream.feed(raw[a:b])
     stream.feed(b"\n")
     whole = UsageStream(api)
