@@ -63,9 +63,9 @@ def run_session(folder: Path, trace: Any, analyzers: list[Analyzer], times: list
         analyzer = analyzers[i % len(analyzers)]
         flow_id = f"{ids}{i}"
         start = time.perf_counter()
-        analyzer.request(FlowState(flow_id, 1_000.0 + i, float(i), req.path or "/v1/messages",
+        analyzer.request(FlowState(id=flow_id, ts=1_000.0 + i, sent=float(i), path=req.path or "/v1/messages",
                                    body=json.dumps(req.body).encode()))
-        analyzer.finish(Response(flow_id, status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
+        analyzer.finish(Response(id=flow_id, status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
         if times is not None:
             times.append((time.perf_counter() - start) * 1e3)
 

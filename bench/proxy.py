@@ -146,8 +146,8 @@ def analysis_seconds(size: int, store: Path, n: int = 10) -> float:
     analyzer, took = Analyzer(store=str(store)), []
     for i in range(n):  # the first five meet each document for the first time, as the bench's first round
         t0 = time.perf_counter()
-        analyzer.request(FlowState(str(i), time.time(), t0, "/v1/messages", body=body(size, False, i % 5, i)))
-        analyzer.finish(Response(str(i), status=200, headers_at=t0, ended_at=t0, body=answer))
+        analyzer.request(FlowState(id=str(i), ts=time.time(), sent=t0, path="/v1/messages", body=body(size, False, i % 5, i)))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=t0, ended_at=t0, body=answer))
         took.append(time.perf_counter() - t0)
     analyzer.close()
     return max(took[5:])

@@ -131,9 +131,9 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                 warmed.add(model)
                 for k, flow_id in enumerate(copies):
                     t = i - len(copies) + 1 + k
-                    analyzer.request(FlowState(flow_id, t, t, req.path or "/v1/messages",
+                    analyzer.request(FlowState(id=flow_id, ts=t, sent=t, path=req.path or "/v1/messages",
                                                body=json.dumps(req.body).encode()))
-                    analyzer.finish(Response(flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))
+                    analyzer.finish(Response(id=flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))
                     try:
                         done[flow_id] = sim.run(req, req.ts).cache_read
                     except InputError:

@@ -43,9 +43,9 @@ def _both(folder: Path, db: Path) -> list[tuple[str, int | None, int | None, str
     simmed: dict[str, int] = {}
     for i, req in enumerate(trace.requests):
         body, chunks = _response(folder, req.ref)
-        analyzer.request(FlowState(str(i), float(i), float(i), req.path or "/v1/messages", upstream=req.upstream,
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path=req.path or "/v1/messages", upstream=req.upstream,
                                    body=json.dumps(req.body).encode()))
-        analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
         try:
             simmed[str(i)] = sim.run(req, float(i)).cache_read
         except InputError:

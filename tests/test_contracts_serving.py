@@ -161,8 +161,8 @@ def test_the_proxy_says_no_prefix_caching_not_a_miss(tmp_path: Path) -> None:
     def verdicts(name: str) -> list[tuple[str, int]]:
         analyzer = Analyzer(store=str(tmp_path / name))
         for i, body in enumerate(bodies):
-            analyzer.request(FlowState(str(i), float(i), float(i), "/v1/chat/completions", body=json.dumps(body).encode()))
-            analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+            analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path="/v1/chat/completions", body=json.dumps(body).encode()))
+            analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
         analyzer.close()
         with open_store(tmp_path / name) as db:
             return [(r["verdict"], r["expected_cached"]) for r in db.rows()]

@@ -309,7 +309,7 @@ def test_not_modified_is_not_an_error(tmp_path: Path) -> None:
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
     analyzer.request(FlowState(id="f", ts=1.0, sent=0.0, path="/v1/messages", upstream=("http", "x", 80),
                                body=body.encode()))
-    analyzer.finish(Response("f", status=304, headers_at=0.1, ended_at=0.2, body=b""))
+    analyzer.finish(Response(id="f", status=304, headers_at=0.1, ended_at=0.2, body=b""))
     analyzer.close()
     with open_store(tmp_path / "c.db") as store:
         [row] = store.rows()

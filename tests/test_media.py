@@ -375,8 +375,8 @@ def test_the_proxy_sizes_a_file_id_by_the_upload_it_saw(shared_data: Path, tmp_p
     calls = [("/v1/files?beta=true", base64.b64decode((folder / "0001.request.txt").read_bytes()), "0001"),
              ("/v1/messages?beta=true", (folder / "0002.request.json").read_bytes(), "0002")]
     for i, (path, body, stem) in enumerate(calls):
-        analyzer.request(FlowState(stem, float(i), float(i), path, body=body))
-        analyzer.finish(Response(stem, status=200, body=(folder / f"{stem}.response.json").read_bytes()))
+        analyzer.request(FlowState(id=stem, ts=float(i), sent=float(i), path=path, body=body))
+        analyzer.finish(Response(id=stem, status=200, body=(folder / f"{stem}.response.json").read_bytes()))
     analyzer.close()
     with open_store(tmp_path / "capture.db") as db:
         sent = [r for r in db.records() if r.id == "0002"][0]

@@ -172,11 +172,11 @@ def test_the_proxy_knows_a_provider_by_its_upstream_host(tmp_path):
                                                   "prompt_tokens_details": {"cached_tokens": 0}}}).encode()
     analyzer = Analyzer(store=str(tmp_path / "cap.db"))
     for i, upstream in enumerate((("https", "api.groq.com", 443), ("https", "openrouter.ai", 443))):
-        flow = FlowState(str(i), float(i), float(i), "/openai/v1/chat/completions", upstream=upstream,
+        flow = FlowState(id=str(i), ts=float(i), sent=float(i), path="/openai/v1/chat/completions", upstream=upstream,
                          body=json.dumps(body).encode())
         analyzer.request(flow)
         assert analyzer.policy_for(flow.prompt, flow.upstream).provider == ("groq", "moonshot")[i]
-        analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
     analyzer.close()
     with open_store(tmp_path / "cap.db") as db:
         assert [r["upstream"] for r in db.rows()] == ["https://api.groq.com", "https://openrouter.ai"]

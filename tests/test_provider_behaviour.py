@@ -43,8 +43,8 @@ def _through_proxy(folder: Path, tmp_path: Path) -> list[dict]:
     analyzer = Analyzer(store=str(tmp_path / "capture.db"))
     for i, req in enumerate(sources.load(folder).requests):
         body, chunks = bench._response(folder, req.ref)
-        analyzer.request(FlowState(str(i), float(i), float(i), req.path, body=json.dumps(req.body).encode()))
-        analyzer.finish(Response(str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path=req.path, body=json.dumps(req.body).encode()))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=body, chunks=chunks))
     analyzer.close()
     with open_store(tmp_path / "capture.db") as db:
         return list(db.rows())

@@ -49,8 +49,8 @@ def test_proxy_lint_and_report_make_the_same_comparisons(tmp_path: Path) -> None
     store = tmp_path / "capture.db"
     analyzer = Analyzer(store=str(store))
     for line, body in enumerate(sequence(), 1):
-        analyzer.request(FlowState(str(line), float(line), float(line), "/v1/messages", body=json.dumps(body).encode()))
-        analyzer.finish(Response(str(line), status=200, body=b"{}"))
+        analyzer.request(FlowState(id=str(line), ts=float(line), sent=float(line), path="/v1/messages", body=json.dumps(body).encode()))
+        analyzer.finish(Response(id=str(line), status=200, body=b"{}"))
     analyzer.close()
     with open_store(store) as db:
         records, rows = list(db.records()), list(db.rows())

@@ -44,9 +44,9 @@ def _through_proxy(tmp_path: Path, path: str,
     db = tmp_path / f"capture-{len(list(tmp_path.iterdir()))}.db"
     analyzer, lines = Analyzer(store=str(db)), []
     for i, (body, answer) in enumerate(exchanges):
-        analyzer.request(FlowState(f"r{i}", T0 + 10 * i, 0.0, path, fields=((b"x-api-key", b"sk-ant-api03-rules"),),
+        analyzer.request(FlowState(id=f"r{i}", ts=T0 + 10 * i, sent=0.0, path=path, fields=((b"x-api-key", b"sk-ant-api03-rules"),),
                                    body=body))
-        lines.append(analyzer.finish(Response(f"r{i}", status=200, headers_at=0.1, ended_at=0.2, body=answer)))
+        lines.append(analyzer.finish(Response(id=f"r{i}", status=200, headers_at=0.1, ended_at=0.2, body=answer)))
     analyzer.close()
     with open_store(db) as store:
         return list(store.rows()), lines

@@ -16,7 +16,7 @@ from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import api_keys, redact_path, tenant_of
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class FlowState:
     """One request. The addon fills the transport fields as they were on the wire (taking them costs
     the flow nothing); `Analyzer.request` reads them, keeping only what is redacted, and fills the rest."""
@@ -73,7 +73,7 @@ def _plain(fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
     return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Response:
     """How the request ended, as the addon saw it (times are time.monotonic())."""
 
