@@ -11,7 +11,6 @@ It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from prefixguard.judge.index import IndexDown
 from prefixguard.judge.policies import CachePolicy, answered, predicted
 from prefixguard.judge.state import State, open_index
 from prefixguard.model import tokens
-from prefixguard.model.diagnosis import Diagnosis, as_row
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.proxy.encoding import decoded
@@ -82,11 +80,10 @@ def _upstream(flow: FlowState) -> str | None:
 def diagnosis_said(rec: Record) -> str | None:
     """The provider's diagnosis beside ours: "provider says: system_changed (1,234 missed) |
     prefixguard: volatile_content at /system/0 -- agree"."""
-    diag = Diagnosis.from_json(rec.diagnosis)
+    diag, verdict = rec.diagnosis, rec.agreement
     if diag is None:
         return None
-    verdict = json.loads(rec.diagnosis).get("agreement")
-    ours = rec.cause if rec.verdict == "miss_prefix_changed" else "no break"
+    ours = rec.cause if rec.verdict == verdicts.VerdictName.MISS_PREFIX_CHANGED else "no break"
     return f"provider says: {diag.said()} | prefixguard: {ours}" + (f" -- {verdict.replace('_', ' ')}" if verdict else "")
 
 
@@ -136,7 +133,7 @@ class Analyzer:
         default = port == (443 if scheme == "https" else 80)
         rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method, route=template(path),
                      upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
-                     cause=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause)
+                     note=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause)
         if self.store is not None:
             self.store.add(rec)
         if self.telemetry is not None:
@@ -201,7 +198,8 @@ class Analyzer:
                              upstream=flow.upstream if isinstance(flow.upstream, str) else None,
                              tenant=flow.tenant, client=flow.client or None, route=template(flow.path),
                              site=flow.site, request_bytes=len(flow.body), status=resp.status,
-                             error=f"analysis failed: {type(err).__name__}: {err}", verdict="error")
+                             error=f"analysis failed: {type(err).__name__}: {err}",
+                             verdict=verdicts.VerdictName.ERROR)
                 redact_fields(rec, flow.secrets)
                 self.store.add(rec)
             raise
@@ -260,19 +258,19 @@ class Analyzer:
                 flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
             self._judged(flow, relook)
         if prompt is None:
-            rec.cause = flow.skip
+            rec.note = flow.skip
         else:
             if flow.expected is not None:
                 flow.expected = self.policy_for(prompt, _upstream(flow)).billed(flow.expected, prompt, usage)
             v = verdicts.judge(flow.expected, flow.comparison, usage, resp.status, resp.error)
-            rec.verdict, rec.cause = v.verdict.value, v.cause  # plain str: records cross a marshal pipe
+            rec.judged(v)
             if flow.expected is not None:
                 rec.expected_cached, rec.expected_reason = flow.expected.cache_read, flow.expected.reason
             rec.previous_id = flow.previous_id
             cmp = flow.comparison
             if diag is not None:
                 broke = cmp if v.verdict is verdicts.VerdictName.MISS_PREFIX_CHANGED else None  # ours: the verdict's
-                rec.diagnosis = json.dumps(as_row(diag, agreement(diag, broke)), separators=(",", ":"))
+                rec.diagnosis, rec.agreement = diag, agreement(diag, broke)
             if cmp is not None and cmp.broken:  # what the change cost, as judged: nothing on a hit with a note
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
