@@ -84,7 +84,8 @@ def diagnosis_said(rec: Record) -> str | None:
     if diag is None:
         return None
     ours = rec.cause if rec.verdict == verdicts.VerdictName.MISS_PREFIX_CHANGED else "no break"
-    return f"provider says: {diag.said()} | prefixguard: {ours}" + (f" -- {verdict.replace('_', ' ')}" if verdict else "")
+    agreed = f" -- {verdict.replace('_', ' ')}" if verdict else ""
+    return f"provider says: {diag.said()} | prefixguard: {ours}{agreed}"
 
 
 class Analyzer:
@@ -176,11 +177,13 @@ class Analyzer:
                 match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
+            flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
+                                      flow.ts, flow.tenant)
         self._judged(flow, judge)
         early = verdicts.judge(flow.expected, flow.comparison)
-        return Early(verdict=early.verdict.value, cause=early.cause, expected_cached=early.reused_tokens,  # plain values:
-                     reprefill_tokens=early.reprefill_tokens)                                  # marshal carries them
+        # plain values: marshal carries them
+        return Early(verdict=early.verdict.value, cause=early.cause, expected_cached=early.reused_tokens,
+                     reprefill_tokens=early.reprefill_tokens)
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -255,7 +258,8 @@ class Analyzer:
             # In a fleet the request before this one may have ended on another proxy after this one
             # began: the final verdict reads the shared index now, when it holds what ended before.
             def relook(state: State) -> None:
-                flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant)
+                flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
+                                          flow.ts, flow.tenant)
             self._judged(flow, relook)
         if prompt is None:
             rec.note = flow.skip
@@ -275,8 +279,8 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            self._judged(flow, lambda state: answered(state.policy_for(prompt, _upstream(flow)), state.scale, prompt, usage,
-                                                      flow.ts, flow.tenant))
+            self._judged(flow, lambda state: answered(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
+                                                      usage, flow.ts, flow.tenant))
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
