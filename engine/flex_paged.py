@@ -97,7 +97,7 @@ class FlexPaged:
         q_rows = next_pow2(width)
         ps = self.page_size
         n_pages = max(-(-e // ps) for _, _, e in rows)
-        host = [0] * (3 * batch)
+        host = [0] * (2 * batch)                          # first positions | query rows in use
         table = [self.scratch_page] * (batch * n_pages)
         dst: list[int] = []
         for i, (pages, s, e) in enumerate(rows):
@@ -109,18 +109,19 @@ class FlexPaged:
         b = self._bucket(batch, q_rows)
         b.pos0.copy_(packed[:batch])
         b.q_len.copy_(packed[batch:2 * batch])
-        pages = packed[3 * batch:3 * batch + batch * n_pages].view(batch, n_pages)
+        table_t = packed[2 * batch:2 * batch + batch * n_pages].view(batch, n_pages)
         b.inv.fill_(-1)
-        b.inv.scatter_(1, pages, torch.arange(n_pages, dtype=torch.int32, device=self.device).expand(batch, -1))
+        b.inv.scatter_(1, table_t, torch.arange(n_pages, dtype=torch.int32, device=self.device).expand(batch, -1))
         b.inv[:, self.scratch_page] = -1
-        blocks = self._kv_blocks(pages, b.pos0.long(), b.q_len.long(), q_rows)
-        mask = BlockMask.from_kv_blocks(*blocks, BLOCK_SIZE=(Q_BLOCK, self.kv_block), mask_mod=b.mask_mod,
-                                        seq_lengths=(q_rows, self.num_slots), compute_q_blocks=False)
-        return FlexMeta(batch=batch, q_rows=q_rows, rows=packed[3 * batch + batch * n_pages:], block_mask=mask,
+        num, idx, full_num, full_idx = self._kv_blocks(table_t, b.pos0.long(), b.q_len.long(), q_rows)
+        mask = BlockMask.from_kv_blocks(num, idx, full_num, full_idx, BLOCK_SIZE=(Q_BLOCK, self.kv_block),
+                                        mask_mod=b.mask_mod, seq_lengths=(q_rows, self.num_slots),
+                                        compute_q_blocks=False)
+        return FlexMeta(batch=batch, q_rows=q_rows, rows=packed[2 * batch + batch * n_pages:], block_mask=mask,
                         attn=self._attn)
 
     def _kv_blocks(self, pages: torch.Tensor, pos0: torch.Tensor, q_len: torch.Tensor,
-                   q_rows: int) -> tuple[torch.Tensor, ...]:
+                   q_rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices ([B, 1, J] and [B, 1, J,
         num_blocks]): for each sequence and block of queries, the KV blocks holding its pages up to the
         block's last query. A block is full (the kernel skips the mask_mod there) when all its pages
@@ -140,7 +141,8 @@ class FlexPaged:
         needed = torch.zeros(shape, dtype=torch.int32, device=dev).scatter_add_(2, blk, seen.int()) > 0
         full = torch.zeros(shape, dtype=torch.int32, device=dev).scatter_add_(2, blk, whole.int())
         full = full == self.kv_block // ps
-        return (*_ordered(needed & ~full), *_ordered(full))
+        (num, idx), (full_num, full_idx) = _ordered(needed & ~full), _ordered(full)
+        return num, idx, full_num, full_idx
 
 
 def _ordered(dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
