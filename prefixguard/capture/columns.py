@@ -92,7 +92,8 @@ def record_of(row: Mapping[str, Any]) -> Record:
     data["causes"] = tuple(c for c in _json(data, "causes", "[]", list) if isinstance(c, str))
     status = data.pop("diag_status", None)
     diag_fields = {field: data.pop(column, None) for column, field in _DIAG.items() if column != "diag_status"}
-    data["diagnosis"] = Diagnosis(status, **diag_fields | {"label": diag_fields["label"] or ""}) if status else None
+    data["diagnosis"] = (Diagnosis(status=status, **diag_fields | {"label": diag_fields["label"] or ""})
+                         if status else None)
     if cause is not None:   # a row of a version-5 file, read as it is (a reader changes nothing)
         data["causes"], data["pointer"], data["note"] = split_cause(verdict, cause)
     if diagnosis is not None:

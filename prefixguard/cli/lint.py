@@ -94,8 +94,8 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         raise UsageError("not allowed with --fix", option="--diff")
     if write_baseline and baseline_file is None:
         fail("--write-baseline needs --baseline FILE")
-    cli = config.Layer(config.split_selectors(select) or None, config.split_selectors(extend_select),
-                       config.split_selectors(ignore))
+    cli = config.Layer(select=config.split_selectors(select) or None,
+                       extend_select=config.split_selectors(extend_select), ignore=config.split_selectors(ignore))
     try:   # the files it reads and writes, before the linting: a FIFO would block, a device never end
         if output_file is not None:
             check_writable(str(output_file))

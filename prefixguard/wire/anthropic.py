@@ -75,18 +75,18 @@ def _media(block: dict[str, Any], kind: str) -> tuple[list[Media], str | None] |
 def _source(kind: str, source: Any) -> Media:
     """An image or document block's source: base64 data, plain text, or a reference (URL, file id)."""
     if not isinstance(source, dict):
-        return Media(kind)
+        return Media(kind=kind)
     form = source.get("type")
     if form == "base64" and isinstance(source.get("data"), str):
-        return Media(kind, source["data"], source.get("media_type"))
+        return Media(kind=kind, data=source["data"], media_type=source.get("media_type"))
     if form == "text" and isinstance(source.get("data"), str):
-        return Media(DOCUMENT, media_type=source.get("media_type"), text=source["data"])
+        return Media(kind=DOCUMENT, media_type=source.get("media_type"), text=source["data"])
     if form == "content" and isinstance(source.get("content"), list):
         parts = source["content"]
-        return Media(DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
+        return Media(kind=DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
     # by URL or file id: the size is unknown (an estimate) unless the file's upload was seen
     file_id = source.get("file_id") if form == "file" and isinstance(source.get("file_id"), str) else None
-    return Media(kind, media_type=source.get("media_type"), file_id=file_id)
+    return Media(kind=kind, media_type=source.get("media_type"), file_id=file_id)
 
 
 def _has_image(block: Any) -> bool:
@@ -248,13 +248,13 @@ def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
         return None
     reason = found.get("cache_miss_reason")
     if not isinstance(reason, Mapping):
-        return Diagnosis(NO_MISS, label="none")
+        return Diagnosis(status=NO_MISS, label="none")
     kind = str(reason.get("type") or "")
     missed = reason.get("cache_missed_input_tokens")
     missed = as_int(missed) if missed is not None else None
     if kind in _NO_COMPARISON:
-        return Diagnosis(_NO_COMPARISON[kind], label=kind)
-    return Diagnosis(MISS, _MISS_LEVELS.get(kind), kind, missed)
+        return Diagnosis(status=_NO_COMPARISON[kind], label=kind)
+    return Diagnosis(status=MISS, level=_MISS_LEVELS.get(kind), label=kind, missed_tokens=missed)
 
 
 def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:

@@ -67,13 +67,14 @@ def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
     data = source.get("bytes") if isinstance(source, dict) else None
     mime = _FORMATS.get(str(inner.get("format", "")).lower())
     if kind == "document" and isinstance(source, dict) and isinstance(source.get("text"), str):
-        return [Media(DOCUMENT, media_type="text/plain", text=source["text"])]
+        return [Media(kind=DOCUMENT, media_type="text/plain", text=source["text"])]
     if isinstance(data, str) and mime == "text/plain":
         try:
-            return [Media(DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
+            return [Media(kind=DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
         except ValueError:
             pass
-    return [Media(IMAGE if kind == "image" else DOCUMENT, data if isinstance(data, str) else None, mime)]
+    return [Media(kind=IMAGE if kind == "image" else DOCUMENT, data=data if isinstance(data, str) else None,
+                  media_type=mime)]
 
 
 def _blocks(out: Builder, node: Node, level: str, where: str, *, role: str | None = None,

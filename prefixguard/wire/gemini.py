@@ -72,18 +72,18 @@ def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
 
 def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
     if not isinstance(ref, dict):
-        return "document", None, [Media(DOCUMENT)]
+        return "document", None, [Media(kind=DOCUMENT)]
     mime = ref.get("mimeType") or ref.get("mime_type")
     mime = mime if isinstance(mime, str) else None
     data = ref.get("data")
     kind = IMAGE if mime and mime.startswith("image/") else DOCUMENT
     if isinstance(data, str) and mime and mime.startswith("text/"):
         try:
-            return "document", None, [Media(DOCUMENT, media_type=mime,
+            return "document", None, [Media(kind=DOCUMENT, media_type=mime,
                                             text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
         except ValueError:
             pass
-    return kind, None, [Media(kind, data if isinstance(data, str) else None, mime)]
+    return kind, None, [Media(kind=kind, data=data if isinstance(data, str) else None, media_type=mime)]
 
 
 def _parts(out: Builder, node: Node, level: str, where: str, role: str | None, mi: int | None,

@@ -148,15 +148,15 @@ def part_media(part: Any) -> Media | None:
             detail = ref.get("detail", detail)
             ref = ref.get("url")
         found = media.data_url(ref)
-        return Media(IMAGE, found[1] if found else None, found[0] if found else None, detail,
-                     file_id=_file_id(part))
+        return Media(kind=IMAGE, data=found[1] if found else None, media_type=found[0] if found else None,
+                     detail=detail, file_id=_file_id(part))
     if kind in ("file", "input_file"):
         ref = part.get("file") if kind == "file" else part
         data = ref.get("file_data") if isinstance(ref, dict) else None
         found = media.data_url(data)
         if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
             found = (PDF, data)
-        return Media(DOCUMENT, found[1] if found else None, found[0] if found else None,
+        return Media(kind=DOCUMENT, data=found[1] if found else None, media_type=found[0] if found else None,
                      file_id=_file_id(ref))
     return None
 

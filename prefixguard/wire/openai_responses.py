@@ -188,9 +188,9 @@ def diagnosis(response: Mapping[str, Any]) -> Diagnosis | None:
     reason = found.get("reason") if isinstance(found.get("reason"), str) else None
     level = next((lv for word, lv in _REASON_LEVELS if reason and word in reason.lower()), None)
     missed, reusable = found.get("cache_missed_tokens"), found.get("comparison_reusable_tokens")
-    return Diagnosis(_STATUS.get(kind, UNAVAILABLE), level if kind == "cache_miss" else None,
-                     reason or kind, as_int(missed) if missed is not None else None,
-                     as_int(reusable) if reusable is not None else None, reason)
+    return Diagnosis(status=_STATUS.get(kind, UNAVAILABLE), level=level if kind == "cache_miss" else None,
+                     label=reason or kind, missed_tokens=as_int(missed) if missed is not None else None,
+                     reusable_tokens=as_int(reusable) if reusable is not None else None, reason=reason)
 
 
 def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
