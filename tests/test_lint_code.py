@@ -178,7 +178,7 @@ def test_static_helpers_of_a_class_and_literal_json():
     class Prompts:
         @staticmethod
         def system():
-            return "Agent. Today: " + datetime.now().strftime("%d %B %Y")
+            return "Agent. Now: " + datetime.now().strftime("%d %B %Y %H:%M")
 
     def run(q):
         client.chat.completions.create(model="m", messages=[
@@ -372,3 +372,24 @@ def test_a_volatile_argument_of_a_helper_that_sends_the_prompt():
     hits, calls = analyze(source)
     assert calls == 1
     assert sorted((h.code, h.variant, h.line) for h in hits) == [("PG601", "uncached", 12), ("PG602", None, 7)]
+
+
+def test_a_date_written_to_the_day_is_info_only():
+    """Today's date changes once a day, the rounding PG601 advises: info, on every provider."""
+    source = textwrap.dedent('''
+    import anthropic
+    from datetime import date, datetime
+    client = anthropic.Anthropic()
+
+    def f(q):
+        day = datetime.now().strftime("%Y-%m-%d")
+        client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"},
+                               system=f"Today: {day}. Also {date.today():%A %d %B}. {datetime.now().date()}",
+                               messages=[{"role": "user", "content": q}])
+        client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"},
+                               system=f"Now: {datetime.now():%d %B %H:%M}", messages=[{"role": "user", "content": q}])
+    ''')
+    hits, _ = analyze(source)
+    assert sorted((h.line, h.code, h.variant or "") for h in hits) == [
+        (7, "PG601", "daily"), (9, "PG601", "daily"), (9, "PG601", "daily"), (12, "PG601", "")]
+    assert catalog.get("PG601").severity_of("daily") == "info"

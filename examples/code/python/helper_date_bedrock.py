@@ -1,5 +1,5 @@
-"""A helper builds the system prompt with today's date (Bedrock converse, cachePoint after it)."""
-from datetime import date
+"""A helper builds the system prompt with the current time (Bedrock converse, cachePoint after it)."""
+from datetime import datetime
 
 import boto3
 
@@ -7,7 +7,7 @@ bedrock = boto3.client("bedrock-runtime")
 
 
 def system_prompt(team: str) -> str:
-    return f"You triage tickets for the {team} team. Today is {date.today():%A %d %B %Y}."
+    return f"You triage tickets for the {team} team. It is {datetime.now():%A %d %B %Y, %H:%M}."
 
 
 def triage(ticket: str) -> str:

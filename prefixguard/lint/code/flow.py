@@ -10,7 +10,7 @@ from typing import Any
 
 from prefixguard.lint.code import sinks
 from prefixguard.lint.code import sources as src
-from prefixguard.lint.code.taint import EMPTY, Taint, Taints, as_text, kinds, literal, markers, written
+from prefixguard.lint.code.taint import EMPTY, Taint, Taints, as_text, kinds, literal, markers, to_day, written
 from prefixguard.lint.code.taint import order as order_of
 from prefixguard.lint.code.verdict import judge
 
@@ -170,7 +170,8 @@ class Scope:
             out: Taints = EMPTY
             for v in e.values:
                 if isinstance(v, ast.FormattedValue):
-                    out |= as_text(self.expr(v.value), v.value)
+                    value = as_text(self.expr(v.value), v.value)
+                    out |= to_day(value) if src.day_format(v.format_spec) else value   # {today:%d %B %Y}
             return out
         if isinstance(e, ast.BinOp):
             left, right = self.expr(e.left), self.expr(e.right)
@@ -290,6 +291,8 @@ class Scope:
                 return receiver - {t for t in receiver if t.kind == src.PARAM}
             if e.func.attr == "format":
                 arg_taint = as_text(arg_taint, e)
+            if e.func.attr in src.DAY_METHODS or (e.func.attr == "strftime" and e.args and src.day_format(e.args[0])):
+                receiver = to_day(receiver)
             local = self._local_call(e, short)
             return (receiver | arg_taint | local) - markers(receiver | arg_taint | local)
         local = self._local_call(e, short)

@@ -8,17 +8,18 @@ import re
 
 # kind of volatility -> what a finding calls it
 CLOCK, UUID, RANDOM, ENV, REQUEST_ID = "clock", "uuid", "random", "env", "request-id"
+DATE = "date"   # a clock value written to the day: it changes once a day
 SET_ORDER, DICT_ORDER, JSON_UNSORTED = "set-order", "dict-order", "json-unsorted"
 # markers: the value IS a set or dict (not volatile until iterated)
 SET_VALUE, DICT_VALUE, PARAM = "set-value", "dict-value", "param"
 MARKERS = frozenset({SET_VALUE, DICT_VALUE, PARAM})
 ORDER = frozenset({SET_ORDER, DICT_ORDER})
 PICKS = frozenset({CLOCK, UUID, RANDOM})   # an index that picks another item on every call
-TEXT_VOLATILE = frozenset({CLOCK, UUID, RANDOM, ENV, REQUEST_ID, SET_ORDER})
+TEXT_VOLATILE = frozenset({CLOCK, UUID, RANDOM, ENV, REQUEST_ID, SET_ORDER, DATE})
 
 _CLOCK_CALLS = {
-    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",
-    "datetime.now", "datetime.utcnow", "datetime.today", "date.today",
+    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
+    "datetime.now", "datetime.utcnow", "datetime.today",
     "time.time", "time.time_ns", "time.ctime", "time.asctime", "time.localtime", "time.gmtime", "time.strftime",
     "time.monotonic", "time.perf_counter",
 }
@@ -43,6 +44,8 @@ def call_kind(qualified: str, call: ast.Call) -> str | None:
     """The volatility of a call's result, by the function's qualified name (import aliases resolved)."""
     if qualified in _CLOCK_CALLS or qualified in _JS_CLOCK_CALLS or (qualified == "Date" and not call.args):
         return CLOCK
+    if qualified in ("datetime.date.today", "date.today"):
+        return DATE
     if qualified in _UUID_CALLS:
         return UUID
     if qualified.startswith(_RANDOM_MODULES) or qualified in _RANDOM_CALLS or qualified in _JS_RANDOM_CALLS:
@@ -86,3 +89,18 @@ def sorts_keys(call: ast.Call) -> bool:
 
 SET_ANNOTATIONS = re.compile(r"^(set|frozenset|Set|FrozenSet|AbstractSet|typing\.Set|typing\.FrozenSet)(\[|$)")
 DICT_VIEWS = frozenset({"keys", "values", "items"})
+
+
+_TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrklzZ]")
+DAY_METHODS = frozenset({"date", "toDateString", "toLocaleDateString"})   # now().date(), new Date().toDateString()
+
+
+def day_format(spec: ast.expr | None) -> bool:
+    """A strftime format (or an f-string format spec) that writes the day and no time of day."""
+    if isinstance(spec, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in spec.values):
+        text = "".join(str(v.value) for v in spec.values)  # type: ignore[attr-defined]
+    elif isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        text = spec.value
+    else:
+        return False
+    return "%" in text and not _TIME_OF_DAY.search(text)

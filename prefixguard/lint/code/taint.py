@@ -62,6 +62,11 @@ def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr], registries: fr
     return EMPTY
 
 
+def to_day(t: Taints) -> Taints:
+    """Clock values written to the day only."""
+    return frozenset(Taint(src.DATE, x.label, x.node) if x.kind == src.CLOCK else x for x in t)
+
+
 def registry_name(node: ast.expr) -> str:
     """REGISTRY, self._tools (this._tools); "" for anything else."""
     if isinstance(node, ast.Name):

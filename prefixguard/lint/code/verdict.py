@@ -56,6 +56,14 @@ def judge(scope: Any, sink: sinks.Sink) -> None:
 
 def _rule(t: Taint, region: sinks.Region, parts: list[sinks.Region], i: int, explicit: bool,
           auto: bool) -> tuple[str | None, str | None]:
+    code, variant = _rule_of(t, region, parts, i, explicit, auto)
+    if t.kind == src.DATE and code in ("PG601", "PG604"):
+        return "PG601", "daily"   # the first request of each day writes the cache again: the fix advised
+    return code, variant
+
+
+def _rule_of(t: Taint, region: sinks.Region, parts: list[sinks.Region], i: int, explicit: bool,
+             auto: bool) -> tuple[str | None, str | None]:
     if t.kind == src.JSON_UNSORTED:
         return "PG603", None
     if region.tools and t.kind in src.ORDER:
@@ -93,7 +101,8 @@ def _report(scope: Any, code: str, variant: str | None, t: Taint, sink: sinks.Si
         what = {"set-order": "the order of " + t.label}.get(t.kind, f"{t.label} ({t.kind})")
         consequence = {None: "every request misses the cached block", "partial": "the cached prefix ends "
                        "there: a partial hit at best", "uncached": "nothing is cached yet, but no breakpoint "
-                       "could ever cache it", }.get(variant, "")
+                       "could ever cache it", "daily": "it changes once a day, so the first request of each day "
+                       "writes the cache again"}.get(variant, "")
         if code == "PG604":
             consequence = "the breakpoint on that block writes an entry no request reads"
         message = f"{what} goes into {where}: {consequence}"
