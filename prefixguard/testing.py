@@ -87,7 +87,7 @@ def assert_prefix_stable(a: Body, b: Body) -> Verdict:
     return v
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Recorded:
     path: str              # URL path the request went to
     body: bytes            # the body as sent
