@@ -393,3 +393,36 @@ def test_a_date_written_to_the_day_is_info_only():
     assert sorted((h.line, h.code, h.variant or "") for h in hits) == [
         (7, "PG601", "daily"), (9, "PG601", "daily"), (9, "PG601", "daily"), (12, "PG601", "")]
     assert catalog.get("PG601").severity_of("daily") == "info"
+
+
+def test_values_that_only_pass_near_a_source_are_not_findings():
+    """Found on real packages: a response parsed from a request that carried a JWT with a timestamp
+    (langchain-community zhipuai), a request's JSON parsed back (kinetica), a hook-input object with a
+    timestamp field whose tools field was sent (praisonaiagents). None of these reaches the prompt."""
+    source = textwrap.dedent('''
+    import json, time
+    from langchain_core.messages import SystemMessage
+    from openai import OpenAI
+    client = OpenAI()
+
+    def token():
+        return f"jwt {time.time()}"
+
+    def to_message(d):
+        return SystemMessage(content=d["content"])
+
+    def fetch(http):
+        body = http.post("/chat", headers={"Authorization": token()}, data=json.dumps({"a": 1, "b": [2]}))
+        return [to_message(m) for m in json.loads(body)["messages"]]
+
+    def tools_after_hook(tools, run_hook, Event):
+        event = Event(timestamp=str(time.time()), tools=tools)
+        run_hook(event)
+        return event.tools
+
+    def ask(q, tools):
+        client.chat.completions.create(model="m", tools=tools_after_hook(tools, print, dict),
+                                       messages=[{"role": "user", "content": q}])
+    ''')
+    hits, calls = analyze(source)
+    assert calls == 2 and hits == []

@@ -255,6 +255,11 @@ class Scope:
             return frozenset({Taint(kind, written(e, ast.unparse(e.func) + "()"), e)})
         args = [*e.args, *(k.value for k in e.keywords)]
         inner: Taints
+        if qualified in ("json.loads", "JSON.parse"):   # parsed back into data: the text's key order is gone
+            inner = EMPTY
+            for a in args:
+                inner |= self.expr(a)
+            return frozenset(t for t in inner if t.kind not in src.MARKERS and t.kind != src.JSON_UNSORTED)
         if src.is_json_dumps(qualified):
             inner = self.expr(e.args[0]) if e.args else EMPTY
             inner -= markers(inner)
@@ -294,6 +299,8 @@ class Scope:
             if e.func.attr in src.DAY_METHODS or (e.func.attr == "strftime" and e.args and src.day_format(e.args[0])):
                 receiver = to_day(receiver)
             local = self._local_call(e, short)
+            if short[:1].isupper():   # a constructor: an object, not text (see below)
+                arg_taint = EMPTY
             return (receiver | arg_taint | local) - markers(receiver | arg_taint | local)
         local = self._local_call(e, short)
         if local:
@@ -301,6 +308,10 @@ class Scope:
         arg_taint = EMPTY
         for a in args:
             arg_taint |= self.expr(a)
+        if short[:1].isupper():
+            # Event(timestamp=time.time(), tools=tools): an object whose fields are read later one by one;
+            # the time in one field is not in the others (praisonaiagents' hook input carried its tools)
+            return EMPTY
         return arg_taint - markers(arg_taint)
 
     def _local_call(self, e: ast.Call, name: str) -> Taints:
@@ -318,7 +329,9 @@ class Scope:
         bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
         bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
         if self.collect and owner is self.m:
-            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
+            # only sources written in this function: a value that came through other functions' returns and
+            # calls is too far from the call to say what the helper receives
+            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE) and self._written_here(t))
                       for p, ts in bound.items() if not src.request_id_name(p)}   # such a name is a source itself
             if any(passed.values()):
                 owner.rerun(fn, {p: ts for p, ts in passed.items() if ts})
@@ -331,6 +344,10 @@ class Scope:
             else:
                 out.add(t)
         return frozenset(out)
+
+    def _written_here(self, t: Taint) -> bool:
+        line, owner = getattr(t.node, "lineno", 0), self.owner
+        return getattr(owner, "lineno", 0) <= line <= getattr(owner, "end_lineno", 0)
 
     # ---------------------------------------------------------------- sinks
 

@@ -50,7 +50,7 @@ def lint_python(name: str, relpath: str, text: str, codes: frozenset[str]) -> tu
         raise NotARequest(f"Python that does not parse ({err.msg}, line {err.lineno}), not linted", name) from None
     except TsError as err:
         raise NotARequest(f"{err}, not linted", name) from None
-    except (ValueError, RecursionError, MemoryError) as err:
+    except Exception as err:   # one odd file of a repository is skipped with its reason, never a crash
         raise NotARequest(f"{language} that could not be analyzed ({type(err).__name__}), not linted", name) from None
     return [_finding(h, name, relpath, text) for h in hits if h.code in codes], calls
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import warnings
 
 from prefixguard.lint.code.module import Function, Module
 
@@ -36,7 +37,9 @@ class Project:
         key = (os.path.abspath(path), hash(text))
         tree = self._trees.get(key)
         if tree is None:
-            tree = self._trees[key] = ast.parse(text, filename=path)
+            with warnings.catch_warnings():   # an invalid escape in a helper file is no lint output
+                warnings.simplefilter("ignore")
+                tree = self._trees[key] = ast.parse(text, filename=path)
         return tree
 
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 from prefixguard.lint.code.module import Helpers, Module
 from prefixguard.lint.code.verdict import CodeHit
@@ -23,6 +24,8 @@ def analyze(text: str, filename: str = "<string>", helpers: Helpers | None = Non
     it does not parse."""
     if not _SINK_WORDS.search(text):
         return [], 0
-    tree = helpers.parse(filename, text) if helpers is not None else ast.parse(text, filename=filename)
+    with warnings.catch_warnings():   # a SyntaxWarning (an invalid escape) is the file's business, not the lint's
+        warnings.simplefilter("ignore")
+        tree = helpers.parse(filename, text) if helpers is not None else ast.parse(text, filename=filename)
     module = Module(tree, text, filename, helpers)
     return module.run(), module.calls

@@ -34,19 +34,19 @@ def find(call: ast.Call, qualified: str) -> Sink | None:
     """The sink a call is, by the function's dotted name (import aliases resolved)."""
     name = qualified
     if name.endswith(("messages.create", "messages.stream")) and "chat." not in name:
-        return Sink("anthropic", "Anthropic messages." + name.rsplit(".", 1)[1], call)
+        return Sink("anthropic", "Anthropic messages." + name.rsplit(".", 1)[-1], call)
     if name.endswith(("chat.completions.create", "chat.completions.parse", "chat.completions.stream")):
-        return Sink("openai", "OpenAI chat.completions." + name.rsplit(".", 1)[1], call)
+        return Sink("openai", "OpenAI chat.completions." + name.rsplit(".", 1)[-1], call)
     if name.endswith(("responses.create", "responses.parse", "responses.stream")):
-        return Sink("openai", "OpenAI responses." + name.rsplit(".", 1)[1], call)
+        return Sink("openai", "OpenAI responses." + name.rsplit(".", 1)[-1], call)
     if name.endswith((".converse", ".converse_stream")):
-        return Sink("bedrock", "Bedrock " + name.rsplit(".", 1)[1], call)
+        return Sink("bedrock", "Bedrock " + name.rsplit(".", 1)[-1], call)
     if name.endswith(("generate_content", "generate_content_stream")):
-        return Sink("gemini", "Gemini " + name.rsplit(".", 1)[1], call)
-    if name in ("litellm.completion", "litellm.acompletion"):
-        return Sink("litellm", name, call)
+        return Sink("gemini", "Gemini " + name.rsplit(".", 1)[-1], call)
+    if name.endswith(("litellm.completion", "litellm.acompletion")):   # also a lazy wrapper: aider.llm.litellm
+        return Sink("litellm", "litellm." + name.rsplit(".", 1)[-1], call)
     if name.startswith("ai.") and name.endswith(_AI_SDK):
-        return Sink("ai-sdk", "AI SDK " + name.rsplit(".", 1)[1], call)
+        return Sink("ai-sdk", "AI SDK " + name.rsplit(".", 1)[-1], call)
     if name.startswith("langchain") and name.endswith((".SystemMessage", ".ChatPromptTemplate.from_messages",
                                                        ".ChatPromptTemplate.fromMessages", ".ChatPromptTemplate")):
         return Sink("langchain", "LangChain " + name.split(".", 1)[1].split(".", 1)[-1], call)
@@ -104,6 +104,8 @@ def _keywords(call: ast.Call, resolve: Resolve) -> dict[str, ast.expr]:
         if isinstance(spread, ast.Dict):
             out.update((key.value, value) for key, value in zip(spread.keys, spread.values, strict=True)
                        if isinstance(key, ast.Constant) and isinstance(key.value, str))
+        elif isinstance(spread, ast.Call) and isinstance(spread.func, ast.Name) and spread.func.id == "dict":
+            out.update((key.arg, key.value) for key in spread.keywords if key.arg)   # **dict(model=..., ...)
     return out
 
 
