@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import make_examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from helpers import make_examples
 from prefixguard.judge.causes import CAUSES
 from prefixguard.judge.compare import compare, contract_reads
-from prefixguard.utils.errors import InputError
 from prefixguard.model.prompt import Prompt
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_an_edited_message_breaks_at_its_first_differing_byte(shape: str, system
     a, b = parse(raw_a, shape), parse(raw_b, shape)
     result = compare(a, b)
     assert result.broken and result.divergence.level == "messages"
-    first = next(i for i, (x, y) in enumerate(zip(raw_a, raw_b)) if x != y)
+    first = next(i for i, (x, y) in enumerate(zip(raw_a, raw_b, strict=False)) if x != y)
     assert result.divergence.byte_offset == first
     assert result.causes[0] in CAUSES
     if shape != "anthropic":  # radix contract: everything A sent was cached, so the edit costs its rest
@@ -343,7 +343,8 @@ def test_a_system_block_removed(shared_data: Path) -> None:
 
 _json_leaf = st.one_of(st.text(max_size=20), st.integers(-3, 3), st.booleans(), st.none())
 _json = st.recursive(_json_leaf, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), inner, max_size=4)),
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.sampled_from(["type", "text", "name", "id", "n"]), inner, max_size=4)),
     max_leaves=12)
 
 
@@ -385,8 +386,9 @@ def test_changes_say_what_a_reader_needs() -> None:
        st.text(max_size=30))
 def test_the_one_string_shortcut_says_what_deepdiff_says(block: dict[str, str], new: str) -> None:
     """A single changed string is explained without importing deepdiff; the line must be deepdiff's own."""
-    from prefixguard.judge.jsondiff import _one_string_changed, _pointer, _change
     from deepdiff import DeepDiff
+
+    from prefixguard.judge.jsondiff import _change, _one_string_changed, _pointer
     key = sorted(block)[0]
     edited = {**block, key: new}
     tree = DeepDiff(block, edited, view="tree", verbose_level=2)
@@ -407,5 +409,5 @@ def test_a_text_edit_is_explained_without_deepdiff() -> None:
             "print(sorted({'numpy', 'pydantic'} & set(sys.modules))); import numpy, pydantic; print('imported')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     # deepdiff comes without numpy and pydantic (its import time), and leaves both importable
-    assert out.splitlines() == ["[\"/text: 'It is 10:01' -> 'It is 10:02'\"]", "False", "['added /0 = 0']", "True", "[]",
-                                "imported"]
+    assert out.splitlines() == ["[\"/text: 'It is 10:01' -> 'It is 10:02'\"]", "False", "['added /0 = 0']", "True",
+                                "[]", "imported"]

@@ -16,12 +16,12 @@ import httpx
 import pytest
 from helpers.cli import CliRunner
 
+from prefixguard.capture.store import open_store
 from prefixguard.cli import main
 from prefixguard.judge.agreement import agreement
 from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.capture.store import open_store
 from prefixguard.wire import UsageStream, parse_diagnosis
 
 
@@ -30,10 +30,12 @@ def sse(*events: dict) -> bytes:
 
 
 @pytest.mark.parametrize("reason,expected", [
-    ({"type": "system_changed", "cache_missed_input_tokens": 1234}, Diagnosis("miss", "system", "system_changed", 1234)),
+    ({"type": "system_changed", "cache_missed_input_tokens": 1234},
+     Diagnosis(status="miss", level="system", label="system_changed", missed_tokens=1234)),
     ({"type": "tools_changed", "cache_missed_input_tokens": 5}, Diagnosis("miss", "tools", "tools_changed", 5)),
     ({"type": "model_changed", "cache_missed_input_tokens": 9}, Diagnosis("miss", "model", "model_changed", 9)),
-    ({"type": "messages_changed", "cache_missed_input_tokens": 0}, Diagnosis("miss", "messages", "messages_changed", 0)),
+    ({"type": "messages_changed", "cache_missed_input_tokens": 0},
+     Diagnosis(status="miss", level="messages", label="messages_changed", missed_tokens=0)),
     ({"type": "previous_message_not_found"}, Diagnosis("not_found", None, "previous_message_not_found")),
     ({"type": "unavailable"}, Diagnosis("unavailable", None, "unavailable")),
     (None, Diagnosis("no_miss", None, "none")),  # null: no divergence found, or still pending
@@ -107,7 +109,8 @@ SYSTEM = " ".join(f"Policy clause {i}: reconcile ledger {i} nightly." for i in r
 
 
 @contextlib.contextmanager
-def engine_behind_proxy(tmp_path: Path, key: str, **proxy: Any) -> Iterator[tuple[anthropic.Anthropic, list[str], Path]]:
+def engine_behind_proxy(tmp_path: Path, key: str,
+                        **proxy: Any) -> Iterator[tuple[anthropic.Anthropic, list[str], Path]]:
     """The engine (Anthropic's policy, so it answers diagnostics) behind the proxy: (an SDK client with
     this key, the proxy's console lines, its capture store)."""
     from prefixguard.engine.llm_engine import LLMEngine
@@ -206,7 +209,8 @@ def test_opt_in_against_the_engine_agrees(tmp_path: Path):
     system = SYSTEM
     with engine_behind_proxy(tmp_path, "sk-ant-test-optin", diagnostics=True) as (client, lines, db):
         for text in (system, system.replace("clause 9:", "clause 9 (new):")):  # the app asks for nothing
-            client.messages.create(model="claude-sonnet-4-5", max_tokens=4, messages=[{"role": "user", "content": "Hi"}],
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=4,
+                                   messages=[{"role": "user", "content": "Hi"}],
                                    system=[{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}])
         stored = rows(db, 2)
     assert stored[0]["diagnosis"] is None

@@ -1,7 +1,8 @@
 """Hash chains and the longest-prefix index (checked against a naive reference)."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixguard.model.fingerprint import PrefixIndex, chain, common_prefix
 

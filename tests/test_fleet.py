@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.fleet_servers import PrivatePostgres, PrivateRedis, pg_rows, pg_schema, redis_prefix
+
+from prefixguard.capture.store import Record, open_capture
 from prefixguard.judge import redis_index
 from prefixguard.proxy.analysis import Analyzer
-from prefixguard.capture.store import Record, open_capture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def store_url():
 def new_stores(pair: list, tmp_path: Path, *names: str) -> list[Path]:
     """Each analysis of the pair writes to a fresh capture file from now on."""
     paths = [tmp_path / n for n in names]
-    for a, p in zip(pair, paths):
+    for a, p in zip(pair, paths, strict=True):
         a.store.close()
         a.store = open_capture(p, create=True)
     return paths
@@ -121,7 +121,8 @@ def test_flushall_mid_run_and_redis_down_then_back(bench, recorded, tmp_path, mo
         assert len(rows) == n // 2 and all(r["degraded"] for r in rows.values())
         assert all(r["verdict"] for r in rows.values() if r["expected_reason"])
         err = capfd.readouterr().err
-        assert sum("session index" in line and "unreachable" in line for line in err.splitlines()) == 2  # one per analysis
+        # one per analysis
+        assert sum("session index" in line and "unreachable" in line for line in err.splitlines()) == 2
 
         server.start()                        # back on the same port: shared again
         time.sleep(0.3)
@@ -137,7 +138,9 @@ def test_flushall_mid_run_and_redis_down_then_back(bench, recorded, tmp_path, mo
 
 def _records(n: int, start: int = 0) -> list[Record]:
     return [Record(id=f"flow-{i}", ts=1000.0 + i, path="/v1/messages", api="anthropic", model="claude-sonnet-4-5",
-                   tenant="t", request=json.dumps({"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": f"hi {i}"}]}),
+                   tenant="t",
+                   request=json.dumps({"model": "claude-sonnet-4-5",
+                                       "messages": [{"role": "user", "content": f"hi {i}"}]}),
                    fingerprints=bytes([i % 256]) * 16, segments=[["messages", "/messages/0/content", 3]], status=200,
                    verdict="cold") for i in range(start, start + n)]
 

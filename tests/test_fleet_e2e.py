@@ -20,13 +20,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from helpers.fleet_servers import Balancer, pg_rows, pg_schema, redis_prefix
-from prefixguard.proxy.redact import tenant_of
-from prefixguard.replay import sources
-from prefixguard.capture.store import open_capture
 from helpers.processes import listening
 from helpers.upstream import Upstream
+
+from prefixguard.capture.store import open_capture
+from prefixguard.proxy.redact import tenant_of
+from prefixguard.replay import sources
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "prefixguard" / "cli" / "demo_app.py"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from helpers.cli import CliRunner
 from helpers.proxy import tenant_rows
 from helpers.upstream import Upstream
+
 from prefixguard.cli import main
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
@@ -25,8 +25,9 @@ LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_leg
 
 def raw_controls(text: str) -> list[str]:
     """The control characters in printed text, line breaks apart (the printer's own)."""
-    return sorted({hex(ord(c)) for c in text if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0
-                                                               or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069)})
+    return sorted({hex(ord(c)) for c in text
+                   if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0
+                                     or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069)})
 
 
 def test_printable_escapes_each_control_and_keeps_the_rest() -> None:

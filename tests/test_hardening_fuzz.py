@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from helpers.cli import CliRunner
 
-from prefixguard.cli import main
 from prefixguard.capture.store import Record, Store
+from prefixguard.cli import main
 
 DEEP = "[" * 3000 + "]" * 3000                  # deeper than json's recursion limit
 HUGE_INT = "1" + "0" * 5000                     # over the interpreter's 4,300-digit conversion limit
@@ -203,7 +203,8 @@ def body_cases() -> list[tuple[tuple, str]]:
     return [(w, raw) for w in where for raw in pick.sample(BAD_VALUES, 5)]
 
 
-@pytest.mark.parametrize("where,raw", body_cases(), ids=lambda v: "/".join(map(str, v))[:30] if isinstance(v, tuple) else str(v)[:12])
+@pytest.mark.parametrize("where,raw", body_cases(),
+                         ids=lambda v: "/".join(map(str, v))[:30] if isinstance(v, tuple) else str(v)[:12])
 def test_request_body_node(tmp_path: Path, where: tuple, raw: str) -> None:
     """The same body to replay (a folder of bodies), lint and diff."""
     folder = tmp_path / "bodies"
@@ -251,7 +252,8 @@ def reading(special: str, good: str, db: str, out: Path) -> list[list[str]]:
     """Every place a command reads a file a user names (and the capture store it writes with SQLite)."""
     return [["diff", special, good], ["diff", good, special], ["lint", special], ["lint", "--config", special, good],
             ["lint", "--baseline", special, good], ["replay", special], ["report", special],
-            ["capture", "export", special], ["kv", "--config", special], ["import", "codex", str(out), "--store", special]]
+            ["capture", "export", special], ["kv", "--config", special],
+            ["import", "codex", str(out), "--store", special]]
 
 
 def writing(special: str, good: str, db: str) -> list[list[str]]:

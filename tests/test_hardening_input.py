@@ -18,8 +18,8 @@ from helpers.cli import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixguard.cli import main
 from prefixguard.capture.store import Record, Store
+from prefixguard.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
@@ -174,7 +174,8 @@ OTHER = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.float
 
 
 @pytest.mark.skipif(not BODIES and not os.environ.get("CI"), reason="shared recorded data not found")
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_substituted_nodes_never_internal_error(tmp_path: Path, data: st.DataObject) -> None:
     path, body = data.draw(st.sampled_from(BODIES))

@@ -21,9 +21,9 @@ import pytest
 from helpers.processes import listening
 from helpers.upstream import Upstream
 
-from prefixguard.utils.errors import InputError
-from prefixguard.proxy.redact import tenant_of
 from prefixguard.capture.store import open_store
+from prefixguard.proxy.redact import tenant_of
+from prefixguard.utils.errors import InputError
 
 LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 CLIENTS = 6
@@ -219,7 +219,8 @@ def test_a_killed_analysis_hands_every_flow_over_once(tmp_path: Path) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 120))
     stored = log.read_text().split()
     assert set(stored) == set(ids)
-    assert len(stored) - len(set(stored)) <= 1, [f for f in set(stored) if stored.count(f) > 1]   # at most the one flow stored in the instant of the kill
+    # at most the one flow stored in the instant of the kill
+    assert len(stored) - len(set(stored)) <= 1, [f for f in set(stored) if stored.count(f) > 1]
 
 
 # ---- HTTP/1.1 chunked trailers (item 9): the message passes whole, never a hang or an empty answer
@@ -227,7 +228,8 @@ def test_a_killed_analysis_hands_every_flow_over_once(tmp_path: Path) -> None:
 ANSWER = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
                      "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
                      "usage": {"input_tokens": 12, "output_tokens": 1}}).encode()
-REQUEST = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode()
+REQUEST = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5,
+                      "messages": [{"role": "user", "content": "hi"}]}).encode()
 
 
 def chunked(head: bytes, body: bytes, trailers: bool) -> bytes:

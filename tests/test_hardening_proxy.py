@@ -16,11 +16,11 @@ import anthropic
 import httpx
 import openai
 import pytest
+from helpers.proxy import OPENAI_STREAM, STREAM, streamable, tenant_rows
+from helpers.upstream import Upstream
 
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from helpers.proxy import OPENAI_STREAM, STREAM, streamable, tenant_rows
-from helpers.upstream import Upstream
 
 LINGER_S = 1.5
 
@@ -137,7 +137,7 @@ SECRETS = {
 
 def escaped(secret: str) -> str:
     """The key as a JSON body may write it: its first letter as \\u escape, a '/' escape inside."""
-    return "\\u%04x" % ord(secret[0]) + secret[1:]
+    return f"\\u{ord(secret[0]):04x}" + secret[1:]
 
 
 def test_keys_of_known_formats_never_stored(env: Env) -> None:
@@ -148,7 +148,7 @@ def test_keys_of_known_formats_never_stored(env: Env) -> None:
     body["messages"][0]["content"] = [{"type": "text", "text": "tool result: " + text}]
     # the same keys JSON-escaped, in a second message (an SDK that escapes '/' or non-letters)
     body["messages"].append({"role": "user", "content": "PLACEHOLDER"})
-    raw = json.dumps(body).replace('"PLACEHOLDER"', '"again %s"' % " ".join(escaped(s) for s in SECRETS.values()))
+    raw = json.dumps(body).replace('"PLACEHOLDER"', f'"again {" ".join(escaped(s) for s in SECRETS.values())}"')
     assert json.loads(raw)["messages"][1]["content"].startswith("again sk-ant-")
     path = "/v1/messages?subscription-key=subkey123456&code=authcode98765&beta=true"
     r = httpx.post(env.proxy.url + path, content=raw, headers={"x-api-key": key, "content-type": "application/json"})
@@ -303,8 +303,8 @@ def test_proxy_start_up_failure_is_one_line_exit_2(args: list[str]) -> None:
 
 
 def test_not_modified_is_not_an_error(tmp_path: Path) -> None:
-    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
     from prefixguard.capture.store import open_store
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
     analyzer = Analyzer(store=str(tmp_path / "c.db"))
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
     analyzer.request(FlowState(id="f", ts=1.0, sent=0.0, path="/v1/messages", upstream=("http", "x", 80),

@@ -22,16 +22,16 @@ from typing import Any
 
 import httpx
 import pytest
-
 from helpers.cli import CliRunner
 from helpers.fleet_servers import redis_prefix
 from helpers.proxy import tenant_rows
 from helpers.upstream import Upstream
+
 from prefixguard.cli import main
 from prefixguard.judge.index import IndexDown
+from prefixguard.judge.redis_index import RedisIndex
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.judge.redis_index import RedisIndex
 
 LEGACY_JSON = "openllmetry/test_prompt_caching_test_anthropic_prompt_caching_legacy"
 B64 = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKjMzEfYyjiWA4R4"
@@ -58,9 +58,12 @@ SECRETS: dict[str, tuple[str, str]] = {name: (v, v) if isinstance(v, str) else v
     "openrouter": "sk-or-v1-" + "0a1b2c3d4e5f6789" * 4,
     "aws_access_key": "AKIAZ7Q3XK2P9WMVB4TN",
     "aws_session_key": "ASIAY4R8WQ2M6PLK9XJD",
-    "aws_secret": ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Qk3LmN", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Qk3LmN"),
-    "bedrock_long_term": "ABSK" + base64.b64encode(b"BedrockAPIKey-u7x2-at-123456789012:Zp4Lq8Rt2Vx6Nb1Mc5Kd9Fg3Hj7").decode(),
-    "bedrock_short_term": "bedrock-api-key-" + base64.b64encode(b"bedrock.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Security-Token=Qm9Lk2").decode(),
+    "aws_secret": ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Qk3LmN",
+                   "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Qk3LmN"),
+    "bedrock_long_term": "ABSK" + base64.b64encode(
+        b"BedrockAPIKey-u7x2-at-123456789012:Zp4Lq8Rt2Vx6Nb1Mc5Kd9Fg3Hj7").decode(),
+    "bedrock_short_term": "bedrock-api-key-" + base64.b64encode(
+        b"bedrock.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Security-Token=Qm9Lk2").decode(),
     "google_api": "AIzaSyD" + "k3Jf8Lq2Pz" * 3 + "Xy9a",
     "google_oauth": "ya29.a0AfB_byC" + "Hq7Lm2Nx9Pk4" * 4,
     "github_classic": "ghp_" + "a1B2c3D4e5F6" * 3,
@@ -86,7 +89,8 @@ SECRETS: dict[str, tuple[str, str]] = {name: (v, v) if isinstance(v, str) else v
     "langsmith": "lsv2_pt_" + "0123456789abcdef0123456789abcdef_a1b2c3d4e5",
     "tavily": "tvly-" + "Ab3Cd5Ef7Gh9Ij2Kl4Mn6Op8Qr0St1Uv",
     "atlassian": "ATATT3xFfGF0" + "Tk9Lm2Nq4Rs6Uv8Wx0Yz1Ab3Cd5" * 3,
-    "azure_storage": ("DefaultEndpointsProtocol=https;AccountName=store7;AccountKey=" + "Kq9Lm2Nx4Rp6Tv8Wz0Yb1Ac3De5Fg7Hi9Jk+Lm/No" * 2 + "==",
+    "azure_storage": ("DefaultEndpointsProtocol=https;AccountName=store7;AccountKey="
+                      + "Kq9Lm2Nx4Rp6Tv8Wz0Yb1Ac3De5Fg7Hi9Jk+Lm/No" * 2 + "==",
                       "Kq9Lm2Nx4Rp6Tv8Wz0Yb1Ac3De5Fg7Hi9Jk+Lm/No" * 2),
     "pem_rsa": _pem("RSA ", "R"),
     "pem_pkcs8": _pem("", "P"),
@@ -243,8 +247,8 @@ def test_upstream_and_index_passwords_not_printed_at_start(shared_data: Path, tm
         upstream = up.url.replace("http://", "http://deploy:Up-Pw-5521xk@")
         url, prefix = index.split("?prefix=")
         index = url.replace("redis://", "redis://:Idx-Pw-7781zq@") + "?prefix=" + prefix
-        proc = subprocess.Popen([sys.executable, "-m", "prefixguard.cli", "proxy", "--port", "0", "--upstream", upstream,
-                                 "--upstream", f"/openai={upstream}", "--index", index,
+        proc = subprocess.Popen([sys.executable, "-m", "prefixguard.cli", "proxy", "--port", "0",
+                                 "--upstream", upstream, "--upstream", f"/openai={upstream}", "--index", index,
                                  "--store", str(tmp_path / "c.db")],
                                 stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -271,8 +275,8 @@ def test_upstream_and_index_passwords_not_printed_at_start(shared_data: Path, tm
 def test_recorded_requests_are_kept_as_sent(shared_data: Path) -> None:
     """Precision: the real recordings hold no secret, so redaction keeps every body byte for byte, and
     no system prompt of them has a value taken for a random credential (ids, hashes, signatures stay)."""
-    from prefixguard.utils.errors import InputError
     from prefixguard.proxy.redact import redact_body, system_secrets
+    from prefixguard.utils.errors import InputError
     from prefixguard.wire import parse_request
 
     bodies = sorted((shared_data / "recorded").rglob("*.request.json"))

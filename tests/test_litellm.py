@@ -15,11 +15,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of Lit
 litellm = pytest.importorskip("litellm") if not os.environ.get("CI") else __import__("litellm")
 
 from helpers.otlp_receiver import OtlpReceiver  # noqa: E402
-from prefixguard.integrations.litellm import PrefixGuardLogger  # noqa: E402
-from prefixguard.proxy.redact import tenant_of  # noqa: E402
-from prefixguard.capture.store import open_store  # noqa: E402
 from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM  # noqa: E402
 from helpers.upstream import Upstream  # noqa: E402
+
+from prefixguard.capture.store import open_store  # noqa: E402
+from prefixguard.integrations.litellm import PrefixGuardLogger  # noqa: E402
+from prefixguard.proxy.redact import tenant_of  # noqa: E402
 
 CLAUDE = "anthropic/claude-3-5-sonnet-20240620"
 KEY = "sk-ant-api03-litellm0001-" + "x" * 24
@@ -74,7 +75,8 @@ def test_sdk_calls_get_the_proxys_verdicts(setup) -> None:
     assert miss.cause.startswith("volatile_content") and "/system/0" in miss.cause
     assert miss.previous_id == cold.id and miss.reprefill_tokens > 0 and miss.cost_usd > 0
     assert (cold.api, cold.path, cold.upstream) == ("anthropic", "/v1/messages", up.url)
-    assert cold.usage.cache_write_5m == 1163 and cold.usage.reported  # the provider's own body, read as the proxy reads it
+    # the provider's own body, read as the proxy reads it
+    assert cold.usage.cache_write_5m == 1163 and cold.usage.reported
     assert cold.tenant == tenant_of({"x-api-key": KEY})               # the same tenant the proxy gives that key
     assert (stream.api, stream.path, stream.model) == ("openai-chat", "/v1/chat/completions", "gpt-4o")
     assert stream.usage.prompt_total == 364 and stream.usage.reported

@@ -15,8 +15,8 @@ import pytest
 from helpers.cli import CliRunner
 from PIL import Image
 
-from prefixguard.model import media
 from prefixguard.cli import main as cli
+from prefixguard.model import media
 from prefixguard.model.media import Media
 from prefixguard.wire import parse_request, parse_response
 
@@ -317,8 +317,8 @@ def test_url_and_file_images_are_flagged_estimates() -> None:
 def test_token_scale_fits_the_text_of_a_recorded_image_request(shared_data: Path) -> None:
     """The tokenizer calibration (provider total against our total) is taken over the text only: the
     image's cost is the provider's already. Before, 485 billed / 26,297 counted pinned it at its bound."""
-    from prefixguard.replay.sources import load
     from prefixguard.judge.scale import TokenScale
+    from prefixguard.replay.sources import load
     from prefixguard.replay.targets import parsed
     req = load(shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_describe_image").requests[0]
     prompt, scale = parsed(req), TokenScale()
@@ -367,8 +367,9 @@ def test_the_proxy_sizes_a_file_id_by_the_upload_it_saw(shared_data: Path, tmp_p
     """An image uploaded through the proxy (POST /v1/files, multipart) and then sent by its id costs
     what the upload holds (640x480), not the 1024x1024 estimate."""
     import base64
-    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+
     from prefixguard.capture.store import open_store
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
     folder = shared_data / CREWAI / "llms_TestAnthropicFileUploadIntegration.test_describe_image_with_file_id"
     media.forget_uploads()
     analyzer = Analyzer(store=str(tmp_path / "capture.db"))

@@ -15,16 +15,16 @@ from typing import Any
 import anthropic
 import httpx
 import openai
-from prometheus_client.parser import text_string_to_metric_families
-
 from helpers.cli import CliRunner
 from helpers.proxy import LEGACY
 from helpers.upstream import Upstream
+from prometheus_client.parser import text_string_to_metric_families
+
+from prefixguard.capture.store import open_store
 from prefixguard.cli import main
-from prefixguard.utils.errors import InputError
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.capture.store import open_store
+from prefixguard.utils.errors import InputError
 from prefixguard.wire.routes import NO_SHAPE
 
 CHAT = "openllmetry/test_prompt_caching_test_openai_prompt_caching/0001"
@@ -119,8 +119,10 @@ def test_a_file_uploaded_through_the_proxy_sizes_the_request_that_names_it(share
     upload = base64.b64decode((folder / "0001.request.txt").read_bytes())
     boundary = upload[2:upload.find(b"\r\n")].decode()
     media.forget_uploads()
-    with Upstream(recorded) as up, ProxyThread([up.url], addon=PrefixGuard(console=lambda line: None), store=str(db)) as px:
-        with httpx.Client(base_url=px.url, timeout=10, headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"}) as web:
+    addon = PrefixGuard(console=lambda line: None)
+    with Upstream(recorded) as up, ProxyThread([up.url], addon=addon, store=str(db)) as px:
+        headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+        with httpx.Client(base_url=px.url, timeout=10, headers=headers) as web:
             web.post("/v1/files?beta=true", content=upload, headers={
                 "content-type": f"multipart/form-data; boundary={boundary}", "x-replay": f"{name}/0001"})
             web.post("/v1/messages?beta=true", content=(folder / "0002.request.json").read_bytes(),

@@ -17,15 +17,16 @@ import anthropic
 import httpx
 import openai
 import pytest
-
-from prefixguard.proxy.addon import PrefixGuard
-from prefixguard.proxy.redact import tenant_of
-from prefixguard.proxy.serve import ProxyThread
-from prefixguard.capture.store import open_store
 from helpers.faults import MARKER, FaultyAnalyzer
 from helpers.processes import cli_proxy
 from helpers.proxy import LEGACY, OPENAI_STREAM, STREAM, TOOLS, Clock, sha, streamable, tenant_rows
 from helpers.upstream import Upstream
+
+from prefixguard.capture.store import open_store
+from prefixguard.proxy.addon import PrefixGuard
+from prefixguard.proxy.redact import tenant_of
+from prefixguard.proxy.serve import ProxyThread
+
 
 class Env:
     def __init__(self, upstream: Upstream, proxy: ProxyThread, addon: PrefixGuard, clock: Clock, lines: list[str],
@@ -322,7 +323,8 @@ def test_flows_pass_unanalysed_while_the_analysis_is_behind(env: Env, caplog: py
     with caplog.at_level(logging.WARNING, logger="prefixguard.proxy"):
         for i in range(3):
             r = client.messages.with_raw_response.create(**env.body(LEGACY), extra_headers={"x-test-id": f"behind-{i}"})
-            assert r.status_code == 200 and sha(r.http_response.content) == env.upstream.seen[f"behind-{i}"]["response_sha"]
+            seen = env.upstream.seen[f"behind-{i}"]
+            assert r.status_code == 200 and sha(r.http_response.content) == seen["response_sha"]
     assert caplog.text.count("new flows pass unanalysed") == 1  # said once, not per flow
     monkeypatch.undo()
     client.messages.create(**env.body(LEGACY))  # caught up: analysed again

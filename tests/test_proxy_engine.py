@@ -9,12 +9,12 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from helpers.proxy import tenant_rows
 
 from prefixguard.engine.llm_engine import LLMEngine
 from prefixguard.engine.server import create_app, serve_in_thread
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
-from helpers.proxy import tenant_rows
 
 pytestmark = pytest.mark.slow
 

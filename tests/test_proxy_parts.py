@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from mitmproxy.test import tutils
 
+from prefixguard.judge import verdict
 from prefixguard.judge.compare import compare
 from prefixguard.judge.policies import Expected
-from prefixguard.judge import verdict
+from prefixguard.model.usage import Usage
+from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.redact import REDACTED, api_keys, redact_body, redact_path, tenant_of
 from prefixguard.proxy.route import Route
-from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.tap import StreamTap, is_event_stream, read_stream
-from prefixguard.model.usage import Usage
 from prefixguard.wire import parse_request, parse_response
 
 STREAM = "recorded/openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001.response.sse"
@@ -44,7 +44,7 @@ def test_redaction_of_paths_and_bodies() -> None:
     assert redact_body(clean, [KEY]) == clean  # nothing to remove: the bytes as sent
     # the quick look for credential names must not miss one in another case, dashed, or escaped
     for name in ('"Client-Secret"', '"ACCESS_TOKEN"', '"api\\u005fkey"'):
-        assert "s3cr3t-value" not in redact_body('{"model": "m", %s: "s3cr3t-value"}' % name)
+        assert "s3cr3t-value" not in redact_body(f'{{"model": "m", {name}: "s3cr3t-value"}}')
 
 
 def test_tap_returns_chunks_unchanged_and_reads_usage_later(shared_data: Path) -> None:
@@ -153,7 +153,8 @@ def test_proxy_command_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["proxy", "--upstream", "ftp://example.com", "--port", "0"])
     assert bad.exit_code == 2 and "upstream must be an http(s) URL" in bad.output
     no_dir = CliRunner().invoke(main, ["proxy", "--upstream", "http://x", "--store", str(tmp_path / "no" / "c.db")])
-    assert no_dir.exit_code == 2 and "cannot open the capture file" in no_dir.output and "Traceback" not in no_dir.output
+    assert no_dir.exit_code == 2
+    assert "cannot open the capture file" in no_dir.output and "Traceback" not in no_dir.output
 
 
 def test_the_pipe_to_the_analysis_names_its_fields() -> None:

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from botocore.config import Config
 
+from prefixguard.capture.store import open_store
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.proxy.serve import ProxyThread
-from prefixguard.capture.store import open_store
 from prefixguard.wire.eventstream import encode
 
 MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -130,7 +130,7 @@ def test_converse_stream_through_the_proxy(env) -> None:
     request = {"modelId": MODEL, "system": [{"text": SYSTEM}, {"cachePoint": {"type": "default"}}],
                "messages": [{"role": "user", "content": [{"text": "Capital of France?"}]}]}
     got = []
-    for turn in range(2):
+    for _ in range(2):
         events = list(client.converse_stream(**request)["stream"])  # the SDK checks both CRCs of each frame
         text = "".join(e["contentBlockDelta"]["delta"]["text"] for e in events if "contentBlockDelta" in e)
         got.append(next(e["metadata"]["usage"] for e in events if "metadata" in e))
@@ -146,7 +146,7 @@ def test_converse_stream_through_the_proxy(env) -> None:
     # usage read from the tapped frames, as the SDK read it; one tenant across SigV4 signatures
     rows = rows_of(db, tenant_of({"authorization": "AWS4-HMAC-SHA256 Credential=AKIDPREFIXGUARDTEST/x"}), 3)
     assert [r["api"] for r in rows] == ["bedrock-converse"] * 3 and rows[0]["model"] == MODEL
-    for row, usage in zip(rows, got):
+    for row, usage in zip(rows, got, strict=False):   # the third row: the raw request
         assert (row["usage"]["cache_read"], row["usage"]["cache_write_5m"], row["usage"]["uncached"]) == \
             (usage["cacheReadInputTokens"], usage["cacheWriteInputTokens"], usage["inputTokens"])
         assert row["usage"]["reported"] and row["timings"]["ttft_s"] is not None

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from prefixguard.judge.redis_index import _decode_value, _encode_value
-from prefixguard.replay import sources
 from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale
 from prefixguard.model.usage import Usage
+from prefixguard.replay import sources
 from prefixguard.wire import parse_request
 
 PLANNING = "recorded/crewai/utilities_TestAnthropicStructuredPlanning.test_anthropic_research_workflow_generates_steps"

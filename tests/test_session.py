@@ -9,11 +9,11 @@ from pathlib import Path
 
 from helpers.cli import CliRunner
 
+from prefixguard.capture.store import open_store
 from prefixguard.cli import main
+from prefixguard.judge.session import Sessions
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.report.diagnose import _causes
-from prefixguard.judge.session import Sessions
-from prefixguard.capture.store import open_store
 from prefixguard.wire import parse_request
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic"
@@ -49,7 +49,8 @@ def test_proxy_lint_and_report_make_the_same_comparisons(tmp_path: Path) -> None
     store = tmp_path / "capture.db"
     analyzer = Analyzer(store=str(store))
     for line, body in enumerate(sequence(), 1):
-        analyzer.request(FlowState(id=str(line), ts=float(line), sent=float(line), path="/v1/messages", body=json.dumps(body).encode()))
+        analyzer.request(FlowState(id=str(line), ts=float(line), sent=float(line), path="/v1/messages",
+                                   body=json.dumps(body).encode()))
         analyzer.finish(Response(id=str(line), status=200, body=b"{}"))
     analyzer.close()
     with open_store(store) as db:

@@ -161,9 +161,8 @@ def test_rules_files_are_parsed_once_and_kept(fresh_tokenizer, tmp_path):
     the TOML itself, and a stale copy (the file changed) is never read."""
     import tomllib
 
-    from prefixguard.utils import disk_cache
-
     from prefixguard.contracts import ruleset
+    from prefixguard.utils import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
     ruleset.load.cache_clear()
     try:
@@ -214,6 +213,7 @@ def test_openai_requests_count_exactly_in_their_encoding(fresh_tokenizer, shared
     """A gpt-4.1 request's text counts the same as bpe-openai's own tokenizer (another implementation of
     the same encoding), and with Chat's per-message framing it is the prompt total OpenAI billed."""
     import bpe_openai
+
     from prefixguard.wire import parse_response
     path = shared_data / OPENAI_CHAT
     prompt = parse_request(path.read_bytes())
