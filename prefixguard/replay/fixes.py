@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterator
@@ -43,8 +44,8 @@ class Fixer:
                 continue
             value = seg.value
             if seg.level in FROZEN_LEVELS:
-                occurrence = itertools.count()
-                value = _map_strings(value, lambda s, p=seg.pointer: self._freeze(p, s, occurrence))
+                value = _map_strings(value, functools.partial(self._freeze, seg.pointer,
+                                                              occurrence=itertools.count()))
             if seg.kind in CANONICAL_KINDS:
                 value = canonical(value)
             body = _set(body, seg.pointer, value)

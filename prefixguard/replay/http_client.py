@@ -12,7 +12,7 @@ import email.utils
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -59,11 +59,14 @@ def retry_after(headers: Any, attempt: int) -> float:
 
 def auth_headers(api: str, headers: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
     """The provider's key header from its usual environment variable, unless the caller set one."""
-    env = os.environ if env is None else env
-    name, header, form = KEY_ENV.get(api, (None, None, None))
+    source: Mapping[str, str] = os.environ if env is None else env
+    if api not in KEY_ENV:
+        return {}
+    name, header, form = KEY_ENV[api]
     given = {k.lower() for k in headers}
-    if name and env.get(name) and not given & {"x-api-key", "authorization", "api-key"}:
-        return {header: form.format(env[name])}
+    key = source.get(name)
+    if key and not given & {"x-api-key", "authorization", "api-key"}:
+        return {header: form.format(key)}
     return {}
 
 

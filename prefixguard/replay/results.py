@@ -63,10 +63,10 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "cost_without_cache_usd": sum(o.full_cost_usd for o in done),
         "prices": sorted({o.prices for o in done if o.prices}),
     }
-    timed = [o for o in done if o.ttft_s is not None]
+    timed = [(o.ttft_s, o.cache_read) for o in done if o.ttft_s is not None]
     if timed:
-        out["ttft_s"] = {"with_reuse": distribution([o.ttft_s for o in timed if o.cache_read]),
-                         "without_reuse": distribution([o.ttft_s for o in timed if not o.cache_read])}
+        out["ttft_s"] = {"with_reuse": distribution([t for t, reused in timed if reused]),
+                         "without_reuse": distribution([t for t, reused in timed if not reused])}
     prefilled = [o.prefill_s for o in done if o.prefill_s is not None]
     if prefilled:
         out["prefill_s"] = sum(prefilled)
@@ -87,19 +87,20 @@ def against_baseline(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[
 
 def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
     """Predicted cached tokens against the provider's reported ones."""
+    pairs = [(o.cache_read, o.reported_cache_read) for o in outcomes if o.reported_cache_read is not None]
     over = under = 0
-    for o in outcomes:
-        d = o.cache_read - o.reported_cache_read
-        slack = max(AGREE_TOKENS, AGREE_FRACTION * max(o.reported_cache_read, o.cache_read))
+    for predicted, reported in pairs:
+        d = predicted - reported
+        slack = max(AGREE_TOKENS, AGREE_FRACTION * max(reported, predicted))
         over += d > slack
         under += d < -slack
-    return {"requests": len(outcomes),
-            "predicted_cache_read": sum(o.cache_read for o in outcomes),
-            "reported_cache_read": sum(o.reported_cache_read for o in outcomes),
-            "agree": len(outcomes) - over - under,
+    return {"requests": len(pairs),
+            "predicted_cache_read": sum(p for p, _ in pairs),
+            "reported_cache_read": sum(r for _, r in pairs),
+            "agree": len(pairs) - over - under,
             "over_predicted": over,
             "under_predicted": under,
-            "mean_abs_diff_tokens": sum(abs(o.cache_read - o.reported_cache_read) for o in outcomes) / len(outcomes)}
+            "mean_abs_diff_tokens": sum(abs(p - r) for p, r in pairs) / len(pairs) if pairs else 0.0}
 
 
 def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:

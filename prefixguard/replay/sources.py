@@ -213,7 +213,8 @@ def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) 
 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
-    out, skipped = [], 0
+    out: list[Request] = []
+    skipped = 0
     for n, row in enumerate(rows, 1):
         check_row(row, f"{p}: row {n}")
         body = row.get("request")
