@@ -299,7 +299,11 @@ class Scope:
             if e.func.attr in src.DAY_METHODS or (e.func.attr == "strftime" and e.args and src.day_format(e.args[0])):
                 receiver = to_day(receiver)
             local = self._local_call(e, short)
-            if short[:1].isupper():   # a constructor: an object, not text (see below)
+            kept = e.func.attr in src.TEXT_METHODS or local or self._namespace(e.func)
+            if short[:1].isupper() or not kept:
+                # a constructor (see below), or an object's method that does something with its arguments
+                # (http.post(..., headers=token)): what it returns is not their text; receiver.strip() is the
+                # receiver's; a module's function (textwrap.dedent(x), Math.floor(x)) keeps them
                 arg_taint = EMPTY
             return (receiver | arg_taint | local) - markers(receiver | arg_taint | local)
         local = self._local_call(e, short)
@@ -313,6 +317,14 @@ class Scope:
             # the time in one field is not in the others (praisonaiagents' hook input carried its tools)
             return EMPTY
         return arg_taint - markers(arg_taint)
+
+    def _namespace(self, func: ast.Attribute) -> bool:
+        """module.function: an imported module (or a dotted path into one), or a JavaScript global."""
+        head: ast.expr = func.value
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        return isinstance(head, ast.Name) and (head.id in self.m.aliases or head.id in src.JS_NAMESPACES) \
+            and head.id not in self.env
 
     def _local_call(self, e: ast.Call, name: str) -> Taints:
         """A helper (of this module or imported from the linted tree): what it returns, its parameters
@@ -329,9 +341,7 @@ class Scope:
         bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
         bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
         if self.collect and owner is self.m:
-            # only sources written in this function: a value that came through other functions' returns and
-            # calls is too far from the call to say what the helper receives
-            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE) and self._written_here(t))
+            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
                       for p, ts in bound.items() if not src.request_id_name(p)}   # such a name is a source itself
             if any(passed.values()):
                 owner.rerun(fn, {p: ts for p, ts in passed.items() if ts})
@@ -344,10 +354,6 @@ class Scope:
             else:
                 out.add(t)
         return frozenset(out)
-
-    def _written_here(self, t: Taint) -> bool:
-        line, owner = getattr(t.node, "lineno", 0), self.owner
-        return getattr(owner, "lineno", 0) <= line <= getattr(owner, "end_lineno", 0)
 
     # ---------------------------------------------------------------- sinks
 

@@ -89,6 +89,11 @@ def sorts_keys(call: ast.Call) -> bool:
 
 SET_ANNOTATIONS = re.compile(r"^(set|frozenset|Set|FrozenSet|AbstractSet|typing\.Set|typing\.FrozenSet)(\[|$)")
 DICT_VIEWS = frozenset({"keys", "values", "items"})
+JS_NAMESPACES = frozenset({"Math", "JSON", "String", "Number", "Array", "Object", "Intl", "path"})
+# methods whose result holds their arguments' text (a template filled, a string combined)
+TEXT_METHODS = frozenset({"format", "format_map", "join", "replace", "replaceAll", "substitute", "safe_substitute",
+                          "render", "render_async", "concat", "padStart", "padEnd", "center", "ljust", "rjust",
+                          "invoke", "format_messages", "format_prompt", "partial"})
 
 
 _TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrklzZ]")
