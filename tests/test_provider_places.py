@@ -28,7 +28,6 @@ PLACES = ("prefixguard/contracts/",
 # Names that are not provider names there, each with why (to move into contract data by its owner).
 NOT_PROVIDERS = {
     "prefixguard/cli/demo_app.py": "the `openai` SDK package a demo app imports",
-    "prefixguard/model/media.py": "rules/media.toml's table for an API no table lists",
     "prefixguard/lint/code/sinks.py": "an SDK call's sink named by its provider (lint/code)",
 }
 

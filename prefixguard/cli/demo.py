@@ -26,7 +26,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -35,9 +35,6 @@ from prefixguard.cli.options import FILE, command, old_name, option, output_form
 from prefixguard.contracts import prices
 from prefixguard.judge.verdict import VerdictName
 from prefixguard.schemas import versioned
-
-if TYPE_CHECKING:
-    from rich.console import JustifyMethod
 
 APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the demo runs where it is installed
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
@@ -158,7 +155,7 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
         proxy_url = proxy.url()
         phases, expected = [], 0
         for name, flags, seeds in PHASES:
-            phase = Phase(name)
+            phase = Phase(name=name)
             prefill_before = _prefill_seconds(engine_url)
             for run, seed in enumerate(seeds, 1):
                 say(f"{name}: app run {run} of {len(seeds)} ({'with the fixes' if flags else 'as written'})")
@@ -255,49 +252,40 @@ def _agreement(requests: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _print(result: dict[str, Any]) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    """The demo's tables and findings on stdout: what came from the capture (a cause, a code place, a fix)
+    goes in as text, never read as markup, and with its control characters escaped."""
+    from prefixguard.utils.styled import console, printable, printable_data, strong, table
 
-    console = Console()
+    out = console()
     before, after = result["before"], result["after"]
-    table = Table(title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
-                        "and the share of the prompt read from cache", title_justify="left", box=box.SIMPLE_HEAD)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (("run", "right"), ("request", "left"), ("before", "left"),
-                                                      ("", "right"), ("after the fixes", "left"), (" ", "right"))
-    for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=True)
+    rows = []
     for b, a in zip(before["requests"], after["requests"], strict=True):
         turn = (b["request"] - 1) % 4 + 1
-        table.add_row(str(b["run"]), f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
-                      _verdict(b), _share(b), _verdict(a), _share(a))
-    console.print(table)
-
-    summary = Table(title="What fixing it bought", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("", "before", "after", "change"):
-        summary.add_column(name, justify="right" if name else "left")
-    rows = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", ""),
-            ("mean time to first token", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
-             _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
-            ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
-             _ratio(before["prefill_s"], after["prefill_s"])),
-            (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}",
-             f"${after['input_cost_usd']:.4f}",
-             _ratio(before["input_cost_usd"], after["input_cost_usd"])))
-    for row in rows:
-        summary.add_row(*row)
-    console.print(summary)
-    console.print("[bold]What broke the cache, and the fix[/bold]")
+        rows.append((str(b["run"]), f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
+                     _verdict(b), _share(b), _verdict(a), _share(a)))
+    out.print(table(("run", "request", "before", "", "after the fixes", " "), printable_data(rows),
+                    title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
+                          "and the share of the prompt read from cache", left=(1, 2, 4)))
+    summary = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", ""),
+               ("mean time to first token", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
+                _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
+               ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
+                _ratio(before["prefill_s"], after["prefill_s"])),
+               (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}",
+                f"${after['input_cost_usd']:.4f}", _ratio(before["input_cost_usd"], after["input_cost_usd"])))
+    out.print(table(("", "before", "after", "change"), summary, title="What fixing it bought"))
+    print(strong("What broke the cache, and the fix"))
     for c in result["causes"]:
-        console.print(f"- [bold]{c['cause']}[/bold] at {', '.join(c['where'])}: {c['requests']} requests, "
-                      f"{c['reprefill_tokens']} tokens prefilled again. {c['fix']}")
+        where = ", ".join(printable(w) for w in c["where"])
+        print(f"- {strong(printable(c['cause']))} at {where}: {c['requests']} requests, "
+              f"{c['reprefill_tokens']} tokens prefilled again. {printable(c['fix'])}")
     diag = result["provider_diagnostics"]
     if diag["compared"]:
-        console.print(f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
-                      f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
-                      "`prefixguard report` shows them per cause.")
-    console.print(f"[dim]{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
-                  "Keep the capture with --store, then run prefixguard report on it.[/dim]")
+        print(f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
+              f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
+              "`prefixguard report` shows them per cause.")
+    print(strong(f"{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
+                 "Keep the capture with --store, then run prefixguard report on it.", "dim"))
 
 
 def _verdict(r: dict[str, Any]) -> str:

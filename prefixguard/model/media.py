@@ -74,8 +74,10 @@ def rules_for(api: str, model: str | None) -> Rules:
     the model's own row."""
     tables = _tables()
     bare = (model or "").rsplit("/", 1)[-1]
-    name = next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))),
-                None) or next((n for n, t in tables.items() if api in t.get("apis", ())), "openai")
+    name = (next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))),
+                 None)
+            or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
+            or next(n for n, t in tables.items() if t.get("fallback")))
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
     by_api = table.get("by_api", {}).get(api, {})
