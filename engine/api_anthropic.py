@@ -85,8 +85,9 @@ class Messages:
             raise InputError("'max_tokens' is required")
         if max_tokens == 0 and _prewarm_refused(body):
             raise InputError(f"'max_tokens': 0 pre-warms the cache, which cannot be done {_prewarm_refused(body)}")
-        return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=1.0),
-                       flag(body, "stream"), stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
+        return Options(model=model_of(body), max_tokens=max_tokens,
+                       temperature=number(body, "temperature", 1.0, low=0.0, high=1.0), stream=flag(body, "stream"),
+                       stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:

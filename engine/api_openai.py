@@ -58,9 +58,10 @@ class Chat:
         stream_options = body.get("stream_options") or {}
         if not isinstance(stream_options, dict):
             raise InputError("'stream_options' must be an object")
-        return Options(model_of(body), max_tokens, number(body, "temperature", 1.0, low=0.0, high=2.0),
-                       flag(body, "stream"), flag(stream_options, "include_usage"),
-                       integer(body, "seed", None, minimum=-(2 ** 63)), strings(body, "stop", most=4))
+        return Options(model=model_of(body), max_tokens=max_tokens,
+                       temperature=number(body, "temperature", 1.0, low=0.0, high=2.0), stream=flag(body, "stream"),
+                       include_usage=flag(stream_options, "include_usage"),
+                       seed=integer(body, "seed", None, minimum=-(2 ** 63)), stop=strings(body, "stop", most=4))
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
@@ -124,8 +125,9 @@ class Responses:
         if body.get("previous_response_id"):
             raise InputError("'previous_response_id' is not supported: this server stores no responses; "
                              "send the whole conversation in 'input'")
-        return Options(model_of(body), integer(body, "max_output_tokens", default_max_tokens, minimum=1),
-                       number(body, "temperature", 1.0, low=0.0, high=2.0), flag(body, "stream"))
+        return Options(model=model_of(body),
+                       max_tokens=integer(body, "max_output_tokens", default_max_tokens, minimum=1),
+                       temperature=number(body, "temperature", 1.0, low=0.0, high=2.0), stream=flag(body, "stream"))
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:

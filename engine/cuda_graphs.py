@@ -52,8 +52,8 @@ class DecodeGraphs:
         self.seq_lens.copy_(self._lens64)
         self.table.copy_(self._table64)
         meta = DecodeMeta(batch=b, block_table=self.table[:b], seq_lens=self.seq_lens[:b])
-        batch = AttnBatch(self.pool.layers, self.slots[:b], backend="triton", page_size=self.pool.page_size,
-                          decode=meta)
+        batch = AttnBatch(kv_layers=self.pool.layers, slot_mapping=self.slots[:b], backend="triton",
+                          page_size=self.pool.page_size, decode=meta)
         return self.model.compute_logits(self.model(self.ids[:b], self.positions[:b], batch))
 
     def _capture(self, b: int) -> tuple[torch.cuda.CUDAGraph | None, torch.Tensor | None]:

@@ -52,8 +52,10 @@ class Arch:
 
 
 def from_config(name: str, c: ModelConfig, source: str = "") -> Arch:
-    return Arch(name, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size,
-                c.vocab_size, c.tie_embeddings, c.qkv_bias, c.max_position, source)
+    return Arch(name=name, layers=c.num_layers, hidden_size=c.hidden_size, heads=c.num_heads, kv_heads=c.num_kv_heads,
+                head_dim=c.head_dim, intermediate_size=c.intermediate_size,
+                vocab_size=c.vocab_size, tie_embeddings=c.tie_embeddings, qkv_bias=c.qkv_bias,
+                max_context=c.max_position, source=source)
 
 
 def load_models(path: Path | None = None) -> dict[str, Arch]:

@@ -257,13 +257,14 @@ class LLMEngine:
         return ids, positions
 
     def _attn_batch(self, slot_mapping: torch.Tensor, **kw) -> AttnBatch:
-        return AttnBatch(self.pool.layers, slot_mapping, backend=self.attention, page_size=self.page_size, **kw)
+        return AttnBatch(kv_layers=self.pool.layers, slot_mapping=slot_mapping, backend=self.attention,
+                         page_size=self.page_size, **kw)
 
     def _prefill_batch(self, plan: Plan) -> AttnBatch:
         prefill, new_slots, row = [], [], 0
         for c in plan.chunks:
             slots = self._slots(c.seq.pages, c.end)
-            prefill.append(PrefillSeq(row, c.end - c.start, slots))
+            prefill.append(PrefillSeq(q_start=row, q_len=c.end - c.start, kv_slots=slots))
             new_slots.append(slots[c.start:])
             row += c.end - c.start
         batch = self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)

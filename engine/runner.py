@@ -147,7 +147,8 @@ class Runner:
                 stream, loop, sent = entry
                 new = list(seq.output_ids[sent[0]:])
                 sent[0] += len(new)
-                event = Event(new, seq.cached_tokens, seq.finished, seq.finish_reason)
+                event = Event(token_ids=new, cached_tokens=seq.cached_tokens, finished=seq.finished,
+                              finish_reason=seq.finish_reason)
                 if seq.finished:
                     event.ttft, event.decode_tps = seq.ttft, seq.decode_tps
                     event.prefill_seconds = seq.prefill_seconds
@@ -162,7 +163,7 @@ class Runner:
             self._streams.clear()
         for seq_id, (stream, loop, _) in entries:
             self.engine.abort(seq_id)
-            failed = Event([], 0, finished=True, finish_reason="error", error=message)
+            failed = Event(token_ids=[], cached_tokens=0, finished=True, finish_reason="error", error=message)
             loop.call_soon_threadsafe(_deliver, [(stream, failed)])
 
 

@@ -73,7 +73,7 @@ class Scheduler:
             pending = len(seq) - seq.num_computed
             if pending > 1 and budget > 0:
                 n = min(pending, budget)
-                chunks.append(Chunk(seq, seq.num_computed, seq.num_computed + n))
+                chunks.append(Chunk(seq=seq, start=seq.num_computed, end=seq.num_computed + n))
                 budget -= n
         if self.policy == "lpm" and self.tree is not None and len(self.waiting) > 1:
             self.waiting = deque(sorted(self.waiting, key=lambda s: -self.tree.peek(s.tokens[:-1])))
@@ -92,10 +92,10 @@ class Scheduler:
             self.waiting.popleft()
             self.running.append(seq)
             n = min(len(seq) - seq.num_computed, budget)
-            chunks.append(Chunk(seq, seq.num_computed, seq.num_computed + n))
+            chunks.append(Chunk(seq=seq, start=seq.num_computed, end=seq.num_computed + n))
             budget -= n
         if chunks:
-            return Plan(chunks, decode=False)
+            return Plan(chunks=chunks, decode=False)
         return self._plan_decode()
 
     def _shares_uncached_prefix(self, seq: Sequence, computing: list[Sequence]) -> bool:
@@ -125,8 +125,8 @@ class Scheduler:
                 if victim is seq:
                     break
             if seq.status is Status.RUNNING:
-                chunks.append(Chunk(seq, pos, pos + 1))
-        return Plan(chunks, decode=True) if chunks else None
+                chunks.append(Chunk(seq=seq, start=pos, end=pos + 1))
+        return Plan(chunks=chunks, decode=True) if chunks else None
 
     # -- memory -------------------------------------------------------------------------------
     def _reserve(self, n: int) -> bool:

@@ -94,8 +94,9 @@ def check(base: str, new: str, fmt: str, since: str | None, until: str | None, b
         thresholds = Thresholds()._replace(**{k: v for k, v in (settings["thresholds"] | {
             k: v for k, v in flags.items() if v is not None}).items()})
         incidents = (*settings["incidents"], *(_span(s, "--exclude-incident") for s in exclude_incident))
-        base_window = Window(_time(baseline_since, "--baseline-since"), _time(baseline_until, "--baseline-until"))
-        new_window = Window(_time(since, "--since"), _time(until, "--until"))
+        base_window = Window(start=_time(baseline_since, "--baseline-since"),
+                             end=_time(baseline_until, "--baseline-until"))
+        new_window = Window(start=_time(since, "--since"), end=_time(until, "--until"))
         base_side = side(read_capture(base), base, base_window, incidents)
         new_side = side(read_capture(new), new, new_window)
     except InputError as err:
@@ -187,7 +188,7 @@ def _incident(item: Any) -> Window:
         raise ValueError("start and end must be dates, date-times or strings")
     if end <= start:
         raise ValueError("its end is not after its start")
-    return Window(start, end, str(item.get("note") or ""))
+    return Window(start=start, end=end, note=str(item.get("note") or ""))
 
 
 # ------------------------------------------------------------------------------------------- output

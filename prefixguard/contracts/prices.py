@@ -122,7 +122,8 @@ def from_package(pid: str | None, model: str | None) -> Prices | None:
     if values is None:
         return None
     price_in, price_out, read, write_5m, write_1h = values
-    return Prices(price_in, price_out, read, write_5m, write_1h, source=table[0], date=table[1])
+    return Prices(input=price_in, output=price_out, cache_read=read, cache_write_5m=write_5m, cache_write_1h=write_1h,
+                  source=table[0], date=table[1])
 
 
 def _read_prices(pid: str, model: str) -> list[float | None] | None:

@@ -118,7 +118,8 @@ class Compatible(NamedTuple):
 
 def compatible_settings() -> Compatible:
     table = providers()[COMPATIBLE]
-    return Compatible(table.block_tokens, table.min_cacheable_tokens, table.prefix_caching, table.settings_source)
+    return Compatible(block_tokens=table.block_tokens, min_tokens=table.min_cacheable_tokens,
+                      prefix_caching=table.prefix_caching, source=table.settings_source)
 
 
 def server_defaults(server: str) -> Compatible:
@@ -127,8 +128,8 @@ def server_defaults(server: str) -> Compatible:
     if server not in servers:
         raise InputError(f"unknown server {server!r} (one of {', '.join(sorted(servers))})")
     row = servers[server]
-    return Compatible(row.block_tokens, row.min_tokens, row.prefix_caching,
-                      f"{server} defaults ({row.source}, read {row.read})")
+    return Compatible(block_tokens=row.block_tokens, min_tokens=row.min_tokens, prefix_caching=row.prefix_caching,
+                      source=f"{server} defaults ({row.source}, read {row.read})")
 
 
 @cache
@@ -232,10 +233,13 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
             writes = {**writes, "1h": live.cache_write_1h / live.input}
         if live.cache_write_5m is not None:
             writes = {**writes, "5m" if "5m" in writes else "default": live.cache_write_5m / live.input}
-        return ModelContract(name, model, minimum, live.input, live.output, read, writes, True, live.source,
-                             live.date)
-    return ModelContract(name, model, minimum, row.input_per_mtok or 0.0, row.output_per_mtok or 0.0,
-                         read, writes, row.confirmed is not False, "rules/providers.toml", table.read)
+        return ModelContract(provider=name, model=model, min_cacheable_tokens=minimum, input_per_mtok=live.input,
+                             output_per_mtok=live.output, read_multiplier=read, write_multiplier=writes,
+                             confirmed=True, price_source=live.source, price_date=live.date)
+    return ModelContract(provider=name, model=model, min_cacheable_tokens=minimum,
+                         input_per_mtok=row.input_per_mtok or 0.0, output_per_mtok=row.output_per_mtok or 0.0,
+                         read_multiplier=read, write_multiplier=writes, confirmed=row.confirmed is not False,
+                         price_source="rules/providers.toml", price_date=table.read)
 
 
 @cache

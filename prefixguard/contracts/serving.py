@@ -56,15 +56,16 @@ def from_metrics(text: str, source: str) -> Compatible | None:
     except ValueError:
         raise InputError(f"{source}: {row.metric} has block_size {labels['block_size']!r}, not a number") from None
     caching = _truthy(labels.get("enable_prefix_caching", row.prefix_caching))
-    return Compatible(block, 0, caching, f"vllm {row.metric} at {source}")
+    return Compatible(block_tokens=block, min_tokens=0, prefix_caching=caching, source=f"vllm {row.metric} at {source}")
 
 
 def from_server_info(doc: Any, source: str) -> Compatible | None:
     """SGLang's settings from its /get_server_info JSON; None when it names no page size."""
     if not isinstance(doc, dict) or not isinstance(doc.get("page_size"), int) or isinstance(doc["page_size"], bool):
         return None
-    return Compatible(doc["page_size"], 0, not _truthy(doc.get("disable_radix_cache", False)),
-                      f"sglang page_size at {source}")
+    return Compatible(block_tokens=doc["page_size"], min_tokens=0,
+                      prefix_caching=not _truthy(doc.get("disable_radix_cache", False)),
+                      source=f"sglang page_size at {source}")
 
 
 def _get(url: str, timeout: float) -> bytes | None:

@@ -103,7 +103,8 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
             if key in seen or ts is None:
                 continue
             seen.add(key)
-            turns.append(Turn("claude-code", lineage, ts, "anthropic", model, usage(message["usage"]),
-                              f"{path}:{n}", sidechain, lineage in compacted, diagnosis=anthropic.diagnosis(message)))
+            turns.append(Turn(tool="claude-code", lineage=lineage, ts=ts, api="anthropic", model=model,
+                              usage=usage(message["usage"]), ref=f"{path}:{n}", sidechain=sidechain,
+                              compacted_before=lineage in compacted, diagnosis=anthropic.diagnosis(message)))
             compacted.discard(lineage)
     return turns

@@ -60,7 +60,7 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
                         continue
                     last = _delta(now, total)
                 total = now if isinstance(now, dict) else total
-                turns.append(Turn("codex", session, ts, "openai-responses", model, usage(last), f"{path}:{n}",
-                                  compacted_before=compacted))
+                turns.append(Turn(tool="codex", lineage=session, ts=ts, api="openai-responses", model=model,
+                                  usage=usage(last), ref=f"{path}:{n}", compacted_before=compacted))
                 compacted = False
     return turns

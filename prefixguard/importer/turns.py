@@ -106,7 +106,7 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
                 notes.append("compacted")
             logged = Cause.HISTORY_COMPACTED if turn.compacted_before else Cause.MODEL_CHANGED if switched else None
             gap = f"gap of {_gap(elapsed)} over the {ttl_name} TTL" if elapsed > ttl else None
-            v = judge_logged(expected, u, expired=gap, change=PrefixChange((logged,)) if logged else None,
+            v = judge_logged(expected, u, expired=gap, change=PrefixChange(causes=(logged,)) if logged else None,
                              price=partial(_lost_cost, turn))
             rec.judged(v)
             if v.verdict not in (VerdictName.HIT, VerdictName.COLD):

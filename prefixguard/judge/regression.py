@@ -170,8 +170,8 @@ def parse_span(text: str, note: str = "", now: float | None = None) -> Window:
     start, sep, end = text.partition("..")
     if not sep:
         raise ValueError(f"{text!r} is not a span: write START..END (e.g. 2026-11-02T10:00Z..2026-11-02T14:00Z)")
-    window = Window(parse_time(start, now) if start.strip() else None, parse_time(end, now) if end.strip() else None,
-                    note)
+    window = Window(start=parse_time(start, now) if start.strip() else None,
+                    end=parse_time(end, now) if end.strip() else None, note=note)
     if window.start is not None and window.end is not None and window.end <= window.start:
         raise ValueError(f"{text!r}: its end is not after its start")
     return window
@@ -208,8 +208,10 @@ def summarize(rows: list[dict[str, Any]]) -> Summary:
                 total[0] += 1
                 total[1] += judged.reprefill_tokens
                 total[2] += judged.cost_usd
-    return Summary(len(rows), reported, prompt, read, misses, cost, dict(verdicts),
-                   {k: CauseTotal(int(v[0]), int(v[1]), v[2]) for k, v in causes.items()})
+    return Summary(requests=len(rows), reported=reported, prompt_tokens=prompt, cache_read=read, misses=misses,
+                   miss_cost_usd=cost, verdicts=dict(verdicts),
+                   causes={k: CauseTotal(requests=int(v[0]), reprefill_tokens=int(v[1]), cost_usd=v[2])
+                           for k, v in causes.items()})
 
 
 def _requests(cause: str, n: int) -> str:
@@ -231,8 +233,8 @@ def side(rows: list[dict[str, Any]], source: str, window: Window = Window(),  # 
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in kept:
         by_model[row.get("model") or "(none)"].append(row)
-    return Side(source, window, incidents, excluded, summarize(kept),
-                {m: summarize(r) for m, r in sorted(by_model.items())})
+    return Side(source=source, window=window, incidents=incidents, excluded=excluded, total=summarize(kept),
+                models={m: summarize(r) for m, r in sorted(by_model.items())})
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -247,7 +249,7 @@ def compare(base: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Out
             skipped.append(model)
             continue
         checks += _checks(model, b, n, thresholds)
-    return Outcome(base, new, thresholds, tuple(checks), tuple(skipped))
+    return Outcome(base=base, new=new, thresholds=thresholds, checks=tuple(checks), skipped_models=tuple(skipped))
 
 
 def _checks(scope: str, base: Summary, new: Summary, t: Thresholds) -> list[Check]:
@@ -255,21 +257,24 @@ def _checks(scope: str, base: Summary, new: Summary, t: Thresholds) -> list[Chec
     if base.hit_rate is not None and new.hit_rate is not None:
         drop = round((base.hit_rate - new.hit_rate) * 100, 4)
         failed = drop > t.max_hit_rate_drop
-        out.append(Check("hit_rate_drop", scope, base.hit_rate, new.hit_rate, -drop, t.max_hit_rate_drop, failed,
-                         f"hit rate {base.hit_rate:.1%} -> {new.hit_rate:.1%} ({-drop:+.1f} points; "
-                         f"the limit is a drop of {t.max_hit_rate_drop:g})"))
+        out.append(Check(name="hit_rate_drop", scope=scope, base=base.hit_rate, new=new.hit_rate, change=-drop,
+                         limit=t.max_hit_rate_drop, failed=failed,
+                         message=f"hit rate {base.hit_rate:.1%} -> {new.hit_rate:.1%} ({-drop:+.1f} points; "
+                                 f"the limit is a drop of {t.max_hit_rate_drop:g})"))
     if t.max_miss_cost_increase is not None:
         b, n = base.miss_cost_per_request or 0.0, new.miss_cost_per_request or 0.0
         rise = None if b == 0 else round((n - b) / b * 100, 4)
         failed = n > 0 and (rise is None or rise > t.max_miss_cost_increase)
         shown = "from nothing" if rise is None and n > 0 else f"{rise or 0:+.0f}%"
-        out.append(Check("miss_cost_increase", scope, b * 1000, n * 1000, rise, t.max_miss_cost_increase, failed,
-                         f"cost of misses ${b * 1000:.4f} -> ${n * 1000:.4f} per 1,000 requests ({shown}; "
-                         f"the limit is {t.max_miss_cost_increase:g}%)"))
+        out.append(Check(name="miss_cost_increase", scope=scope, base=b * 1000, new=n * 1000, change=rise,
+                         limit=t.max_miss_cost_increase, failed=failed,
+                         message=f"cost of misses ${b * 1000:.4f} -> ${n * 1000:.4f} per 1,000 requests "
+                                 f"({shown}; the limit is {t.max_miss_cost_increase:g}%)"))
     appeared = sorted(set(new.causes) - set(base.causes))
-    out.append(Check("new_causes", scope, sorted(base.causes), sorted(new.causes), appeared,
-                     "allowed" if t.allow_new_causes else "none", bool(appeared) and not t.allow_new_causes,
-                     ("new causes of breaks: " + ", ".join(_requests(c, new.causes[c].requests) for c in appeared))
-                     if appeared
+    listed = ", ".join(_requests(c, new.causes[c].requests) for c in appeared)
+    out.append(Check(name="new_causes", scope=scope, base=sorted(base.causes), new=sorted(new.causes), change=appeared,
+                     limit="allowed" if t.allow_new_causes else "none",
+                     failed=bool(appeared) and not t.allow_new_causes,
+                     message=f"new causes of breaks: {listed}" if appeared
                      else "no cause of breaks the baseline did not have"))
     return out

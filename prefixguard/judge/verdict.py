@@ -55,7 +55,7 @@ class Verdict(NamedTuple):
 def _prefix_changed(cmp: Comparison | None) -> PrefixChange | None:
     """The change when the prompt changed inside what the earlier request had cached, else None."""
     if cmp is not None and cmp.broken and cmp.reprefill_tokens > 0:
-        return PrefixChange(tuple(cmp.causes), cmp.divergence.pointer if cmp.divergence else None)
+        return PrefixChange(causes=tuple(cmp.causes), pointer=cmp.divergence.pointer if cmp.divergence else None)
     return None
 
 
@@ -78,14 +78,14 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
     if usage is None:
         usage = contracted(expected) if expected is not None else Usage()
     if error or status is None or not (200 <= status < 300 or status == 304):  # 304: no body, not an error
-        return Verdict(VerdictName.ERROR, error or f"http {status}")
+        return Verdict(verdict=VerdictName.ERROR, cause=error or f"http {status}")
     if not usage.reported:
-        return Verdict(VerdictName.NOT_REPORTED)
+        return Verdict(verdict=VerdictName.NOT_REPORTED)
     read = usage.cache_read
     if expected is None:
-        return Verdict(VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
+        return Verdict(verdict=VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
     if expected.reason == "no_prefix_caching" and read == 0:   # what that server does, never a miss
-        return Verdict(VerdictName.NO_PREFIX_CACHING)
+        return Verdict(verdict=VerdictName.NO_PREFIX_CACHING)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
     want = expected.cache_read
@@ -102,29 +102,34 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
         rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
         if not cost_nothing and (as_predicted or read < want or rewritten):
             cost = cmp.cost_usd * lost / cmp.reprefill_tokens
-            return Verdict(VerdictName.MISS_PREFIX_CHANGED, str(changed), read, lost, cost, changed)
+            return Verdict(verdict=VerdictName.MISS_PREFIX_CHANGED, cause=str(changed), reused_tokens=read,
+                           reprefill_tokens=lost, cost_usd=cost, change=changed)
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
-        return Verdict(VerdictName(expected.reason))
+        return Verdict(verdict=VerdictName(expected.reason))
     note = f"note: {changed} cost nothing" if cost_nothing else None
     kept = changed if cost_nothing else None
     if as_predicted:
         if read:
-            return Verdict(VerdictName.HIT, note, read, change=kept)
-        return Verdict(VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD, note,
-                       change=kept)
+            return Verdict(verdict=VerdictName.HIT, cause=note, reused_tokens=read, change=kept)
+        return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD,
+                       cause=note, change=kept)
     if read > want:
         if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
-            return Verdict(VerdictName.COLD, f"read {read} of {usage.prompt_total}: too little to count", read)
+            return Verdict(verdict=VerdictName.COLD, cause=f"read {read} of {usage.prompt_total}: too little to count",
+                           reused_tokens=read)
         # More than predicted: what the change seemed to break was read after all, or a cache that
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
         after = f" after {changed}" if changed else ""
-        return Verdict(VerdictName.HIT, note or f"read {read} where ~{want} was predicted{after}: a cache written by "
-                                      "traffic not seen here", read, change=kept)
+        return Verdict(verdict=VerdictName.HIT,
+                       cause=note or f"read {read} where ~{want} was predicted{after}: a cache written by "
+                                     "traffic not seen here", reused_tokens=read, change=kept)
     if read == 0:
         if expected.reason == "ttl_expired":
-            return Verdict(VerdictName.MISS_TTL_EXPIRED, "prefix unchanged, last used longer ago than its TTL")
-        return Verdict(VerdictName.MISS_SERVER_SIDE, f"expected ~{want} cached tokens, provider read none")
-    return Verdict(VerdictName.PARTIAL, f"read {read} of ~{want} expected", read)
+            return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED,
+                           cause="prefix unchanged, last used longer ago than its TTL")
+        return Verdict(verdict=VerdictName.MISS_SERVER_SIDE,
+                       cause=f"expected ~{want} cached tokens, provider read none")
+    return Verdict(verdict=VerdictName.PARTIAL, cause=f"read {read} of ~{want} expected", reused_tokens=read)
 
 
 def judge_logged(want: int | None, usage: Usage, *, expired: str | None = None, change: PrefixChange | None = None,
@@ -136,13 +141,16 @@ def judge_logged(want: int | None, usage: Usage, *, expired: str | None = None, 
     else miss_unexplained. price(tokens): what re-prefilling that many tokens cost over reading them."""
     read = usage.cache_read
     if not want or read >= want * (1 - verdict_rules()["read_tolerance"]):
-        return Verdict(VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
+        return Verdict(verdict=VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
     lost = want - read
     if expired:
-        return Verdict(VerdictName.MISS_TTL_EXPIRED, expired, read, lost, price(lost))
+        return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED, cause=expired, reused_tokens=read, reprefill_tokens=lost,
+                       cost_usd=price(lost))
     if change is not None:
-        return Verdict(VerdictName.MISS_PREFIX_CHANGED, str(change), read, lost, price(lost), change)
-    return Verdict(VerdictName.MISS_UNEXPLAINED, "the log holds no prompt to compare", read, lost, price(lost))
+        return Verdict(verdict=VerdictName.MISS_PREFIX_CHANGED, cause=str(change), reused_tokens=read,
+                       reprefill_tokens=lost, cost_usd=price(lost), change=change)
+    return Verdict(verdict=VerdictName.MISS_UNEXPLAINED, cause="the log holds no prompt to compare", reused_tokens=read,
+                   reprefill_tokens=lost, cost_usd=price(lost))
 
 
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
@@ -183,6 +191,7 @@ def of_row(row: dict[str, Any]) -> Verdict | None:
     judged = usage.get("reported") and name not in (VerdictName.ERROR, VerdictName.NOT_REPORTED)
     reused = (usage.get("cache_read") or 0) if judged else 0
     causes = tuple(c for c in row.get("causes") or () if isinstance(c, str))
-    change = PrefixChange(causes, row.get("pointer")) if causes else None
-    return Verdict(VerdictName(name), row.get("cause"), reused, row.get("reprefill_tokens") or 0,
-                   row.get("cost_usd") or 0.0, change)
+    change = PrefixChange(causes=causes, pointer=row.get("pointer")) if causes else None
+    return Verdict(verdict=VerdictName(name), cause=row.get("cause"), reused_tokens=reused,
+                   reprefill_tokens=row.get("reprefill_tokens") or 0,
+                   cost_usd=row.get("cost_usd") or 0.0, change=change)

@@ -124,14 +124,15 @@ class Client:
                 continue
             try:
                 if resp.status_code < 400:
-                    yield Attempt(resp.status_code, started, tries=attempt + 1), resp.iter_bytes()   # decoded: httpx asks for gzip
+                    # the bytes decoded: httpx asks for gzip
+                    yield Attempt(status=resp.status_code, started=started, tries=attempt + 1), resp.iter_bytes()
                     return
                 wait = retry_after(resp.headers, attempt)
                 body = resp.read()[:300].decode("utf-8", "replace")
             finally:
                 resp.close()
             if resp.status_code not in RETRY_STATUS or attempt >= self.max_retries or wait > MAX_WAIT_S:
-                yield Attempt(resp.status_code, started, body, attempt + 1), iter(())
+                yield Attempt(status=resp.status_code, started=started, error_body=body, tries=attempt + 1), iter(())
                 return
             self._sleep(wait)
             attempt += 1

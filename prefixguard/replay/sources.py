@@ -45,7 +45,7 @@ class Request:
     reported: Usage | None = None    # the provider's usage as captured
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""                    # where it came from: row id, file name, line
-    upstream: str | None = None      # where it went (scheme://host), where the source says: a provider known by its host
+    upstream: str | None = None     # where it went (scheme://host), where the source says: a provider known by its host
 
 
 @dataclass(slots=True)
@@ -106,9 +106,9 @@ def _mooncake(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
         length = _field(rec, "input_length", int, where)
         if length > len(blocks) * MOONCAKE_BLOCK_TOKENS:
             raise InputError(f"{where}: input_length {length} exceeds its {len(blocks)} blocks")
-        out.append(Request(i, _field(rec, "timestamp", (int, float), where) / 1e3, blocks=blocks,
+        out.append(Request(index=i, ts=_field(rec, "timestamp", (int, float), where) / 1e3, blocks=blocks,
                            input_tokens=length, output_tokens=rec.get("output_length"), ref=f"line {n}"))
-    return Trace("mooncake", str(p), _rebased(out))
+    return Trace(kind="mooncake", source=str(p), requests=_rebased(out))
 
 
 def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
@@ -131,12 +131,13 @@ def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
             messages = [{"role": "user", "content": text}]
         last[session] = (text, messages)
         answer = rec.get("output")
-        out.append(Request(i, ts, session=session, model=TEXT_MODEL, path=TEXT_PATH,
+        out.append(Request(index=i, ts=ts, session=session, model=TEXT_MODEL, path=TEXT_PATH,
                            body={"model": TEXT_MODEL, "messages": messages},
                            output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
                            ref=f"{session}:{n}"))
     counted = any(r.output_tokens is not None for r in out)
-    return Trace("lmcache", str(p), _rebased(out), tokens_estimated=counted and tokens.is_estimated())
+    return Trace(kind="lmcache", source=str(p), requests=_rebased(out),
+                 tokens_estimated=counted and tokens.is_estimated())
 
 
 def _folder(p: Path) -> Trace:
@@ -152,10 +153,10 @@ def _folder(p: Path) -> Trace:
         if not isinstance(body, dict):
             raise InputError("a request body must be a JSON object", str(f))
         stem = f.name.removesuffix(".request.json").removesuffix(".json")
-        out.append(Request(i, 0.0, model=body.get("model"), path=uris.get(stem), body=body,
+        out.append(Request(index=i, ts=0.0, model=body.get("model"), path=uris.get(stem), body=body,
                            reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name,
                            upstream=upstreams.get(stem)))
-    return Trace("folder", str(p), out)
+    return Trace(kind="folder", source=str(p), requests=out)
 
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:
@@ -223,7 +224,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
             continue
         usage = row.get("usage") or {}
         tenant = str(row.get("tenant") or "")
-        out.append(Request(len(out), float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
+        out.append(Request(index=len(out), ts=float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
                            model=row.get("model") or body.get("model"), path=row.get("path"), body=body,
                            output_tokens=usage.get("output") or None, reported=_usage(usage),
                            expected_cached=row.get("expected_cached"), ref=str(row.get("id", "")),
@@ -231,7 +232,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
     if not out and skipped:
         raise InputError(f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to "
                          f"replay", str(p))
-    return Trace("capture", str(p), _rebased(out), skipped)
+    return Trace(kind="capture", source=str(p), requests=_rebased(out), skipped=skipped)
 
 
 def _usage(u: dict[str, Any]) -> Usage | None:

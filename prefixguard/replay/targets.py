@@ -82,7 +82,8 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
 
 def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome:
     reported = req.reported
-    return Outcome(req.index, req.ts, req.ref, req.session, kw.pop("model", req.model), prompt_tokens, cached,
+    return Outcome(index=req.index, ts=req.ts, ref=req.ref, session=req.session, model=kw.pop("model", req.model),
+                   prompt_tokens=prompt_tokens, cache_read=cached,
                    reported_cache_read=reported.cache_read if reported else None,
                    reported_prompt=reported.prompt_total if reported else None, **kw)
 

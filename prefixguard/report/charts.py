@@ -50,17 +50,19 @@ def unit(kind: str, hi: float) -> Unit:
     """The unit of an axis of this kind whose largest value is `hi` (in base units: seconds, tokens)."""
     hi = abs(hi)
     if kind == "seconds":
-        return (Unit("ms", 1e-3) if hi < 1 else Unit("s", 1.0) if hi < 120 else Unit("min", 60.0) if hi < 7200
-                else Unit("h", 3600.0) if hi < 3 * 86400 else Unit("days", 86400.0))
+        return (Unit(label="ms", factor=1e-3) if hi < 1 else Unit(label="s", factor=1.0) if hi < 120
+                else Unit(label="min", factor=60.0) if hi < 7200
+                else Unit(label="h", factor=3600.0) if hi < 3 * 86400 else Unit(label="days", factor=86400.0))
     if kind == "tokens":
-        return Unit("M tokens", 1e6) if hi >= 1e7 else Unit("k tokens", 1e3) if hi >= 1e4 else Unit("tokens", 1.0)
+        return (Unit(label="M tokens", factor=1e6) if hi >= 1e7 else Unit(label="k tokens", factor=1e3) if hi >= 1e4
+                else Unit(label="tokens", factor=1.0))
     if kind == "rate":
-        return Unit("k tokens/s", 1e3) if hi >= 1e4 else Unit("tokens/s", 1.0)
+        return Unit(label="k tokens/s", factor=1e3) if hi >= 1e4 else Unit(label="tokens/s", factor=1.0)
     if kind == "ratio":
-        return Unit("%", 0.01)
+        return Unit(label="%", factor=0.01)
     if kind == "usd":
-        return Unit("$", 1.0)
-    return Unit(kind, 1.0)
+        return Unit(label="$", factor=1.0)
+    return Unit(label=kind, factor=1.0)
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], int]:

@@ -47,13 +47,13 @@ def resolve(path: str | None) -> Routed:
     for adapter in ADAPTERS if plain else ():
         found = adapter.route(plain)
         if found:
-            return Routed(found[0], found[1], True, plain)
+            return Routed(api=found[0], model=found[1], exact=True, path=plain)
     for adapter in ADAPTERS if plain else ():
         tail_match = adapter.TAIL.search(plain) if adapter.TAIL is not None else None
         if tail_match:
             deployment = tail_match.groupdict().get("model")
-            return Routed(adapter.API, unquote(deployment) if deployment else None, False, plain)
-    return Routed(None, None, False, plain)
+            return Routed(api=adapter.API, model=unquote(deployment) if deployment else None, exact=False, path=plain)
+    return Routed(api=None, model=None, exact=False, path=plain)
 
 
 def known_shapes() -> str:

@@ -50,7 +50,7 @@ class AnthropicPolicy(CachePolicy):
         total = prompt.total_tokens
         points = self.breakpoints(prompt)
         if not points:
-            return Expected(0, 0, total, "no_breakpoint")
+            return Expected(cache_read=0, cache_write=0, uncached=total, reason="no_breakpoint")
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
         owner = (tenant, prompt.model or "")
@@ -97,7 +97,8 @@ class AnthropicPolicy(CachePolicy):
                 self._touch(owner, chain, j, entry.ttl, now)
             for idx, ttl in writes:
                 self._touch(owner, chain, idx, ttl, now)
-        return Expected(read, written, total - read - written, reason, last_ttl, by_ttl)
+        return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason,
+                        ttl=last_ttl, write_by_ttl=by_ttl)
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
         owner = (tenant, prompt.model or "")
@@ -122,7 +123,7 @@ class AnthropicPolicy(CachePolicy):
 
     def _touch(self, owner: tuple[str, str], chain: list[bytes], idx: int, ttl: str, now: float) -> None:
         expires = now + self._seconds(ttl)
-        self._put((*owner, chain[idx]), Entry(ttl, expires))
+        self._put((*owner, chain[idx]), Entry(ttl=ttl, expires=expires))
         # "k" + fingerprint: the prefixes some live entry covers, to tell a partial read from a full one
         for fp in chain[: idx + 1]:
             key = (*owner, b"k" + fp)

@@ -60,7 +60,8 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             expected = self._plan(prompt, now, tenant, commit=True)
             if output > 0 and self.caches_output and prompt.segments:
-                self._put((tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1]), Output(now, output))
+                key = (tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1])
+                self._put(key, Output(at=now, tokens=output))
             self._entries.save()
             return expected
 
@@ -89,7 +90,7 @@ class CachePolicy:
         if not usage.reported or total <= 0 or not expected.cache_read:
             return expected
         if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
-            return Expected(0, 0, total, "below_minimum")
+            return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum")
         if expected.cache_read > total:
             return expected._replace(cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
         return expected

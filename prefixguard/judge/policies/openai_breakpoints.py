@@ -48,7 +48,7 @@ class BreakpointModes(CachePolicy):
         total = prompt.total_tokens
         writes_at, reads_at = self._breakpoints(prompt, mode)
         if not writes_at and not reads_at:
-            return Expected(0, 0, total, "no_breakpoint")
+            return Expected(cache_read=0, cache_write=0, uncached=total, reason="no_breakpoint")
         rules = self.breakpoint_rules
         assert rules is not None
         options = prompt.settings.get("prompt_cache_options")
@@ -75,5 +75,5 @@ class BreakpointModes(CachePolicy):
         if commit:
             for i in ([hit] if read and hit is not None else []) + writes:
                 self._put((*owner, key + chain[i]), now)
-        return Expected(read, written, total - read - written, reason)
+        return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason)
 

@@ -77,9 +77,9 @@ class PrefixPolicy(BreakpointModes):
         if total == 0 or total < self.minimum:
             if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
                 self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
-            return Expected(0, 0, total, "below_minimum" if total else "cold")
+            return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum" if total else "cold")
         if not self.prefix_caching:
-            return Expected(0, 0, total, "no_prefix_caching")
+            return Expected(cache_read=0, cache_write=0, uncached=total, reason="no_prefix_caching")
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
         owner = (tenant, prompt.model or "")
@@ -134,7 +134,7 @@ class PrefixPolicy(BreakpointModes):
             reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
         if commit:
             self._remember(prompt, chain, owner, now)
-        return Expected(read, 0, total - read, reason)
+        return Expected(cache_read=read, cache_write=0, uncached=total - read, reason=reason)
 
     def _remember(self, prompt: Prompt, chain: list[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now."""
