@@ -98,7 +98,7 @@ def main() -> None:
     pg = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
     no_tokens = [] if args.tokens else ["--no-tokens"]
     cases: dict[str, list[str]] = {}
-    for name, (a, b, n) in bodies.items():
+    for name, (a, b, _) in bodies.items():
         cases[f"lint {name}"] = pg + ["lint", *no_tokens, str(a)]
         cases[f"diff {name}"] = pg + ["diff", *no_tokens, str(a), str(b)]
         cases[f"proxy {name}"] = [sys.executable, "-c", PROXY, str(b)]

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import CliRunner
 
 import prefixguard.wire as wire
-from helpers.cli import CliRunner
 from prefixguard.cli import main
 from prefixguard.judge.compare import compare
-from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.model.prompt import Prompt
+from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.wire import jsonspan, parse_request
 
 
@@ -82,7 +82,7 @@ def test_plain_messages_read_as_the_general_walk_reads_them(api_fields: str, mon
     fast, general = both_ways(body, monkeypatch)
     assert fast == general
     assert fast[0] == "ok" and len(fast[1][-1]) == 1 + len(MIXED)   # the system prompt and one part a message
-    kinds = [type(n).__name__ for n in jsonspan.parse(body.decode(), wire._SPEC).get("messages").kids]
+    kinds = [type(n).__name__ for n in jsonspan.parse(body.decode(), wire._spans(body.decode())).get("messages").kids]
     assert kinds[:4] == ["PlainMessage", "PlainMessage", "Node", "PlainMessage"]   # the fast path was taken
     # the Responses API's input items are messages too
     items = ('{"model":"gpt-4o","input":[' + ",".join(MIXED[:6]) + "]}").encode()
@@ -198,3 +198,63 @@ def test_shared_headers_equal_each_message_own(content_keys: tuple[str, ...]) ->
     shared = [header_of(m) for m in messages]
     assert shared == [message_header(m, *content_keys) for m in messages]
     assert shared[0] is header_of({"role": "user", "content": "again"})
+
+
+def recorded_prompts(shared_data: Path) -> list[Prompt]:
+    out = []
+    for path in sorted((shared_data / "recorded").rglob("*.request.json")):
+        for body in (path.read_bytes(), json.dumps(json.loads(path.read_bytes()), separators=(",", ":")).encode()):
+            try:
+                out.append(parse_request(body, count_tokens=False))
+            except InputError:
+                continue
+    return out
+
+
+def test_keys_made_again_are_those_the_chain_hashed(shared_data: Path) -> None:
+    """A part whose key is left out makes it again when read: the chain made from those keys is the
+    one made while the parts were read (from the keys then encoded)."""
+    from prefixguard.model.fingerprint import chain
+    prompts = recorded_prompts(shared_data) + [parse_request(tiny_messages(50), count_tokens=False)]
+    left_out = 0
+    for prompt in prompts:
+        assert chain(prompt.segments) == prompt.chain
+        left_out += sum(s._key is None for s in prompt.segments)
+    assert left_out > 100   # most parts hold no key of their own
+
+
+def test_a_part_is_found_by_its_pointer_as_a_dict_of_every_pointer_finds_it(shared_data: Path) -> None:
+    from prefixguard.model.prompt import part_finder
+    prompts = recorded_prompts(shared_data) + [parse_request(tiny_messages(50, system="s"), count_tokens=False)]
+    for prompt in prompts:
+        every = {s.pointer: s for s in prompt.segments}
+        find = part_finder(prompt.segments)
+        for pointer, seg in every.items():
+            assert find(pointer) is seg
+            for near in (pointer + "/0", pointer.rsplit("/", 1)[0], pointer + "x"):
+                assert find(near) is every.get(near)
+    assert part_finder([])("/messages/0/content") is None
+
+
+def test_the_history_is_keyed_from_the_divergence_as_from_the_start(
+        shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """classify walks only the messages from the first differing part on: the cause and detail are
+    those of a walk of every message, for truncated, compacted and rewritten histories."""
+    from prefixguard.judge import classify
+    base = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(40)]
+    summary = {"role": "user", "content": "Summary of the previous conversation: we fixed the bug."}
+    variants = [base[:10] + base[13:], base[:10] + [summary] + base[36:], base[:10] + [summary],
+                base[:10] + [{"role": "user", "content": "turn 13"}] + base[11:],
+                base[:39] + [{"role": "user", "content": [{"type": "text", "text": "turn 39"}]}]]
+
+    def body(messages: list[Any]) -> bytes:
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": messages}).encode()
+
+    a = parse_request(body(base), count_tokens=False)
+    pairs = [(a, parse_request(body(v), count_tokens=False)) for v in variants]
+    prompts = recorded_prompts(shared_data)
+    pairs += list(zip(prompts, prompts[1:], strict=False))
+    fast = [compare(x, y) for x, y in pairs]
+    assert {"history_truncated", "history_compacted"} <= {c for r in fast for c in r.causes}
+    monkeypatch.setattr(classify, "_message_start", lambda a, b, at: 0)
+    assert [compare(x, y) for x, y in pairs] == fast

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import islice
 from typing import Any
 
 from prefixguard.judge.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
@@ -42,7 +43,8 @@ def too_deep(value: Any, limit: int = MAX_EXPLAIN_DEPTH) -> bool:
 
 
 def classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
-              level: str) -> tuple[str, str]:
+              level: str, at: int = 0) -> tuple[str, str]:
+    """at: the index of sa in A and sb in B, the first segment they differ in."""
     if level == "tools":
         return _tools_cause(a, b, sa, sb, ta, tb, p)
     if level == "system":
@@ -50,7 +52,7 @@ def classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p
         return (cause, detail) if cause is not None else ("system_changed", explain_change(sa, sb))
     if "image" in (sa.kind, sb.kind):
         return "images_changed", _image_detail(sa, sb)
-    cause, detail = _history_cause(a, b)
+    cause, detail = _history_cause(a, b, at)
     if cause is None and sa.pointer == sb.pointer:
         cause, detail = _within(sa, sb, ta, tb, p)
     return (cause, detail) if cause is not None else ("history_rewritten", explain_change(sa, sb))
@@ -115,9 +117,12 @@ def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
     return mb.name, ma.text, mb.text
 
 
-def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
-    """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it)."""
-    ma, mb = messages(a), messages(b)
+def _history_cause(a: Prompt, b: Prompt, at: int) -> tuple[str | None, str]:
+    """Truncated (B's history resumes at a later message of A) or compacted (a summary replaced it).
+    at: the first segment the two differ in (the ones before it are the same in both, so the messages
+    made only of them are skipped: a million-message history is not keyed again to find its last one)."""
+    start = _message_start(a, b, at)
+    ma, mb = messages(a, start=start), messages(b, start=start)
     # the first differing message
     ia = next((k for k, ((_, x), (_, y)) in enumerate(zip(ma, mb, strict=False)) if x != y), None)
     if ia is None:
@@ -130,22 +135,38 @@ def _history_cause(a: Prompt, b: Prompt) -> tuple[str | None, str]:
         span = f"message {first}" if dropped == 1 else f"messages {first}..{last}"
         return "history_truncated", (f"{dropped} message{'s' * (dropped > 1)} dropped from the window (A's {span}); "
                                      f"B resumes at A's message {ma[ia + dropped][0]}")
-    in_b = set(key for _, key in mb)
-    gone = sum(1 for key in rest_a if key not in in_b)
-    parts = [s for s in b.segments if s.level == "messages" and s.message_index == mb[ia][0]]
+    parts = [s for s in islice(b.segments, start, None) if s.level == "messages" and s.message_index == mb[ia][0]]
     summary = any(s.kind in COMPACTION_KINDS or SUMMARY_WORDS.search(text_of(s.value)[:400]) for s in parts)
-    if rest_b[0] not in rest_a and summary and gone >= 1 and len(rest_b) < len(rest_a):
-        item = next((f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS),
-                    f"'{short(text_of(parts[0].value), 60)}'")
-        return "history_compacted", f"{gone} of A's messages from {ma[ia][0]} on are gone, replaced by {item}"
-    return None, ""
+    if rest_b[0] in rest_a or not summary or len(rest_b) >= len(rest_a):
+        return None, ""
+    in_b = set(key for _, key in messages(b))   # all of B's: A's later messages may be in its shared ones
+    gone = sum(1 for key in rest_a if key not in in_b)
+    if gone < 1:
+        return None, ""
+    item = next((f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS),
+                f"'{short(text_of(parts[0].value), 60)}'")
+    return "history_compacted", f"{gone} of A's messages from {ma[ia][0]} on are gone, replaced by {item}"
 
 
-def messages(p: Prompt, attr: str = "key") -> list[tuple[int, tuple[bytes, ...]]]:
+def _message_start(a: Prompt, b: Prompt, at: int) -> int:
+    """The first segment of the message that holds segment `at` of A, when B's message starts there
+    too (the segments before `at` are the same in both); else 0, every message."""
+    sa, sb = a.segments, b.segments
+    if at >= min(len(sa), len(sb)):
+        return 0
+    index = sa[at].message_index
+    start = at
+    while start > 0 and sa[start - 1].message_index == index and sa[start - 1].level == "messages":
+        start -= 1
+    opens = start == 0 or sb[start - 1].message_index != sb[start].message_index or sb[start - 1].level != "messages"
+    return start if opens and sa[start].level == sb[start].level == "messages" else 0
+
+
+def messages(p: Prompt, attr: str = "key", start: int = 0) -> list[tuple[int, tuple[bytes, ...]]]:
     """(message index, the `attr` of each of its parts: fingerprint key or canon) for each message of
-    the messages level, in order."""
+    the messages level, in order; from segment `start` on (the first of a message)."""
     out: list[tuple[int, list[bytes]]] = []
-    for s in p.segments:
+    for s in islice(p.segments, start, None):
         index = s.message_index
         if s.level != "messages" or index is None:   # every part of the messages level has its message
             continue

@@ -227,7 +227,7 @@ def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     try:
         if too_deep(sa.value) or too_deep(sb.value):  # checked first: a RecursionError deep in the walk
             raise RecursionError                         # can also fire in finalizers and print noise
-        cause, detail = classify(a, b, sa, sb, ta, tb, p, level)
+        cause, detail = classify(a, b, sa, sb, ta, tb, p, level, at=i)
     except RecursionError:  # a part nested too deeply to walk: still a break, at this level
         cause, detail = FALLBACK[level], "nested too deeply to explain"
     subject = f"the {detail.split(' ', 1)[0]} ({detail.split(' -> ')[-1]})" if cause == "volatile_content" else ""

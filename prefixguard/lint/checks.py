@@ -242,6 +242,8 @@ def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
             yield Hit(rule="invalid-breakpoint", pointer=bp.pointer,
                       message=f"cache breakpoint TTL {_quote(bp.ttl)} is not one of {', '.join(ttls)}", key="ttl")
     for seg in ctx.segments:
+        if not isinstance(seg.value, (dict, list)):  # a string holds no marker: its pointer is not made
+            continue
         for pointer in _sub_markers(seg.value, seg.pointer):
             yield Hit(rule="invalid-breakpoint", pointer=pointer,
                       message="cache breakpoint on a sub-block (put it on the block itself)",

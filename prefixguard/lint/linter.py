@@ -21,7 +21,7 @@ from prefixguard.lint.config import Settings
 from prefixguard.lint.context import Context
 from prefixguard.lint.finding import Finding, Hit, fingerprint
 from prefixguard.lint.position import Document, Locator, string_offset
-from prefixguard.model.prompt import PausedGc, Prompt
+from prefixguard.model.prompt import PausedGc, Prompt, part_finder
 from prefixguard.utils.errors import InputError, NotARequest, describe
 from prefixguard.wire import MAX_BYTES, parse_request
 
@@ -301,7 +301,12 @@ def _same(offset: int) -> int:
 
 
 def _locator(prompt: Prompt, to_file: Callable[[int], int]) -> Locator:
-    return Locator(prompt.text, {s.pointer: (s.start, s.end) for s in prompt.segments}, to_file)
+    part = part_finder(prompt.segments)   # no pointer string made for each of a million parts
+
+    def find(pointer: str) -> tuple[int, int] | None:
+        seg = part(pointer)
+        return None if seg is None else (seg.start, seg.end)
+    return Locator(prompt.text, None, to_file, find)
 
 
 class Placer:

@@ -77,18 +77,29 @@ class Locator:
     """
 
     def __init__(self, body: str, known: dict[str, tuple[int, int]] | None = None,
-                 to_file: Callable[[int], int] | None = None) -> None:
+                 to_file: Callable[[int], int] | None = None,
+                 find: Callable[[str], tuple[int, int] | None] | None = None) -> None:
+        """find: pointer -> span where known (the segments'), asked on a miss, instead of `known` up front."""
         self.body = body
         self._spans: dict[str, tuple[int, int]] = {"": (0, len(body)), **(known or {})}
         self.to_file = to_file or (lambda offset: offset)
+        self._find = find
+
+    def _known(self, pointer: str) -> bool:
+        if pointer in self._spans:
+            return True
+        found = self._find(pointer) if self._find is not None else None
+        if found is not None:
+            self._spans[pointer] = found
+        return found is not None
 
     def span(self, pointer: str) -> tuple[int, int]:
         """Span in the body of the value at pointer; for a missing member, the span of its nearest parent."""
-        if pointer in self._spans:
+        if self._known(pointer):
             return self._spans[pointer]
         tokens = split_pointer(pointer)
         depth = len(tokens)
-        while join_pointer("", *tokens[:depth]) not in self._spans:  # the root is always known
+        while not self._known(join_pointer("", *tokens[:depth])):  # the root is always known
             depth -= 1
         base = join_pointer("", *tokens[:depth])
         start, end = self._spans[base]

@@ -21,10 +21,16 @@ def chain(segments: Iterable[Segment | bytes]) -> list[bytes]:
     """Fingerprints of each prefix: element i covers segments 0..i (segments or their key bytes)."""
     out: list[bytes] = []
     prev = b""
-    for seg in segments:  # one call on the two joined is the streaming hash of both, and costs less
-        prev = xxh3_128_digest(prev + (seg if isinstance(seg, bytes) else seg.key))
+    for seg in segments:
+        prev = link(prev, seg if isinstance(seg, bytes) else seg.key)
         out.append(prev)
     return out
+
+
+def link(prev: bytes, key: bytes) -> bytes:
+    """The next fingerprint of a chain: one call on the two joined is the streaming hash of both, and
+    costs less."""
+    return xxh3_128_digest(prev + key)
 
 
 def prefix_length(n: int, holds: Callable[[int], bool]) -> int:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.model.diagnosis import Diagnosis
-from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, TooLarge, describe
@@ -91,7 +90,7 @@ def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[st
     prompt.text = text
     prompt.source = source
     prompt.tokens_estimated = out.estimated
-    prompt.chain = chain(prompt.segments)
+    prompt.chain = out.chain_for(prompt.segments)
     prompt.counts_only = counts_only(api, root.value, routed)
     return prompt
 

@@ -17,7 +17,16 @@ from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
 from prefixguard.wire.jsonspan import ABSENT, Node, Spec
-from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
+from prefixguard.wire.segments import (
+    MESSAGE_CONTENT,
+    Builder,
+    MessageHeaders,
+    as_int,
+    expect,
+    model_of,
+    release,
+    wrong_type,
+)
 
 API = "anthropic"
 SHAPE = "Anthropic Messages (/v1/messages, Bedrock InvokeModel, Vertex rawPredict)"
@@ -135,8 +144,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         content = msg.get("content") or ABSENT
         parts = content.value
         if type(parts) is str:
-            out.add("messages", f"/messages/{mi}/content", "text", content, role=role, message_index=mi,
-                    header=header, text=parts)
+            out.add("messages", MESSAGE_CONTENT, "text", content, role=role, message_index=mi, header=header,
+                    text=parts)
         elif isinstance(parts, list):
             for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from collections.abc import Iterator
 from json.decoder import scanstring  # type: ignore[attr-defined]  # the C scanner, not in typeshed
 from typing import Any
 
@@ -68,7 +70,7 @@ class Node:
     def elements(self) -> list[Node]:
         """An array's element nodes, as walked by its spec (none for any other value)."""
         kids = self.kids
-        return kids if type(kids) is list else []
+        return kids if isinstance(kids, list) else []
 
     @property
     def members(self) -> dict[str, Node]:
@@ -100,6 +102,34 @@ class PlainMessage(Node):
     def kids(self) -> dict[str, Node]:  # type: ignore[override]  # made when asked for, never set
         value = self.value["content"]
         return {"content": Node(value, self.content_start, self.content_start + len(value) + 2)}
+
+
+class Elements(list):  # type: ignore[type-arg]  # of Node, or None for a plain message not yet read
+    """The element nodes of an array that may hold plain messages: a plain message's node is made when
+    read, from its three offsets kept in one array of integers (a million messages then hold no node
+    and no offset objects until the adapter reaches them, one at a time)."""
+
+    __slots__ = ("values", "spans")
+
+    def __init__(self, values: list[Any]) -> None:
+        super().__init__()
+        self.values = values   # the array's decoded elements
+        self.spans = array("q")  # start, end and content start of each element (-1: not a plain message)
+
+    def __getitem__(self, i: Any) -> Any:
+        node = list.__getitem__(self, i)
+        if node is not None or type(i) is not int:
+            return node
+        i = i % len(self)
+        value = self.values[i]
+        if value is None:   # released (segments.release)
+            return None
+        spans = self.spans
+        return PlainMessage(value, spans[3 * i], spans[3 * i + 1], spans[3 * i + 2])
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
 
 
 def parse(text: str, spec: Spec | None) -> Node:
@@ -163,10 +193,11 @@ def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
 
 def _array(text: str, start: int, spec: Spec | None) -> Node:
     value: list[Any] = []
-    kids: list[Node] = []
     found = _array_open.match(text, start)
     closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
     plain = spec is not None and "content" in spec and "role" not in spec  # elements may be plain messages
+    kids: list[Node] = Elements(value) if plain else []
+    spans = kids.spans if isinstance(kids, Elements) else None
     roles: dict[str, str] = {}  # one string per role, not one per message
     while not closed:
         if spec is None:  # leaf elements (tools, blocks): the hot path
@@ -176,14 +207,16 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
             message = _plain_message.match(text, idx) if plain else None
             if message is not None:  # the message and the delimiter after it
                 role, content = message.group(2, 4)
-                item = {"role": roles.setdefault(role, role), "content": content}
-                value.append(item)
-                kids.append(PlainMessage(item, idx, message.end(1), message.start(3)))
+                value.append({"role": roles.setdefault(role, role), "content": content})
+                kids.append(None)  # type: ignore[arg-type]  # made when read (Elements)
+                spans.extend((idx, message.end(1), message.start(3)))  # type: ignore[union-attr]
                 closed, idx = message[5] is not None, message.end()
                 continue
             node = _value(text, idx, spec)
             item, end = node.value, node.end
             kids.append(node)
+            if spans is not None:
+                spans.extend((-1, -1, -1))
         value.append(item)
         found = _array_next.match(text, end)
         if found is None:

@@ -17,7 +17,16 @@ from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic
 from prefixguard.wire.jsonspan import ABSENT, Node, Spec
-from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, release, wrong_type
+from prefixguard.wire.segments import (
+    MESSAGE_CONTENT,
+    Builder,
+    MessageHeaders,
+    as_int,
+    expect,
+    model_of,
+    release,
+    wrong_type,
+)
 
 API = "openai-chat"
 SHAPE = "OpenAI Chat Completions (/v1/chat/completions)"
@@ -87,7 +96,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         content = msg.get("content") or ABSENT
         parts = content.value
         if isinstance(parts, str):
-            out.add(level, f"/messages/{mi}/content", "tool_result" if role == "tool" else "text", content,
+            out.add(level, MESSAGE_CONTENT, "tool_result" if role == "tool" else "text", content,
                     role=role, message_index=mi, header=header, text=parts,
                     breakpoint=breakpoint_of(fields, options))
             header = None

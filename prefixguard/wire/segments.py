@@ -2,16 +2,19 @@
 read the fields every shape has (the model, token counts in usage)."""
 from __future__ import annotations
 
-import marshal
 from typing import Any
 
 from prefixguard.contracts.providers import equivalences
 from prefixguard.model import media as media_cost
 from prefixguard.model import tokens
+from prefixguard.model.fingerprint import chain, link
 from prefixguard.model.media import Media
-from prefixguard.model.prompt import MARKER_KEYS, Segment, compact_json, without_markers
+from prefixguard.model.prompt import MARKER_KEYS, PointerForm, Segment, compact_json, encode_key, without_markers
 from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
+
+# The pointer of a message's string content (Anthropic, Chat): one string for every such part.
+MESSAGE_CONTENT = PointerForm("/messages/{}/content")
 
 
 class Builder:
@@ -20,6 +23,8 @@ class Builder:
 
     def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None) -> None:
         self.segments: list[Segment] = []
+        self.chain: list[bytes] = []      # fingerprint chain of the segments (model/fingerprint.py)
+        self._prev = b""
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api = api
         self.model = model if isinstance(model, str) else None
@@ -42,11 +47,7 @@ class Builder:
             value = without_markers(value)
         if self.text_is_string and type(value) is dict and len(value) == 2 and value.get("type") == "text":
             value = value["text"] if type(value.get("text")) is str else value  # renders as the string would
-        # The key: marshal format 2 is exact for JSON values, keeps key order, writes no back-references
-        # (so equal values give equal bytes) and runs about 3x faster than json.dumps: the hash chain must
-        # cost little next to json.loads. The header is in only on a message's first part, so moving a
-        # block into another message changes the key; a whole message holds it in its value.
-        key = marshal.dumps((level, role, True if whole else header, value), 2)
+        key = encode_key(level, role, True if whole else header, value)
         media_tokens, estimated = 0, False
         if tokens_by_rule is not None:
             count, estimated = tokens_by_rule, True
@@ -65,10 +66,21 @@ class Builder:
             # tokens opening that reply right after this prompt, so a read of this prompt covers them: they
             # count in every prefix of it, as if on its first part.
             count += self.reply
-        seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, key,
+        # the key is left for the part to make again when it is the plain encoding of what the part holds
+        kept = None if value is node.value and not whole else key
+        seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, kept,
                       count, breakpoint, message_index, header, media_tokens, estimated)
         self.segments.append(seg)
+        self._prev = link(self._prev, key)
+        self.chain.append(self._prev)
         return seg
+
+    def chain_for(self, segments: list[Segment]) -> list[bytes]:
+        """The fingerprint chain of `segments`: the one made as the parts were added, when they are
+        those parts (an adapter may return others)."""
+        if segments is self.segments and len(self.chain) == len(segments):
+            return self.chain
+        return chain(segments)
 
     def _media(self, key: bytes, media: list[Media], text: str | None) -> tuple[int, int, bool]:
         """(tokens of the whole part, of its media, whether a media cost is an estimate), remembered per
