@@ -333,5 +333,6 @@ def test_too_large_a_request_is_recorded_not_analysed(shared_data: Path, tmp_pat
         [row] = tenant_rows(db, "big-" + "k" * 20, 1, 15)
         [other] = tenant_rows(db, "small-" + "k" * 20, 1, 15)
     assert row["cause"].startswith("not analysed: too large") and row["request"] is None
+    assert row["analysed"] is False and other["analysed"] is True
     assert other["verdict"] and other["api"] == "anthropic"  # the next flow is analysed as usual
     assert any("not analysed: too large" in line for line in lines)

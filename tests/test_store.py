@@ -19,7 +19,7 @@ from prefixguard.capture.store import SCHEMA_VERSION, Record, Store, check_writa
 from prefixguard.model.usage import Usage
 
 ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "causes", "pointer", "expected_cached", "tokens_estimated", "degraded", "diagnosis", "upstream", "detail",
+            "cause", "causes", "pointer", "expected_cached", "tokens_estimated", "degraded", "analysed", "diagnosis", "upstream", "detail",
             "reprefill_tokens", "cost_usd", "client", "route", "site", "response"]
 
 
@@ -325,7 +325,7 @@ V5_ROWS = [
 def _v5_capture(path: Path) -> None:
     from prefixguard.capture.columns import DEFINITIONS
     v6 = {"causes", "pointer", "note", "diag_status", "diag_level", "diag_label", "diag_missed_tokens",
-          "diag_reusable_tokens", "diag_reason", "agreement"}
+          "diag_reusable_tokens", "diag_reason", "agreement", "analysed"}
     con = sqlite3.connect(path)
     con.execute(f"CREATE TABLE flows ({', '.join(' '.join(d).strip() for d in DEFINITIONS if d[0] not in v6)})")
     for i, (rid, verdict, cause, diagnosis) in enumerate(V5_ROWS):
@@ -359,6 +359,8 @@ def test_a_version_5_capture_reads_the_same_and_the_writer_moves_its_text_into_c
     assert miss.change == PrefixChange(("volatile_content", "tools_changed"), "/system/0")
     assert miss.diagnosis == Diagnosis("miss", "system", "system_changed", 1200, None, "the system prompt changed")
     assert miss.agreement == "agree" and old_records["error"].note == "http 500"
+    assert [r.id for r in old_records.values() if not r.analysed] == ["unread"]
+    assert [r["id"] for r in old_rows if r["analysed"] is False] == ["unread"]
 
     with Store(db) as store:   # the writer migrates in place, in one transaction
         assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
@@ -369,6 +371,8 @@ def test_a_version_5_capture_reads_the_same_and_the_writer_moves_its_text_into_c
     assert stored["note"] == (None, None, None, None, "note: volatile_content at /system/0 cost nothing", None, None,
                               None)
     assert stored["plain"] == (None,) * 8
+    with Store(db) as store:
+        assert [tuple(r) for r in store._db.execute("SELECT id FROM flows WHERE analysed = 0")] == [("unread",)]
     with open_store(db) as store:
         assert list(store.rows()) == old_rows   # and reads the same after
 
@@ -394,6 +398,22 @@ def test_a_new_record_is_stored_in_its_columns_and_read_back_typed(tmp_path: Pat
     assert row["diagnosis"] == {**Diagnosis("miss", "tools", "tools_changed", 30)._asdict(), "agreement": "agree"}
 
 
+def test_a_version_6_file_from_before_the_analysed_column_gets_it_from_its_notes(tmp_path: Path) -> None:
+    db = tmp_path / "early6.db"
+    with Store(db) as store:
+        store.add(record(0))
+        store.add(Record(id="fwd", ts=1.0, path="/v1/models", method="GET", note="not analysed: no API shape read",
+                         analysed=False))
+        store._db.execute("ALTER TABLE flows DROP COLUMN analysed")   # as written before the column
+    with open_store(db) as store:   # read-only: the note tells
+        assert {r.id: r.analysed for r in store.records()} == {"f0": True, "fwd": False}
+    with Store(db) as store:        # the writer adds the column and sets it from the notes
+        found = [tuple(r) for r in store._db.execute("SELECT id, analysed FROM flows ORDER BY id")]
+    assert found == [("f0", 1), ("fwd", 0)]
+    with open_store(db) as store:
+        assert {r["id"]: r["analysed"] for r in store.rows()} == {"f0": True, "fwd": False}
+
+
 def test_an_unknown_verdict_in_a_store_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     with Store(db) as store:
@@ -408,9 +428,12 @@ def test_an_export_of_version_5_is_read_with_its_causes(tmp_path: Path) -> None:
 
     row = record(0).row() | {"schema_version": 5, "verdict": "miss_prefix_changed",
                              "cause": "tools_changed at /tools/2"}
-    del row["causes"], row["pointer"]
+    del row["causes"], row["pointer"], row["analysed"]
     path = tmp_path / "old.jsonl"
     path.write_text(json.dumps(row) + "\n")
     [read] = read_capture(path)
     assert (read["causes"], read["pointer"]) == (["tools_changed"], "/tools/2")
-    assert read["cause"] == "tools_changed at /tools/2"
+    assert read["cause"] == "tools_changed at /tools/2" and read["analysed"] is True
+    unread = {**row, "id": "f1", "api": None, "verdict": None, "cause": "not analysed: no API shape read"}
+    path.write_text(json.dumps(unread) + "\n")
+    assert read_capture(path)[0]["analysed"] is False

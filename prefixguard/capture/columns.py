@@ -2,9 +2,10 @@
 names and types, a Record flattened into them and read back, and what a migration adds and rewrites.
 
 Version 6 stores a verdict's cause and the provider's diagnosis in columns of their own (causes as a JSON
-list of names, pointer, note; diag_* and agreement). The version-1 columns `cause` and `diagnosis` stay in
-the table for older readers but are written empty: a writer moves an old row's text into the new columns
-(`legacy_updates`), a read-only reader converts it as it reads (capture/legacy.py).
+list of names, pointer, note; diag_* and agreement), and whether the request was analysed (`analysed`).
+The version-1 columns `cause` and `diagnosis` stay in the table for older readers but are written empty:
+a writer moves an old row's text into the new columns (`legacy_updates`), a read-only reader converts it
+as it reads (capture/legacy.py).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prefixguard.capture.legacy import split_cause, split_diagnosis
+from prefixguard.capture.legacy import split_cause, split_diagnosis, unread_note
 from prefixguard.capture.record import RECORD_FIELDS, Record
 from prefixguard.judge.names import VerdictName
 from prefixguard.model.diagnosis import Diagnosis
@@ -29,7 +30,7 @@ COLUMNS = """
     diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0, client TEXT, route TEXT, site TEXT, response_id TEXT,
     response_model TEXT, finish_reasons TEXT, causes TEXT, pointer TEXT, note TEXT, diag_status TEXT,
     diag_level TEXT, diag_label TEXT, diag_missed_tokens INTEGER, diag_reusable_tokens INTEGER, diag_reason TEXT,
-    agreement TEXT
+    agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1
 """
 # (name, SQLite type, the rest of its definition) of each column
 DEFINITIONS = tuple(tuple(c.split(maxsplit=2)) + ("",) * (3 - len(c.split(maxsplit=2)))
@@ -39,10 +40,12 @@ LEGACY = ("cause", "diagnosis")   # version-1 text columns, written empty since 
 _DIAG = {"diag_status": "status", "diag_level": "level", "diag_label": "label",
          "diag_missed_tokens": "missed_tokens", "diag_reusable_tokens": "reusable_tokens", "diag_reason": "reason"}
 _STRUCTURED = ("causes", "pointer", "note", *_DIAG, "agreement")
+# Added to a table that lacks it, then set from the note of each row its writer left unread (legacy.py).
+ANALYSED = "analysed"
 # Columns a file of an earlier version lacks, with their type: the writer adds them.
 ADDED = {name: f"{kind} {rest}".strip() for name, kind, rest in DEFINITIONS
          if name in ("tokens_estimated", "diagnosis", "degraded", "client", "route", "site", "response_id",
-                     "response_model", "finish_reasons", *_STRUCTURED)}
+                     "response_model", "finish_reasons", *_STRUCTURED, ANALYSED)}
 REQUIRED = frozenset(NAMES) - set(ADDED)   # what any capture's table has had since version 1
 
 # Python types each column's SQLite type may hold (a foreign writer can store any type in any column).
@@ -58,6 +61,7 @@ def flat(rec: Record) -> dict[str, Any]:
     out["reported"] = int(rec.usage.reported)
     out["tokens_estimated"] = int(rec.tokens_estimated)
     out["degraded"] = int(rec.degraded)
+    out["analysed"] = int(rec.analysed)
     out["finish_reasons"] = json.dumps(list(rec.finish_reasons)) if rec.finish_reasons else None
     out["verdict"] = None if rec.verdict is None else str(rec.verdict)   # the name, whatever enum adapter a driver has
     out["causes"] = json.dumps([str(c) for c in rec.causes]) if rec.causes else None
@@ -81,6 +85,7 @@ def record_of(row: Mapping[str, Any]) -> Record:
     data["fingerprints"] = data["fingerprints"] or b""
     data["tokens_estimated"] = bool(data.get("tokens_estimated"))
     data["degraded"] = bool(data.get("degraded"))
+    analysed = data.pop("analysed", None)
     reasons = _json(data, "finish_reasons", "null", (list, type(None)), strict=False)
     data["finish_reasons"] = [r for r in reasons if isinstance(r, str)] if reasons else None
     cause, diagnosis = data.pop("cause", None), data.pop("diagnosis", None)   # version 5's text, if any
@@ -98,6 +103,8 @@ def record_of(row: Mapping[str, Any]) -> Record:
         data["causes"], data["pointer"], data["note"] = split_cause(verdict, cause)
     if diagnosis is not None:
         data["diagnosis"], data["agreement"] = split_diagnosis(diagnosis)
+    # a file written before the column, read as it is: its note says whether the request was read
+    data["analysed"] = bool(analysed) if analysed is not None else not unread_note(data.get("note"))
     return Record(usage=usage, **data)
 
 

@@ -12,6 +12,10 @@ from typing import Any
 
 from prefixguard.judge.names import VerdictName
 from prefixguard.model.diagnosis import Diagnosis
+from prefixguard.wire.routes import NOT_ANALYSED
+
+# The notes of requests forwarded unread, as SQL LIKE matches them (a file written before `analysed`).
+UNREAD_LIKE = NOT_ANALYSED + "%"
 
 
 def split_cause(verdict: str | None, text: str | None) -> tuple[tuple[str, ...], str | None, str | None]:
@@ -41,10 +45,18 @@ def split_diagnosis(text: str | None) -> tuple[Diagnosis | None, str | None]:
     return diag, agreement if isinstance(agreement, str) else None
 
 
+def unread_note(note: Any) -> bool:
+    """Whether a note written before the `analysed` field says the request was forwarded unread."""
+    return isinstance(note, str) and note.startswith(NOT_ANALYSED)
+
+
 def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An export row written before version 6 (no "causes"), given the structured cause fields."""
-    if "causes" in row:
+    """An export row written before version 6 (no "causes", no "analysed"), given the structured fields."""
+    if "causes" in row and "analysed" in row:
         return row
     cause = row.get("cause")
-    causes, pointer, _ = split_cause(row.get("verdict"), cause if isinstance(cause, str) else None)
-    return {**row, "causes": list(causes), "pointer": pointer}
+    out = {**row, "analysed": row.get("analysed", not unread_note(cause))}
+    if "causes" not in row:
+        causes, pointer, _ = split_cause(row.get("verdict"), cause if isinstance(cause, str) else None)
+        out |= {"causes": list(causes), "pointer": pointer}
+    return out

@@ -26,7 +26,8 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from prefixguard.capture.columns import ADDED, DEFINITIONS, NAMES, UPDATED, flat, legacy_updates, record_of
+from prefixguard.capture.columns import ADDED, ANALYSED, DEFINITIONS, NAMES, UPDATED, flat, legacy_updates, record_of
+from prefixguard.capture.legacy import UNREAD_LIKE
 from prefixguard.capture.record import SCHEMA_VERSION, Record, Rows
 from prefixguard.capture.sqlite import Store
 from prefixguard.utils.errors import InputError
@@ -85,6 +86,8 @@ def migrate(conn: Any) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS prefixguard_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute(f"CREATE TABLE IF NOT EXISTS flows ({_pg_columns()}, seq BIGSERIAL)")
         conn.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
+        unmarked = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                                "AND table_name = 'flows' AND column_name = %s", (ANALYSED,)).fetchone() is None
         for name, kind in ADDED.items():  # a table written by an earlier version
             conn.execute(f"ALTER TABLE flows ADD COLUMN IF NOT EXISTS {name} {kind.replace('INTEGER', 'BIGINT')}")
         found = conn.execute("SELECT value FROM prefixguard_meta WHERE name = 'schema_version'").fetchone()
@@ -93,6 +96,8 @@ def migrate(conn: Any) -> None:
                                "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
             with conn.cursor() as cur:
                 cur.executemany(_UPGRADE, legacy_updates(old))
+        if unmarked:   # a table written before the column: its unread requests are known by their note
+            conn.execute(f"UPDATE flows SET {ANALYSED} = 0 WHERE note LIKE %s", (UNREAD_LIKE,))
         conn.execute("INSERT INTO prefixguard_meta VALUES ('schema_version', %s) "
                      "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
 

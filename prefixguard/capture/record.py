@@ -3,7 +3,8 @@
 A `Record` is one proxied request and what became of it. Its judgement is typed, never text to parse:
 the verdict a `VerdictName`, a prefix change as its cause names (`causes`, values of `Cause`) and the
 pointer where the prompt diverged (`pointer`), free text apart (`note`: a hit's note, a miss's reason,
-an error, "not analysed: ..."), and the provider's own diagnosis a `Diagnosis` with our `agreement`.
+an error, why a request was not analysed), `analysed` False for a request forwarded unread, and the
+provider's own diagnosis a `Diagnosis` with our `agreement`.
 `row()` builds the export shape (JSON lines) from those fields; its "cause" text is rendered, not stored.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from prefixguard.judge.verdict import Verdict
 
 # 2: tokens_estimated; 3: diagnosis; 4: degraded; 5: attribution and gen_ai.response.*;
-# 6: structured causes (causes, pointer, note) and diagnosis columns (capture/columns.py migrates)
+# 6: structured causes (causes, pointer, note), analysed, and diagnosis columns (capture/columns.py migrates)
 SCHEMA_VERSION = 6
 
 
@@ -49,7 +50,8 @@ class Record:
     verdict: VerdictName | None = None
     causes: tuple[str, ...] = ()           # the prefix change's cause names (values of judge.causes.Cause)
     pointer: str | None = None             # where the prompt diverged from the earlier one
-    note: str | None = None                # free text: a hit's note, a miss's reason, an error, "not analysed: ..."
+    note: str | None = None                # free text: a hit's note, a miss's reason, an error, why not analysed
+    analysed: bool = True                  # False: forwarded unread (no API shape, too large, the analysis behind)
     expected_cached: int | None = None
     expected_reason: str | None = None
     previous_id: str | None = None         # the earlier request this one was compared with
@@ -77,7 +79,7 @@ class Record:
     @property
     def change(self) -> PrefixChange | None:
         """The prefix change found, if any."""
-        return PrefixChange(tuple(self.causes), self.pointer) if self.causes else None
+        return PrefixChange(causes=tuple(self.causes), pointer=self.pointer) if self.causes else None
 
     @property
     def cause(self) -> str | None:
@@ -121,7 +123,7 @@ class Record:
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": None if self.verdict is None else str(self.verdict), "cause": self.cause,
             "causes": list(self.causes), "pointer": self.pointer, "expected_cached": self.expected_cached,
-            "tokens_estimated": self.tokens_estimated, "degraded": self.degraded,
+            "tokens_estimated": self.tokens_estimated, "degraded": self.degraded, "analysed": self.analysed,
             "diagnosis": as_row(self.diagnosis, self.agreement),
             # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
             "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,

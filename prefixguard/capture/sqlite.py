@@ -15,7 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-from prefixguard.capture.columns import ADDED, COLUMNS, NAMES, REQUIRED, UPDATED, flat, legacy_updates, record_of
+from prefixguard.capture.columns import (
+    ADDED,
+    ANALYSED,
+    COLUMNS,
+    NAMES,
+    REQUIRED,
+    UPDATED,
+    flat,
+    legacy_updates,
+    record_of,
+)
+from prefixguard.capture.legacy import UNREAD_LIKE
 from prefixguard.capture.record import SCHEMA_VERSION, Record, Rows
 from prefixguard.utils.errors import InputError, check_regular_file
 
@@ -38,6 +49,8 @@ def _migrate(db: sqlite3.Connection, columns: set[str]) -> None:
                              "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
             sets = ", ".join(f"{c} = ?" for c in UPDATED)
             db.executemany(f"UPDATE flows SET {sets} WHERE id = ?", legacy_updates(old))
+        if columns and ANALYSED not in columns:
+            db.execute(f"UPDATE flows SET {ANALYSED} = 0 WHERE note LIKE ?", (UNREAD_LIKE,))
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         db.execute("ROLLBACK")

@@ -43,15 +43,16 @@ from prefixguard.proxy.tap import StreamTap, is_event_stream
 from prefixguard.proxy.trailers import install as pass_trailers
 from prefixguard.proxy.worker import Worker
 from prefixguard.utils.styled import printable
-from prefixguard.wire import analysable, files
+from prefixguard.wire import files
 from prefixguard.wire.gemini import is_cache_creation
-from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED
+from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED, resolve
 
 logger = logging.getLogger("prefixguard.proxy")
 pass_trailers()   # a chunked message with trailers passes whole instead of hanging its client
 
 META = "prefixguard"
 BODY = "prefixguard-body"  # the tap of a body that streams through and is read afterwards
+ROUTED = "prefixguard-route"  # the path's route, from requestheaders to request: the path is routed once
 STREAM_OVER = 1 << 20      # bodies larger than this (or of unknown size) stream instead of being buffered
 MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
 # How long a flow's hand-off to the analysis may wait to share one write (and one wake-up of the
@@ -87,12 +88,17 @@ def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | Non
     return found.get(b"content-type"), found.get(b"content-encoding")
 
 
-def _analysed(req: http.Request) -> bool:
-    """A request the analysis reads: a POST to a path of an API shape it reads (or whose tail names one:
-    its body decides), the creation of a Gemini explicit cache or a file upload (later requests that name
-    the cache or the file read what it holds)."""
-    return analysable(req.method, req.path) or req.method == "POST" and (
-        is_cache_creation(req.path) or files.is_upload(req.path))
+def _route(req: http.Request) -> tuple[str | None, str | None, bool, str] | None:
+    """The path's route (wire.routes.Routed as a plain tuple: the analysis takes it, and routes no path
+    again) of a request the analysis reads, else None. It reads a POST to a path of an API shape (or whose
+    tail names one: its body decides), the creation of a Gemini explicit cache or a file upload (later
+    requests that name the cache or the file read what it holds)."""
+    if req.method.upper() != "POST":
+        return None
+    routed = resolve(req.path)
+    if routed.api is not None or is_cache_creation(req.path) or files.is_upload(req.path):
+        return routed.api, routed.model, routed.exact, routed.path
+    return None
 
 
 def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
@@ -218,10 +224,12 @@ class PrefixGuard:
         route = next((r for r in self.routes if r.matches(req.path)), None)
         if route is not None:
             route.apply(req)
-        if not _analysed(req):
+        routed = _route(req)
+        if routed is None:
             req.stream = True
             self._unanalysed(flow, NO_SHAPE)
             return
+        flow.metadata[ROUTED] = routed
         size = req.headers.get("content-length", "")
         if not size.isdigit() or int(size) > STREAM_OVER:
             tap = StreamTap()
@@ -231,7 +239,8 @@ class PrefixGuard:
     @_hook
     def request(self, flow: http.HTTPFlow) -> None:
         req = flow.request
-        if not _analysed(req):
+        routed = flow.metadata.pop(ROUTED, None)
+        if routed is None:
             return  # not a Messages / Chat Completions / Responses call
         tap = flow.metadata.pop(BODY, None)
         body = b"".join(chunk for _, chunk in tap.chunks) if tap is not None else req.raw_content or b""
@@ -248,7 +257,7 @@ class PrefixGuard:
         self._skipping = False
         seq = worker.submit("request", packed("request", id=flow.id, ts=self.clock(), sent=time.monotonic(),
                                               path=req.path, upstream=(req.scheme, req.host, req.port),
-                                              fields=req.headers.fields),
+                                              fields=req.headers.fields, routed=routed),
                             body, REPLY if self.headers else None, REQUEST_WAIT_S)
         # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
         flow.metadata[META] = (seq, Response(id=flow.id))

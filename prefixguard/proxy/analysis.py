@@ -40,7 +40,7 @@ from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.utils.redaction import request_secrets
 from prefixguard.utils.styled import printable
 from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response, parse_response_meta
-from prefixguard.wire.routes import NOT_ANALYSED, template
+from prefixguard.wire.routes import NOT_ANALYSED, Routed, template
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
 __all__ = ["KEEP_FLOWS", "WIRE", "Analyzer", "Early", "FlowState", "Response", "packed", "unpacked"]
@@ -134,7 +134,7 @@ class Analyzer:
         default = port == (443 if scheme == "https" else 80)
         rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method, route=template(path),
                      upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
-                     note=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause)
+                     note=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause, analysed=False)
         if self.store is not None:
             self.store.add(rec)
         if self.telemetry is not None:
@@ -162,12 +162,13 @@ class Analyzer:
             flow.skip = f"cannot undo content-encoding {undecodable!r}"
             return None
         try:
-            prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id)
+            routed = Routed._make(flow.routed) if flow.routed is not None else None
+            prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id, routed=routed)
         except InputError as err:
             flow.skip = redact_text(str(err), flow.secrets)
             if isinstance(err, TooLarge):
                 why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
-                flow.skip = f"not analysed: too large ({why})"
+                flow.skip, flow.unread = f"{NOT_ANALYSED}too large ({why})", True
             return None
         flow.prompt = prompt
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
@@ -241,7 +242,7 @@ class Analyzer:
                      request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage,
                      client=flow.client or None, route=template(flow.path), site=flow.site,
                      response_id=said.id, response_model=said.model, finish_reasons=list(said.finish_reasons) or None)
-        if self.bodies and not (flow.skip or "").startswith("not analysed: "):  # a body too large to read is not kept
+        if self.bodies and not flow.unread:  # a body too large to read is not kept
             rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.estimated
@@ -262,7 +263,7 @@ class Analyzer:
                                           flow.ts, flow.tenant)
             self._judged(flow, relook)
         if prompt is None:
-            rec.note = flow.skip
+            rec.note, rec.analysed = flow.skip, not flow.unread
         else:
             if flow.expected is not None:
                 flow.expected = self.policy_for(prompt, _upstream(flow)).billed(flow.expected, prompt, usage)

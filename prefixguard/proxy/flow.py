@@ -29,6 +29,9 @@ class FlowState:
     fields: tuple[tuple[bytes, bytes], ...] = ()  # the request's header fields, dropped once read
     method: str = "POST"
     body: bytes = b""                  # as sent (content-encoding not undone)
+    # the path's route as the addon found it (wire.routes.Routed's fields, a plain tuple: marshal carries it);
+    # None: the analysis routes the path itself (an in-process caller)
+    routed: tuple[str | None, str | None, bool, str] | None = None
     # set by the analysis
     tenant: str = ""
     client: str = ""                   # "claude-cli 2.0.14" (attribution.client_of)
@@ -37,6 +40,7 @@ class FlowState:
     headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
     prompt: Prompt | None = None
     skip: str | None = None            # why the request was not analysed
+    unread: bool = False               # its body was not read at all (too large): not analysed, not stored
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
@@ -92,7 +96,7 @@ class Response:
 # (marshal carries tuples fastest). `packed` and `unpacked` are the two ends; a name that is not a
 # field fails on the first flow of any test.
 WIRE: dict[str, tuple[type, tuple[str, ...]]] = {
-    "request": (FlowState, ("id", "ts", "sent", "path", "upstream", "fields")),
+    "request": (FlowState, ("id", "ts", "sent", "path", "upstream", "fields", "routed")),
     "finish": (Response, ("id", "status", "headers_at", "ended_at", "encoding", "error", "chunks")),
 }
 

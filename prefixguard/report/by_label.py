@@ -16,7 +16,6 @@ from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.report.human import usd
 from prefixguard.report.money import tenant
 from prefixguard.utils.styled import columns, printable
-from prefixguard.wire.routes import NOT_ANALYSED
 
 LABELS = ("client", "tenant", "site", "model")
 NONE = "-"   # a row that carries no value of the label (a capture from before it, a caller that named none)
@@ -83,7 +82,7 @@ def by_label(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
         raise ValueError(f"--by: no label {label!r} (one of {', '.join(LABELS)})")
     groups: dict[str, _Group] = {}
     for row in rows:
-        if str(row.get("cause") or "").startswith(NOT_ANALYSED):
+        if row.get("analysed") is False:
             continue
         value = label_of(row, label)
         groups.setdefault(value, _Group(value)).add(row)

@@ -28,7 +28,7 @@ from prefixguard.report.money import mode, money
 from prefixguard.utils.errors import InputError
 from prefixguard.utils.stats import distribution, quantile
 from prefixguard.wire import parse_request
-from prefixguard.wire.routes import NOT_ANALYSED, template
+from prefixguard.wire.routes import template
 
 MAX_WINDOWS = 12
 MOVED = 1.5           # a median that grew by this factor "moved"
@@ -46,8 +46,7 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     unread = _unanalysed(rows)
     # rows the proxy wrote when it forwarded a request unread (no response is awaited for them): named in
     # the infrastructure step, no request of the analysis
-    rows = [r for r in rows if not (r.get("api") is None and r.get("status") is None
-                                    and str(r.get("cause") or "").startswith(NOT_ANALYSED))]
+    rows = [r for r in rows if not (r.get("api") is None and r.get("status") is None and r.get("analysed") is False)]
     if not rows:
         raise InputError("the capture holds no requests", source)
     t0 = rows[0].get("ts") or 0.0
@@ -56,8 +55,9 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     parents: dict[int, dict[str, Any]] = {}
     causes = _causes(rows, parents)
     split = _split(windows)
-    diag = Diagnosis(source, len(rows), span, windows, split, _inputs(rows, windows),
-                     causes, _infra(rows, unread), _fields(rows), _points(rows, split["mode"]))
+    diag = Diagnosis(source=source, requests=len(rows), span_s=span, windows=windows, split=split,
+                     inputs=_inputs(rows, windows), causes=causes, infra=_infra(rows, unread), fields=_fields(rows),
+                     points=_points(rows, split["mode"]))
     diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
                      diag.infra["finding"], diag.fields["finding"]]
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
@@ -97,7 +97,7 @@ def _windows(rows: list[dict[str, Any]], t0: float, span: float) -> list[Window]
         groups[min(k, n - 1)].append(row)
     out = []
     for k, group in enumerate(groups):
-        w = Window(k * span / n, (k + 1) * span / n, len(group))
+        w = Window(start=k * span / n, end=(k + 1) * span / n, requests=len(group))
         ok = [r for r in group if _ok(r)]
         by_mode: dict[str, list[float]] = defaultdict(list)
         for r in ok:
@@ -236,7 +236,7 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
         name = next(iter(judged.change.causes), None) if judged.change is not None else None
         if not name:
             continue
-        cause = causes.setdefault(name, Cause(name))
+        cause = causes.setdefault(name, Cause(name=name))
         cause.requests += 1
         cause.reprefill_tokens += judged.reprefill_tokens
         cause.cost_usd += judged.cost_usd
