@@ -1,8 +1,8 @@
 """The capture store: a real SQLite file in WAL mode, one transaction per flow, JSONL export."""
 from __future__ import annotations
 
-import json
 import hashlib
+import json
 import signal
 import sqlite3
 import subprocess
@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from helpers.cli import CliRunner
 
-from prefixguard.cli import main
-from prefixguard.utils.errors import InputError
 from prefixguard.capture.store import SCHEMA_VERSION, Record, Store, check_writable_store, open_store, read_jsonl
+from prefixguard.cli import main
 from prefixguard.model.usage import Usage
+from prefixguard.utils.errors import InputError
 
-ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage", "timings", "verdict",
-            "cause", "causes", "pointer", "expected_cached", "tokens_estimated", "degraded", "analysed", "diagnosis", "upstream", "detail",
-            "reprefill_tokens", "cost_usd", "client", "route", "site", "response"]
+ROW_KEYS = ["schema_version", "id", "ts", "method", "path", "api", "model", "tenant", "request", "status", "usage",
+            "timings", "verdict", "cause", "causes", "pointer", "expected_cached", "tokens_estimated", "degraded",
+            "analysed", "diagnosis", "upstream", "detail", "reprefill_tokens", "cost_usd", "client", "route", "site",
+            "response"]
 
 
 def record(i: int, body: str | None = '{"model": "m", "messages": [], "z": 1, "a": 2}') -> Record:
@@ -243,8 +244,8 @@ def test_a_version_1_capture_is_read_as_is_and_upgraded_by_the_writer(tmp_path: 
     db = tmp_path / "v1.db"
     con = sqlite3.connect(db)
     con.execute(f"CREATE TABLE flows ({V1_COLUMNS})")
-    con.execute("INSERT INTO flows (id, ts, path, segments, prompt_total, reported) VALUES ('old', 1.0, '/v1/messages', "
-                "'[]', 10, 1)")
+    con.execute("INSERT INTO flows (id, ts, path, segments, prompt_total, reported) "
+                "VALUES ('old', 1.0, '/v1/messages', '[]', 10, 1)")
     con.execute("PRAGMA user_version=1")
     con.commit()
     con.close()
