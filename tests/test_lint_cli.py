@@ -182,7 +182,8 @@ def test_no_request_files_is_a_warning_exit_0(project: Path, args: list[str]):
     (project / "reqs" / "notes.txt").write_text("not a request", "utf-8")
     code, out, err = run(*args)
     assert (code, out) == (0, "")
-    assert err == f"prefixguard: warning: no request files (*.json, *.jsonl, *.ndjson, *.py) found in {args[0]}\n"
+    kinds = "*.json, *.jsonl, *.ndjson, *.py, *.ts, *.tsx, *.mts, *.cts, *.js, *.jsx, *.mjs, *.cjs"
+    assert err == f"prefixguard: warning: no request files ({kinds}) found in {args[0]}\n"
     doc = json.loads(run("--format", "json", *args)[1])
     assert (doc["files"], doc["findings"]) == (0, [])
     # the other paths are still linted, and decide the exit status
