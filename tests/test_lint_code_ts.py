@@ -1,6 +1,7 @@
 """`prefixguard lint` on TypeScript and JavaScript source (issue 31): the example apps in
 examples/code/typescript/ are each found with the provider's severity, their fixed twins are clean, the
-mechanical ones (tool order) are fixed into their twins, and the flows are followed the way Python's are."""
+mechanical ones (tool order, a trailing volatile sentence) are fixed into their twins, and the flows are
+followed the way Python's are."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from helpers.cli import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.lint import catalog
-from prefixguard.lint.code.fix import fix_paths
+from prefixguard.lint.code.fix import fix_paths, fix_text
 from prefixguard.lint.code.typescript import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,8 @@ EXPECTED = {
     "ai_sdk_trace_env.js": ("PG601", "warning"),           # JavaScript, Vercel AI SDK
     "langchain_random_persona.ts": ("PG601", "warning"),   # LangChain.js prompt template
 }
-MECHANICAL = {"tools_from_set.ts", "tools_from_registry.ts"}
+MECHANICAL = {"tools_from_set.ts", "tools_from_registry.ts", "timestamp_in_system.ts", "request_id_in_system.ts",
+              "uuid_on_breakpoint.ts"}
 
 
 def findings(*args: str) -> list[dict]:
@@ -56,7 +58,7 @@ def test_every_fixed_twin_is_clean():
     assert findings(str(APPS / "fixed")) == []
 
 
-def test_fix_sorts_the_tools_into_the_twin(tmp_path: Path):
+def test_fix_turns_each_mechanical_pattern_into_its_twin(tmp_path: Path):
     work = tmp_path / "apps"
     shutil.copytree(APPS, work, ignore=shutil.ignore_patterns("fixed"))
     diff = fix_paths([str(work)], write=True)
@@ -147,3 +149,18 @@ def test_unparseable_file_is_skipped_with_one_line(tmp_path: Path):
     assert "app.ts:7:15: PG601" in result.stdout
     warnings = [line for line in result.stderr.splitlines() if line]
     assert len(warnings) == 1 and "skipped 1 file" in warnings[0] and "not linted" in warnings[0]
+
+
+def test_fix_leaves_unsafe_cases_alone():
+    source = textwrap.dedent('''
+    import Anthropic from "@anthropic-ai/sdk";
+    const client = new Anthropic();
+    async function f(q) {
+      await client.messages.create({ model: "m", max_tokens: 9, cache_control: { type: "ephemeral" },
+        system: `Rules. Now ${Date.now()}. More rules.`, messages: [{ role: "user", content: q }] });
+      await client.messages.create({ model: "m", max_tokens: 9, cache_control: { type: "ephemeral" },
+        system: `Now ${Date.now()}`, messages: [{ role: "user", content: q }] });
+    }
+    ''')
+    assert [h.code for h in analyze(source, "app.ts")[0]] == ["PG601", "PG601"]
+    assert fix_text(source, "app.ts") == source   # static text after the value; no sentence before it

@@ -1,10 +1,10 @@
 """`--fix` for the mechanical cases of the code rules, as text edits on the source:
-PG602: wrap the iterated set or dict view in sorted(...) (a dict's values in the order of its sorted keys;
-TypeScript: sort the keys, entries or spread set, see _ts_edits);
+PG602: wrap the iterated set or dict view in sorted(...) (a dict's values in the order of its sorted keys);
 PG603: add sort_keys=True to json.dumps;
 PG601: move the trailing part of a system prompt f-string (from the last sentence before the volatile
 value to the end) to the front of the latest user message, when both are written in the same function
-and the call, and nothing but that part holds a volatile value. Anything else is left as it is."""
+and the call, and nothing but that part holds a volatile value. Anything else is left as it is.
+TypeScript and JavaScript get the same PG602 and PG601 fixes in their syntax (tsfix.py)."""
 from __future__ import annotations
 
 import ast
@@ -12,20 +12,15 @@ import difflib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from prefixguard.lint.code.place import read_source
 from prefixguard.lint.code.python import analyze
+from prefixguard.lint.code.textedit import Edit, apply, inside, line_starts, span
+from prefixguard.lint.code.tsfix import ts_edits
 from prefixguard.lint.code.typescript import GRAMMARS
 from prefixguard.lint.code.typescript import analyze as analyze_ts
 from prefixguard.lint.code.verdict import CodeHit
 from prefixguard.utils.errors import InputError, NotARequest
-
-
-class Edit(NamedTuple):
-    start: int     # character offsets in the file's text
-    end: int
-    text: str
 
 
 def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | None = None) -> str:
@@ -54,29 +49,11 @@ def fix_text(text: str, filename: str = "<string>") -> str:
     JavaScript file (by its name's suffix) gets the PG602 fix only."""
     grammar = GRAMMARS.get(os.path.splitext(filename)[1])
     hits, _ = analyze(text, filename) if grammar is None else analyze_ts(text, filename, grammar)
-    starts = _line_starts(text)
-    edits = _edits if grammar is None else _ts_edits
-    return _apply(text, [edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
+    starts = line_starts(text)
+    edits = _edits if grammar is None else ts_edits
+    return apply(text, [edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
 
 
-_BY_KEY = ".sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))"   # entries by key, as sorted() orders them
-
-
-def _ts_edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
-    """PG602 in TypeScript: Object.keys(o).sort(), Object.entries(o) sorted by key, Object.values(o) in
-    the order of the sorted keys, anything else iterated as [...it].sort()."""
-    if hit.code != "PG602":
-        return []
-    start, end = _span(hit.node, text, starts)
-    written = text[start:end]
-    if written.startswith("Object.keys("):
-        return [Edit(end, end, ".sort()")]
-    if written.startswith("Object.entries("):
-        return [Edit(end, end, _BY_KEY)]
-    if written.startswith("Object.values("):
-        inner = written.removeprefix("Object.values")
-        return [Edit(start, end, f"Object.entries{inner}{_BY_KEY}.map(([, v]) => v)")]
-    return [Edit(start, end, f"[...{written}].sort()")]
 
 
 def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
@@ -90,16 +67,16 @@ def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
 
 
 def _sorted(node: ast.AST, text: str, starts: list[int]) -> list[Edit]:
-    start, end = _span(node, text, starts)
+    start, end = span(node, text, starts)
     written = text[start:end]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "values":
-        receiver = text.__getitem__(slice(*_span(node.func.value, text, starts)))
+        receiver = text.__getitem__(slice(*span(node.func.value, text, starts)))
         return [Edit(start, end, f"dict(sorted({receiver}.items())).values()")]
     return [Edit(start, end, f"sorted({written})")]
 
 
 def _sort_keys(call: ast.Call, text: str, starts: list[int]) -> list[Edit]:
-    start, end = _span(call, text, starts)
+    start, end = span(call, text, starts)
     close = end - 1
     if text[close] != ")":
         return []
@@ -113,21 +90,21 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     system, latest = hit.text, hit.latest
     if not isinstance(system, ast.JoinedStr) or latest is None or isinstance(hit.owner, ast.Module):
         return []
-    if not (_inside(system, hit.owner) and _inside(latest, hit.owner)):
+    if not (inside(system, hit.owner) and inside(latest, hit.owner)):
         return []
     first = hit.first_volatile
     if system.lineno != system.end_lineno or first is None:
         return []
-    s_start, s_end = _span(system, text, starts)
+    s_start, s_end = span(system, text, starts)
     written = text[s_start:s_end]
     if not (written.startswith(('f"', "f'")) and written[1] * 3 != written[1:4]):
         return []
     quote = written[1]
     for later in system.values[first + 1:]:   # trailing: no further sentence after the volatile value
-        written_part = text.__getitem__(slice(*_span(later, text, starts))).rstrip()
+        written_part = text.__getitem__(slice(*span(later, text, starts))).rstrip()
         if isinstance(later, ast.Constant) and (". " in written_part or "\\n" in written_part):
             return []
-    v_start, _ = _span(system.values[first], text, starts)
+    v_start, _ = span(system.values[first], text, starts)
     inner_start = s_start + 2
     static = text[inner_start:v_start]
     cut = max(static.rfind(". ") + 1 if ". " in static else -1, static.rfind("\\n") + 2 if "\\n" in static else -1)
@@ -145,13 +122,13 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     new_latest = _prepend(latest, moved, quote, text, starts)
     if new_latest is None:
         return []
-    l_start, l_end = _span(latest, text, starts)
+    l_start, l_end = span(latest, text, starts)
     return [Edit(s_start, s_end, f"{prefix}{quote}{head}{quote}"), Edit(l_start, l_end, new_latest)]
 
 
 def _prepend(latest: ast.expr, moved: str, quote: str, text: str, starts: list[int]) -> str | None:
     """The latest message's content with the moved part in front of it, as an f-string."""
-    start, end = _span(latest, text, starts)
+    start, end = span(latest, text, starts)
     written = text[start:end]
     if isinstance(latest, ast.Name):
         return f"f{quote}{moved}\\n\\n{{{latest.id}}}{quote}"
@@ -163,44 +140,6 @@ def _prepend(latest: ast.expr, moved: str, quote: str, text: str, starts: list[i
     return None
 
 
-def _inside(node: ast.AST, outer: ast.AST) -> bool:
-    a = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-    b = (getattr(node, "end_lineno", 0), getattr(node, "end_col_offset", 0))
-    lo = (getattr(outer, "lineno", 0), getattr(outer, "col_offset", 0))
-    hi = (getattr(outer, "end_lineno", 0), getattr(outer, "end_col_offset", 0))
-    return lo <= a and b <= hi
-
-
-def _apply(text: str, groups: list[list[Edit]]) -> str:
-    """Groups of edits (a fix is one group: all of it or nothing), applied from the end of the text; a
-    group that overlaps one already taken is dropped (one fix per place)."""
-    taken: list[Edit] = []
-    for group in groups:
-        if any(e.start < t.end and t.start < e.end or e.start == t.start for e in group for t in taken):
-            continue
-        taken.extend(group)
-    for edit in sorted(taken, key=lambda e: e.start, reverse=True):
-        text = text[:edit.start] + edit.text + text[edit.end:]
-    return text
-
-
-def _line_starts(text: str) -> list[int]:
-    out, at = [0], 0
-    for line in text.splitlines(keepends=True):
-        at += len(line)
-        out.append(at)
-    return out
-
-
-def _span(node: ast.AST, text: str, starts: list[int]) -> tuple[int, int]:
-    return (_offset(text, starts, node.lineno, node.col_offset),  # type: ignore[attr-defined]
-            _offset(text, starts, node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
-
-
-def _offset(text: str, starts: list[int], line: int, byte_col: int) -> int:
-    begin = starts[line - 1]
-    end = starts[line] if line < len(starts) else len(text)
-    return begin + len(text[begin:end].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
 _SUFFIXES = (".py", *GRAMMARS)

@@ -6,10 +6,9 @@ const openai = new OpenAI();
 export async function chat(requestId: string, question: string) {
   const completion = await openai.chat.completions.create({
     model: "gpt-4o",
-    metadata: { request_id: requestId },
     messages: [
       { role: "system", content: "You are a helpful assistant for Acme." },
-      { role: "user", content: question },
+      { role: "user", content: `Request: ${requestId}\n\n${question}` },
     ],
   });
   return completion.choices[0].message.content;
