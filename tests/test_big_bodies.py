@@ -46,7 +46,7 @@ def general_walk(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def read(body: bytes, **kw: Any) -> tuple[str, Any]:
     try:
-        return "ok", view(parse_request(body, count_tokens=False, **kw))
+        return "ok", view(parse_request(body, **{"count_tokens": False, **kw}))
     except InputError as err:
         return "error", str(err)
 
@@ -82,6 +82,9 @@ def test_plain_messages_read_as_the_general_walk_reads_them(api_fields: str, mon
     fast, general = both_ways(body, monkeypatch)
     assert fast == general
     assert fast[0] == "ok" and len(fast[1][-1]) == 1 + len(MIXED)   # the system prompt and one part a message
+    # counted by the tokenizer too (Chat: each message's framing tokens, the reply's on the first part)
+    counted = both_ways(body, monkeypatch, count_tokens=True)
+    assert counted[0] == counted[1] and counted[0][0] == "ok"
     kinds = [type(n).__name__ for n in jsonspan.parse(body.decode(), wire._spans(body.decode())).get("messages").kids]
     assert kinds[:4] == ["PlainMessage", "PlainMessage", "Node", "PlainMessage"]   # the fast path was taken
     # the Responses API's input items are messages too
@@ -258,3 +261,17 @@ def test_the_history_is_keyed_from_the_divergence_as_from_the_start(
     assert {"history_truncated", "history_compacted"} <= {c for r in fast for c in r.causes}
     monkeypatch.setattr(classify, "_message_start", lambda a, b, at: 0)
     assert [compare(x, y) for x, y in pairs] == fast
+
+
+def test_plain_chat_messages_keep_their_level_and_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leading system and developer messages are the system level, a later one is not; a tool message's
+    string is a tool result: the same on the plain-message path as on the general walk."""
+    roles = ["system", "developer", "user", "system", "assistant", "tool", "user"]
+    messages = [{"role": r, "content": f"{r} {i}"} for i, r in enumerate(roles)]
+    body = json.dumps({"model": "gpt-4o", "messages": messages}, separators=(",", ":")).encode()
+    for count_tokens in (False, True):
+        fast, general = both_ways(body, monkeypatch, count_tokens=count_tokens)
+        assert fast == general and fast[0] == "ok"
+    parts = fast[1][-1]
+    assert [(p[0], p[2]) for p in parts] == [("system", "text"), ("system", "text")] + [("messages", "text")] * 3 + [
+        ("messages", "tool_result"), ("messages", "text")]

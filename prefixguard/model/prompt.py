@@ -28,7 +28,7 @@ class Segment:
     when read (the fingerprint chain is made while the parts are, so it reads each key once)."""
 
     __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "end", "_key", "tokens", "breakpoint",
-                 "message_index", "header", "media_tokens", "estimated", "_canon")
+                 "message_index", "header", "media_tokens", "estimated")
     level: str                 # "tools" | "system" | "messages"
     kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
     role: str | None           # message role for level "messages" (and "system"/"developer" messages)
@@ -50,7 +50,6 @@ class Segment:
         self.start, self.end, self._key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
         self.message_index, self.header = message_index, header
         self.media_tokens, self.estimated = media_tokens, estimated
-        self._canon: bytes | None = None
 
     def __repr__(self) -> str:
         return f"Segment({self.level} {self.pointer} {self.kind}, {self.tokens} tokens)"
@@ -73,20 +72,17 @@ class Segment:
 
     def with_tokens(self, tokens: int) -> Segment:
         """The same part counted in other tokens (a provider's: prefixguard/judge/scale.py)."""
-        out = Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self.end, self._key,
-                      tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
-        out._canon = self._canon
-        return out
+        return Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self.end, self._key,
+                       tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
 
     @property
     def canon(self) -> bytes:
         """What the provider's renderer sees: compact JSON with key order as sent, after level/role/message
-        markers. Built on first use: the fingerprint does not need it, a renderer or a diff does."""
-        if self._canon is None:
-            opener = "" if self.header is None else "\x1d" + compact_json(self.header)
-            body = compact_json(without_markers(self.value))
-            self._canon = f"\x1e{self.level}\x1f{self.role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
-        return self._canon
+        markers. Made when read, not kept: the fingerprint does not need it, and a million parts would
+        hold a second copy of the body."""
+        opener = "" if self.header is None else "\x1d" + compact_json(self.header)
+        body = compact_json(without_markers(self.value))
+        return f"\x1e{self.level}\x1f{self.role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
 
 
 class PointerForm(str):

@@ -16,7 +16,7 @@ from prefixguard.model.prompt import Prompt, compact_json, without_markers
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
-from prefixguard.wire.jsonspan import ABSENT, Node, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
     Builder,
@@ -137,6 +137,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     header_of = MessageHeaders("content")
     for mi, msg in enumerate(messages.elements):
         fields = msg.value
+        if type(msg) is PlainMessage:   # {"role": "...", "content": "..."}: one string part, no marker
+            out.add_text("messages", MESSAGE_CONTENT, "text", fields["content"], msg.content_start, msg.content_end,
+                         fields["role"], mi, header_of(fields))
+            release(messages, mi)
+            continue
         if type(fields) is not dict:
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")

@@ -92,16 +92,17 @@ class PlainMessage(Node):
         self.value, self.start, self.end, self.content_start = value, start, end, content_start
 
     def get(self, key: str) -> Node | None:
-        """The content member's node (a string with no escapes: its span is its length and two quotes)."""
-        if key != "content":
-            return None
-        value = self.value["content"]
-        return Node(value, self.content_start, self.content_start + len(value) + 2)
+        """The content member's node."""
+        return Node(self.value["content"], self.content_start, self.content_end) if key == "content" else None
+
+    @property
+    def content_end(self) -> int:
+        """Where the content string ends: it has no escapes, so its span is its length and two quotes."""
+        return self.content_start + len(self.value["content"]) + 2
 
     @property
     def kids(self) -> dict[str, Node]:  # type: ignore[override]  # made when asked for, never set
-        value = self.value["content"]
-        return {"content": Node(value, self.content_start, self.content_start + len(value) + 2)}
+        return {"content": Node(self.value["content"], self.content_start, self.content_end)}
 
 
 class Elements(list):  # type: ignore[type-arg]  # of Node, or None for a plain message not yet read
@@ -111,10 +112,11 @@ class Elements(list):  # type: ignore[type-arg]  # of Node, or None for a plain 
 
     __slots__ = ("values", "spans")
 
-    def __init__(self, values: list[Any]) -> None:
+    def __init__(self, values: list[Any], size: int) -> None:
         super().__init__()
         self.values = values   # the array's decoded elements
-        self.spans = array("q")  # start, end and content start of each element (-1: not a plain message)
+        # start, end and content start of each element (-1: not a plain message), in 4 bytes where they fit
+        self.spans = array("i" if size < 2**31 else "q")
 
     def __getitem__(self, i: Any) -> Any:
         node = list.__getitem__(self, i)
@@ -128,8 +130,12 @@ class Elements(list):  # type: ignore[type-arg]  # of Node, or None for a plain 
         return PlainMessage(value, spans[3 * i], spans[3 * i + 1], spans[3 * i + 2])
 
     def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
+        values, spans = self.values, self.spans
+        for i, node in enumerate(list.__iter__(self)):
+            if node is None and values[i] is not None:
+                j = 3 * i
+                node = PlainMessage(values[i], spans[j], spans[j + 1], spans[j + 2])
+            yield node
 
 
 def parse(text: str, spec: Spec | None) -> Node:
@@ -196,7 +202,7 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
     found = _array_open.match(text, start)
     closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
     plain = spec is not None and "content" in spec and "role" not in spec  # elements may be plain messages
-    kids: list[Node] = Elements(value) if plain else []
+    kids: list[Node] = Elements(value, len(text)) if plain else []
     spans = kids.spans if isinstance(kids, Elements) else None
     roles: dict[str, str] = {}  # one string per role, not one per message
     while not closed:

@@ -16,7 +16,7 @@ from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic
-from prefixguard.wire.jsonspan import ABSENT, Node, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
     Builder,
@@ -86,6 +86,14 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     header_of = MessageHeaders("content", "tool_calls")
     for mi, msg in enumerate(messages.elements):
         fields = msg.value
+        if type(msg) is PlainMessage:   # {"role": "...", "content": "..."}: one string part, no marker
+            role = fields["role"]
+            leading = leading and role in SYSTEM_ROLES
+            kind = "tool_result" if role == "tool" else "text"
+            out.add_text("system" if leading else "messages", MESSAGE_CONTENT, kind, fields["content"],
+                         msg.content_start, msg.content_end, role, mi, header_of(fields))
+            release(messages, mi)
+            continue
         if not isinstance(fields, dict):
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")

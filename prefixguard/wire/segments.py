@@ -53,27 +53,49 @@ class Builder:
             count, estimated = tokens_by_rule, True
         elif media:
             count, media_tokens, estimated = self._media(key, media, text)
-        elif self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
-            count = tokens.estimate(text) if isinstance(text, str) else len(key) // 4
-            estimated = not self.estimated  # one part too long to tokenize in time: say it is estimated
         else:
-            count = tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value),
-                                      self.encoding)
-        if self.framing and level != "tools" and tokens_by_rule is None and (whole or header is not None):
-            count += self.framing  # the message opens here: its role and delimiters
-        if self.reply and not self.segments:
-            # The reply's start (<|im_start|>assistant) follows the prompt; the next request has the same
-            # tokens opening that reply right after this prompt, so a read of this prompt covers them: they
-            # count in every prefix of it, as if on its first part.
+            count, estimated = self._count(key, text, value)
+        if tokens_by_rule is None:
+            count += self._opening(level, whole or header is not None)
+        elif self.reply and not self.segments:
             count += self.reply
         # the key is left for the part to make again when it is the plain encoding of what the part holds
         kept = None if value is node.value and not whole else key
         seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, kept,
                       count, breakpoint, message_index, header, media_tokens, estimated)
+        self._append(seg, key)
+        return seg
+
+    def add_text(self, level: str, pointer: str, kind: str, text: str, start: int, end: int, role: str,
+                 message_index: int, header: dict[str, Any]) -> None:
+        """add() of a message's content that is one string (no breakpoint, no media): the same segment,
+        made without a node of it (a plain message's, read at a million a body)."""
+        key = encode_key(level, role, header, text)
+        count, estimated = self._count(key, text, text)
+        self._append(Segment(level, pointer, kind, role, text, start, end, None, count + self._opening(level, True),
+                             None, message_index, header, 0, estimated), key)
+
+    def _count(self, key: bytes, text: str | None, value: Any) -> tuple[int, bool]:
+        """(tokens of a part with no media, whether that is an estimate)."""
+        if self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
+            # one part too long to tokenize in time: say it is estimated
+            return (tokens.estimate(text) if isinstance(text, str) else len(key) // 4), not self.estimated
+        return tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value),
+                                 self.encoding), False
+
+    def _opening(self, level: str, opens: bool) -> int:
+        """Tokens of the chat format around a part: its message's role and delimiters where the message
+        opens here; the reply's start on the first part. The reply's start (<|im_start|>assistant)
+        follows the prompt; the next request has the same tokens opening that reply right after this
+        prompt, so a read of this prompt covers them: they count in every prefix of it, as if on its
+        first part."""
+        extra = self.framing if self.framing and level != "tools" and opens else 0
+        return extra + self.reply if self.reply and not self.segments else extra
+
+    def _append(self, seg: Segment, key: bytes) -> None:
         self.segments.append(seg)
         self._prev = link(self._prev, key)
         self.chain.append(self._prev)
-        return seg
 
     def chain_for(self, segments: list[Segment]) -> list[bytes]:
         """The fingerprint chain of `segments`: the one made as the parts were added, when they are
