@@ -109,8 +109,9 @@ def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]
     if p.suffix in SQLITE_SUFFIXES:
         _write_sqlite(p, runs, meta)
     else:
-        doc = {"schema_version": SCHEMA_VERSION, "meta": meta, "runs": {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
-                                      for name, rows in runs.items()}}
+        done = {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
+                for name, rows in runs.items()}
+        doc = {"schema_version": SCHEMA_VERSION, "meta": meta, "runs": done}
         p.write_text(json.dumps(doc, indent=1), "utf-8")
 
 
