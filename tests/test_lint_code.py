@@ -426,3 +426,28 @@ def test_values_that_only_pass_near_a_source_are_not_findings():
     ''')
     hits, calls = analyze(source)
     assert calls == 2 and hits == []
+
+
+def test_a_volatile_argument_of_a_helper_in_another_file_that_sends_the_prompt(tmp_path: Path):
+    (tmp_path / "llm.py").write_text(textwrap.dedent('''
+        import anthropic, time
+        client = anthropic.Anthropic()
+
+        def ask(system, question):
+            started = time.time()   # the helper's own clock value goes to a log, not to the caller's findings
+            print(started)
+            return client.messages.create(model="m", max_tokens=9, cache_control={"type": "ephemeral"},
+                                          system=system, messages=[{"role": "user", "content": question}])
+    '''))
+    (tmp_path / "handler.py").write_text(textwrap.dedent('''
+        from datetime import datetime
+        from llm import ask
+
+        def handle(question):
+            return ask(f"You are Acme's agent. Now: {datetime.now()}", question)
+    '''))
+    found = findings("--select", "ALL", str(tmp_path))
+    assert [(Path(f["path"]).name, f["line"], f["code"], f["severity"]) for f in found] == [
+        ("handler.py", 6, "PG601", "error")]
+    assert "(line 8 of llm.py)" in found[0]["message"]
+    assert fix_paths([str(tmp_path)], write=False) == ""   # the prompt is built in llm.py: no fix in handler.py

@@ -57,6 +57,8 @@ def fix_text(text: str, filename: str = "<string>") -> str:
 
 
 def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
+    if hit.elsewhere:   # the prompt is built in another file: its text is not this one's
+        return []
     if hit.code == "PG602":
         return _sorted(hit.node, text, starts)
     if hit.code == "PG603" and isinstance(hit.node, ast.Call):

@@ -18,8 +18,11 @@ from prefixguard.lint.code.verdict import judge
 class Scope:
     """One function (or the module body): statements in order, names -> taint and -> last literal."""
 
-    def __init__(self, module: Any, owner: ast.AST, collect: bool, bound: dict[str, Taints] | None = None) -> None:
+    def __init__(self, module: Any, owner: ast.AST, collect: bool, bound: dict[str, Taints] | None = None,
+                 report: Any = None, only: frozenset[Taint] | None = None) -> None:
         self.m, self.owner, self.collect = module, owner, collect
+        # a helper of another file read for a call's arguments: only they are reported, in the caller's file
+        self.report, self.only = report, only
         is_module = isinstance(owner, ast.Module)
         self.env: dict[str, Taints] = {} if is_module else dict(module.globals)
         self.defs: dict[str, ast.expr] = {} if is_module else dict(module.global_defs)
@@ -340,11 +343,16 @@ class Scope:
             params = params[1:]
         bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
         bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
-        if self.collect and owner is self.m:
+        if self.collect:
             passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
                       for p, ts in bound.items() if not src.request_id_name(p)}   # such a name is a source itself
+            into = self.report or self.m
+            if owner is not into and self.only is None:   # the values this file passes, none of the helper's own
+                only: frozenset[Taint] | None = frozenset().union(*passed.values())
+            else:
+                only = self.only
             if any(passed.values()):
-                owner.rerun(fn, {p: ts for p, ts in passed.items() if ts})
+                owner.rerun(fn, {p: ts for p, ts in passed.items() if ts}, into, only)
         out: set[Taint] = set()
         for t in returned:
             if t.kind == src.PARAM:

@@ -135,13 +135,18 @@ class Module:
         found = self.helper(call, name)
         return found is not None and found[0] is self and self.sends(found[1])
 
-    def rerun(self, fn: Function, bound: dict[str, Taints]) -> None:
-        """Read fn again with volatile arguments bound to its parameters: its SDK calls report them."""
+    def rerun(self, fn: Function, bound: dict[str, Taints], into: Module, only: frozenset | None) -> None:
+        """Read fn (of this file) again with volatile arguments bound to its parameters: its SDK calls
+        report them into the file being linted (`into`; the budget is that file's). A function of another
+        file reports only the caller's values (`only`), at the caller's lines."""
         key = (id(fn), frozenset((p, t) for p, ts in bound.items() for t in ts))
-        if key in self._reruns or len(self._reruns) >= _RERUNS or not self.sends(fn):
+        if key in into._reruns or len(into._reruns) >= _RERUNS or not self.sends(fn):
             return
-        self._reruns.add(key)
-        Scope(self, fn, collect=True, bound=bound).run()
+        into._reruns.add(key)
+        if into is self:
+            Scope(self, fn, collect=True, bound=bound).run()
+        else:
+            Scope(self, fn, collect=True, bound=bound, report=into, only=only).run()
 
     def run(self) -> list[CodeHit]:
         Scope(self, self.tree, collect=True).run()

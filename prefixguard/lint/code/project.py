@@ -11,6 +11,7 @@ import re
 import warnings
 
 from prefixguard.lint.code.module import Function, Module
+from prefixguard.lint.code.python import SINK_WORDS
 
 _PARENTS = 8   # folders above the importing file where an absolute import's package may start
 _MAX_BYTES = 2 * 2**20
@@ -62,7 +63,8 @@ class Project:
         return (parsed, fn) if parsed is not None and fn is not None else None
 
     def _may_return_a_source(self, key: tuple[str, int, int], name: str) -> bool:
-        """The text of the top-level def `name` (to the next top-level statement) names a source."""
+        """The text of the top-level def `name` (to the next top-level statement) names a source or an
+        SDK call (a helper that sends the prompt is read for the caller's arguments)."""
         text = self._text(key)
         found = re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\b", text, re.MULTILINE)
         if found is None:
@@ -70,7 +72,7 @@ class Project:
         start = text.find("\n", found.end()) + 1 or len(text)
         after = re.compile(r"^\S", re.MULTILINE).search(text, start)
         body = text[found.end():after.start() if after is not None else len(text)]
-        return bool(_SOURCE_WORDS.search(body))
+        return bool(_SOURCE_WORDS.search(body) or SINK_WORDS.search(body))   # or it sends the prompt
 
     def _text(self, key: tuple[str, int, int]) -> str:
         if key not in self._texts:

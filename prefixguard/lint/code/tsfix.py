@@ -18,6 +18,8 @@ _BY_KEY = ".sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))"   # entries by key
 def ts_edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     """PG602: Object.keys(o).sort(), Object.entries(o) sorted by key, Object.values(o) in the order of
     the sorted keys, anything else iterated as [...it].sort(). PG601/PG604: _move_trailing."""
+    if hit.elsewhere:
+        return []
     if hit.code in ("PG601", "PG604") and hit.region.label in ("system prompt", "instructions", "system message"):
         return _move_trailing(hit, text, starts)
     if hit.code != "PG602":

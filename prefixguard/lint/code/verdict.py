@@ -4,6 +4,7 @@ cached part reported as a CodeHit under its PG6 rule, unless a suppression comme
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import Any, NamedTuple
 
@@ -33,6 +34,7 @@ class CodeHit(NamedTuple):
     latest: ast.expr | None   # the content of the call's latest message, written in the call (for fixes)
     owner: ast.AST     # the function (or module) holding the call
     first_volatile: int | None   # text is an f-string: the index of its first part with a volatile value
+    elsewhere: str | None = None   # the sink is in this other file (a helper it imports): no fix here
 
 
 def judge(scope: Any, sink: sinks.Sink) -> None:
@@ -47,7 +49,7 @@ def judge(scope: Any, sink: sinks.Sink) -> None:
             continue
         taints = scope.expr(region.node)
         for t in sorted(taints, key=lambda t: (t.kind, _pos(t.node))):
-            if t.kind in src.MARKERS:
+            if t.kind in src.MARKERS or (scope.only is not None and t not in scope.only):
                 continue
             code, variant = _rule(t, region, parts, i, explicit, auto)
             if code is not None:
@@ -82,19 +84,21 @@ def _rule_of(t: Taint, region: sinks.Region, parts: list[sinks.Region], i: int, 
 
 def _report(scope: Any, code: str, variant: str | None, t: Taint, sink: sinks.Sink, region: sinks.Region,
             parts: list[sinks.Region]) -> None:
-    node = t.node
+    node, home = t.node, scope.report or scope.m   # home: the file the source is in (where it is reported)
     line, col = _pos(node)
     end_line = getattr(node, "end_lineno", None) or line
     end_col = getattr(node, "end_col_offset", None)
-    text_line = scope.m.lines[line - 1] if line - 1 < len(scope.m.lines) else ""
+    text_line = home.lines[line - 1] if line - 1 < len(home.lines) else ""
     column = _chars(text_line, col) + 1
-    end_text = scope.m.lines[end_line - 1] if end_line - 1 < len(scope.m.lines) else ""
+    end_text = home.lines[end_line - 1] if end_line - 1 < len(home.lines) else ""
     end_column = _chars(end_text, end_col) + 1 if end_col is not None else column + 1
-    if _suppressed(scope.m.lines, line, code) or _suppressed(scope.m.lines, sink.call.lineno, code):
+    if _suppressed(home.lines, line, code) or _suppressed(scope.m.lines, sink.call.lineno, code):
         return
-    where = f"the {region.label} of {sink.api} (line {sink.call.lineno})"
+    elsewhere = scope.m.path if home is not scope.m else None
+    at = f"line {sink.call.lineno}" + (f" of {os.path.basename(elsewhere)}" if elsewhere else "")
+    where = f"the {region.label} of {sink.api} ({at})"
     if code == "PG602":
-        message = f"{t.label} decides the order of the tools sent to {sink.api} (line {sink.call.lineno})"
+        message = f"{t.label} decides the order of the tools sent to {sink.api} ({at})"
     elif code == "PG603":
         message = f"{t.label} writes text that goes into {where}"
     else:
@@ -111,10 +115,10 @@ def _report(scope: Any, code: str, variant: str | None, t: Taint, sink: sinks.Si
                   pointer=f"{scope.name}/{region.label}", key=f"{t.kind}:{t.label}:{sink.api}", node=node,
                   sink=sink.call, region=region, provider=sink.provider, text=scope.resolve(region.node),
                   latest=parts[-1].node if parts and not parts[-1].cached else None, owner=scope.owner,
-                  first_volatile=_first_volatile_part(scope, scope.resolve(region.node)))
+                  first_volatile=_first_volatile_part(scope, scope.resolve(region.node)), elsewhere=elsewhere)
     if all((h.code, h.line, h.column, h.pointer) != (hit.code, hit.line, hit.column, hit.pointer)
-           for h in scope.m.hits):
-        scope.m.hits.append(hit)
+           for h in home.hits):
+        home.hits.append(hit)
 
 
 
