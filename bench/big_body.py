@@ -71,6 +71,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, int]:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
+    assert proc.stderr is not None   # stderr=PIPE
     err = proc.stderr.read().decode(errors="replace").strip()
     proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)

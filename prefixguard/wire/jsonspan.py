@@ -105,7 +105,7 @@ class PlainMessage(Node):
         return {"content": Node(self.value["content"], self.content_start, self.content_end)}
 
 
-class Elements(list):  # type: ignore[type-arg]  # of Node, or None for a plain message not yet read
+class Elements(list[Any]):  # of Node, or None for a plain message not yet read
     """The element nodes of an array that may hold plain messages: a plain message's node is made when
     read, from its three offsets kept in one array of integers (a million messages then hold no node
     and no offset objects until the adapter reaches them, one at a time)."""
