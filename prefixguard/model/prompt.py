@@ -23,18 +23,18 @@ class Segment:
     each start (tests/test_cli.py checks).
 
     A body can hold millions of parts, so a part keeps only what cannot be derived: its pointer may be
-    a PointerForm shared by every part of one shape (filled with message_index when read), and its key
-    may be left out (None) when it is the plain encoding of level, role, header and value, made again
-    when read (the fingerprint chain is made while the parts are, so it reads each key once)."""
+    a PointerForm shared by every part of one shape (filled with message_index when read); its key may
+    be left out (None) when it is the plain encoding of level, role, header and value, made again when
+    read (the fingerprint chain is made while the parts are, so it reads each key once); and its end
+    when its text is a string without escapes."""
 
-    __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "end", "_key", "tokens", "breakpoint",
+    __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "_end", "_key", "tokens", "breakpoint",
                  "message_index", "header", "media_tokens", "estimated")
     level: str                 # "tools" | "system" | "messages"
     kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
     role: str | None           # message role for level "messages" (and "system"/"developer" messages)
     value: Any                 # the parsed JSON of this part
     start: int                 # offset of this part in Prompt.text (character offset)
-    end: int                   # end offset (exclusive) in Prompt.text
     tokens: int                # token count of this segment (estimated when Prompt.tokens_estimated)
     breakpoint: str | None     # cache_control TTL on this block: "5m" | "1h" | None
     message_index: int | None  # index of the message this block belongs to (level "messages")
@@ -43,11 +43,11 @@ class Segment:
                                # (already in the provider's tokens: a tokenizer rescaling leaves them)
     estimated: bool            # a media size or page count could not be read (URL, file id): estimate
 
-    def __init__(self, level: str, pointer: str, kind: str, role: str | None, value: Any, start: int, end: int,
+    def __init__(self, level: str, pointer: str, kind: str, role: str | None, value: Any, start: int, end: int | None,
                  key: bytes | None, tokens: int = 0, breakpoint: str | None = None, message_index: int | None = None,
                  header: dict[str, Any] | None = None, media_tokens: int = 0, estimated: bool = False) -> None:
         self.level, self._pointer, self.kind, self.role, self.value = level, pointer, kind, role, value
-        self.start, self.end, self._key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
+        self.start, self._end, self._key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
         self.message_index, self.header = message_index, header
         self.media_tokens, self.estimated = media_tokens, estimated
 
@@ -61,6 +61,13 @@ class Segment:
         return pointer if type(pointer) is str else pointer.format(self.message_index)
 
     @property
+    def end(self) -> int:
+        """End offset (exclusive) of this part in Prompt.text. Left out (None) for a string without
+        escapes, whose text is its characters between two quotes."""
+        end = self._end
+        return end if end is not None else self.start + len(self.value) + 2
+
+    @property
     def key(self) -> bytes:
         """What the fingerprint hashes: an exact, key-order-keeping encoding of level, role, message
         header and value (breakpoint markers left out). Marshal format 2 is exact for JSON values, keeps
@@ -72,7 +79,7 @@ class Segment:
 
     def with_tokens(self, tokens: int) -> Segment:
         """The same part counted in other tokens (a provider's: prefixguard/judge/scale.py)."""
-        return Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self.end, self._key,
+        return Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self._end, self._key,
                        tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
 
     @property

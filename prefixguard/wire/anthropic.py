@@ -138,8 +138,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     for mi, msg in enumerate(messages.elements):
         fields = msg.value
         if type(msg) is PlainMessage:   # {"role": "...", "content": "..."}: one string part, no marker
-            out.add_text("messages", MESSAGE_CONTENT, "text", fields["content"], msg.content_start, msg.content_end,
-                         fields["role"], mi, header_of(fields))
+            out.add_text("messages", MESSAGE_CONTENT, "text", fields["content"], msg.content_start, fields["role"], mi,
+                         header_of(fields))
             release(messages, mi)
             continue
         if type(fields) is not dict:

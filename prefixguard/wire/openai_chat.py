@@ -91,7 +91,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             leading = leading and role in SYSTEM_ROLES
             kind = "tool_result" if role == "tool" else "text"
             out.add_text("system" if leading else "messages", MESSAGE_CONTENT, kind, fields["content"],
-                         msg.content_start, msg.content_end, role, mi, header_of(fields))
+                         msg.content_start, role, mi, header_of(fields))
             release(messages, mi)
             continue
         if not isinstance(fields, dict):

@@ -66,13 +66,13 @@ class Builder:
         self._append(seg, key)
         return seg
 
-    def add_text(self, level: str, pointer: str, kind: str, text: str, start: int, end: int, role: str,
+    def add_text(self, level: str, pointer: str, kind: str, text: str, start: int, role: str,
                  message_index: int, header: dict[str, Any]) -> None:
-        """add() of a message's content that is one string (no breakpoint, no media): the same segment,
-        made without a node of it (a plain message's, read at a million a body)."""
+        """add() of a message's content that is one string without escapes at `start` (no breakpoint, no
+        media): the same segment, made without a node of it (a plain message's, a million a body)."""
         key = encode_key(level, role, header, text)
         count, estimated = self._count(key, text, text)
-        self._append(Segment(level, pointer, kind, role, text, start, end, None, count + self._opening(level, True),
+        self._append(Segment(level, pointer, kind, role, text, start, None, None, count + self._opening(level, True),
                              None, message_index, header, 0, estimated), key)
 
     def _count(self, key: bytes, text: str | None, value: Any) -> tuple[int, bool]:
