@@ -8,6 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import anthropic
 import httpx2
@@ -34,7 +35,7 @@ def _app(name: str, recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> Modu
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), APPS / name)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    module: Any = importlib.util.module_from_spec(spec)   # an example app: its client is replaced
     spec.loader.exec_module(module)
     http = recorder.http_client(transport=httpx2.MockTransport(_answer))
     sdk = anthropic.Anthropic if isinstance(module.client, anthropic.Anthropic) else openai.OpenAI
