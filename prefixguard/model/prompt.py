@@ -28,28 +28,26 @@ class Segment:
     read (the fingerprint chain is made while the parts are, so it reads each key once); and its end
     when its text is a string without escapes."""
 
-    __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "_end", "_key", "tokens", "breakpoint",
-                 "message_index", "header", "media_tokens", "estimated")
+    __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "_end", "_key", "tokens", "message_index",
+                 "header", "_rare")
     level: str                 # "tools" | "system" | "messages"
     kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
     role: str | None           # message role for level "messages" (and "system"/"developer" messages)
     value: Any                 # the parsed JSON of this part
     start: int                 # offset of this part in Prompt.text (character offset)
     tokens: int                # token count of this segment (estimated when Prompt.tokens_estimated)
-    breakpoint: str | None     # cache_control TTL on this block: "5m" | "1h" | None
     message_index: int | None  # index of the message this block belongs to (level "messages")
     header: dict[str, Any] | None  # the message's own fields (role, ids) when this part opens one
-    media_tokens: int          # of `tokens`, those of images and documents, by the provider's formula
-                               # (already in the provider's tokens: a tokenizer rescaling leaves them)
-    estimated: bool            # a media size or page count could not be read (URL, file id): estimate
+    # and, kept together in one slot as few parts have them (properties below): breakpoint, media_tokens,
+    # estimated
 
     def __init__(self, level: str, pointer: str, kind: str, role: str | None, value: Any, start: int, end: int | None,
                  key: bytes | None, tokens: int = 0, breakpoint: str | None = None, message_index: int | None = None,
                  header: dict[str, Any] | None = None, media_tokens: int = 0, estimated: bool = False) -> None:
         self.level, self._pointer, self.kind, self.role, self.value = level, pointer, kind, role, value
-        self.start, self._end, self._key, self.tokens, self.breakpoint = start, end, key, tokens, breakpoint
+        self.start, self._end, self._key, self.tokens = start, end, key, tokens
         self.message_index, self.header = message_index, header
-        self.media_tokens, self.estimated = media_tokens, estimated
+        self._rare = _rare(breakpoint, media_tokens, estimated)
 
     def __repr__(self) -> str:
         return f"Segment({self.level} {self.pointer} {self.kind}, {self.tokens} tokens)"
@@ -59,6 +57,34 @@ class Segment:
         """RFC 6901 JSON pointer into the body, e.g. "/messages/3/content/0"."""
         pointer = self._pointer
         return pointer if type(pointer) is str else pointer.format(self.message_index)
+
+    @property
+    def breakpoint(self) -> str | None:
+        """cache_control TTL on this block: "5m" | "1h" | None."""
+        rare = self._rare
+        return None if rare is None else rare[0]
+
+    @breakpoint.setter
+    def breakpoint(self, ttl: str | None) -> None:
+        self._rare = _rare(ttl, self.media_tokens, self.estimated)
+
+    @property
+    def media_tokens(self) -> int:
+        """Of `tokens`, those of images and documents, by the provider's formula (already in the
+        provider's tokens: a tokenizer rescaling leaves them)."""
+        rare = self._rare
+        return 0 if rare is None else rare[1]
+
+    @property
+    def estimated(self) -> bool:
+        """A media size or page count could not be read (URL, file id), or the part was too long to
+        tokenize in time: its count is an estimate."""
+        rare = self._rare
+        return False if rare is None else rare[2]
+
+    @estimated.setter
+    def estimated(self, value: bool) -> None:
+        self._rare = _rare(self.breakpoint, self.media_tokens, value)
 
     @property
     def end(self) -> int:
@@ -79,8 +105,10 @@ class Segment:
 
     def with_tokens(self, tokens: int) -> Segment:
         """The same part counted in other tokens (a provider's: prefixguard/judge/scale.py)."""
-        return Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self._end, self._key,
-                       tokens, self.breakpoint, self.message_index, self.header, self.media_tokens, self.estimated)
+        out = Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self._end, self._key,
+                      tokens, None, self.message_index, self.header)
+        out._rare = self._rare
+        return out
 
     @property
     def canon(self) -> bytes:
@@ -90,6 +118,11 @@ class Segment:
         opener = "" if self.header is None else "\x1d" + compact_json(self.header)
         body = compact_json(without_markers(self.value))
         return f"\x1e{self.level}\x1f{self.role or ''}{opener}\x1f{body}".encode("utf-8", "surrogatepass")
+
+
+def _rare(breakpoint: str | None, media_tokens: int, estimated: bool) -> tuple[str | None, int, bool] | None:
+    """Segment._rare: None when the part has none of them (most parts)."""
+    return None if breakpoint is None and not media_tokens and not estimated else (breakpoint, media_tokens, estimated)
 
 
 class PointerForm(str):
