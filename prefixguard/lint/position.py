@@ -131,6 +131,7 @@ def _spec(tokens: list[str]) -> jsonspan.Spec | None:
 def _child(node: jsonspan.Node, token: str) -> jsonspan.Node | None:
     if isinstance(node.kids, dict):
         return node.kids.get(token)
-    if isinstance(node.kids, list) and token.isdigit() and int(token) < len(node.kids):
-        return node.kids[int(token)]
+    elements = node.elements
+    if token.isdigit() and int(token) < len(elements):
+        return elements[int(token)]
     return None

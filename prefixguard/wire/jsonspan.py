@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from json.decoder import scanstring  # type: ignore[attr-defined]  # the C scanner, not in typeshed
 from typing import Any
 
@@ -57,7 +57,8 @@ class Node:
 
     __slots__ = ("value", "start", "end", "kids")
 
-    def __init__(self, value: Any, start: int, end: int, kids: dict[str, Node] | list[Node] | None = None) -> None:
+    def __init__(self, value: Any, start: int, end: int,
+                 kids: dict[str, Node] | list[Node] | Elements | None = None) -> None:
         self.value = value
         self.start = start
         self.end = end
@@ -67,10 +68,10 @@ class Node:
         return self.kids.get(key) if isinstance(self.kids, dict) else None
 
     @property
-    def elements(self) -> list[Node]:
+    def elements(self) -> Sequence[Node]:
         """An array's element nodes, as walked by its spec (none for any other value)."""
         kids = self.kids
-        return kids if isinstance(kids, list) else []
+        return kids if isinstance(kids, (list, Elements)) else []
 
     @property
     def members(self) -> dict[str, Node]:
@@ -105,33 +106,45 @@ class PlainMessage(Node):
         return {"content": Node(self.value["content"], self.content_start, self.content_end)}
 
 
-class Elements(list[Any]):  # of Node, or None for a plain message not yet read
+class Elements(Sequence[Any]):
     """The element nodes of an array that may hold plain messages: a plain message's node is made when
-    read, from its three offsets kept in one array of integers (a million messages then hold no node
-    and no offset objects until the adapter reaches them, one at a time)."""
+    read, from its three offsets kept in one array of integers, and only the other elements' nodes are
+    kept (a million messages then hold no node, no offset object and no list slot until the adapter
+    reaches them, one at a time)."""
 
-    __slots__ = ("values", "spans")
+    __slots__ = ("values", "spans", "nodes")
 
     def __init__(self, values: list[Any], size: int) -> None:
-        super().__init__()
         self.values = values   # the array's decoded elements
         # start, end and content start of each element (-1: not a plain message), in 4 bytes where they fit
         self.spans = array("i" if size < 2**31 else "q")
+        self.nodes: dict[int, Node] = {}   # the elements that are not plain messages
+
+    def __len__(self) -> int:
+        return len(self.spans) // 3
 
     def __getitem__(self, i: Any) -> Any:
-        node = list.__getitem__(self, i)
-        if node is not None or type(i) is not int:
-            return node
-        i = i % len(self)
+        if type(i) is not int:
+            raise TypeError("elements are read one at a time")
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i %= n
+        node = self.nodes.get(i)
         value = self.values[i]
-        if value is None:   # released (segments.release)
-            return None
+        if node is not None or value is None:   # not a plain message; or one released (segments.release)
+            return node
         spans = self.spans
         return PlainMessage(value, spans[3 * i], spans[3 * i + 1], spans[3 * i + 2])
 
+    def __setitem__(self, i: int, node: None) -> None:
+        """Only to let go of an element (segments.release)."""
+        self.nodes.pop(i, None)
+
     def __iter__(self) -> Iterator[Any]:
-        values, spans = self.values, self.spans
-        for i, node in enumerate(list.__iter__(self)):
+        values, spans, nodes = self.values, self.spans, self.nodes
+        for i in range(len(self)):
+            node = nodes.get(i)
             if node is None and values[i] is not None:
                 j = 3 * i
                 node = PlainMessage(values[i], spans[j], spans[j + 1], spans[j + 2])
@@ -198,35 +211,48 @@ def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
 
 
 def _array(text: str, start: int, spec: Spec | None) -> Node:
-    value: list[Any] = []
     found = _array_open.match(text, start)
     closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
-    plain = spec is not None and "content" in spec and "role" not in spec  # elements may be plain messages
-    kids: list[Node] = Elements(value, len(text)) if plain else []
-    spans = kids.spans if isinstance(kids, Elements) else None
-    roles: dict[str, str] = {}  # one string per role, not one per message
+    if spec is not None and "content" in spec and "role" not in spec:  # elements may be plain messages
+        return _messages(text, start, spec, closed, idx)
+    value: list[Any] = []
+    kids: list[Node] = []
     while not closed:
         if spec is None:  # leaf elements (tools, blocks): the hot path
             item, end = _scan(text, idx)
             kids.append(Node(item, idx, end))
         else:
-            message = _plain_message.match(text, idx) if plain else None
-            if message is not None:  # the message and the delimiter after it
-                role, content = message.group(2, 4)
-                value.append({"role": roles.setdefault(role, role), "content": content})
-                kids.append(None)  # type: ignore[arg-type]  # made when read (Elements)
-                spans.extend((idx, message.end(1), message.start(3)))  # type: ignore[union-attr]
-                closed, idx = message[5] is not None, message.end()
-                continue
             node = _value(text, idx, spec)
             item, end = node.value, node.end
             kids.append(node)
-            if spans is not None:
-                spans.extend((-1, -1, -1))
         value.append(item)
         found = _array_next.match(text, end)
         if found is None:
             raise json.JSONDecodeError("Expecting ',' delimiter", text, end)
+        closed, idx = found[1] is not None, found.end()
+    return Node(value, start, idx, kids)
+
+
+def _messages(text: str, start: int, spec: Spec, closed: bool, idx: int) -> Node:
+    """_array's loop for an array whose elements may be plain messages: their nodes left to Elements."""
+    value: list[Any] = []
+    kids = Elements(value, len(text))
+    spans, nodes = kids.spans, kids.nodes
+    roles: dict[str, str] = {}  # one string per role, not one per message
+    while not closed:
+        message = _plain_message.match(text, idx)
+        if message is not None:  # the message and the delimiter after it
+            role, content = message.group(2, 4)
+            value.append({"role": roles.setdefault(role, role), "content": content})
+            spans.extend((idx, message.end(1), message.start(3)))
+            closed, idx = message[5] is not None, message.end()
+            continue
+        node = nodes[len(value)] = _value(text, idx, spec)
+        value.append(node.value)
+        spans.extend((-1, -1, -1))
+        found = _array_next.match(text, node.end)
+        if found is None:
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, node.end)
         closed, idx = found[1] is not None, found.end()
     return Node(value, start, idx, kids)
 
