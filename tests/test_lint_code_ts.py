@@ -117,6 +117,11 @@ const client = new OpenAI();
      '  tools() { const out = []; for (const k in this.plugins) out.push({ name: k }); return out; }\n'
      '  async run(q) { await client.chat.completions.create({ model: "m", tools: this.tools(), '
      'messages: [{ role: "user", content: q }] }); } }', [("PG602", None, 5)]),
+    # a route handler written inline is a function of its own; a .map callback is a comprehension
+    ('app.post("/chat", async (req, res) => {\n'
+     '  await client.chat.completions.create({ model: "m", messages: [{ role: "system", content: `T ${Date.now()}` }, '
+     '{ role: "user", content: req.body.q }] }); });\n'
+     'const ids = ["a"].map((n) => { return { n, at: Date.now() }; });', [("PG601", "partial", 5)]),
     # an object passed in holds its keys in the order the caller inserted them: no finding
     ('async function f(q, reg) { await client.chat.completions.create({ model: "m", '
      'tools: Object.values(reg), messages: [{ role: "user", content: q }] }); }', []),

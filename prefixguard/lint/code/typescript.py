@@ -22,6 +22,7 @@ _SINK_WORDS = re.compile(r"\.create|\.stream|generateText|streamText|generateObj
                          r"|ChatPromptTemplate|\.parse\b")
 _PACKAGES = {"@anthropic-ai/sdk": "anthropic", "@anthropic-ai/bedrock-sdk": "anthropic",
              "@anthropic-ai/vertex-sdk": "anthropic"}
+_INLINE = frozenset({"arrow_function", "function_expression", "function"})
 _FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration", "method_definition",
                         "function_signature"})
 _SKIPPED = frozenset({"comment", "empty_statement", "type_alias_declaration", "interface_declaration",
@@ -56,9 +57,39 @@ def analyze(source: str, filename: str = "<string>", grammar: str = "typescript"
     root = _parser(grammar).parse(data).root_node
     if root.has_error and _error_share(root) > 0.5:
         raise TsError(f"{grammar} that does not parse")
-    tree = ast.Module(body=block(root), type_ignores=[])
+    tree = ast.Module(body=block(root) + _callbacks(root), type_ignores=[])
     module = Module(tree, source)
     return module.run(), module.calls
+
+
+def _callbacks(root: Node) -> list[ast.stmt]:
+    """Functions written inline with a body of statements (app.post("/chat", async (req, res) => {...}),
+    a .then(function () {...})), each read as a function of its own. Named ones (const f = () => ...)
+    are read where they are bound, and .map/.filter callbacks as comprehensions."""
+    out: list[ast.stmt] = []
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        todo.extend(node.named_children)
+        if node.type not in _INLINE or node.parent is None or node.parent.type == "variable_declarator":
+            continue
+        body = node.child_by_field_name("body")
+        if body is None or body.type != "statement_block" or _comprehended(node):
+            continue
+        fn = function(node, f"<callback line {node.start_point[0] + 1}>")
+        if fn is not None:
+            out.append(fn)
+    return out
+
+
+def _comprehended(fn: Node) -> bool:
+    """The callback of xs.map(...), xs.flatMap(...) or xs.filter(...) (tsexpr reads it as a comprehension)."""
+    args = fn.parent
+    call = args.parent if args is not None and args.type == "arguments" else None
+    callee = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+    prop = callee.child_by_field_name("property") if callee is not None and callee.type == "member_expression" \
+        else None
+    return prop is not None and text(prop) in ("map", "flatMap", "filter") and args.named_children[0] == fn
 
 
 def _error_share(root: Node) -> float:
