@@ -15,6 +15,7 @@ from prefixguard.lint.code.python import SINK_WORDS
 
 _PARENTS = 8   # folders above the importing file where an absolute import's package may start
 _MAX_BYTES = 2 * 2**20
+_KEPT = 512   # helper files (and texts) held at once
 # A helper whose own text names none of these is not parsed: it adds no source of its own (its
 # arguments still flow through the call, as through any call not followed). Most imported helpers
 # are skipped this way, and most files they live in are never parsed.
@@ -33,14 +34,18 @@ class Project:
         self._trees: dict[tuple[str, int], ast.Module] = {}
         self._found: dict[tuple[tuple[str, int, int], str], tuple[Module, Function] | None] = {}
 
-    def parse(self, path: str, text: str) -> ast.Module:
-        """Raises SyntaxError or ValueError as ast.parse does."""
+    def parse(self, path: str, text: str, keep: bool = False) -> ast.Module:
+        """The file's tree: the one parsed when another file imported from it, else parsed now (kept
+        for later importers only with keep: a tree's whole run of linted files is not held in memory).
+        Raises SyntaxError or ValueError as ast.parse does."""
         key = (os.path.abspath(path), hash(text))
         tree = self._trees.get(key)
         if tree is None:
             with warnings.catch_warnings():   # an invalid escape in a helper file is no lint output
                 warnings.simplefilter("ignore")
-                tree = self._trees[key] = ast.parse(text, filename=path)
+                tree = ast.parse(text, filename=path)
+            if keep:
+                self._trees[key] = tree
         return tree
 
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
@@ -76,10 +81,16 @@ class Project:
 
     def _text(self, key: tuple[str, int, int]) -> str:
         if key not in self._texts:
+            if len(self._texts) >= _KEPT:
+                self._texts.clear()
             self._texts[key] = _read(key[0]) if key[1] <= _MAX_BYTES else ""
         return self._texts[key]
 
     def _module(self, key: tuple[str, int, int]) -> Module | None:
+        if key not in self._modules and len(self._modules) >= _KEPT:   # a bound on memory, read again if need be
+            self._modules.clear()
+            self._found.clear()
+            self._trees.clear()
         if key not in self._modules:
             self._modules[key] = None   # an import circle reads nothing through itself
             self._modules[key] = self._parse(key)
@@ -88,7 +99,7 @@ class Project:
     def _parse(self, key: tuple[str, int, int]) -> Module | None:
         text = self._text(key)
         try:
-            return Module(self.parse(key[0], text), text, key[0], self) if text else None
+            return Module(self.parse(key[0], text, keep=True), text, key[0], self) if text else None
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
