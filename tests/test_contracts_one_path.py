@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
+from prefixguard.capture.store import open_store
 from prefixguard.contracts.providers import provider_for
-from prefixguard.utils.errors import InputError
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay import sources
 from prefixguard.replay.targets import SimTarget
-from prefixguard.capture.store import open_store
+from prefixguard.utils.errors import InputError
 
 
 def _cassettes(recorded: Path) -> list[Path]:

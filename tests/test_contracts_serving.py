@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from helpers.cli import CliRunner
 
-from prefixguard.contracts import serving
 from prefixguard.cli import main
+from prefixguard.contracts import serving
 from prefixguard.contracts.providers import compatible_settings
-from prefixguard.utils.errors import InputError
-from prefixguard.lint import config
 from prefixguard.judge.policies import make_policy
+from prefixguard.lint import config
+from prefixguard.utils.errors import InputError
 from prefixguard.wire import parse_request
 
 VLLM_METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
@@ -148,8 +148,8 @@ def test_the_proxy_worker_process_gets_the_flags_settings(tmp_path: Path) -> Non
 def test_the_proxy_says_no_prefix_caching_not_a_miss(tmp_path: Path) -> None:
     """A server that caches no prefix answers cached_tokens 0 every time: that is its contract, not a miss,
     whether the prompt repeated or changed. Without the setting the repeat is a miss."""
-    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
     from prefixguard.capture.store import open_store
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 
     system = "You keep the shop's ledger. " * 200
     bodies = [{"model": "nvidia/Nemotron-H-8B", "messages": [{"role": "system", "content": s},

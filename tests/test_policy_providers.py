@@ -164,8 +164,8 @@ def test_providers_by_host_model_and_gateway_maker():
 
 def test_the_proxy_knows_a_provider_by_its_upstream_host(tmp_path):
     """Groq serves other makers' models under their names: its requests are known by the host they go to."""
-    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
     from prefixguard.capture.store import open_store
+    from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 
     body = chat("moonshotai/kimi-k2-instruct-0905", ("system", SYSTEM[:5000]), ("user", "Totals?"))
     answer = json.dumps({"choices": [], "usage": {"prompt_tokens": 1100, "completion_tokens": 2,

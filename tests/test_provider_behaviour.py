@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.model import tokens
-from prefixguard.judge.policies import Output
-from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-from prefixguard.judge.redis_index import _decode_value, _encode_value
-from prefixguard.replay import sources
-from prefixguard.judge.scale import Fit, TokenScale
 from prefixguard.capture.store import open_store
+from prefixguard.judge.policies import Output
+from prefixguard.judge.redis_index import _decode_value, _encode_value
+from prefixguard.judge.scale import Fit, TokenScale
+from prefixguard.model import tokens
 from prefixguard.model.usage import Usage
+from prefixguard.proxy.analysis import Analyzer, FlowState, Response
+from prefixguard.replay import sources
 from prefixguard.wire import parse_request
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"
