@@ -451,3 +451,19 @@ def test_a_volatile_argument_of_a_helper_in_another_file_that_sends_the_prompt(t
         ("handler.py", 6, "PG601", "error")]
     assert "(line 8 of llm.py)" in found[0]["message"]
     assert fix_paths([str(tmp_path)], write=False) == ""   # the prompt is built in llm.py: no fix in handler.py
+
+
+def test_a_class_method_does_not_pass_its_arguments_into_its_result():
+    """Found on litellm (responses/mcp/chat_completions_handler.py): the tools a handler class returns
+    for a trace id are not the trace id; a module's function (textwrap.dedent) keeps its argument."""
+    source = textwrap.dedent('''
+    import litellm, textwrap, time
+    from proxy.mcp import Handler
+
+    async def run(messages, litellm_trace_id):
+        tools = await Handler.process_tools(trace_id=litellm_trace_id)
+        system = textwrap.dedent(f"Agent. Now {time.time()}")
+        await litellm.acompletion(model="m", tools=tools, messages=[{"role": "system", "content": system}, *messages])
+    ''')
+    hits, _ = analyze(source)
+    assert [(h.code, h.line, h.message.split(" (")[0]) for h in hits] == [("PG601", 7, "time.time()")]

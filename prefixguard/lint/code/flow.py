@@ -326,8 +326,9 @@ class Scope:
         head: ast.expr = func.value
         while isinstance(head, ast.Attribute):
             head = head.value
-        return isinstance(head, ast.Name) and (head.id in self.m.aliases or head.id in src.JS_NAMESPACES) \
-            and head.id not in self.env
+        if not isinstance(head, ast.Name) or head.id in self.env:
+            return False   # Handler.process(..., trace_id=...) is a class's method, not a module's function
+        return head.id in src.JS_NAMESPACES or (head.id in self.m.aliases and not head.id[:1].isupper())
 
     def _local_call(self, e: ast.Call, name: str) -> Taints:
         """A helper (of this module or imported from the linted tree): what it returns, its parameters

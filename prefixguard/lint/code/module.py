@@ -22,6 +22,9 @@ class Helpers(Protocol):
     def parse(self, path: str, text: str) -> ast.Module:
         """The file's tree (parsed once for the lint of the file and for the files that import it)."""
 
+    def imports_a_sender(self, importer: str, text: str) -> bool:
+        """The file imports from a file of the linted tree that makes SDK calls (read from its text)."""
+
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
         """The function `name` of the module imported as `module` (relative at `level`) by the file
         `importer`, when that module is a file of the linted tree."""

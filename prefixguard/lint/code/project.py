@@ -16,6 +16,7 @@ from prefixguard.lint.code.python import SINK_WORDS
 _PARENTS = 8   # folders above the importing file where an absolute import's package may start
 _MAX_BYTES = 2 * 2**20
 _KEPT = 512   # helper files (and texts) held at once
+_FROM_IMPORT = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\b", re.MULTILINE)
 # A helper whose own text names none of these is not parsed: it adds no source of its own (its
 # arguments still flow through the call, as through any call not followed). Most imported helpers
 # are skipped this way, and most files they live in are never parsed.
@@ -47,6 +48,18 @@ class Project:
             if keep:
                 self._trees[key] = tree
         return tree
+
+    def imports_a_sender(self, importer: str, text: str) -> bool:
+        here = os.path.dirname(os.path.abspath(importer))
+        for dots, module in _FROM_IMPORT.findall(text):
+            key = (here, module, len(dots))
+            if key not in self._paths:
+                self._paths[key] = _find(here, module, len(dots))
+            path = self._paths[key]
+            found = _stat(path) if path is not None else None
+            if found is not None and SINK_WORDS.search(self._text(found)):
+                return True
+        return False
 
     def function(self, importer: str, module: str, name: str, level: int) -> tuple[Module, Function] | None:
         key = (os.path.dirname(os.path.abspath(importer)), module, level)

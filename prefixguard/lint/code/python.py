@@ -13,8 +13,9 @@ from prefixguard.lint.code.verdict import CodeHit
 
 __all__ = ["CodeHit", "analyze"]
 
-# A file that names none of these cannot hold a sink, nor (in a linted tree) pass a volatile value to
-# a helper of another file that sends the prompt: it is not parsed at all.
+# A file that names none of these cannot hold a sink: it is not parsed at all, unless (in a linted tree)
+# it names a value source and imports from a file of the tree that names them (it may pass the value to
+# a helper there that sends the prompt).
 SINK_WORDS = re.compile(r"\.create|\.stream|converse|generate_content|completion|SystemMessage|ChatPromptTemplate"
                          r"|\.parse\b")
 
@@ -26,7 +27,8 @@ def analyze(text: str, filename: str = "<string>", helpers: Helpers | None = Non
     """(the flows in one Python file, the number of SDK calls judged); helpers finds the functions it
     imports from other files of the linted tree (project.py). Raises SyntaxError (or ValueError) when
     it does not parse."""
-    if not SINK_WORDS.search(text) and (helpers is None or not _CALLER_WORDS.search(text)):
+    if not SINK_WORDS.search(text) and (helpers is None or not _CALLER_WORDS.search(text)
+                                         or not helpers.imports_a_sender(filename, text)):
         return [], 0
     with warnings.catch_warnings():   # a SyntaxWarning (an invalid escape) is the file's business, not the lint's
         warnings.simplefilter("ignore")
