@@ -278,3 +278,58 @@ def test_plain_chat_messages_keep_their_level_and_kind(monkeypatch: pytest.Monke
     parts = fast[1][-1]
     assert [(p[0], p[2]) for p in parts] == [("system", "text"), ("system", "text")] + [("messages", "text")] * 3 + [
         ("messages", "tool_result"), ("messages", "text")]
+
+
+def test_a_body_read_like_another_is_the_body_read_alone(shared_data: Path) -> None:
+    """A diff's B takes the parts it would make equal to A's (parse_request `like`): what every
+    consumer reads of it is what B alone reads as, however A differs (another model, counting, API,
+    a part moved, a header with other fields), and the parts it shares are A's own."""
+    chat = [{"role": r, "content": f"{r} {i}"} for i, r in enumerate(["system", "user", "assistant", "user"])]
+
+    def body(messages: list[Any], **fields: Any) -> bytes:
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 5, **fields, "messages": messages},
+                          separators=(",", ":")).encode()
+
+    plain = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(30)]
+    named = [dict(m, name="bob") if i == 3 else m for i, m in enumerate(plain)]
+    numbered = [dict(m, n=1) if i == 3 else m for i, m in enumerate(plain)]
+    floated = [dict(m, n=1.0) if i == 3 else m for i, m in enumerate(plain)]
+    pairs: list[tuple[bytes, bytes]] = [
+        (body(plain), body(plain[:29] + [{"role": "user", "content": "another"}])),
+        (body(plain), body(plain + plain[:3])),                                     # B extends A
+        (body(plain), body(plain[:10])),                                            # B is a prefix of A
+        (body(plain), body(plain[1:])),                                             # every part moved
+        (body(plain), body(plain, system="a system prompt first")),                 # every part moved on
+        (body(plain), body(plain, max_tokens=500)),                                 # every start moved
+        (body(plain), body(plain, model="claude-opus-4-1")),                        # counted for another model
+        (body(numbered), body(floated)), (body(plain), body(named)), (body(named), body(named)),
+        (body(plain), body(chat, model="gpt-4o")),
+        (body(chat, model="gpt-4o"), body(chat + chat, model="gpt-4o")),
+        (tiny_messages(300, "the end"), tiny_messages(300, "another end")),
+    ]
+    recorded = sorted((shared_data / "recorded").rglob("*.request.json"))
+    compact = [json.dumps(json.loads(p.read_bytes()), separators=(",", ":")).encode() for p in recorded]
+    pairs += list(zip(compact, compact[1:], strict=False)) + [(b, b) for b in compact]
+    taken = 0
+    for a, b in pairs:
+        for count_tokens, counted_a in ((False, False), (True, True), (True, False)):
+            try:
+                first = parse_request(a, count_tokens=counted_a)
+                alone = parse_request(b, count_tokens=count_tokens)
+            except InputError:
+                continue
+            like = parse_request(b, count_tokens=count_tokens, like=first)
+            assert view(like) == view(alone), (a[:80], b[:80], count_tokens)
+            ids = {id(s) for s in first.segments}
+            taken += sum(id(s) in ids for s in like.segments)
+    assert taken > 1000   # parts were taken, not only made again
+    a, b = (parse_request(tiny_messages(300, end), count_tokens=False) for end in ("the end", "another end"))
+    again = parse_request(tiny_messages(300, "another end"), count_tokens=False, like=a)
+    assert [x is y for x, y in zip(a.segments, again.segments, strict=True)] == [True] * 299 + [False]
+    assert compare(a, again) == compare(a, b)
+    # headers are taken as the same only where they encode the same (== says 1 == 1.0, and ignores order)
+    from prefixguard.wire.segments import _same_header
+    assert _same_header({"role": "user"}, {"role": "user"})
+    assert not _same_header({"role": "user", "n": 1}, {"role": "user", "n": 1.0})
+    assert not _same_header({"role": "user", "name": "x"}, {"name": "x", "role": "user"})
+    assert not _same_header(None, {"role": "user"}) and not _same_header({"role": "user"}, {"role": "tool"})

@@ -46,7 +46,8 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
     Exit status: 0 B reuses A's prefix, 1 the prefix breaks, 2 error.
     """
     try:
-        pa, pb = load(a, not no_tokens), load(b, not no_tokens)
+        pa = load(a, not no_tokens)
+        pb = load(b, not no_tokens, like=pa)   # the parts B shares with A are A's: not made, nor held, twice
     except InputError as err:
         fail(str(err))
     with PausedGc():   # comparing walks every part of both: no collection need visit them meanwhile
@@ -63,10 +64,10 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
     return EXIT_FINDINGS if broken else EXIT_OK  # 1: the prefix breaks
 
 
-def load(path: Path, count_tokens: bool) -> Prompt:
+def load(path: Path, count_tokens: bool, like: Prompt | None = None) -> Prompt:
     """Read and parse one request file; every failure is an InputError naming the file."""
     data = read_input(path, MAX_BYTES, "request file")   # bounded, and never a FIFO or a device
-    return parse_request(data, source=str(path), count_tokens=count_tokens)
+    return parse_request(data, source=str(path), count_tokens=count_tokens, like=like)
 
 
 def tokenizer_name(result: Comparison, model: str | None = None) -> str:

@@ -49,18 +49,20 @@ def _spans(text: str) -> jsonspan.Spec:
 
 def parse_request(body: bytes | str, *, path: str | None = None, headers: Mapping[str, str] | None = None,
                   source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES,
-                  routed: routes.Routed | None = None) -> Prompt:
+                  routed: routes.Routed | None = None, like: Prompt | None = None) -> Prompt:
     """A request body -> Prompt (segments in prefix order, settings, fingerprint chain). routed: the
     path's route (routes.resolve) where the caller has it already; else the path is routed here.
+    like: a request read before with the same path and headers (a diff's first body): the parts this
+    one would make equal to its own are taken from it, not made again (segments.Builder).
 
     Raises InputError (one line, prefixed by source when given) on anything that is not a request.
     """
     with PausedGc():
-        return _parse_request(body, routed or routes.resolve(path), headers, source, count_tokens, max_bytes)
+        return _parse_request(body, routed or routes.resolve(path), headers, source, count_tokens, max_bytes, like)
 
 
 def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[str, str] | None,
-                   source: str | None, count_tokens: bool, max_bytes: int) -> Prompt:
+                   source: str | None, count_tokens: bool, max_bytes: int, like: Prompt | None = None) -> Prompt:
     try:
         text = _decode(body, max_bytes)
         _check_parts(text)
@@ -74,7 +76,8 @@ def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[st
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
         api = detect(root.value, routed, headers)
         path_model = routed.model  # Bedrock, Vertex, Gemini, Azure: the path names the model
-        out = Builder(count_tokens, api, root.value.get("model") or path_model)
+        # a model named by the path is not the one `like` was counted with where the bodies name others
+        out = Builder(count_tokens, api, root.value.get("model") or path_model, None if path_model else like)
         try:
             prompt = adapter_for(api).request(root, out, headers)
         except (TypeError, AttributeError, KeyError) as err:  # a field of an unexpected JSON type

@@ -9,7 +9,15 @@ from prefixguard.model import media as media_cost
 from prefixguard.model import tokens
 from prefixguard.model.fingerprint import chain, link
 from prefixguard.model.media import Media
-from prefixguard.model.prompt import MARKER_KEYS, PointerForm, Segment, compact_json, encode_key, without_markers
+from prefixguard.model.prompt import (
+    MARKER_KEYS,
+    PointerForm,
+    Prompt,
+    Segment,
+    compact_json,
+    encode_key,
+    without_markers,
+)
 from prefixguard.utils.errors import InputError
 from prefixguard.wire.jsonspan import Node
 
@@ -21,7 +29,7 @@ class Builder:
     """Collects segments in prefix order; counts tokens with the tokenizer or, if told not to, estimates.
     Images and documents are costed by the provider's formula for the request's API and model."""
 
-    def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None) -> None:
+    def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None, like: Prompt | None = None) -> None:
         self.segments: list[Segment] = []
         self.chain: list[bytes] = []      # fingerprint chain of the segments (model/fingerprint.py)
         self._prev = b""
@@ -33,6 +41,14 @@ class Builder:
         # the chat format's tokens around each message and before the reply (OpenAI models): prompt tokens too
         self.framing, self.reply = (0, 0) if self.estimated else tokens.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
+        # `like`: a request read before in the same context (API, model, counting), whose plain message
+        # parts are taken where this one's would be made the same (`add_text`): a diff's second body
+        # then holds no second copy of the parts the two share
+        self._like: tuple[list[Segment], list[bytes]] | None = None
+        if (like is not None and like.api == api and like.model == self.model
+                and like.tokens_estimated == self.estimated and len(like.chain) == len(like.segments)):
+            self._like = (like.segments, like.chain)
+        self._like_headers: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}   # id -> (header, like's equal)
 
     def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
             message_index: int | None = None, header: dict[str, Any] | None = None,
@@ -70,10 +86,46 @@ class Builder:
                  message_index: int, header: dict[str, Any]) -> None:
         """add() of a message's content that is one string without escapes at `start` (no breakpoint, no
         media): the same segment, made without a node of it (a plain message's, a million a body)."""
+        if self._like is not None and self._take_like(level, pointer, kind, text, start, role, message_index, header):
+            return
         key = encode_key(level, role, header, text)
         count, estimated = self._count(key, text, text)
         self._append(Segment(level, pointer, kind, role, text, start, None, None, count + self._opening(level, True),
                              None, message_index, header, 0, estimated), key)
+
+    def _take_like(self, level: str, pointer: str, kind: str, text: str, start: int, role: str, message_index: int,
+                   header: dict[str, Any]) -> bool:
+        """Append the part of `like` at this position when add_text would make it equal: every input the
+        same (a plain part's key, count and fields are made of them and of the context, checked the same
+        when `like` was taken), and every part before it the same (equal chains)."""
+        assert self._like is not None   # the caller checks
+        segments, chain = self._like
+        j = len(self.segments)
+        if j >= len(segments):
+            return False
+        seg = segments[j]
+        if not (seg.start == start and seg.value == text and seg.message_index == message_index
+                and seg._end is None and seg._key is None and seg._rare is None and seg.role == role
+                and seg.kind == kind and seg.level == level and type(seg._pointer) is type(pointer)
+                and seg._pointer == pointer and self._same_header(seg.header, header)
+                and self._prev == (chain[j - 1] if j else b"")):
+            return False
+        self.segments.append(seg)
+        self._prev = chain[j]
+        self.chain.append(self._prev)
+        return True
+
+    def _same_header(self, theirs: dict[str, Any] | None, ours: dict[str, Any]) -> bool:
+        """_same_header, remembered for the few headers shared by many messages (MessageHeaders); the
+        pair is held, so that no other dict takes the id meanwhile."""
+        known = self._like_headers.get(id(ours))
+        if known is not None and known[1] is theirs:
+            return True
+        if not _same_header(theirs, ours):
+            return False
+        if len(self._like_headers) < 8 and theirs is not None:
+            self._like_headers[id(ours)] = (ours, theirs)
+        return True
 
     def _count(self, key: bytes, text: str | None, value: Any) -> tuple[int, bool]:
         """(tokens of a part with no media, whether that is an estimate)."""
@@ -117,6 +169,13 @@ class Builder:
 
         return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else self.encoding.encode()) +
                                media_cost.upload_key(media), compute)
+
+
+def _same_header(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    """Two message headers that encode the same (key order and string values; a number's type is not
+    told apart by ==)."""
+    return a is b or (a is not None and len(a) == len(b) and all(type(v) is str for v in b.values())
+                      and list(a.items()) == list(b.items()))
 
 
 def expect(node: Node | None, kind: type | tuple[type, ...], where: str) -> Node | None:
