@@ -19,8 +19,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
-from prefixguard.model.fingerprint import PrefixIndex
-
 
 class IndexDown(Exception):
     """The shared index cannot be reached now: the caller judges with its local index instead."""
@@ -45,15 +43,54 @@ class SessionIndex(Protocol):
         """Remember a request (`entry` is the session model's record of it)."""
 
 
+class Chains:
+    """The `keep` latest chains added, with their entries, and a longest-prefix match over them.
+
+    Nothing is kept per fingerprint (a body can hold millions of parts): a lookup compares the chain
+    with each kept one, newest first, by binary search (chain[i] equal means segments 0..i equal), and
+    skips at once every chain that does not share one more segment than the best found so far. On
+    ties the most recent wins."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self, keep: int) -> None:
+        self._kept: deque[tuple[list[bytes], Any]] = deque(maxlen=keep)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def add(self, chain: list[bytes], entry: Any) -> None:
+        self._kept.append((chain, entry))
+
+    def longest(self, chain: list[bytes]) -> tuple[int, Any | None]:
+        """(leading segments shared with the best kept chain, its entry); (0, None) when none shares one."""
+        best, found = 0, None
+        for kept, entry in reversed(self._kept):
+            n = min(len(kept), len(chain))
+            if n <= best or kept[best] != chain[best]:
+                continue  # cannot share more than the best so far
+            lo, hi = best + 1, n   # shares lo segments; the answer lies in lo..hi
+            if kept[hi - 1] == chain[hi - 1]:
+                lo = hi
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if kept[mid - 1] == chain[mid - 1]:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            best, found = lo, entry
+        return best, found
+
+
 class _Tenant:
     __slots__ = ("index", "recent_", "by_model", "keep", "_chain")
 
     def __init__(self, keep: int, recent: int) -> None:
         self.keep = keep
         self._chain: list[bytes] = []                # the chain being looked up
-        self.index = PrefixIndex(keep)               # every model's requests
+        self.index = Chains(keep)                    # every model's requests
         self.recent_: deque[Any] = deque(maxlen=recent)
-        self.by_model: dict[str | None, PrefixIndex] = {}
+        self.by_model: dict[str | None, Chains] = {}
 
     def longest(self, model: str | None = None, *, any_model: bool = False) -> tuple[int, Any | None]:
         if any_model:
@@ -88,7 +125,7 @@ class LocalSessions:
         if state is None:
             state = self._tenants[key] = _Tenant(self.keep, self.recent)
         state.index.add(chain, entry)
-        state.by_model.setdefault(model, PrefixIndex(self.keep)).add(chain, entry)
+        state.by_model.setdefault(model, Chains(self.keep)).add(chain, entry)
         state.recent_.append(entry)
 
 

@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 import zlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from hashlib import blake2b
@@ -115,7 +116,7 @@ class _View:
 
     def longest(self, model: str | None = None, *, any_model: bool = False) -> tuple[int, Any | None]:
         owners = self._everyone if any_model else self._own
-        lo, hi = 0, len(owners)  # the same binary search as PrefixIndex.longest, over what Redis holds
+        lo, hi = 0, len(owners)  # binary search: a prefix held means every shorter one is held too
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if owners[mid - 1] is not None:
@@ -242,8 +243,6 @@ def encode_seen(seen: Any) -> bytes:
     fingerprint chain and each part's hash. A part that redaction changed keeps a hash of its key, not
     the key: where it holds a secret it reads as changed against the next request's own part, and
     nothing else of it is readable. Text between the parts (the body's other fields) is not kept."""
-    from prefixguard.judge.session import parts_of
-
     p: Prompt = seen.prompt
     secrets = list(dict.fromkeys([*current_secrets(), *_system_secrets(p)]))  # the request's keys too
     clean = "\\u" not in p.text and "\\/" not in p.text and redact_text(p.text, secrets) == p.text
@@ -261,7 +260,7 @@ def encode_seen(seen: Any) -> bytes:
     doc = {"api": p.api, "model": redact_text(p.model) if p.model else p.model, "segments": segments,
            "settings": p.settings if clean else _redacted(p.settings, secrets), "auto": p.auto_breakpoint,
            "text": "".join(pieces), "source": p.source, "estimated": p.tokens_estimated,
-           "chain": [_b64(c) for c in p.chain], "parts": [_b64(h) for h in seen.parts or parts_of(p)],
+           "chain": [_b64(c) for c in p.chain], "parts": [_b64(h.to_bytes(8, "big")) for h in seen.parts],
            "counts_only": p.counts_only, "item": seen.item, "ts": seen.ts}
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogatepass"), 1)
 
@@ -276,8 +275,8 @@ def decode_seen(blob: bytes) -> Any:
                 media_tokens, estimated in doc["segments"]]
     prompt = Prompt(doc["api"], doc["model"], segments, doc["settings"], doc["auto"], doc["text"], doc["source"],
                     doc["estimated"], [base64.b64decode(c) for c in doc["chain"]], doc["counts_only"])
-    return Seen(prompt=prompt, item=doc["item"], ts=doc["ts"],
-                parts=frozenset(base64.b64decode(h) for h in doc["parts"]))
+    parts = sorted({int.from_bytes(base64.b64decode(h), "big") for h in doc["parts"]})
+    return Seen(prompt=prompt, item=doc["item"], ts=doc["ts"], parts=array("Q", parts))
 
 
 # ---- the policies' entries and the scale's fits

@@ -14,9 +14,10 @@ conversation. The proxy, lint's sequence mode and the report all ask it; none ke
 """
 from __future__ import annotations
 
+from array import array
 from typing import Any, NamedTuple
 
-from xxhash import xxh3_64_digest
+from xxhash import xxh3_64_intdigest
 
 from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.classify import messages
@@ -48,16 +49,34 @@ class Match(NamedTuple):
         return self.comparison is not None and self.comparison.broken and not self.new_conversation
 
 
-class Seen(NamedTuple):
-    prompt: Prompt
-    item: Any
-    ts: float | None
-    parts: frozenset[bytes] = frozenset()  # a hash of each segment's fingerprint key
+class Seen:
+    """A request as the session index keeps it. `parts` (a hash of each segment's key) is read only
+    when no earlier request shares a prefix, and by the shared index: made then, from the prompt, and
+    kept as 8 bytes a distinct part (a body can hold millions)."""
+
+    __slots__ = ("prompt", "item", "ts", "_parts")
+
+    def __init__(self, *, prompt: Prompt, item: Any, ts: float | None, parts: array[int] | None = None) -> None:
+        self.prompt, self.item, self.ts, self._parts = prompt, item, ts, parts
+
+    @property
+    def parts(self) -> array[int]:
+        """The distinct hashes of the segments' keys, in ascending order."""
+        if self._parts is None:
+            self._parts = parts_of(self.prompt)
+        return self._parts
+
+    def shared(self, other: Seen) -> int:
+        """How many distinct parts the two requests have in common, wherever they stand."""
+        mine, theirs = self.parts, other.parts
+        small, large = (mine, theirs) if len(mine) <= len(theirs) else (theirs, mine)
+        return len(set(small).intersection(large))
 
 
-def parts_of(prompt: Prompt) -> frozenset[bytes]:
-    """Each segment's key, hashed (as small as a fingerprint, so a shared index can hold it)."""
-    return frozenset(xxh3_64_digest(s.key) for s in prompt.segments)
+def parts_of(prompt: Prompt) -> array[int]:
+    """Each segment's key, hashed (as small as a fingerprint, so a shared index can hold it): the
+    distinct hashes, ascending."""
+    return array("Q", sorted({xxh3_64_intdigest(s.key) for s in prompt.segments}))
 
 
 class Sessions:
@@ -72,7 +91,7 @@ class Sessions:
         """Compare with the best earlier request of the tenant, then remember this one under `item`.
         ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
         key = (tenant, provider_for(prompt.api, prompt.model))  # a cache lives at one provider
-        seen = Seen(prompt=prompt, item=item, ts=ts, parts=parts_of(prompt))
+        seen = Seen(prompt=prompt, item=item, ts=ts)
         match = Match()
         view = self.index.view(key, prompt.chain, prompt.model)
         best = self._best(view, seen) if view is not None else None
@@ -94,7 +113,7 @@ class Sessions:
                 best = own_best  # as much in common with a request of its own model: that cache
         if best is None:  # most parts in common; the latest on ties
             recent = view.recent()
-            best = max(reversed(recent), key=lambda e: len(e.parts & seen.parts)) if recent else None
+            best = max(reversed(recent), key=seen.shared) if recent else None
         return best
 
 

@@ -12,6 +12,7 @@ It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 from __future__ import annotations
 
 import time
+from codecs import BOM_UTF8
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -171,6 +172,10 @@ class Analyzer:
                 flow.skip, flow.unread = f"{NOT_ANALYSED}too large ({why})", True
             return None
         flow.prompt = prompt
+        # The prompt holds the body as its text: the flow waits for its response without a second copy
+        # (a body that opens with a byte order mark is kept: the text leaves the mark out).
+        if not flow.body.startswith(BOM_UTF8):
+            flow.body = b""
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
@@ -201,7 +206,7 @@ class Analyzer:
                 rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method,
                              upstream=flow.upstream if isinstance(flow.upstream, str) else None,
                              tenant=flow.tenant, client=flow.client or None, route=template(flow.path),
-                             site=flow.site, request_bytes=len(flow.body), status=resp.status,
+                             site=flow.site, request_bytes=flow.size, status=resp.status,
                              error=f"analysis failed: {type(err).__name__}: {err}",
                              verdict=verdicts.VerdictName.ERROR)
                 redact_fields(rec, flow.secrets)
@@ -239,11 +244,12 @@ class Analyzer:
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
         rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
                      api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
-                     request_bytes=len(flow.body), status=resp.status, error=resp.error, usage=usage,
+                     request_bytes=flow.size, status=resp.status, error=resp.error, usage=usage,
                      client=flow.client or None, route=template(flow.path), site=flow.site,
                      response_id=said.id, response_model=said.model, finish_reasons=list(said.finish_reasons) or None)
         if self.bodies and not flow.unread:  # a body too large to read is not kept
-            rec.request = storable(redact_body(flow.body.decode("utf-8", "replace"), flow.secrets))
+            sent = flow.body.decode("utf-8", "replace") if prompt is None or flow.body else prompt.text
+            rec.request = storable(redact_body(sent, flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.estimated
             rec.fingerprints = b"".join(prompt.chain)

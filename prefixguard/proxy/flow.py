@@ -28,11 +28,12 @@ class FlowState:
     upstream: str | tuple[str, str, int] | None = None  # (scheme, host, port) until read: the URL
     fields: tuple[tuple[bytes, bytes], ...] = ()  # the request's header fields, dropped once read
     method: str = "POST"
-    body: bytes = b""                  # as sent (content-encoding not undone)
+    body: bytes = b""                  # as sent (content-encoding not undone); let go once its prompt is read
     # the path's route as the addon found it (wire.routes.Routed's fields, a plain tuple: marshal carries it);
     # None: the analysis routes the path itself (an in-process caller)
     routed: tuple[str | None, str | None, bool, str] | None = None
     # set by the analysis
+    size: int = 0                      # bytes of the body, content-encoding undone
     tenant: str = ""
     client: str = ""                   # "claude-cli 2.0.14" (attribution.client_of)
     site: str | None = None            # the call site its x-prefixguard-site header names (read, forwarded as sent)
@@ -61,6 +62,7 @@ class FlowState:
         self.headers = {k: headers[k] for k in PARSE_HEADERS if k in headers}
         encoding = headers.get("content-encoding")
         self.body, ok = decoded(self.body, encoding)
+        self.size = len(self.body)
         return None if ok else encoding
 
 

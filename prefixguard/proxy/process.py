@@ -24,7 +24,7 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from prefixguard.proxy.frames import HEADER, PRINT, REPLY, REPORT, flow_id, frame, read_frame
@@ -47,8 +47,11 @@ def main() -> None:
     factory, settings = pickle.loads(_setup(inp))
     spool = SpoolKeeper(int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else SpoolKeeper(-1, -1)
     analyzer = factory(**settings)
-    for data, body in _messages(inp, spool):
-        start = spool.offset
+    read = _reader(inp, spool)
+    while (message := read()) is not None:
+        data, body = message
+        del message   # the flow alone holds its body: the analysis lets it go once read
+        start, size = spool.offset, HEADER.size + len(data) + len(body)
         try:
             seq, step, args, to = marshal.loads(data)
         except (ValueError, EOFError, TypeError):   # the spool's tail cut by the proxy's death mid-write
@@ -56,6 +59,7 @@ def main() -> None:
         arg = unpacked(step, args) if step in WIRE else args
         if body:
             arg.body = body
+        del body
         try:
             result = getattr(analyzer, step)(arg)
         except Exception as err:  # noqa: BLE001 - reported by the proxy, never raised into a flow
@@ -63,7 +67,7 @@ def main() -> None:
             error = redact_text(f"{type(err).__name__}: {err}", secrets)
             _answer(reports, ("error", f"analysis ({step}) of {getattr(arg, 'id', '?')} failed: {error}"))
             result = None
-        spool.done(step, flow_id(args), start, HEADER.size + len(data) + len(body))
+        spool.done(step, flow_id(args), start, size)
         if to == REPLY:  # always: False tells the addon the analysis is done and found nothing to say
             _answer(answers, (seq, False if result is None else tuple(result)))
         elif result is None:
@@ -86,14 +90,24 @@ def _setup(inp: BinaryIO) -> bytes:
     return message[0]
 
 
-def _messages(inp: BinaryIO, spool: SpoolKeeper) -> Iterator[tuple[bytes, bytes]]:
-    """The messages down the pipe; once it ends (the proxy closed it, or died), those only the spool
-    holds: a flow the proxy had answered but not yet written down the pipe is still stored."""
-    while (message := read_frame(inp)) is not None:
-        yield message
-    rest = io.BytesIO(spool.rest())
-    while (message := read_frame(rest)) is not None and message[0]:   # empty: a place whose write never came
-        yield message
+def _reader(inp: BinaryIO, spool: SpoolKeeper) -> Callable[[], tuple[bytes, bytes] | None]:
+    """A function that returns the next message down the pipe; once it ends (the proxy closed it, or
+    died), those only the spool holds (a flow the proxy had answered but not yet written down the pipe
+    is still stored); None after the last. Not a generator: one waiting for the next message would
+    still hold the last one, body and all."""
+    source: BinaryIO = inp
+
+    def read() -> tuple[bytes, bytes] | None:
+        nonlocal source
+        if source is inp:
+            message = read_frame(inp)
+            if message is not None:
+                return message
+            source = io.BytesIO(spool.rest())
+        message = read_frame(source)
+        return message if message is not None and message[0] else None   # empty: a place whose write never came
+
+    return read
 
 
 def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:

@@ -12,6 +12,7 @@ class FaultyAnalyzer(Analyzer):
 
     def request(self, flow: FlowState) -> Early | None:
         early = super().request(flow)
-        if MARKER in flow.body:
+        text = flow.prompt.text if flow.prompt is not None else ""   # the body as read (the flow lets it go)
+        if MARKER in flow.body or MARKER.decode() in text:
             raise RuntimeError(f"injected failure, key {flow.secrets[0]}")
         return early
