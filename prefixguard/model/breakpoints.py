@@ -22,7 +22,7 @@ def can_carry_breakpoint(seg: Segment, ineligible: Collection[str]) -> bool:
 def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
     """Segment index -> TTL of each breakpoint; the automatic one goes on the last block that can carry
     one (an explicit breakpoint already there keeps its TTL). Shared by compare and lint."""
-    points = {i: s.breakpoint for i, s in enumerate(prompt.segments) if s.breakpoint}
+    points = prompt.marked()
     if prompt.auto_breakpoint:
         last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
                      if can_carry_breakpoint(prompt.segments[i], ineligible)), None)

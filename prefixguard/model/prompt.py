@@ -194,6 +194,12 @@ class Prompt:
     def total_tokens(self) -> int:
         return sum(s.tokens for s in self.segments)
 
+    def marked(self) -> dict[int, str]:
+        """Segment index -> TTL of each part's own breakpoint marker. Read from the slot the rare fields
+        share, not through Segment.breakpoint: the policies and compare ask it of every part, several
+        times a request."""
+        return {i: rare[0] for i, seg in enumerate(self.segments) if (rare := seg._rare) is not None and rare[0]}
+
     def byte_offset(self, char_offset: int) -> int:
         """Byte offset in the original body of a character offset in self.text."""
         if self.text.isascii():
