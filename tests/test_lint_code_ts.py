@@ -169,3 +169,13 @@ def test_fix_leaves_unsafe_cases_alone():
     ''')
     assert [h.code for h in analyze(source, "app.ts")[0]] == ["PG601", "PG601"]
     assert fix_text(source, "app.ts") == source   # static text after the value; no sentence before it
+
+
+def test_a_minified_bundle_is_not_read(tmp_path: Path):
+    """Vendored bundles (litellm's and mitmproxy's web UIs) took seconds each and are nobody's prompt code."""
+    app = (APPS / "timestamp_in_system.ts").read_text()
+    one_line = app.replace("\n", " ") + ";" + "var a=1;" * 1000
+    (tmp_path / "vendor.js").write_text(one_line)
+    (tmp_path / "app.min.js").write_text(app)
+    assert analyze(one_line, "vendor.js", "javascript") == ([], 0)
+    assert findings(str(tmp_path)) == []

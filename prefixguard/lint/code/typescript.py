@@ -51,7 +51,7 @@ def _parser(grammar: str) -> Any:
 def analyze(source: str, filename: str = "<string>", grammar: str = "typescript") -> tuple[list[CodeHit], int]:
     """(the flows in one TypeScript or JavaScript file, the number of SDK calls judged). Raises TsError
     when the file is mostly not that language."""
-    if filename.endswith(".d.ts") or not _SINK_WORDS.search(source):
+    if filename.endswith(".d.ts") or not _SINK_WORDS.search(source) or _bundled(filename, source):
         return [], 0
     data = source.encode("utf-8")
     root = _parser(grammar).parse(data).root_node
@@ -90,6 +90,14 @@ def _comprehended(fn: Node) -> bool:
     prop = callee.child_by_field_name("property") if callee is not None and callee.type == "member_expression" \
         else None
     return prop is not None and text(prop) in ("map", "flatMap", "filter") and args.named_children[0] == fn
+
+
+def _bundled(filename: str, source: str) -> bool:
+    """A minified bundle (vendored, generated): *.min.js, or lines of over 1,000 characters on average."""
+    if filename.endswith((".min.js", ".min.mjs", ".bundle.js")):
+        return True
+    head = source[:65536]
+    return len(head) > 4096 and len(head) / (head.count("\n") + 1) > 1000
 
 
 def _error_share(root: Node) -> float:
