@@ -194,7 +194,8 @@ def test_a_killed_analysis_hands_every_flow_over_once(tmp_path: Path) -> None:
         first = worker.pid
         for i, flow in enumerate(ids):
             worker.submit("request", packed("request", id=flow, ts=1.0, sent=0.0, path="/v1/messages",
-                                            upstream=("http", "x", 80), fields=()), b"{}" * (i % 3000), None, 0.005)
+                                            upstream=("http", "x", 80), fields=(), routed=None),
+                          b"{}" * (i % 3000), None, 0.005)
             if i >= 5:   # each flow ends five requests later: some are always open
                 worker.submit("finish", packed("finish", id=ids[i - 5], status=200, headers_at=0.0, ended_at=0.0,
                                                encoding=None, error=None, chunks=None), b"", None, 0.05, durable=True)

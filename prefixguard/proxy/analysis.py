@@ -12,7 +12,6 @@ It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 from __future__ import annotations
 
 import time
-from codecs import BOM_UTF8
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +39,15 @@ from prefixguard.proxy.tap import read_stream
 from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.utils.redaction import request_secrets
 from prefixguard.utils.styled import printable
-from prefixguard.wire import files, gemini, parse_diagnosis, parse_request, parse_response, parse_response_meta
+from prefixguard.wire import (
+    MAX_BYTES,
+    files,
+    gemini,
+    parse_diagnosis,
+    parse_request,
+    parse_response,
+    parse_response_meta,
+)
 from prefixguard.wire.routes import NOT_ANALYSED, Routed, template
 
 KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
@@ -76,6 +83,22 @@ def _line(rec: Record) -> str:
 def _upstream(flow: FlowState) -> str | None:
     """Where the request went (a provider may be known by its host alone), once read_transport made it a URL."""
     return flow.upstream if isinstance(flow.upstream, str) else None
+
+
+def _readable(flow: FlowState) -> bytes | str:
+    """The body for the reader: its text when it is UTF-8 within the size limit, and the flow then lets
+    the bytes go (the prompt keeps the text as it is: one copy of the body, not two, while its parts
+    are built and while the flow waits for its response; a body that opens with a byte order mark is
+    kept, as the text leaves the mark out). Else the bytes, whose fault the reader names."""
+    if len(flow.body) > MAX_BYTES:
+        return flow.body
+    try:
+        text = flow.body.decode("utf-8")
+    except UnicodeDecodeError:
+        return flow.body
+    if not text.startswith("\ufeff"):
+        flow.body = b""
+    return text
 
 
 def diagnosis_said(rec: Record) -> str | None:
@@ -162,20 +185,19 @@ class Analyzer:
         if undecodable:
             flow.skip = f"cannot undo content-encoding {undecodable!r}"
             return None
+        body = _readable(flow)
         try:
             routed = Routed._make(flow.routed) if flow.routed is not None else None
-            prompt = parse_request(flow.body, path=flow.path, headers=flow.headers, source=flow.id, routed=routed)
+            prompt = parse_request(body, path=flow.path, headers=flow.headers, source=flow.id, routed=routed)
         except InputError as err:
+            if isinstance(body, str) and not flow.body:
+                flow.body = body.encode("utf-8")   # no prompt: the bytes are what is kept (the exact ones)
             flow.skip = redact_text(str(err), flow.secrets)
             if isinstance(err, TooLarge):
                 why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
                 flow.skip, flow.unread = f"{NOT_ANALYSED}too large ({why})", True
             return None
         flow.prompt = prompt
-        # The prompt holds the body as its text: the flow waits for its response without a second copy
-        # (a body that opens with a byte order mark is kept: the text leaves the mark out).
-        if not flow.body.startswith(BOM_UTF8):
-            flow.body = b""
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
