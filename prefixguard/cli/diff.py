@@ -6,6 +6,7 @@ line on stderr). The verdict is the proxy's and the testing API's (prefixguard.j
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from pathlib import Path
 
 import click
@@ -67,7 +68,11 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
 def load(path: Path, count_tokens: bool, like: Prompt | None = None) -> Prompt:
     """Read and parse one request file; every failure is an InputError naming the file."""
     data = read_input(path, MAX_BYTES, "request file")   # bounded, and never a FIFO or a device
-    return parse_request(data, source=str(path), count_tokens=count_tokens, like=like)
+    body: bytes | str = data
+    with suppress(UnicodeDecodeError):   # not UTF-8: parse_request says so, as of any request
+        body = data.decode("utf-8")      # here, so that the bytes are let go before the parts are made
+    del data
+    return parse_request(body, source=str(path), count_tokens=count_tokens, like=like)
 
 
 def tokenizer_name(result: Comparison, model: str | None = None) -> str:
