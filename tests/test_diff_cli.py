@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import make_examples
 from helpers.cli import CliRunner
 
 from prefixguard.cli import main
-from helpers import make_examples
 from prefixguard.judge.causes import CAUSES
 from prefixguard.wire import MAX_BYTES
 
