@@ -89,8 +89,11 @@ def main() -> None:
     ap.add_argument("--cases", nargs="*", help="run only the cases whose name contains one of these words")
     ap.add_argument("--tokens", action="store_true", help="count with the tokenizer (default: --no-tokens)")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pg-bigbody-") as tmp:   # the bodies: ~240 MB a run
+        measure(args, Path(tmp))
 
-    tmp = Path(tempfile.mkdtemp(prefix="pg-bigbody-"))
+
+def measure(args: argparse.Namespace, tmp: Path) -> None:
     bodies = {}
     for name, make, n in (("many", many_messages, args.messages), ("big", big_messages, args.big)):
         a, b = tmp / f"{name}_a.json", tmp / f"{name}_b.json"
