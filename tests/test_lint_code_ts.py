@@ -178,4 +178,5 @@ def test_a_minified_bundle_is_not_read(tmp_path: Path):
     (tmp_path / "vendor.js").write_text(one_line)
     (tmp_path / "app.min.js").write_text(app)
     assert analyze(one_line, "vendor.js", "javascript") == ([], 0)
+    assert analyze(app + "\nvar a = 1;" * 250_000, "cli.js", "javascript") == ([], 0)   # over 2 MiB: a bundle
     assert findings(str(tmp_path)) == []

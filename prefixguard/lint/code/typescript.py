@@ -22,6 +22,7 @@ _SINK_WORDS = re.compile(r"\.create|\.stream|generateText|streamText|generateObj
                          r"|ChatPromptTemplate|\.parse\b")
 _PACKAGES = {"@anthropic-ai/sdk": "anthropic", "@anthropic-ai/bedrock-sdk": "anthropic",
              "@anthropic-ai/vertex-sdk": "anthropic"}
+_BUNDLE_CHARS = 2 * 2**20
 _INLINE = frozenset({"arrow_function", "function_expression", "function"})
 _FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration", "method_definition",
                         "function_signature"})
@@ -93,8 +94,9 @@ def _comprehended(fn: Node) -> bool:
 
 
 def _bundled(filename: str, source: str) -> bool:
-    """A minified bundle (vendored, generated): *.min.js, or lines of over 1,000 characters on average."""
-    if filename.endswith((".min.js", ".min.mjs", ".bundle.js")):
+    """A bundle (vendored, generated): *.min.js, over 2 MiB (letta ships a 24 MB CLI bundle), or lines
+    of over 1,000 characters on average (minified)."""
+    if filename.endswith((".min.js", ".min.mjs", ".bundle.js")) or len(source) > _BUNDLE_CHARS:
         return True
     head = source[:65536]
     return len(head) > 4096 and len(head) / (head.count("\n") + 1) > 1000
