@@ -3,6 +3,7 @@
 Usage follows Anthropic's additive convention: input_tokens (neither read nor written) +
 cache_creation_input_tokens + cache_read_input_tokens = all prompt tokens.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +29,14 @@ from prefixguard.model.usage import Usage
 from prefixguard.utils.errors import InputError
 
 STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "stop_sequence": "stop_sequence"}
-ERROR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 413: "request_too_large",
-              429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+ERROR_TYPE = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 
 # "system" mid-conversation too: the API takes it (recorded: pydantic-ai test_anthropic_mid_conversation_system_*)
 ROLES = frozenset({"user", "assistant", "system"})
@@ -62,8 +69,19 @@ def check(prompt: Prompt) -> None:
 
 def check_body(body: dict[str, Any]) -> None:
     """The fields the Messages API types (shared with count_tokens), each of its type."""
-    kinds(body, {"messages": (list,), "system": (str, list), "tools": (list,), "tool_choice": (dict,),
-                 "metadata": (dict,), "thinking": (dict,), "stop_sequences": (list, str), "cache_control": (dict,)})
+    kinds(
+        body,
+        {
+            "messages": (list,),
+            "system": (str, list),
+            "tools": (list,),
+            "tool_choice": (dict,),
+            "metadata": (dict,),
+            "thinking": (dict,),
+            "stop_sequences": (list, str),
+            "cache_control": (dict,),
+        },
+    )
     if body.get("messages") is None:
         raise InputError("'messages' is required")
     items(body, "messages", ROLES, role_required=True)
@@ -85,24 +103,32 @@ class Messages:
             raise InputError("'max_tokens' is required")
         if max_tokens == 0 and _prewarm_refused(body):
             raise InputError(f"'max_tokens': 0 pre-warms the cache, which cannot be done {_prewarm_refused(body)}")
-        return Options(model=model_of(body), max_tokens=max_tokens,
-                       temperature=number(body, "temperature", 1.0, low=0.0, high=1.0), stream=flag(body, "stream"),
-                       stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES))
+        return Options(
+            model=model_of(body),
+            max_tokens=max_tokens,
+            temperature=number(body, "temperature", 1.0, low=0.0, high=1.0),
+            stream=flag(body, "stream"),
+            stop=strings(body, "stop_sequences", most=Messages.MAX_STOP_SEQUENCES),
+        )
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
-        return {"input_tokens": usage.uncached,
-                "cache_creation_input_tokens": usage.cache_write,
-                "cache_read_input_tokens": usage.cache_read,
-                "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_write_5m,
-                                   "ephemeral_1h_input_tokens": usage.cache_write_1h},
-                "output_tokens": usage.output,
-                "service_tier": "standard"}
+        return {
+            "input_tokens": usage.uncached,
+            "cache_creation_input_tokens": usage.cache_write,
+            "cache_read_input_tokens": usage.cache_read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": usage.cache_write_5m,
+                "ephemeral_1h_input_tokens": usage.cache_write_1h,
+            },
+            "output_tokens": usage.output,
+            "service_tier": "standard",
+        }
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.id = new_id("msg_")
-        self.stop_sequence: str | None = None   # the one that ended the text, if any
+        self.stop_sequence: str | None = None  # the one that ended the text, if any
         self.diagnosis: Diagnosis | None = None  # set when the request asked (diagnostics.previous_message_id)
 
     @staticmethod
@@ -124,9 +150,16 @@ class Messages:
         return STOP_REASON.get(finish, "end_turn")
 
     def _message(self, content: list[dict[str, Any]], usage: Usage, finish: str | None) -> dict[str, Any]:
-        message = {"id": self.id, "type": "message", "role": "assistant", "model": self.opts.model,
-                   "content": content, "stop_reason": self._stop_reason(finish) if finish else None,
-                   "stop_sequence": self.stop_sequence, "usage": self.usage_json(usage)}
+        message = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.opts.model,
+            "content": content,
+            "stop_reason": self._stop_reason(finish) if finish else None,
+            "stop_sequence": self.stop_sequence,
+            "usage": self.usage_json(usage),
+        }
         if self.opts.diagnose:  # on the message, and on message_start when streaming, as the API puts it
             message["diagnostics"] = self._diagnostics()
         return message
@@ -138,19 +171,25 @@ class Messages:
 
     def start(self, usage: Usage) -> list[str]:
         block = {"type": "text", "text": ""}
-        return [sse({"type": "message_start", "message": self._message([], usage, None)}, "message_start"),
-                sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"),
-                sse({"type": "ping"}, "ping")]
+        return [
+            sse({"type": "message_start", "message": self._message([], usage, None)}, "message_start"),
+            sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"),
+            sse({"type": "ping"}, "ping"),
+        ]
 
     def delta(self, text: str) -> str:
-        return sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
-                   "content_block_delta")
+        return sse(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            "content_block_delta",
+        )
 
     def end(self, usage: Usage, finish: str) -> list[str]:
         # message_delta repeats the cumulative usage, the prompt's counts included, as the API does now.
         tail = self.usage_json(usage)
         del tail["cache_creation"], tail["service_tier"]
         delta = {"stop_reason": self._stop_reason(finish), "stop_sequence": self.stop_sequence}
-        return [sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
-                sse({"type": "message_delta", "delta": delta, "usage": tail}, "message_delta"),
-                sse({"type": "message_stop"}, "message_stop")]
+        return [
+            sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+            sse({"type": "message_delta", "delta": delta, "usage": tail}, "message_delta"),
+            sse({"type": "message_stop"}, "message_stop"),
+        ]

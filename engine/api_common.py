@@ -1,4 +1,5 @@
 """What the three API shapes share: generation options, field checks, SSE framing, ids."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,10 @@ class Options:
     max_tokens: int
     temperature: float = 1.0
     stream: bool = False
-    include_usage: bool = False    # OpenAI Chat: stream_options.include_usage
+    include_usage: bool = False  # OpenAI Chat: stream_options.include_usage
     seed: int | None = None
-    stop: tuple[str, ...] = ()     # stop sequences: the text ends before the first one generated
-    diagnose: bool = False         # the request asked for the provider's cache diagnosis
+    stop: tuple[str, ...] = ()  # stop sequences: the text ends before the first one generated
+    diagnose: bool = False  # the request asked for the provider's cache diagnosis
 
 
 def model_of(body: dict[str, Any]) -> str:
@@ -105,8 +106,11 @@ def parts(content: Any, where: str) -> None:
     for j, block in enumerate(content):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise InputError(f"{where}[{j}] must be an object with a string 'type', got {_shown(block)}")
-        if ("text" in block and block["type"] in ("text", "input_text", "output_text")
-                and not isinstance(block["text"], str)):
+        if (
+            "text" in block
+            and block["type"] in ("text", "input_text", "output_text")
+            and not isinstance(block["text"], str)
+        ):
             raise InputError(f"{where}[{j}].text must be a string, got {_shown(block['text'])}")
         if block["type"] in ("image", "document") and "source" in block and not isinstance(block["source"], dict):
             raise InputError(f"{where}[{j}].source must be an object, got {_shown(block['source'])}")
@@ -121,15 +125,21 @@ def tools(body: dict[str, Any]) -> None:
             raise InputError(f"'tools[{i}].name' must be a string, got {_shown(tool['name'])}")
 
 
-_JSON_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
-               bool: "a boolean"}
+_JSON_NAMES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+}
 
 
 def _shown(value: Any) -> str:
     """A value as an error message quotes it: short, whatever its size or depth."""
     if isinstance(value, (dict, list)):
         return f"{type(value).__name__} of {len(value)}"
-    small = not isinstance(value, int) or isinstance(value, bool) or abs(value) < 10 ** 30
+    small = not isinstance(value, int) or isinstance(value, bool) or abs(value) < 10**30
     text = repr(value) if small else "a huge integer"
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -3,6 +3,7 @@ options, response bodies, SSE events, error bodies.
 
 Usage follows OpenAI's subset convention: cached_tokens is a part of prompt_tokens / input_tokens.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,10 +26,14 @@ from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, Diagnosis
 from prefixguard.model.usage import Usage
 from prefixguard.utils.errors import InputError
 
-FINISH = {"stop": "stop", "length": "length"}   # engine finish reason -> Chat finish_reason
-ERROR = {400: ("invalid_request_error", None), 404: ("invalid_request_error", "model_not_found"),
-         413: ("invalid_request_error", "context_length_exceeded"), 429: ("requests", "rate_limit_exceeded"),
-         500: ("server_error", None)}
+FINISH = {"stop": "stop", "length": "length"}  # engine finish reason -> Chat finish_reason
+ERROR = {
+    400: ("invalid_request_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    413: ("invalid_request_error", "context_length_exceeded"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+}
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 RESPONSES_ROLES = frozenset({"system", "developer", "user", "assistant"})
@@ -44,8 +49,18 @@ class Chat:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
-        kinds(body, {"messages": (list,), "tools": (list,), "tool_choice": (str, dict), "metadata": (dict,),
-                     "stream_options": (dict,), "reasoning_effort": (str,), "response_format": (dict,)})
+        kinds(
+            body,
+            {
+                "messages": (list,),
+                "tools": (list,),
+                "tool_choice": (str, dict),
+                "metadata": (dict,),
+                "stream_options": (dict,),
+                "reasoning_effort": (str,),
+                "response_format": (dict,),
+            },
+        )
         if body.get("messages") is None:
             raise InputError("'messages' is required")
         items(body, "messages", CHAT_ROLES, role_required=True)
@@ -58,18 +73,30 @@ class Chat:
         stream_options = body.get("stream_options") or {}
         if not isinstance(stream_options, dict):
             raise InputError("'stream_options' must be an object")
-        return Options(model=model_of(body), max_tokens=max_tokens,
-                       temperature=number(body, "temperature", 1.0, low=0.0, high=2.0), stream=flag(body, "stream"),
-                       include_usage=flag(stream_options, "include_usage"),
-                       seed=integer(body, "seed", None, minimum=-(2 ** 63)), stop=strings(body, "stop", most=4))
+        return Options(
+            model=model_of(body),
+            max_tokens=max_tokens,
+            temperature=number(body, "temperature", 1.0, low=0.0, high=2.0),
+            stream=flag(body, "stream"),
+            include_usage=flag(stream_options, "include_usage"),
+            seed=integer(body, "seed", None, minimum=-(2**63)),
+            stop=strings(body, "stop", most=4),
+        )
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
-        return {"prompt_tokens": usage.prompt_total, "completion_tokens": usage.output,
-                "total_tokens": usage.prompt_total + usage.output,
-                "prompt_tokens_details": {"cached_tokens": usage.cache_read, "audio_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                              "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+        return {
+            "prompt_tokens": usage.prompt_total,
+            "completion_tokens": usage.output,
+            "total_tokens": usage.prompt_total + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -78,19 +105,30 @@ class Chat:
         self.created = int(time.time())
 
     def _head(self, kind: str) -> dict[str, Any]:
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.opts.model,
-                "service_tier": "default", "system_fingerprint": "fp_prefixguard"}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.opts.model,
+            "service_tier": "default",
+            "system_fingerprint": "fp_prefixguard",
+        }
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
         message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
-        return {**self._head("chat.completion"),
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": FINISH.get(finish, "stop")}],
-                "usage": self.usage_json(usage)}
+        return {
+            **self._head("chat.completion"),
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH.get(finish, "stop")}
+            ],
+            "usage": self.usage_json(usage),
+        }
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        chunk = {**self._head("chat.completion.chunk"),
-                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        chunk = {
+            **self._head("chat.completion.chunk"),
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
         if self.opts.include_usage:
             chunk["usage"] = None  # every chunk but the last carries a null usage, as OpenAI sends
         return sse(chunk)
@@ -104,8 +142,7 @@ class Chat:
     def end(self, usage: Usage, finish: str) -> list[str]:
         frames = [self._chunk({}, FINISH.get(finish, "stop"))]
         if self.opts.include_usage:
-            frames.append(sse({**self._head("chat.completion.chunk"), "choices": [],
-                               "usage": self.usage_json(usage)}))
+            frames.append(sse({**self._head("chat.completion.chunk"), "choices": [], "usage": self.usage_json(usage)}))
         frames.append("data: [DONE]\n\n")
         return frames
 
@@ -115,26 +152,45 @@ class Responses:
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
-        kinds(body, {"input": (str, list), "instructions": (str,), "tools": (list,), "tool_choice": (str, dict),
-                     "metadata": (dict,), "reasoning": (dict,), "text": (dict,), "previous_response_id": (str,)})
+        kinds(
+            body,
+            {
+                "input": (str, list),
+                "instructions": (str,),
+                "tools": (list,),
+                "tool_choice": (str, dict),
+                "metadata": (dict,),
+                "reasoning": (dict,),
+                "text": (dict,),
+                "previous_response_id": (str,),
+            },
+        )
         items(body, "input", None, role_required=False)
         for i, item in enumerate(body.get("input") if isinstance(body.get("input"), list) else []):
             if isinstance(item, dict) and item.get("role") is not None and item["role"] not in RESPONSES_ROLES:
                 raise InputError(f"'input[{i}]'.role must be one of {', '.join(sorted(RESPONSES_ROLES))}")
         tools(body)
         if body.get("previous_response_id"):
-            raise InputError("'previous_response_id' is not supported: this server stores no responses; "
-                             "send the whole conversation in 'input'")
-        return Options(model=model_of(body),
-                       max_tokens=integer(body, "max_output_tokens", default_max_tokens, minimum=1),
-                       temperature=number(body, "temperature", 1.0, low=0.0, high=2.0), stream=flag(body, "stream"))
+            raise InputError(
+                "'previous_response_id' is not supported: this server stores no responses; "
+                "send the whole conversation in 'input'"
+            )
+        return Options(
+            model=model_of(body),
+            max_tokens=integer(body, "max_output_tokens", default_max_tokens, minimum=1),
+            temperature=number(body, "temperature", 1.0, low=0.0, high=2.0),
+            stream=flag(body, "stream"),
+        )
 
     @staticmethod
     def usage_json(usage: Usage) -> dict[str, Any]:
-        return {"input_tokens": usage.prompt_total,
-                "input_tokens_details": {"cached_tokens": usage.cache_read},
-                "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": usage.prompt_total + usage.output}
+        return {
+            "input_tokens": usage.prompt_total,
+            "input_tokens_details": {"cached_tokens": usage.cache_read},
+            "output_tokens": usage.output,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.prompt_total + usage.output,
+        }
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -160,25 +216,43 @@ class Responses:
             return {"type": "comparison_response_not_found"}
         if d.status != MISS:
             return {"type": "unavailable"}
-        return {"type": "cache_miss", "cache_missed_tokens": d.missed_tokens or 0, "reason": d.label,
-                "comparison_reusable_tokens": d.reusable_tokens}
+        return {
+            "type": "cache_miss",
+            "cache_missed_tokens": d.missed_tokens or 0,
+            "reason": d.label,
+            "comparison_reusable_tokens": d.reusable_tokens,
+        }
 
     def _response(self, status: str, output: list[dict[str, Any]], usage: Usage | None) -> dict[str, Any]:
-        return {"id": self.id, "object": "response", "created_at": self.created, "status": status,
-                "error": None,
-                "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-                "instructions": None, "max_output_tokens": self.opts.max_tokens, "model": self.opts.model,
-                "output": output, "parallel_tool_calls": True, "previous_response_id": None,
-                "reasoning": {"effort": None, "summary": None}, "store": False,
-                "temperature": self.opts.temperature, "text": {"format": {"type": "text"}},
-                "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
-                "usage": None if usage is None else self.usage_json(usage), "metadata": {},
-                **({"prompt_cache_diagnostics": self._diagnostics()} if self.opts.diagnose else {})}
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": None,
+            "max_output_tokens": self.opts.max_tokens,
+            "model": self.opts.model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None},
+            "store": False,
+            "temperature": self.opts.temperature,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": None if usage is None else self.usage_json(usage),
+            "metadata": {},
+            **({"prompt_cache_diagnostics": self._diagnostics()} if self.opts.diagnose else {}),
+        }
 
     def _item(self, status: str) -> dict[str, Any]:
         content = [self._part()] if status == "completed" else []
-        return {"id": self.item_id, "type": "message", "status": status, "role": "assistant",
-                "content": content}
+        return {"id": self.item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
     def _part(self) -> dict[str, Any]:
         return {"type": "output_text", "annotations": [], "logprobs": [], "text": self.text}
@@ -198,21 +272,25 @@ class Responses:
 
     def start(self, usage: Usage) -> list[str]:
         at = {"item_id": self.item_id, "output_index": 0, "content_index": 0}
-        return [self._event("response.created", response=self._response("in_progress", [], None)),
-                self._event("response.in_progress", response=self._response("in_progress", [], None)),
-                self._event("response.output_item.added", output_index=0, item=self._item("in_progress")),
-                self._event("response.content_part.added", **at, part=self._part())]
+        return [
+            self._event("response.created", response=self._response("in_progress", [], None)),
+            self._event("response.in_progress", response=self._response("in_progress", [], None)),
+            self._event("response.output_item.added", output_index=0, item=self._item("in_progress")),
+            self._event("response.content_part.added", **at, part=self._part()),
+        ]
 
     def delta(self, text: str) -> str:
         self.text += text
-        return self._event("response.output_text.delta", item_id=self.item_id, output_index=0,
-                           content_index=0, delta=text, logprobs=[])
+        return self._event(
+            "response.output_text.delta", item_id=self.item_id, output_index=0, content_index=0, delta=text, logprobs=[]
+        )
 
     def end(self, usage: Usage, finish: str) -> list[str]:
         at = {"item_id": self.item_id, "output_index": 0, "content_index": 0}
         status = self._status(finish)
-        return [self._event("response.output_text.done", **at, text=self.text, logprobs=[]),
-                self._event("response.content_part.done", **at, part=self._part()),
-                self._event("response.output_item.done", output_index=0, item=self._item("completed")),
-                self._event(f"response.{status}",
-                            response=self._response(status, [self._item("completed")], usage))]
+        return [
+            self._event("response.output_text.done", **at, text=self.text, logprobs=[]),
+            self._event("response.content_part.done", **at, part=self._part()),
+            self._event("response.output_item.done", output_index=0, item=self._item("completed")),
+            self._event(f"response.{status}", response=self._response(status, [self._item("completed")], usage)),
+        ]

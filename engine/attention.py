@@ -16,6 +16,7 @@ Two backends, chosen per engine (choose_backend):
   K/V where they live; compiled per shape bucket on CUDA, eager on the CPU. A candidate, measured
   against the others by bench/gpu.sh; `auto` never picks it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,9 +35,9 @@ BACKENDS = ("sdpa", "triton", "flex")
 
 @dataclass
 class PrefillSeq:
-    q_start: int             # first row of this sequence in the flattened batch
-    q_len: int               # new tokens this step
-    kv_slots: torch.Tensor   # slots of positions 0..ctx_len-1 (the new tokens are the last q_len)
+    q_start: int  # first row of this sequence in the flattened batch
+    q_len: int  # new tokens this step
+    kv_slots: torch.Tensor  # slots of positions 0..ctx_len-1 (the new tokens are the last q_len)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class DecodeMeta:
     """A decode step's places, shared by every layer. sdpa: `slots` [B * width] flat slot ids of each
     sequence's context padded to `width`, `mask` [B, 1, 1, width]. triton: `block_table` [B, pages]
     int32 and `seq_lens` [B] int32 (0 for a padding row of a CUDA-graph bucket)."""
+
     batch: int
     width: int = 0
     slots: torch.Tensor | None = None
@@ -55,17 +57,18 @@ class DecodeMeta:
 @dataclass
 class AttnBatch:
     """What one forward pass needs to find K/V: built by the engine, shared by all layers."""
-    kv_layers: list[torch.Tensor]         # per layer [slots, 2 * kv_heads, head_dim]: K heads, then V heads
-    slot_mapping: torch.Tensor            # [T] where each new token's K/V goes
+
+    kv_layers: list[torch.Tensor]  # per layer [slots, 2 * kv_heads, head_dim]: K heads, then V heads
+    slot_mapping: torch.Tensor  # [T] where each new token's K/V goes
     backend: str = "sdpa"
     page_size: int = 16
     prefill: list[PrefillSeq] | None = None
     decode: DecodeMeta | None = None
-    sampled: list[int] | None = None       # prefill: indices into `prefill` of the sequences whose last
-                                           # row gives logits (the last layer computes only those rows)
-    last_rows: DecodeMeta | None = None    # a triton prefill of few rows: the sampled rows' tables and lengths
-    flex: Any = None                       # flex: the step's FlexMeta (engine/flex_paged.py), and that of
-    flex_last: Any = None                  # the sampled rows, for the last layer of a prefill
+    sampled: list[int] | None = None  # prefill: indices into `prefill` of the sequences whose last
+    # row gives logits (the last layer computes only those rows)
+    last_rows: DecodeMeta | None = None  # a triton prefill of few rows: the sampled rows' tables and lengths
+    flex: Any = None  # flex: the step's FlexMeta (engine/flex_paged.py), and that of
+    flex_last: Any = None  # the sampled rows, for the last layer of a prefill
 
 
 def store_kv(kv: torch.Tensor, layer: int, batch: AttnBatch) -> torch.Tensor:
@@ -91,14 +94,15 @@ def paged_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBa
         if batch.backend == "triton":
             return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
         ctx = cache.index_select(0, d.slots).view(d.batch, d.width, 2 * nkv, kv.shape[-1]).transpose(1, 2)
-        out = F.scaled_dot_product_attention(q.unsqueeze(2), ctx[:, :nkv], ctx[:, nkv:], attn_mask=d.mask,
-                                             enable_gqa=True)
+        out = F.scaled_dot_product_attention(
+            q.unsqueeze(2), ctx[:, :nkv], ctx[:, nkv:], attn_mask=d.mask, enable_gqa=True
+        )
         return out.squeeze(2)
     out = torch.empty_like(q)
     for s in batch.prefill:
         rows = slice(s.q_start, s.q_start + s.q_len)
-        qs = q[rows].transpose(0, 1).unsqueeze(0)                          # [1, heads, q_len, hd]
-        c = context_kv(cache, kv, rows, s).transpose(0, 1).unsqueeze(0)    # [1, 2 * kv_heads, ctx, hd]
+        qs = q[rows].transpose(0, 1).unsqueeze(0)  # [1, heads, q_len, hd]
+        c = context_kv(cache, kv, rows, s).transpose(0, 1).unsqueeze(0)  # [1, 2 * kv_heads, ctx, hd]
         o = _causal_suffix(qs, c[:, :nkv], c[:, nkv:])
         out[rows] = o.squeeze(0).transpose(0, 1)
     return out
@@ -119,8 +123,9 @@ def last_row_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: Att
     for j, i in enumerate(batch.sampled):
         s = batch.prefill[i]
         c = context_kv(cache, kv, slice(s.q_start, s.q_start + s.q_len), s).transpose(0, 1).unsqueeze(0)
-        o = F.scaled_dot_product_attention(q[j:j + 1].transpose(0, 1).unsqueeze(0), c[:, :nkv], c[:, nkv:],
-                                           enable_gqa=True)
+        o = F.scaled_dot_product_attention(
+            q[j : j + 1].transpose(0, 1).unsqueeze(0), c[:, :nkv], c[:, nkv:], enable_gqa=True
+        )
         out[j] = o[0, :, 0]
     return out
 
@@ -133,7 +138,7 @@ def _causal_suffix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     q_len, ctx = q.shape[2], k.shape[2]
     if q_len == ctx:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    if q.is_cuda:   # the lower-right bias calls the fused kernels directly: give them equal head counts
+    if q.is_cuda:  # the lower-right bias calls the fused kernels directly: give them equal head counts
         groups = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     block = q_len if q.is_cuda else CPU_QUERY_BLOCK
@@ -141,15 +146,23 @@ def _causal_suffix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     for a in range(0, q_len, block):
         b = min(a + block, q_len)
         end = ctx - q_len + b
-        outs.append(F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, :end], v[:, :, :end],
-                                                   attn_mask=causal_lower_right(b - a, end), enable_gqa=True))
+        outs.append(
+            F.scaled_dot_product_attention(
+                q[:, :, a:b], k[:, :, :end], v[:, :, :end], attn_mask=causal_lower_right(b - a, end), enable_gqa=True
+            )
+        )
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """One whole sequence, no cache: the from-scratch reference."""
-    o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
-                                       v.transpose(0, 1).unsqueeze(0), is_causal=True, enable_gqa=True)
+    o = F.scaled_dot_product_attention(
+        q.transpose(0, 1).unsqueeze(0),
+        k.transpose(0, 1).unsqueeze(0),
+        v.transpose(0, 1).unsqueeze(0),
+        is_causal=True,
+        enable_gqa=True,
+    )
     return o.squeeze(0).transpose(0, 1)
 
 
@@ -159,7 +172,7 @@ def pin_cuda_backends() -> None:
 
 
 def choose_backend(name: str, device: torch.device) -> str:
-    """"auto": triton on CUDA when Triton imports, else sdpa (flex only when asked for). A ValueError names
+    """ "auto": triton on CUDA when Triton imports, else sdpa (flex only when asked for). A ValueError names
     the choices."""
     if name not in (*BACKENDS, "auto"):
         raise ValueError(f"attention must be one of auto, {', '.join(BACKENDS)}; got {name!r}")
@@ -174,6 +187,7 @@ def choose_backend(name: str, device: torch.device) -> str:
 def _paged_decode():
     """Imported on first use: Triton loads only where the triton backend runs."""
     from prefixguard.engine.paged_kernels import paged_decode
+
     return paged_decode
 
 
@@ -181,6 +195,7 @@ def _paged_decode():
 def _flex_attend():
     """Imported on first use: FlexAttention loads only where the flex backend runs."""
     from prefixguard.engine.flex_paged import flex_attend
+
     return flex_attend
 
 

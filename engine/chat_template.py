@@ -10,6 +10,7 @@ tokens, as it does at the providers.
 Ids: cl100k_base's ordinary ids (< 100257), then the template's own special ids from FIRST_SPECIAL up,
 inside the model's vocabulary.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
-FIRST_SPECIAL = 100277                 # cl100k_base has 100277 ids (ordinary and its own specials)
+FIRST_SPECIAL = 100277  # cl100k_base has 100277 ids (ordinary and its own specials)
 SPECIALS = ("tool_def", "system", "developer", "user", "assistant", "tool", "end")
 SPECIAL_ID = {name: FIRST_SPECIAL + i for i, name in enumerate(SPECIALS)}
 END_ID = SPECIAL_ID["end"]
@@ -122,4 +123,3 @@ class Cl100kTemplate:
 
 
 CL100K = Cl100kTemplate()
-

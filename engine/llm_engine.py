@@ -1,5 +1,6 @@
 """The engine: requests in, tokens out. add_request/abort may be called from any thread (they go
 through an inbox); one thread calls step() in a loop."""
+
 from __future__ import annotations
 
 import threading
@@ -25,13 +26,20 @@ from prefixguard.engine.sampler import sample
 from prefixguard.engine.scheduler import Plan, RequestTooLarge, Scheduler
 from prefixguard.engine.sequence import Sequence
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 DEFAULT_KV_TOKENS = 16384
 
 
-def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pages: int | None,
-                  kv_memory_bytes: int | None) -> int:
+def kv_page_count(
+    config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pages: int | None, kv_memory_bytes: int | None
+) -> int:
     if kv_pages is not None:
         return kv_pages
     if kv_memory_bytes is not None:
@@ -42,6 +50,7 @@ def kv_page_count(config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pa
 def template_for(weights: str | None) -> Template:
     if weights is not None and weights.endswith(".gguf"):
         from prefixguard.engine.gguf_model import template
+
         return template(weights)
     return CL100K
 
@@ -58,23 +67,40 @@ class LLMEngine:
     None: on wherever the triton backend runs on CUDA). device "auto": cuda when there is one, else cpu;
     dtype "auto": bfloat16 on cuda, else float32 (engine/devices.py)."""
 
-    def __init__(self, model: str | ModelConfig = "tiny", *, device: str = "cpu", dtype: str = "float32",
-                 page_size: int = 16, kv_pages: int | None = None, kv_memory_bytes: int | None = None,
-                 prefill_chunk: int = 2048, max_batch: int = 64, schedule: str = "fcfs",
-                 prefix_reuse: bool = True, seed: int = 0, weights: str | None = None,
-                 keep_logits: bool = False, attention: str = "auto", cuda_graphs: bool | None = None) -> None:
+    def __init__(
+        self,
+        model: str | ModelConfig = "tiny",
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        page_size: int = 16,
+        kv_pages: int | None = None,
+        kv_memory_bytes: int | None = None,
+        prefill_chunk: int = 2048,
+        max_batch: int = 64,
+        schedule: str = "fcfs",
+        prefix_reuse: bool = True,
+        seed: int = 0,
+        weights: str | None = None,
+        keep_logits: bool = False,
+        attention: str = "auto",
+        cuda_graphs: bool | None = None,
+    ) -> None:
         device, dtype = pick(device, dtype)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if isinstance(model, str) and model in GGUF_MODELS and weights is None:
             from prefixguard.engine.gguf_model import gguf_path
+
             weights = str(gguf_path(model))
         if weights is not None and not isinstance(model, ModelConfig):
             if weights.endswith(".gguf"):
                 from prefixguard.engine.gguf_model import read_config
+
                 self.config = read_config(weights)
             else:
                 from prefixguard.engine.loader import load_config
+
                 self.config = load_config(weights)
         else:
             self.config = resolve(model)
@@ -86,50 +112,81 @@ class LLMEngine:
         pages = kv_page_count(self.config, page_size, self.dtype, kv_pages, kv_memory_bytes)
         self.pool = KVPool(self.config, pages, page_size, self.dtype, device)
         self.page_size = page_size
-        self.scheduler = Scheduler(self.pool.allocator, page_size, prefix_reuse=prefix_reuse,
-                                   prefill_chunk=prefill_chunk, max_batch=max_batch, policy=schedule)
+        self.scheduler = Scheduler(
+            self.pool.allocator,
+            page_size,
+            prefix_reuse=prefix_reuse,
+            prefill_chunk=prefill_chunk,
+            max_batch=max_batch,
+            policy=schedule,
+        )
         self.keep_logits = keep_logits
         self.attention = choose_backend(attention, self.device)
         if self.device.type == "cuda":
             pin_cuda_backends()
         if cuda_graphs is None:
             cuda_graphs = self.device.type == "cuda" and self.attention == "triton"
-        if cuda_graphs and self.attention != "triton":     # on the CPU only under Triton's interpreter (tests)
+        if cuda_graphs and self.attention != "triton":  # on the CPU only under Triton's interpreter (tests)
             raise ValueError("cuda_graphs needs the triton attention backend (a CUDA device)")
         self.flex = None
-        if self.attention == "flex":     # compiled on CUDA; eager on the CPU, where no compiler is needed
+        if self.attention == "flex":  # compiled on CUDA; eager on the CPU, where no compiler is needed
             from prefixguard.engine.flex_paged import FlexPaged
+
             self.flex = FlexPaged(self.pool.kv.shape[1], page_size, self.device, compile=self.device.type == "cuda")
         self.graphs = None
         if cuda_graphs:
             from prefixguard.engine.cuda_graphs import DecodeGraphs
+
             max_pages = min(pages, -(-self.config.max_position // page_size))
             self.graphs = DecodeGraphs(self.model, self.pool, max_batch, max_pages)
         self._arange = torch.arange(page_size, device=self.device)
         self._inbox: list[tuple[str, Sequence | int]] = []
         self._lock = threading.Lock()
         self._seqs: dict[int, Sequence] = {}
-        self._totals = {"requests": 0, "finished": 0, "prompt_tokens": 0, "cached_tokens": 0,
-                        "prefill_tokens": 0, "decode_tokens": 0}
+        self._totals = {
+            "requests": 0,
+            "finished": 0,
+            "prompt_tokens": 0,
+            "cached_tokens": 0,
+            "prefill_tokens": 0,
+            "decode_tokens": 0,
+        }
 
     # -- requests (any thread) ------------------------------------------------------------------
-    def add_request(self, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
-                    stop_token_ids=(), reuse_limit: int | None = None, seed: int | None = None) -> Sequence:
+    def add_request(
+        self,
+        prompt_ids: list[int],
+        *,
+        max_tokens: int = 16,
+        temperature: float = 0.0,
+        stop_token_ids=(),
+        reuse_limit: int | None = None,
+        seed: int | None = None,
+    ) -> Sequence:
         if not prompt_ids:
             raise ValueError("empty prompt")
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         if len(prompt_ids) + max_tokens > self.config.max_position:
-            raise RequestTooLarge(f"prompt of {len(prompt_ids)} tokens plus {max_tokens} new tokens exceeds the "
-                                  f"model's context of {self.config.max_position}")
+            raise RequestTooLarge(
+                f"prompt of {len(prompt_ids)} tokens plus {max_tokens} new tokens exceeds the "
+                f"model's context of {self.config.max_position}"
+            )
         if self.scheduler.pages_for(len(prompt_ids)) > self.pool.num_pages:
-            raise RequestTooLarge(f"prompt of {len(prompt_ids)} tokens exceeds the KV pool of "
-                                  f"{self.pool.num_pages * self.page_size} tokens")
+            raise RequestTooLarge(
+                f"prompt of {len(prompt_ids)} tokens exceeds the KV pool of "
+                f"{self.pool.num_pages * self.page_size} tokens"
+            )
         bad = [t for t in prompt_ids if not 0 <= t < self.config.vocab_size]
         if bad:
             raise ValueError(f"token id {bad[0]} is outside the vocabulary of {self.config.vocab_size}")
-        seq = Sequence(prompt_ids, max_tokens=max_tokens, temperature=temperature,
-                       stop_token_ids=stop_token_ids, reuse_limit=reuse_limit)
+        seq = Sequence(
+            prompt_ids,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop_token_ids=stop_token_ids,
+            reuse_limit=reuse_limit,
+        )
         if temperature > 0:
             seq.generator = torch.Generator(device=self.device)
             seq.generator.manual_seed(seed if seed is not None else seq.seq_id)
@@ -165,7 +222,7 @@ class LLMEngine:
 
     def cached_prefix_len(self, prompt_ids: list[int]) -> int:
         tree = self.scheduler.tree
-        return 0 if tree is None else tree.peek(prompt_ids[:len(prompt_ids) - 1])
+        return 0 if tree is None else tree.peek(prompt_ids[: len(prompt_ids) - 1])
 
     def _drain_inbox(self) -> None:
         with self._lock:
@@ -192,18 +249,18 @@ class LLMEngine:
         for c in plan.chunks:
             end += c.end - c.start
             c.seq.num_computed = c.end
-            if c.samples:                       # only the last row of a finished prompt needs logits
+            if c.samples:  # only the last row of a finished prompt needs logits
                 rows.append(end - 1)
                 sampling.append(c.seq)
         logits = None
-        if self._graphed(plan, len(ids)):       # every row a token with its own length: one graph replay
+        if self._graphed(plan, len(ids)):  # every row a token with its own length: one graph replay
             all_rows = self.graphs.run(ids, positions, *self._row_places(plan))
-            logits = all_rows[:len(ids)] if plan.decode else all_rows[rows] if rows else None
-        elif plan.decode:                       # every row samples
+            logits = all_rows[: len(ids)] if plan.decode else all_rows[rows] if rows else None
+        elif plan.decode:  # every row samples
             batch = self._decode_batch(plan)
             hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
             logits = self.model.compute_logits(hidden)
-        else:                                   # the last layer computes the sampled rows only
+        else:  # the last layer computes the sampled rows only
             batch = self._prefill_batch(plan)
             batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
             rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
@@ -211,10 +268,10 @@ class LLMEngine:
             if sampling:
                 logits = self.model.compute_logits(hidden)
         tokens = []
-        if sampling:                            # the step's one device-to-host copy: the sampled ids
+        if sampling:  # the step's one device-to-host copy: the sampled ids
             tokens = sample(logits, [s.temperature for s in sampling], [s.generator for s in sampling])
         elif dev.type == "cuda":
-            torch.cuda.synchronize(dev)          # so that prefill_seconds is the GPU's time, not the launch's
+            torch.cuda.synchronize(dev)  # so that prefill_seconds is the GPU's time, not the launch's
         now = time.perf_counter()
         self._totals["decode_tokens" if plan.decode else "prefill_tokens"] += len(ids)
         if not plan.decode:
@@ -230,15 +287,18 @@ class LLMEngine:
     def _graphed(self, plan: Plan, rows: int) -> bool:
         """Decode steps, and prefill steps short enough for the paged kernel (a long cached prefix),
         replay a CUDA graph when one of the buckets holds their rows."""
-        return (self.graphs is not None and (plan.decode or rows <= PAGED_PREFILL_ROWS)
-                and self.graphs.bucket(rows) is not None)
+        return (
+            self.graphs is not None
+            and (plan.decode or rows <= PAGED_PREFILL_ROWS)
+            and self.graphs.bucket(rows) is not None
+        )
 
     def _row_places(self, plan: Plan) -> tuple[list[int], list[list[int]]]:
         """Each new token's slot, and the pages of its sequence up to the chunk's end."""
         ps = self.page_size
         slots, tables = [], []
         for c in plan.chunks:
-            pages = c.seq.pages[:-(-c.end // ps)]
+            pages = c.seq.pages[: -(-c.end // ps)]
             slots += [pages[p // ps] * ps + p % ps for p in range(c.start, c.end)]
             tables += [pages] * (c.end - c.start)
         return slots, tables
@@ -257,15 +317,20 @@ class LLMEngine:
         return ids, positions
 
     def _attn_batch(self, slot_mapping: torch.Tensor, **kw) -> AttnBatch:
-        return AttnBatch(kv_layers=self.pool.layers, slot_mapping=slot_mapping, backend=self.attention,
-                         page_size=self.page_size, **kw)
+        return AttnBatch(
+            kv_layers=self.pool.layers,
+            slot_mapping=slot_mapping,
+            backend=self.attention,
+            page_size=self.page_size,
+            **kw,
+        )
 
     def _prefill_batch(self, plan: Plan) -> AttnBatch:
         prefill, new_slots, row = [], [], 0
         for c in plan.chunks:
             slots = self._slots(c.seq.pages, c.end)
             prefill.append(PrefillSeq(q_start=row, q_len=c.end - c.start, kv_slots=slots))
-            new_slots.append(slots[c.start:])
+            new_slots.append(slots[c.start :])
             row += c.end - c.start
         batch = self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
         if self.flex is not None:
@@ -283,7 +348,7 @@ class LLMEngine:
         width = max(-(-c.end // ps) for c in plan.chunks)
         tables, lens, last = [], [], []
         for c in plan.chunks:
-            table = c.seq.pages[:-(-c.end // ps)]
+            table = c.seq.pages[: -(-c.end // ps)]
             table = table + [0] * (width - len(table))
             tables += [table] * (c.end - c.start)
             lens += range(c.start + 1, c.end + 1)
@@ -291,9 +356,12 @@ class LLMEngine:
                 last.append(len(lens) - 1)
 
         def meta(rows: list[int]) -> DecodeMeta:
-            return DecodeMeta(batch=len(rows), block_table=torch.tensor([tables[r] for r in rows], dtype=torch.int32,
-                                                                        device=dev),
-                              seq_lens=torch.tensor([lens[r] for r in rows], dtype=torch.int32, device=dev))
+            return DecodeMeta(
+                batch=len(rows),
+                block_table=torch.tensor([tables[r] for r in rows], dtype=torch.int32, device=dev),
+                seq_lens=torch.tensor([lens[r] for r in rows], dtype=torch.int32, device=dev),
+            )
+
         return meta(list(range(len(lens)))), (meta(last) if last else None)
 
     def _new_slots(self, plan: Plan) -> list[int]:
@@ -312,11 +380,15 @@ class LLMEngine:
         slot_mapping = torch.tensor(self._new_slots(plan), device=dev)
         b = len(lens)
         if self.flex is not None:
-            return self._attn_batch(slot_mapping, flex=self.flex.plan([(c.seq.pages, c.start, c.end)
-                                                                       for c in plan.chunks]))
+            return self._attn_batch(
+                slot_mapping, flex=self.flex.plan([(c.seq.pages, c.start, c.end) for c in plan.chunks])
+            )
         if self.attention == "triton":
-            meta = DecodeMeta(batch=b, block_table=torch.tensor(table, dtype=torch.int32, device=dev),
-                              seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev))
+            meta = DecodeMeta(
+                batch=b,
+                block_table=torch.tensor(table, dtype=torch.int32, device=dev),
+                seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev),
+            )
             return self._attn_batch(slot_mapping, decode=meta)
         slots = (torch.tensor(table, device=dev)[:, :, None] * ps + self._arange).view(-1)
         lens_t = torch.tensor(lens, device=dev)
@@ -335,7 +407,7 @@ class LLMEngine:
 
     def _slots(self, pages: list[int], n: int) -> torch.Tensor:
         ps = self.page_size
-        p = torch.tensor(pages[:-(-n // ps)], dtype=torch.long, device=self.device)
+        p = torch.tensor(pages[: -(-n // ps)], dtype=torch.long, device=self.device)
         return (p[:, None] * ps + self._arange).flatten()[:n]
 
     # -- numbers --------------------------------------------------------------------------------
@@ -347,10 +419,13 @@ class LLMEngine:
         return {
             **t,
             "hit_rate": t["cached_tokens"] / t["prompt_tokens"] if t["prompt_tokens"] else 0.0,
-            "pool_pages_used": alloc.num_used, "pool_pages_total": alloc.num_pages,
-            "page_size": self.page_size, "pool_bytes": self.pool.nbytes,
+            "pool_pages_used": alloc.num_used,
+            "pool_pages_total": alloc.num_pages,
+            "page_size": self.page_size,
+            "pool_bytes": self.pool.nbytes,
             "tree_pages": tree.total_pages if tree else 0,
             "evicted_pages": tree.evicted_pages if tree else 0,
             "preemptions": self.scheduler.preemptions,
-            "waiting": len(self.scheduler.waiting) + len(self._inbox), "running": len(self.scheduler.running),
+            "waiting": len(self.scheduler.waiting) + len(self._inbox),
+            "running": len(self.scheduler.running),
         }

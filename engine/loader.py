@@ -1,5 +1,6 @@
 """Weights from a local safetensors directory in the Hugging Face Llama/Qwen2 layout (config.json
 plus *.safetensors). Never downloads anything."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
         with safe_open(f, framework="pt", device="cpu") as st:
             for name in st.keys():
                 if name.endswith(_IGNORED) or (name == "lm_head.weight" and name not in params):
-                    continue   # tied embeddings: lm_head is the embedding matrix
+                    continue  # tied embeddings: lm_head is the embedding matrix
                 if name not in params:
                     raise ValueError(f"{f}: unexpected tensor {name}")
                 t = st.get_tensor(name)
@@ -51,12 +52,20 @@ def save_weights(model: torch.nn.Module, config: ModelConfig, path: str | Path) 
     """Write a checkpoint in the same layout (tests, and handing a random model to another tool)."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    hf = {"model_type": "qwen2" if config.qkv_bias else "llama", "vocab_size": config.vocab_size,
-          "hidden_size": config.hidden_size, "num_hidden_layers": config.num_layers,
-          "num_attention_heads": config.num_heads, "num_key_value_heads": config.num_kv_heads,
-          "head_dim": config.head_dim, "intermediate_size": config.intermediate_size,
-          "rope_theta": config.rope_theta, "max_position_embeddings": config.max_position,
-          "rms_norm_eps": config.rms_eps, "tie_word_embeddings": config.tie_embeddings}
+    hf = {
+        "model_type": "qwen2" if config.qkv_bias else "llama",
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_attention_heads": config.num_heads,
+        "num_key_value_heads": config.num_kv_heads,
+        "head_dim": config.head_dim,
+        "intermediate_size": config.intermediate_size,
+        "rope_theta": config.rope_theta,
+        "max_position_embeddings": config.max_position,
+        "rms_norm_eps": config.rms_eps,
+        "tie_word_embeddings": config.tie_embeddings,
+    }
     if config.rope_scaling:
         hf["rope_scaling"] = config.rope_scaling
     (out / "config.json").write_text(json.dumps(hf, indent=1))

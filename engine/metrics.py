@@ -6,6 +6,7 @@ prompt / generation tokens, time to first token, prefill time, running / waiting
 hit rate over a window is `rate(prefixguard_engine_prefix_cache_hits_total[5m]) /
 rate(prefixguard_engine_prefix_cache_queries_total[5m])`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -28,36 +29,50 @@ class _Live:
         r = self.runner
         stats = r.engine.stats
         total, used = stats["pool_pages_total"], stats["pool_pages_used"]
-        for name, value, text in (("num_requests_running", r.in_flight, "Requests admitted and not finished."),
-                                  ("num_requests_waiting", r.waiting, "Requests admitted with no token yet."),
-                                  ("queue_capacity", r.max_queue, "Requests in flight before 429."),
-                                  ("kv_pool_pages", total, "KV pages in the pool."),
-                                  ("kv_pool_used_ratio", used / total if total else 0.0,
-                                   "Share of KV pages in use, radix tree included.")):
+        for name, value, text in (
+            ("num_requests_running", r.in_flight, "Requests admitted and not finished."),
+            ("num_requests_waiting", r.waiting, "Requests admitted with no token yet."),
+            ("queue_capacity", r.max_queue, "Requests in flight before 429."),
+            ("kv_pool_pages", total, "KV pages in the pool."),
+            ("kv_pool_used_ratio", used / total if total else 0.0, "Share of KV pages in use, radix tree included."),
+        ):
             yield GaugeMetricFamily(f"{ENGINE}_{name}", text, value=value)
-        yield CounterMetricFamily(f"{ENGINE}_kv_evicted_pages", "Tree pages evicted for room.",
-                                  value=stats["evicted_pages"])
+        yield CounterMetricFamily(
+            f"{ENGINE}_kv_evicted_pages", "Tree pages evicted for room.", value=stats["evicted_pages"]
+        )
 
 
 class Metrics:
     def __init__(self, runner: Any) -> None:
         self.registry = r = CollectorRegistry()
-        self.requests = Counter(f"{ENGINE}_requests", "Requests answered, by API and HTTP status code.",
-                                ("api", "code"), registry=r)
-        self.invalid_requests = Counter(f"{ENGINE}_invalid_requests", "Requests answered 400 because they could "
-                                        "not be parsed or checked (malformed JSON, a wrong type, a missing field).",
-                                        ("api",), registry=r)
-        self.queries = Counter(f"{ENGINE}_prefix_cache_queries", "Prompt tokens looked up in the radix tree.",
-                               registry=r)
+        self.requests = Counter(
+            f"{ENGINE}_requests", "Requests answered, by API and HTTP status code.", ("api", "code"), registry=r
+        )
+        self.invalid_requests = Counter(
+            f"{ENGINE}_invalid_requests",
+            "Requests answered 400 because they could "
+            "not be parsed or checked (malformed JSON, a wrong type, a missing field).",
+            ("api",),
+            registry=r,
+        )
+        self.queries = Counter(
+            f"{ENGINE}_prefix_cache_queries", "Prompt tokens looked up in the radix tree.", registry=r
+        )
         self.hits = Counter(f"{ENGINE}_prefix_cache_hits", "Prompt tokens read from the radix tree.", registry=r)
         self.prompt = Counter(f"{ENGINE}_prompt_tokens", "Prompt tokens of finished requests.", registry=r)
         self.generated = Counter(f"{ENGINE}_generation_tokens", "Tokens generated.", registry=r)
-        self.ttft = Histogram(f"{ENGINE}_time_to_first_token_seconds", "Time to first token.", buckets=SECONDS,
-                              registry=r)
-        self.prefill = Histogram(f"{ENGINE}_request_prefill_time_seconds", "Prefill compute per request.",
-                                 buckets=SECONDS, registry=r)
-        self.decode = Histogram(f"{ENGINE}_decode_tokens_per_second", "Decode rate after the first token.",
-                                buckets=TOKENS_PER_SECOND, registry=r)
+        self.ttft = Histogram(
+            f"{ENGINE}_time_to_first_token_seconds", "Time to first token.", buckets=SECONDS, registry=r
+        )
+        self.prefill = Histogram(
+            f"{ENGINE}_request_prefill_time_seconds", "Prefill compute per request.", buckets=SECONDS, registry=r
+        )
+        self.decode = Histogram(
+            f"{ENGINE}_decode_tokens_per_second",
+            "Decode rate after the first token.",
+            buckets=TOKENS_PER_SECOND,
+            registry=r,
+        )
         r.register(_Live(runner))
 
     def count(self, api: str, status: int) -> None:

@@ -1,5 +1,6 @@
 """A Llama-style decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU). Parameter names follow
 the Hugging Face Llama/Qwen2 layout so a local safetensors checkpoint loads as is."""
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     d = config.head_dim
     inv = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     rs = config.rope_scaling or {}
-    if rs.get("rope_type", rs.get("type")) == "llama3":   # Llama 3.1+: stretch low frequencies
+    if rs.get("rope_type", rs.get("type")) == "llama3":  # Llama 3.1+: stretch low frequencies
         factor, lo, hi = rs["factor"], rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
         old = rs.get("original_max_position_embeddings", 8192)
         wavelen = 2 * math.pi / inv
@@ -98,27 +99,34 @@ class Attention(nn.Module):
             self.qkv_bias = bias
         self.o_t = self.o_proj.weight.detach().t()
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                batch: AttnBatch | None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch | None
+    ) -> torch.Tensor:
         t, nh = x.shape[0], self.nh
         qkv = Rotary.apply_(matmul(x, self.qkv_t, self.qkv_bias).view(t, -1, self.hd), nh + self.nkv, *rope)
         q, kv = qkv[:, :nh], qkv[:, nh:]
         if batch is None:
-            o = causal_attention(q, kv[:, :self.nkv], kv[:, self.nkv:])
+            o = causal_attention(q, kv[:, : self.nkv], kv[:, self.nkv :])
         else:
             o = paged_attention(q, kv, self.layer, batch)
         return o.reshape(t, nh * self.hd).mm(self.o_t)
 
-    def forward_rows(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch,
-                     rows: torch.Tensor) -> torch.Tensor:
+    def forward_rows(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], batch: AttnBatch, rows: torch.Tensor
+    ) -> torch.Tensor:
         """K/V for every token, the output only for `rows` (the last row of each sampled sequence)."""
         t, r, nh, nq = x.shape[0], rows.numel(), self.nh, self.nh * self.hd
         cos, sin = rope
         bias = self.qkv_bias
-        kv = Rotary.apply_(matmul(x, self.qkv_t[:, nq:], None if bias is None else bias[nq:]).view(t, -1, self.hd),
-                           self.nkv, cos, sin)
-        q = Rotary.apply_(matmul(x[rows], self.qkv_t[:, :nq], None if bias is None else bias[:nq]).view(r, nh, self.hd),
-                          nh, cos[rows], sin[rows])
+        kv = Rotary.apply_(
+            matmul(x, self.qkv_t[:, nq:], None if bias is None else bias[nq:]).view(t, -1, self.hd), self.nkv, cos, sin
+        )
+        q = Rotary.apply_(
+            matmul(x[rows], self.qkv_t[:, :nq], None if bias is None else bias[:nq]).view(r, nh, self.hd),
+            nh,
+            cos[rows],
+            sin[rows],
+        )
         o = last_row_attention(q, kv, self.layer, batch)
         return o.reshape(r, nq).mm(self.o_t)
 
@@ -145,7 +153,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate_up = x.mm(self.gate_up_t)
-        return (nn.functional.silu(gate_up[:, :self.inter]) * gate_up[:, self.inter:]).mm(self.down_t)
+        return (nn.functional.silu(gate_up[:, : self.inter]) * gate_up[:, self.inter :]).mm(self.down_t)
 
 
 class DecoderLayer(nn.Module):
@@ -181,8 +189,13 @@ class LlamaModel(nn.Module):
         self.rotary = Rotary(config)
         self.lm_head = None if config.tie_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: AttnBatch | None,
-                rows: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        batch: AttnBatch | None,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Flattened tokens of a batch -> final hidden states [T, hidden]. batch=None: one
         sequence from scratch, no cache. rows (a prefill batch whose `sampled` names them): the
         last layer computes K/V for every token but its output only for these rows, and the result
@@ -229,8 +242,9 @@ class LlamaModel(nn.Module):
                 nn.init.normal_(p, std=0.02, generator=g)
 
 
-def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: int = 0,
-                weights: str | None = None) -> LlamaModel:
+def build_model(
+    config: ModelConfig, *, device: str, dtype: torch.dtype, seed: int = 0, weights: str | None = None
+) -> LlamaModel:
     with torch.device("meta"):
         model = LlamaModel(config)
     model = model.to_empty(device=device)
@@ -238,11 +252,13 @@ def build_model(config: ModelConfig, *, device: str, dtype: torch.dtype, seed: i
         model.init_random(seed)
     elif str(weights).endswith(".gguf"):
         from prefixguard.engine.gguf_model import load_weights
+
         load_weights(model, weights)
     else:
         from prefixguard.engine.loader import load_weights
+
         load_weights(model, weights)
     model.to(dtype)
-    model.rotary = Rotary(config).to(device)     # computed in float64, kept in float32 whatever the dtype
+    model.rotary = Rotary(config).to(device)  # computed in float64, kept in float32 whatever the dtype
     model.fuse()
     return model.eval()

@@ -2,6 +2,7 @@
 
 Above both engine/config.py (the presets, no torch) and engine/gguf_model.py (the file's metadata),
 so neither imports the other back."""
+
 from __future__ import annotations
 
 from prefixguard.engine.config import GGUF_MODELS, PRESETS, ModelConfig, check_name
@@ -14,5 +15,6 @@ def resolve(model: str | ModelConfig) -> ModelConfig:
     check_name(model)
     if model in GGUF_MODELS:
         from prefixguard.engine.gguf_model import gguf_path, read_config
+
         return read_config(gguf_path(model))
     return PRESETS[model]

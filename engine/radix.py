@@ -7,6 +7,7 @@ it frees them on eviction and frees duplicates on insert.
 Page ids are kept, and a match returned, as array('q'): a flat buffer. Joining the matched edges'
 pages is then a copy of memory; with lists it touched every page's int object, which was half of a
 multi-turn match (bench/RESULTS.md)."""
+
 from __future__ import annotations
 
 import heapq
@@ -25,7 +26,7 @@ class Node:
     def __init__(self, key: list[int], pages: array, parent: Node | None, last_access: int) -> None:
         self.key = key
         self.pages = pages
-        self.children: dict = {}           # first token (page size 1) or first page (a tuple) -> child
+        self.children: dict = {}  # first token (page size 1) or first page (a tuple) -> child
         self.parent = parent
         self.lock_ref = 0
         self.last_access = last_access
@@ -36,10 +37,10 @@ class RadixTree:
         self.page_size = page_size
         self.allocator = allocator
         self.root = Node([], array("q"), None, 0)
-        self.root.lock_ref = 1          # never evicted
-        self.total_pages = 0            # pages held by the tree
-        self.evictable_pages = 0        # of those, pages in unlocked nodes
-        self.evicted_pages = 0          # freed by evict() since the start
+        self.root.lock_ref = 1  # never evicted
+        self.total_pages = 0  # pages held by the tree
+        self.evictable_pages = 0  # of those, pages in unlocked nodes
+        self.evicted_pages = 0  # freed by evict() since the start
         self._clock = 0
 
     # -- lookup -------------------------------------------------------------------------------
@@ -53,18 +54,18 @@ class RadixTree:
         now = self._clock
         node, i, path = self.root, 0, []
         while i < n:
-            child = node.children.get(key[i] if ps == 1 else tuple(key[i:i + ps]))
+            child = node.children.get(key[i] if ps == 1 else tuple(key[i : i + ps]))
             if child is None:
                 break
             m = len(child.key)
-            if i + m > n or key[i:i + m] != child.key:      # ends inside this edge: split it there
+            if i + m > n or key[i : i + m] != child.key:  # ends inside this edge: split it there
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
             child.last_access = now
             path.append(child.pages)
             node, i = child, i + m
         pages = array("q")
-        for part in path:   # after the walk: one pass over the keys' memory, then one over the pages'
+        for part in path:  # after the walk: one pass over the keys' memory, then one over the pages'
             pages += part
         return pages, node
 
@@ -75,11 +76,11 @@ class RadixTree:
         n = len(key) // ps * ps
         node, i = self.root, 0
         while i < n:
-            child = node.children.get(key[i] if ps == 1 else tuple(key[i:i + ps]))
+            child = node.children.get(key[i] if ps == 1 else tuple(key[i : i + ps]))
             if child is None:
                 break
             m = len(child.key)
-            if i + m > n or key[i:i + m] != child.key:
+            if i + m > n or key[i : i + m] != child.key:
                 return i + self._common(child.key, key, i, n)
             node, i = child, i + m
         return i
@@ -103,24 +104,24 @@ class RadixTree:
         now = self._clock
         node, i = self.root, 0
         while i < n:
-            first = key[i] if ps == 1 else tuple(key[i:i + ps])
+            first = key[i] if ps == 1 else tuple(key[i : i + ps])
             child = node.children.get(first)
             if child is None:
-                new = Node(key[i:n], array("q", pages[i // ps:]), node, now)
+                new = Node(key[i:n], array("q", pages[i // ps :]), node, now)
                 node.children[first] = new
                 added = len(new.pages)
                 self.total_pages += added
                 self.evictable_pages += added
                 return i
             m = len(child.key)
-            if i + m > n or key[i:i + m] != child.key:
+            if i + m > n or key[i : i + m] != child.key:
                 m = self._common(child.key, key, i, n)
                 child = self._split(child, m)
             held = child.pages
-            if pages[i // ps] != held[0]:           # the request computed this edge again: its pages go
-                self.allocator.free(pages[i // ps:(i + m) // ps])
+            if pages[i // ps] != held[0]:  # the request computed this edge again: its pages go
+                self.allocator.free(pages[i // ps : (i + m) // ps])
             elif pages[(i + m) // ps - 1] != held[-1]:
-                self.allocator.free([p for p, q in zip(pages[i // ps:(i + m) // ps], held, strict=False) if p != q])
+                self.allocator.free([p for p, q in zip(pages[i // ps : (i + m) // ps], held, strict=False) if p != q])
             child.last_access = now
             node, i = child, i + m
         return i
@@ -170,12 +171,12 @@ class RadixTree:
         run in C, instead of a Python loop over tokens."""
         ps = self.page_size
         m = min(len(edge), n - i)
-        if key[i:i + m] == edge[:m]:
+        if key[i : i + m] == edge[:m]:
             return m
-        lo, hi = 1, m // ps                    # pages: lo known equal, hi known unequal
+        lo, hi = 1, m // ps  # pages: lo known equal, hi known unequal
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if key[i:i + mid * ps] == edge[:mid * ps]:
+            if key[i : i + mid * ps] == edge[: mid * ps]:
                 lo = mid
             else:
                 hi = mid
@@ -184,18 +185,18 @@ class RadixTree:
     def _split(self, child: Node, c: int) -> Node:
         """Cut `child`'s edge after c tokens; return the new upper node."""
         ps = self.page_size
-        mid = Node(child.key[:c], child.pages[:c // ps], child.parent, child.last_access)
+        mid = Node(child.key[:c], child.pages[: c // ps], child.parent, child.last_access)
         mid.lock_ref = child.lock_ref
         mid.parent.children[self._first(child.key)] = mid
         child.key = child.key[c:]
-        child.pages = child.pages[c // ps:]
+        child.pages = child.pages[c // ps :]
         child.parent = mid
         mid.children[self._first(child.key)] = child
         return mid
 
     def _first(self, key: list):
         """A child's dict key: its first token (page size 1) or its first page."""
-        return key[0] if self.page_size == 1 else tuple(key[:self.page_size])
+        return key[0] if self.page_size == 1 else tuple(key[: self.page_size])
 
     def _nodes(self):
         stack = list(self.root.children.values())

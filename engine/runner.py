@@ -5,6 +5,7 @@ unfinished and hands each new token to its request's asyncio queue. Admission is
 `max_queue` requests in flight, `submit` raises Overloaded (the server answers 429), so memory stays
 bounded however many clients connect.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,7 +38,7 @@ class Event:
     cached_tokens: int
     finished: bool = False
     finish_reason: str | None = None
-    ttft: float | None = None              # seconds, once finished
+    ttft: float | None = None  # seconds, once finished
     decode_tps: float | None = None
     prefill_seconds: float | None = None
     error: str | None = None
@@ -79,7 +80,7 @@ class Runner:
         self.max_queue = max_queue
         self.retry_after = retry_after
         self._streams: dict[int, tuple[Stream, asyncio.AbstractEventLoop, list[int]]] = {}
-        self._lock = threading.Lock()      # guards _streams between the loop and the engine thread
+        self._lock = threading.Lock()  # guards _streams between the loop and the engine thread
         self._wake = threading.Event()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
@@ -124,7 +125,7 @@ class Runner:
     def _run(self) -> None:
         while not self._closed:
             self._wake.wait()
-            self._wake.clear()     # before stepping, so a submit during the step wakes us again
+            self._wake.clear()  # before stepping, so a submit during the step wakes us again
             if self._closed:
                 break
             try:
@@ -145,10 +146,14 @@ class Runner:
                 if entry is None:  # aborted meanwhile
                     continue
                 stream, loop, sent = entry
-                new = list(seq.output_ids[sent[0]:])
+                new = list(seq.output_ids[sent[0] :])
                 sent[0] += len(new)
-                event = Event(token_ids=new, cached_tokens=seq.cached_tokens, finished=seq.finished,
-                              finish_reason=seq.finish_reason)
+                event = Event(
+                    token_ids=new,
+                    cached_tokens=seq.cached_tokens,
+                    finished=seq.finished,
+                    finish_reason=seq.finish_reason,
+                )
                 if seq.finished:
                     event.ttft, event.decode_tps = seq.ttft, seq.decode_tps
                     event.prefill_seconds = seq.prefill_seconds

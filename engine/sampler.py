@@ -1,4 +1,5 @@
 """Next-token choice: greedy at temperature 0, else sampling from softmax(logits / T)."""
+
 from __future__ import annotations
 
 import torch

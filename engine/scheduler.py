@@ -6,6 +6,7 @@ A sequence is admitted when pages for its whole prompt are free (after taking th
 from the radix tree and evicting unlocked leaves if needed); otherwise it waits. One that shares an
 uncached prefix with a prompt being prefilled waits a step, so that it reuses that prefill. Decode that runs
 out of pages evicts, then preempts the newest running sequence (its computed pages go to the tree)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -24,11 +25,11 @@ class RequestTooLarge(ValueError):
 @dataclass
 class Chunk:
     seq: Sequence
-    start: int        # first token position computed this step
-    end: int          # one past the last
+    start: int  # first token position computed this step
+    end: int  # one past the last
 
     @property
-    def samples(self) -> bool:     # the chunk reaches the end of the sequence: its last logits pick a token
+    def samples(self) -> bool:  # the chunk reaches the end of the sequence: its last logits pick a token
         return self.end == len(self.seq)
 
 
@@ -39,8 +40,16 @@ class Plan:
 
 
 class Scheduler:
-    def __init__(self, allocator: PageAllocator, page_size: int, *, prefix_reuse: bool, prefill_chunk: int,
-                 max_batch: int, policy: str) -> None:
+    def __init__(
+        self,
+        allocator: PageAllocator,
+        page_size: int,
+        *,
+        prefix_reuse: bool,
+        prefill_chunk: int,
+        max_batch: int,
+        policy: str,
+    ) -> None:
         if policy not in ("fcfs", "lpm"):
             raise ValueError(f"schedule must be 'fcfs' or 'lpm', got {policy!r}")
         if prefill_chunk < 1 or max_batch < 1:
@@ -54,7 +63,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
-        self.ended: list[Sequence] = []                  # finished by the scheduler itself, for the engine to report
+        self.ended: list[Sequence] = []  # finished by the scheduler itself, for the engine to report
 
     def pages_for(self, n_tokens: int) -> int:
         return -(-n_tokens // self.page_size)
@@ -69,7 +78,7 @@ class Scheduler:
     def schedule(self) -> Plan | None:
         budget = self.prefill_chunk
         chunks = []
-        for seq in self.running:                         # prefills already under way go first
+        for seq in self.running:  # prefills already under way go first
             pending = len(seq) - seq.num_computed
             if pending > 1 and budget > 0:
                 n = min(pending, budget)
@@ -77,17 +86,17 @@ class Scheduler:
                 budget -= n
         if self.policy == "lpm" and self.tree is not None and len(self.waiting) > 1:
             self.waiting = deque(sorted(self.waiting, key=lambda s: -self.tree.peek(s.tokens[:-1])))
-        computing = [c.seq for c in chunks]             # prompts whose KV this step adds to the tree
+        computing = [c.seq for c in chunks]  # prompts whose KV this step adds to the tree
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             seq = self.waiting[0]
             if self.pages_for(len(seq)) > self.allocator.num_pages:
-                self.waiting.popleft()                   # a preempted sequence that outgrew the pool
+                self.waiting.popleft()  # a preempted sequence that outgrew the pool
                 self.finish(seq, "length")
                 continue
             if self._shares_uncached_prefix(seq, computing):
-                break                                    # a later step reuses what this one computes
+                break  # a later step reuses what this one computes
             if not self._admit(seq):
-                break                                    # no room: it waits for pages to come back
+                break  # no room: it waits for pages to come back
             computing.append(seq)
             self.waiting.popleft()
             self.running.append(seq)
@@ -111,13 +120,13 @@ class Scheduler:
         chunks = []
         for seq in list(self.running):
             if seq.status is not Status.RUNNING:
-                continue                                 # preempted by an earlier one in this loop
+                continue  # preempted by an earlier one in this loop
             pos = len(seq) - 1
             while pos // self.page_size >= len(seq.pages):
                 if self._reserve(1):
                     seq.pages += self.allocator.alloc(1)
                     continue
-                if len(self.running) == 1:               # alone and still no page: the pool is its limit
+                if len(self.running) == 1:  # alone and still no page: the pool is its limit
                     self.finish(seq, "length")
                     break
                 victim = self.running[-1]
@@ -139,10 +148,10 @@ class Scheduler:
         tokens = seq.tokens
         pages, node = [], None
         if self.tree is not None:
-            limit = len(tokens) - 1                      # the last token is always computed: it gives the logits
+            limit = len(tokens) - 1  # the last token is always computed: it gives the logits
             if seq.reuse_limit is not None and seq.cached_tokens is None:
                 limit = min(limit, seq.reuse_limit)
-            pages, node = self.tree.match_prefix(tokens[:max(limit, 0)])
+            pages, node = self.tree.match_prefix(tokens[: max(limit, 0)])
             self.tree.lock(node)
         need = self.pages_for(len(tokens)) - len(pages)
         if not self._reserve(need):
@@ -181,7 +190,7 @@ class Scheduler:
             self.cache_progress(seq)
         if seq.node is not None:
             self.tree.unlock(seq.node)
-        self.allocator.free(seq.pages[seq.tree_pages:])
+        self.allocator.free(seq.pages[seq.tree_pages :])
         seq.pages, seq.tree_pages, seq.node = [], 0, None
         if seq in self.running:
             self.running.remove(seq)

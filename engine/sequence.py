@@ -1,4 +1,5 @@
 """One request: its tokens, where its KV lives, and its timings."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,8 +16,15 @@ class Status(Enum):
 
 
 class Sequence:
-    def __init__(self, prompt_ids: list[int], *, max_tokens: int = 16, temperature: float = 0.0,
-                 stop_token_ids=(), reuse_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        prompt_ids: list[int],
+        *,
+        max_tokens: int = 16,
+        temperature: float = 0.0,
+        stop_token_ids=(),
+        reuse_limit: int | None = None,
+    ) -> None:
         self.seq_id = next(_ids)
         self.prompt_ids = list(prompt_ids)
         self.output_ids: list[int] = []
@@ -31,10 +39,10 @@ class Sequence:
         self.pages: list[int] = []
         self.tree_pages = 0
         self.node = None
-        self.num_computed = 0            # tokens whose K/V are in the pool
+        self.num_computed = 0  # tokens whose K/V are in the pool
         self.cached_tokens: int | None = None
-        self.generator = None            # torch.Generator for seeded sampling
-        self.logits: list = []           # per sampled token, when the engine keeps them (tests)
+        self.generator = None  # torch.Generator for seeded sampling
+        self.logits: list = []  # per sampled token, when the engine keeps them (tests)
         self.arrival_time = time.perf_counter()
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None
@@ -49,10 +57,10 @@ class Sequence:
         """tokens[start:end] without building the whole list (decode asks for one token a step)."""
         p = len(self.prompt_ids)
         if start >= p:
-            return self.output_ids[start - p:end - p]
+            return self.output_ids[start - p : end - p]
         if end <= p:
             return self.prompt_ids[start:end]
-        return self.prompt_ids[start:] + self.output_ids[:end - p]
+        return self.prompt_ids[start:] + self.output_ids[: end - p]
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
@@ -74,11 +82,19 @@ class Sequence:
         return (len(self.output_ids) - 1) / span if span > 0 else None
 
     def metrics(self) -> dict:
-        return {"seq_id": self.seq_id, "prompt_tokens": len(self.prompt_ids),
-                "cached_tokens": self.cached_tokens or 0, "output_tokens": len(self.output_ids),
-                "ttft_s": self.ttft, "prefill_s": self.prefill_seconds, "decode_tps": self.decode_tps,
-                "finish_reason": self.finish_reason}
+        return {
+            "seq_id": self.seq_id,
+            "prompt_tokens": len(self.prompt_ids),
+            "cached_tokens": self.cached_tokens or 0,
+            "output_tokens": len(self.output_ids),
+            "ttft_s": self.ttft,
+            "prefill_s": self.prefill_seconds,
+            "decode_tps": self.decode_tps,
+            "finish_reason": self.finish_reason,
+        }
 
     def __repr__(self) -> str:
-        return (f"Sequence(id={self.seq_id}, prompt={len(self.prompt_ids)}, out={len(self.output_ids)}, "
-                f"{self.status.name.lower()}, reason={self.finish_reason})")
+        return (
+            f"Sequence(id={self.seq_id}, prompt={len(self.prompt_ids)}, out={len(self.output_ids)}, "
+            f"{self.status.name.lower()}, reason={self.finish_reason})"
+        )

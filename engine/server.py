@@ -8,6 +8,7 @@ reusing at most that much of its radix tree -> usage reports what the tree reall
 those providers' contracts (prefixguard.judge.policies), so the proxy's verdicts can be tested against an
 upstream that behaves like the real one.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,9 +43,11 @@ from prefixguard.model.usage import Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import parse_request
 
-SHAPES = {"/v1/messages": (api_anthropic.Messages, api_anthropic.error),
-          "/v1/chat/completions": (api_openai.Chat, api_openai.error),
-          "/v1/responses": (api_openai.Responses, api_openai.error)}
+SHAPES = {
+    "/v1/messages": (api_anthropic.Messages, api_anthropic.error),
+    "/v1/chat/completions": (api_openai.Chat, api_openai.error),
+    "/v1/responses": (api_openai.Responses, api_openai.error),
+}
 
 
 def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: int) -> Usage:
@@ -56,8 +59,15 @@ def usage_of(expected: Expected | None, cached: int, prompt_total: int, output: 
         ttl = expected.ttl or "5m"
         writes[ttl] = writes.get(ttl, 0) + expected.cache_read - read
     w5, w1 = writes.get("5m", 0), writes.get("1h", 0)
-    return Usage(prompt_total=prompt_total, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
-                 uncached=prompt_total - read - w5 - w1, output=output, reported=True)
+    return Usage(
+        prompt_total=prompt_total,
+        cache_read=read,
+        cache_write_5m=w5,
+        cache_write_1h=w1,
+        uncached=prompt_total - read - w5 - w1,
+        output=output,
+        reported=True,
+    )
 
 
 CACHE_POLICIES = ("auto", *POLICIES)
@@ -67,8 +77,7 @@ KEEP_ANSWERED = 10_000  # prompts of earlier responses kept for diagnoses (the o
 class Served:
     """What a request needs from the app: engine bridge, cache policies, metrics, defaults."""
 
-    def __init__(self, runner: Runner, cache_policy: str, default_max_tokens: int,
-                 clock: Callable[[], float]) -> None:
+    def __init__(self, runner: Runner, cache_policy: str, default_max_tokens: int, clock: Callable[[], float]) -> None:
         if cache_policy not in CACHE_POLICIES:
             raise ValueError(f"unknown cache policy {cache_policy!r} (one of {', '.join(CACHE_POLICIES)})")
         self.runner = runner
@@ -79,7 +88,7 @@ class Served:
         # the engine's prompt format: a GGUF model's tokenizer and template, else cl100k's
         self.template: chat_template.Template = getattr(runner.engine, "template", chat_template.CL100K)
         self._policies = Policies()
-        self.serves: Callable[[str | None], bool] | None = None   # the model names answered (None: any)
+        self.serves: Callable[[str | None], bool] | None = None  # the model names answered (None: any)
         self._answered: OrderedDict[str, Prompt] = OrderedDict()  # response id -> its prompt, for diagnoses
 
     def diagnose(self, earlier_id: str, prompt: Prompt) -> Diagnosis:
@@ -100,9 +109,16 @@ class Served:
         return self._policies.get(self.cache_policy, prompt.api, prompt.model, radix=False)
 
 
-def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "tiny", max_queue: int = 64,
-               default_max_tokens: int = 64, clock: Callable[[], float] = time.time,
-               serves: Callable[[str | None], bool] | None = None) -> FastAPI:
+def create_app(
+    engine: Any,
+    *,
+    cache_policy: str = "radix",
+    model_name: str = "tiny",
+    max_queue: int = 64,
+    default_max_tokens: int = 64,
+    clock: Callable[[], float] = time.time,
+    serves: Callable[[str | None], bool] | None = None,
+) -> FastAPI:
     """The ASGI app. It owns the engine thread: started on startup, stopped on shutdown.
     clock: wall time in seconds for the policies' TTLs (tests pass their own).
     serves: which model names it answers to (others get 404, as the providers answer); None: any."""
@@ -152,15 +168,20 @@ def create_app(engine: Any, *, cache_policy: str = "radix", model_name: str = "t
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "type": "model", "created": 0,
-                "created_at": "1970-01-01T00:00:00Z", "display_name": model_name, "owned_by": "prefixguard"}
-        return {"object": "list", "data": [card], "has_more": False, "first_id": model_name,
-                "last_id": model_name}
+        card = {
+            "id": model_name,
+            "object": "model",
+            "type": "model",
+            "created": 0,
+            "created_at": "1970-01-01T00:00:00Z",
+            "display_name": model_name,
+            "owned_by": "prefixguard",
+        }
+        return {"object": "list", "data": [card], "has_more": False, "first_id": model_name, "last_id": model_name}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": model_name, "cache_policy": cache_policy,
-                "in_flight": runner.in_flight}
+        return {"status": "ok", "model": model_name, "cache_policy": cache_policy, "in_flight": runner.in_flight}
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -193,13 +214,23 @@ class Unreadable(Exception):
 
 # What reading a body can raise besides InputError, whatever shape the body takes (a list where a string
 # belongs, a 4,300-digit integer, nesting deeper than the recursion limit, a lone surrogate).
-_READ_ERRORS = (InputError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
-                UnicodeError, OverflowError)
+_READ_ERRORS = (
+    InputError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    UnicodeError,
+    OverflowError,
+)
 _LONE_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _read(served: Served, body: bytes, path: str, headers: Any,
-          shape: Any) -> tuple[Prompt, dict[str, Any], Any, list[int]]:
+def _read(
+    served: Served, body: bytes, path: str, headers: Any, shape: Any
+) -> tuple[Prompt, dict[str, Any], Any, list[int]]:
     """(prompt, body, options, token ids) of a request, or Unreadable saying why not."""
     try:
         # count_tokens=False: the template's render counts each segment in the engine's own tokens below
@@ -249,9 +280,14 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     policy = served.policy_for(prompt)
     expected = policy.lookup(prompt, now) if policy else None
     try:
-        stream = served.runner.submit(ids, max_tokens=max(1, opts.max_tokens), temperature=opts.temperature,
-                                      stop_token_ids=served.template.stop_ids(), seed=opts.seed,
-                                      reuse_limit=expected.cache_read if expected else None)
+        stream = served.runner.submit(
+            ids,
+            max_tokens=max(1, opts.max_tokens),
+            temperature=opts.temperature,
+            stop_token_ids=served.template.stop_ids(),
+            seed=opts.seed,
+            reuse_limit=expected.cache_read if expected else None,
+        )
     except Overloaded as e:
         return _error(error, 429, str(e), {"retry-after": f"{e.retry_after:g}"})
     except RequestTooLarge as e:  # over the model's context, or more than the whole KV pool
@@ -267,8 +303,9 @@ async def _answer(served: Served, request: Request, path: str, shape: Any, error
     served.answered(reply.id, prompt)
     generation = Generation(served, policy, prompt, now, expected, stream, reply)
     if opts.stream:
-        return StreamingResponse(generation.frames(error), media_type="text/event-stream",
-                                 headers={"cache-control": "no-cache"})
+        return StreamingResponse(
+            generation.frames(error), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+        )
     answer = asyncio.ensure_future(generation.text())
     left = asyncio.ensure_future(_disconnected(request))
     await asyncio.wait((answer, left), return_when=asyncio.FIRST_COMPLETED)
@@ -292,14 +329,22 @@ async def _disconnected(request: Request) -> None:
 class Generation:
     """One request's tokens as they come, turned into text (cut at a stop sequence) and usage."""
 
-    def __init__(self, served: Served, policy: CachePolicy | None, prompt: Prompt, now: float,
-                 expected: Expected | None, stream: Stream, reply: Any) -> None:
+    def __init__(
+        self,
+        served: Served,
+        policy: CachePolicy | None,
+        prompt: Prompt,
+        now: float,
+        expected: Expected | None,
+        stream: Stream,
+        reply: Any,
+    ) -> None:
         self.served, self.policy, self.prompt, self.now = served, policy, prompt, now
         self.expected, self.stream, self.reply = expected, stream, reply
         self.stops: tuple[str, ...] = reply.opts.stop
-        self.prewarm = reply.opts.max_tokens == 0   # one token is computed, none is returned
+        self.prewarm = reply.opts.max_tokens == 0  # one token is computed, none is returned
         self.detok = served.template.detokenizer()
-        self.held = ""        # text that may be the start of a stop sequence: not sent yet
+        self.held = ""  # text that may be the start of a stop sequence: not sent yet
         self.output = 0
         self.finish = "stop"
         self.usage = Usage()
@@ -314,8 +359,7 @@ class Generation:
                     self.policy.commit(self.prompt, self.now)
                 ids = [] if self.prewarm else event.token_ids
                 self.output += len(ids)
-                self.usage = usage_of(self.expected, event.cached_tokens or 0, self.stream.prompt_tokens,
-                                      self.output)
+                self.usage = usage_of(self.expected, event.cached_tokens or 0, self.stream.prompt_tokens, self.output)
                 text = self.detok.feed(ids)
                 if event.finished:
                     text += self.detok.flush()
@@ -338,11 +382,10 @@ class Generation:
         found = min(((text.find(s), s) for s in self.stops if s in text), default=None)
         if found:
             self.held, self.finish, self.reply.stop_sequence = "", "stop_sequence", found[1]
-            return text[:found[0]], True
-        keep = 0 if final else max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])),
-                                   default=0)
-        self.held = text[len(text) - keep:]
-        return text[:len(text) - keep], False
+            return text[: found[0]], True
+        keep = 0 if final else max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep], False
 
     async def text(self) -> str:
         return "".join([text async for _, text in self.pieces()])

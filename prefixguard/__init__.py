@@ -4,6 +4,7 @@ The repository keeps `engine/` and `rules/` at its top; installed, they are `pre
 `prefixguard.rules` (pyproject.toml, package-dir). Run from a checkout that is not installed (or one
 installed before that layout), this finder gives them the same names, so code imports one name either way.
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,6 +25,9 @@ class _CheckoutFinder:  # a meta path finder (importlib.abc would import ~20 ms 
         return PathFinder.find_spec(fullname, [str(_CHECKOUT)])
 
 
-if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "rules" / "catalog.toml").is_file() \
-        and not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
+if (
+    (_CHECKOUT / "pyproject.toml").is_file()
+    and (_CHECKOUT / "rules" / "catalog.toml").is_file()
+    and not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path)
+):
     sys.meta_path.append(_CheckoutFinder())

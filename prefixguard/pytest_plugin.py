@@ -12,6 +12,7 @@ Loaded by the `pytest11` entry point when prefixguard is installed (or `-p prefi
   and `diff` judge it (prefixguard.judge.verdict): a change that costs nothing, or a prompt below the model's
   minimum that nothing caches, fails no test.
 """
+
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
@@ -25,12 +26,24 @@ RECORDER = "prefix_recorder"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("prefixguard", "prompt-cache checks (prefixguard)")
-    group.addoption("--prefixguard-record", metavar="DIR", default=None,
-                    help="write the LLM requests each test sends to DIR/<test>.jsonl (for `prefixguard lint`)")
-    group.addoption("--prefixguard-fail-on-break", action="store_true", default=None,
-                    help="fail a test whose recorded requests break their own cached prefix")
-    parser.addini("prefixguard_fail_on_break", type="bool", default=False,
-                  help="fail a test whose recorded requests break their own cached prefix")
+    group.addoption(
+        "--prefixguard-record",
+        metavar="DIR",
+        default=None,
+        help="write the LLM requests each test sends to DIR/<test>.jsonl (for `prefixguard lint`)",
+    )
+    group.addoption(
+        "--prefixguard-fail-on-break",
+        action="store_true",
+        default=None,
+        help="fail a test whose recorded requests break their own cached prefix",
+    )
+    parser.addini(
+        "prefixguard_fail_on_break",
+        type="bool",
+        default=False,
+        help="fail a test whose recorded requests break their own cached prefix",
+    )
 
 
 def _fail_on_break(config: pytest.Config) -> bool:
@@ -50,8 +63,9 @@ def prefix_recorder(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                               ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     recorder = getattr(item, "funcargs", {}).get(RECORDER)

@@ -18,6 +18,7 @@
 
 The pytest plugin (prefixguard.pytest_plugin) gives each test a Recorder as the `prefix_recorder` fixture.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -89,8 +90,8 @@ def assert_prefix_stable(a: Body, b: Body) -> Verdict:
 
 @dataclass(slots=True, kw_only=True)
 class Recorded:
-    path: str              # URL path the request went to
-    body: bytes            # the body as sent
+    path: str  # URL path the request went to
+    body: bytes  # the body as sent
     prompt: Prompt
 
 
@@ -101,7 +102,7 @@ class Recorder:
 
     def __init__(self, name: str = "session", *, site: bool = True) -> None:
         self.name = name
-        self.site = site   # False: send every request exactly as the client made it
+        self.site = site  # False: send every request exactly as the client made it
         self.requests: list[Recorded] = []
 
     def mark(self, request: Any) -> None:
@@ -164,8 +165,11 @@ class Recorder:
         return [(a, b, c) for a, b, v, c in self.verdicts() if v.verdict is VerdictName.MISS_PREFIX_CHANGED]
 
     def explain(self) -> str:
-        return "\n".join(explain(c, v, f" between request {a + 1} and request {b + 1} of {self.name}")
-                         for a, b, v, c in self.verdicts() if v.verdict is VerdictName.MISS_PREFIX_CHANGED)
+        return "\n".join(
+            explain(c, v, f" between request {a + 1} and request {b + 1} of {self.name}")
+            for a, b, v, c in self.verdicts()
+            if v.verdict is VerdictName.MISS_PREFIX_CHANGED
+        )
 
     def rows(self) -> Iterator[str]:
         """Capture rows (one JSON object a line) as `prefixguard lint` reads them."""

@@ -152,3 +152,10 @@ def test_nobody_imports_the_bare_engine_or_rules() -> None:
     bare = sorted(f"{p.relative_to(ROOT)} imports {i}" for p in scripts for i in _imports(p, "tests.x")
                   if i.split(".")[0] in ("engine", "rules"))
     assert scripts and bare == []
+
+
+def test_no_library_file_over_400_lines() -> None:
+    """One concern per small file: a module that grows past this has more than one job."""
+    long = sorted(f"{p.relative_to(ROOT)}: {n}" for top in ("prefixguard", "engine") for p in (ROOT / top).rglob("*.py")
+                  if (n := len(p.read_text("utf-8").splitlines())) > 400)
+    assert long == []

@@ -5,16 +5,17 @@ Read from the request's header fields only, never changing them: the proxy forwa
 this header included. Every label is cut to a bounded length of printable characters: a header is the
 caller's text, and a label lands in terminals, JSON and metrics.
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-SITE_HEADER = "x-prefixguard-site"   # the call site: a test's node id, a LiteLLM call's metadata, the app's own
+SITE_HEADER = "x-prefixguard-site"  # the call site: a test's node id, a LiteLLM call's metadata, the app's own
 MAX_LABEL = 120
 # The official SDKs' own user agents ("Anthropic/Python 0.69.0", "OpenAI/JS 4.2.0"): maker and language
 _SDK_AGENT = re.compile(r"^(Anthropic|OpenAI)/([A-Za-z]+) v?(\d[\w.+-]*)")
-_PRODUCT = re.compile(r"^([A-Za-z][\w.+-]*)/v?(\d[\w.+-]*)")   # "claude-cli/2.0.14 (external, cli)"
+_PRODUCT = re.compile(r"^([A-Za-z][\w.+-]*)/v?(\d[\w.+-]*)")  # "claude-cli/2.0.14 (external, cli)"
 _UNSAFE = re.compile(r"[^\x21-\x7e ]+")
 
 
@@ -23,7 +24,7 @@ def _clean(text: str, limit: int = MAX_LABEL) -> str:
 
 
 def client_of(headers: Mapping[str, str]) -> str:
-    """"family version" of the client that sent the request: "claude-cli 2.0.14", "anthropic-python 0.69.0",
+    """ "family version" of the client that sent the request: "claude-cli 2.0.14", "anthropic-python 0.69.0",
     "openai-python 1.109.1"; the first product of any other user agent ("litellm 1.77.0", "curl 8.5.0");
     the SDK's x-stainless-* headers when the user agent says nothing; "" when nothing names a client.
     A caller's own user agent (an app that sets it over an SDK's) wins: it is the finer name."""
@@ -35,7 +36,7 @@ def client_of(headers: Mapping[str, str]) -> str:
     if found:
         return _clean(f"{found.group(1).lower()} {found.group(2)}")
     lang, version = headers.get("x-stainless-lang"), headers.get("x-stainless-package-version")
-    if lang and version:   # a Stainless-made SDK (Anthropic's, OpenAI's) under a user agent of no version
+    if lang and version:  # a Stainless-made SDK (Anthropic's, OpenAI's) under a user agent of no version
         return _clean(f"{agent.split('/')[0].lower() or 'sdk'}-{lang.lower()} {version}")
     return _clean(agent.split(" ")[0].lower()) if agent else ""
 

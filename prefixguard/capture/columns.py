@@ -7,6 +7,7 @@ The version-1 columns `cause` and `diagnosis` stay in the table for older reader
 a writer moves an old row's text into the new columns (`legacy_updates`), a read-only reader converts it
 as it reads (capture/legacy.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,20 +34,42 @@ COLUMNS = """
     agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1
 """
 # (name, SQLite type, the rest of its definition) of each column
-DEFINITIONS = tuple(tuple(c.split(maxsplit=2)) + ("",) * (3 - len(c.split(maxsplit=2)))
-                    for c in COLUMNS.split(",") if c.strip())
+DEFINITIONS = tuple(
+    tuple(c.split(maxsplit=2)) + ("",) * (3 - len(c.split(maxsplit=2))) for c in COLUMNS.split(",") if c.strip()
+)
 NAMES = tuple(d[0] for d in DEFINITIONS)
-LEGACY = ("cause", "diagnosis")   # version-1 text columns, written empty since version 6
-_DIAG = {"diag_status": "status", "diag_level": "level", "diag_label": "label",
-         "diag_missed_tokens": "missed_tokens", "diag_reusable_tokens": "reusable_tokens", "diag_reason": "reason"}
+LEGACY = ("cause", "diagnosis")  # version-1 text columns, written empty since version 6
+_DIAG = {
+    "diag_status": "status",
+    "diag_level": "level",
+    "diag_label": "label",
+    "diag_missed_tokens": "missed_tokens",
+    "diag_reusable_tokens": "reusable_tokens",
+    "diag_reason": "reason",
+}
 _STRUCTURED = ("causes", "pointer", "note", *_DIAG, "agreement")
 # Added to a table that lacks it, then set from the note of each row its writer left unread (legacy.py).
 ANALYSED = "analysed"
 # Columns a file of an earlier version lacks, with their type: the writer adds them.
-ADDED = {name: f"{kind} {rest}".strip() for name, kind, rest in DEFINITIONS
-         if name in ("tokens_estimated", "diagnosis", "degraded", "client", "route", "site", "response_id",
-                     "response_model", "finish_reasons", *_STRUCTURED, ANALYSED)}
-REQUIRED = frozenset(NAMES) - set(ADDED)   # what any capture's table has had since version 1
+ADDED = {
+    name: f"{kind} {rest}".strip()
+    for name, kind, rest in DEFINITIONS
+    if name
+    in (
+        "tokens_estimated",
+        "diagnosis",
+        "degraded",
+        "client",
+        "route",
+        "site",
+        "response_id",
+        "response_model",
+        "finish_reasons",
+        *_STRUCTURED,
+        ANALYSED,
+    )
+}
+REQUIRED = frozenset(NAMES) - set(ADDED)  # what any capture's table has had since version 1
 
 # Python types each column's SQLite type may hold (a foreign writer can store any type in any column).
 _KINDS = {"TEXT": (str,), "REAL": (int, float), "INTEGER": (int,), "BLOB": (bytes,)}
@@ -63,7 +86,7 @@ def flat(rec: Record) -> dict[str, Any]:
     out["degraded"] = int(rec.degraded)
     out["analysed"] = int(rec.analysed)
     out["finish_reasons"] = json.dumps(list(rec.finish_reasons)) if rec.finish_reasons else None
-    out["verdict"] = None if rec.verdict is None else str(rec.verdict)   # the name, whatever enum adapter a driver has
+    out["verdict"] = None if rec.verdict is None else str(rec.verdict)  # the name, whatever enum adapter a driver has
     out["causes"] = json.dumps([str(c) for c in rec.causes]) if rec.causes else None
     out["cause"] = out["diagnosis"] = None
     diag = rec.diagnosis
@@ -77,8 +100,10 @@ def record_of(row: Mapping[str, Any]) -> Record:
     data = {k: row[k] for k in row.keys() if k in KINDS}
     for name, value in data.items():
         if value is not None and not isinstance(value, KINDS[name]):
-            raise InputError(f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
-                             f"expected {KINDS[name][0].__name__}")
+            raise InputError(
+                f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
+                f"expected {KINDS[name][0].__name__}"
+            )
     counts: dict[str, Any] = {k: data.pop(k) or 0 for k in USAGE_FIELDS}
     usage = Usage(**counts | {"reported": bool(counts["reported"])})
     data["segments"] = _json(data, "segments", "[]", list)
@@ -88,7 +113,7 @@ def record_of(row: Mapping[str, Any]) -> Record:
     analysed = data.pop("analysed", None)
     reasons = _json(data, "finish_reasons", "null", (list, type(None)), strict=False)
     data["finish_reasons"] = [r for r in reasons if isinstance(r, str)] if reasons else None
-    cause, diagnosis = data.pop("cause", None), data.pop("diagnosis", None)   # version 5's text, if any
+    cause, diagnosis = data.pop("cause", None), data.pop("diagnosis", None)  # version 5's text, if any
     verdict = data.get("verdict")
     if verdict is not None:
         if verdict not in VerdictName.__members__.values():
@@ -97,9 +122,10 @@ def record_of(row: Mapping[str, Any]) -> Record:
     data["causes"] = tuple(c for c in _json(data, "causes", "[]", list) if isinstance(c, str))
     status = data.pop("diag_status", None)
     diag_fields = {field: data.pop(column, None) for column, field in _DIAG.items() if column != "diag_status"}
-    data["diagnosis"] = (Diagnosis(status=status, **diag_fields | {"label": diag_fields["label"] or ""})
-                         if status else None)
-    if cause is not None:   # a row of a version-5 file, read as it is (a reader changes nothing)
+    data["diagnosis"] = (
+        Diagnosis(status=status, **diag_fields | {"label": diag_fields["label"] or ""}) if status else None
+    )
+    if cause is not None:  # a row of a version-5 file, read as it is (a reader changes nothing)
         data["causes"], data["pointer"], data["note"] = split_cause(verdict, cause)
     if diagnosis is not None:
         data["diagnosis"], data["agreement"] = split_diagnosis(diagnosis)
@@ -121,7 +147,7 @@ def _json(data: dict[str, Any], name: str, empty: str, kind: Any, strict: bool =
     return found
 
 
-UPDATED = (*_STRUCTURED, "cause", "diagnosis")   # the columns `legacy_updates` sets, then the row's id
+UPDATED = (*_STRUCTURED, "cause", "diagnosis")  # the columns `legacy_updates` sets, then the row's id
 
 
 def legacy_updates(rows: Iterable[tuple[str, str | None, str | None, str | None]]) -> list[tuple[Any, ...]]:
@@ -130,8 +156,14 @@ def legacy_updates(rows: Iterable[tuple[str, str | None, str | None, str | None]
     for rid, verdict, cause, diagnosis in rows:
         causes, pointer, note = split_cause(verdict, cause)
         diag, agreement = split_diagnosis(diagnosis)
-        values = {"causes": json.dumps(list(causes)) if causes else None, "pointer": pointer, "note": note,
-                  "agreement": agreement, "cause": None, "diagnosis": None}
+        values = {
+            "causes": json.dumps(list(causes)) if causes else None,
+            "pointer": pointer,
+            "note": note,
+            "agreement": agreement,
+            "cause": None,
+            "diagnosis": None,
+        }
         for column, field in _DIAG.items():
             values[column] = getattr(diag, field) if diag is not None else None
         out.append((*(values[c] for c in UPDATED), rid))

@@ -5,6 +5,7 @@ Only the store's migration (capture/columns.py: a writer rewrites old rows in pl
 converts them as it reads) and the reader of old JSONL exports (capture/reader.py) call this module;
 tests/test_stored_formats.py keeps every other module from parsing those formats back.
 """
+
 from __future__ import annotations
 
 import json

@@ -13,6 +13,7 @@ Schema: the table `flows` with the SQLite store's columns (plus `seq`, the order
 `prefixguard_meta` holding the schema version; an older table is migrated by adding what it lacks.
 The URL chooses database and schema (`?options=-csearch_path%3Dname`).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,9 +33,9 @@ from prefixguard.capture.record import SCHEMA_VERSION, Record, Rows
 from prefixguard.capture.sqlite import Store
 from prefixguard.utils.errors import InputError
 
-BATCH = 500            # rows per transaction at most
-WAIT_S = 0.2           # a row waits this long for others to share its transaction
-RETRY_S = 2.0          # a server that failed is tried again this much later
+BATCH = 500  # rows per transaction at most
+WAIT_S = 0.2  # a row waits this long for others to share its transaction
+RETRY_S = 2.0  # a server that failed is tried again this much later
 CONNECT_TIMEOUT_S = 3  # a server that does not answer in this long is down
 _TYPES = {"TEXT": "TEXT", "REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYTEA"}
 
@@ -44,8 +45,9 @@ def _pg_columns() -> str:
 
 
 _TEXT = tuple(name for name, kind, _ in DEFINITIONS if kind == "TEXT")
-_INSERT = (f"INSERT INTO flows ({', '.join(NAMES)}) VALUES ({', '.join(['%s'] * len(NAMES))}) "
-           "ON CONFLICT (id) DO NOTHING")
+_INSERT = (
+    f"INSERT INTO flows ({', '.join(NAMES)}) VALUES ({', '.join(['%s'] * len(NAMES))}) ON CONFLICT (id) DO NOTHING"
+)
 _UPGRADE = f"UPDATE flows SET {', '.join(f'{c} = %s' for c in UPDATED)} WHERE id = %s"
 
 
@@ -86,20 +88,30 @@ def migrate(conn: Any) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS prefixguard_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute(f"CREATE TABLE IF NOT EXISTS flows ({_pg_columns()}, seq BIGSERIAL)")
         conn.execute("CREATE INDEX IF NOT EXISTS flows_ts ON flows (ts)")
-        unmarked = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-                                "AND table_name = 'flows' AND column_name = %s", (ANALYSED,)).fetchone() is None
+        unmarked = (
+            conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = 'flows' AND column_name = %s",
+                (ANALYSED,),
+            ).fetchone()
+            is None
+        )
         for name, kind in ADDED.items():  # a table written by an earlier version
             conn.execute(f"ALTER TABLE flows ADD COLUMN IF NOT EXISTS {name} {kind.replace('INTEGER', 'BIGINT')}")
         found = conn.execute("SELECT value FROM prefixguard_meta WHERE name = 'schema_version'").fetchone()
-        if found is None or int(found[0]) < 6:   # version 5's cause and diagnosis text, into their columns
-            old = conn.execute("SELECT id, verdict, cause, diagnosis FROM flows "
-                               "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
+        if found is None or int(found[0]) < 6:  # version 5's cause and diagnosis text, into their columns
+            old = conn.execute(
+                "SELECT id, verdict, cause, diagnosis FROM flows WHERE cause IS NOT NULL OR diagnosis IS NOT NULL"
+            ).fetchall()
             with conn.cursor() as cur:
                 cur.executemany(_UPGRADE, legacy_updates(old))
-        if unmarked:   # a table written before the column: its unread requests are known by their note
+        if unmarked:  # a table written before the column: its unread requests are known by their note
             conn.execute(f"UPDATE flows SET {ANALYSED} = 0 WHERE note LIKE %s", (UNREAD_LIKE,))
-        conn.execute("INSERT INTO prefixguard_meta VALUES ('schema_version', %s) "
-                     "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+        conn.execute(
+            "INSERT INTO prefixguard_meta VALUES ('schema_version', %s) "
+            "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+            (str(SCHEMA_VERSION),),
+        )
 
 
 def check_server(url: str) -> None:
@@ -126,11 +138,10 @@ def spool_path(url: str) -> Path:
 class PgStore(Rows):
     """A capture store in PostgreSQL: a writer (create=True) or a reader."""
 
-    def __init__(self, url: str, *, create: bool = False, spool: str | Path | None = None,
-                 warn: Any = None) -> None:
+    def __init__(self, url: str, *, create: bool = False, spool: str | Path | None = None, warn: Any = None) -> None:
         self.url = url
         self.path = _safe(url)  # what messages name
-        self._conn: Any = None   # a reader's connection (psycopg's)
+        self._conn: Any = None  # a reader's connection (psycopg's)
         self._thread: threading.Thread | None = None
         if not create:
             self._conn = _connect(url)
@@ -148,13 +159,19 @@ class PgStore(Rows):
         self._down = False
         self._retry_at = 0.0
         self._migrated = False
-        self._pool = ConnectionPool(url, min_size=1, max_size=2, open=False, timeout=CONNECT_TIMEOUT_S,
-                                    kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
-                                    check=ConnectionPool.check_connection)
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=2,
+            open=False,
+            timeout=CONNECT_TIMEOUT_S,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+            check=ConnectionPool.check_connection,
+        )
         self._pool.open(wait=False)
         self._queue: queue.SimpleQueue[Record | None] = queue.SimpleQueue()
-        self._added = self._handled = 0   # rows queued, rows written or spooled (one writer thread each)
-        self._in_spool = 0                # rows in the spool (the writer thread counts them)
+        self._added = self._handled = 0  # rows queued, rows written or spooled (one writer thread each)
+        self._in_spool = 0  # rows in the spool (the writer thread counts them)
         self._thread = threading.Thread(target=self._write_loop, name="prefixguard-pgstore", daemon=True)
         self._thread.start()
 
@@ -166,7 +183,7 @@ class PgStore(Rows):
 
     def _write_loop(self) -> None:
         if self.spool_path.is_file():
-            self._spool = Store(self.spool_path)   # rows an earlier run could not write
+            self._spool = Store(self.spool_path)  # rows an earlier run could not write
             self._in_spool = len(self._spool)
         done = False
         while not done:
@@ -218,8 +235,10 @@ class PgStore(Rows):
             if not self._down:
                 self._down = True
                 reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                self.warn(f"prefixguard warning: capture store {self.path} unreachable ({reason}); rows go to "
-                          f"{self.spool_path} until it is back")
+                self.warn(
+                    f"prefixguard warning: capture store {self.path} unreachable ({reason}); rows go to "
+                    f"{self.spool_path} until it is back"
+                )
             return False
         if self._down:
             self._down = False

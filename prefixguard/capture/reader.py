@@ -1,6 +1,7 @@
 """Reading a capture, the proxy's record of traffic: its SQLite store or the store's JSONL export, as
 export-shaped rows (dicts) checked for the JSON types readers rely on. The one reader of captures for
 replay, report and the demo; lint reads the same rows line by line (it reports line:column)."""
+
 from __future__ import annotations
 
 import math
@@ -29,17 +30,32 @@ def read_capture(path: str | Path) -> list[dict[str, Any]]:
             raise InputError("not a capture export: rows have no 'request'", str(p))
     for n, row in enumerate(rows, 1):
         check_row(row, f"{p}: row {n}")
-    rows = [upgrade_row(row) for row in rows]   # an export before version 6: its cause text, structured once
+    rows = [upgrade_row(row) for row in rows]  # an export before version 6: its cause text, structured once
     return sorted(rows, key=lambda r: r.get("ts") or 0)
 
 
 # The export's fields that readers use, and the JSON types each may have (None: null or absent).
 ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str, int), "ts": (int, float), "path": (str,), "api": (str,), "model": (str,), "tenant": (str,),
-    "request": (dict, str), "status": (int,), "usage": (dict,), "timings": (dict,), "verdict": (str,),
-    "cause": (str,), "causes": (list,), "pointer": (str,), "expected_cached": (int,), "upstream": (str,),
-    "detail": (str,), "reprefill_tokens": (int,),
-    "cost_usd": (int, float), "diagnosis": (dict,),
+    "id": (str, int),
+    "ts": (int, float),
+    "path": (str,),
+    "api": (str,),
+    "model": (str,),
+    "tenant": (str,),
+    "request": (dict, str),
+    "status": (int,),
+    "usage": (dict,),
+    "timings": (dict,),
+    "verdict": (str,),
+    "cause": (str,),
+    "causes": (list,),
+    "pointer": (str,),
+    "expected_cached": (int,),
+    "upstream": (str,),
+    "detail": (str,),
+    "reprefill_tokens": (int,),
+    "cost_usd": (int, float),
+    "diagnosis": (dict,),
 }
 _NUMBERS = (int, float)
 
@@ -51,8 +67,9 @@ def check_row(row: dict[str, Any], where: str) -> None:
     for key, kinds in ROW_TYPES.items():
         value = row.get(key)
         if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
-            raise InputError(f"{where}: '{key}' is {type(value).__name__}, expected "
-                             f"{' or '.join(k.__name__ for k in kinds)} or null")
+            raise InputError(
+                f"{where}: '{key}' is {type(value).__name__}, expected {' or '.join(k.__name__ for k in kinds)} or null"
+            )
     if any(not isinstance(c, str) for c in row.get("causes") or ()):
         raise InputError(f"{where}: 'causes' holds a non-string, expected cause names")
     for key, value in row.items():

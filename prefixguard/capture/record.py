@@ -7,6 +7,7 @@ an error, why a request was not analysed), `analysed` False for a request forwar
 provider's own diagnosis a `Diagnosis` with our `agreement`.
 `row()` builds the export shape (JSON lines) from those fields; its "cause" text is rendered, not stored.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,42 +31,42 @@ class Record:
     defaults). A plain class: a dataclass would cost every command that reads a store ~7 ms to import."""
 
     id: str
-    ts: float                              # unix seconds when the request arrived
-    path: str                              # URL path and query, secrets removed
+    ts: float  # unix seconds when the request arrived
+    path: str  # URL path and query, secrets removed
     method: str = "POST"
     upstream: str | None = None
     api: str | None = None
     model: str | None = None
     tenant: str = ""
-    request: str | None = None             # redacted body text (None: --no-bodies or not captured)
+    request: str | None = None  # redacted body text (None: --no-bodies or not captured)
     request_bytes: int = 0
-    fingerprints: bytes = b""              # Prompt.chain, concatenated
-    segments: list[list[Any]]              # [level, pointer, tokens] per segment; [] by default
-    status: int | None = None              # HTTP status; None when no response came
-    error: str | None = None               # transport error (refused, timeout, cut mid-stream)
+    fingerprints: bytes = b""  # Prompt.chain, concatenated
+    segments: list[list[Any]]  # [level, pointer, tokens] per segment; [] by default
+    status: int | None = None  # HTTP status; None when no response came
+    error: str | None = None  # transport error (refused, timeout, cut mid-stream)
     usage: Usage = Usage()
     ttft_s: float | None = None
     decode_tps: float | None = None
     total_s: float | None = None
     verdict: VerdictName | None = None
-    causes: tuple[str, ...] = ()           # the prefix change's cause names (values of judge.causes.Cause)
-    pointer: str | None = None             # where the prompt diverged from the earlier one
-    note: str | None = None                # free text: a hit's note, a miss's reason, an error, why not analysed
-    analysed: bool = True                  # False: forwarded unread (no API shape, too large, the analysis behind)
+    causes: tuple[str, ...] = ()  # the prefix change's cause names (values of judge.causes.Cause)
+    pointer: str | None = None  # where the prompt diverged from the earlier one
+    note: str | None = None  # free text: a hit's note, a miss's reason, an error, why not analysed
+    analysed: bool = True  # False: forwarded unread (no API shape, too large, the analysis behind)
     expected_cached: int | None = None
     expected_reason: str | None = None
-    previous_id: str | None = None         # the earlier request this one was compared with
+    previous_id: str | None = None  # the earlier request this one was compared with
     reprefill_tokens: int | None = None
-    cost_usd: float | None = None          # what the break cost, when one was found
+    cost_usd: float | None = None  # what the break cost, when one was found
     detail: str | None = None
-    tokens_estimated: bool = False         # our token counts (expected, re-prefill) are estimates
-    diagnosis: Diagnosis | None = None     # the provider's own cache diagnosis
-    agreement: str | None = None           # ours beside it (judge/agreement.py): agree, disagree, ...
-    degraded: bool = False                 # judged without the fleet's shared index (it was down)
-    client: str | None = None              # "claude-cli 2.0.14": the sender's user agent (attribution.client_of)
-    route: str | None = None               # the endpoint, routes.template: no ids, no query
-    site: str | None = None                # the call site the caller named (x-prefixguard-site)
-    response_id: str | None = None         # what the response says of itself (OTel gen_ai.response.*)
+    tokens_estimated: bool = False  # our token counts (expected, re-prefill) are estimates
+    diagnosis: Diagnosis | None = None  # the provider's own cache diagnosis
+    agreement: str | None = None  # ours beside it (judge/agreement.py): agree, disagree, ...
+    degraded: bool = False  # judged without the fleet's shared index (it was down)
+    client: str | None = None  # "claude-cli 2.0.14": the sender's user agent (attribution.client_of)
+    route: str | None = None  # the endpoint, routes.template: no ids, no query
+    site: str | None = None  # the call site the caller named (x-prefixguard-site)
+    response_id: str | None = None  # what the response says of itself (OTel gen_ai.response.*)
     response_model: str | None = None
     finish_reasons: list[str] | None = None
 
@@ -113,25 +114,49 @@ class Record:
             request = self.request  # not JSON: kept as text
         u = self.usage
         return {
-            "schema_version": SCHEMA_VERSION,   # the store's: a row's shape changes with it
-            "id": self.id, "ts": self.ts, "method": self.method, "path": self.path, "api": self.api,
+            "schema_version": SCHEMA_VERSION,  # the store's: a row's shape changes with it
+            "id": self.id,
+            "ts": self.ts,
+            "method": self.method,
+            "path": self.path,
+            "api": self.api,
             "model": self.model,
-            "tenant": self.tenant, "request": request, "status": self.status,
-            "usage": {"prompt_total": u.prompt_total, "cache_read": u.cache_read, "cache_write_5m": u.cache_write_5m,
-                      "cache_write_1h": u.cache_write_1h, "uncached": u.uncached, "output": u.output,
-                      "reported": u.reported},
+            "tenant": self.tenant,
+            "request": request,
+            "status": self.status,
+            "usage": {
+                "prompt_total": u.prompt_total,
+                "cache_read": u.cache_read,
+                "cache_write_5m": u.cache_write_5m,
+                "cache_write_1h": u.cache_write_1h,
+                "uncached": u.uncached,
+                "output": u.output,
+                "reported": u.reported,
+            },
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
-            "verdict": None if self.verdict is None else str(self.verdict), "cause": self.cause,
-            "causes": list(self.causes), "pointer": self.pointer, "expected_cached": self.expected_cached,
-            "tokens_estimated": self.tokens_estimated, "degraded": self.degraded, "analysed": self.analysed,
+            "verdict": None if self.verdict is None else str(self.verdict),
+            "cause": self.cause,
+            "causes": list(self.causes),
+            "pointer": self.pointer,
+            "expected_cached": self.expected_cached,
+            "tokens_estimated": self.tokens_estimated,
+            "degraded": self.degraded,
+            "analysed": self.analysed,
             "diagnosis": as_row(self.diagnosis, self.agreement),
             # where the row came from ("import:claude-code": an agent's log, no body) and what the break cost
-            "upstream": self.upstream, "detail": self.detail, "reprefill_tokens": self.reprefill_tokens,
+            "upstream": self.upstream,
+            "detail": self.detail,
+            "reprefill_tokens": self.reprefill_tokens,
             "cost_usd": self.cost_usd,
             # who sent it (report --by) and what the response said of itself
-            "client": self.client, "route": self.route, "site": self.site,
-            "response": {"id": self.response_id, "model": self.response_model,
-                         "finish_reasons": list(self.finish_reasons or ())},
+            "client": self.client,
+            "route": self.route,
+            "site": self.site,
+            "response": {
+                "id": self.response_id,
+                "model": self.response_model,
+                "finish_reasons": list(self.finish_reasons or ()),
+            },
         }
 
 
@@ -156,7 +181,7 @@ class Rows:
             line = json.dumps(row, ensure_ascii=False) + "\n"
             try:
                 out.write(line)
-            except UnicodeEncodeError:   # a lone surrogate (an escaped \ud800) the store took: ASCII escapes keep it
+            except UnicodeEncodeError:  # a lone surrogate (an escaped \ud800) the store took: ASCII escapes keep it
                 out.write(json.dumps(row) + "\n")
             n += 1
         return n

@@ -7,6 +7,7 @@ module stores what it is given.
 Reading opens the file read-only and changes nothing in it; only the proxy's writer creates the table,
 migrates an older one (capture/columns.py) and refuses a file that holds anything other than a capture.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,14 +40,15 @@ def _migrate(db: sqlite3.Connection, columns: set[str]) -> None:
     """Bring a file of an earlier version up to SCHEMA_VERSION: the columns it lacks, then (before 6) its
     cause and diagnosis text moved into their structured columns, in one transaction."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    db.execute("BEGIN IMMEDIATE")   # autocommit connection: the migration is one transaction all the same
+    db.execute("BEGIN IMMEDIATE")  # autocommit connection: the migration is one transaction all the same
     try:
         for name, kind in ADDED.items():
             if columns and name not in columns:
                 db.execute(f"ALTER TABLE flows ADD COLUMN {name} {kind}")
         if columns and version < 6:
-            old = db.execute("SELECT id, verdict, cause, diagnosis FROM flows "
-                             "WHERE cause IS NOT NULL OR diagnosis IS NOT NULL").fetchall()
+            old = db.execute(
+                "SELECT id, verdict, cause, diagnosis FROM flows WHERE cause IS NOT NULL OR diagnosis IS NOT NULL"
+            ).fetchall()
             sets = ", ".join(f"{c} = ?" for c in UPDATED)
             db.executemany(f"UPDATE flows SET {sets} WHERE id = ?", legacy_updates(old))
         if columns and ANALYSED not in columns:
@@ -109,8 +111,12 @@ class Store(Rows):
         resolved = self.path.resolve()
         live = resolved.with_name(resolved.name + "-wal").exists()
         try:
-            db = sqlite3.connect(f"file:{quote(str(resolved))}?mode=ro{'' if live else '&immutable=1'}", uri=True,
-                                 check_same_thread=False, isolation_level=None)
+            db = sqlite3.connect(
+                f"file:{quote(str(resolved))}?mode=ro{'' if live else '&immutable=1'}",
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+            )
         except sqlite3.Error as err:
             raise _not_ours(self.path, str(err)) from None
         try:
@@ -125,7 +131,7 @@ class Store(Rows):
         """Creates the file or the table when there is none; refuses any other file, changing nothing."""
         if self.path.is_dir():
             raise InputError("is a directory, not a capture file", str(self.path))
-        if self.path.exists():   # a FIFO would block SQLite's open, a device take its pages
+        if self.path.exists():  # a FIFO would block SQLite's open, a device take its pages
             check_regular_file(self.path, "capture file")
         if self.path.is_file() and _header(self.path) not in (b"", SQLITE_HEADER):
             raise _not_ours(self.path, "not an SQLite file")

@@ -6,6 +6,7 @@ the same columns (capture/columns.py) and export them as JSON lines, one object 
 Reading opens a store read-only and changes nothing in it; only the proxy's writer creates the table,
 migrates an older one, and refuses a file that holds anything other than a prefixguard capture.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,21 @@ from prefixguard.capture.sqlite import SQLITE_HEADER, SQLITE_SUFFIXES, Store
 from prefixguard.utils.errors import InputError, describe, open_input
 
 # What callers import from here (the interface); each has its one home named above.
-__all__ = ["RECORD_FIELDS", "SCHEMA_VERSION", "SQLITE_HEADER", "SQLITE_SUFFIXES", "Record", "Rows", "Store",
-           "check_writable_store", "is_capture_url", "json_lines", "open_capture", "open_store", "read_jsonl"]
+__all__ = [
+    "RECORD_FIELDS",
+    "SCHEMA_VERSION",
+    "SQLITE_HEADER",
+    "SQLITE_SUFFIXES",
+    "Record",
+    "Rows",
+    "Store",
+    "check_writable_store",
+    "is_capture_url",
+    "json_lines",
+    "open_capture",
+    "open_store",
+    "read_jsonl",
+]
 
 
 def is_capture_url(target: str | Path) -> bool:
@@ -35,8 +49,9 @@ def open_capture(target: str | Path, *, create: bool = False) -> Any:
         try:
             from prefixguard.capture.postgres import PgStore
         except ImportError:
-            raise InputError("a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the "
-                             "prefixguard repository") from None
+            raise InputError(
+                "a postgresql:// store needs psycopg: pip install '.[fleet]' in a clone of the prefixguard repository"
+            ) from None
         return PgStore(str(target), create=create)
     return Store(target, create=create)
 
@@ -54,6 +69,7 @@ def check_writable_store(path: str | Path) -> None:
     the server must answer, and gets the table."""
     if is_capture_url(path):
         from prefixguard.capture.postgres import check_server
+
         check_server(str(path))
         return
     Store(path, create=True).close()

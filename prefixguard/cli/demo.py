@@ -10,6 +10,7 @@ verdicts and causes, hit rate, TTFT, prefill time and input cost, before and aft
 
 Every process it starts is stopped when it ends, on error and on Ctrl-C too.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,10 @@ APP = Path(__file__).with_name("demo_app.py")  # shipped in the package: the dem
 CLI = [sys.executable, "-c", "from prefixguard.cli import main; main()"]
 # (phase, app flags, hash seed of each run); seeds 1 and 2 give the tool set two different orders
 PHASES: tuple[tuple[str, list[str], tuple[str, str]], ...] = (
-    ("before", [], ("1", "2")), ("after", ["--fixed"], ("3", "4")))
-REQUESTS_PER_RUN = 8            # 4 turns with each SDK
+    ("before", [], ("1", "2")),
+    ("after", ["--fixed"], ("3", "4")),
+)
+REQUESTS_PER_RUN = 8  # 4 turns with each SDK
 START_TIMEOUT = 120.0
 LISTENING = re.compile(r"listening on (http://[\w.:\[\]-]+)")
 
@@ -50,7 +53,7 @@ class DemoError(CommandError):
     """The demo could not run to its end (exit 1)."""
 
 
-DEMO_MODELS = ("tiny", "smollm2-135m")   # the engine's random-weight preset, or a small real model
+DEMO_MODELS = ("tiny", "smollm2-135m")  # the engine's random-weight preset, or a small real model
 
 
 class Child:
@@ -62,8 +65,9 @@ class Child:
         self._url: str | None = None
         self._found = threading.Event()
         # own session: a Ctrl-C reaches the demo only, which then stops its children in order
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
@@ -102,21 +106,31 @@ class Phase:
         reqs = self.requests
         prompt = sum(r["prompt_tokens"] for r in reqs)
         ttfts = [r["ttft_s"] for r in reqs if r["ttft_s"] is not None]
-        return {"requests": reqs, "hit_rate": sum(r["cache_read"] for r in reqs) / prompt if prompt else 0.0,
-                "prompt_tokens": prompt, "cache_read": sum(r["cache_read"] for r in reqs),
-                "ttft_mean_s": sum(ttfts) / len(ttfts) if ttfts else None,
-                "prefill_s": self.prefill_s, "input_cost_usd": round(sum(r["input_cost_usd"] for r in reqs), 6),
-                "verdicts": dict(Counter(r["verdict"] for r in reqs))}
+        return {
+            "requests": reqs,
+            "hit_rate": sum(r["cache_read"] for r in reqs) / prompt if prompt else 0.0,
+            "prompt_tokens": prompt,
+            "cache_read": sum(r["cache_read"] for r in reqs),
+            "ttft_mean_s": sum(ttfts) / len(ttfts) if ttfts else None,
+            "prefill_s": self.prefill_s,
+            "input_cost_usd": round(sum(r["input_cost_usd"] for r in reqs), 6),
+            "verdicts": dict(Counter(r["verdict"] for r in reqs)),
+        }
 
 
 @command()
 @output_format(help="A report for people, or the numbers as JSON (prefixguard/schemas/demo.schema.json).", old=())
 @old_name("--json", "fmt", flag_value="json")
-@option("--store", type=FILE,
-        help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file.")
-@option("--engine-model", type=click.Choice(DEMO_MODELS), default="tiny",
-        help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own tokenizer; "
-             "about 8 minutes on 2 busy cores instead of 1, needs the engine extra) [default: tiny].")
+@option(
+    "--store", type=FILE, help="Keep the proxy's capture here (for `prefixguard report`); default: a temporary file."
+)
+@option(
+    "--engine-model",
+    type=click.Choice(DEMO_MODELS),
+    default="tiny",
+    help="The engine's model: tiny (random weights, fast) or smollm2-135m (a real model, its own tokenizer; "
+    "about 8 minutes on 2 busy cores instead of 1, needs the engine extra) [default: tiny].",
+)
 def demo(fmt: str, store: Path | None, engine_model: str) -> None:
     """See what broke an agent's prompt cache, and what fixing it bought (about a minute, CPU only)."""
     if not APP.is_file():
@@ -127,9 +141,13 @@ def demo(fmt: str, store: Path | None, engine_model: str) -> None:
         if path.exists():
             raise UsageError(f"{path}: exists; give a new file to --store")
         phases = _run(path, quiet=fmt == "json", engine_model=engine_model)
-    result = {"before": phases[0].summary(), "after": phases[1].summary(),
-              "causes": _causes(phases[0].requests), "seconds": round(time.monotonic() - started, 1),
-              "provider_diagnostics": _agreement([r for p in phases for r in p.requests])}
+    result = {
+        "before": phases[0].summary(),
+        "after": phases[1].summary(),
+        "causes": _causes(phases[0].requests),
+        "seconds": round(time.monotonic() - started, 1),
+        "provider_diagnostics": _agreement([r for p in phases for r in p.requests]),
+    }
     if store:
         result["store"] = str(store)
     if fmt == "json":
@@ -144,13 +162,29 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the children on kill too
     try:
         say(f"starting the engine ({engine_model} model, CPU) and the proxy in front of it ...")
-        engine = Child("engine", [*CLI, "engine", "serve", "--engine-model", engine_model, "--port", "0",
-                                  "--policy", "auto", "--max-tokens", "16"])
+        engine = Child(
+            "engine",
+            [
+                *CLI,
+                "engine",
+                "serve",
+                "--engine-model",
+                engine_model,
+                "--port",
+                "0",
+                "--policy",
+                "auto",
+                "--max-tokens",
+                "16",
+            ],
+        )
         children.append(engine)
         engine_url = engine.url()
         # --ask-diagnostics: the engine answers as the providers do, so their own diagnoses sit beside ours
-        proxy = Child("proxy", [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q",
-                                "--ask-diagnostics"])
+        proxy = Child(
+            "proxy",
+            [*CLI, "proxy", "--upstream", engine_url, "--port", "0", "--store", str(store), "-q", "--ask-diagnostics"],
+        )
         children.append(proxy)
         proxy_url = proxy.url()
         phases, expected = [], 0
@@ -162,7 +196,7 @@ def _run(store: Path, *, quiet: bool, engine_model: str = "tiny") -> list[Phase]
                 _run_app(proxy_url, f"demo-{name}", flags, seed)
                 expected += REQUESTS_PER_RUN
                 records = _wait_for_rows(store, expected)
-                for turn, rec in enumerate(records[expected - REQUESTS_PER_RUN:expected], 1):
+                for turn, rec in enumerate(records[expected - REQUESTS_PER_RUN : expected], 1):
                     phase.requests.append(_request_row(rec, run, turn))
             phase.prefill_s = round(_prefill_seconds(engine_url) - prefill_before, 4)
             phases.append(phase)
@@ -215,15 +249,28 @@ def _request_row(rec: Any, run: int, turn: int) -> dict[str, Any]:
     from prefixguard.contracts.providers import model_contract
 
     u = rec.usage
-    cost = model_contract(rec.api or "", rec.model).cost(uncached=u.uncached, cache_read=u.cache_read,
-                                                          write_5m=u.cache_write_5m, write_1h=u.cache_write_1h)
+    cost = model_contract(rec.api or "", rec.model).cost(
+        uncached=u.uncached, cache_read=u.cache_read, write_5m=u.cache_write_5m, write_1h=u.cache_write_1h
+    )
     diagnosis = rec.diagnosis
-    return {"run": run, "request": turn, "api": rec.api, "model": rec.model, "verdict": rec.verdict,
-            "cause": rec.cause, "causes": list(rec.causes), "pointer": rec.pointer,
-            "provider_says": diagnosis and diagnosis.label, "agreement": diagnosis and rec.agreement,
-            "prompt_tokens": u.prompt_total, "cache_read": u.cache_read,
-            "cache_write": u.cache_write, "ttft_s": rec.ttft_s, "reprefill_tokens": rec.reprefill_tokens or 0,
-            "input_cost_usd": round(cost, 6)}
+    return {
+        "run": run,
+        "request": turn,
+        "api": rec.api,
+        "model": rec.model,
+        "verdict": rec.verdict,
+        "cause": rec.cause,
+        "causes": list(rec.causes),
+        "pointer": rec.pointer,
+        "provider_says": diagnosis and diagnosis.label,
+        "agreement": diagnosis and rec.agreement,
+        "prompt_tokens": u.prompt_total,
+        "cache_read": u.cache_read,
+        "cache_write": u.cache_write,
+        "ttft_s": rec.ttft_s,
+        "reprefill_tokens": rec.reprefill_tokens or 0,
+        "input_cost_usd": round(cost, 6),
+    }
 
 
 def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -236,8 +283,16 @@ def _causes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         where = r["pointer"]
         for name in r["causes"]:
-            entry = found.setdefault(name, {"cause": name, "requests": 0, "reprefill_tokens": 0, "where": [],
-                                            "fix": generic_fix(name) if name in CAUSES else ""})
+            entry = found.setdefault(
+                name,
+                {
+                    "cause": name,
+                    "requests": 0,
+                    "reprefill_tokens": 0,
+                    "where": [],
+                    "fix": generic_fix(name) if name in CAUSES else "",
+                },
+            )
             entry["requests"] += 1
             entry["reprefill_tokens"] += r["reprefill_tokens"]
             if where and where not in entry["where"]:
@@ -261,31 +316,68 @@ def _print(result: dict[str, Any]) -> None:
     rows = []
     for b, a in zip(before["requests"], after["requests"], strict=True):
         turn = (b["request"] - 1) % 4 + 1
-        rows.append((str(b["run"]), f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
-                     _verdict(b), _share(b), _verdict(a), _share(a)))
-    out.print(table(("run", "request", "before", "", "after the fixes", " "), printable_data(rows),
-                    title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
-                          "and the share of the prompt read from cache", left=(1, 2, 4)))
-    summary = (("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", ""),
-               ("mean time to first token", _seconds(before["ttft_mean_s"]), _seconds(after["ttft_mean_s"]),
-                _ratio(before["ttft_mean_s"], after["ttft_mean_s"])),
-               ("engine prefill time, all requests", _seconds(before["prefill_s"]), _seconds(after["prefill_s"]),
-                _ratio(before["prefill_s"], after["prefill_s"])),
-               (f"input cost at list prices ({prices.summary()})", f"${before['input_cost_usd']:.4f}",
-                f"${after['input_cost_usd']:.4f}", _ratio(before["input_cost_usd"], after["input_cost_usd"])))
+        rows.append(
+            (
+                str(b["run"]),
+                f"{'claude' if b['api'] == 'anthropic' else 'gpt'} turn {turn}",
+                _verdict(b),
+                _share(b),
+                _verdict(a),
+                _share(a),
+            )
+        )
+    out.print(
+        table(
+            ("run", "request", "before", "", "after the fixes", " "),
+            printable_data(rows),
+            title="Each request of the example agent: the proxy's verdict, or what broke the cache, "
+            "and the share of the prompt read from cache",
+            left=(1, 2, 4),
+        )
+    )
+    summary = (
+        ("prompt tokens read from cache", f"{before['hit_rate']:.0%}", f"{after['hit_rate']:.0%}", ""),
+        (
+            "mean time to first token",
+            _seconds(before["ttft_mean_s"]),
+            _seconds(after["ttft_mean_s"]),
+            _ratio(before["ttft_mean_s"], after["ttft_mean_s"]),
+        ),
+        (
+            "engine prefill time, all requests",
+            _seconds(before["prefill_s"]),
+            _seconds(after["prefill_s"]),
+            _ratio(before["prefill_s"], after["prefill_s"]),
+        ),
+        (
+            f"input cost at list prices ({prices.summary()})",
+            f"${before['input_cost_usd']:.4f}",
+            f"${after['input_cost_usd']:.4f}",
+            _ratio(before["input_cost_usd"], after["input_cost_usd"]),
+        ),
+    )
     out.print(table(("", "before", "after", "change"), summary, title="What fixing it bought"))
     print(strong("What broke the cache, and the fix"))
     for c in result["causes"]:
         where = ", ".join(printable(w) for w in c["where"])
-        print(f"- {strong(printable(c['cause']))} at {where}: {c['requests']} requests, "
-              f"{c['reprefill_tokens']} tokens prefilled again. {printable(c['fix'])}")
+        print(
+            f"- {strong(printable(c['cause']))} at {where}: {c['requests']} requests, "
+            f"{c['reprefill_tokens']} tokens prefilled again. {printable(c['fix'])}"
+        )
     diag = result["provider_diagnostics"]
     if diag["compared"]:
-        print(f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
-              f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
-              "`prefixguard report` shows them per cause.")
-    print(strong(f"{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
-                 "Keep the capture with --store, then run prefixguard report on it.", "dim"))
+        print(
+            f"The provider's own cache diagnostics (the engine answers as Anthropic does) agree with "
+            f"prefixguard's on {diag['agreed']} of {diag['compared']} requests compared; "
+            "`prefixguard report` shows them per cause."
+        )
+    print(
+        strong(
+            f"{result['seconds']} s. The app: prefixguard/cli/demo_app.py (--fixed applies the fixes). "
+            "Keep the capture with --store, then run prefixguard report on it.",
+            "dim",
+        )
+    )
 
 
 def _verdict(r: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ The base URL may be a provider, the prefixguard proxy or the local engine. The d
 random weights, so its replies are gibberish: the agent follows a fixed plan of tool calls instead
 of reading them, as a scripted agent test would. Each request sends the whole conversation so far.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,33 +31,53 @@ MAX_TOKENS = 12
 TOOLS = {  # name -> (description, parameters: name -> JSON type)
     "lookup_order": ("Look up an order by id: status, items, carrier and tracking number.", {"order_id": "string"}),
     "get_customer": ("Fetch a customer's profile, loyalty tier and open cases.", {"customer_id": "string"}),
-    "refund_order": ("Refund an order in full or in part, to the original payment method.",
-                     {"order_id": "string", "amount": "number", "reason": "string"}),
+    "refund_order": (
+        "Refund an order in full or in part, to the original payment method.",
+        {"order_id": "string", "amount": "number", "reason": "string"},
+    ),
     "search_handbook": ("Search the support handbook for a policy.", {"query": "string"}),
     "escalate": ("Hand the case to a human agent with a short summary.", {"summary": "string"}),
 }
 
 QUESTION = "My order A-1001 arrived with a cracked screen. Can I get my money back?"
 PLAN = [  # (tool, arguments, what the tool returns)
-    ("lookup_order", {"order_id": "A-1001"},
-     {"status": "delivered", "items": [{"sku": "TAB-10", "price": 329.0}], "customer_id": "C-77"}),
+    (
+        "lookup_order",
+        {"order_id": "A-1001"},
+        {"status": "delivered", "items": [{"sku": "TAB-10", "price": 329.0}], "customer_id": "C-77"},
+    ),
     ("get_customer", {"customer_id": "C-77"}, {"tier": "gold", "open_cases": 0}),
-    ("refund_order", {"order_id": "A-1001", "amount": 329.0, "reason": "damaged on arrival"},
-     {"refund_id": "R-5531", "status": "issued"}),
+    (
+        "refund_order",
+        {"order_id": "A-1001", "amount": 329.0, "reason": "damaged on arrival"},
+        {"refund_id": "R-5531", "status": "issued"},
+    ),
 ]
 
-TOPICS = ("late deliveries", "damaged items", "refunds", "exchanges", "warranty claims", "address changes",
-          "cancellations", "billing disputes", "gift cards", "loyalty points", "business accounts",
-          "privacy requests")
-RULES = ("Before you answer a question about {t}, look up the order and the customer: never guess a status, "
-         "a date or an amount.",
-         "Quote the relevant handbook section on {t} by its number, and say what the customer can expect "
-         "next and by when.",
-         "If a case about {t} involves more than 500 dollars or a repeat complaint, escalate it to a human "
-         "with a two-sentence summary.",
-         "Keep answers about {t} under 120 words, plain and friendly; no internal jargon, no ticket codes.",
-         "Never promise anything about {t} that the tools have not confirmed; if a tool fails, say so and "
-         "offer to escalate.")
+TOPICS = (
+    "late deliveries",
+    "damaged items",
+    "refunds",
+    "exchanges",
+    "warranty claims",
+    "address changes",
+    "cancellations",
+    "billing disputes",
+    "gift cards",
+    "loyalty points",
+    "business accounts",
+    "privacy requests",
+)
+RULES = (
+    "Before you answer a question about {t}, look up the order and the customer: never guess a status, "
+    "a date or an amount.",
+    "Quote the relevant handbook section on {t} by its number, and say what the customer can expect next and by when.",
+    "If a case about {t} involves more than 500 dollars or a repeat complaint, escalate it to a human "
+    "with a two-sentence summary.",
+    "Keep answers about {t} under 120 words, plain and friendly; no internal jargon, no ticket codes.",
+    "Never promise anything about {t} that the tools have not confirmed; if a tool fails, say so and "
+    "offer to escalate.",
+)
 
 
 def handbook() -> str:
@@ -83,14 +104,14 @@ def question(fixed: bool) -> list[dict]:
 
 
 def tool_names(fixed: bool) -> list[str]:
-    return sorted(TOOLS) if fixed else list(set(TOOLS))   # a set's order follows the process's hash seed
+    return sorted(TOOLS) if fixed else list(set(TOOLS))  # a set's order follows the process's hash seed
 
 
 def schema(params: dict[str, str]) -> dict:
     return {"type": "object", "properties": {k: {"type": v} for k, v in params.items()}, "required": list(params)}
 
 
-def with_last_breakpoint(messages: list[dict]) -> list[Any]:   # Any: the SDKs type their params
+def with_last_breakpoint(messages: list[dict]) -> list[Any]:  # Any: the SDKs type their params
     """The conversation with a cache breakpoint on the newest block (it moves every turn)."""
     *head, last = messages
     blocks = list(last["content"])
@@ -100,39 +121,61 @@ def with_last_breakpoint(messages: list[dict]) -> list[Any]:   # Any: the SDKs t
 
 def anthropic_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
     client = anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=0)
-    tools: list[Any] = [{"name": n, "description": TOOLS[n][0], "input_schema": schema(TOOLS[n][1])}
-                        for n in tool_names(fixed)]
+    tools: list[Any] = [
+        {"name": n, "description": TOOLS[n][0], "input_schema": schema(TOOLS[n][1])} for n in tool_names(fixed)
+    ]
     messages: list[dict] = [{"role": "user", "content": question(fixed)}]
     usages = []
     for turn in range(len(PLAN) + 1):
         system: list[Any] = [{"type": "text", "text": system_text(fixed), "cache_control": {"type": "ephemeral"}}]
-        with client.messages.stream(model=CLAUDE, max_tokens=MAX_TOKENS, system=system, tools=tools,
-                                    messages=with_last_breakpoint(messages)) as stream:
+        with client.messages.stream(
+            model=CLAUDE, max_tokens=MAX_TOKENS, system=system, tools=tools, messages=with_last_breakpoint(messages)
+        ) as stream:
             reply = stream.get_final_message()
         usages.append(reply.usage.model_dump(exclude_none=True))
         if turn == len(PLAN):
             break
         name, args, result = PLAN[turn]
         text = "".join(b.text for b in reply.content if b.type == "text")
-        messages.append({"role": "assistant", "content": [{"type": "text", "text": text or "Checking."},
-                         {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": name, "input": args}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"toolu_{turn:02d}", "content": json.dumps(result)}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": text or "Checking."},
+                    {"type": "tool_use", "id": f"toolu_{turn:02d}", "name": name, "input": args},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{turn:02d}", "content": json.dumps(result)}],
+            }
+        )
     return usages
 
 
 def openai_session(base_url: str, api_key: str, fixed: bool) -> list[dict]:
     client = openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key, max_retries=0)
-    tools: list[Any] = [{"type": "function",
-              "function": {"name": n, "description": TOOLS[n][0], "parameters": schema(TOOLS[n][1])}}
-             for n in tool_names(fixed)]
+    tools: list[Any] = [
+        {"type": "function", "function": {"name": n, "description": TOOLS[n][0], "parameters": schema(TOOLS[n][1])}}
+        for n in tool_names(fixed)
+    ]
     history: list[dict] = [{"role": "user", "content": question(fixed)}]
     usages = []
     for turn in range(len(PLAN) + 1):
         messages: list[Any] = [{"role": "system", "content": system_text(fixed)}, *history]
-        chunks = list(client.chat.completions.create(model=GPT, max_tokens=MAX_TOKENS, tools=tools, messages=messages,
-                                                     stream=True, stream_options={"include_usage": True}))
-        usage = chunks[-1].usage   # the last chunk carries it (include_usage)
+        chunks = list(
+            client.chat.completions.create(
+                model=GPT,
+                max_tokens=MAX_TOKENS,
+                tools=tools,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        usage = chunks[-1].usage  # the last chunk carries it (include_usage)
         if usage is None:
             raise SystemExit("the server sent no usage in the stream's last chunk")
         usages.append(usage.model_dump(exclude_none=True))

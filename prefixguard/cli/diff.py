@@ -3,6 +3,7 @@
 Exit status: 0 when B reuses A's prefix, 1 when its verdict is miss_prefix_changed, 2 on any error (one
 line on stderr). The verdict is the proxy's and the testing API's (prefixguard.judge.verdict.judge_pair).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,17 +49,27 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
     """
     try:
         pa = load(a, not no_tokens)
-        pb = load(b, not no_tokens, like=pa)   # the parts B shares with A are A's: not made, nor held, twice
+        pb = load(b, not no_tokens, like=pa)  # the parts B shares with A are A's: not made, nor held, twice
     except InputError as err:
         fail(str(err))
-    with PausedGc():   # comparing walks every part of both: no collection need visit them meanwhile
+    with PausedGc():  # comparing walks every part of both: no collection need visit them meanwhile
         verdict, result = judge_pair(pa, pb)
     broken = verdict.verdict is VerdictName.MISS_PREFIX_CHANGED
     if fmt == "json":
-        out = versioned(result.to_dict() | {
-            "broken": broken, "reused_tokens": verdict.reused_tokens, "reprefill_tokens": verdict.reprefill_tokens,
-            "cost_usd": verdict.cost_usd, "verdict": verdict.to_json(), "a": str(a), "b": str(b),
-            "tokenizer": tokenizer_name(result, pb.model), "prices": model_contract(pb.api, pb.model).prices})
+        out = versioned(
+            result.to_dict()
+            | {
+                "broken": broken,
+                "reused_tokens": verdict.reused_tokens,
+                "reprefill_tokens": verdict.reprefill_tokens,
+                "cost_usd": verdict.cost_usd,
+                "verdict": verdict.to_json(),
+                "a": str(a),
+                "b": str(b),
+                "tokenizer": tokenizer_name(result, pb.model),
+                "prices": model_contract(pb.api, pb.model).prices,
+            }
+        )
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         print(render_text(result, verdict, pa, pb))
@@ -67,10 +78,10 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
 
 def load(path: Path, count_tokens: bool, like: Prompt | None = None) -> Prompt:
     """Read and parse one request file; every failure is an InputError naming the file."""
-    data = read_input(path, MAX_BYTES, "request file")   # bounded, and never a FIFO or a device
+    data = read_input(path, MAX_BYTES, "request file")  # bounded, and never a FIFO or a device
     body: bytes | str = data
-    with suppress(UnicodeDecodeError):   # not UTF-8: parse_request says so, as of any request
-        body = data.decode("utf-8")      # here, so that the bytes are let go before the parts are made
+    with suppress(UnicodeDecodeError):  # not UTF-8: parse_request says so, as of any request
+        body = data.decode("utf-8")  # here, so that the bytes are let go before the parts are made
     del data
     return parse_request(body, source=str(path), count_tokens=count_tokens, like=like)
 
@@ -88,20 +99,32 @@ def _shown(text: str) -> str:
 
 def render_text(r: Comparison, v: Verdict, a: Prompt, b: Prompt) -> str:
     """The verdict for people: readable in a terminal and in a plain CI log (no colour needed)."""
-    r = r._replace(detail=_shown(r.detail), before=_shown(r.before), after=_shown(r.after), fix=_shown(r.fix),
-                   setting=r.setting and _shown(r.setting), model=r.model and _shown(r.model),
-                   extra=[_shown(x) for x in r.extra],
-                   divergence=r.divergence and r.divergence._replace(pointer=_shown(r.divergence.pointer)))
-    counted = ("estimated at ~4 bytes a token, no tokenizer loaded" if r.tokens_estimated
-               else f"counted with {printable(tokenizer_name(r, b.model))}")
+    r = r._replace(
+        detail=_shown(r.detail),
+        before=_shown(r.before),
+        after=_shown(r.after),
+        fix=_shown(r.fix),
+        setting=r.setting and _shown(r.setting),
+        model=r.model and _shown(r.model),
+        extra=[_shown(x) for x in r.extra],
+        divergence=r.divergence and r.divergence._replace(pointer=_shown(r.divergence.pointer)),
+    )
+    counted = (
+        "estimated at ~4 bytes a token, no tokenizer loaded"
+        if r.tokens_estimated
+        else f"counted with {printable(tokenizer_name(r, b.model))}"
+    )
     total = b.total_tokens
     if v.verdict is not VerdictName.MISS_PREFIX_CHANGED:
         how = "whole" if not r.broken else "as far as it was cached"
-        lines = [strong("OK", GREEN) + f"  B reuses A's cached prefix {how}: {v.verdict}"
-                 + (f" ({v.cause})" if v.cause else "" if r.broken else f" ({r.causes[0]})"),
-                 f"  {r.detail}." if r.detail else "",
-                 f"  tokens    {v.reused_tokens:,} reused of {total:,} in B, {v.reprefill_tokens:,} to prefill "
-                 f"again ({counted})"]
+        lines = [
+            strong("OK", GREEN)
+            + f"  B reuses A's cached prefix {how}: {v.verdict}"
+            + (f" ({v.cause})" if v.cause else "" if r.broken else f" ({r.causes[0]})"),
+            f"  {r.detail}." if r.detail else "",
+            f"  tokens    {v.reused_tokens:,} reused of {total:,} in B, {v.reprefill_tokens:,} to prefill "
+            f"again ({counted})",
+        ]
         lines += [f"  note      {x}" for x in r.extra]
         return "\n".join(line for line in lines if line)
     d = r.divergence

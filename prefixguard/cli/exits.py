@@ -3,6 +3,7 @@
 0 success, 1 findings / a broken prefix / failed requests (the command says which), 2 usage or input
 error, 3 internal error (a bug: PREFIXGUARD_DEBUG=1 shows the traceback), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,18 +13,29 @@ from typing import NoReturn
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 # The optional dependencies and the extra that brings each.
-EXTRAS = {"torch": "engine", "fastapi": "engine", "uvicorn": "engine", "safetensors": "engine",
-          "numpy": "engine", "mitmproxy": "proxy", "httpx": "http", "opentelemetry": "telemetry",
-          "prometheus_client": "telemetry", "litellm": "litellm"}
+EXTRAS = {
+    "torch": "engine",
+    "fastapi": "engine",
+    "uvicorn": "engine",
+    "safetensors": "engine",
+    "numpy": "engine",
+    "mitmproxy": "proxy",
+    "httpx": "http",
+    "opentelemetry": "telemetry",
+    "prometheus_client": "telemetry",
+    "litellm": "litellm",
+}
 
 
 class CommandError(Exception):
     """The command cannot do what was asked: one line on stderr, exit `code`."""
+
     code = EXIT_FINDINGS
 
 
 class UsageError(CommandError):
     """The arguments cannot work: one line with a pointer to the command's --help, exit 2."""
+
     code = EXIT_USAGE
 
     def __init__(self, message: str, option: str | None = None) -> None:
@@ -97,5 +109,7 @@ def _missing_extra(err: ImportError) -> str:
     if extra is None:
         return f"cannot import {err.name or err}: reinstall prefixguard"
     # the name prefixguard on PyPI is not this project's: the install is from a clone of the repository
-    return (f"this command needs {top}, which the {extra} extra brings: `pip install '.[{extra}]'` (or "
-            "'.[all]') in a clone of the prefixguard repository")
+    return (
+        f"this command needs {top}, which the {extra} extra brings: `pip install '.[{extra}]'` (or "
+        "'.[all]') in a clone of the prefixguard repository"
+    )

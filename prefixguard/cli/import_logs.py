@@ -1,6 +1,7 @@
 """`prefixguard import claude-code [DIR]` and `prefixguard import codex [DIR]`: the session logs an agent
 already wrote, as capture rows that `prefixguard report` reads (hit rate over time, TTL expiries,
 compactions, model switches), without a proxy."""
+
 from __future__ import annotations
 
 import os
@@ -25,14 +26,15 @@ from prefixguard.utils.styled import printable
 STORE_HELP = "Capture store (SQLite) to write; rows of an earlier import of the same logs are replaced."
 
 
-def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[str]], list[Turn]],
-           note: str | None) -> None:
+def _write(
+    name: str, folder: Path, store: Path, reader: Callable[[Path, list[str]], list[Turn]], note: str | None
+) -> None:
     if not folder.exists():
         raise InputError(f"no such folder (where {name} keeps its session logs)", str(folder))
-    if store.exists():   # refused before the logs are read: a FIFO would block, a device swallow the rows
+    if store.exists():  # refused before the logs are read: a FIFO would block, a device swallow the rows
         check_regular_file(store, "capture file")
     skipped: list[str] = []
-    with reading(folder, f"a {name} log line"):   # a field of an odd shape in a log: its error, not ours
+    with reading(folder, f"a {name} log line"):  # a field of an odd shape in a log: its error, not ours
         turns = reader(folder, skipped)
         if not turns:
             raise InputError(f"no {name} session log with token usage found", str(folder))
@@ -46,22 +48,30 @@ def _write(name: str, folder: Path, store: Path, reader: Callable[[Path, list[st
     prompt = sum(r.usage.prompt_total for r in records)
     lineages = {t.lineage for t in turns}
     side = {t.lineage for t in turns if t.sidechain}
-    print(printable(f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
-                    f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}"))
+    print(
+        printable(
+            f"imported {len(records)} model calls of {len(lineages) - len(side)} session(s)"
+            f"{f' and {len(side)} subagent(s)' if side else ''} from {folder} into {store}"
+        )
+    )
     lost = sum(r.cost_usd or 0 for r in records)
     prices = sorted({model_contract(r.api or "", r.model).prices for r in records if r.model})
-    print(f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
-          f"{verdicts[VerdictName.MISS_TTL_EXPIRED]} TTL expiries, {causes[Cause.HISTORY_COMPACTED]} misses after a "
-          f"compaction, {causes[Cause.MODEL_CHANGED]} after a model switch, "
-          f"{verdicts[VerdictName.MISS_UNEXPLAINED]} unexplained; misses cost ${lost:,.4f} over reading the cache "
-          f"(prices: {'; '.join(prices)})")
-    for line in _diagnoses(records):   # the API's reasons, as the transcripts hold them
+    print(
+        f"  cache hit rate {read / prompt if prompt else 0:.1%} of prompt tokens; "
+        f"{verdicts[VerdictName.MISS_TTL_EXPIRED]} TTL expiries, {causes[Cause.HISTORY_COMPACTED]} misses after a "
+        f"compaction, {causes[Cause.MODEL_CHANGED]} after a model switch, "
+        f"{verdicts[VerdictName.MISS_UNEXPLAINED]} unexplained; misses cost ${lost:,.4f} over reading the cache "
+        f"(prices: {'; '.join(prices)})"
+    )
+    for line in _diagnoses(records):  # the API's reasons, as the transcripts hold them
         print(printable(line))
     if note:
         print(printable(f"  note: {note}"))
     if skipped:
-        print(printable(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}"),
-              file=sys.stderr)
+        print(
+            printable(f"  {len(skipped)} lines were not JSON (a log being written?), first: {skipped[0]}"),
+            file=sys.stderr,
+        )
     print(printable(f"  next: prefixguard report {store}"))
 
 
@@ -81,9 +91,11 @@ def _diagnoses(records: list[Record]) -> list[str]:
         return []
     compared = sum(n for k, n in agreements.items() if k != "not compared")
     agreed = agreements["agree"] + agreements["both_clear"]
-    lines = [f"  the API's own cache diagnostics on {sum(agreements.values())} calls: prefixguard agrees on "
-             f"{agreed} of {compared} compared ({agreements['only_provider']} misses only the API saw, "
-             f"{agreements['only_us']} only prefixguard, {agreements['disagree']} placed differently)"]
+    lines = [
+        f"  the API's own cache diagnostics on {sum(agreements.values())} calls: prefixguard agrees on "
+        f"{agreed} of {compared} compared ({agreements['only_provider']} misses only the API saw, "
+        f"{agreements['only_us']} only prefixguard, {agreements['disagree']} placed differently)"
+    ]
     width = max(len(k) for k in said)
     for reason, verdicts in sorted(said.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         ours = ", ".join(f"{v} {n}" for v, n in verdicts.most_common())
@@ -93,7 +105,7 @@ def _diagnoses(records: list[Record]) -> list[str]:
 
 @click.group("import", cls=Group)
 def import_logs() -> None:
-    pass   # its help is its line in `prefixguard --help` (cli/lazy.py)
+    pass  # its help is its line in `prefixguard --help` (cli/lazy.py)
 
 
 def _options(f: Callable[..., None]) -> click.Command:
@@ -107,8 +119,9 @@ def _options(f: Callable[..., None]) -> click.Command:
 def claude_code_logs(folder: Path | None, store: Path) -> None:
     """Claude Code's logs: FOLDER defaults to ~/.claude/projects (all projects); a project's folder or one
     session's .jsonl also works."""
-    _write("Claude Code", folder or Path.home() / ".claude" / "projects", store, claude_code.read,
-           claude_code.PLACEHOLDERS)
+    _write(
+        "Claude Code", folder or Path.home() / ".claude" / "projects", store, claude_code.read, claude_code.PLACEHOLDERS
+    )
 
 
 @_options

@@ -1,4 +1,5 @@
 """`prefixguard kv`: how much KV-cache memory a model needs, and what fits in a given memory."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,18 @@ from prefixguard.schemas import versioned
 from prefixguard.utils.errors import InputError, parse_json, read_input, reading
 from prefixguard.utils.styled import printable, printable_lines
 
-_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def parse_size(text: str) -> float:
@@ -29,13 +40,14 @@ def parse_size(text: str) -> float:
 
 # config.json fields the KV arithmetic divides by or multiplies with: each a whole number above 0.
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-_OPTIONAL = ("num_key_value_heads", "max_position_embeddings")   # absent: a default; null: an error
-_OPTIONAL_OR_NULL = ("head_dim",)                                  # null: hidden_size / heads
-CONFIG_MAX_BYTES = 16 << 20   # a config.json is kilobytes
+_OPTIONAL = ("num_key_value_heads", "max_position_embeddings")  # absent: a default; null: an error
+_OPTIONAL_OR_NULL = ("head_dim",)  # null: hidden_size / heads
+CONFIG_MAX_BYTES = 16 << 20  # a config.json is kilobytes
 
 
 def arch_from_file(path: str) -> kvmath.Arch:
     from prefixguard.engine.config import from_hf_config
+
     try:
         check_config(parse_json(read_input(path, CONFIG_MAX_BYTES, "config file"), path))
         with reading(path):
@@ -49,8 +61,11 @@ def check_config(cfg: object) -> None:
     """Raise InputError naming the field when a config.json cannot describe a model's shape."""
     if not isinstance(cfg, dict):
         raise InputError(f"expected a JSON object, got {type(cfg).__name__}")
-    for key in (*_REQUIRED, *(k for k in _OPTIONAL if k in cfg),
-                *(k for k in _OPTIONAL_OR_NULL if cfg.get(k) is not None)):
+    for key in (
+        *_REQUIRED,
+        *(k for k in _OPTIONAL if k in cfg),
+        *(k for k in _OPTIONAL_OR_NULL if cfg.get(k) is not None),
+    ):
         value = cfg.get(key)
         if key not in cfg:
             raise InputError(f"missing field '{key}'")
@@ -63,8 +78,9 @@ def check_config(cfg: object) -> None:
         raise InputError(f"'hidden_size' ({cfg['hidden_size']}) is not a multiple of 'num_attention_heads' ({heads})")
     for key in ("rope_theta", "rms_norm_eps"):
         value = cfg.get(key)
-        if key in cfg and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                  or not math.isfinite(value) or value <= 0):
+        if key in cfg and (
+            not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0
+        ):
             raise InputError(f"'{key}' is {json.dumps(value)[:40]}, expected a number above 0")
 
 
@@ -78,8 +94,9 @@ def human(n: float) -> str:
 
 @command()
 @option("--model", "-m", "model_name", help="Model name (see --list).")
-@option("--config", "config_file",
-        help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model.")
+@option(
+    "--config", "config_file", help="A local Hugging Face config.json (Llama/Qwen2/Mistral layout) instead of --model."
+)
 @option("--context", "-c", type=click.IntRange(1), default=8192, help="Tokens per sequence [default: 8192].")
 @option("--concurrency", "-n", type=click.IntRange(1), default=1, help="Sequences at once [default: 1].")
 @option("--kv-dtype", type=click.Choice(sorted(kvmath.BYTES)), default="bf16", help="[default: bf16]")
@@ -88,21 +105,42 @@ def human(n: float) -> str:
 @option("--page-size", type=click.IntRange(1, 64), default=1, help="KV page size of a paged pool [default: 1].")
 @option("--list", "list_models", is_flag=True, help="List the known models and exit.")
 @output_format()
-def kv(model_name: str | None, config_file: str | None, context: int, concurrency: int, kv_dtype: str,
-       weight_dtype: str, memory: str | None, page_size: int, list_models: bool, fmt: str) -> None:
+def kv(
+    model_name: str | None,
+    config_file: str | None,
+    context: int,
+    concurrency: int,
+    kv_dtype: str,
+    weight_dtype: str,
+    memory: str | None,
+    page_size: int,
+    list_models: bool,
+    fmt: str,
+) -> None:
     """KV-cache bytes = 2 x layers x kv_heads x head_dim x tokens x bytes per value x sequences."""
     models = kvmath.load_models()
     if list_models:
-        rows = [{"model": a.name, "attention": a.attention, "params": a.params, "kv_heads": a.kv_heads,
-                 "heads": a.heads, "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a), "source": a.source}
-                for a in models.values()]
+        rows = [
+            {
+                "model": a.name,
+                "attention": a.attention,
+                "params": a.params,
+                "kv_heads": a.kv_heads,
+                "heads": a.heads,
+                "kv_bytes_per_token_bf16": kvmath.kv_bytes_per_token(a),
+                "source": a.source,
+            }
+            for a in models.values()
+        ]
         if fmt == "json":
             print(json.dumps(versioned({"models": rows}), indent=2))
         else:
             for r in rows:
-                print(f"{printable(r['model']):<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
-                      f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  "
-                      f"{human(r['kv_bytes_per_token_bf16'])}/token (bf16)")
+                print(
+                    f"{printable(r['model']):<16} {r['attention']}  {r['params'] / 1e9:6.2f}B params  "
+                    f"{r['kv_heads']:>2}/{r['heads']:<2} kv heads  "
+                    f"{human(r['kv_bytes_per_token_bf16'])}/token (bf16)"
+                )
         return
     if config_file:
         arch = arch_from_file(config_file)
@@ -113,12 +151,19 @@ def kv(model_name: str | None, config_file: str | None, context: int, concurrenc
     else:
         arch = models[model_name]
     mem = parse_size(memory) if memory else None
-    out = kvmath.plan(arch, context=context, concurrency=concurrency, kv_dtype=kv_dtype,
-                      weight_dtype=weight_dtype, memory=mem, page_size=page_size)
+    out = kvmath.plan(
+        arch,
+        context=context,
+        concurrency=concurrency,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        memory=mem,
+        page_size=page_size,
+    )
     if fmt == "json":
         print(json.dumps(versioned(out), indent=2))
         return
-    print(printable_lines(render(out)))   # a config file's model name is the user's text
+    print(printable_lines(render(out)))  # a config file's model name is the user's text
 
 
 def render(p: dict) -> str:

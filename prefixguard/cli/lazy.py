@@ -1,6 +1,7 @@
 """A click group that lists its commands from a table (name -> "module:attribute", one line of help) and
 imports a command's module only when that command runs or shows its help: `prefixguard lint` never pays
 for mitmproxy or torch, nor for the other commands' options."""
+
 from __future__ import annotations
 
 import importlib
@@ -21,7 +22,7 @@ class LazyGroup(click.Group):
         self.lazy = dict(lazy)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.lazy)   # the table's order
+        return list(self.lazy)  # the table's order
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.lazy:
@@ -31,7 +32,7 @@ class LazyGroup(click.Group):
         found = getattr(importlib.import_module(module), attribute)
         if not isinstance(found, click.Command):
             raise TypeError(f"{target} is not a click command")
-        if found.help is None:   # a group of subcommands (engine, capture): the table's line is its help
+        if found.help is None:  # a group of subcommands (engine, capture): the table's line is its help
             found.help = summary
         return found
 
@@ -44,6 +45,9 @@ class LazyGroup(click.Group):
         """Command names with their line of help, from the table; options as click completes them."""
         from click.shell_completion import CompletionItem
 
-        names = [CompletionItem(name, help=summary) for name, (_, summary) in self.lazy.items()
-                 if name.startswith(incomplete)]
+        names = [
+            CompletionItem(name, help=summary)
+            for name, (_, summary) in self.lazy.items()
+            if name.startswith(incomplete)
+        ]
         return names + click.Command.shell_complete(self, ctx, incomplete)

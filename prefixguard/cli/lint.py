@@ -3,6 +3,7 @@
 Exit status of lint: 0 no findings at or above --fail-on (or --exit-zero), 1 such findings, 2 usage or
 input error (one line on stderr per error, never a traceback).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,19 @@ from prefixguard.utils.errors import InputError, check_regular_file, check_writa
 from prefixguard.utils.styled import printable_lines
 
 FORMATS: dict[str, formats.Formatter] = {
-    "text": formats.text, "concise": formats.concise, "json": formats.json_format, "github": formats.github,
+    "text": formats.text,
+    "concise": formats.concise,
+    "json": formats.json_format,
+    "github": formats.github,
     "sarif": sarif,
 }
 HUMAN = ("text", "concise")
-VERSIONED = ("json", "sarif")   # the formats that name prefixguard's version
+VERSIONED = ("json", "sarif")  # the formats that name prefixguard's version
 
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version  # ~20 ms: only for outputs that name it
+
     try:
         return version("prefixguard")
     except PackageNotFoundError:
@@ -47,28 +52,65 @@ def _version() -> str:
 @option("--extend-select", multiple=True, help="Rules to run on top of the selection. Repeatable.")
 @option("--ignore", multiple=True, help="Rules not to run. Repeatable.")
 @option("--exclude", multiple=True, help="Glob of files or folders to skip when walking directories. Repeatable.")
-@option("--config", "config_file", type=FILE,
-        help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).")
-@option("--baseline", "baseline_file", type=FILE,
-        help="Accepted findings: only findings not in this file are reported. A missing file is an "
-             "error (a typo must not keep CI green); create it with --write-baseline.")
-@option("--write-baseline", "--update-baseline", "write_baseline", is_flag=True,
-        help="(Re)write the --baseline file from this run and exit 0.")
-@option("--fail-on", type=click.Choice(catalog.SEVERITIES), default=None,
-        help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].")
+@option(
+    "--config",
+    "config_file",
+    type=FILE,
+    help="A pyproject.toml to read [tool.prefixguard] from (default: the nearest one).",
+)
+@option(
+    "--baseline",
+    "baseline_file",
+    type=FILE,
+    help="Accepted findings: only findings not in this file are reported. A missing file is an "
+    "error (a typo must not keep CI green); create it with --write-baseline.",
+)
+@option(
+    "--write-baseline",
+    "--update-baseline",
+    "write_baseline",
+    is_flag=True,
+    help="(Re)write the --baseline file from this run and exit 0.",
+)
+@option(
+    "--fail-on",
+    type=click.Choice(catalog.SEVERITIES),
+    default=None,
+    help="Lowest severity that makes lint exit 1 [default: warning; or fail-on in [tool.prefixguard]].",
+)
 @option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
 @option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
 @option("--no-tokens", is_flag=True, help="Estimate token counts (bytes/4) instead of tokenizing: faster.")
-@option("--fix", is_flag=True,
-        help="Rewrite Python sources where a fix is mechanical (tools sorted, sort_keys=True, a "
-             "trailing volatile part moved into the latest user message), then lint what is left.")
-@option("--diff", "show_fixes", is_flag=True,
-        help="Print the fixes --fix would make as a unified diff, change nothing; exit 1 if any.")
-def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tuple[str, ...],
-         extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...], config_file: Path | None,
-         baseline_file: Path | None,
-         write_baseline: bool, fail_on: str | None, exit_zero: bool, statistics: bool, no_tokens: bool,
-         fix: bool = False, show_fixes: bool = False) -> int:
+@option(
+    "--fix",
+    is_flag=True,
+    help="Rewrite Python sources where a fix is mechanical (tools sorted, sort_keys=True, a "
+    "trailing volatile part moved into the latest user message), then lint what is left.",
+)
+@option(
+    "--diff",
+    "show_fixes",
+    is_flag=True,
+    help="Print the fixes --fix would make as a unified diff, change nothing; exit 1 if any.",
+)
+def lint(
+    paths: tuple[str, ...],
+    fmt: str,
+    output_file: Path | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    config_file: Path | None,
+    baseline_file: Path | None,
+    write_baseline: bool,
+    fail_on: str | None,
+    exit_zero: bool,
+    statistics: bool,
+    no_tokens: bool,
+    fix: bool = False,
+    show_fixes: bool = False,
+) -> int:
     """Check LLM request bodies, and the Python code that builds them, for prompt-cache hazards.
 
     PATH: request files (*.json), captures (*.jsonl: one request per line, or the proxy's export; each
@@ -94,9 +136,12 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         raise UsageError("not allowed with --fix", option="--diff")
     if write_baseline and baseline_file is None:
         fail("--write-baseline needs --baseline FILE")
-    cli = config.Layer(select=config.split_selectors(select) or None,
-                       extend_select=config.split_selectors(extend_select), ignore=config.split_selectors(ignore))
-    try:   # the files it reads and writes, before the linting: a FIFO would block, a device never end
+    cli = config.Layer(
+        select=config.split_selectors(select) or None,
+        extend_select=config.split_selectors(extend_select),
+        ignore=config.split_selectors(ignore),
+    )
+    try:  # the files it reads and writes, before the linting: a FIFO would block, a device never end
         if output_file is not None:
             check_writable(str(output_file))
         if baseline_file is not None and (write_baseline or baseline_file.exists()):
@@ -104,6 +149,7 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         settings = config.load(config_file, cli, exclude=config.split_selectors(exclude))
         if fix or show_fixes:
             from prefixguard.lint.code.fix import fix_paths
+
             changes = fix_paths(list(paths), write=fix, excluded=settings.excluded)
             if show_fixes:
                 sys.stdout.write(printable_lines(changes.rstrip("\n")) + "\n" if changes else "")
@@ -119,15 +165,23 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
         print(f"prefixguard: warning: no request files ({kinds}) found in {arg}", file=sys.stderr)
     if result.skipped:
         n = len(result.skipped)
-        print(f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
-              f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} "
-              "prefixguard reads "
-              f"(first: {result.skipped[0]})", file=sys.stderr)
+        print(
+            f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
+            f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} "
+            "prefixguard reads "
+            f"(first: {result.skipped[0]})",
+            file=sys.stderr,
+        )
     for error in result.errors:
         exits.error(error)
     findings = result.findings
-    run = formats.Run(_version() if fmt in VERSIONED else "", result.files, result.requests, result.errors,
-                      "estimate" if no_tokens else tokens.encoding_name())
+    run = formats.Run(
+        _version() if fmt in VERSIONED else "",
+        result.files,
+        result.requests,
+        result.errors,
+        "estimate" if no_tokens else tokens.encoding_name(),
+    )
     if baseline_file is not None:
         if not write_baseline and not baseline_file.exists():
             fail(f"{baseline_file}: baseline file not found (create it with --write-baseline)")
@@ -138,8 +192,10 @@ def lint(paths: tuple[str, ...], fmt: str, output_file: Path | None, select: tup
                 baseline.write(baseline_file, findings)
             except InputError as err:
                 fail(str(err))
-            print(f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
-                  file=sys.stderr)
+            print(
+                f"prefixguard: wrote {len(findings)} finding{'s' * (len(findings) != 1)} to {baseline_file}",
+                file=sys.stderr,
+            )
             return EXIT_OK
         try:
             findings, run.baselined = baseline.apply(findings, baseline.load(baseline_file))
@@ -177,6 +233,7 @@ def _emit(report: str, output_file: Path | None) -> None:
 
 # ---------------------------------------------------------------------------------------- the catalog
 
+
 @command()
 @click.argument("key", metavar="CODE|NAME")
 @output_format()
@@ -185,8 +242,9 @@ def rule(key: str, fmt: str) -> None:
     r = catalog.get(key)
     if r is None:
         fail(f"unknown rule '{key}' (see `prefixguard rules`)")
-    print(json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json"
-          else catalog.explain(r))
+    print(
+        json.dumps(versioned(catalog.as_dict(r)), indent=2, ensure_ascii=False) if fmt == "json" else catalog.explain(r)
+    )
 
 
 @command()
@@ -194,8 +252,11 @@ def rule(key: str, fmt: str) -> None:
 def rules(fmt: str) -> None:
     """List every rule of the catalog."""
     if fmt == "json":
-        print(json.dumps(versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2,
-                         ensure_ascii=False))
+        print(
+            json.dumps(
+                versioned({"rules": [catalog.as_dict(r) for r in catalog.rules()]}), indent=2, ensure_ascii=False
+            )
+        )
         return
     width = max(len(r.name) for r in catalog.rules())
     for r in catalog.rules():

@@ -8,6 +8,7 @@ Importing genai-prices takes ~0.2 s (pydantic models of every provider), more th
 was read from it is kept on disk per version of its data and per day (disk_cache.py), so a later run
 that prices the same models never imports it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -31,7 +32,7 @@ class Prices(NamedTuple):
 
     input: float
     output: float
-    cache_read: float | None          # None: the source gives no cache price (the contract's multiplier holds)
+    cache_read: float | None  # None: the source gives no cache price (the contract's multiplier holds)
     cache_write_5m: float | None
     cache_write_1h: float | None
     source: str
@@ -61,7 +62,7 @@ def _memo() -> tuple[str, dict[str, Any]] | None:
         stat = data.stat()
     except OSError:
         return None
-    day = datetime.now(UTC).date().isoformat()   # a price can change on a given day: read it anew daily
+    day = datetime.now(UTC).date().isoformat()  # a price can change on a given day: read it anew daily
     name = f"prices-{xxh3_64_hexdigest(f'{data}|{stat.st_size}|{stat.st_mtime_ns}|{day}'.encode())}.json"
     kept = disk_cache.load_json(name)
     return name, kept if isinstance(kept, dict) else {}
@@ -98,8 +99,10 @@ def package_table() -> tuple[str, str] | None:
 
 def _read_table() -> list[str] | None:
     from importlib.metadata import PackageNotFoundError, version  # not at import: it costs ~12 ms
+
     try:
         from genai_prices import data
+
         pkg = f"{PACKAGE} {version(PACKAGE)}"
     except (ImportError, PackageNotFoundError):
         return None
@@ -122,8 +125,15 @@ def from_package(pid: str | None, model: str | None) -> Prices | None:
     if values is None:
         return None
     price_in, price_out, read, write_5m, write_1h = values
-    return Prices(input=price_in, output=price_out, cache_read=read, cache_write_5m=write_5m, cache_write_1h=write_1h,
-                  source=table[0], date=table[1])
+    return Prices(
+        input=price_in,
+        output=price_out,
+        cache_read=read,
+        cache_write_5m=write_5m,
+        cache_write_1h=write_1h,
+        source=table[0],
+        date=table[1],
+    )
 
 
 def _read_prices(pid: str, model: str) -> list[float | None] | None:
@@ -134,8 +144,10 @@ def _read_prices(pid: str, model: str) -> list[float | None] | None:
         price = info.get_prices(datetime.now(UTC))
     except (LookupError, ValueError):
         return None
-    values = [_base(getattr(price, k, None)) for k in ("input_mtok", "output_mtok", "cache_read_mtok",
-                                                        "cache_write_mtok", "cache_write_1h_mtok")]
+    values = [
+        _base(getattr(price, k, None))
+        for k in ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "cache_write_1h_mtok")
+    ]
     return None if not values[0] or values[1] is None else values
 
 

@@ -1,4 +1,5 @@
 """Provider caching contracts read from rules/providers.toml: the one place numbers come from."""
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,15 @@ from prefixguard.contracts.prices import from_package
 from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, ModelRow, providers
 from prefixguard.utils.errors import InputError
 
-__all__ = ["COMPATIBLE", "Contract", "ModelContract", "model_contract", "provider_contract", "provider_for",
-           "providers"]
+__all__ = [
+    "COMPATIBLE",
+    "Contract",
+    "ModelContract",
+    "model_contract",
+    "provider_contract",
+    "provider_for",
+    "providers",
+]
 
 
 def provider_for(api: str, model: str | None = None, host: str | None = None) -> str:
@@ -32,9 +40,10 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
     if model and maker:
         for name, table in tables.items():
             if maker in table.gateway_makers and not any(
-                    _same_family(model, excluded) for excluded in table.gateway_excluded):
+                _same_family(model, excluded) for excluded in table.gateway_excluded
+            ):
                 return name
-    if model and "/" not in model:   # a provider's own API names its models without an owner
+    if model and "/" not in model:  # a provider's own API names its models without an owner
         for name, table in tables.items():
             if api in table.apis and table.hosts and _known(table, model):
                 return name
@@ -110,16 +119,20 @@ def breakpoint_caching(name: str, model: str | None) -> BreakpointCaching | None
 class Compatible(NamedTuple):
     """The settings of the `compatible` contract (a server one runs): what its reads can be."""
 
-    block_tokens: int = 1           # reads are whole blocks (vLLM blocks, SGLang pages) of this many tokens
-    min_tokens: int = 0             # no read below this many tokens
-    prefix_caching: bool = True     # False: the server reuses no prefix (a hybrid Mamba / sliding-window model)
-    source: str = "rules/providers.toml"   # where the settings came from (a flag, pyproject, a server's /metrics)
+    block_tokens: int = 1  # reads are whole blocks (vLLM blocks, SGLang pages) of this many tokens
+    min_tokens: int = 0  # no read below this many tokens
+    prefix_caching: bool = True  # False: the server reuses no prefix (a hybrid Mamba / sliding-window model)
+    source: str = "rules/providers.toml"  # where the settings came from (a flag, pyproject, a server's /metrics)
 
 
 def compatible_settings() -> Compatible:
     table = providers()[COMPATIBLE]
-    return Compatible(block_tokens=table.block_tokens, min_tokens=table.min_cacheable_tokens,
-                      prefix_caching=table.prefix_caching, source=table.settings_source)
+    return Compatible(
+        block_tokens=table.block_tokens,
+        min_tokens=table.min_cacheable_tokens,
+        prefix_caching=table.prefix_caching,
+        source=table.settings_source,
+    )
 
 
 def server_defaults(server: str) -> Compatible:
@@ -128,8 +141,12 @@ def server_defaults(server: str) -> Compatible:
     if server not in servers:
         raise InputError(f"unknown server {server!r} (one of {', '.join(sorted(servers))})")
     row = servers[server]
-    return Compatible(block_tokens=row.block_tokens, min_tokens=row.min_tokens, prefix_caching=row.prefix_caching,
-                      source=f"{server} defaults ({row.source}, read {row.read})")
+    return Compatible(
+        block_tokens=row.block_tokens,
+        min_tokens=row.min_tokens,
+        prefix_caching=row.prefix_caching,
+        source=f"{server} defaults ({row.source}, read {row.read})",
+    )
 
 
 @cache
@@ -142,15 +159,21 @@ def configure_compatible(settings: Compatible) -> None:
     """Judge `compatible` requests by these settings from now on, in this process (a command's flags or
     [tool.prefixguard] keys). Policies made before keep the settings they were made with."""
     if settings.block_tokens < 1 or settings.min_tokens < 0:
-        raise InputError(f"block size must be at least 1 and minimum at least 0, got {settings.block_tokens} "
-                         f"and {settings.min_tokens}")
-    default_compatible()   # read before the first change
+        raise InputError(
+            f"block size must be at least 1 and minimum at least 0, got {settings.block_tokens} "
+            f"and {settings.min_tokens}"
+        )
+    default_compatible()  # read before the first change
     table = providers()[COMPATIBLE]
     providers()[COMPATIBLE] = replace(
-        table, block_tokens=settings.block_tokens, token_step=settings.block_tokens,
-        min_cacheable_tokens=settings.min_tokens, prefix_caching=settings.prefix_caching,
+        table,
+        block_tokens=settings.block_tokens,
+        token_step=settings.block_tokens,
+        min_cacheable_tokens=settings.min_tokens,
+        prefix_caching=settings.prefix_caching,
         settings_source=settings.source,
-        default_model=replace(table.default_model, min_cacheable_tokens=settings.min_tokens))
+        default_model=replace(table.default_model, min_cacheable_tokens=settings.min_tokens),
+    )
     for memo in (provider_contract, model_contract, invalidated_levels):
         memo.cache_clear()
 
@@ -161,11 +184,11 @@ class ModelContract(NamedTuple):
     min_cacheable_tokens: int
     input_per_mtok: float
     output_per_mtok: float
-    read_multiplier: float            # price of a cached token over the base input price
+    read_multiplier: float  # price of a cached token over the base input price
     write_multiplier: dict[str, float]  # by TTL ("5m", "1h"); OpenAI: {"default": x}
     confirmed: bool
-    price_source: str = "rules/providers.toml"   # where the prices come from (prefixguard/contracts/prices.py)
-    price_date: str = ""                         # that source's date: printed with every cost
+    price_source: str = "rules/providers.toml"  # where the prices come from (prefixguard/contracts/prices.py)
+    price_date: str = ""  # that source's date: printed with every cost
 
     @property
     def prices(self) -> str:
@@ -175,19 +198,28 @@ class ModelContract(NamedTuple):
     def reprefill_cost(self, tokens: int, written_as: str | None) -> float:
         """What `tokens` prefilled again cost over reading them from cache: paid as written with that TTL
         ("5m", "1h"; "default": automatic caching) or, with None, as uncached input."""
-        paid = (self.cost(write_1h=tokens) if written_as == "1h" else
-                self.cost(write_5m=tokens) if written_as else self.cost(uncached=tokens))
+        paid = (
+            self.cost(write_1h=tokens)
+            if written_as == "1h"
+            else self.cost(write_5m=tokens)
+            if written_as
+            else self.cost(uncached=tokens)
+        )
         return paid - self.cost(cache_read=tokens)
 
-    def cost(self, uncached: int = 0, cache_read: int = 0, write_5m: int = 0, write_1h: int = 0,
-             output: int = 0) -> float:
+    def cost(
+        self, uncached: int = 0, cache_read: int = 0, write_5m: int = 0, write_1h: int = 0, output: int = 0
+    ) -> float:
         """USD for one request's tokens by class."""
         w = self.write_multiplier
         per_token = self.input_per_mtok / 1e6
-        return (uncached * per_token + cache_read * per_token * self.read_multiplier
-                + write_5m * per_token * w.get("5m", w.get("default", 1.0))
-                + write_1h * per_token * w.get("1h", w.get("default", 1.0))
-                + output * self.output_per_mtok / 1e6)
+        return (
+            uncached * per_token
+            + cache_read * per_token * self.read_multiplier
+            + write_5m * per_token * w.get("5m", w.get("default", 1.0))
+            + write_1h * per_token * w.get("1h", w.get("default", 1.0))
+            + output * self.output_per_mtok / 1e6
+        )
 
 
 @cache
@@ -198,10 +230,14 @@ def model_contract(api: str, model: str | None) -> ModelContract:
 def _model_row(table: Contract, model: str | None) -> ModelRow:
     """A provider table's default_model row with the longest matching model row over it."""
     row = table.default_model
-    best = max((m for m in table.models if model and _same_family(model, m.prefix)),
-               key=lambda m: len(m.prefix), default=None)
-    return replace(best, confirmed=True if best.confirmed is None else best.confirmed).over(row) \
-        if best is not None else row
+    best = max(
+        (m for m in table.models if model and _same_family(model, m.prefix)), key=lambda m: len(m.prefix), default=None
+    )
+    return (
+        replace(best, confirmed=True if best.confirmed is None else best.confirmed).over(row)
+        if best is not None
+        else row
+    )
 
 
 @cache
@@ -222,24 +258,46 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         writes = dict(table.write_multiplier or {})
     else:
         read = 1.0 - (row.cached_discount or 0.0)
-        by_breakpoints = breakpoint_caching(name, model)   # GPT-5.6+: writes billed (cache_write_tokens)
-        writes = {"default": by_breakpoints.write_multiplier if by_breakpoints else
-                  1.0 if row.write_multiplier is None else row.write_multiplier}
+        by_breakpoints = breakpoint_caching(name, model)  # GPT-5.6+: writes billed (cache_write_tokens)
+        writes = {
+            "default": by_breakpoints.write_multiplier
+            if by_breakpoints
+            else 1.0
+            if row.write_multiplier is None
+            else row.write_multiplier
+        }
     minimum = table.min_cacheable_tokens if row.min_cacheable_tokens is None else row.min_cacheable_tokens
-    live = from_package(table.prices_id, model)   # the maintained price table first; this file's is the fallback
+    live = from_package(table.prices_id, model)  # the maintained price table first; this file's is the fallback
     if live is not None:
         read = live.cache_read / live.input if live.cache_read is not None else read
         if live.cache_write_1h is not None:
             writes = {**writes, "1h": live.cache_write_1h / live.input}
         if live.cache_write_5m is not None:
             writes = {**writes, "5m" if "5m" in writes else "default": live.cache_write_5m / live.input}
-        return ModelContract(provider=name, model=model, min_cacheable_tokens=minimum, input_per_mtok=live.input,
-                             output_per_mtok=live.output, read_multiplier=read, write_multiplier=writes,
-                             confirmed=True, price_source=live.source, price_date=live.date)
-    return ModelContract(provider=name, model=model, min_cacheable_tokens=minimum,
-                         input_per_mtok=row.input_per_mtok or 0.0, output_per_mtok=row.output_per_mtok or 0.0,
-                         read_multiplier=read, write_multiplier=writes, confirmed=row.confirmed is not False,
-                         price_source="rules/providers.toml", price_date=table.read)
+        return ModelContract(
+            provider=name,
+            model=model,
+            min_cacheable_tokens=minimum,
+            input_per_mtok=live.input,
+            output_per_mtok=live.output,
+            read_multiplier=read,
+            write_multiplier=writes,
+            confirmed=True,
+            price_source=live.source,
+            price_date=live.date,
+        )
+    return ModelContract(
+        provider=name,
+        model=model,
+        min_cacheable_tokens=minimum,
+        input_per_mtok=row.input_per_mtok or 0.0,
+        output_per_mtok=row.output_per_mtok or 0.0,
+        read_multiplier=read,
+        write_multiplier=writes,
+        confirmed=row.confirmed is not False,
+        price_source="rules/providers.toml",
+        price_date=table.read,
+    )
 
 
 @cache

@@ -4,6 +4,7 @@ Every rule about what breaks or keeps a cache is data there; this is the one rea
 the disk cache (disk_cache.py) by the file's bytes, so a command that needs the rules does not spend
 ~15 ms re-parsing ~1,000 lines of TOML each time it starts.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -8,6 +8,7 @@ A server says it where it exposes it: vLLM as the labels of its `vllm:cache_conf
 /metrics (block_size, enable_prefix_caching: off on some hybrid Mamba / sliding-window models), SGLang
 on /get_server_info (page_size, disable_radix_cache).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,11 @@ from prefixguard.contracts.providers import (
 )
 from prefixguard.utils.errors import InputError
 
-KEYS = ("block-size", "min-prefix", "prefix-caching", "server")   # of [tool.prefixguard]
+KEYS = ("block-size", "min-prefix", "prefix-caching", "server")  # of [tool.prefixguard]
 TIMEOUT_S = 5.0
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
-_layers: dict[str, dict[str, Any]] = {"file": {}, "flags": {}}   # this process's: what was read so far
+_layers: dict[str, dict[str, Any]] = {"file": {}, "flags": {}}  # this process's: what was read so far
 
 
 def metric_labels(text: str, name: str) -> dict[str, str] | None:
@@ -63,9 +64,12 @@ def from_server_info(doc: Any, source: str) -> Compatible | None:
     """SGLang's settings from its /get_server_info JSON; None when it names no page size."""
     if not isinstance(doc, dict) or not isinstance(doc.get("page_size"), int) or isinstance(doc["page_size"], bool):
         return None
-    return Compatible(block_tokens=doc["page_size"], min_tokens=0,
-                      prefix_caching=not _truthy(doc.get("disable_radix_cache", False)),
-                      source=f"sglang page_size at {source}")
+    return Compatible(
+        block_tokens=doc["page_size"],
+        min_tokens=0,
+        prefix_caching=not _truthy(doc.get("disable_radix_cache", False)),
+        source=f"sglang page_size at {source}",
+    )
 
 
 def _get(url: str, timeout: float) -> bytes | None:
@@ -74,7 +78,7 @@ def _get(url: str, timeout: float) -> bytes | None:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:   # noqa: S310 (a URL the user gave)
+        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (a URL the user gave)
             return answer.read(8 * 1024 * 1024)
     except urllib.error.HTTPError as err:
         if err.code == 404:
@@ -98,8 +102,10 @@ def read_server(base_url: str, timeout: float = TIMEOUT_S) -> Compatible:
         except ValueError:
             found = None
     if found is None:
-        raise InputError(f"{base}: no cache settings found (neither vLLM's /metrics nor SGLang's /get_server_info "
-                         "says a block size); give --block-size")
+        raise InputError(
+            f"{base}: no cache settings found (neither vLLM's /metrics nor SGLang's /get_server_info "
+            "says a block size); give --block-size"
+        )
     return found
 
 
@@ -139,7 +145,7 @@ def from_pyproject(start: Path) -> dict[str, Any]:
         try:
             tool = tomllib.loads(data.decode("utf-8")).get("tool")
         except (ValueError, UnicodeDecodeError):
-            return {}          # lint reports a broken file; the other commands run on the defaults
+            return {}  # lint reports a broken file; the other commands run on the defaults
         if isinstance(tool, dict) and isinstance(tool.get("prefixguard"), dict):
             return layer_from_table(tool["prefixguard"], str(candidate))
     return {}
@@ -151,8 +157,15 @@ def resolved(layers: list[Mapping[str, Any]]) -> Compatible:
     for layer in layers:
         if "server" in layer:
             settings = _server(layer["server"])
-        overrides = {field: layer[key] for key, field in (("block-size", "block_tokens"), ("min-prefix", "min_tokens"),
-                                                          ("prefix-caching", "prefix_caching")) if key in layer}
+        overrides = {
+            field: layer[key]
+            for key, field in (
+                ("block-size", "block_tokens"),
+                ("min-prefix", "min_tokens"),
+                ("prefix-caching", "prefix_caching"),
+            )
+            if key in layer
+        }
         if overrides:
             settings = settings._replace(**overrides, source=f"{settings.source} with {', '.join(sorted(overrides))}")
     return settings

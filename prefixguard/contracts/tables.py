@@ -4,6 +4,7 @@ Every reader of a provider's numbers reads these records, never the TOML: a key 
 AttributeError at the first test, not a silent default. A value the table leaves out takes the default
 written here (what the contract means when it says nothing: no TTL, no breakpoints, no minimum).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -62,8 +63,8 @@ class Server:
     block_tokens: int
     min_tokens: int = 0
     prefix_caching: bool = True
-    metric: str = ""          # vLLM: the /metrics info metric whose labels hold its settings
-    server_info: str = ""     # SGLang: the path of the JSON that holds them
+    metric: str = ""  # vLLM: the /metrics info metric whose labels hold its settings
+    server_info: str = ""  # SGLang: the path of the JSON that holds them
     source: str
     read: str
 
@@ -85,31 +86,31 @@ class Contract:
     apis: tuple[str, ...]
     source: str
     read: str
-    policy: str                                   # the policy kind: BREAKPOINTS, UNITS, else a prefix rule
-    lint_as: str                                  # whose lint rules apply to its requests
-    usage_convention: str = "subset"              # "additive": read + written + uncached = the prompt total
-    usage_fields: tuple[str, ...] = ()            # where an OpenAI-shaped provider reports its reads
-    hosts: tuple[str, ...] = ()                   # upstream hosts that name this provider
-    gateway_makers: tuple[str, ...] = ()          # a gateway's maker/ names that take this contract
-    gateway_excluded: tuple[str, ...] = ()        # model families under those makers served by others
-    prices_id: str | None = None                  # the provider's id in genai-prices (None: no price there)
+    policy: str  # the policy kind: BREAKPOINTS, UNITS, else a prefix rule
+    lint_as: str  # whose lint rules apply to its requests
+    usage_convention: str = "subset"  # "additive": read + written + uncached = the prompt total
+    usage_fields: tuple[str, ...] = ()  # where an OpenAI-shaped provider reports its reads
+    hosts: tuple[str, ...] = ()  # upstream hosts that name this provider
+    gateway_makers: tuple[str, ...] = ()  # a gateway's maker/ names that take this contract
+    gateway_excluded: tuple[str, ...] = ()  # model families under those makers served by others
+    prices_id: str | None = None  # the provider's id in genai-prices (None: no price there)
     diagnostics: bool = False
     min_cacheable_tokens: int = 0
-    min_per_model: bool = False                   # the prefix rule's minimum is the model row's, not the table's
+    min_per_model: bool = False  # the prefix rule's minimum is the model row's, not the table's
     token_step: int = 1
     caches_output: bool = False
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None
     ttl_seconds: dict[str, float] = field(default_factory=dict)
     default_ttl: str | None = None
-    read_multiplier: float | None = None          # None: 1 - the model row's cached_discount
+    read_multiplier: float | None = None  # None: 1 - the model row's cached_discount
     write_multiplier: dict[str, float] | None = None
     max_breakpoints: int | None = None
     lookback_blocks: int | None = None
     breakpoint_ineligible_kinds: tuple[str, ...] = ()
     routing_prefix_tokens: int | None = None
     listed_models_only: bool = False
-    unlisted_models: str | None = None            # the contract of a model this table does not list, on its APIs
+    unlisted_models: str | None = None  # the contract of a model this table does not list, on its APIs
     unit_end_roles: tuple[str, ...] = ()
     zero_counts_omitted: bool = False
     encrypted_reasoning: EncryptedReasoning | None = None
@@ -142,8 +143,14 @@ def _row(raw: Mapping[str, Any]) -> ModelRow:
 
 def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
     """A table as a Contract: the keys the code reads, typed (the others are its documentation)."""
-    simple = {f.name for f in fields(Contract)} - {"name", "default_model", "models", "servers",
-                                                  "encrypted_reasoning", "breakpoint_caching"}
+    simple = {f.name for f in fields(Contract)} - {
+        "name",
+        "default_model",
+        "models",
+        "servers",
+        "encrypted_reasoning",
+        "breakpoint_caching",
+    }
     values: dict[str, Any] = {k: v for k, v in raw.items() if k in simple}
     for k, v in values.items():
         if isinstance(v, list):
@@ -152,17 +159,25 @@ def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
             values[k] = dict(v)
     rules = raw.get("breakpoint_caching")
     return Contract(
-        name=name, **{"policy": name, "lint_as": name, **values},
+        name=name,
+        **{"policy": name, "lint_as": name, **values},
         default_model=_row(raw.get("default_model", {})),
         models=tuple(_row(m) for m in raw.get("models", ())),
         servers={n: Server(name=n, **s) for n, s in raw.get("servers", {}).items()},
         encrypted_reasoning=EncryptedReasoning(**raw["encrypted_reasoning"]) if "encrypted_reasoning" in raw else None,
-        breakpoint_caching=None if rules is None else BreakpointCaching(
-            since=rules["since"], implicit_breakpoint_roles=tuple(rules["implicit_breakpoint_roles"]),
-            max_writes=rules["max_writes"], read_lookback_breakpoints=rules["read_lookback_breakpoints"],
-            ttl_seconds=dict(rules["ttl_seconds"]), default_ttl=rules["default_ttl"],
-            write_multiplier=rules["write_multiplier"]),
-        settings_source=str(raw.get("settings_source", raw["source"])))
+        breakpoint_caching=None
+        if rules is None
+        else BreakpointCaching(
+            since=rules["since"],
+            implicit_breakpoint_roles=tuple(rules["implicit_breakpoint_roles"]),
+            max_writes=rules["max_writes"],
+            read_lookback_breakpoints=rules["read_lookback_breakpoints"],
+            ttl_seconds=dict(rules["ttl_seconds"]),
+            default_ttl=rules["default_ttl"],
+            write_multiplier=rules["write_multiplier"],
+        ),
+        settings_source=str(raw.get("settings_source", raw["source"])),
+    )
 
 
 @cache

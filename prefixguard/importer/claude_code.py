@@ -16,6 +16,7 @@ read by the Anthropic wire adapter into a Diagnosis.
 cache fields (`cache_read_input_tokens`, `cache_creation_input_tokens` and its 5m/1h split) are final,
 so hit rates rest on them.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,11 @@ from prefixguard.importer.turns import Turn
 from prefixguard.model.usage import Usage
 from prefixguard.wire import anthropic
 
-PLACEHOLDERS = ("Claude Code logs keep input_tokens/output_tokens from the start of the stream in many versions "
-                "(placeholders, e.g. output 1): hit rates here use the cache fields, which are final; output "
-                "token counts are not reliable.")
+PLACEHOLDERS = (
+    "Claude Code logs keep input_tokens/output_tokens from the start of the stream in many versions "
+    "(placeholders, e.g. output 1): hit rates here use the cache fields, which are final; output "
+    "token counts are not reliable."
+)
 
 
 def timestamp(value: Any) -> float | None:
@@ -69,27 +72,35 @@ def usage(raw: dict[str, Any]) -> Usage:
     split: dict[str, Any] = found if isinstance(found, dict) else {}
     w1h = count(split.get("ephemeral_1h_input_tokens"))
     w5m = count(split.get("ephemeral_5m_input_tokens")) if "ephemeral_5m_input_tokens" in split else None
-    if w5m is None:   # no split logged: the contract's default TTL
+    if w5m is None:  # no split logged: the contract's default TTL
         w5m, w1h = (0, written) if providers()["anthropic"].default_ttl == "1h" else (max(0, written - w1h), w1h)
     read, uncached = count(raw.get("cache_read_input_tokens")), count(raw.get("input_tokens"))
-    return Usage(prompt_total=read + w5m + w1h + uncached, cache_read=read, cache_write_5m=w5m,
-                 cache_write_1h=w1h, uncached=uncached, output=count(raw.get("output_tokens")), reported=True)
+    return Usage(
+        prompt_total=read + w5m + w1h + uncached,
+        cache_read=read,
+        cache_write_5m=w5m,
+        cache_write_1h=w1h,
+        uncached=uncached,
+        output=count(raw.get("output_tokens")),
+        reported=True,
+    )
 
 
 def read(folder: Path, skipped: list[str]) -> list[Turn]:
     """Every API call logged under `folder` (a projects folder, one project's, or one file)."""
     files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*.jsonl") if p.is_file())
     turns: list[Turn] = []
-    seen: set[str] = set()    # a resumed session's file repeats earlier responses: each counts once
+    seen: set[str] = set()  # a resumed session's file repeats earlier responses: each counts once
     for path in files:
-        compacted: set[str] = set()           # lineages with a compaction not yet followed by a call
+        compacted: set[str] = set()  # lineages with a compaction not yet followed by a call
         for n, obj in lines(path, skipped):
             kind = obj.get("type")
             sidechain = bool(obj.get("isSidechain"))
             session = str(obj.get("sessionId") or path.stem)
             lineage = f"{session}/{obj.get('agentId') or 'sidechain'}" if sidechain else session
             if (kind == "system" and obj.get("subtype") == "compact_boundary") or (
-                    kind == "user" and obj.get("isCompactSummary")):
+                kind == "user" and obj.get("isCompactSummary")
+            ):
                 compacted.add(lineage)
                 continue
             message = obj.get("message")
@@ -103,8 +114,19 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
             if key in seen or ts is None:
                 continue
             seen.add(key)
-            turns.append(Turn(tool="claude-code", lineage=lineage, ts=ts, api="anthropic", model=model,
-                              usage=usage(message["usage"]), ref=f"{path}:{n}", sidechain=sidechain,
-                              compacted_before=lineage in compacted, diagnosis=anthropic.diagnosis(message)))
+            turns.append(
+                Turn(
+                    tool="claude-code",
+                    lineage=lineage,
+                    ts=ts,
+                    api="anthropic",
+                    model=model,
+                    usage=usage(message["usage"]),
+                    ref=f"{path}:{n}",
+                    sidechain=sidechain,
+                    compacted_before=lineage in compacted,
+                    diagnosis=anthropic.diagnosis(message),
+                )
+            )
             compacted.discard(lineage)
     return turns

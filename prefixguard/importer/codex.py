@@ -8,6 +8,7 @@ call just made) and `info.total_token_usage` (the session so far): `input_tokens
 included, as OpenAI reports them), `cached_input_tokens`, `output_tokens`. `info` is null before the
 first call, and the same counts may be sent twice: a total that did not move is no new call.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,14 +22,21 @@ from prefixguard.model.usage import Usage
 def usage(raw: dict[str, Any]) -> Usage:
     total = count(raw.get("input_tokens"))
     read = min(count(raw.get("cached_input_tokens")), total)
-    return Usage(prompt_total=total, cache_read=read, uncached=total - read, output=count(raw.get("output_tokens")),
-                 reported=True)
+    return Usage(
+        prompt_total=total,
+        cache_read=read,
+        uncached=total - read,
+        output=count(raw.get("output_tokens")),
+        reported=True,
+    )
 
 
 def _delta(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
     """The last call's counts from two running totals (versions that log no last_token_usage)."""
-    return {k: count(now.get(k)) - count((before or {}).get(k))
-            for k in ("input_tokens", "cached_input_tokens", "output_tokens")}
+    return {
+        k: count(now.get(k)) - count((before or {}).get(k))
+        for k in ("input_tokens", "cached_input_tokens", "output_tokens")
+    }
 
 
 def read(folder: Path, skipped: list[str]) -> list[Turn]:
@@ -53,14 +61,24 @@ def read(folder: Path, skipped: list[str]) -> list[Turn]:
                     continue
                 now = info.get("total_token_usage")
                 if isinstance(now, dict) and now == total:
-                    continue              # the same counts sent again
+                    continue  # the same counts sent again
                 last = info.get("last_token_usage")
                 if not isinstance(last, dict):
                     if not isinstance(now, dict):
                         continue
                     last = _delta(now, total)
                 total = now if isinstance(now, dict) else total
-                turns.append(Turn(tool="codex", lineage=session, ts=ts, api="openai-responses", model=model,
-                                  usage=usage(last), ref=f"{path}:{n}", compacted_before=compacted))
+                turns.append(
+                    Turn(
+                        tool="codex",
+                        lineage=session,
+                        ts=ts,
+                        api="openai-responses",
+                        model=model,
+                        usage=usage(last),
+                        ref=f"{path}:{n}",
+                        compacted_before=compacted,
+                    )
+                )
                 compacted = False
     return turns

@@ -14,6 +14,7 @@ Where the log also kept the API's own cache diagnosis of a call (Claude Code rec
 `diagnostics.cache_miss_reason`), it is stored beside this verdict with the agreement of the two, as the
 proxy stores the diagnoses it asked for: the report's agreement table reads both alike.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -34,17 +35,17 @@ from prefixguard.model.usage import Usage
 class Turn:
     """One model call as an agent's log recorded it."""
 
-    tool: str                  # "claude-code" | "codex"
-    lineage: str               # session id, plus the subagent's id for a sidechain
-    ts: float                  # unix seconds
-    api: str                   # the API shape the agent called ("anthropic", "openai-responses")
+    tool: str  # "claude-code" | "codex"
+    lineage: str  # session id, plus the subagent's id for a sidechain
+    ts: float  # unix seconds
+    api: str  # the API shape the agent called ("anthropic", "openai-responses")
     model: str | None
     usage: Usage
-    ref: str                   # file:line it came from
+    ref: str  # file:line it came from
     sidechain: bool = False
-    compacted_before: bool = False   # the agent compacted the conversation since the lineage's previous turn
+    compacted_before: bool = False  # the agent compacted the conversation since the lineage's previous turn
     notes: list[str] = field(default_factory=list)
-    diagnosis: Diagnosis | None = None   # the API's own account of this call's cache misses, when logged
+    diagnosis: Diagnosis | None = None  # the API's own account of this call's cache misses, when logged
 
 
 def _ttl_seconds(provider: str, usage: Usage) -> tuple[str, float]:
@@ -83,9 +84,20 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
     for turn in sorted(turns, key=lambda t: t.ts):
         provider = provider_for(turn.api, turn.model)
         u = turn.usage
-        rid = f"{turn.tool}:{Path(turn.ref).name}"   # file:line: a re-import replaces its rows
-        rec = Record(id=rid, ts=turn.ts, path=turn.ref, method="LOG", upstream=f"import:{turn.tool}", api=turn.api,
-                     model=turn.model, tenant=turn.lineage, request=None, status=200, usage=u)
+        rid = f"{turn.tool}:{Path(turn.ref).name}"  # file:line: a re-import replaces its rows
+        rec = Record(
+            id=rid,
+            ts=turn.ts,
+            path=turn.ref,
+            method="LOG",
+            upstream=f"import:{turn.tool}",
+            api=turn.api,
+            model=turn.model,
+            tenant=turn.lineage,
+            request=None,
+            status=200,
+            usage=u,
+        )
         notes = list(turn.notes)
         earlier = last.get(turn.lineage)
         if earlier is None:
@@ -106,8 +118,13 @@ def judge(turns: Iterable[Turn]) -> list[Record]:
                 notes.append("compacted")
             logged = Cause.HISTORY_COMPACTED if turn.compacted_before else Cause.MODEL_CHANGED if switched else None
             gap = f"gap of {_gap(elapsed)} over the {ttl_name} TTL" if elapsed > ttl else None
-            v = judge_logged(expected, u, expired=gap, change=PrefixChange(causes=(logged,)) if logged else None,
-                             price=partial(_lost_cost, turn))
+            v = judge_logged(
+                expected,
+                u,
+                expired=gap,
+                change=PrefixChange(causes=(logged,)) if logged else None,
+                price=partial(_lost_cost, turn),
+            )
             rec.judged(v)
             if v.verdict not in (VerdictName.HIT, VerdictName.COLD):
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd

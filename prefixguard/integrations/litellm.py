@@ -16,6 +16,7 @@ Proxy:  litellm_settings: {callbacks: prefixguard.integrations.litellm.handler} 
 The analysis runs in LiteLLM's logging callbacks, after the answer: never before the request goes out.
 A failure in it is logged and never reaches the caller.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,7 +58,7 @@ def _path(api_base: str | None, call_type: str) -> str:
         return path + ("/responses" if "responses" in call_type else "/chat/completions")
 
 
-SITE_KEY = "prefixguard_site"   # the metadata key that names a call's site
+SITE_KEY = "prefixguard_site"  # the metadata key that names a call's site
 
 
 def _fields(kwargs: dict[str, Any]) -> tuple[tuple[bytes, bytes], ...]:
@@ -79,6 +80,7 @@ def _fields(kwargs: dict[str, Any]) -> tuple[tuple[bytes, bytes], ...]:
 @cache
 def _litellm_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("litellm")
     except PackageNotFoundError:
@@ -86,14 +88,27 @@ def _litellm_version() -> str:
 
 
 class PrefixGuardLogger(CustomLogger):
-    def __init__(self, store: str | None = None, *, bodies: bool = True, policy: str | None = None,
-                 otlp_endpoint: str | None = None, metrics_port: int | None = None,
-                 console: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: str | None = None,
+        *,
+        bodies: bool = True,
+        policy: str | None = None,
+        otlp_endpoint: str | None = None,
+        metrics_port: int | None = None,
+        console: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
-        self.analyzer = Analyzer(store=store, bodies=bodies, policy=policy, otlp_endpoint=otlp_endpoint,
-                                 metrics_port=metrics_port, service="prefixguard-litellm")
+        self.analyzer = Analyzer(
+            store=store,
+            bodies=bodies,
+            policy=policy,
+            otlp_endpoint=otlp_endpoint,
+            metrics_port=metrics_port,
+            service="prefixguard-litellm",
+        )
         self.console = console
-        self._lock = threading.Lock()   # LiteLLM calls back from several threads; the analysis is one state
+        self._lock = threading.Lock()  # LiteLLM calls back from several threads; the analysis is one state
         self._sent: OrderedDict[str, FlowState] = OrderedDict()
 
     # ---- LiteLLM's hooks
@@ -106,11 +121,15 @@ class PrefixGuardLogger(CustomLogger):
                 return
             base = str(extra.get("api_base") or "")  # a str, or the OpenAI client's URL object
             parts = urlsplit(base)
-            flow = FlowState(id=kwargs["litellm_call_id"], ts=time.time(), sent=time.monotonic(),
-                             path=_path(base, str(kwargs.get("call_type") or "")),
-                             upstream=f"{parts.scheme}://{parts.netloc}" if parts.netloc else None,
-                             fields=_fields(kwargs),
-                             body=json.dumps(sent).encode())
+            flow = FlowState(
+                id=kwargs["litellm_call_id"],
+                ts=time.time(),
+                sent=time.monotonic(),
+                path=_path(base, str(kwargs.get("call_type") or "")),
+                upstream=f"{parts.scheme}://{parts.netloc}" if parts.netloc else None,
+                fields=_fields(kwargs),
+                body=json.dumps(sent).encode(),
+            )
             with self._lock:
                 self._sent[flow.id] = flow
                 while len(self._sent) > KEEP_FLOWS:
@@ -124,12 +143,14 @@ class PrefixGuardLogger(CustomLogger):
     def log_failure_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._guarded(self._failure, kwargs, end_time)
 
-    async def async_log_success_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any,
-                                      end_time: Any) -> None:
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
         await asyncio.to_thread(self._guarded, self._success, kwargs, end_time)  # CPU work off the loop
 
-    async def async_log_failure_event(self, kwargs: dict[str, Any], response_obj: Any, start_time: Any,
-                                      end_time: Any) -> None:
+    async def async_log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
         await asyncio.to_thread(self._guarded, self._failure, kwargs, end_time)
 
     # ---- the analysis
@@ -137,8 +158,12 @@ class PrefixGuardLogger(CustomLogger):
         try:
             step(kwargs, end_time)
         except Exception as err:  # noqa: BLE001 - a failed analysis must not fail the caller's call
-            logger.warning("prefixguard: analysis of LiteLLM call %s failed: %s: %s",
-                           kwargs.get("litellm_call_id"), type(err).__name__, err)
+            logger.warning(
+                "prefixguard: analysis of LiteLLM call %s failed: %s: %s",
+                kwargs.get("litellm_call_id"),
+                type(err).__name__,
+                err,
+            )
 
     def _success(self, kwargs: dict[str, Any], end_time: Any) -> None:
         # LiteLLM names a whole stream's answer one way for sync calls, another for async ones
@@ -146,8 +171,12 @@ class PrefixGuardLogger(CustomLogger):
         if kwargs.get("stream") and assembled is None:
             return  # a stream not yet whole (LiteLLM may report it before its last chunk): wait for that
         first = kwargs.get("completion_start_time")
-        resp = Response(id=kwargs.get("litellm_call_id") or "", status=200, ended_at=_mono(end_time),
-                        headers_at=_mono(first) if first else None)
+        resp = Response(
+            id=kwargs.get("litellm_call_id") or "",
+            status=200,
+            ended_at=_mono(end_time),
+            headers_at=_mono(first) if first else None,
+        )
         if assembled is not None:
             # LiteLLM hands no raw stream to callbacks: its assembled answer, in OpenAI's chat shape
             resp.usage = parse_response(assembled.model_dump_json().encode(), openai_chat.API)
@@ -159,9 +188,14 @@ class PrefixGuardLogger(CustomLogger):
     def _failure(self, kwargs: dict[str, Any], end_time: Any) -> None:
         err = kwargs.get("exception")
         status = getattr(err, "status_code", None)
-        self._analyse(Response(id=kwargs.get("litellm_call_id") or "",
-                               status=status if isinstance(status, int) else None, ended_at=_mono(end_time),
-                               error=f"{type(err).__name__}: {err}" if err else "failed"))
+        self._analyse(
+            Response(
+                id=kwargs.get("litellm_call_id") or "",
+                status=status if isinstance(status, int) else None,
+                ended_at=_mono(end_time),
+                error=f"{type(err).__name__}: {err}" if err else "failed",
+            )
+        )
 
     def _analyse(self, resp: Response) -> None:
         with self._lock:
@@ -181,9 +215,11 @@ class PrefixGuardLogger(CustomLogger):
 def from_env() -> PrefixGuardLogger:
     """The callback as the environment configures it (LiteLLM's proxy names a module attribute)."""
     port = os.environ.get("PREFIXGUARD_METRICS_PORT")
-    return PrefixGuardLogger(os.environ.get("PREFIXGUARD_STORE") or None,
-                             otlp_endpoint=os.environ.get("PREFIXGUARD_OTLP_ENDPOINT") or None,
-                             metrics_port=int(port) if port else None)
+    return PrefixGuardLogger(
+        os.environ.get("PREFIXGUARD_STORE") or None,
+        otlp_endpoint=os.environ.get("PREFIXGUARD_OTLP_ENDPOINT") or None,
+        metrics_port=int(port) if port else None,
+    )
 
 
 _handler: PrefixGuardLogger | None = None

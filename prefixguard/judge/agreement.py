@@ -1,6 +1,7 @@
 """A provider's own account of a miss (model/diagnosis.py) set beside ours: do both say the prefix broke,
 and at the same level? The engine server builds a diagnosis the same way a provider would
 (`of_comparison`), so demos and tests show agreement end to end."""
+
 from __future__ import annotations
 
 from prefixguard.judge.compare import Comparison
@@ -49,5 +50,10 @@ def of_comparison(cmp: Comparison | None, found: bool, cached_before: int) -> Di
     if level is None:
         return Diagnosis(status=NO_MISS)
     missed = max(cached_before - (cmp.reused_tokens if cmp else 0), 0)
-    return Diagnosis(status=MISS, level=level, label=f"{level}_changed", missed_tokens=missed,
-                     reusable_tokens=cmp.reused_tokens if cmp else None)
+    return Diagnosis(
+        status=MISS,
+        level=level,
+        label=f"{level}_changed",
+        missed_tokens=missed,
+        reusable_tokens=cmp.reused_tokens if cmp else None,
+    )

@@ -2,6 +2,7 @@
 not reuse an earlier one's cached prefix, in words and with its fix. The catalog is the one source: `Cause`
 lists its names as an enum (a str: stored and compared as its text), and tests/test_causes_enum.py keeps
 the two equal."""
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -12,6 +13,7 @@ from prefixguard.contracts import ruleset
 
 class Cause(StrEnum):
     """Every cause name of rules/catalog.toml, in its order (these names are part of the JSON output)."""
+
     APPEND_ONLY = "append_only"
     VOLATILE_CONTENT = "volatile_content"
     TOOLS_REORDERED = "tools_reordered"
@@ -35,7 +37,7 @@ def _table() -> dict[str, dict[str, Any]]:
 
 _CAUSES = _table()
 DESCRIPTIONS: dict[str, str] = {name: c["description"] for name, c in _CAUSES.items()}
-FIXES: dict[str, str] = {name: c["fix"] for name, c in _CAUSES.items()}   # templates: {what}, {level}
+FIXES: dict[str, str] = {name: c["fix"] for name, c in _CAUSES.items()}  # templates: {what}, {level}
 CAUSES = tuple(DESCRIPTIONS)  # the fixed taxonomy, in the catalog's order
 
 

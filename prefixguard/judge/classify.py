@@ -1,6 +1,7 @@
 """Why a segment of a later request differs from the earlier one's: the compare cause (tools reordered,
 volatile content, history rewritten...) and a one-line detail. compare.py calls `classify` at the first
 divergence; the taxonomy's words are in rules/catalog.toml (prefixguard/judge/causes.py)."""
+
 from __future__ import annotations
 
 import re
@@ -15,14 +16,16 @@ from prefixguard.wire.fields import COMPACTION_KINDS
 from prefixguard.wire.segments import tool_name
 
 # How apps introduce a summary that replaces the history (a new conversation is a rewrite, not this).
-SUMMARY_WORDS = re.compile(r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
-                           r"earlier conversation|conversation so far|compacted")
+SUMMARY_WORDS = re.compile(
+    r"(?i)\bsummar(?:y|ies|ized|ised)\b|continued from|previous conversation|"
+    r"earlier conversation|conversation so far|compacted"
+)
 
 
 FALLBACK = {"tools": "tool_schema_changed", "system": "system_changed", "messages": "history_rewritten"}
 
 
-WINDOW = 200          # characters around a difference searched for volatile content
+WINDOW = 200  # characters around a difference searched for volatile content
 
 
 MAX_EXPLAIN_DEPTH = 100  # JSON nesting the classifiers walk recursively; deeper parts are not explained
@@ -42,8 +45,9 @@ def too_deep(value: Any, limit: int = MAX_EXPLAIN_DEPTH) -> bool:
     return False
 
 
-def classify(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int,
-              level: str, at: int = 0) -> tuple[str, str]:
+def classify(
+    a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int, level: str, at: int = 0
+) -> tuple[str, str]:
     """at: the index of sa in A and sb in B, the first segment they differ in."""
     if level == "tools":
         return _tools_cause(a, b, sa, sb, ta, tb, p)
@@ -107,10 +111,13 @@ def _within(sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str | N
 
 def _volatile_at(ta: str, tb: str, p: int) -> tuple[str, str, str] | None:
     """(pattern, old, new) when the first difference lies inside volatile content in both."""
+
     def at(text: str) -> Any:
         lo = max(0, p - WINDOW)
-        return next((m for m in find_volatile(text[lo:p + WINDOW]) if m.start <= p - lo < max(m.end, m.start + 1)),
-                    None)
+        return next(
+            (m for m in find_volatile(text[lo : p + WINDOW]) if m.start <= p - lo < max(m.end, m.start + 1)), None
+        )
+
     ma, mb = at(ta), at(tb)
     if ma is None or mb is None:
         return None
@@ -133,18 +140,21 @@ def _history_cause(a: Prompt, b: Prompt, at: int) -> tuple[str | None, str]:
         dropped = rest_a.index(rest_b[0])
         first, last = ma[ia][0], ma[ia + dropped - 1][0]
         span = f"message {first}" if dropped == 1 else f"messages {first}..{last}"
-        return "history_truncated", (f"{dropped} message{'s' * (dropped > 1)} dropped from the window (A's {span}); "
-                                     f"B resumes at A's message {ma[ia + dropped][0]}")
+        return "history_truncated", (
+            f"{dropped} message{'s' * (dropped > 1)} dropped from the window (A's {span}); "
+            f"B resumes at A's message {ma[ia + dropped][0]}"
+        )
     parts = [s for s in islice(b.segments, start, None) if s.level == "messages" and s.message_index == mb[ia][0]]
     summary = any(s.kind in COMPACTION_KINDS or SUMMARY_WORDS.search(text_of(s.value)[:400]) for s in parts)
     if rest_b[0] in rest_a or not summary or len(rest_b) >= len(rest_a):
         return None, ""
-    in_b = set(key for _, key in messages(b))   # all of B's: A's later messages may be in its shared ones
+    in_b = set(key for _, key in messages(b))  # all of B's: A's later messages may be in its shared ones
     gone = sum(1 for key in rest_a if key not in in_b)
     if gone < 1:
         return None, ""
-    item = next((f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS),
-                f"'{short(text_of(parts[0].value), 60)}'")
+    item = next(
+        (f"a {s.kind} item" for s in parts if s.kind in COMPACTION_KINDS), f"'{short(text_of(parts[0].value), 60)}'"
+    )
     return "history_compacted", f"{gone} of A's messages from {ma[ia][0]} on are gone, replaced by {item}"
 
 
@@ -168,7 +178,7 @@ def messages(p: Prompt, attr: str = "key", start: int = 0) -> list[tuple[int, tu
     out: list[tuple[int, list[bytes]]] = []
     for s in islice(p.segments, start, None):
         index = s.message_index
-        if s.level != "messages" or index is None:   # every part of the messages level has its message
+        if s.level != "messages" or index is None:  # every part of the messages level has its message
             continue
         if out and out[-1][0] == index:
             out[-1][1].append(getattr(s, attr))

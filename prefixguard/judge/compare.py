@@ -5,6 +5,7 @@ Content is compared by the fingerprint chain (segment keys leave breakpoint mark
 the model and the cache-keying settings are compared on their own, each against the provider contract
 in rules/providers.toml (which level a setting change invalidates).
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -24,10 +25,10 @@ from prefixguard.model.prompt import LEVELS, Prompt
 
 
 class Divergence(NamedTuple):
-    level: str          # "tools" | "system" | "messages"
-    pointer: str        # JSON pointer in B of the first diverging segment
-    byte_offset: int    # first differing byte in B's body
-    token_offset: int   # B's tokens before the divergence (= reused tokens)
+    level: str  # "tools" | "system" | "messages"
+    pointer: str  # JSON pointer in B of the first diverging segment
+    byte_offset: int  # first differing byte in B's body
+    token_offset: int  # B's tokens before the divergence (= reused tokens)
     segment_index: int  # index of that segment in B's segments
 
 
@@ -37,12 +38,12 @@ class Comparison(NamedTuple):
     divergence: Divergence | None
     reused_tokens: int
     reprefill_tokens: int
-    cost_usd: float       # extra cost of the re-prefill at B's model prices (written or uncached vs read)
-    before: str = ""      # excerpt of A at the divergence
-    after: str = ""       # excerpt of B at the divergence
-    detail: str = ""      # what changed inside the diverging segment
+    cost_usd: float  # extra cost of the re-prefill at B's model prices (written or uncached vs read)
+    before: str = ""  # excerpt of A at the divergence
+    after: str = ""  # excerpt of B at the divergence
+    detail: str = ""  # what changed inside the diverging segment
     fix: str = ""
-    setting: str | None = None   # which setting changed, for setting_changed
+    setting: str | None = None  # which setting changed, for setting_changed
     api: str = ""
     model: str | None = None
     tokens_estimated: bool = False
@@ -53,15 +54,15 @@ class Comparison(NamedTuple):
 
 
 class _Finding(NamedTuple):
-    segment: int          # index of the segment of B where it invalidates
+    segment: int  # index of the segment of B where it invalidates
     cause: str
     detail: str = ""
     before: str = ""
     after: str = ""
     setting: str | None = None
-    offset: int = 0       # character offset of the first difference inside B's segment
-    subject: str = ""     # what the fix talks about ("the iso-timestamp '...'", a setting's name)
-    byte_extra: int = 0   # bytes the first differing characters share (UTF-8 sequences with a common lead)
+    offset: int = 0  # character offset of the first difference inside B's segment
+    subject: str = ""  # what the fix talks about ("the iso-timestamp '...'", a setting's name)
+    byte_extra: int = 0  # bytes the first differing characters share (UTF-8 sequences with a common lead)
 
 
 def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
@@ -85,11 +86,20 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     breaking = [f for f in findings if f.segment < len(a.segments)]
     reused, cached = contract_reads(a, b, elapsed)
     if not breaking:
-        return Comparison(broken=False, causes=["append_only"], divergence=None, reused_tokens=reused,
-                          reprefill_tokens=0, cost_usd=0.0, detail=_append_detail(a, b),
-                          fix=FIXES["append_only"], api=b.api, model=b.model,
-                          tokens_estimated=a.estimated or b.estimated,
-                          extra=[f"{f.cause}: {f.detail}" for f in findings])
+        return Comparison(
+            broken=False,
+            causes=["append_only"],
+            divergence=None,
+            reused_tokens=reused,
+            reprefill_tokens=0,
+            cost_usd=0.0,
+            detail=_append_detail(a, b),
+            fix=FIXES["append_only"],
+            api=b.api,
+            model=b.model,
+            tokens_estimated=a.estimated or b.estimated,
+            extra=[f"{f.cause}: {f.detail}" for f in findings],
+        )
     first = breaking[0]
     at = [f for f in breaking if f.segment == first.segment]
     causes = list(dict.fromkeys(f.cause for f in at))
@@ -101,22 +111,39 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     before_divergence = sum(s.tokens for s in b.segments[:d])
     if seg is not None:  # and the part of the diverging segment before its first differing character
         before_divergence += seg.tokens * first.offset // max(1, seg.end - seg.start)
-    divergence = Divergence(level=level, pointer=_pointer_at(b, a, d, level),
-                            byte_offset=b.byte_offset(char) + first.byte_extra,
-                            token_offset=before_divergence, segment_index=d)
+    divergence = Divergence(
+        level=level,
+        pointer=_pointer_at(b, a, d, level),
+        byte_offset=b.byte_offset(char) + first.byte_extra,
+        token_offset=before_divergence,
+        segment_index=d,
+    )
     setting = next((f.setting for f in at if f.setting), None)
     return Comparison(
-        broken=True, causes=causes, divergence=divergence, reused_tokens=reused, reprefill_tokens=reprefill,
+        broken=True,
+        causes=causes,
+        divergence=divergence,
+        reused_tokens=reused,
+        reprefill_tokens=reprefill,
         cost_usd=_extra_cost(b, d, reprefill),
-        before=first.before, after=first.after,
+        before=first.before,
+        after=first.after,
         detail="; ".join(dict.fromkeys(f.detail for f in at if f.detail)),
-        fix=" ".join(_fix(f, level) for f in at[:2]), setting=setting, api=b.api, model=b.model,
+        fix=" ".join(_fix(f, level) for f in at[:2]),
+        setting=setting,
+        api=b.api,
+        model=b.model,
         tokens_estimated=a.estimated or b.estimated,
-        extra=[f"{f.cause} at {_pointer_of(b, f.segment)}: {f.detail}" for f in breaking
-               if f.segment > d and f.cause not in causes])
+        extra=[
+            f"{f.cause} at {_pointer_of(b, f.segment)}: {f.detail}"
+            for f in breaking
+            if f.segment > d and f.cause not in causes
+        ],
+    )
 
 
 # ---- what the contract lets B reuse
+
 
 def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[int, int]:
     """(tokens B can read of what A wrote, tokens A had cached) under B's provider contract, with A the
@@ -138,10 +165,11 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
     if j is None:
         return cached - reused
-    return max(0, sum(s.tokens for s in b.segments[:j + 1]) - reused)
+    return max(0, sum(s.tokens for s in b.segments[: j + 1]) - reused)
 
 
 # ---- model and settings
+
 
 def _contract_table(p: Prompt) -> Contract:
     return providers()[provider_for(p.api, p.model)]
@@ -152,9 +180,15 @@ def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
     out = []
     if a.api != b.api or a.model != b.model:
         apis = f" ({a.api} -> {b.api})" if a.api != b.api else ""
-        out.append(_Finding(segment=_first_at_level(b, invalidates.get("model", LEVELS[0])), cause="model_changed",
-                            detail=f"model {a.model} -> {b.model}{apis}",
-                            before=f"model: {a.model}", after=f"model: {b.model}"))
+        out.append(
+            _Finding(
+                segment=_first_at_level(b, invalidates.get("model", LEVELS[0])),
+                cause="model_changed",
+                detail=f"model {a.model} -> {b.model}{apis}",
+                before=f"model: {a.model}",
+                after=f"model: {b.model}",
+            )
+        )
     if a.api != b.api:  # settings of two API shapes do not compare
         return out
     for key in dict.fromkeys([*a.settings, *b.settings]):
@@ -163,12 +197,21 @@ def _setting_findings(a: Prompt, b: Prompt) -> list[_Finding]:
         if old == new or level is None:  # a setting the contract does not key the cache on
             continue
         cause = "images_changed" if key == "images" else "setting_changed"
-        detail = (f"images {'added to' if new else 'removed from'} the request" if key == "images"
-                  else f"{key}: {short(old)} -> {short(new)}")
-        out.append(_Finding(segment=_first_at_level(b, level), cause=cause,
-                            detail=f"{detail} (invalidates the {level} level)",
-                            before=f"{key}: {short(old)}", after=f"{key}: {short(new)}",
-                            setting=None if key == "images" else key))
+        detail = (
+            f"images {'added to' if new else 'removed from'} the request"
+            if key == "images"
+            else f"{key}: {short(old)} -> {short(new)}"
+        )
+        out.append(
+            _Finding(
+                segment=_first_at_level(b, level),
+                cause=cause,
+                detail=f"{detail} (invalidates the {level} level)",
+                before=f"{key}: {short(old)}",
+                after=f"{key}: {short(new)}",
+                setting=None if key == "images" else key,
+            )
+        )
     return out
 
 
@@ -178,6 +221,7 @@ def _first_at_level(p: Prompt, level: str) -> int:
 
 
 # ---- breakpoints
+
 
 def _breakpoints(p: Prompt) -> dict[int, str]:
     """Block index -> TTL of each breakpoint, the automatic one on the last block that can hold one."""
@@ -198,6 +242,7 @@ def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:
 
     def readable(q: int) -> bool:
         return any(p > q for p in reads) or reads.get(q) == writes[q]
+
     best = max((q for q in ours if readable(q)), default=-1)
     if best == ours[-1]:
         return None
@@ -207,9 +252,13 @@ def _breakpoint_finding(a: Prompt, b: Prompt, shared: int) -> _Finding | None:
     detail = f"{what} at {b.segments[first].pointer} ({_ttl_text(old)} -> {_ttl_text(new)}): B cannot read "
     last = a.segments[ours[-1]].pointer
     detail += "the entry A wrote there" if first == ours[-1] else f"the entry A wrote at {last}"
-    return _Finding(segment=best + 1, cause="breakpoint_changed", detail=detail,
-                    before=f"cache_control: {_ttl_text(old)}",
-                    after=f"cache_control: {_ttl_text(new)}")
+    return _Finding(
+        segment=best + 1,
+        cause="breakpoint_changed",
+        detail=detail,
+        before=f"cache_control: {_ttl_text(old)}",
+        after=f"cache_control: {_ttl_text(new)}",
+    )
 
 
 def _ttl_text(ttl: str | None) -> str:
@@ -218,23 +267,35 @@ def _ttl_text(ttl: str | None) -> str:
 
 # ---- content
 
+
 def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:
     sa, sb = a.segments[i], b.segments[i]
-    ta, tb = a.text[sa.start:sa.end], b.text[sb.start:sb.end]
+    ta, tb = a.text[sa.start : sa.end], b.text[sb.start : sb.end]
     p = common_start(ta, tb)
     before, after = excerpts(ta, tb, p)
     level = min(sa.level, sb.level, key=LEVELS.index)
     try:
         if too_deep(sa.value) or too_deep(sb.value):  # checked first: a RecursionError deep in the walk
-            raise RecursionError                         # can also fire in finalizers and print noise
+            raise RecursionError  # can also fire in finalizers and print noise
         cause, detail = classify(a, b, sa, sb, ta, tb, p, level, at=i)
     except RecursionError:  # a part nested too deeply to walk: still a break, at this level
         cause, detail = FALLBACK[level], "nested too deeply to explain"
     subject = f"the {detail.split(' ', 1)[0]} ({detail.split(' -> ')[-1]})" if cause == "volatile_content" else ""
-    shared_bytes = common_start(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass")) \
-        if p < min(len(ta), len(tb)) else 0
-    return _Finding(segment=i, cause=cause, detail=detail, before=before, after=after, offset=p, subject=subject,
-                    byte_extra=shared_bytes)
+    shared_bytes = (
+        common_start(ta[p].encode("utf-8", "surrogatepass"), tb[p].encode("utf-8", "surrogatepass"))
+        if p < min(len(ta), len(tb))
+        else 0
+    )
+    return _Finding(
+        segment=i,
+        cause=cause,
+        detail=detail,
+        before=before,
+        after=after,
+        offset=p,
+        subject=subject,
+        byte_extra=shared_bytes,
+    )
 
 
 # ---- values

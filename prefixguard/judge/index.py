@@ -13,6 +13,7 @@ operations, so both backends give the same verdicts.
   backend fetches them in one round trip; `save()` ends the step (a remote backend writes what was put,
   in one round trip).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict, deque
@@ -69,7 +70,7 @@ class Chains:
             n = min(len(kept), len(chain))
             if n <= best or kept[best] != chain[best]:
                 continue  # cannot share more than the best so far
-            lo, hi = best + 1, n   # shares lo segments; the answer lies in lo..hi
+            lo, hi = best + 1, n  # shares lo segments; the answer lies in lo..hi
             if kept[hi - 1] == chain[hi - 1]:
                 lo = hi
             while lo < hi:
@@ -87,8 +88,8 @@ class _Tenant:
 
     def __init__(self, keep: int, recent: int) -> None:
         self.keep = keep
-        self._chain: list[bytes] = []                # the chain being looked up
-        self.index = Chains(keep)                    # every model's requests
+        self._chain: list[bytes] = []  # the chain being looked up
+        self.index = Chains(keep)  # every model's requests
         self.recent_: deque[Any] = deque(maxlen=recent)
         self.by_model: dict[str | None, Chains] = {}
 

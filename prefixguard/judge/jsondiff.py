@@ -1,6 +1,7 @@
 """What changed between two JSON values or texts, in words: keys and items added or removed, values
 changed, key orders, whitespace, one string; and excerpts around a first difference. Used by compare and
 its classifiers."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from prefixguard.model.fingerprint import prefix_length
 from prefixguard.model.prompt import LEVELS, MARKER_KEYS, Segment, compact_json
 from prefixguard.wire.fields import TEXT_KEYS
 
-EXCERPT = 72          # characters of an excerpt
+EXCERPT = 72  # characters of an excerpt
 
 
 def _rebuilt(value: Any, text: Callable[[str], Any] = lambda s: s, drop: tuple[str, ...] = ()) -> Any:
@@ -78,8 +79,14 @@ def explain_change(sa: Segment, sb: Segment) -> str:
 
 
 # The order changes are told in: by kind (a changed type says most), then in the order of the document.
-_KINDS = ("type_changes", "dictionary_item_added", "dictionary_item_removed", "values_changed",
-          "iterable_item_added", "iterable_item_removed")
+_KINDS = (
+    "type_changes",
+    "dictionary_item_added",
+    "dictionary_item_removed",
+    "values_changed",
+    "iterable_item_added",
+    "iterable_item_removed",
+)
 
 
 def changes(va: Any, vb: Any) -> list[str]:
@@ -90,8 +97,11 @@ def changes(va: Any, vb: Any) -> list[str]:
     if one is not None:
         return [one]
     tree = _deepdiff()(va, vb, view="tree", verbose_level=2)
-    found = [(kind, _pointer(item.path(output_format="list")), item.t1, item.t2)
-             for kind in _KINDS for item in tree.get(kind, ())]
+    found = [
+        (kind, _pointer(item.path(output_format="list")), item.t1, item.t2)
+        for kind in _KINDS
+        for item in tree.get(kind, ())
+    ]
     told = {path for _, path, _, _ in found}
     # deepdiff takes Python's equality inside lists, where True == 1: such a swap is told here
     swaps = [("type_changes", path, old, new) for path, old, new in _equal_but_retyped(va, vb, "") if path not in told]
@@ -104,8 +114,11 @@ def _equal_but_retyped(x: Any, y: Any, path: str) -> list[tuple[str, Any, Any]]:
     if isinstance(x, dict) and isinstance(y, dict):
         return [found for k in x if k in y for found in _equal_but_retyped(x[k], y[k], f"{path}/{k}")]
     if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
-        return [found for i, (u, v) in enumerate(zip(x, y, strict=True))
-                for found in _equal_but_retyped(u, v, f"{path}/{i}")]
+        return [
+            found
+            for i, (u, v) in enumerate(zip(x, y, strict=True))
+            for found in _equal_but_retyped(u, v, f"{path}/{i}")
+        ]
     if type(x) is not type(y) and isinstance(x, (bool, int, float)) and isinstance(y, (bool, int, float)) and x == y:
         return [(path or "text", x, y)]
     return []
@@ -138,8 +151,9 @@ def _one_string_changed(va: Any, vb: Any) -> str | None:
         return _change("values_changed", "text", va, vb) if va != vb else None
     if not isinstance(va, dict) or not isinstance(vb, dict) or list(va) != list(vb):
         return None
-    changed = [k for k in va
-               if va[k] != vb[k] or type(va[k]) is not type(vb[k]) or _equal_but_retyped(va[k], vb[k], "")]
+    changed = [
+        k for k in va if va[k] != vb[k] or type(va[k]) is not type(vb[k]) or _equal_but_retyped(va[k], vb[k], "")
+    ]
     if len(changed) != 1 or not isinstance(va[changed[0]], str) or not isinstance(vb[changed[0]], str):
         return None
     return _change("values_changed", f"/{changed[0]}", va[changed[0]], vb[changed[0]])
@@ -177,7 +191,7 @@ def text_of(value: Any) -> str:
 def short(value: Any, limit: int = 48) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def common_start(x: str | bytes, y: str | bytes) -> int:
@@ -200,6 +214,6 @@ def excerpts(x: str, y: str, p: int, width: int = EXCERPT, raw: bool = True) -> 
 
 def _trim(text: str, start: int, end: int, width: int, raw: bool) -> str:
     end = min(len(text), max(end + 12, start + width // 2))  # some context after the change
-    piece = text[start:min(end, start + width)]
+    piece = text[start : min(end, start + width)]
     piece = " ".join(piece.split()) if raw else piece.encode("unicode_escape").decode("ascii")
     return ("…" if start > 0 else "") + piece + ("…" if min(end, start + width) < len(text) else "")

@@ -2,6 +2,7 @@
 them, and a prefix change (`PrefixChange`: cause names and where the prompt diverged). judge/verdict.py
 judges with them; they live apart, importing nothing, so that the capture record and every reader of it
 (and the policies below the judge) name verdicts without loading the judge and the contracts."""
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -12,6 +13,7 @@ __all__ = ["MISSES", "PrefixChange", "VerdictName"]
 
 class VerdictName(StrEnum):
     """Every verdict name (a str: stored, sent in headers and compared as its text)."""
+
     HIT = "hit"
     PARTIAL = "partial"
     MISS_PREFIX_CHANGED = "miss_prefix_changed"
@@ -19,24 +21,29 @@ class VerdictName(StrEnum):
     MISS_SERVER_SIDE = "miss_server_side"
     BELOW_MINIMUM = "below_minimum"
     NO_BREAKPOINT = "no_breakpoint"
-    NO_PREFIX_CACHING = "no_prefix_caching"   # the server caches no prefix (a compatible contract's setting)
+    NO_PREFIX_CACHING = "no_prefix_caching"  # the server caches no prefix (a compatible contract's setting)
     NOT_REPORTED = "not_reported"
     COLD = "cold"
     ERROR = "error"
-    MISS_UNEXPLAINED = "miss_unexplained"   # a log's turn read less and the log cannot tell why
-    PENDING = "pending"                # the proxy's header, before the analysis answers
-    UNKNOWN = "unknown"                # the proxy's header, when the analysis could not answer
+    MISS_UNEXPLAINED = "miss_unexplained"  # a log's turn read less and the log cannot tell why
+    PENDING = "pending"  # the proxy's header, before the analysis answers
+    UNKNOWN = "unknown"  # the proxy's header, when the analysis could not answer
 
 
 # Misses: what a report counts as lost reads (the one list; a hit, cold or error is none).
-MISSES = (VerdictName.MISS_PREFIX_CHANGED, VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE,
-          VerdictName.MISS_UNEXPLAINED)
+MISSES = (
+    VerdictName.MISS_PREFIX_CHANGED,
+    VerdictName.MISS_TTL_EXPIRED,
+    VerdictName.MISS_SERVER_SIDE,
+    VerdictName.MISS_UNEXPLAINED,
+)
 
 
 class PrefixChange(NamedTuple):
     """What changed in the prompt inside what the earlier request had cached: compare's cause names (values
     of judge.causes.Cause) and where the prompt diverged. Shown as "a+b at /pointer" (str()); stored as
     its fields (capture/record.py), never as that text."""
+
     causes: tuple[str, ...]
     pointer: str | None = None
 

@@ -17,6 +17,7 @@ The proxy's analysis process is the only user: never the request path. When Redi
 every call raises IndexDown at once for RETRY_S seconds (the analysis judges with its local index
 meanwhile, and says so once on the console).
 """
+
 from __future__ import annotations
 
 import base64
@@ -39,13 +40,13 @@ from prefixguard.judge.index import IndexDown, TenantView
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.utils.redaction import current_secrets, high_entropy, redact_text, url_for_display
 
-if TYPE_CHECKING:   # redis is the fleet extra's: imported when a fleet index is opened
+if TYPE_CHECKING:  # redis is the fleet extra's: imported when a fleet index is opened
     from redis.typing import EncodableT, FieldT
 
-RETRY_S = 5.0            # after a failure, Redis is tried again this much later
-TIMEOUT_S = 0.5          # per command: a Redis that stalls must not hold the analysis back for long
-NO_EXPIRY_S = 86_400.0   # lifetime of state under a contract without expiry (radix servers)
-KEEP_DECODED = 512       # requests kept decoded in this process (the ones it wrote or read lately)
+RETRY_S = 5.0  # after a failure, Redis is tried again this much later
+TIMEOUT_S = 0.5  # per command: a Redis that stalls must not hold the analysis back for long
+NO_EXPIRY_S = 86_400.0  # lifetime of state under a contract without expiry (radix servers)
+KEEP_DECODED = 512  # requests kept decoded in this process (the ones it wrote or read lately)
 
 
 def _lifetime(provider: str) -> float:
@@ -63,13 +64,14 @@ class RedisIndex:
 
         self.url, self.prefix = url, prefix.encode()
         self.shown = url_for_display(url)  # what lines say: never the password of redis://:PASSWORD@host
-        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S,
-                                           health_check_interval=0)
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S, health_check_interval=0
+        )
         self._errors = (redis.RedisError, OSError)
         self._down_until = 0.0
         self._warned = False
         self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.decoded: OrderedDict[bytes, Any] = OrderedDict()   # entry id -> decoded request
+        self.decoded: OrderedDict[bytes, Any] = OrderedDict()  # entry id -> decoded request
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """fn() against Redis; IndexDown when it fails (and for RETRY_S after, without trying)."""
@@ -81,9 +83,11 @@ class RedisIndex:
             self._down_until = time.monotonic() + RETRY_S
             if not self._warned:
                 self._warned = True
-                self.warn(f"prefixguard warning: session index {self.shown} unreachable ({type(err).__name__}: "
-                          f"{redact_text(str(err))}); verdicts use this proxy's own index, marked degraded, "
-                          "until it is back")
+                self.warn(
+                    f"prefixguard warning: session index {self.shown} unreachable ({type(err).__name__}: "
+                    f"{redact_text(str(err))}); verdicts use this proxy's own index, marked degraded, "
+                    "until it is back"
+                )
             raise IndexDown(self.shown) from None
         if self._warned:
             self._warned = False
@@ -108,9 +112,17 @@ def _tag(*parts: str | None) -> bytes:
 
 # ---- the session model's requests
 
+
 class _View:
-    def __init__(self, sessions: RedisSessions, base: bytes, chain: list[bytes], everyone: list[bytes | None],
-                 own: list[bytes | None], recent: list[bytes]) -> None:
+    def __init__(
+        self,
+        sessions: RedisSessions,
+        base: bytes,
+        chain: list[bytes],
+        everyone: list[bytes | None],
+        own: list[bytes | None],
+        recent: list[bytes],
+    ) -> None:
         self._sessions, self._base, self._chain = sessions, base, chain
         self._everyone, self._own, self._recent = everyone, own, recent
 
@@ -125,7 +137,7 @@ class _View:
                 hi = mid - 1
         if lo == 0:
             return 0, None
-        owner = owners[lo - 1]   # not None: the search stops on a held one
+        owner = owners[lo - 1]  # not None: the search stops on a held one
         found = self._sessions.entries(self._base, [owner])[0] if owner is not None else None
         return (lo, found) if found is not None else (0, None)  # expired meanwhile: as never seen
 
@@ -153,6 +165,7 @@ class RedisSessions:
                 pipe.hmget(own, chain)
             pipe.lrange(base + b":recent", 0, -1)
             return pipe.execute()
+
         out = self.index.run(read)
         recent = out[-1]
         if not recent:
@@ -197,6 +210,7 @@ class RedisSessions:
             pipe.ltrim(base + b":recent", 0, self.recent - 1)
             pipe.pexpire(base + b":recent", ms)
             pipe.execute()
+
         self.index.run(write)
         self._remember(entry_id, entry)
 
@@ -233,8 +247,9 @@ def _unescaped(text: str) -> str:
 
 
 def _system_secrets(p: Prompt) -> list[str]:
-    return list(dict.fromkeys(t for s in p.segments if s.level == "system"
-                              for t in high_entropy(p.text[s.start:s.end])))
+    return list(
+        dict.fromkeys(t for s in p.segments if s.level == "system" for t in high_entropy(p.text[s.start : s.end]))
+    )
 
 
 def encode_seen(seen: Any) -> bytes:
@@ -248,38 +263,97 @@ def encode_seen(seen: Any) -> bytes:
     clean = "\\u" not in p.text and "\\/" not in p.text and redact_text(p.text, secrets) == p.text
     segments, pieces, at = [], [], 0
     for s in p.segments:
-        raw = p.text[s.start:s.end]
-        text, value, header = (raw, s.value, s.header) if clean else (
-            redact_text(_unescaped(raw), secrets), _redacted(s.value, secrets), _redacted(s.header, secrets))
+        raw = p.text[s.start : s.end]
+        text, value, header = (
+            (raw, s.value, s.header)
+            if clean
+            else (redact_text(_unescaped(raw), secrets), _redacted(s.value, secrets), _redacted(s.header, secrets))
+        )
         kept = clean or (text == raw and value == s.value and header == s.header)
         key = s.key if kept else _REDACTED_KEY + blake2b(s.key, digest_size=16).digest()
-        segments.append([s.level, redact_text(s.pointer), s.kind, s.role, value, at, at + len(text), _b64(key),
-                         s.tokens, s.breakpoint, s.message_index, header, s.media_tokens, s.estimated])
+        segments.append(
+            [
+                s.level,
+                redact_text(s.pointer),
+                s.kind,
+                s.role,
+                value,
+                at,
+                at + len(text),
+                _b64(key),
+                s.tokens,
+                s.breakpoint,
+                s.message_index,
+                header,
+                s.media_tokens,
+                s.estimated,
+            ]
+        )
         pieces.append(text)
         at += len(text)
-    doc = {"api": p.api, "model": redact_text(p.model) if p.model else p.model, "segments": segments,
-           "settings": p.settings if clean else _redacted(p.settings, secrets), "auto": p.auto_breakpoint,
-           "text": "".join(pieces), "source": p.source, "estimated": p.tokens_estimated,
-           "chain": [_b64(c) for c in p.chain], "parts": [_b64(h.to_bytes(8, "big")) for h in seen.parts],
-           "counts_only": p.counts_only, "item": seen.item, "ts": seen.ts}
+    doc = {
+        "api": p.api,
+        "model": redact_text(p.model) if p.model else p.model,
+        "segments": segments,
+        "settings": p.settings if clean else _redacted(p.settings, secrets),
+        "auto": p.auto_breakpoint,
+        "text": "".join(pieces),
+        "source": p.source,
+        "estimated": p.tokens_estimated,
+        "chain": [_b64(c) for c in p.chain],
+        "parts": [_b64(h.to_bytes(8, "big")) for h in seen.parts],
+        "counts_only": p.counts_only,
+        "item": seen.item,
+        "ts": seen.ts,
+    }
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogatepass"), 1)
+
+
+# A stored segment's fields, in the order encode_seen writes them.
+_SEGMENT_FIELDS = (
+    "level",
+    "pointer",
+    "kind",
+    "role",
+    "value",
+    "start",
+    "end",
+    "key",
+    "tokens",
+    "breakpoint",
+    "message_index",
+    "header",
+    "media_tokens",
+    "estimated",
+)
 
 
 def decode_seen(blob: bytes) -> Any:
     from prefixguard.judge.session import Seen
 
     doc = json.loads(zlib.decompress(blob))
-    segments = [Segment(level, pointer, kind, role, value, start, end, base64.b64decode(key), tokens, breakpoint,
-                        message_index, header, media_tokens, estimated)
-                for level, pointer, kind, role, value, start, end, key, tokens, breakpoint, message_index, header,
-                media_tokens, estimated in doc["segments"]]
-    prompt = Prompt(doc["api"], doc["model"], segments, doc["settings"], doc["auto"], doc["text"], doc["source"],
-                    doc["estimated"], [base64.b64decode(c) for c in doc["chain"]], doc["counts_only"])
+    segments = [
+        Segment(**dict(zip(_SEGMENT_FIELDS, fields, strict=True)) | {"key": base64.b64decode(fields[7])})
+        for fields in doc["segments"]
+    ]
+    prompt = Prompt(
+        api=doc["api"],
+        model=doc["model"],
+        segments=segments,
+        settings=doc["settings"],
+        auto_breakpoint=doc["auto"],
+        text=doc["text"],
+        source=doc["source"],
+        tokens_estimated=doc["estimated"],
+        chain=[base64.b64decode(c) for c in doc["chain"]],
+        counts_only=doc["counts_only"],
+    )
     parts = sorted({int.from_bytes(base64.b64decode(h), "big") for h in doc["parts"]})
     return Seen(prompt=prompt, item=doc["item"], ts=doc["ts"], parts=array("Q", parts))
 
 
 # ---- the policies' entries and the scale's fits
+
 
 def _encode_value(value: Any) -> bytes:
     from prefixguard.judge.policies import Entry, Output
@@ -290,7 +364,7 @@ def _encode_value(value: Any) -> bytes:
     if isinstance(value, Output):
         return f"o{value.at!r} {value.tokens}".encode()
     if isinstance(value, Fit):
-        kinds = ",".join(repr(k) for k in value.kinds) or "-"   # the scale's fit by kind, and what it was fitted on
+        kinds = ",".join(repr(k) for k in value.kinds) or "-"  # the scale's fit by kind, and what it was fitted on
         seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
         return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen}".encode()
     return b"f" + repr(float(value)).encode()
@@ -312,8 +386,11 @@ def _decode_value(raw: bytes | None) -> Any:
     if kind == b"s":
         ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
         kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()
-        seen = tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";")) \
-            if len(rest) > 2 and rest[2] != "-" else ()
+        seen = (
+            tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";"))
+            if len(rest) > 2 and rest[2] != "-"
+            else ()
+        )
         return Fit(ratio=float(ratio), unseen=int(unseen), front=int(rest[0]) if rest else -1, kinds=kinds, seen=seen)
     return float(text)
 
@@ -360,4 +437,5 @@ class RedisTable:
                 left = until - self._now if until != float("inf") else NO_EXPIRY_S
                 pipe.set(self._key(key), _encode_value(value), px=max(1, int((left + self.margin) * 1000)))
             pipe.execute()
+
         self.index.run(write)

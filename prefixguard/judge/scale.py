@@ -31,6 +31,7 @@ it. Until a read says, all of it is put in front, since every read starts there.
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,20 +43,20 @@ from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.model.usage import Usage
 
-MAX_RATIO = 1.5       # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
+MAX_RATIO = 1.5  # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
 MAX_KIND_RATIO = 3.0  # one kind may be rendered far shorter or longer than its JSON (OpenAI's tool namespace)
-WINDOW = 8            # latest requests of a model the kinds are fitted on
-RIDGE = 0.5          # how strongly a kind the requests cannot tell apart keeps the latest request's ratio
+WINDOW = 8  # latest requests of a model the kinds are fitted on
+RIDGE = 0.5  # how strongly a kind the requests cannot tell apart keeps the latest request's ratio
 KINDS = ("tools", "text", "calls")
 TOOLS, TEXT, CALLS = range(3)
 _CALL_KINDS = frozenset(("tool_use", "tool_result"))
 
 
 class Fit(NamedTuple):
-    ratio: float        # the provider's text tokens per one of ours, over the latest request
-    unseen: int         # tokens it counts that the body does not show
-    front: int = -1     # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
-    kinds: tuple[float, ...] = ()   # the ratio per kind (KINDS); () where only `ratio` is known
+    ratio: float  # the provider's text tokens per one of ours, over the latest request
+    unseen: int  # tokens it counts that the body does not show
+    front: int = -1  # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
+    kinds: tuple[float, ...] = ()  # the ratio per kind (KINDS); () where only `ratio` is known
     seen: tuple[tuple[int, ...], ...] = ()  # the latest requests' (tools, text, calls, provider's), oldest first
 
 
@@ -83,7 +84,7 @@ class TokenScale:
     """fits: where the fit of each model is kept (a fleet's shared index, prefixguard/judge/index.py), else here."""
 
     def __init__(self, fits: Table | None = None) -> None:
-        self._fit: Table = fits if fits is not None else LocalTable(1 << 16)   # per model
+        self._fit: Table = fits if fits is not None else LocalTable(1 << 16)  # per model
 
     def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = ()) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
@@ -102,8 +103,11 @@ class TokenScale:
         front = _front(prompt, kinds, usage.cache_read + usage.cache_write, read_ends)
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
-        self._fit.put(prompt.model, Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen),
-                      FIT_LIFETIME)
+        self._fit.put(
+            prompt.model,
+            Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen),
+            FIT_LIFETIME,
+        )
         self._fit.save()
 
     def scaled(self, prompt: Prompt) -> Prompt:
@@ -129,13 +133,16 @@ def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, .
     *x, y = seen[-1]
     fixed = [TEXT] if text_exact else []
     free = [k for k in range(len(KINDS)) if k not in fixed]
-    rest = y - sum(x[k] for k in fixed)               # what the free kinds (and unseen tokens) must hold
+    rest = y - sum(x[k] for k in fixed)  # what the free kinds (and unseen tokens) must hold
     free_ours = sum(x[k] for k in free)
     if free_ours <= 0:  # nothing to fit: the exact kinds alone, scaled down only where the bill is smaller
         level = min(1.0, y / max(1, sum(x))) if fixed else 1.0
         return tuple(level if k in fixed else 1.0 for k in range(len(KINDS)))
-    prior = min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, rest / free_ours)) if text_exact else \
-        min(MAX_RATIO, max(1 / MAX_RATIO, rest / free_ours))
+    prior = (
+        min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, rest / free_ours))
+        if text_exact
+        else min(MAX_RATIO, max(1 / MAX_RATIO, rest / free_ours))
+    )
     n = len(free)
     if not _varied(seen, free):  # requests of one make-up cannot tell kinds apart: one ratio for all
         return _levelled([prior] * n, x, free, rest, free_ours, text_exact)
@@ -154,21 +161,23 @@ def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, .
         a[i][i] += lam
         b[i] += lam * prior
     r = _solve(a, b) or [prior] * n
-    return _levelled([min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v)) for v in r], x, free, rest, free_ours,
-                     text_exact)
+    return _levelled([min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v)) for v in r], x, free, rest, free_ours, text_exact)
 
 
 def _varied(seen: Sequence[tuple[int, ...]], free: Sequence[int]) -> bool:
     """Some request in the window mixes the free kinds in other shares than the latest (by 1% or more)."""
+
     def shares(row: tuple[int, ...]) -> list[float]:
         total = sum(row[k] for k in free) or 1
         return [row[k] / total for k in free]
+
     latest = shares(seen[-1])
     return any(max(abs(a - b) for a, b in zip(shares(row), latest, strict=False)) >= 0.01 for row in seen[:-1])
 
 
-def _levelled(r: list[float], x: Sequence[int], free: Sequence[int], rest: int, free_ours: int,
-              text_exact: bool) -> tuple[float, ...]:
+def _levelled(
+    r: list[float], x: Sequence[int], free: Sequence[int], rest: int, free_ours: int, text_exact: bool
+) -> tuple[float, ...]:
     """The free kinds' ratios set together so that the latest request comes out at its bill, as far as a
     tokenizer explains it. Where it explains the text, what is left is content the provider renders its
     own way (tools, calls: within MAX_KIND_RATIO); else the free kinds together stay within MAX_RATIO of

@@ -12,6 +12,7 @@ conversation. The proxy, lint's sequence mode and the report all ask it; none ke
   What it shares (tools, system prompt) is still reused; its first message is simply new.
 - How many are kept: `keep` requests per tenant, `tenants` tenants (the least recently active go first).
 """
+
 from __future__ import annotations
 
 from array import array
@@ -26,22 +27,23 @@ from prefixguard.judge.index import LocalSessions, SessionIndex, TenantView
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.volatile import find_volatile
 
-KEEP_PER_TENANT = 64    # earlier requests searched by prefix per tenant
-KEEP_TENANTS = 256      # tenants (and providers) whose history is kept
-RECENT = 32             # requests per tenant searched by content when no prefix is shared
+KEEP_PER_TENANT = 64  # earlier requests searched by prefix per tenant
+KEEP_TENANTS = 256  # tenants (and providers) whose history is kept
+RECENT = 32  # requests per tenant searched by content when no prefix is shared
 
 # Causes that a new message explains by itself; a model, setting, tool or breakpoint change is still a break.
-NEW_CONTENT_CAUSES = frozenset({"volatile_content", "history_rewritten", "whitespace_changed", "images_changed",
-                                "key_order_changed"})
+NEW_CONTENT_CAUSES = frozenset(
+    {"volatile_content", "history_rewritten", "whitespace_changed", "images_changed", "key_order_changed"}
+)
 
 
 class Match(NamedTuple):
     """A request against the best earlier request of its tenant."""
 
-    earlier: Any = None                    # what the caller stored with that request (row, flow id, line)
-    prompt: Prompt | None = None           # its prompt
-    comparison: Comparison | None = None   # compare(earlier, this); None when there is no earlier request
-    new_conversation: bool = False         # this request starts a new conversation
+    earlier: Any = None  # what the caller stored with that request (row, flow id, line)
+    prompt: Prompt | None = None  # its prompt
+    comparison: Comparison | None = None  # compare(earlier, this); None when there is no earlier request
+    new_conversation: bool = False  # this request starts a new conversation
 
     @property
     def broken(self) -> bool:
@@ -82,8 +84,13 @@ def parts_of(prompt: Prompt) -> array[int]:
 class Sessions:
     """index: where the requests seen are kept (prefixguard/judge/index.py); in this process by default."""
 
-    def __init__(self, keep: int = KEEP_PER_TENANT, tenants: int = KEEP_TENANTS, recent: int = RECENT,
-                 index: SessionIndex | None = None) -> None:
+    def __init__(
+        self,
+        keep: int = KEEP_PER_TENANT,
+        tenants: int = KEEP_TENANTS,
+        recent: int = RECENT,
+        index: SessionIndex | None = None,
+    ) -> None:
         self.keep, self.tenants, self.recent = keep, tenants, recent
         self.index: SessionIndex = index or LocalSessions(keep, tenants, recent)
 
@@ -98,8 +105,12 @@ class Sessions:
         if best is not None:
             elapsed = ts - best.ts if ts is not None and best.ts is not None else None
             cmp = compare(best.prompt, prompt, elapsed=elapsed)
-            match = Match(earlier=best.item, prompt=best.prompt, comparison=cmp,
-                          new_conversation=new_conversation(best.prompt, prompt, cmp))
+            match = Match(
+                earlier=best.item,
+                prompt=best.prompt,
+                comparison=cmp,
+                new_conversation=new_conversation(best.prompt, prompt, cmp),
+            )
         self.index.add(key, prompt.chain, prompt.model, seen)
         return match
 
@@ -125,8 +136,9 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
     if not set(cmp.causes) <= NEW_CONTENT_CAUSES:
         return False
     at = b.segments[d.segment_index].message_index
-    newest = max((s.message_index for s in b.segments if s.level == "messages" and s.message_index is not None),
-                 default=None)
+    newest = max(
+        (s.message_index for s in b.segments if s.level == "messages" and s.message_index is not None), default=None
+    )
     if at == newest:
         return True
     ma, mb = messages(a, "canon"), messages(b, "canon")
@@ -139,5 +151,5 @@ def _masked(parts: tuple[bytes, ...]) -> str:
     """A message's canon with its volatile values blanked: equal for the same message re-rendered."""
     text = b"".join(parts).decode("utf-8", "replace")
     for m in reversed(find_volatile(text)):
-        text = text[:m.start] + "\x00" + text[m.end:]
+        text = text[: m.start] + "\x00" + text[m.end :]
     return text

@@ -1,6 +1,7 @@
 """What verdicts depend on across requests: the session model, the token scale, and a cache policy per
 provider, kept in this process or in a fleet's shared index (prefixguard/judge/index.py). The proxy's
 analysis holds one; when the shared index cannot be reached it judges with a second, local one."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,15 +29,17 @@ def open_index(url: str) -> Any:
     url = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "prefix"])))
     try:
         from prefixguard.judge.redis_index import RedisIndex
+
         return RedisIndex(url, prefix)
     except ImportError:
-        raise InputError("--index needs the redis package: "
-                         "pip install '.[fleet]' in a clone of the prefixguard repository") from None
+        raise InputError(
+            "--index needs the redis package: pip install '.[fleet]' in a clone of the prefixguard repository"
+        ) from None
 
 
 class State:
     def __init__(self, shared: Any = None, policy: str | None = None) -> None:
-        self.shared = shared                      # a RedisIndex, or None: everything in this process
+        self.shared = shared  # a RedisIndex, or None: everything in this process
         self.forced_policy = policy
         self.sessions = Sessions(index=shared.sessions() if shared else None)
         self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
@@ -45,5 +48,5 @@ class State:
     def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
         """The request's contract: by its upstream's host where that names a provider (api.groq.com)."""
         policy = self._policies.get(self.forced_policy, prompt.api, prompt.model, host=upstream)
-        assert policy is not None   # radix=True: every name has its policy
+        assert policy is not None  # radix=True: every name has its policy
         return policy

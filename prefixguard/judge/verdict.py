@@ -19,6 +19,7 @@ no_breakpoint, no_prefix_caching, not_reported, cold, error; an agent's log (no 
 miss_unexplained (`judge_logged`); the proxy's header adds pending (the analysis has not answered yet)
 and unknown (no request it could read).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -36,11 +37,11 @@ if TYPE_CHECKING:
 
 class Verdict(NamedTuple):
     verdict: VerdictName
-    cause: str | None = None      # what surfaces show: a miss_prefix_changed's change (str(change)), else a note
-    reused_tokens: int = 0        # read from cache: as the provider reported, else as its contract predicts
-    reprefill_tokens: int = 0     # prefilled again because the prefix changed (0 unless miss_prefix_changed)
-    cost_usd: float = 0.0         # that re-prefill, paid as written or uncached instead of read
-    change: PrefixChange | None = None   # the prefix change found (a miss's cause; a hit's when it cost nothing)
+    cause: str | None = None  # what surfaces show: a miss_prefix_changed's change (str(change)), else a note
+    reused_tokens: int = 0  # read from cache: as the provider reported, else as its contract predicts
+    reprefill_tokens: int = 0  # prefilled again because the prefix changed (0 unless miss_prefix_changed)
+    cost_usd: float = 0.0  # that re-prefill, paid as written or uncached instead of read
+    change: PrefixChange | None = None  # the prefix change found (a miss's cause; a hit's when it cost nothing)
 
     @property
     def note(self) -> str | None:
@@ -48,8 +49,13 @@ class Verdict(NamedTuple):
         return None if self.verdict is VerdictName.MISS_PREFIX_CHANGED else self.cause
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "cause": self.cause, "reused_tokens": self.reused_tokens,
-                "reprefill_tokens": self.reprefill_tokens, "cost_usd": self.cost_usd}
+        return {
+            "verdict": self.verdict.value,
+            "cause": self.cause,
+            "reused_tokens": self.reused_tokens,
+            "reprefill_tokens": self.reprefill_tokens,
+            "cost_usd": self.cost_usd,
+        }
 
 
 def _prefix_changed(cmp: Comparison | None) -> PrefixChange | None:
@@ -61,13 +67,23 @@ def _prefix_changed(cmp: Comparison | None) -> PrefixChange | None:
 
 def contracted(expected: Expected) -> Usage:
     """The usage a provider reports when it keeps its contract: what `expected` says."""
-    return Usage(prompt_total=expected.cache_read + expected.cache_write + expected.uncached,
-                 cache_read=expected.cache_read, cache_write_5m=expected.cache_write,
-                 uncached=expected.uncached, reported=True)
+    return Usage(
+        prompt_total=expected.cache_read + expected.cache_write + expected.uncached,
+        cache_read=expected.cache_read,
+        cache_write_5m=expected.cache_write,
+        uncached=expected.uncached,
+        reported=True,
+    )
 
 
-def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None = None,
-          status: int | None = 200, error: str | None = None, owed: int | None = None) -> Verdict:
+def judge(
+    expected: Expected | None,
+    cmp: Comparison | None,
+    usage: Usage | None = None,
+    status: int | None = 200,
+    error: str | None = None,
+    owed: int | None = None,
+) -> Verdict:
     """The verdict of one request. expected: what its contract predicts it reads (None when the request
     could not be analysed); cmp: it against its predecessor (None when it continues it, or has none);
     usage: what the provider reported (None: judged as if it reported what the contract predicts).
@@ -84,7 +100,7 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
     read = usage.cache_read
     if expected is None:
         return Verdict(verdict=VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
-    if expected.reason == "no_prefix_caching" and read == 0:   # what that server does, never a miss
+    if expected.reason == "no_prefix_caching" and read == 0:  # what that server does, never a miss
         return Verdict(verdict=VerdictName.NO_PREFIX_CACHING)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
@@ -102,8 +118,14 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
         rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
         if not cost_nothing and (as_predicted or read < want or rewritten):
             cost = cmp.cost_usd * lost / cmp.reprefill_tokens
-            return Verdict(verdict=VerdictName.MISS_PREFIX_CHANGED, cause=str(changed), reused_tokens=read,
-                           reprefill_tokens=lost, cost_usd=cost, change=changed)
+            return Verdict(
+                verdict=VerdictName.MISS_PREFIX_CHANGED,
+                cause=str(changed),
+                reused_tokens=read,
+                reprefill_tokens=lost,
+                cost_usd=cost,
+                change=changed,
+            )
     if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
         return Verdict(verdict=VerdictName(expected.reason))
     note = f"note: {changed} cost nothing" if cost_nothing else None
@@ -111,29 +133,46 @@ def judge(expected: Expected | None, cmp: Comparison | None, usage: Usage | None
     if as_predicted:
         if read:
             return Verdict(verdict=VerdictName.HIT, cause=note, reused_tokens=read, change=kept)
-        return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD,
-                       cause=note, change=kept)
+        return Verdict(
+            verdict=VerdictName.MISS_TTL_EXPIRED if expected.reason == "ttl_expired" else VerdictName.COLD,
+            cause=note,
+            change=kept,
+        )
     if read > want:
         if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
-            return Verdict(verdict=VerdictName.COLD, cause=f"read {read} of {usage.prompt_total}: too little to count",
-                           reused_tokens=read)
+            return Verdict(
+                verdict=VerdictName.COLD,
+                cause=f"read {read} of {usage.prompt_total}: too little to count",
+                reused_tokens=read,
+            )
         # More than predicted: what the change seemed to break was read after all, or a cache that
         # traffic we did not see wrote (an earlier run, another client): no earlier request is no proof.
         after = f" after {changed}" if changed else ""
-        return Verdict(verdict=VerdictName.HIT,
-                       cause=note or f"read {read} where ~{want} was predicted{after}: a cache written by "
-                                     "traffic not seen here", reused_tokens=read, change=kept)
+        return Verdict(
+            verdict=VerdictName.HIT,
+            cause=note or f"read {read} where ~{want} was predicted{after}: a cache written by traffic not seen here",
+            reused_tokens=read,
+            change=kept,
+        )
     if read == 0:
         if expected.reason == "ttl_expired":
-            return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED,
-                           cause="prefix unchanged, last used longer ago than its TTL")
-        return Verdict(verdict=VerdictName.MISS_SERVER_SIDE,
-                       cause=f"expected ~{want} cached tokens, provider read none")
+            return Verdict(
+                verdict=VerdictName.MISS_TTL_EXPIRED, cause="prefix unchanged, last used longer ago than its TTL"
+            )
+        return Verdict(
+            verdict=VerdictName.MISS_SERVER_SIDE, cause=f"expected ~{want} cached tokens, provider read none"
+        )
     return Verdict(verdict=VerdictName.PARTIAL, cause=f"read {read} of ~{want} expected", reused_tokens=read)
 
 
-def judge_logged(want: int | None, usage: Usage, *, expired: str | None = None, change: PrefixChange | None = None,
-                 price: Callable[[int], float] = lambda tokens: 0.0) -> Verdict:
+def judge_logged(
+    want: int | None,
+    usage: Usage,
+    *,
+    expired: str | None = None,
+    change: PrefixChange | None = None,
+    price: Callable[[int], float] = lambda tokens: 0.0,
+) -> Verdict:
     """The verdict of a turn read from an agent's log, which keeps usage but no prompt to compare: judged
     against what the turn before it left cached (`want`; None for a lineage's first turn), with `judge`'s
     tolerance. A turn that read clearly less missed: expired (the gap, in words) when more time passed than
@@ -144,13 +183,29 @@ def judge_logged(want: int | None, usage: Usage, *, expired: str | None = None, 
         return Verdict(verdict=VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
     lost = want - read
     if expired:
-        return Verdict(verdict=VerdictName.MISS_TTL_EXPIRED, cause=expired, reused_tokens=read, reprefill_tokens=lost,
-                       cost_usd=price(lost))
+        return Verdict(
+            verdict=VerdictName.MISS_TTL_EXPIRED,
+            cause=expired,
+            reused_tokens=read,
+            reprefill_tokens=lost,
+            cost_usd=price(lost),
+        )
     if change is not None:
-        return Verdict(verdict=VerdictName.MISS_PREFIX_CHANGED, cause=str(change), reused_tokens=read,
-                       reprefill_tokens=lost, cost_usd=price(lost), change=change)
-    return Verdict(verdict=VerdictName.MISS_UNEXPLAINED, cause="the log holds no prompt to compare", reused_tokens=read,
-                   reprefill_tokens=lost, cost_usd=price(lost))
+        return Verdict(
+            verdict=VerdictName.MISS_PREFIX_CHANGED,
+            cause=str(change),
+            reused_tokens=read,
+            reprefill_tokens=lost,
+            cost_usd=price(lost),
+            change=change,
+        )
+    return Verdict(
+        verdict=VerdictName.MISS_UNEXPLAINED,
+        cause="the log holds no prompt to compare",
+        reused_tokens=read,
+        reprefill_tokens=lost,
+        cost_usd=price(lost),
+    )
 
 
 def early(expected: Expected, cmp: Comparison | None) -> Verdict:
@@ -158,14 +213,21 @@ def early(expected: Expected, cmp: Comparison | None) -> Verdict:
     return judge(expected, cmp)
 
 
-def final(expected: Expected | None, cmp: Comparison | None, usage: Usage, status: int | None,
-          error: str | None = None, owed: int | None = None) -> Verdict:
+def final(
+    expected: Expected | None,
+    cmp: Comparison | None,
+    usage: Usage,
+    status: int | None,
+    error: str | None = None,
+    owed: int | None = None,
+) -> Verdict:
     """The verdict with the reported usage: `judge`."""
     return judge(expected, cmp, usage, status, error, owed)
 
 
-def judge_pair(a: Prompt, b: Prompt, elapsed: float | None = None,
-               cmp: Comparison | None = None) -> tuple[Verdict, Comparison]:
+def judge_pair(
+    a: Prompt, b: Prompt, elapsed: float | None = None, cmp: Comparison | None = None
+) -> tuple[Verdict, Comparison]:
     """The verdict of request B sent after request A (`elapsed` seconds after, where known), A the only
     request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
     A B that starts a new conversation changes no prefix (the session model's rule)."""
@@ -192,6 +254,11 @@ def of_row(row: dict[str, Any]) -> Verdict | None:
     reused = (usage.get("cache_read") or 0) if judged else 0
     causes = tuple(c for c in row.get("causes") or () if isinstance(c, str))
     change = PrefixChange(causes=causes, pointer=row.get("pointer")) if causes else None
-    return Verdict(verdict=VerdictName(name), cause=row.get("cause"), reused_tokens=reused,
-                   reprefill_tokens=row.get("reprefill_tokens") or 0,
-                   cost_usd=row.get("cost_usd") or 0.0, change=change)
+    return Verdict(
+        verdict=VerdictName(name),
+        cause=row.get("cause"),
+        reused_tokens=reused,
+        reprefill_tokens=row.get("reprefill_tokens") or 0,
+        cost_usd=row.get("cost_usd") or 0.0,
+        change=change,
+    )

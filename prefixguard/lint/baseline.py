@@ -5,6 +5,7 @@ what was found: no line numbers, no matched values), with a count, since the sam
 many records of a capture. Applying it drops up to that many findings per fingerprint. The file is
 sorted and carries no timestamp, so it diffs cleanly in review.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,20 @@ def write(path: Path, findings: list[Finding]) -> None:
     first: dict[str, Finding] = {}
     for f in findings:
         first.setdefault(f.fingerprint, f)
-    rows = sorted(({"fingerprint": fp, "code": f.code, "name": f.name, "path": f.path, "pointer": f.pointer,
-                    "count": counts[fp]} for fp, f in first.items()),
-                  key=lambda e: (e["path"], e["code"], e["pointer"], e["fingerprint"]))
+    rows = sorted(
+        (
+            {
+                "fingerprint": fp,
+                "code": f.code,
+                "name": f.name,
+                "path": f.path,
+                "pointer": f.pointer,
+                "count": counts[fp],
+            }
+            for fp, f in first.items()
+        ),
+        key=lambda e: (e["path"], e["code"], e["pointer"], e["fingerprint"]),
+    )
     doc = {"version": VERSION, "tool": "prefixguard", "findings": rows}
     try:
         path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", "utf-8")
@@ -35,7 +47,7 @@ def write(path: Path, findings: list[Finding]) -> None:
 def load(path: Path) -> Counter[str]:
     """Fingerprint -> accepted count. A file that is not a baseline is an InputError (exit 2)."""
     try:
-        doc = json.loads(read_text_input(path, what="baseline"))   # bounded, never a FIFO or a device
+        doc = json.loads(read_text_input(path, what="baseline"))  # bounded, never a FIFO or a device
     except OSError as err:
         raise InputError(f"cannot read baseline: {(err.strerror or str(err)).lower()}", str(path)) from None
     except (ValueError, UnicodeDecodeError, RecursionError) as err:

@@ -1,4 +1,5 @@
 """The rule catalog (rules/catalog.toml): every rule as data, and selection of rules by code or name."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ from typing import Any, NamedTuple
 from prefixguard.contracts import ruleset
 from prefixguard.judge.causes import generic_fix
 
-SEVERITIES = ("error", "warning", "info")   # most severe first
+SEVERITIES = ("error", "warning", "info")  # most severe first
 _CODE = re.compile(r"PG\d{3}")
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _PREFIX = re.compile(r"PG\d{0,3}", re.IGNORECASE)
@@ -28,10 +29,10 @@ class Rule(NamedTuple):
     good: str
     fix: str
     family: str
-    cause: str | None = None                       # sequence rules: the compare cause they report
+    cause: str | None = None  # sequence rules: the compare cause they report
     variants: Mapping[str, str] = MappingProxyType({})  # named case -> severity
-    predicts: str | None = None                    # code rules: the body rule a request they send would break
-    language: str = "json"                         # the language of the bad and good examples
+    predicts: str | None = None  # code rules: the body rule a request they send would break
+    language: str = "json"  # the language of the bad and good examples
 
     def severity_of(self, variant: str | None) -> str:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -50,12 +51,24 @@ def rules() -> tuple[Rule, ...]:
         severities = [row["severity"], *row.get("variants", {}).values()]
         if any(s not in SEVERITIES for s in severities):
             raise ValueError(f"rules/catalog.toml: {code} has an unknown severity")
-        out.append(Rule(code=code, name=name, severity=row["severity"], providers=tuple(row["providers"]),
-                        summary=row["summary"], why=row["why"].strip(), bad=row["bad"].strip(),
-                        good=row["good"].strip(), fix=row.get("fix") or generic_fix(row["cause"]),
-                        family=families[code[:3]],
-                        cause=row.get("cause"), variants=dict(row.get("variants", {})),
-                        predicts=row.get("predicts"), language=row.get("language", "json")))
+        out.append(
+            Rule(
+                code=code,
+                name=name,
+                severity=row["severity"],
+                providers=tuple(row["providers"]),
+                summary=row["summary"],
+                why=row["why"].strip(),
+                bad=row["bad"].strip(),
+                good=row["good"].strip(),
+                fix=row.get("fix") or generic_fix(row["cause"]),
+                family=families[code[:3]],
+                cause=row.get("cause"),
+                variants=dict(row.get("variants", {})),
+                predicts=row.get("predicts"),
+                language=row.get("language", "json"),
+            )
+        )
     out.sort(key=lambda r: r.code)
     if len({r.code for r in out}) != len(out) or len({r.name for r in out}) != len(out):
         raise ValueError("rules/catalog.toml: duplicate code or name")
@@ -87,7 +100,7 @@ def _data() -> dict[str, Any]:
     return ruleset.load("catalog.toml")
 
 
-RULE_DOCS = Path(__file__).resolve().with_name("rules.html")   # shipped in the package (package-data: *.html)
+RULE_DOCS = Path(__file__).resolve().with_name("rules.html")  # shipped in the package (package-data: *.html)
 
 
 def help_uri(code: str) -> str:
@@ -142,10 +155,14 @@ def as_dict(r: Rule) -> dict[str, Any]:
 def explain(r: Rule) -> str:
     """One rule for people, like `ruff rule`."""
     variants = "".join(f"; {sev} when {name}" for name, sev in r.variants.items())
-    head = f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. " \
-           f"Providers: {', '.join(r.providers)}."
+    head = (
+        f"# {r.name} ({r.code})\n\nFamily: {r.family}. Severity: {r.severity}{variants}. "
+        f"Providers: {', '.join(r.providers)}."
+    )
     cause = f"\nReports the compare cause `{r.cause}` in sequence mode (JSONL captures).\n" if r.cause else ""
     if r.predicts:
         cause = f"\nA rule on source code: it predicts {r.predicts} in the requests this code sends.\n"
-    return (f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```{r.language}\n{r.bad}\n```\n\n"
-            f"## Good\n```{r.language}\n{r.good}\n```\n\n## Fix\n{r.fix}")
+    return (
+        f"{head}\n{cause}\n{r.summary}\n\n## Why\n{r.why}\n\n## Bad\n```{r.language}\n{r.bad}\n```\n\n"
+        f"## Good\n```{r.language}\n{r.good}\n```\n\n## Fix\n{r.fix}"
+    )

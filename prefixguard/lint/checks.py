@@ -10,6 +10,7 @@ for every request: rules/volatile.toml `varies`) or, in sequence mode, when it c
 request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never
 called volatile, and constants inside tool definitions never are.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,28 +39,41 @@ def check(name: str) -> Callable[[Check], Check]:
     def register(fn: Check) -> Check:
         CHECKS[name] = fn
         return fn
+
     return register
 
 
-
-
 def _quote(text: str, limit: int = 48) -> str:
-    text = text if len(text) <= limit else text[:limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
     return json.dumps(text, ensure_ascii=False)
 
 
-EVIDENCE = {"clock": "a clock value: a request rendered later renders another one",
-            "request": "an id made per request", "user": "a pattern configured as volatile"}
+EVIDENCE = {
+    "clock": "a clock value: a request rendered later renders another one",
+    "request": "an id made per request",
+    "user": "a pattern configured as volatile",
+}
 
 
 def _volatile_hit(rule: str, v: Volatile, message: str, ctx: Context) -> Hit:
-    why = f"changed since line {ctx.earlier_line}" if v.changed and ctx.earlier_line is not None else \
-        "changed since the earlier request" if v.changed else EVIDENCE.get(v.varies, "volatile")
-    return Hit(rule=rule, pointer=v.pointer, message=f"{message}: {v.name} {_quote(v.text)} ({why})", key=v.name,
-               inner=(v.start, v.end))
+    why = (
+        f"changed since line {ctx.earlier_line}"
+        if v.changed and ctx.earlier_line is not None
+        else "changed since the earlier request"
+        if v.changed
+        else EVIDENCE.get(v.varies, "volatile")
+    )
+    return Hit(
+        rule=rule,
+        pointer=v.pointer,
+        message=f"{message}: {v.name} {_quote(v.text)} ({why})",
+        key=v.name,
+        inner=(v.start, v.end),
+    )
 
 
 # ---------------------------------------------------------------------------------- volatile content
+
 
 @check("volatile-in-prefix")
 def volatile_in_prefix(ctx: Context) -> Iterator[Hit]:
@@ -90,26 +104,40 @@ def volatile_routing_prefix(ctx: Context) -> Iterator[Hit]:
         for v in ctx.varying(i):
             at = ctx.before[i] + round(seg.tokens * v.at)
             if at < limit:
-                yield _volatile_hit("volatile-routing-prefix", v,
-                                    f"volatile content at token {at:,}, inside the first {limit} tokens "
-                                    "that route the request to a cache", ctx)
+                yield _volatile_hit(
+                    "volatile-routing-prefix",
+                    v,
+                    f"volatile content at token {at:,}, inside the first {limit} tokens "
+                    "that route the request to a cache",
+                    ctx,
+                )
     if not ctx.prompt.settings.get("prompt_cache_key"):
-        yield Hit(rule="volatile-routing-prefix", pointer="",
-                  message=f"no prompt_cache_key on a prompt of {ctx.tokens(ctx.total)}: requests sharing this "
-                          "prefix may be routed to different machines", key="no-cache-key", variant="no-cache-key")
+        yield Hit(
+            rule="volatile-routing-prefix",
+            pointer="",
+            message=f"no prompt_cache_key on a prompt of {ctx.tokens(ctx.total)}: requests sharing this "
+            "prefix may be routed to different machines",
+            key="no-cache-key",
+            variant="no-cache-key",
+        )
 
 
 @check("id-in-cached-prefix")
 def id_in_cached_prefix(ctx: Context) -> Iterator[Hit]:
     for i in range(ctx.prefix_end):
         for v in ctx.ids(i):
-            yield Hit(rule="id-in-cached-prefix", pointer=v.pointer,
-                      message=f"an id in the cached system prompt: {v.name} {_quote(v.text)} (if it is made per "
-                              "session, user or request, each one writes a prefix no other reads)",
-                      key=v.name, inner=(v.start, v.end))
+            yield Hit(
+                rule="id-in-cached-prefix",
+                pointer=v.pointer,
+                message=f"an id in the cached system prompt: {v.name} {_quote(v.text)} (if it is made per "
+                "session, user or request, each one writes a prefix no other reads)",
+                key=v.name,
+                inner=(v.start, v.end),
+            )
 
 
 # ------------------------------------------------------------------------- ordering and serialization
+
 
 def _tool_name(value: Any) -> str | None:
     return tool_name(value)
@@ -121,8 +149,11 @@ def tools_unsorted(ctx: Context) -> Iterator[Hit]:
     named = [(s, n) for s, n in tools if n is not None]
     for (seg, name), (_, after) in pairwise(named):
         if name > after:
-            yield Hit(rule="tools-unsorted", pointer=seg.pointer,
-                      message=f"tools are not sorted by name: {_quote(name)} comes before {_quote(after)}")
+            yield Hit(
+                rule="tools-unsorted",
+                pointer=seg.pointer,
+                message=f"tools are not sorted by name: {_quote(name)} comes before {_quote(after)}",
+            )
             return
 
 
@@ -182,10 +213,14 @@ def _serializer_drift(ctx: Context) -> Iterator[Hit]:
             key, order = (name, frozenset(args)), tuple(args)
             first = seen.setdefault(key, (order, pointer))
             if first[0] != order:
-                yield Hit(rule="unstable-key-order", pointer=pointer,
-                          message=f"arguments of {_quote(name or 'a tool')} written with their keys in another "
-                                  f"order than at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the "
-                                  "serializer does not keep an order", key=pointer)
+                yield Hit(
+                    rule="unstable-key-order",
+                    pointer=pointer,
+                    message=f"arguments of {_quote(name or 'a tool')} written with their keys in another "
+                    f"order than at {first[1]} ({', '.join(order)} vs {', '.join(first[0])}): the "
+                    "serializer does not keep an order",
+                    key=pointer,
+                )
                 return
 
 
@@ -206,12 +241,17 @@ def unstable_key_order(ctx: Context) -> Iterator[Hit]:
             continue
         found = _reordered(before.value, seg.value, seg.pointer)
         if found and found[0] not in reported:
-            yield Hit(rule="unstable-key-order", pointer=found[0],
-                      message=f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
-                              f"{_quote(found[1])} now comes before {_quote(found[2])}", key=found[0])
+            yield Hit(
+                rule="unstable-key-order",
+                pointer=found[0],
+                message=f"the same data as on line {ctx.earlier_line} serialized with its keys in another order: "
+                f"{_quote(found[1])} now comes before {_quote(found[2])}",
+                key=found[0],
+            )
 
 
 # ------------------------------------------------------------------------------------------ breakpoints
+
 
 def _sub_markers(value: Any, pointer: str, top: bool = True) -> Iterator[str]:
     """Pointers of objects below the block itself that carry a cache marker."""
@@ -232,34 +272,56 @@ def invalid_breakpoint(ctx: Context) -> Iterator[Hit]:
     for bp in ctx.explicit:
         seg = ctx.segments[bp.segment]
         if seg.kind in ctx.ineligible:
-            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer,
-                      message=f"cache breakpoint on a {seg.kind.replace('_', ' ')} block",
-                      key=seg.kind)
+            yield Hit(
+                rule="invalid-breakpoint",
+                pointer=bp.pointer,
+                message=f"cache breakpoint on a {seg.kind.replace('_', ' ')} block",
+                key=seg.kind,
+            )
         elif block_text(seg) == "":
-            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer, message="cache breakpoint on an empty text block",
-                      key="empty-text")
+            yield Hit(
+                rule="invalid-breakpoint",
+                pointer=bp.pointer,
+                message="cache breakpoint on an empty text block",
+                key="empty-text",
+            )
         if bp.ttl not in ttls:
-            yield Hit(rule="invalid-breakpoint", pointer=bp.pointer,
-                      message=f"cache breakpoint TTL {_quote(bp.ttl)} is not one of {', '.join(ttls)}", key="ttl")
+            yield Hit(
+                rule="invalid-breakpoint",
+                pointer=bp.pointer,
+                message=f"cache breakpoint TTL {_quote(bp.ttl)} is not one of {', '.join(ttls)}",
+                key="ttl",
+            )
     for seg in ctx.segments:
         if not isinstance(seg.value, (dict, list)):  # a string holds no marker: its pointer is not made
             continue
         for pointer in _sub_markers(seg.value, seg.pointer):
-            yield Hit(rule="invalid-breakpoint", pointer=pointer,
-                      message="cache breakpoint on a sub-block (put it on the block itself)",
-                      key="sub-block")
+            yield Hit(
+                rule="invalid-breakpoint",
+                pointer=pointer,
+                message="cache breakpoint on a sub-block (put it on the block itself)",
+                key="sub-block",
+            )
     auto, limit = ctx.auto, ctx.limits.max_breakpoints
     if auto is None:
         return
     if limit is not None and len(ctx.explicit) >= limit:
-        yield Hit(rule="invalid-breakpoint", pointer=auto.pointer,
-                  message=f"automatic cache_control with {len(ctx.explicit)} explicit breakpoints: it needs one of the "
-                          f"{limit} slots (the API answers 400)", key="auto-slots")
+        yield Hit(
+            rule="invalid-breakpoint",
+            pointer=auto.pointer,
+            message=f"automatic cache_control with {len(ctx.explicit)} explicit breakpoints: it needs one of the "
+            f"{limit} slots (the API answers 400)",
+            key="auto-slots",
+        )
     on_last = next((b for b in ctx.explicit if b.segment == auto.segment), None)
     if on_last is not None and on_last.ttl != auto.ttl:
-        yield Hit(rule="invalid-breakpoint", pointer=auto.pointer,
-                  message=f"automatic cache_control TTL {auto.ttl} differs from TTL {on_last.ttl} on the last block "
-                          f"{on_last.pointer} (the API answers 400)", key="auto-ttl")
+        yield Hit(
+            rule="invalid-breakpoint",
+            pointer=auto.pointer,
+            message=f"automatic cache_control TTL {auto.ttl} differs from TTL {on_last.ttl} on the last block "
+            f"{on_last.pointer} (the API answers 400)",
+            key="auto-ttl",
+        )
 
 
 @check("ttl-order")
@@ -270,9 +332,12 @@ def ttl_order(ctx: Context) -> Iterator[Hit]:
         if bp.ttl not in seconds:
             continue
         if shortest is not None and seconds[bp.ttl] > seconds[shortest.ttl]:
-            yield Hit(rule="ttl-order", pointer=bp.pointer,
-                      message=f"{bp.ttl} breakpoint after a {shortest.ttl} breakpoint at {shortest.pointer}: "
-                              "longer TTLs must come first")
+            yield Hit(
+                rule="ttl-order",
+                pointer=bp.pointer,
+                message=f"{bp.ttl} breakpoint after a {shortest.ttl} breakpoint at {shortest.pointer}: "
+                "longer TTLs must come first",
+            )
         if shortest is None or seconds[bp.ttl] < seconds[shortest.ttl]:
             shortest = bp
 
@@ -289,12 +354,16 @@ def no_breakpoint(ctx: Context) -> Iterator[Hit]:
     if _model_unknown(ctx):
         return
     if not ctx.breakpoints and ctx.total >= minimum:
-        yield Hit(rule="no-breakpoint", pointer="",
-                  message=f"no cache breakpoint on a prompt of {ctx.tokens(ctx.total)} (cacheable from {minimum} "
-                          f"on {ctx.prompt.model or 'this model'}): every request pays the full input price")
+        yield Hit(
+            rule="no-breakpoint",
+            pointer="",
+            message=f"no cache breakpoint on a prompt of {ctx.tokens(ctx.total)} (cacheable from {minimum} "
+            f"on {ctx.prompt.model or 'this model'}): every request pays the full input price",
+        )
 
 
 # ------------------------------------------------------------------------------------- provider limits
+
 
 @check("too-many-breakpoints")
 def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
@@ -302,11 +371,14 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     count = len(ctx.explicit) + (ctx.auto is not None)
     if limit is None or count <= limit:
         return
-    over = limit - (ctx.auto is not None)   # the first explicit breakpoint with no slot left
+    over = limit - (ctx.auto is not None)  # the first explicit breakpoint with no slot left
     pointer = ctx.explicit[over].pointer if over < len(ctx.explicit) else "/cache_control"
     auto = " including the automatic one" if ctx.auto else ""
-    yield Hit(rule="too-many-breakpoints", pointer=pointer,
-              message=f"{count} cache breakpoints{auto}; at most {limit} are allowed")
+    yield Hit(
+        rule="too-many-breakpoints",
+        pointer=pointer,
+        message=f"{count} cache breakpoints{auto}; at most {limit} are allowed",
+    )
 
 
 def _clearly_below(tokens: int, minimum: int) -> bool:
@@ -330,9 +402,14 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
         return
     if not ctx.breakpointed:
         if _clearly_below(ctx.total, minimum):
-            yield Hit(rule="below-minimum", pointer="",
-                      message=f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
-                              f"minimum of {model}: nothing is cached", variant=ctx.provider, key=ctx.provider)
+            yield Hit(
+                rule="below-minimum",
+                pointer="",
+                message=f"prompt of {ctx.tokens(ctx.total)} is below the {minimum}-token "
+                f"minimum of {model}: nothing is cached",
+                variant=ctx.provider,
+                key=ctx.provider,
+            )
         return
     if any(_versioned_tool(seg.value) for seg in ctx.segments if seg.level == "tools"):
         return  # the provider adds that tool's own prompt and expansions, which we cannot count
@@ -343,9 +420,13 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
         upto = ctx.before[bp.segment + 1]
         if _clearly_below(upto, minimum):
             tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
-            yield Hit(rule="below-minimum", pointer=bp.pointer,
-                      message=f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
-                              f"minimum of {model}: {tail}", variant="covered" if covered else None)
+            yield Hit(
+                rule="below-minimum",
+                pointer=bp.pointer,
+                message=f"prefix up to this breakpoint is {ctx.tokens(upto)}, below the {minimum}-token "
+                f"minimum of {model}: {tail}",
+                variant="covered" if covered else None,
+            )
 
 
 @check("lookback-exceeded")
@@ -367,18 +448,23 @@ def lookback_exceeded(ctx: Context) -> Iterator[Hit]:
     if bp is None:
         return
     by = f"the request on line {ctx.earlier_line}" if ctx.earlier_line is not None else "the previous request"
-    yield Hit(rule="lookback-exceeded", pointer=bp.pointer,
-              message=f"{by} wrote its cache entry at {ctx.segments[last].pointer}, {bp.segment - last} blocks "
-                      f"before this breakpoint; a breakpoint looks back over {lookback} blocks, itself included, "
-                      "so that entry is not read and the prefix is written again")
+    yield Hit(
+        rule="lookback-exceeded",
+        pointer=bp.pointer,
+        message=f"{by} wrote its cache entry at {ctx.segments[last].pointer}, {bp.segment - last} blocks "
+        f"before this breakpoint; a breakpoint looks back over {lookback} blocks, itself included, "
+        "so that entry is not read and the prefix is written again",
+    )
 
 
 def _written_before(ctx: Context) -> list[int]:
     """Indices of this request's blocks where the previous request of the conversation wrote an entry."""
     if ctx.earlier is not None and not ctx.new_conversation:
-        shared = [i for i in policy_breakpoints(ctx.earlier, ctx.ineligible)
-                  if i < len(ctx.prompt.chain) and i < len(ctx.earlier.chain)
-                  and ctx.earlier.chain[i] == ctx.prompt.chain[i]]
+        shared = [
+            i
+            for i in policy_breakpoints(ctx.earlier, ctx.ineligible)
+            if i < len(ctx.prompt.chain) and i < len(ctx.earlier.chain) and ctx.earlier.chain[i] == ctx.prompt.chain[i]
+        ]
         return shared
     end = ctx.previous_end
     if end is None:

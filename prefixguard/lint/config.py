@@ -17,6 +17,7 @@
 Selection is resolved like ruff's: each layer (the file, then the command line) may replace the
 selection (select), add to it (extend-select) and remove from it (ignore), in that order.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ from prefixguard.utils.errors import InputError, describe, read_text_input
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-volatile-patterns", "fail-on"}
 # and the compatible contract's settings (a server one runs: block-size, min-prefix ...), read by serving.py
 KEYS |= set(serving.KEYS)
-KEYS |= {"check"}   # [tool.prefixguard.check]: `prefixguard check`'s thresholds and incidents (cli/check.py)
+KEYS |= {"check"}  # [tool.prefixguard.check]: `prefixguard check`'s thresholds and incidents (cli/check.py)
 
 
 class Layer(NamedTuple):
@@ -44,15 +45,15 @@ class Layer(NamedTuple):
 
 
 class Settings(NamedTuple):
-    root: Path                                   # per-file-ignores, exclude and fingerprints are relative to it
+    root: Path  # per-file-ignores, exclude and fingerprints are relative to it
     enabled: frozenset[str]
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     exclude: tuple[str, ...] = ()
     extra_patterns: Mapping[str, str] = MappingProxyType({})
-    config: Path | None = None                   # the pyproject.toml read, if any
+    config: Path | None = None  # the pyproject.toml read, if any
     # Info findings are shown only for rules named in a selection (the default set is errors and warnings).
     info_codes: frozenset[str] = frozenset()
-    fail_on: str = "warning"                     # lowest severity that makes lint exit 1
+    fail_on: str = "warning"  # lowest severity that makes lint exit 1
 
     def shown(self, code: str, severity: str) -> bool:
         return severity != "info" or code in self.info_codes
@@ -97,23 +98,24 @@ def find_pyproject(start: Path) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
-CONFIG_MAX_BYTES = 16 << 20   # a pyproject.toml is kilobytes; this only stops a runaway file
+CONFIG_MAX_BYTES = 16 << 20  # a pyproject.toml is kilobytes; this only stops a runaway file
 
 
 def _read(path: Path) -> dict[str, Any]:
     import tomllib  # only where a config file is found: a cost to every start otherwise
 
-    text = read_text_input(path, CONFIG_MAX_BYTES, "config file")   # bounded, and never a FIFO or a device
+    text = read_text_input(path, CONFIG_MAX_BYTES, "config file")  # bounded, and never a FIFO or a device
     try:
         return tomllib.loads(text)
-    except (ValueError, RecursionError) as err:   # TOMLDecodeError is one; a 4,300-digit number another
+    except (ValueError, RecursionError) as err:  # TOMLDecodeError is one; a 4,300-digit number another
         raise InputError(f"cannot read config: {describe(err)}", str(path)) from None
 
 
 def tool_table(config: Path | None, cwd: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
     """[tool.prefixguard] of `config`, or of the nearest pyproject.toml that has one (empty when none)."""
-    path, data = (config, _read(config)) if config is not None else find_pyproject((cwd or Path.cwd()).resolve()) \
-        or (None, {})
+    path, data = (
+        (config, _read(config)) if config is not None else find_pyproject((cwd or Path.cwd()).resolve()) or (None, {})
+    )
     tool = data.get("tool", {})
     table = tool.get("prefixguard", {}) if isinstance(tool, dict) else None
     if not isinstance(table, dict):
@@ -137,17 +139,22 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
     where = str(path) if path else "command line"
     unknown = set(table) - KEYS
     if unknown:
-        raise InputError(f"[tool.prefixguard] unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KEYS))})",
-                         where)
-    serving.apply(file=serving.layer_from_table(table, where))   # the command line's flags stay on top
-    file_layer = Layer(select=_opt_list(table, "select", where),
-                       extend_select=tuple(_list(table, "extend-select", where)),
-                       ignore=tuple(_list(table, "ignore", where)))
+        raise InputError(
+            f"[tool.prefixguard] unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KEYS))})", where
+        )
+    serving.apply(file=serving.layer_from_table(table, where))  # the command line's flags stay on top
+    file_layer = Layer(
+        select=_opt_list(table, "select", where),
+        extend_select=tuple(_list(table, "extend-select", where)),
+        ignore=tuple(_list(table, "ignore", where)),
+    )
     try:
         enabled = _apply(catalog.default_codes(), file_layer)
         named = catalog.resolve_all((*(file_layer.select or ()), *file_layer.extend_select))
-        per_file = tuple((pattern, catalog.resolve_all(_strs(codes, f"per-file-ignores '{pattern}'", where)))
-                         for pattern, codes in _table(table, "per-file-ignores", where).items())
+        per_file = tuple(
+            (pattern, catalog.resolve_all(_strs(codes, f"per-file-ignores '{pattern}'", where)))
+            for pattern, codes in _table(table, "per-file-ignores", where).items()
+        )
     except ValueError as err:
         raise InputError(str(err), where) from None
     try:
@@ -167,9 +174,16 @@ def load(config: Path | None, cli: Layer, cwd: Path | None = None, exclude: tupl
         except re.error as err:
             raise InputError(f"extra-volatile-patterns '{name}' is not a valid regex: {err}", where) from None
     root = path.parent.resolve() if path is not None else cwd
-    return Settings(root=root, enabled=enabled, per_file_ignores=per_file,
-                    exclude=(*_list(table, "exclude", where), *exclude), extra_patterns=patterns, config=path,
-                    info_codes=named & enabled, fail_on=fail_on)
+    return Settings(
+        root=root,
+        enabled=enabled,
+        per_file_ignores=per_file,
+        exclude=(*_list(table, "exclude", where), *exclude),
+        extra_patterns=patterns,
+        config=path,
+        info_codes=named & enabled,
+        fail_on=fail_on,
+    )
 
 
 def _apply(enabled: frozenset[str], layer: Layer) -> frozenset[str]:

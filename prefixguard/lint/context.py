@@ -2,6 +2,7 @@
 request should reuse, volatile values and the evidence that they vary), each computed once.
 
 A value that merely looks volatile (a date, a UUID) counts only with evidence (see checks.py)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -26,29 +27,34 @@ PRODUCED_ROLES = ("assistant", "tool")
 
 
 class Breakpoint(NamedTuple):
-    segment: int        # index of the segment it sits on (the automatic one: the block the API puts it on)
+    segment: int  # index of the segment it sits on (the automatic one: the block the API puts it on)
     ttl: str
-    pointer: str        # where it is written: the block, or the top-level marker for the automatic one
+    pointer: str  # where it is written: the block, or the top-level marker for the automatic one
     auto: bool = False
 
 
 class Volatile(NamedTuple):
-    pointer: str        # the string value holding the match
-    start: int          # character span of the match in that string
+    pointer: str  # the string value holding the match
+    start: int  # character span of the match in that string
     end: int
-    name: str           # pattern name
+    name: str  # pattern name
     text: str
-    at: float           # where in the segment's text the match starts, 0..1 (for token positions)
-    varies: str = ""    # the pattern's own evidence: "clock" | "request" | "user" | "" (a shape only)
+    at: float  # where in the segment's text the match starts, 0..1 (for token positions)
+    varies: str = ""  # the pattern's own evidence: "clock" | "request" | "user" | "" (a shape only)
     changed: bool = False  # sequence mode: the value differs from the earlier request's at this place
 
 
 class Context:
     """One prompt with what several checks need, computed once."""
 
-    def __init__(self, prompt: Prompt, extra_patterns: Mapping[str, str] | None = None,
-                 earlier: Prompt | None = None, earlier_line: int | None = None,
-                 new_conversation: bool = False) -> None:
+    def __init__(
+        self,
+        prompt: Prompt,
+        extra_patterns: Mapping[str, str] | None = None,
+        earlier: Prompt | None = None,
+        earlier_line: int | None = None,
+        new_conversation: bool = False,
+    ) -> None:
         self.prompt = prompt
         # Sequence mode: the session's best earlier request (prefixguard/judge/session.py), for evidence of change.
         self.earlier, self.earlier_line, self.new_conversation = earlier, earlier_line, new_conversation
@@ -74,8 +80,11 @@ class Context:
 
     @cached_property
     def explicit(self) -> list[Breakpoint]:
-        return [Breakpoint(segment=i, ttl=s.breakpoint, pointer=s.pointer)
-                for i, s in enumerate(self.segments) if s.breakpoint]
+        return [
+            Breakpoint(segment=i, ttl=s.breakpoint, pointer=s.pointer)
+            for i, s in enumerate(self.segments)
+            if s.breakpoint
+        ]
 
     @cached_property
     def _points(self) -> dict[int, str]:
@@ -87,22 +96,26 @@ class Context:
         """The top-level automatic breakpoint, on the block the policy puts it: the last that can carry one."""
         if not self.prompt.auto_breakpoint or not self._points:
             return None
-        return Breakpoint(segment=max(self._points), ttl=self.prompt.auto_breakpoint, pointer="/cache_control",
-                          auto=True)
+        return Breakpoint(
+            segment=max(self._points), ttl=self.prompt.auto_breakpoint, pointer="/cache_control", auto=True
+        )
 
     @cached_property
     def breakpoints(self) -> list[Breakpoint]:
         """Distinct cache positions in prefix order (an automatic one on an explicit one's block is one)."""
         explicit = {b.segment: b for b in self.explicit}
-        return [explicit.get(i) or Breakpoint(segment=i, ttl=ttl, pointer="/cache_control", auto=True)
-                for i, ttl in sorted(self._points.items())]
+        return [
+            explicit.get(i) or Breakpoint(segment=i, ttl=ttl, pointer="/cache_control", auto=True)
+            for i, ttl in sorted(self._points.items())
+        ]
 
     @cached_property
     def last_message_start(self) -> int:
         """Index of the first segment of the latest message (len(segments) if there is none)."""
         last = max((s.message_index for s in self.segments if s.message_index is not None), default=None)
-        return next((i for i, s in enumerate(self.segments) if last is not None and s.message_index == last),
-                    len(self.segments))
+        return next(
+            (i for i, s in enumerate(self.segments) if last is not None and s.message_index == last), len(self.segments)
+        )
 
     @cached_property
     def previous_end(self) -> int | None:
@@ -212,6 +225,13 @@ def _scan(seg: Segment, extra: tuple[tuple[str, str], ...]) -> Iterator[Volatile
     seen = 0
     for pointer, text in leaves:
         for m in _find(text, extra):
-            yield Volatile(pointer=pointer, start=m.start, end=m.end, name=m.name, text=m.text,
-                           at=(seen + m.start) / total, varies=m.varies)
+            yield Volatile(
+                pointer=pointer,
+                start=m.start,
+                end=m.end,
+                name=m.name,
+                text=m.text,
+                at=(seen + m.start) / total,
+                varies=m.varies,
+            )
         seen += len(text)

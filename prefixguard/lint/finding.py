@@ -1,5 +1,6 @@
 """What a check reports (Hit: a rule, a JSON pointer, a message) and what lint prints (Finding: a Hit
 placed in a file, with line, column and a fingerprint that survives edits elsewhere in the file)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -10,15 +11,15 @@ from prefixguard.lint.catalog import Rule
 
 
 class Hit(NamedTuple):
-    rule: str                          # rule name (see rules/catalog.toml)
-    pointer: str                       # JSON pointer into the request body
+    rule: str  # rule name (see rules/catalog.toml)
+    pointer: str  # JSON pointer into the request body
     message: str
-    key: str = ""                      # what identifies this hit besides its pointer (a pattern name,
-                                       # a cause): part of the fingerprint, so never a volatile value
+    key: str = ""  # what identifies this hit besides its pointer (a pattern name,
+    # a cause): part of the fingerprint, so never a volatile value
     inner: tuple[int, int] | None = None  # character span inside the string at pointer
-    offset: int | None = None          # exact character offset in the body, when known (a first difference)
-    variant: str | None = None         # a named case with its own severity (catalog `variants`)
-    fix: str | None = None             # a fix more precise than the catalog's
+    offset: int | None = None  # exact character offset in the body, when known (a first difference)
+    variant: str | None = None  # a named case with its own severity (catalog `variants`)
+    fix: str | None = None  # a fix more precise than the catalog's
     data: Mapping[str, Any] = MappingProxyType({})  # numbers for machine output (tokens, cost)
 
 
@@ -27,13 +28,13 @@ class Finding(NamedTuple):
     severity: str
     message: str
     fix: str
-    path: str                          # the file as named on the command line ("-" for stdin)
+    path: str  # the file as named on the command line ("-" for stdin)
     pointer: str
     line: int
     column: int
     end_line: int
     end_column: int
-    record: int | None = None          # JSONL: the line of the request this finding is about
+    record: int | None = None  # JSONL: the line of the request this finding is about
     fingerprint: str = ""
     data: Mapping[str, Any] = MappingProxyType({})
     snippet: tuple[str, int, int] | None = None  # (excerpt of the line, caret offset in it, caret width)

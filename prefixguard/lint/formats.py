@@ -4,6 +4,7 @@ Every format is a function (findings, context) -> str, so the command picks one 
 quotes of the linted files (a path, a message, a line of the file) is shown with its secrets redacted and
 its control characters escaped (`shown`): lint output lands in terminals and CI logs.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from typing import Any
 from prefixguard.lint.finding import Finding
 from prefixguard.utils.styled import printable
 
-JSON_SCHEMA_VERSION = 1   # bump when a field of the json format changes meaning or goes away
+JSON_SCHEMA_VERSION = 1  # bump when a field of the json format changes meaning or goes away
 
 
 class Run:
@@ -22,8 +23,15 @@ class Run:
 
     __slots__ = ("version", "files", "requests", "errors", "tokenizer", "baselined")
 
-    def __init__(self, version: str, files: int = 0, requests: int = 0, errors: list[str] | None = None,
-                 tokenizer: str = "", baselined: int = 0) -> None:
+    def __init__(
+        self,
+        version: str,
+        files: int = 0,
+        requests: int = 0,
+        errors: list[str] | None = None,
+        tokenizer: str = "",
+        baselined: int = 0,
+    ) -> None:
         self.version, self.files, self.requests, self.tokenizer = version, files, requests, tokenizer
         self.errors = [] if errors is None else errors
         self.baselined = baselined
@@ -50,7 +58,7 @@ def concise(findings: list[Finding], run: Run) -> str:
 
 def _snippet(excerpt: str, caret: int, width: int) -> tuple[str, int, int]:
     """The excerpt as shown, the caret moved with what redaction and escaping did before and under it."""
-    before, under = shown(excerpt[:caret]), shown(excerpt[caret:caret + width])
+    before, under = shown(excerpt[:caret]), shown(excerpt[caret : caret + width])
     whole = shown(excerpt)
     if not whole.startswith(before):  # a secret across the caret: point at where it starts
         return whole, min(len(before), len(whole)), 1
@@ -93,11 +101,22 @@ def summary(findings: list[Finding], run: Run) -> str:
 
 
 def as_dict(f: Finding) -> dict[str, Any]:
-    return {"code": f.code, "name": f.name, "severity": f.severity, "path": f.path, "pointer": f.pointer,
-            "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column,
-            "record": f.record, "message": redacted(f.message), "fix": redacted(f.fix),
-            "fingerprint": f.fingerprint,
-            "data": redacted_data(f.data)}
+    return {
+        "code": f.code,
+        "name": f.name,
+        "severity": f.severity,
+        "path": f.path,
+        "pointer": f.pointer,
+        "line": f.line,
+        "column": f.column,
+        "end_line": f.end_line,
+        "end_column": f.end_column,
+        "record": f.record,
+        "message": redacted(f.message),
+        "fix": redacted(f.fix),
+        "fingerprint": f.fingerprint,
+        "data": redacted_data(f.data),
+    }
 
 
 def redacted(text: str) -> str:
@@ -125,9 +144,16 @@ def _redacted_value(value: Any) -> Any:
 
 def json_format(findings: list[Finding], run: Run) -> str:
     """Versioned: see prefixguard/schemas/lint.schema.json for the fields."""
-    doc = {"schema_version": JSON_SCHEMA_VERSION, "tool": {"name": "prefixguard", "version": run.version},
-           "tokenizer": run.tokenizer, "files": run.files, "requests": run.requests, "baselined": run.baselined,
-           "findings": [as_dict(f) for f in findings], "errors": run.errors}
+    doc = {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "tool": {"name": "prefixguard", "version": run.version},
+        "tokenizer": run.tokenizer,
+        "files": run.files,
+        "requests": run.requests,
+        "baselined": run.baselined,
+        "findings": [as_dict(f) for f in findings],
+        "errors": run.errors,
+    }
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
@@ -146,8 +172,10 @@ def github(findings: list[Finding], run: Run) -> str:
     """GitHub Actions workflow commands: each finding becomes an annotation on the file and line."""
     out = []
     for f in findings:
-        props = (f"file={_escape_property(f.path)},line={f.line},col={f.column},endLine={f.end_line},"
-                 f"endColumn={f.end_column},title={_escape_property(f'{f.code} {f.name}')}")
+        props = (
+            f"file={_escape_property(f.path)},line={f.line},col={f.column},endLine={f.end_line},"
+            f"endColumn={f.end_column},title={_escape_property(f'{f.code} {f.name}')}"
+        )
         out.append(f"::{GITHUB_LEVELS[f.severity]} {props}::{_escape_data(f'{f.message} (fix: {f.fix})')}")
     return "\n".join(out)
 

@@ -1,6 +1,7 @@
 """Run the rules over files: find the inputs, read each request (a .json file, or each line of a
 .jsonl capture), run the single-request checks and, for captures, sequence mode, and place every hit
 in the file as written (line, column, snippet, fingerprint)."""
+
 from __future__ import annotations
 
 import errno
@@ -30,9 +31,12 @@ if TYPE_CHECKING:
 
 SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 # code that builds prompts (lint.code)
-CODE_SUFFIXES = {".py": "python", **dict.fromkeys((".ts", ".tsx", ".mts", ".cts"), "typescript"),
-                 **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs"), "javascript")}
-VENDORED = frozenset({"node_modules", "bower_components"})   # other projects' code, installed: not walked
+CODE_SUFFIXES = {
+    ".py": "python",
+    **dict.fromkeys((".ts", ".tsx", ".mts", ".cts"), "typescript"),
+    **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs"), "javascript"),
+}
+VENDORED = frozenset({"node_modules", "bower_components"})  # other projects' code, installed: not walked
 STDIN = "-"
 
 
@@ -43,21 +47,27 @@ class Result:
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
-        self.errors: list[str] = []   # one line each, naming the file
-        self.empty: list[str] = []    # directories and globs that held no request file
+        self.errors: list[str] = []  # one line each, naming the file
+        self.empty: list[str] = []  # directories and globs that held no request file
         self.skipped: list[str] = []  # files (or JSONL lines) that are not request bodies we read
         self.files = 0
         self.requests = 0
 
 
-def check_prompt(prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None,
-                 match: Match | None = None) -> list[Hit]:
+def check_prompt(
+    prompt: Prompt, codes: Collection[str], extra_patterns: Mapping[str, str] | None = None, match: Match | None = None
+) -> list[Hit]:
     """The single-request rules among `codes` that apply to this prompt's provider, run on it. match: in
     sequence mode, the session's best earlier request (evidence of what changed). A token-counting
     request caches nothing: only the rules on what the API rejects run on it."""
     earlier = match.prompt if match is not None else None
-    ctx = Context(prompt, extra_patterns, earlier, match.earlier if match is not None and earlier is not None else None,
-                  bool(match and match.new_conversation))
+    ctx = Context(
+        prompt,
+        extra_patterns,
+        earlier,
+        match.earlier if match is not None and earlier is not None else None,
+        bool(match and match.new_conversation),
+    )
     hits: list[Hit] = []
     for rule in catalog.rules():
         check = CHECKS.get(rule.name)
@@ -91,7 +101,7 @@ def discover(args: list[str], settings: Settings) -> tuple[list[str], list[str]]
                     found.append(name)
                 elif _not_regular(name) == "symbolic link loop":
                     raise InputError("symbolic link loop", name)
-            found = _distinct(found)   # `**` follows links to folders: one file may be reached by many paths
+            found = _distinct(found)  # `**` follows links to folders: one file may be reached by many paths
         else:
             raise InputError("no such file or directory", arg)
         out.extend(found)
@@ -116,19 +126,26 @@ def _not_regular(name: str) -> str:
         if err.errno == errno.ELOOP:
             return "symbolic link loop"
         return "broken symbolic link" if os.path.islink(name) else (err.strerror or str(err)).lower()
-    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
-             (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return "not a regular file (" + next((what for test, what in kinds if test(mode)), "a special file") + ")"
 
 
 def _walk(root: Path, settings: Settings) -> Iterator[str]:
     """Request files under root (symbolic links to folders are not followed, so a loop cannot recur); a
     link loop among the files is bad input, a dangling link is not a request file."""
+
     def fail(err: OSError) -> None:
         raise InputError((err.strerror or str(err)).lower(), err.filename)
+
     for folder, dirs, files in os.walk(root, onerror=fail):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in VENDORED
-                         and not settings.excluded(Path(folder, d)))
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".") and d not in VENDORED and not settings.excluded(Path(folder, d))
+        )
         for name in sorted(files):
             path = Path(folder, name)
             if (path.suffix not in SUFFIXES and path.suffix not in CODE_SUFFIXES) or settings.excluded(path):
@@ -170,7 +187,7 @@ def lint_file(name: str, settings: Settings, result: Result, count_tokens: bool 
         prompt = parse_request(text, source=name, count_tokens=count_tokens)
         result.requests += 1
         doc = Document(text)
-        with PausedGc():   # the checks walk every part: no collection need visit them meanwhile
+        with PausedGc():  # the checks walk every part: no collection need visit them meanwhile
             place = Placer(name, relpath, doc, _locator(prompt, _same), None)
             result.findings.extend(place(h) for h in check_prompt(prompt, codes, settings.extra_patterns))
         return
@@ -211,6 +228,7 @@ def _capture_url(name: str) -> bool:
     if "://" not in name:
         return False
     from prefixguard.capture.store import is_capture_url
+
     return is_capture_url(name)
 
 
@@ -234,8 +252,9 @@ def _read(name: str) -> str:
             raise InputError(_not_regular(name), name)
         else:
             if os.path.getsize(name) > MAX_BYTES:
-                raise InputError(f"file is {os.path.getsize(name) / 2**20:.1f} MiB, over the "
-                                 f"{MAX_BYTES // 2**20} MiB limit", name)
+                raise InputError(
+                    f"file is {os.path.getsize(name) / 2**20:.1f} MiB, over the {MAX_BYTES // 2**20} MiB limit", name
+                )
             data = Path(name).read_bytes()
     except OSError as err:
         raise InputError((err.strerror or str(err)).lower(), name) from None
@@ -301,11 +320,12 @@ def _same(offset: int) -> int:
 
 
 def _locator(prompt: Prompt, to_file: Callable[[int], int]) -> Locator:
-    part = part_finder(prompt.segments)   # no pointer string made for each of a million parts
+    part = part_finder(prompt.segments)  # no pointer string made for each of a million parts
 
     def find(pointer: str) -> tuple[int, int] | None:
         seg = part(pointer)
         return None if seg is None else (seg.start, seg.end)
+
     return Locator(prompt.text, None, to_file, find)
 
 
@@ -328,16 +348,29 @@ class Placer:
         snippet = self.doc.excerpt(start, end)
         if self.record is not None:  # a JSONL line: its Document holds that line only
             line, end_line = self.record, self.record + end_line - line
-        return Finding(rule=rule, severity=rule.severity_of(hit.variant), message=hit.message,
-                       fix=hit.fix or rule.fix, path=self.path, pointer=hit.pointer, line=line, column=col,
-                       end_line=end_line, end_column=end_col, record=self.record,
-                       fingerprint=fingerprint(rule.code, self.relpath, hit.pointer, hit.key), data=dict(hit.data),
-                       snippet=snippet)
+        return Finding(
+            rule=rule,
+            severity=rule.severity_of(hit.variant),
+            message=hit.message,
+            fix=hit.fix or rule.fix,
+            path=self.path,
+            pointer=hit.pointer,
+            line=line,
+            column=col,
+            end_line=end_line,
+            end_column=end_col,
+            record=self.record,
+            fingerprint=fingerprint(rule.code, self.relpath, hit.pointer, hit.key),
+            data=dict(hit.data),
+            snippet=snippet,
+        )
 
 
 def statistics(findings: list[Finding]) -> list[dict[str, Any]]:
     """Count of findings per rule, most frequent first."""
     counts = Counter(f.code for f in findings)
     names = {code: rule.name if (rule := catalog.get(code)) is not None else code for code in counts}
-    return [{"code": code, "name": names[code], "count": n}
-            for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return [
+        {"code": code, "name": names[code], "count": n}
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]

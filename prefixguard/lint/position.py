@@ -4,6 +4,7 @@ A request's segments already know their spans (Segment.start/end, from the wire 
 pointer is resolved from its nearest known ancestor and only that part is parsed again. Offsets inside a
 string value (a matched timestamp) are mapped through the string's escapes to the raw text.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -38,7 +39,7 @@ class Document:
         lo = self._starts[bisect_right(self._starts, start) - 1]
         hi = self.text.find("\n", start)
         hi = len(self.text) if hi < 0 else hi
-        if self.text[hi - 1:hi] == "\r":
+        if self.text[hi - 1 : hi] == "\r":
             hi -= 1
         end = max(start + 1, min(end, hi))
         left, right = lo, hi
@@ -52,17 +53,21 @@ class Document:
 
 def string_offset(text: str, quote: int, index: int) -> int:
     """Offset in text of decoded character `index` of the JSON string literal whose '"' is at quote."""
-    i, n = quote + 1, 0           # raw position, decoded characters before it
+    i, n = quote + 1, 0  # raw position, decoded characters before it
     while True:
         j = text.find("\\", i)
         if j < 0 or j - i >= index - n:
             return i + (index - n)
         n += j - i
         if text.startswith("u", j + 1):
-            code = int(text[j + 2:j + 6], 16)
+            code = int(text[j + 2 : j + 6], 16)
             i = j + 6
             # a surrogate pair (two \u escapes) decodes to one character
-            if 0xD800 <= code < 0xDC00 and text.startswith("\\u", i) and 0xDC00 <= int(text[i + 2:i + 6], 16) < 0xE000:
+            if (
+                0xD800 <= code < 0xDC00
+                and text.startswith("\\u", i)
+                and 0xDC00 <= int(text[i + 2 : i + 6], 16) < 0xE000
+            ):
                 i += 6
         else:
             i = j + 2
@@ -76,9 +81,13 @@ class Locator:
     to_file: body offset -> file offset (the body may sit inside a JSONL line, or inside a JSON string).
     """
 
-    def __init__(self, body: str, known: dict[str, tuple[int, int]] | None = None,
-                 to_file: Callable[[int], int] | None = None,
-                 find: Callable[[str], tuple[int, int] | None] | None = None) -> None:
+    def __init__(
+        self,
+        body: str,
+        known: dict[str, tuple[int, int]] | None = None,
+        to_file: Callable[[int], int] | None = None,
+        find: Callable[[str], tuple[int, int] | None] | None = None,
+    ) -> None:
         """find: pointer -> span where known (the segments'), asked on a miss, instead of `known` up front."""
         self.body = body
         self._spans: dict[str, tuple[int, int]] = {"": (0, len(body)), **(known or {})}

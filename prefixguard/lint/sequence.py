@@ -4,6 +4,7 @@ model (prefixguard/judge/session.py) finds it. A break is reported under the rul
 request that starts a new conversation is not a break: what it shares (tools, system prompt) is reused,
 and its first message is simply new.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -41,14 +42,32 @@ class SequenceMode:
         d = r.divergence
         what = DESCRIPTIONS[r.causes[0]] + (f" ({r.setting})" if r.setting else "")
         tokens = tokens_text(r.reprefill_tokens, r.tokens_estimated)
-        message = (f"prefix break against line {earlier}: {what}; {tokens} prefilled again, "
-                   f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices "
-                   f"({model_contract(prompt.api, r.model).prices})")
+        message = (
+            f"prefix break against line {earlier}: {what}; {tokens} prefilled again, "
+            f"${r.cost_usd:.6f} at {r.model or 'unknown model'} prices "
+            f"({model_contract(prompt.api, r.model).prices})"
+        )
         if r.detail:
             message += f" [{r.detail}]"
-        char = len(prompt.text.encode("utf-8")[:d.byte_offset].decode("utf-8", "ignore"))
-        data = {"earlier_line": earlier, "causes": r.causes, "level": d.level, "reused_tokens": r.reused_tokens,
-                "reprefill_tokens": r.reprefill_tokens, "cost_usd": r.cost_usd, "before": r.before,
-                "after": r.after, "detail": r.detail, "tokens_estimated": r.tokens_estimated}
-        return Hit(rule=rule.name, pointer=d.pointer, message=message, key=",".join(r.causes), offset=char,
-                   fix=r.fix or None, data=data)
+        char = len(prompt.text.encode("utf-8")[: d.byte_offset].decode("utf-8", "ignore"))
+        data = {
+            "earlier_line": earlier,
+            "causes": r.causes,
+            "level": d.level,
+            "reused_tokens": r.reused_tokens,
+            "reprefill_tokens": r.reprefill_tokens,
+            "cost_usd": r.cost_usd,
+            "before": r.before,
+            "after": r.after,
+            "detail": r.detail,
+            "tokens_estimated": r.tokens_estimated,
+        }
+        return Hit(
+            rule=rule.name,
+            pointer=d.pointer,
+            message=message,
+            key=",".join(r.causes),
+            offset=char,
+            fix=r.fix or None,
+            data=data,
+        )

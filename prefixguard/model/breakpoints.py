@@ -1,5 +1,6 @@
 """Where a prompt's cache breakpoints are: the explicit ones its blocks carry, and the automatic one a
 top-level marker puts on the last block that can carry one. Read by the policies, compare and lint."""
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -24,8 +25,14 @@ def breakpoints(prompt: Prompt, ineligible: Collection[str]) -> dict[int, str]:
     one (an explicit breakpoint already there keeps its TTL). Shared by compare and lint."""
     points = prompt.marked()
     if prompt.auto_breakpoint:
-        last = next((i for i in range(len(prompt.segments) - 1, -1, -1)
-                     if can_carry_breakpoint(prompt.segments[i], ineligible)), None)
+        last = next(
+            (
+                i
+                for i in range(len(prompt.segments) - 1, -1, -1)
+                if can_carry_breakpoint(prompt.segments[i], ineligible)
+            ),
+            None,
+        )
         if last is not None:
             points.setdefault(last, prompt.auto_breakpoint)
     return points

@@ -5,6 +5,7 @@ when asked with the id of an earlier response, where a request's prefix stopped 
 adapters read that into a `Diagnosis` (no provider field names past them); judge/agreement.py sets
 it beside prefixguard's own comparison of the same two requests.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -15,12 +16,12 @@ LEVELS = ("model", "tools", "system", "messages")
 
 
 class Diagnosis(NamedTuple):
-    status: str                    # miss | no_miss | not_found | unavailable
-    level: str | None = None       # for a miss: model | tools | system | messages (None: not said)
-    label: str = ""                # the provider's own name for it: system_changed, cache_miss, ...
-    missed_tokens: int | None = None     # tokens the provider says it could not read
-    reusable_tokens: int | None = None   # OpenAI: what the baseline response could have given
-    reason: str | None = None      # the provider's free-text reason, where it gives one
+    status: str  # miss | no_miss | not_found | unavailable
+    level: str | None = None  # for a miss: model | tools | system | messages (None: not said)
+    label: str = ""  # the provider's own name for it: system_changed, cache_miss, ...
+    missed_tokens: int | None = None  # tokens the provider says it could not read
+    reusable_tokens: int | None = None  # OpenAI: what the baseline response could have given
+    reason: str | None = None  # the provider's free-text reason, where it gives one
 
     def said(self) -> str:
         """How the console line quotes it: "system_changed (1,234 missed)"."""

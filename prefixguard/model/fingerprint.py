@@ -6,6 +6,7 @@ xxh3 because the chain hashes every byte of the body: it costs a small part of a
 sha256 cost a large one (bench/RESULTS.md). Fingerprints tell one app's prompts apart, not adversaries' forgeries,
 so 128 non-cryptographic bits are plenty.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -63,7 +64,7 @@ class PrefixIndex:
     def __init__(self, max_chains: int = 10_000) -> None:
         self.max_chains = max_chains
         self._chains: OrderedDict[int, tuple[list[bytes], Any]] = OrderedDict()
-        self._owner: dict[bytes, int] = {}    # fingerprint -> id of the latest chain holding it
+        self._owner: dict[bytes, int] = {}  # fingerprint -> id of the latest chain holding it
         self._next_id = 0
 
     def __len__(self) -> int:

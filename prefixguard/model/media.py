@@ -6,6 +6,7 @@ provider in this module). Sizes are read from the file's header, decoding only t
 it needs (a JPEG is walked marker by marker): this runs in the proxy's analysis of every request.
 PDFs are decoded whole (page count, page boxes and text need it); their cost is remembered per segment.
 """
+
 from __future__ import annotations
 
 import binascii
@@ -21,7 +22,7 @@ from prefixguard.contracts import ruleset
 
 IMAGE, DOCUMENT = "image", "document"
 PDF = "application/pdf"
-_HEAD = 32          # bytes that hold the size of a PNG, GIF or WebP
+_HEAD = 32  # bytes that hold the size of a PNG, GIF or WebP
 _JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
 _DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
 
@@ -29,17 +30,17 @@ _DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
 class Media(NamedTuple):
     """One image or document as the provider receives it."""
 
-    kind: str                    # IMAGE | DOCUMENT
-    data: str | None = None      # base64 payload (no "data:" prefix); None when sent by URL or file id
+    kind: str  # IMAGE | DOCUMENT
+    data: str | None = None  # base64 payload (no "data:" prefix); None when sent by URL or file id
     media_type: str | None = None  # "image/png", "application/pdf", "text/plain", ...
-    detail: str | None = None    # OpenAI's "low" | "high" | "auto"
-    text: str | None = None      # a plain-text document's text: counted by the tokenizer
-    file_id: str | None = None   # sent by a file id: its size is known if its upload was seen
+    detail: str | None = None  # OpenAI's "low" | "high" | "auto"
+    text: str | None = None  # a plain-text document's text: counted by the tokenizer
+    file_id: str | None = None  # sent by a file id: its size is known if its upload was seen
 
 
 class Cost(NamedTuple):
     tokens: int
-    estimated: bool              # the size or page count could not be read: a documented estimate
+    estimated: bool  # the size or page count could not be read: a documented estimate
 
 
 def data_url(url: Any) -> tuple[str, str] | None:
@@ -49,10 +50,11 @@ def data_url(url: Any) -> tuple[str, str] | None:
     found = _DATA_URL.match(url)
     if found is None or ";base64" not in found.group(2):
         return None
-    return found.group(1), url[found.end():]
+    return found.group(1), url[found.end() :]
 
 
 # ---- rules
+
 
 @cache
 def _tables() -> dict[str, Any]:
@@ -74,17 +76,21 @@ def rules_for(api: str, model: str | None) -> Rules:
     the model's own row."""
     tables = _tables()
     bare = (model or "").rsplit("/", 1)[-1]
-    name = (next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))),
-                 None)
-            or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
-            or next(n for n, t in tables.items() if t.get("fallback")))
+    name = (
+        next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))), None)
+        or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
+        or next(n for n, t in tables.items() if t.get("fallback"))
+    )
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
     by_api = table.get("by_api", {}).get(api, {})
     image.update(by_api.get("image", {}))
     document.update(by_api.get("document", {}))
-    best = max((m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
-               key=lambda m: len(m["prefix"]), default=None)
+    best = max(
+        (m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
+        key=lambda m: len(m["prefix"]),
+        default=None,
+    )
     if best is not None:
         image.update(best.get("image", {}))
         document.update(best.get("document", {}))
@@ -93,6 +99,7 @@ def rules_for(api: str, model: str | None) -> Rules:
 
 
 # ---- cost
+
 
 def cost(items: Iterable[Media], rules: Rules, count_text: Any) -> Cost:
     """Tokens of these media under the rules; count_text(str) -> int counts a text part."""
@@ -112,8 +119,9 @@ _uploads: OrderedDict[str, Media] = OrderedDict()
 
 def remember_upload(file_id: str, media_type: str | None, data: str) -> None:
     """A file uploaded under this id (base64 data): later requests that send the id cost what it holds."""
-    _uploads[file_id] = Media(kind=IMAGE if (media_type or "").startswith("image/") else DOCUMENT, data=data,
-                              media_type=media_type)
+    _uploads[file_id] = Media(
+        kind=IMAGE if (media_type or "").startswith("image/") else DOCUMENT, data=data, media_type=media_type
+    )
     _uploads.move_to_end(file_id)
     if len(_uploads) > UPLOADS_MAX:
         _uploads.popitem(last=False)
@@ -126,8 +134,11 @@ def forget_uploads() -> None:
 def resolved(item: Media) -> Media:
     """The item with its upload's data where it was sent by the id of a file seen uploaded."""
     upload = _uploads.get(item.file_id) if item.file_id and item.data is None else None
-    return item if upload is None else Media(kind=item.kind, data=upload.data, media_type=upload.media_type,
-                                             detail=item.detail)
+    return (
+        item
+        if upload is None
+        else Media(kind=item.kind, data=upload.data, media_type=upload.media_type, detail=item.detail)
+    )
 
 
 def upload_key(items: Iterable[Media]) -> bytes:
@@ -139,8 +150,10 @@ def image_cost(item: Media, rules: Rules) -> Cost:
     item = resolved(item)
     size = image_size(item.data) if item.data else None
     w, h = size or rules.image["estimate_size"]
-    return Cost(tokens=image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0),
-                estimated=size is None)
+    return Cost(
+        tokens=image_tokens(w, h, rules.image, item.detail) + rules.image.get("per_image_tokens", 0),
+        estimated=size is None,
+    )
 
 
 def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
@@ -153,8 +166,11 @@ def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
     if pages is None:  # by reference, or not a PDF we can read: the documented estimate
         w, h = doc["page_points"]
         return Cost(tokens=per_file + doc["estimate_pages"] * (page_tokens(w, h, rules) + per_page), estimated=True)
-    return Cost(tokens=per_file + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0)
-                                      for w, h, text in pages), estimated=False)
+    return Cost(
+        tokens=per_file
+        + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0) for w, h, text in pages),
+        estimated=False,
+    )
 
 
 def page_tokens(width_pt: float, height_pt: float, rules: Rules) -> int:
@@ -222,17 +238,18 @@ def _tiles(w: int, h: int, rule: dict[str, Any], detail: str) -> int:
 
 # ---- sizes from the bytes
 
+
 def b64_bytes(data: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of a base64 payload, decoding only the characters that hold them
     (4 characters per 3 bytes). Fewer bytes when the payload ends first."""
     q0, q1 = start // 3, -(-end // 3)
-    chunk = data[4 * q0:4 * q1].rstrip("=")
-    chunk = chunk[:len(chunk) - (len(chunk) % 4 == 1)]  # a lone trailing character holds no byte
+    chunk = data[4 * q0 : 4 * q1].rstrip("=")
+    chunk = chunk[: len(chunk) - (len(chunk) % 4 == 1)]  # a lone trailing character holds no byte
     try:
         raw = binascii.a2b_base64(chunk + "=" * (-len(chunk) % 4))
     except binascii.Error:
         return b""
-    return raw[start - 3 * q0:end - 3 * q0]
+    return raw[start - 3 * q0 : end - 3 * q0]
 
 
 def image_size(data: str) -> tuple[int, int] | None:

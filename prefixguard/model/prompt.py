@@ -3,6 +3,7 @@
 Every wire adapter (prefixguard/wire/) produces a Prompt; everything downstream (fingerprint, compare,
 lint, proxy, replay) reads only this, never a provider's field names.
 """
+
 from __future__ import annotations
 
 import gc
@@ -28,22 +29,48 @@ class Segment:
     read (the fingerprint chain is made while the parts are, so it reads each key once); and its end
     when its text is a string without escapes."""
 
-    __slots__ = ("level", "_pointer", "kind", "role", "value", "start", "_end", "_key", "tokens", "message_index",
-                 "header", "_rare")
-    level: str                 # "tools" | "system" | "messages"
-    kind: str                  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
-    role: str | None           # message role for level "messages" (and "system"/"developer" messages)
-    value: Any                 # the parsed JSON of this part
-    start: int                 # offset of this part in Prompt.text (character offset)
-    tokens: int                # token count of this segment (estimated when Prompt.tokens_estimated)
+    __slots__ = (
+        "level",
+        "_pointer",
+        "kind",
+        "role",
+        "value",
+        "start",
+        "_end",
+        "_key",
+        "tokens",
+        "message_index",
+        "header",
+        "_rare",
+    )
+    level: str  # "tools" | "system" | "messages"
+    kind: str  # tool | schema | text | image | document | tool_use | tool_result | thinking | ...
+    role: str | None  # message role for level "messages" (and "system"/"developer" messages)
+    value: Any  # the parsed JSON of this part
+    start: int  # offset of this part in Prompt.text (character offset)
+    tokens: int  # token count of this segment (estimated when Prompt.tokens_estimated)
     message_index: int | None  # index of the message this block belongs to (level "messages")
     header: dict[str, Any] | None  # the message's own fields (role, ids) when this part opens one
     # and, kept together in one slot as few parts have them (properties below): breakpoint, media_tokens,
     # estimated
 
-    def __init__(self, level: str, pointer: str, kind: str, role: str | None, value: Any, start: int, end: int | None,
-                 key: bytes | None, tokens: int = 0, breakpoint: str | None = None, message_index: int | None = None,
-                 header: dict[str, Any] | None = None, media_tokens: int = 0, estimated: bool = False) -> None:
+    def __init__(
+        self,
+        level: str,
+        pointer: str,
+        kind: str,
+        role: str | None,
+        value: Any,
+        start: int,
+        end: int | None,
+        key: bytes | None,
+        tokens: int = 0,
+        breakpoint: str | None = None,
+        message_index: int | None = None,
+        header: dict[str, Any] | None = None,
+        media_tokens: int = 0,
+        estimated: bool = False,
+    ) -> None:
         self.level, self._pointer, self.kind, self.role, self.value = level, pointer, kind, role, value
         self.start, self._end, self._key, self.tokens = start, end, key, tokens
         self.message_index, self.header = message_index, header
@@ -105,8 +132,20 @@ class Segment:
 
     def with_tokens(self, tokens: int) -> Segment:
         """The same part counted in other tokens (a provider's: prefixguard/judge/scale.py)."""
-        out = Segment(self.level, self._pointer, self.kind, self.role, self.value, self.start, self._end, self._key,
-                      tokens, None, self.message_index, self.header)
+        out = Segment(
+            self.level,
+            self._pointer,
+            self.kind,
+            self.role,
+            self.value,
+            self.start,
+            self._end,
+            self._key,
+            tokens,
+            None,
+            self.message_index,
+            self.header,
+        )
         out._rare = self._rare
         return out
 
@@ -155,23 +194,43 @@ def without_markers(value: Any) -> Any:
 class Prompt:
     """A request as the cache sees it (a plain class, as Segment)."""
 
-    __slots__ = ("api", "model", "segments", "settings", "auto_breakpoint", "text", "source", "tokens_estimated",
-                 "chain", "counts_only")
-    api: str                              # "anthropic" | "openai-chat" | "openai-responses"
+    __slots__ = (
+        "api",
+        "model",
+        "segments",
+        "settings",
+        "auto_breakpoint",
+        "text",
+        "source",
+        "tokens_estimated",
+        "chain",
+        "counts_only",
+    )
+    api: str  # "anthropic" | "openai-chat" | "openai-responses"
     model: str | None
     segments: list[Segment]
-    settings: dict[str, Any]              # cache-keying settings: thinking, effort,
-                                          # tool_choice, speed, images, prompt_cache_key, betas, ...
-    auto_breakpoint: str | None           # Anthropic top-level (automatic) cache_control TTL, if any
-    text: str                             # the body as decoded text (segment offsets index into it)
-    source: str | None                    # file path or flow id, for messages
-    tokens_estimated: bool                # True when no tokenizer could load: counts are estimates
-    chain: list[bytes]                    # fingerprint chain: chain[i] covers segments 0..i
-    counts_only: bool                     # a token-counting request (count_tokens): nothing generated or cached
+    settings: dict[str, Any]  # cache-keying settings: thinking, effort,
+    # tool_choice, speed, images, prompt_cache_key, betas, ...
+    auto_breakpoint: str | None  # Anthropic top-level (automatic) cache_control TTL, if any
+    text: str  # the body as decoded text (segment offsets index into it)
+    source: str | None  # file path or flow id, for messages
+    tokens_estimated: bool  # True when no tokenizer could load: counts are estimates
+    chain: list[bytes]  # fingerprint chain: chain[i] covers segments 0..i
+    counts_only: bool  # a token-counting request (count_tokens): nothing generated or cached
 
-    def __init__(self, api: str, model: str | None, segments: list[Segment], settings: dict[str, Any] | None = None,
-                 auto_breakpoint: str | None = None, text: str = "", source: str | None = None,
-                 tokens_estimated: bool = False, chain: list[bytes] | None = None, counts_only: bool = False) -> None:
+    def __init__(
+        self,
+        api: str,
+        model: str | None,
+        segments: list[Segment],
+        settings: dict[str, Any] | None = None,
+        auto_breakpoint: str | None = None,
+        text: str = "",
+        source: str | None = None,
+        tokens_estimated: bool = False,
+        chain: list[bytes] | None = None,
+        counts_only: bool = False,
+    ) -> None:
         self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
         self.auto_breakpoint, self.text = auto_breakpoint, text
         self.source, self.tokens_estimated = source, tokens_estimated
@@ -182,8 +241,18 @@ class Prompt:
 
     def with_segments(self, segments: list[Segment]) -> Prompt:
         """The same request with other segments (recounted: prefixguard/judge/scale.py)."""
-        return Prompt(self.api, self.model, segments, self.settings, self.auto_breakpoint, self.text, self.source,
-                      self.tokens_estimated, self.chain, self.counts_only)
+        return Prompt(
+            self.api,
+            self.model,
+            segments,
+            self.settings,
+            self.auto_breakpoint,
+            self.text,
+            self.source,
+            self.tokens_estimated,
+            self.chain,
+            self.counts_only,
+        )
 
     @property
     def estimated(self) -> bool:
@@ -204,7 +273,7 @@ class Prompt:
         """Byte offset in the original body of a character offset in self.text."""
         if self.text.isascii():
             return char_offset
-        return len(self.text[:char_offset].encode("utf-8", "surrogatepass"))   # an escaped lone surrogate is valid JSON
+        return len(self.text[:char_offset].encode("utf-8", "surrogatepass"))  # an escaped lone surrogate is valid JSON
 
 
 class PausedGc:
@@ -231,7 +300,7 @@ def part_finder(segments: list[Segment]) -> Callable[[str], Segment | None]:
     for seg in segments:
         pointer = seg._pointer
         if type(pointer) is str:
-            own[pointer] = seg   # the last part of a pointer, as a dict of them all keeps
+            own[pointer] = seg  # the last part of a pointer, as a dict of them all keeps
         else:
             forms.add(pointer)
     ends = [form.partition("{}")[::2] for form in forms]
@@ -241,7 +310,7 @@ def part_finder(segments: list[Segment]) -> Callable[[str], Segment | None]:
         if found is not None or not ends:
             return found
         for head, tail in ends:
-            middle = pointer[len(head):len(pointer) - len(tail)]
+            middle = pointer[len(head) : len(pointer) - len(tail)]
             if not (pointer.startswith(head) and pointer.endswith(tail) and middle.isdigit()):
                 continue
             index = int(middle)

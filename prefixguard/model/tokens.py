@@ -11,6 +11,7 @@ TIKTOKEN_CACHE_DIR, or a shipped one); PREFIXGUARD_TOKENIZER=estimate forces the
 A tokenizer is built only when a text must really be counted: which encoding applies, and whether
 counts are estimates, are known without it, and counts made before come from disk_cache.py's file.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -33,13 +34,14 @@ SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB
 MAX_EXACT = 1 << 20
 
 _seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of (encoding, segment's key) -> its count, oldest first
-_kept: dict[str, dict[bytes, int]] = {}    # per encoding: counts read from disk (disk_cache), on first need
-_made: dict[str, dict[bytes, int]] = {}    # per encoding: counts this process made, saved to disk at exit
+_kept: dict[str, dict[bytes, int]] = {}  # per encoding: counts read from disk (disk_cache), on first need
+_made: dict[str, dict[bytes, int]] = {}  # per encoding: counts this process made, saved to disk at exit
 
 
 @cache
 def _rules() -> dict[str, Any]:
     from prefixguard.contracts import ruleset
+
     return ruleset.load("encodings.toml")
 
 
@@ -80,7 +82,7 @@ def encoding_for(model: str | None) -> str:
     if default == ESTIMATE or os.environ.get("PREFIXGUARD_ENCODING") or not model:
         return default
     table: dict[str, str] = _rules()["models"]
-    bare = model.rsplit("/", 1)[-1]     # OpenRouter's "openai/gpt-4o": the model's own id
+    bare = model.rsplit("/", 1)[-1]  # OpenRouter's "openai/gpt-4o": the model's own id
     best = max((p for p in table if bare.startswith(p)), key=len, default=None)
     name = table[best] if best is not None else default
     return name if _shipped(name) else default  # its data not installed: the default, scaled like any
@@ -124,8 +126,12 @@ def _parse(name: str, source: Path) -> dict[str, Any]:
     if hashlib.sha256(raw).hexdigest() != spec["sha256"]:
         raise ValueError(f"{source}: not the {name} data tiktoken expects")
     ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
-    return {"name": name, "pat_str": spec["pat_str"], "mergeable_ranks": ranks,
-            "special_tokens": dict(spec["special_tokens"])}
+    return {
+        "name": name,
+        "pat_str": spec["pat_str"],
+        "mergeable_ranks": ranks,
+        "special_tokens": dict(spec["special_tokens"]),
+    }
 
 
 @cache
@@ -137,6 +143,7 @@ def _encoding(name: str) -> Any | None:
         if _shipped(name):
             return _load_shipped(name)
         import tiktoken
+
         return tiktoken.get_encoding(name)
     except Exception:  # missing or corrupt file, no network: fall back to the default shipped one
         fallback = _rules()["default"]

@@ -1,17 +1,18 @@
 """Provider usage normalized to one shape: what was read from cache, written to it, and not cached."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
 
 
 class Usage(NamedTuple):
-    prompt_total: int = 0      # all prompt tokens: cache_read + cache_write + uncached
+    prompt_total: int = 0  # all prompt tokens: cache_read + cache_write + uncached
     cache_read: int = 0
     cache_write_5m: int = 0
     cache_write_1h: int = 0
-    uncached: int = 0          # neither read nor written
+    uncached: int = 0  # neither read nor written
     output: int = 0
-    reported: bool = False     # False when the provider sent no cache field at all: never a miss
+    reported: bool = False  # False when the provider sent no cache field at all: never a miss
 
     @property
     def cache_write(self) -> int:
@@ -25,10 +26,10 @@ class Usage(NamedTuple):
         return "5m" if self.cache_write else None
 
 
-USAGE_FIELDS = Usage._fields   # the keys of a usage in the export shape, in order
+USAGE_FIELDS = Usage._fields  # the keys of a usage in the export shape, in order
 
 
-MAX_META = 256   # a response's own text, kept in every row: an upstream gets no more room than this per value
+MAX_META = 256  # a response's own text, kept in every row: an upstream gets no more room than this per value
 
 
 class ResponseMeta(NamedTuple):
@@ -42,6 +43,8 @@ class ResponseMeta(NamedTuple):
     def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
         """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""
         said = tuple(r[:MAX_META] for r in reasons if isinstance(r, str) and r)[:MAX_META]
-        return ResponseMeta(id=id[:MAX_META] if isinstance(id, str) and id else self.id,
-                            model=model[:MAX_META] if isinstance(model, str) and model else self.model,
-                            finish_reasons=said or self.finish_reasons)
+        return ResponseMeta(
+            id=id[:MAX_META] if isinstance(id, str) and id else self.id,
+            model=model[:MAX_META] if isinstance(model, str) and model else self.model,
+            finish_reasons=said or self.finish_reasons,
+        )

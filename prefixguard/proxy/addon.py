@@ -22,6 +22,7 @@ could not be analysed), x-prefixguard-cause, x-prefixguard-expected-cached (the 
 provider's tokens as far as known), x-prefixguard-reprefill-tokens (what a change makes it prefill
 again, when it does). The verdict with the reported usage goes to the console line and the store.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,31 +49,47 @@ from prefixguard.wire.gemini import is_cache_creation
 from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED, resolve
 
 logger = logging.getLogger("prefixguard.proxy")
-pass_trailers()   # a chunked message with trailers passes whole instead of hanging its client
+pass_trailers()  # a chunked message with trailers passes whole instead of hanging its client
 
 META = "prefixguard"
 BODY = "prefixguard-body"  # the tap of a body that streams through and is read afterwards
 ROUTED = "prefixguard-route"  # the path's route, from requestheaders to request: the path is routed once
-STREAM_OVER = 1 << 20      # bodies larger than this (or of unknown size) stream instead of being buffered
-MAX_BACKLOG = 256 << 20   # request bytes waiting for analysis before new flows go unanalysed
+STREAM_OVER = 1 << 20  # bodies larger than this (or of unknown size) stream instead of being buffered
+MAX_BACKLOG = 256 << 20  # request bytes waiting for analysis before new flows go unanalysed
 # How long a flow's hand-off to the analysis may wait to share one write (and one wake-up of the
 # analysis process) with others. A request's: short, so its early verdict is ready for any answer slower
 # than this (every real LLM call); a flow's end: nothing waits for it.
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
-OPTIONS = ("prefixguard_store", "prefixguard_index", "prefixguard_bodies", "prefixguard_headers", "prefixguard_quiet",
-           "prefixguard_policy", "prefixguard_upstreams", "prefixguard_diagnostics", "prefixguard_otlp_endpoint",
-           "prefixguard_metrics_port", "prefixguard_metrics_host")
+OPTIONS = (
+    "prefixguard_store",
+    "prefixguard_index",
+    "prefixguard_bodies",
+    "prefixguard_headers",
+    "prefixguard_quiet",
+    "prefixguard_policy",
+    "prefixguard_upstreams",
+    "prefixguard_diagnostics",
+    "prefixguard_otlp_endpoint",
+    "prefixguard_metrics_port",
+    "prefixguard_metrics_host",
+)
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
     """A hook that can never fail the flow: an error is logged and the flow goes on as it is."""
+
     def guarded(self: PrefixGuard, flow: http.HTTPFlow) -> None:
         try:
             fn(self, flow)
         except Exception as err:
-            logger.warning("prefixguard: %s hook failed on %s: %s", fn.__name__, flow.id,
-                           printable(redact_text(repr(err), api_keys(flow.request.headers))))
+            logger.warning(
+                "prefixguard: %s hook failed on %s: %s",
+                fn.__name__,
+                flow.id,
+                printable(redact_text(repr(err), api_keys(flow.request.headers))),
+            )
+
     guarded.__name__ = fn.__name__
     return guarded
 
@@ -133,8 +150,12 @@ class PrefixGuard:
     request's console line in this process (by default the worker prints it); `analyzer` builds the
     Analyzer in the worker process (a picklable callable)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, console: Callable[[str], None] | None = None,
-                 analyzer: Callable[..., Analyzer] = Analyzer) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        console: Callable[[str], None] | None = None,
+        analyzer: Callable[..., Analyzer] = Analyzer,
+    ) -> None:
         self.clock = clock
         self.console = console
         self.analyzer = analyzer
@@ -148,26 +169,38 @@ class PrefixGuard:
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
-        loader.add_option("prefixguard_store", str, "",
-                          "Capture store: SQLite file or postgresql:// URL (empty: none).")
-        loader.add_option("prefixguard_index", str, "",
-                          "Shared session index of a fleet: redis:// URL (empty: in process).")
+        loader.add_option(
+            "prefixguard_store", str, "", "Capture store: SQLite file or postgresql:// URL (empty: none)."
+        )
+        loader.add_option(
+            "prefixguard_index", str, "", "Shared session index of a fleet: redis:// URL (empty: in process)."
+        )
         loader.add_option("prefixguard_bodies", bool, True, "Store redacted request bodies (else fingerprints only).")
         loader.add_option("prefixguard_headers", bool, True, "Add x-prefixguard-* response headers.")
         loader.add_option("prefixguard_quiet", bool, False, "No console line per request.")
         loader.add_option("prefixguard_policy", str, "", "Cache policy: radix, anthropic, openai (empty: by provider).")
-        loader.add_option("prefixguard_upstreams", Sequence[str], [],
-                          "Reverse-proxy routes PREFIX=URL (a URL alone: every other path).")
-        loader.add_option("prefixguard_diagnostics", bool, False,
-                          "Ask the provider for its cache diagnosis against the tenant's previous response: "
-                          "adds one member to Messages / Responses request bodies (off: every byte passes).")
-        loader.add_option("prefixguard_otlp_endpoint", str, "",
-                          "OTLP/HTTP collector for one span per call (empty: none).")
+        loader.add_option(
+            "prefixguard_upstreams",
+            Sequence[str],
+            [],
+            "Reverse-proxy routes PREFIX=URL (a URL alone: every other path).",
+        )
+        loader.add_option(
+            "prefixguard_diagnostics",
+            bool,
+            False,
+            "Ask the provider for its cache diagnosis against the tenant's previous response: "
+            "adds one member to Messages / Responses request bodies (off: every byte passes).",
+        )
+        loader.add_option(
+            "prefixguard_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per call (empty: none)."
+        )
         loader.add_option("prefixguard_metrics_port", int, 0, "Port of the Prometheus /metrics (0: none).")
         loader.add_option("prefixguard_metrics_host", str, "127.0.0.1", "Address of the Prometheus /metrics.")
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
+
         if updated.isdisjoint(OPTIONS):
             return
         opts = ctx.options
@@ -175,9 +208,12 @@ class PrefixGuard:
         self.headers, self.quiet = opts.prefixguard_headers, opts.prefixguard_quiet
         if opts.prefixguard_diagnostics != (self.asker is not None):
             self.asker = Asker() if opts.prefixguard_diagnostics else None
-        settings = {"store": opts.prefixguard_store or None, "index": opts.prefixguard_index or None,
-                    "bodies": opts.prefixguard_bodies,
-                    "policy": opts.prefixguard_policy or None}
+        settings = {
+            "store": opts.prefixguard_store or None,
+            "index": opts.prefixguard_index or None,
+            "bodies": opts.prefixguard_bodies,
+            "policy": opts.prefixguard_policy or None,
+        }
         if opts.prefixguard_otlp_endpoint:  # telemetry runs in the analysis process, like everything else
             settings["otlp_endpoint"] = opts.prefixguard_otlp_endpoint
         if opts.prefixguard_metrics_port:
@@ -199,17 +235,20 @@ class PrefixGuard:
     def _start(self) -> Worker:
         if self._worker is None or not self._worker.alive:  # first use, or the last one died: a new one
             resend = b""
-            if self._worker is not None:   # the flows it had not stored go to the new one first
+            if self._worker is not None:  # the flows it had not stored go to the new one first
                 resend = self._worker.unfinished()
                 self._worker.release()
-                logger.warning("prefixguard: the analysis process ended; starting a new one (%d KB of "
-                               "unfinished flows handed over)", len(resend) >> 10)
+                logger.warning(
+                    "prefixguard: the analysis process ended; starting a new one (%d KB of "
+                    "unfinished flows handed over)",
+                    len(resend) >> 10,
+                )
             self._worker = Worker(self.analyzer, self._settings, self._report, resend)
         return self._worker
 
     def _report(self, kind: str, text: str) -> None:
         """A report from the worker: a failed analysis, or a console line for our console."""
-        if kind == "error":   # the error's text may quote a body: escaped, as console lines are
+        if kind == "error":  # the error's text may quote a body: escaped, as console lines are
             logger.warning("prefixguard: %s", printable(text))
         elif self.console is not None and not self.quiet:
             self.console(text)
@@ -249,16 +288,29 @@ class PrefixGuard:
         worker = self._start()
         if worker.backlog + len(body) > MAX_BACKLOG:
             if not self._skipping:
-                logger.warning("prefixguard: analysis is behind by %d MB; new flows pass unanalysed",
-                               worker.backlog >> 20)
+                logger.warning(
+                    "prefixguard: analysis is behind by %d MB; new flows pass unanalysed", worker.backlog >> 20
+                )
             self._skipping = True
             self._unanalysed(flow, NOT_ANALYSED + "the analysis was behind")
             return
         self._skipping = False
-        seq = worker.submit("request", packed("request", id=flow.id, ts=self.clock(), sent=time.monotonic(),
-                                              path=req.path, upstream=(req.scheme, req.host, req.port),
-                                              fields=req.headers.fields, routed=routed),
-                            body, REPLY if self.headers else None, REQUEST_WAIT_S)
+        seq = worker.submit(
+            "request",
+            packed(
+                "request",
+                id=flow.id,
+                ts=self.clock(),
+                sent=time.monotonic(),
+                path=req.path,
+                upstream=(req.scheme, req.host, req.port),
+                fields=req.headers.fields,
+                routed=routed,
+            ),
+            body,
+            REPLY if self.headers else None,
+            REQUEST_WAIT_S,
+        )
         # What the flow's later hooks need; plain values: mitmproxy deep-copies metadata to save a flow.
         flow.metadata[META] = (seq, Response(id=flow.id))
 
@@ -319,17 +371,36 @@ class PrefixGuard:
     def _unanalysed(self, flow: http.HTTPFlow, cause: str) -> None:
         """Count a flow forwarded without analysis: the analysis stores and counts it by its endpoint."""
         req = flow.request
-        self._start().submit("unanalysed", (flow.id, self.clock(), req.method, req.path,
-                                            (req.scheme, req.host, req.port), cause), b"", None, END_WAIT_S)
+        self._start().submit(
+            "unanalysed",
+            (flow.id, self.clock(), req.method, req.path, (req.scheme, req.host, req.port), cause),
+            b"",
+            None,
+            END_WAIT_S,
+        )
 
     def _finish(self, resp: Response, body: bytes | None = b"") -> None:
         """Hand the flow's end to the analysis."""
         to = None if self.quiet else PRINT if self.console is None else REPORT
         # durable: in the spool before the client has the response; a dead analysis is replaced and
         # given the flow's request again (Worker.unfinished), so the flow is never dropped here
-        self._start().submit("finish", packed("finish", id=resp.id, status=resp.status, headers_at=resp.headers_at,
-                                              ended_at=resp.ended_at, encoding=resp.encoding, error=resp.error,
-                                              chunks=resp.chunks), body or b"", to, END_WAIT_S, durable=True)
+        self._start().submit(
+            "finish",
+            packed(
+                "finish",
+                id=resp.id,
+                status=resp.status,
+                headers_at=resp.headers_at,
+                ended_at=resp.ended_at,
+                encoding=resp.encoding,
+                error=resp.error,
+                chunks=resp.chunks,
+            ),
+            body or b"",
+            to,
+            END_WAIT_S,
+            durable=True,
+        )
 
 
 addons = [PrefixGuard()]

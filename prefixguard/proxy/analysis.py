@@ -9,6 +9,7 @@ Token counts come from our tokenizer, not the provider's: the policy sees them s
 (prefixguard/judge/scale.py), so minimums hold.
 It knows nothing of mitmproxy: the addon sends a FlowState, then a Response.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,14 +28,7 @@ from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.proxy.encoding import decoded
 from prefixguard.proxy.flow import WIRE, Early, FlowState, Response, packed, unpacked
-from prefixguard.proxy.redact import (
-    redact_body,
-    redact_fields,
-    redact_path,
-    redact_text,
-    storable,
-    system_secrets,
-)
+from prefixguard.proxy.redact import redact_body, redact_fields, redact_path, redact_text, storable, system_secrets
 from prefixguard.proxy.tap import read_stream
 from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.utils.redaction import request_secrets
@@ -50,16 +44,21 @@ from prefixguard.wire import (
 )
 from prefixguard.wire.routes import NOT_ANALYSED, Routed, template
 
-KEEP_FLOWS = 10_000       # requests in flight whose response has not been seen
+KEEP_FLOWS = 10_000  # requests in flight whose response has not been seen
 __all__ = ["KEEP_FLOWS", "WIRE", "Analyzer", "Early", "FlowState", "Response", "packed", "unpacked"]
 
 
 def _line(rec: Record) -> str:
     """One concise console line for a finished request."""
     u = rec.usage
-    est = "~" if rec.tokens_estimated else ""   # our counts (not the provider's) are estimates
-    parts = [time.strftime("%H:%M:%S", time.localtime(rec.ts)), rec.tenant or "-", rec.model or "-",
-             str(rec.status or "---"), rec.verdict or "-"]
+    est = "~" if rec.tokens_estimated else ""  # our counts (not the provider's) are estimates
+    parts = [
+        time.strftime("%H:%M:%S", time.localtime(rec.ts)),
+        rec.tenant or "-",
+        rec.model or "-",
+        str(rec.status or "---"),
+        rec.verdict or "-",
+    ]
     if rec.cause:
         parts.append(f"({rec.cause})")
     if u.reported:
@@ -115,21 +114,32 @@ def diagnosis_said(rec: Record) -> str | None:
 class Analyzer:
     """Per-flow analysis with the state across flows: earlier prompts, policies, the store."""
 
-    def __init__(self, *, store: str | None = None, bodies: bool = True, policy: str | None = None,
-                 otlp_endpoint: str | None = None, metrics_port: int | None = None,
-                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy", index: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: str | None = None,
+        bodies: bool = True,
+        policy: str | None = None,
+        otlp_endpoint: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        service: str = "prefixguard-proxy",
+        index: str | None = None,
+    ) -> None:
         """store: a capture file, or a postgresql:// URL; index: a fleet's shared session index
         (redis:// URL), else this process keeps it."""
         self.store = open_capture(store, create=True) if store else None
         self.telemetry = None
         if otlp_endpoint or metrics_port is not None:  # spans and metrics of each record, beside the store
             from prefixguard.telemetry.sink import Telemetry
-            self.telemetry = Telemetry(otlp_endpoint=otlp_endpoint, metrics_port=metrics_port,
-                                       metrics_host=metrics_host, service=service)
+
+            self.telemetry = Telemetry(
+                otlp_endpoint=otlp_endpoint, metrics_port=metrics_port, metrics_host=metrics_host, service=service
+            )
         self.bodies = bodies
         self.forced_policy = policy
         self._state = State(open_index(index) if index else None, policy)
-        self._local: State | None = None   # the fallback while the shared index is down
+        self._local: State | None = None  # the fallback while the shared index is down
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
 
     def warm(self, _: object = None) -> None:
@@ -156,9 +166,16 @@ class Analyzer:
         a row named by its method and endpoint (routes.template: no ids, no query, no key), counted on /metrics."""
         flow_id, ts, method, path, (scheme, host, port), cause = args
         default = port == (443 if scheme == "https" else 80)
-        rec = Record(id=flow_id, ts=ts, path=redact_path(template(path)), method=method, route=template(path),
-                     upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
-                     note=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause, analysed=False)
+        rec = Record(
+            id=flow_id,
+            ts=ts,
+            path=redact_path(template(path)),
+            method=method,
+            route=template(path),
+            upstream=f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}",
+            note=cause if cause.startswith(NOT_ANALYSED) else NOT_ANALYSED + cause,
+            analysed=False,
+        )
         if self.store is not None:
             self.store.add(rec)
         if self.telemetry is not None:
@@ -191,7 +208,7 @@ class Analyzer:
             prompt = parse_request(body, path=flow.path, headers=flow.headers, source=flow.id, routed=routed)
         except InputError as err:
             if isinstance(body, str) and not flow.body:
-                flow.body = body.encode("utf-8")   # no prompt: the bytes are what is kept (the exact ones)
+                flow.body = body.encode("utf-8")  # no prompt: the bytes are what is kept (the exact ones)
             flow.skip = redact_text(str(err), flow.secrets)
             if isinstance(err, TooLarge):
                 why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
@@ -205,13 +222,19 @@ class Analyzer:
                 match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
-                                      flow.ts, flow.tenant)
+            flow.expected = predicted(
+                state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant
+            )
+
         self._judged(flow, judge)
         early = verdicts.judge(flow.expected, flow.comparison)
         # plain values: marshal carries them
-        return Early(verdict=early.verdict.value, cause=early.cause, expected_cached=early.reused_tokens,
-                     reprefill_tokens=early.reprefill_tokens)
+        return Early(
+            verdict=early.verdict.value,
+            cause=early.cause,
+            expected_cached=early.reused_tokens,
+            reprefill_tokens=early.reprefill_tokens,
+        )
 
     # ---- step 2
     def finish(self, resp: Response) -> str | None:
@@ -225,12 +248,21 @@ class Analyzer:
             return self._finish(flow, resp)
         except Exception as err:
             if self.store is not None:
-                rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method,
-                             upstream=flow.upstream if isinstance(flow.upstream, str) else None,
-                             tenant=flow.tenant, client=flow.client or None, route=template(flow.path),
-                             site=flow.site, request_bytes=flow.size, status=resp.status,
-                             error=f"analysis failed: {type(err).__name__}: {err}",
-                             verdict=verdicts.VerdictName.ERROR)
+                rec = Record(
+                    id=flow.id,
+                    ts=flow.ts,
+                    path=flow.path,
+                    method=flow.method,
+                    upstream=flow.upstream if isinstance(flow.upstream, str) else None,
+                    tenant=flow.tenant,
+                    client=flow.client or None,
+                    route=template(flow.path),
+                    site=flow.site,
+                    request_bytes=flow.size,
+                    status=resp.status,
+                    error=f"analysis failed: {type(err).__name__}: {err}",
+                    verdict=verdicts.VerdictName.ERROR,
+                )
                 redact_fields(rec, flow.secrets)
                 self.store.add(rec)
             raise
@@ -258,17 +290,32 @@ class Analyzer:
             try:
                 plain = decoded(resp.body, resp.encoding)[0]
                 usage, said = parse_response(plain, api), parse_response_meta(plain, api)
-                diag = parse_diagnosis(plain, api) if b'diagnostic' in plain else None  # asked for: rare
+                diag = parse_diagnosis(plain, api) if b"diagnostic" in plain else None  # asked for: rare
             except InputError as err:  # a 200 whose body is no answer: the row says so
                 resp.error = f"unreadable response: {err}"
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         elif prompt is None and ok and resp.body and files.is_upload(flow.path, flow.method):
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
-        rec = Record(id=flow.id, ts=flow.ts, path=flow.path, method=flow.method, upstream=flow.upstream,
-                     api=api, model=prompt.model if prompt else None, tenant=flow.tenant,
-                     request_bytes=flow.size, status=resp.status, error=resp.error, usage=usage,
-                     client=flow.client or None, route=template(flow.path), site=flow.site,
-                     response_id=said.id, response_model=said.model, finish_reasons=list(said.finish_reasons) or None)
+        rec = Record(
+            id=flow.id,
+            ts=flow.ts,
+            path=flow.path,
+            method=flow.method,
+            upstream=flow.upstream,
+            api=api,
+            model=prompt.model if prompt else None,
+            tenant=flow.tenant,
+            request_bytes=flow.size,
+            status=resp.status,
+            error=resp.error,
+            usage=usage,
+            client=flow.client or None,
+            route=template(flow.path),
+            site=flow.site,
+            response_id=said.id,
+            response_model=said.model,
+            finish_reasons=list(said.finish_reasons) or None,
+        )
         if self.bodies and not flow.unread:  # a body too large to read is not kept
             sent = flow.body.decode("utf-8", "replace") if prompt is None or flow.body else prompt.text
             rec.request = storable(redact_body(sent, flow.secrets))
@@ -287,8 +334,10 @@ class Analyzer:
             # In a fleet the request before this one may have ended on another proxy after this one
             # began: the final verdict reads the shared index now, when it holds what ended before.
             def relook(state: State) -> None:
-                flow.expected = predicted(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
-                                          flow.ts, flow.tenant)
+                flow.expected = predicted(
+                    state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant
+                )
+
             self._judged(flow, relook)
         if prompt is None:
             rec.note, rec.analysed = flow.skip, not flow.unread
@@ -308,8 +357,12 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            self._judged(flow, lambda state: answered(state.policy_for(prompt, _upstream(flow)), state.scale, prompt,
-                                                      usage, flow.ts, flow.tenant))
+            self._judged(
+                flow,
+                lambda state: answered(
+                    state.policy_for(prompt, _upstream(flow)), state.scale, prompt, usage, flow.ts, flow.tenant
+                ),
+            )
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:
@@ -317,7 +370,7 @@ class Analyzer:
         if self.telemetry is not None and prompt is not None:
             lag = time.monotonic() - resp.ended_at if resp.ended_at is not None else None
             self.telemetry.add(rec, lag)
-        elif self.telemetry is not None:   # forwarded, not analysed: counted by its endpoint
+        elif self.telemetry is not None:  # forwarded, not analysed: counted by its endpoint
             self.telemetry.unanalysed(rec)
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
             return printable(f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}")

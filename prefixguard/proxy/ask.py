@@ -6,6 +6,7 @@ Responses `prompt_cache_options.comparison_response_id`), inserted after the bod
 bytes sent upstream differ from the app's by that member alone. A body that sets it already, an encoded
 body, or one too large to hold is left as it is. Off by default: without the flag every byte passes.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -15,8 +16,8 @@ from mitmproxy import http
 from prefixguard.proxy.redact import tenant_of
 from prefixguard.wire import ask_diagnosis, detect_api, response_id
 
-KEEP = 10_000          # tenants remembered (the least recent go first)
-HEAD = 4096            # bytes of a response the id is looked for in (a JSON body's or a stream's start)
+KEEP = 10_000  # tenants remembered (the least recent go first)
+HEAD = 4096  # bytes of a response the id is looked for in (a JSON body's or a stream's start)
 
 
 class Asker:

@@ -1,5 +1,6 @@
 """Undoing a response's Content-Encoding: the one place for whole bodies and for a tapped stream, with
 the same encodings for both (gzip, deflate, br, zstd: the decoders mitmproxy itself ships)."""
+
 from __future__ import annotations
 
 import zlib
@@ -9,6 +10,7 @@ from typing import Any
 
 def _brotli() -> Any:
     import brotli  # a dependency of mitmproxy, as is backports.zstd: only the proxy decodes
+
     return brotli.Decompressor()
 
 

@@ -2,6 +2,7 @@
 fills), how it ended (`Response`), their fields on the pipe between the two processes (`WIRE`), and the
 early answer the response headers carry (`Early`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,30 +23,30 @@ class FlowState:
     the flow nothing); `Analyzer.request` reads them, keeping only what is redacted, and fills the rest."""
 
     id: str
-    ts: float                          # clock() at arrival: unix seconds (or a test's clock)
-    sent: float                        # time.monotonic() when handed on upstream
-    path: str                          # as sent until the analysis redacts it
+    ts: float  # clock() at arrival: unix seconds (or a test's clock)
+    sent: float  # time.monotonic() when handed on upstream
+    path: str  # as sent until the analysis redacts it
     upstream: str | tuple[str, str, int] | None = None  # (scheme, host, port) until read: the URL
     fields: tuple[tuple[bytes, bytes], ...] = ()  # the request's header fields, dropped once read
     method: str = "POST"
-    body: bytes = b""                  # as sent (content-encoding not undone); let go once its prompt is read
+    body: bytes = b""  # as sent (content-encoding not undone); let go once its prompt is read
     # the path's route as the addon found it (wire.routes.Routed's fields, a plain tuple: marshal carries it);
     # None: the analysis routes the path itself (an in-process caller)
     routed: tuple[str | None, str | None, bool, str] | None = None
     # set by the analysis
-    size: int = 0                      # bytes of the body, content-encoding undone
+    size: int = 0  # bytes of the body, content-encoding undone
     tenant: str = ""
-    client: str = ""                   # "claude-cli 2.0.14" (attribution.client_of)
-    site: str | None = None            # the call site its x-prefixguard-site header names (read, forwarded as sent)
-    secrets: list[str] = field(default_factory=list)   # this request's keys: scrubbed, never stored
+    client: str = ""  # "claude-cli 2.0.14" (attribution.client_of)
+    site: str | None = None  # the call site its x-prefixguard-site header names (read, forwarded as sent)
+    secrets: list[str] = field(default_factory=list)  # this request's keys: scrubbed, never stored
     headers: dict[str, str] = field(default_factory=dict)  # the few that change parsing (anthropic-*)
     prompt: Prompt | None = None
-    skip: str | None = None            # why the request was not analysed
-    unread: bool = False               # its body was not read at all (too large): not analysed, not stored
+    skip: str | None = None  # why the request was not analysed
+    unread: bool = False  # its body was not read at all (too large): not analysed, not stored
     expected: Expected | None = None
     comparison: Comparison | None = None
     previous_id: str | None = None
-    degraded: bool = False             # judged by this process's index: the fleet's shared one was down
+    degraded: bool = False  # judged by this process's index: the fleet's shared one was down
 
     def read_transport(self) -> str | None:
         """Headers -> tenant, secrets, parse headers; path redacted; body decoded. Returns the
@@ -90,8 +91,8 @@ class Response:
     encoding: str | None = None
     error: str | None = None
     chunks: list[tuple[float, bytes]] | None = None  # a streamed body: (arrival, bytes) of each chunk
-    body: bytes | None = None          # a whole body, not streamed (content-encoding not undone)
-    usage: Usage | None = None         # usage an in-process caller has already read (LiteLLM's streams)
+    body: bytes | None = None  # a whole body, not streamed (content-encoding not undone)
+    usage: Usage | None = None  # usage an in-process caller has already read (LiteLLM's streams)
 
 
 # What the addon sends for each step: these fields of these classes, as a plain tuple in this order

@@ -4,6 +4,7 @@ A frame is two 4-byte big-endian lengths, the message, then a raw payload (a bod
 message so that it is never copied into it). Messages to the analysis are marshalled tuples
 (seq, step, args, to); see prefixguard/proxy/process.py for what each means.
 """
+
 from __future__ import annotations
 
 import marshal
@@ -11,7 +12,7 @@ import struct
 from typing import Any, BinaryIO
 
 HEADER = struct.Struct(">II")  # message length, raw payload length
-REPLY, REPORT, PRINT = "reply", "report", "print"   # where a step's result goes (see proxy/process.py)
+REPLY, REPORT, PRINT = "reply", "report", "print"  # where a step's result goes (see proxy/process.py)
 
 
 def frame(data: bytes, payload: bytes = b"") -> list[bytes]:
@@ -46,7 +47,7 @@ def without(data: bytes, done: set[str]) -> bytes:
         size, payload = HEADER.unpack_from(data, at)
         end = at + HEADER.size + size + payload
         try:
-            _, _, args, _ = marshal.loads(data[at + HEADER.size:at + HEADER.size + size])
+            _, _, args, _ = marshal.loads(data[at + HEADER.size : at + HEADER.size + size])
         except (ValueError, EOFError, TypeError):
             args = None
         if flow_id(args) not in done:

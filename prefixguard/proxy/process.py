@@ -16,6 +16,7 @@ and read them), (seq, step, args, to): run analyzer.<step>(arg), where arg is un
 A failure goes to REPORT as one line, with the request's secrets removed. When the pipe ends, what only
 the spool holds is analysed too (proxy/spool.py).
 """
+
 from __future__ import annotations
 
 import io
@@ -30,7 +31,7 @@ from typing import Any, BinaryIO
 from prefixguard.proxy.frames import HEADER, PRINT, REPLY, REPORT, flow_id, frame, read_frame
 from prefixguard.proxy.spool import SpoolKeeper
 
-NICE = 10   # where SCHED_IDLE is not available
+NICE = 10  # where SCHED_IDLE is not available
 
 
 def main() -> None:
@@ -50,11 +51,11 @@ def main() -> None:
     read = _reader(inp, spool)
     while (message := read()) is not None:
         data, body = message
-        del message   # the flow alone holds its body: the analysis lets it go once read
+        del message  # the flow alone holds its body: the analysis lets it go once read
         start, size = spool.offset, HEADER.size + len(data) + len(body)
         try:
             seq, step, args, to = marshal.loads(data)
-        except (ValueError, EOFError, TypeError):   # the spool's tail cut by the proxy's death mid-write
+        except (ValueError, EOFError, TypeError):  # the spool's tail cut by the proxy's death mid-write
             break
         arg = unpacked(step, args) if step in WIRE else args
         if body:
@@ -105,7 +106,7 @@ def _reader(inp: BinaryIO, spool: SpoolKeeper) -> Callable[[], tuple[bytes, byte
                 return message
             source = io.BytesIO(spool.rest())
         message = read_frame(source)
-        return message if message is not None and message[0] else None   # empty: a place whose write never came
+        return message if message is not None and message[0] else None  # empty: a place whose write never came
 
     return read
 

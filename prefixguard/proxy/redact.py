@@ -7,6 +7,7 @@ stored text, also when the body wrote them JSON-escaped (`\/`, `\u0073`), which 
 The tenant of a request is a short hash of its API key, so requests of one key are compared with each
 other without the key itself being kept anywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,18 +19,64 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from prefixguard.utils.redaction import KEY_FORMATS, REDACTED, high_entropy, redact_random, redact_text
 
-__all__ = ["KEY_FORMATS", "REDACTED", "api_keys", "redact_body", "redact_fields", "redact_path", "redact_text",
-           "storable", "system_secrets", "tenant_of"]
+__all__ = [
+    "KEY_FORMATS",
+    "REDACTED",
+    "api_keys",
+    "redact_body",
+    "redact_fields",
+    "redact_path",
+    "redact_text",
+    "storable",
+    "system_secrets",
+    "tenant_of",
+]
 
 KEY_HEADERS = ("x-api-key", "api-key", "authorization", "x-goog-api-key")
 # Names that hold credentials (compared lowercase, '-' read as '_'). Body fields are a narrower set:
 # prompts legitimately carry "key", "token" or a thinking block's "signature".
-SECRET_FIELDS = frozenset({"api_key", "apikey", "x_api_key", "access_token", "refresh_token", "id_token",
-                           "authorization", "client_secret", "secret_key", "password", "session_token", "passwd",
-                           "passphrase", "secret", "private_key", "secret_access_key",
-                           "aws_secret_access_key", "api_secret", "db_password"})
-SECRET_PARAMS = SECRET_FIELDS | {"key", "token", "auth", "sig", "signature", "secret", "code", "pass", "pwd",
-                                 "jwt", "bearer", "session", "sessionid", "sid", "otp", "ticket", "hmac"}
+SECRET_FIELDS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "authorization",
+        "client_secret",
+        "secret_key",
+        "password",
+        "session_token",
+        "passwd",
+        "passphrase",
+        "secret",
+        "private_key",
+        "secret_access_key",
+        "aws_secret_access_key",
+        "api_secret",
+        "db_password",
+    }
+)
+SECRET_PARAMS = SECRET_FIELDS | {
+    "key",
+    "token",
+    "auth",
+    "sig",
+    "signature",
+    "secret",
+    "code",
+    "pass",
+    "pwd",
+    "jwt",
+    "bearer",
+    "session",
+    "sessionid",
+    "sid",
+    "otp",
+    "ticket",
+    "hmac",
+}
 # A query parameter whose name holds one of these is a credential too (subscription-key, X-Amz-Credential,
 # sas_token, client_secret, ...): URL parameters are not prompts, so the net can be wide.
 SECRET_PARAM_PARTS = ("key", "token", "secret", "passw", "signature", "credential", "auth", "session")
@@ -67,8 +114,9 @@ def redact_path(path: str) -> str:
     parts = urlsplit(path)
     if not parts.query:
         return path
-    query = [(k, REDACTED if _secret_param(k) else redact_text(v))
-             for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    query = [
+        (k, REDACTED if _secret_param(k) else redact_text(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
     return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))
 
 
@@ -80,8 +128,10 @@ def _secret_param(name: str) -> bool:
 def _scrub(value: Any, secrets: list[str]) -> Any:
     """Credential fields removed and keys redacted in every string, keys and values (read decoded)."""
     if isinstance(value, dict):
-        return {redact_text(k, secrets): REDACTED if _secret_name(k) and isinstance(v, str) else _scrub(v, secrets)
-                for k, v in value.items()}
+        return {
+            redact_text(k, secrets): REDACTED if _secret_name(k) and isinstance(v, str) else _scrub(v, secrets)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_scrub(v, secrets) for v in value]
     if isinstance(value, str):
@@ -98,7 +148,7 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
     secrets = list(secrets)
     text = redact_text(text, secrets)
     if not _MAYBE_SECRET_FIELD.search(text) and not _ESCAPES.search(text):  # no such name, no escape:
-        return text                                                         # no parse needed
+        return text  # no parse needed
     try:
         body = json.loads(text)
     except (ValueError, RecursionError):
@@ -108,9 +158,25 @@ def redact_body(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 # Record fields that hold free text (the request body has its own pass, redact_body).
-TEXT_FIELDS = ("path", "upstream", "api", "model", "tenant", "error", "note", "pointer", "expected_reason",
-               "previous_id", "detail", "diagnosis_reason",  # the provider's free-text reason may quote a prompt
-               "client", "route", "site", "response_id", "response_model")  # the caller's own header text
+TEXT_FIELDS = (
+    "path",
+    "upstream",
+    "api",
+    "model",
+    "tenant",
+    "error",
+    "note",
+    "pointer",
+    "expected_reason",
+    "previous_id",
+    "detail",
+    "diagnosis_reason",  # the provider's free-text reason may quote a prompt
+    "client",
+    "route",
+    "site",
+    "response_id",
+    "response_model",
+)  # the caller's own header text
 
 
 def storable(text: str) -> str:
@@ -149,5 +215,5 @@ def system_secrets(prompt: Any) -> list[str]:
     found: list[str] = []
     for seg in prompt.segments:
         if seg.level == "system":
-            found += high_entropy(prompt.text[seg.start:seg.end])
+            found += high_entropy(prompt.text[seg.start : seg.end])
     return list(dict.fromkeys(found))

@@ -1,4 +1,5 @@
 """Reverse-proxy routes: which upstream a request goes to, by path prefix."""
+
 from __future__ import annotations
 
 import functools
@@ -31,11 +32,14 @@ class Route:
         scheme, host, port, path, authority = _target(self.url)
         # Setting these rewrites the Host header and authority: work on every flow, worth skipping when
         # the request (as reverse mode leaves it for the default route) already goes there.
-        if ((request.scheme, request.host, request.port) != (scheme, host, port)
-                or request.headers.get("Host", authority) != authority or request.authority not in ("", authority)):
+        if (
+            (request.scheme, request.host, request.port) != (scheme, host, port)
+            or request.headers.get("Host", authority) != authority
+            or request.authority not in ("", authority)
+        ):
             request.scheme, request.host, request.port = scheme, host, port
         if path or self.prefix:
-            request.path = path + request.path[len(self.prefix):]
+            request.path = path + request.path[len(self.prefix) :]
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 `ProxyThread` runs it on its own event loop in a background thread (tests, benchmarks, the demo);
 `prefixguard proxy` runs the same thing in the foreground.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,12 +49,22 @@ def proxy_options(upstreams: list[str], host: str, port: int) -> dict[str, Any]:
     default = next((r for r in routes if not r.prefix), routes[0])
     # lazy: connect upstream per request, as the route may change the host. The mode names the host
     # alone: mitmproxy refuses a URL with userinfo (and would print it), and a route never sends it.
-    return {"mode": [f"reverse:{url_for_display(default.url)}"], "listen_host": host, "listen_port": port,
-            "connection_strategy": "lazy"}
+    return {
+        "mode": [f"reverse:{url_for_display(default.url)}"],
+        "listen_host": host,
+        "listen_port": port,
+        "connection_strategy": "lazy",
+    }
 
 
-async def start(upstreams: list[str], *, host: str = "127.0.0.1", port: int = 0, addon: Any = None,
-                settings: dict[str, Any] | None = None) -> tuple[DumpMaster, asyncio.Task, int]:
+async def start(
+    upstreams: list[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    addon: Any = None,
+    settings: dict[str, Any] | None = None,
+) -> tuple[DumpMaster, asyncio.Task, int]:
     """Start a proxy on the running loop: (master, its task, the port it listens on)."""
     wanted = proxy_options(upstreams, host, port)
     opts = options.Options()
@@ -81,8 +92,15 @@ def _quiet_teardown() -> None:
 class ProxyThread:
     """A proxy on a background thread. `with ProxyThread([...]) as p:` then talk to p.url."""
 
-    def __init__(self, upstreams: list[str], *, addon: PrefixGuard | None = None, host: str = "127.0.0.1",
-                 port: int = 0, **settings: Any) -> None:
+    def __init__(
+        self,
+        upstreams: list[str],
+        *,
+        addon: PrefixGuard | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        **settings: Any,
+    ) -> None:
         self.upstreams, self.addon, self.host, self.port = upstreams, addon, host, port
         self.settings = {f"prefixguard_{k}": v for k, v in settings.items()}
         self._ready = threading.Event()
@@ -96,11 +114,13 @@ class ProxyThread:
 
     def _run(self) -> None:
         async def main() -> None:
-            self._master, task, self.port = await start(self.upstreams, host=self.host, port=self.port,
-                                                        addon=self.addon, settings=self.settings)
+            self._master, task, self.port = await start(
+                self.upstreams, host=self.host, port=self.port, addon=self.addon, settings=self.settings
+            )
             self._ready.set()
             await task
             _quiet_teardown()
+
         try:
             asyncio.run(main())
         except BaseException as err:  # noqa: BLE001 - handed to the thread that started us
@@ -127,9 +147,17 @@ class ProxyThread:
         self.stop()
 
 
-def serve(upstreams: list[str], *, host: str, port: int, addon: PrefixGuard, settings: dict[str, Any],
-          on_listen: Callable[[int], None]) -> None:
+def serve(
+    upstreams: list[str],
+    *,
+    host: str,
+    port: int,
+    addon: PrefixGuard,
+    settings: dict[str, Any],
+    on_listen: Callable[[int], None],
+) -> None:
     """Run in the foreground until interrupted."""
+
     async def main() -> None:
         master, task, real_port = await start(upstreams, host=host, port=port, addon=addon, settings=settings)
         for sig in (signal.SIGINT, signal.SIGTERM):  # stop cleanly: pending analyses finish and are stored
@@ -137,4 +165,5 @@ def serve(upstreams: list[str], *, host: str, port: int, addon: PrefixGuard, set
         on_listen(real_port)
         await task
         _quiet_teardown()
+
     asyncio.run(main())

@@ -12,6 +12,7 @@ The checkpoint holds the spool offset before which every flow is stored, the num
 since the start, then a ring of the ids of the last DONE_SLOTS stored (a successor is not handed a flow
 stored after that offset a second time: no second row, count or console line).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,9 @@ import time
 from prefixguard.proxy.frames import whole_frames, without
 
 DIRECT_MAX = 64 << 10  # frames up to this size are written from the loop, to the spool or the pipe (a copy
-                       # is cheaper than a thread's wake-up); larger ones from a thread of their own
-SPOOL_FREE = 4 << 20   # the analysis frees the spool's memory behind it in steps of this
-KEEP_OPEN = 10_000     # as the analysis's KEEP_FLOWS: requests whose end may still come
+# is cheaper than a thread's wake-up); larger ones from a thread of their own
+SPOOL_FREE = 4 << 20  # the analysis frees the spool's memory behind it in steps of this
+KEEP_OPEN = 10_000  # as the analysis's KEEP_FLOWS: requests whose end may still come
 CHECKPOINT = struct.Struct(">QQ")  # the offset before which every flow is stored, flows stored so far
 DONE_SLOTS, DONE_SLOT = 10_000, 48
 
@@ -36,7 +37,7 @@ class SpoolWriter:
     def __init__(self) -> None:
         self.spool, self.checkpoint = memfd("prefixguard-spool"), memfd("prefixguard-checkpoint")
         self._unspooled: list[bytes] = []  # frames submitted, not yet in the spool (in order)
-        self._end = 0                      # where the next frames go in the spool (each write has its place)
+        self._end = 0  # where the next frames go in the spool (each write has its place)
         # Large writes go to a thread of their own (a large copy into fresh pages would hold the loop);
         # the counters have one writer thread each, so neither needs a lock.
         self._spooler: queue.SimpleQueue[tuple[bytes, int] | None] = queue.SimpleQueue()
@@ -88,13 +89,14 @@ class SpoolWriter:
             return b""
         deadline = time.monotonic() + 2
         while self._written < self._queued and time.monotonic() < deadline:
-            time.sleep(0.005)   # the spooler's last large frames (a rare event: the analysis died)
+            time.sleep(0.005)  # the spooler's last large frames (a rare event: the analysis died)
         try:
             mark = os.pread(self.checkpoint, CHECKPOINT.size + DONE_SLOTS * DONE_SLOT, 0)
             start, stored = CHECKPOINT.unpack_from(mark) if len(mark) >= CHECKPOINT.size else (0, 0)
-            ring = mark[CHECKPOINT.size:CHECKPOINT.size + min(stored, DONE_SLOTS) * DONE_SLOT]
-            done = {ring[i:i + DONE_SLOT].rstrip(b"\0").decode("utf-8", "replace")
-                    for i in range(0, len(ring), DONE_SLOT)}
+            ring = mark[CHECKPOINT.size : CHECKPOINT.size + min(stored, DONE_SLOTS) * DONE_SLOT]
+            done = {
+                ring[i : i + DONE_SLOT].rstrip(b"\0").decode("utf-8", "replace") for i in range(0, len(ring), DONE_SLOT)
+            }
             end = os.fstat(self.spool).st_size
             chunks = []
             while start < end:
@@ -126,18 +128,19 @@ class SpoolKeeper:
     def __init__(self, spool: int, checkpoint: int) -> None:
         self.spool = spool if spool >= 0 else None
         self.checkpoint = checkpoint if checkpoint >= 0 else None
-        self.offset = 0                    # bytes of messages read so far (the pipe is a prefix of the spool)
-        self.open: dict[str, int] = {}     # flow id -> offset of its request message, oldest first
+        self.offset = 0  # bytes of messages read so far (the pipe is a prefix of the spool)
+        self.open: dict[str, int] = {}  # flow id -> offset of its request message, oldest first
         self.freed = 0
-        self.stored = 0                    # flows stored (the ring's next slot is stored % DONE_SLOTS)
+        self.stored = 0  # flows stored (the ring's next slot is stored % DONE_SLOTS)
 
     def _stored(self, flow_id: str) -> None:
         slot = flow_id.encode()
         if self.checkpoint is None or len(slot) > DONE_SLOT:
             return
         try:
-            os.pwrite(self.checkpoint, slot.ljust(DONE_SLOT, b"\0"),
-                      CHECKPOINT.size + (self.stored % DONE_SLOTS) * DONE_SLOT)
+            os.pwrite(
+                self.checkpoint, slot.ljust(DONE_SLOT, b"\0"), CHECKPOINT.size + (self.stored % DONE_SLOTS) * DONE_SLOT
+            )
             self.stored += 1
         except OSError:
             pass
@@ -147,9 +150,9 @@ class SpoolKeeper:
         self.offset = start + size
         if step == "request" and flow_id is not None:
             self.open[flow_id] = start
-            while len(self.open) > KEEP_OPEN:   # a flow whose end never comes (the analysis forgets it too)
+            while len(self.open) > KEEP_OPEN:  # a flow whose end never comes (the analysis forgets it too)
                 del self.open[next(iter(self.open))]
-        elif flow_id is not None:   # its end (or a flow not analysed): stored
+        elif flow_id is not None:  # its end (or a flow not analysed): stored
             self.open.pop(flow_id, None)
             self._stored(flow_id)
         safe = next(iter(self.open.values())) if self.open else self.offset
@@ -175,7 +178,7 @@ class SpoolKeeper:
 def memfd(name: str) -> int | None:
     """An anonymous file in memory (Linux), inherited by the analysis; None where there is none."""
     try:
-        return os.memfd_create(name, 0)   # not MFD_CLOEXEC: pass_fds gives it to the child
+        return os.memfd_create(name, 0)  # not MFD_CLOEXEC: pass_fds gives it to the child
     except (AttributeError, OSError):
         return None
 
@@ -196,6 +199,7 @@ def punch(fd: int, start: int, end: int) -> int:
     new start, or the old one where the system cannot."""
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
         if libc.fallocate(fd, 0x02 | 0x01, start, end - start) == 0:

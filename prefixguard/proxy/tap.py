@@ -3,6 +3,7 @@
 On the request path it only notes each chunk and its arrival time; reading the events (usage, when
 content began) happens later, off that path, in `read_stream()`. So the tap adds nothing measurable to TTFT.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,9 @@ class StreamTap:
         return chunk
 
 
-def read_stream(chunks: list[tuple[float, bytes]], api: str,
-                encoding: str | None = None) -> tuple[UsageStream, float | None]:
+def read_stream(
+    chunks: list[tuple[float, bytes]], api: str, encoding: str | None = None
+) -> tuple[UsageStream, float | None]:
     """Feed a tap's chunks to a UsageStream; returns it and the arrival time of the chunk that carried
     the first content event (time.monotonic(), None if no content came)."""
     stream = UsageStream(api)

@@ -10,6 +10,7 @@ names are logged once per process (their values may be secrets).
 `install()` wraps each HTTP/1 connection's body reader; it changes nothing for a message without
 trailers (the same events in the same order).
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,12 @@ def _dropped(side: str, names: list[str]) -> None:
     global _warned
     if not _warned:
         _warned = True
-        logger.warning("prefixguard: dropped the HTTP/1.1 trailer fields (%s) of a %s; the message passed whole "
-                       "(RFC 9112 7.1.2; logged once)", ", ".join(names), side)
+        logger.warning(
+            "prefixguard: dropped the HTTP/1.1 trailer fields (%s) of a %s; the message passed whole "
+            "(RFC 9112 7.1.2; logged once)",
+            ", ".join(names),
+            side,
+        )
 
 
 def install() -> None:
@@ -62,9 +67,10 @@ def install() -> None:
     def read_body(self: Any, event: Any) -> Any:
         reader = getattr(self, "body_reader", None)
         if reader is not None and not isinstance(reader, _WithoutTrailers):
-            self.body_reader = _WithoutTrailers(reader, "request" if isinstance(self, _http1.Http1Server)
-                                                else "response")
+            self.body_reader = _WithoutTrailers(
+                reader, "request" if isinstance(self, _http1.Http1Server) else "response"
+            )
         return original(self, event)
 
-    setattr(_http1.Http1Connection, "read_body", read_body)   # noqa: B010 - a method replaced on the class
+    setattr(_http1.Http1Connection, "read_body", read_body)  # noqa: B010 - a method replaced on the class
     _installed = True

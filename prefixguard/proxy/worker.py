@@ -2,6 +2,7 @@
 flow's messages, kept off the flow's path (see `Worker`), the answers and reports that come back, and
 the process's end. What crosses the pipes is in proxy/frames.py; what survives a death, in proxy/spool.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,10 +22,10 @@ from typing import Any, BinaryIO
 from prefixguard.proxy.frames import HEADER, frame
 from prefixguard.proxy.spool import DIRECT_MAX, SpoolWriter
 
-PIPE_SIZE = 1 << 20    # a large pipe takes a whole body in one write, with no copy in our buffers
-READ_SIZE = 1 << 16    # answers read at a time (under malloc's mmap threshold: no mmap per read)
+PIPE_SIZE = 1 << 20  # a large pipe takes a whole body in one write, with no copy in our buffers
+READ_SIZE = 1 << 16  # answers read at a time (under malloc's mmap threshold: no mmap per read)
 KEEP_ANSWERS = 10_000  # answers nobody asked for (their flow failed first) are dropped beyond this
-_SEQ = itertools.count(1)       # message numbers, unique in this process (a worker may be replaced)
+_SEQ = itertools.count(1)  # message numbers, unique in this process (a worker may be replaced)
 
 
 class Worker:
@@ -40,8 +41,13 @@ class Worker:
     - Answers (REPLY) are not read as they come: `answers()` reads them when one is needed. Only
       reports (failures; console lines for a console in this process) wake the loop."""
 
-    def __init__(self, factory: Callable[..., Any], settings: dict[str, Any],
-                 on_report: Callable[[str, str], None], resend: bytes = b"") -> None:
+    def __init__(
+        self,
+        factory: Callable[..., Any],
+        settings: dict[str, Any],
+        on_report: Callable[[str, str], None],
+        resend: bytes = b"",
+    ) -> None:
         """resend: the frames a dead predecessor had not finished (its `unfinished()`), sent first."""
         self._on_report = on_report
         self._ended = False  # a flag, set once the process is gone: no system call per flow to ask
@@ -49,11 +55,15 @@ class Worker:
         self._spool = SpoolWriter()
         spool, checkpoint = self._spool.spool, self._spool.checkpoint
         fds = [str(-1 if fd is None else fd) for fd in (spool, checkpoint)]
-        self._proc = subprocess.Popen([sys.executable, "-m", "prefixguard.proxy.process", str(child_reports), *fds],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                      pass_fds=(child_reports, *self._spool.fds))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "prefixguard.proxy.process", str(child_reports), *fds],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
+            pass_fds=(child_reports, *self._spool.fds),
+        )
         os.close(child_reports)
-        assert self._proc.stdin is not None and self._proc.stdout is not None   # both asked for as PIPE
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both asked for as PIPE
         self._stdin = self._proc.stdin
         self._fd = self._stdin.fileno()
         self._answers_fd = self._proc.stdout.fileno()
@@ -67,7 +77,7 @@ class Worker:
         self._partial = b""
         self._pending: list[bytes] = []  # frames not yet written, in order
         self._pending_bytes = 0
-        self._soon = False               # a flush is queued on the loop
+        self._soon = False  # a flush is queued on the loop
         self._timer: asyncio.TimerHandle | None = None
         # Bytes handed to the feeder and bytes it wrote: equal when it has nothing left. Each counter
         # has one writer thread, so neither needs a lock.
@@ -78,7 +88,7 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         # sys.path first, on its own: unpickling the factory may need it
         setup = frame(pickle.dumps(list(sys.path))) + frame(pickle.dumps((factory, settings)))
-        self._write(setup, sum(map(len, setup)))   # not spooled: the spool holds messages only
+        self._write(setup, sum(map(len, setup)))  # not spooled: the spool holds messages only
         if resend:
             self._pending.append(resend)
             self._pending_bytes += len(resend)
@@ -100,8 +110,15 @@ class Worker:
         """Bytes submitted but not yet written to the process."""
         return self._pending_bytes + self._queued - self._written
 
-    def submit(self, step: str, args: tuple[Any, ...] | None, body: bytes = b"", to: str | None = None,
-               within: float = 0.0, durable: bool = False) -> int:
+    def submit(
+        self,
+        step: str,
+        args: tuple[Any, ...] | None,
+        body: bytes = b"",
+        to: str | None = None,
+        within: float = 0.0,
+        durable: bool = False,
+    ) -> int:
         """Send a step (args: plain values, see proxy/process.py); `body` travels raw. Returns the
         message's number, which its REPLY answer carries. The message is written within `within`
         seconds, with whatever else is pending then (0: once the loop has finished its current step);
@@ -144,7 +161,7 @@ class Worker:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._pending, self._pending_bytes = [], 0   # its successor has them (unfinished)
+        self._pending, self._pending_bytes = [], 0  # its successor has them (unfinished)
         self._spool.release()
 
     def _on_timer(self) -> None:
@@ -152,7 +169,7 @@ class Worker:
         self.flush()
 
     def _write(self, frames: list[bytes], size: int) -> None:
-        if self._ended:   # its stdin is closed (or soon): the number may already be another pipe's
+        if self._ended:  # its stdin is closed (or soon): the number may already be another pipe's
             return
         if self._queued == self._written and size <= DIRECT_MAX:
             data = b"".join(frames)
@@ -182,7 +199,7 @@ class Worker:
                 view = memoryview(data)
                 while view:
                     try:
-                        view = view[os.write(self._fd, view):]
+                        view = view[os.write(self._fd, view) :]
                     except BlockingIOError:
                         room.poll()
                 self._written += len(data)
@@ -210,7 +227,7 @@ class Worker:
             size, _ = HEADER.unpack_from(buf, at)
             if len(buf) - at - HEADER.size < size:
                 break
-            seq, result = marshal.loads(buf[at + HEADER.size:at + HEADER.size + size])
+            seq, result = marshal.loads(buf[at + HEADER.size : at + HEADER.size + size])
             self._answers[seq] = result
             at += HEADER.size + size
         self._partial = buf[at:]

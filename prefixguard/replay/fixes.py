@@ -5,6 +5,7 @@ the trace gave it), tool definitions in one stable order, JSON keys of tools, sc
 in canonical (sorted) order. The parsed Prompt says where each part sits (its JSON pointer), so this
 module needs no provider's field names.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,7 +21,7 @@ from prefixguard.replay.sources import Request
 from prefixguard.wire import parse_request
 from prefixguard.wire.jsonspan import split_pointer
 
-FROZEN_LEVELS = ("tools", "system")            # where a changing value breaks every later block
+FROZEN_LEVELS = ("tools", "system")  # where a changing value breaks every later block
 CANONICAL_KINDS = ("tool", "schema", "tool_use")
 
 
@@ -34,8 +35,7 @@ class Fixer:
         if req.body is None:
             return req
         body = copy.deepcopy(req.body)
-        prompt = parse_request(json.dumps(body, ensure_ascii=False), path=req.path, source=req.ref,
-                               count_tokens=False)
+        prompt = parse_request(json.dumps(body, ensure_ascii=False), path=req.path, source=req.ref, count_tokens=False)
         tool_lists: set[str] = set()
         for seg in prompt.segments:
             if seg.kind == "tool":
@@ -44,8 +44,7 @@ class Fixer:
                 continue
             value = seg.value
             if seg.level in FROZEN_LEVELS:
-                value = _map_strings(value, functools.partial(self._freeze, seg.pointer,
-                                                              occurrence=itertools.count()))
+                value = _map_strings(value, functools.partial(self._freeze, seg.pointer, occurrence=itertools.count()))
             if seg.kind in CANONICAL_KINDS:
                 value = canonical(value)
             body = _set(body, seg.pointer, value)
@@ -57,7 +56,7 @@ class Fixer:
     def _freeze(self, pointer: str, text: str, occurrence: Iterator[int]) -> str:
         out, last = [], 0
         for m in find_volatile(text):
-            out.append(text[last:m.start])
+            out.append(text[last : m.start])
             out.append(self._frozen.setdefault((pointer, next(occurrence)), m.text))
             last = m.end
         return text if not out else "".join(out) + text[last:]

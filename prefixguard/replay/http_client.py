@@ -6,6 +6,7 @@ connection set-up; retries with backoff on 429, 408, 409 and 5xx (honouring `ret
 A connection refused (or a host name that does not resolve) is tried once more, in case the server is
 restarting, then stops the whole replay as an input error: the next request would be refused too, and
 a wrong --target must say so in one line, not after seconds of backoff per request."""
+
 from __future__ import annotations
 
 import email.utils
@@ -21,12 +22,14 @@ from prefixguard.utils.errors import InputError
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRIES = 3
-CONNECT_RETRIES = 1      # a refused connection: one more try, then Unreachable
-BACKOFF_S = 0.5          # first wait without a retry-after; doubles each try (with jitter)
-MAX_WAIT_S = 60.0        # a retry-after beyond this is not waited for: the request fails instead
-KEY_ENV = {"anthropic": ("ANTHROPIC_API_KEY", "x-api-key", "{}"),
-           "openai-chat": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
-           "openai-responses": ("OPENAI_API_KEY", "authorization", "Bearer {}")}
+CONNECT_RETRIES = 1  # a refused connection: one more try, then Unreachable
+BACKOFF_S = 0.5  # first wait without a retry-after; doubles each try (with jitter)
+MAX_WAIT_S = 60.0  # a retry-after beyond this is not waited for: the request fails instead
+KEY_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY", "x-api-key", "{}"),
+    "openai-chat": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
+    "openai-responses": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
+}
 
 
 def _http2() -> bool:
@@ -54,7 +57,7 @@ def retry_after(headers: Any, attempt: int) -> float:
             when = email.utils.parsedate_to_datetime(value) if value.strip() else None
             if when is not None:
                 return max(0.0, when.timestamp() - time.time())
-    return BACKOFF_S * 2 ** attempt * (0.75 + random.random() / 2)
+    return BACKOFF_S * 2**attempt * (0.75 + random.random() / 2)
 
 
 def auth_headers(api: str, headers: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
@@ -87,14 +90,19 @@ class Attempt:
 class Client:
     """A pooled httpx client; `stream` yields the response's chunks after retries are settled."""
 
-    def __init__(self, base_url: str, timeout: float, max_retries: int = MAX_RETRIES,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, base_url: str, timeout: float, max_retries: int = MAX_RETRIES, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         import httpx
 
         self.http2 = _http2()
         self._httpx = httpx
-        self._client = httpx.Client(base_url=base_url, http2=self.http2, timeout=httpx.Timeout(timeout),
-                                    limits=httpx.Limits(max_keepalive_connections=64, keepalive_expiry=120.0))
+        self._client = httpx.Client(
+            base_url=base_url,
+            http2=self.http2,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_keepalive_connections=64, keepalive_expiry=120.0),
+        )
         self.max_retries = max_retries
         self._sleep = sleep
 
@@ -110,8 +118,10 @@ class Client:
                 resp = self._client.send(request, stream=True)
             except self._httpx.ConnectError as err:
                 if attempt >= min(self.max_retries, CONNECT_RETRIES):
-                    raise Unreachable(f"cannot connect to {self._client.base_url} ({_reason(err)}); is the "
-                                      "server running, and is --target its address?") from None
+                    raise Unreachable(
+                        f"cannot connect to {self._client.base_url} ({_reason(err)}); is the "
+                        "server running, and is --target its address?"
+                    ) from None
                 self._sleep(retry_after({}, attempt))
                 attempt += 1
                 continue

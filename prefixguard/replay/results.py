@@ -1,4 +1,5 @@
 """What a replay measured: one Outcome per request, a summary over them, and files to keep them in."""
+
 from __future__ import annotations
 
 import json
@@ -27,20 +28,20 @@ class Outcome:
     session: str
     model: str | None
     prompt_tokens: int
-    cache_read: int             # read from the cache
-    cache_write: int = 0        # prefilled and kept for later requests
-    uncached: int = 0       # prefilled and not kept (below the minimum, no breakpoint, no room)
-    reason: str | None = None      # the policy's reason, e.g. hit, cold, ttl_expired
+    cache_read: int  # read from the cache
+    cache_write: int = 0  # prefilled and kept for later requests
+    uncached: int = 0  # prefilled and not kept (below the minimum, no breakpoint, no room)
+    reason: str | None = None  # the policy's reason, e.g. hit, cold, ttl_expired
     output_tokens: int = 0
     ttft_s: float | None = None
     prefill_s: float | None = None
     decode_tps: float | None = None
     cost_usd: float = 0.0
-    full_cost_usd: float = 0.0     # the same tokens with no cache at all
+    full_cost_usd: float = 0.0  # the same tokens with no cache at all
     reported_cache_read: int | None = None  # the provider's own number, where the capture holds one
     reported_prompt: int | None = None
-    error: str | None = None       # the target failed this request (HTTP status, message)
-    prices: str = ""               # the price table the costs come from, with its date
+    error: str | None = None  # the target failed this request (HTTP status, message)
+    prices: str = ""  # the price table the costs come from, with its date
 
 
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -56,8 +57,9 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         "cache_write": sum(o.cache_write for o in done),
         "uncached": sum(o.uncached for o in done),
         "hit_ratio": cached / prompt if prompt else 0.0,
-        "request_hit_ratio": (sum(o.cache_read / o.prompt_tokens for o in done if o.prompt_tokens) / len(done)
-                              if done else 0.0),
+        "request_hit_ratio": (
+            sum(o.cache_read / o.prompt_tokens for o in done if o.prompt_tokens) / len(done) if done else 0.0
+        ),
         "requests_with_hits": sum(1 for o in done if o.cache_read),
         "cost_usd": sum(o.cost_usd for o in done),
         "cost_without_cache_usd": sum(o.full_cost_usd for o in done),
@@ -65,8 +67,10 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     }
     timed = [(o.ttft_s, o.cache_read) for o in done if o.ttft_s is not None]
     if timed:
-        out["ttft_s"] = {"with_reuse": distribution([t for t, reused in timed if reused]),
-                         "without_reuse": distribution([t for t, reused in timed if not reused])}
+        out["ttft_s"] = {
+            "with_reuse": distribution([t for t, reused in timed if reused]),
+            "without_reuse": distribution([t for t, reused in timed if not reused]),
+        }
     prefilled = [o.prefill_s for o in done if o.prefill_s is not None]
     if prefilled:
         out["prefill_s"] = sum(prefilled)
@@ -94,13 +98,15 @@ def agreement(outcomes: list[Outcome]) -> dict[str, Any]:
         slack = max(AGREE_TOKENS, AGREE_FRACTION * max(reported, predicted))
         over += d > slack
         under += d < -slack
-    return {"requests": len(pairs),
-            "predicted_cache_read": sum(p for p, _ in pairs),
-            "reported_cache_read": sum(r for _, r in pairs),
-            "agree": len(pairs) - over - under,
-            "over_predicted": over,
-            "under_predicted": under,
-            "mean_abs_diff_tokens": sum(abs(p - r) for p, r in pairs) / len(pairs) if pairs else 0.0}
+    return {
+        "requests": len(pairs),
+        "predicted_cache_read": sum(p for p, _ in pairs),
+        "reported_cache_read": sum(r for _, r in pairs),
+        "agree": len(pairs) - over - under,
+        "over_predicted": over,
+        "under_predicted": under,
+        "mean_abs_diff_tokens": sum(abs(p - r) for p, r in pairs) / len(pairs) if pairs else 0.0,
+    }
 
 
 def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]) -> None:
@@ -109,8 +115,9 @@ def write(path: str | Path, runs: dict[str, list[Outcome]], meta: dict[str, Any]
     if p.suffix in SQLITE_SUFFIXES:
         _write_sqlite(p, runs, meta)
     else:
-        done = {name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]}
-                for name, rows in runs.items()}
+        done = {
+            name: {"summary": summarize(rows), "requests": [asdict(o) for o in rows]} for name, rows in runs.items()
+        }
         doc = {"schema_version": SCHEMA_VERSION, "meta": meta, "runs": done}
         p.write_text(json.dumps(doc, indent=1), "utf-8")
 
@@ -127,8 +134,10 @@ def _write_sqlite(p: Path, runs: dict[str, list[Outcome]], meta: dict[str, Any])
             con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
             for name, rows in runs.items():
                 con.execute("INSERT INTO summary VALUES (?, ?)", (name, json.dumps(summarize(rows))))
-                con.executemany(f"INSERT INTO requests VALUES ({', '.join('?' * (len(cols) + 1))})",
-                                [(name, *_row(o)) for o in rows])
+                con.executemany(
+                    f"INSERT INTO requests VALUES ({', '.join('?' * (len(cols) + 1))})",
+                    [(name, *_row(o)) for o in rows],
+                )
     finally:
         con.close()
 

@@ -1,4 +1,5 @@
 """The replay summary on the terminal: one column per run (as is, fixed), the same rows in each."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,12 @@ ROWS: list[tuple[str, Any]] = [
     ("TTFT p50 / p90 with reuse", lambda s: _ttft(s, "with_reuse")),
     ("TTFT p50 / p90 without", lambda s: _ttft(s, "without_reuse")),
     ("prefill seconds", lambda s: f"{s['prefill_s']:.2f} s" if "prefill_s" in s else "-"),
-    ("prefill seconds saved", lambda s: f"{s['prefill_saved_s']:.2f} s (x{s['prefill_ratio']:.2f})"
-     if s.get("prefill_ratio") is not None else "-"),
+    (
+        "prefill seconds saved",
+        lambda s: (
+            f"{s['prefill_saved_s']:.2f} s (x{s['prefill_ratio']:.2f})" if s.get("prefill_ratio") is not None else "-"
+        ),
+    ),
     ("cost", lambda s: f"${s['cost_usd']:,.4f}"),
     ("prices from", lambda s: "; ".join(s.get("prices") or ()) or "-"),
     ("cost with no cache", lambda s: f"${s['cost_without_cache_usd']:,.4f}"),
@@ -39,8 +44,7 @@ ROWS: list[tuple[str, Any]] = [
 def _agreement(a: dict[str, Any] | None) -> str:
     if not a:
         return "-"
-    return (f"{a['predicted_cache_read']:,} vs {a['reported_cache_read']:,} "
-            f"({a['agree']}/{a['requests']} agree)")
+    return f"{a['predicted_cache_read']:,} vs {a['reported_cache_read']:,} ({a['agree']}/{a['requests']} agree)"
 
 
 def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Console | None = None) -> None:

@@ -8,6 +8,7 @@ Formats (detected from the path and the first record):
 - LMCache agent traces: JSONL (or a folder of JSONL files) with the whole prompt as `input`,
   `session_id`, `timestamp` in microseconds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ from prefixguard.model.usage import USAGE_FIELDS, Usage
 from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
 from prefixguard.wire import detect_api, files, gemini, parse_response
 
-MOONCAKE_BLOCK_TOKENS = 512   # the Mooncake release hashes prompts in blocks of 512 tokens
-TEXT_MODEL = "tiny"           # model name sent for traces that name none: the one `engine serve` answers
-                              # to as it starts (pass replay --model for another server's)
+MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake release hashes prompts in blocks of 512 tokens
+TEXT_MODEL = "tiny"  # model name sent for traces that name none: the one `engine serve` answers
+# to as it starts (pass replay --model for another server's)
 TEXT_PATH = "/v1/chat/completions"
 
 
@@ -33,28 +34,28 @@ class Request:
     """One request of a trace, in the trace's order."""
 
     index: int
-    ts: float                        # seconds since the trace's first request
-    session: str = ""                # conversation or agent run, for grouping in reports
-    tenant: str = ""                 # API key owner (hashed): providers never share a cache across tenants
+    ts: float  # seconds since the trace's first request
+    session: str = ""  # conversation or agent run, for grouping in reports
+    tenant: str = ""  # API key owner (hashed): providers never share a cache across tenants
     model: str | None = None
-    path: str | None = None          # URL path the request went to (picks the API shape)
-    body: dict[str, Any] | None = None   # the request body, where the source holds one
+    path: str | None = None  # URL path the request went to (picks the API shape)
+    body: dict[str, Any] | None = None  # the request body, where the source holds one
     blocks: list[int] | None = None  # Mooncake: prefix block hashes (an id implies its whole prefix)
     input_tokens: int | None = None  # Mooncake: prompt length in tokens
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
-    reported: Usage | None = None    # the provider's usage as captured
+    reported: Usage | None = None  # the provider's usage as captured
     expected_cached: int | None = None  # what the proxy predicted at capture time
-    ref: str = ""                    # where it came from: row id, file name, line
-    upstream: str | None = None     # where it went (scheme://host), where the source says: a provider known by its host
+    ref: str = ""  # where it came from: row id, file name, line
+    upstream: str | None = None  # where it went (scheme://host), where the source says: a provider known by its host
 
 
 @dataclass(slots=True)
 class Trace:
-    kind: str                        # "capture" | "folder" | "mooncake" | "lmcache"
+    kind: str  # "capture" | "folder" | "mooncake" | "lmcache"
     source: str
     requests: list[Request]
-    skipped: int = 0                 # records that cannot be replayed (e.g. captured without bodies)
-    tokens_estimated: bool = False   # some counts in it are prefixguard's estimates (no tokenizer loaded)
+    skipped: int = 0  # records that cannot be replayed (e.g. captured without bodies)
+    tokens_estimated: bool = False  # some counts in it are prefixguard's estimates (no tokenizer loaded)
 
 
 def load(path: str | Path) -> Trace:
@@ -74,7 +75,7 @@ def _load(p: Path) -> Trace:
         if jsonl:
             return _lmcache(p, [r for f in jsonl for r in json_lines(f)])
         return _folder(p)
-    check_regular_file(p, "trace file")   # a FIFO would block the read, a device never end
+    check_regular_file(p, "trace file")  # a FIFO would block the read, a device never end
     if is_sqlite(p):
         return _capture(p, read_capture(p))
     records = list(json_lines(p))
@@ -87,8 +88,7 @@ def _load(p: Path) -> Trace:
         return _lmcache(p, records)
     if "request" in first:
         return _capture(p, [rec for _, rec in records])
-    raise InputError("unknown trace format: expected capture rows, Mooncake hash_ids or LMCache input "
-                     "records", str(p))
+    raise InputError("unknown trace format: expected capture rows, Mooncake hash_ids or LMCache input records", str(p))
 
 
 def _field(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -106,8 +106,16 @@ def _mooncake(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
         length = _field(rec, "input_length", int, where)
         if length > len(blocks) * MOONCAKE_BLOCK_TOKENS:
             raise InputError(f"{where}: input_length {length} exceeds its {len(blocks)} blocks")
-        out.append(Request(index=i, ts=_field(rec, "timestamp", (int, float), where) / 1e3, blocks=blocks,
-                           input_tokens=length, output_tokens=rec.get("output_length"), ref=f"line {n}"))
+        out.append(
+            Request(
+                index=i,
+                ts=_field(rec, "timestamp", (int, float), where) / 1e3,
+                blocks=blocks,
+                input_tokens=length,
+                output_tokens=rec.get("output_length"),
+                ref=f"line {n}",
+            )
+        )
     return Trace(kind="mooncake", source=str(p), requests=_rebased(out))
 
 
@@ -126,18 +134,29 @@ def _lmcache(p: Path, records: list[tuple[int, dict[str, Any]]]) -> Trace:
         session = str(rec.get("session_id", ""))
         before, messages = last.get(session, ("", []))
         if before and text.startswith(before):
-            messages = messages + ([{"role": "user", "content": text[len(before):]}] if len(text) > len(before) else [])
+            messages = messages + (
+                [{"role": "user", "content": text[len(before) :]}] if len(text) > len(before) else []
+            )
         else:
             messages = [{"role": "user", "content": text}]
         last[session] = (text, messages)
         answer = rec.get("output")
-        out.append(Request(index=i, ts=ts, session=session, model=TEXT_MODEL, path=TEXT_PATH,
-                           body={"model": TEXT_MODEL, "messages": messages},
-                           output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
-                           ref=f"{session}:{n}"))
+        out.append(
+            Request(
+                index=i,
+                ts=ts,
+                session=session,
+                model=TEXT_MODEL,
+                path=TEXT_PATH,
+                body={"model": TEXT_MODEL, "messages": messages},
+                output_tokens=tokens.count(answer) if isinstance(answer, str) else None,
+                ref=f"{session}:{n}",
+            )
+        )
     counted = any(r.output_tokens is not None for r in out)
-    return Trace(kind="lmcache", source=str(p), requests=_rebased(out),
-                 tokens_estimated=counted and tokens.is_estimated())
+    return Trace(
+        kind="lmcache", source=str(p), requests=_rebased(out), tokens_estimated=counted and tokens.is_estimated()
+    )
 
 
 def _folder(p: Path) -> Trace:
@@ -153,9 +172,18 @@ def _folder(p: Path) -> Trace:
         if not isinstance(body, dict):
             raise InputError("a request body must be a JSON object", str(f))
         stem = f.name.removesuffix(".request.json").removesuffix(".json")
-        out.append(Request(index=i, ts=0.0, model=body.get("model"), path=uris.get(stem), body=body,
-                           reported=_recorded_usage(p, stem, body, uris.get(stem)), ref=f.name,
-                           upstream=upstreams.get(stem)))
+        out.append(
+            Request(
+                index=i,
+                ts=0.0,
+                model=body.get("model"),
+                path=uris.get(stem),
+                body=body,
+                reported=_recorded_usage(p, stem, body, uris.get(stem)),
+                ref=f.name,
+                upstream=upstreams.get(stem),
+            )
+        )
     return Trace(kind="folder", source=str(p), requests=out)
 
 
@@ -220,25 +248,37 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
         check_row(row, f"{p}: row {n}")
         body = row.get("request")
         if not isinstance(body, dict) or ("api" in row and row["api"] is None):
-            skipped += 1          # captured with --no-bodies, or no LLM request (the proxy could not parse it)
+            skipped += 1  # captured with --no-bodies, or no LLM request (the proxy could not parse it)
             continue
         usage = row.get("usage") or {}
         tenant = str(row.get("tenant") or "")
-        out.append(Request(index=len(out), ts=float(row.get("ts") or 0.0), session=tenant, tenant=tenant,
-                           model=row.get("model") or body.get("model"), path=row.get("path"), body=body,
-                           output_tokens=usage.get("output") or None, reported=_usage(usage),
-                           expected_cached=row.get("expected_cached"), ref=str(row.get("id", "")),
-                           upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None))
+        out.append(
+            Request(
+                index=len(out),
+                ts=float(row.get("ts") or 0.0),
+                session=tenant,
+                tenant=tenant,
+                model=row.get("model") or body.get("model"),
+                path=row.get("path"),
+                body=body,
+                output_tokens=usage.get("output") or None,
+                reported=_usage(usage),
+                expected_cached=row.get("expected_cached"),
+                ref=str(row.get("id", "")),
+                upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None,
+            )
+        )
     if not out and skipped:
-        raise InputError(f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to "
-                         f"replay", str(p))
+        raise InputError(
+            f"all {skipped} rows were captured without bodies or are no LLM requests: nothing to replay", str(p)
+        )
     return Trace(kind="capture", source=str(p), requests=_rebased(out), skipped=skipped)
 
 
 def _usage(u: dict[str, Any]) -> Usage | None:
     if not u.get("reported"):
         return None
-    return Usage(**{k: u[k] for k in USAGE_FIELDS if u.get(k) is not None})   # null: not reported
+    return Usage(**{k: u[k] for k in USAGE_FIELDS if u.get(k) is not None})  # null: not reported
 
 
 def _rebased(requests: list[Request]) -> list[Request]:

@@ -4,6 +4,7 @@
 Every target turns a Request into an Outcome. Token ids come from the engine's chat template, so the
 sim's tree sees exactly the prompts the engine and its server would see.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,14 +29,14 @@ from prefixguard.utils.errors import InputError
 from prefixguard.wire import UsageStream, anthropic, openai_chat, openai_responses, parse_request
 from prefixguard.wire.adapters import adapter_for
 
-POLICIES = ("auto", *CONTRACTS)   # the policy module's, one per contract of rules/providers.toml
-DEFAULT_PAGE_SIZE = 16        # the engine's default page: tokens per KV page
+POLICIES = ("auto", *CONTRACTS)  # the policy module's, one per contract of rules/providers.toml
+DEFAULT_PAGE_SIZE = 16  # the engine's default page: tokens per KV page
 NO_BODIES = "this trace holds no request bodies (Mooncake): only --target sim or engine replays it"
 
 
 class Target(Protocol):
-    realtime: bool             # True: requests are sent at the trace's pace; False: time is only a number
-    needs_bodies: bool         # True: a trace of Mooncake blocks (no request bodies) cannot be sent to it
+    realtime: bool  # True: requests are sent at the trace's pace; False: time is only a number
+    needs_bodies: bool  # True: a trace of Mooncake blocks (no request bodies) cannot be sent to it
 
     def run(self, req: Request, now: float) -> Outcome: ...
 
@@ -56,15 +57,15 @@ def prompt_of(req: Request, model: str | None = None) -> Prompt:
     return _rendered(req, model)[0]
 
 
-def _rendered(req: Request, model: str | None,
-              template: chat_template.Template = chat_template.CL100K) -> tuple[Prompt, list[int]]:
+def _rendered(
+    req: Request, model: str | None, template: chat_template.Template = chat_template.CL100K
+) -> tuple[Prompt, list[int]]:
     """prompt_of, with the token ids the template rendered (the targets that need them render once);
     template: the engine model's (a GGUF model has its own tokenizer), else the presets' cl100k one."""
     if req.body is None:
         raise InputError(NO_BODIES, req.ref)
-    prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref,
-                           count_tokens=False)
-    ids = template.render(prompt.segments)   # also sets each segment's tokens as the template counts them
+    prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref, count_tokens=False)
+    ids = template.render(prompt.segments)  # also sets each segment's tokens as the template counts them
     if model:
         prompt.model = model
     return prompt, ids
@@ -73,8 +74,13 @@ def _rendered(req: Request, model: str | None,
 def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcome:
     """Cost at the model's prices (rules/providers.toml), and what the same tokens cost with no cache."""
     contract = model_contract(api, model)
-    o.cost_usd = contract.cost(uncached=o.uncached, cache_read=o.cache_read,
-                               write_5m=o.cache_write - write_1h, write_1h=write_1h, output=o.output_tokens)
+    o.cost_usd = contract.cost(
+        uncached=o.uncached,
+        cache_read=o.cache_read,
+        write_5m=o.cache_write - write_1h,
+        write_1h=write_1h,
+        output=o.output_tokens,
+    )
     o.full_cost_usd = contract.cost(uncached=o.prompt_tokens, output=o.output_tokens)
     o.prices = contract.prices
     return o
@@ -82,10 +88,18 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
 
 def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome:
     reported = req.reported
-    return Outcome(index=req.index, ts=req.ts, ref=req.ref, session=req.session, model=kw.pop("model", req.model),
-                   prompt_tokens=prompt_tokens, cache_read=cached,
-                   reported_cache_read=reported.cache_read if reported else None,
-                   reported_prompt=reported.prompt_total if reported else None, **kw)
+    return Outcome(
+        index=req.index,
+        ts=req.ts,
+        ref=req.ref,
+        session=req.session,
+        model=kw.pop("model", req.model),
+        prompt_tokens=prompt_tokens,
+        cache_read=cached,
+        reported_cache_read=reported.cache_read if reported else None,
+        reported_prompt=reported.prompt_total if reported else None,
+        **kw,
+    )
 
 
 class _Pages:
@@ -114,8 +128,15 @@ class SimTarget:
     realtime = False
     needs_bodies = False
 
-    def __init__(self, policy: str = "radix", *, page_size: int | None = None, capacity_tokens: int | None = None,
-                 capacity_pages: int | None = None, model: str | None = None) -> None:
+    def __init__(
+        self,
+        policy: str = "radix",
+        *,
+        page_size: int | None = None,
+        capacity_tokens: int | None = None,
+        capacity_pages: int | None = None,
+        model: str | None = None,
+    ) -> None:
         if policy not in POLICIES:
             raise InputError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
         self.policy_name = policy
@@ -147,8 +168,9 @@ class SimTarget:
         """The contract a request is judged by, one state per contract. None: the radix tree, for policy
         radix (the engine's reuse), and under auto for a trace without bodies; auto judges a body by
         the proxy's policies, the compatible contract's included."""
-        return self._policies.get(self.policy_name, api, model, radix=self.policy_name == "auto" and not tree,
-                                   host=host)
+        return self._policies.get(
+            self.policy_name, api, model, radix=self.policy_name == "auto" and not tree, host=host
+        )
 
     # -- the radix tree --------------------------------------------------------------------------
     def _tree_for(self, unit_tokens: int, units_per_page: int) -> RadixTree:
@@ -180,16 +202,25 @@ class SimTarget:
     def _radix_blocks(self, req: Request) -> Outcome:
         page = self.page_size or MOONCAKE_BLOCK_TOKENS
         if page % MOONCAKE_BLOCK_TOKENS:
-            raise InputError(f"Mooncake traces hash {MOONCAKE_BLOCK_TOKENS}-token blocks: --page-size must "
-                             f"be a multiple of {MOONCAKE_BLOCK_TOKENS}, got {page}")
+            raise InputError(
+                f"Mooncake traces hash {MOONCAKE_BLOCK_TOKENS}-token blocks: --page-size must "
+                f"be a multiple of {MOONCAKE_BLOCK_TOKENS}, got {page}"
+            )
         tree = self._tree_for(MOONCAKE_BLOCK_TOKENS, page // MOONCAKE_BLOCK_TOKENS)
         total, blocks = req.input_tokens or 0, req.blocks or []
         matched, kept = self._cache(tree, blocks, len(blocks))
         cached = min(matched * MOONCAKE_BLOCK_TOKENS, total)
         written = min(kept * MOONCAKE_BLOCK_TOKENS, total) - cached
-        o = outcome(req, total, cached, cache_write=written, uncached=total - cached - written,
-                    reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0,
-                    model=self.model or req.model)
+        o = outcome(
+            req,
+            total,
+            cached,
+            cache_write=written,
+            uncached=total - cached - written,
+            reason="hit" if cached else "cold",
+            output_tokens=req.output_tokens or 0,
+            model=self.model or req.model,
+        )
         return priced(o, blocks_api(self.policy_name, o.model), o.model)
 
     def _radix_ids(self, req: Request, prompt: Prompt, ids: list[int]) -> Outcome:
@@ -197,8 +228,16 @@ class SimTarget:
         # As the engine does: the last token is always computed, since it gives the first logits.
         cached, kept = self._cache(tree, ids, len(ids) - 1)
         written = kept - cached
-        o = outcome(req, len(ids), cached, cache_write=written, uncached=len(ids) - kept,
-                    reason="hit" if cached else "cold", output_tokens=req.output_tokens or 0, model=prompt.model)
+        o = outcome(
+            req,
+            len(ids),
+            cached,
+            cache_write=written,
+            uncached=len(ids) - kept,
+            reason="hit" if cached else "cold",
+            output_tokens=req.output_tokens or 0,
+            model=prompt.model,
+        )
         return priced(o, prompt.api, prompt.model)
 
     # -- a provider's contract -------------------------------------------------------------------
@@ -209,10 +248,17 @@ class SimTarget:
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)
         answered(policy, self._scale, prompt, usage, now, req.tenant)
-        total = ahead.cache_read + ahead.cache_write + ahead.uncached   # in the provider's tokens
-        o = outcome(req, total, exp.cache_read, cache_write=exp.cache_write,
-                    uncached=exp.uncached, reason=exp.reason, output_tokens=req.output_tokens or 0,
-                    model=prompt.model)
+        total = ahead.cache_read + ahead.cache_write + ahead.uncached  # in the provider's tokens
+        o = outcome(
+            req,
+            total,
+            exp.cache_read,
+            cache_write=exp.cache_write,
+            uncached=exp.uncached,
+            reason=exp.reason,
+            output_tokens=req.output_tokens or 0,
+            model=prompt.model,
+        )
         return priced(o, prompt.api, prompt.model, write_1h=exp.write_by_ttl.get("1h", 0))
 
 
@@ -225,9 +271,16 @@ class HttpTarget:
     realtime = True
     needs_bodies = True
 
-    def __init__(self, base_url: str, *, max_tokens: int = 16, model: str | None = None,
-                 headers: dict[str, str] | None = None, timeout: float = 600.0,
-                 max_retries: int | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        max_tokens: int = 16,
+        model: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 600.0,
+        max_retries: int | None = None,
+    ) -> None:
         from prefixguard.replay.http_client import MAX_RETRIES, Client
 
         self.base_url = base_url.rstrip("/")
@@ -249,8 +302,9 @@ class HttpTarget:
         prompt = prompt_of(req, self.model)
         path = req.path or adapter_for(prompt.api).ENDPOINT
         if path is None:
-            raise InputError(f"a {prompt.api} request names its model in its path: the trace must give the path",
-                             req.ref)
+            raise InputError(
+                f"a {prompt.api} request names its model in its path: the trace must give the path", req.ref
+            )
         want = min(req.output_tokens or self.max_tokens, self.max_tokens)
         body = streaming(req.body or {}, prompt.api, want, self.model)
         data = json.dumps(body, ensure_ascii=False).encode()
@@ -260,15 +314,20 @@ class HttpTarget:
         stream = UsageStream(prompt.api)
         try:
             with self.client.stream(path, data, headers) as (attempt, chunks):
-                start = attempt.started     # the last try's: waits before retries are not TTFT
+                start = attempt.started  # the last try's: waits before retries are not TTFT
                 for chunk in chunks:
                     stream.feed(chunk)
         except httpx.HTTPError as e:
             return outcome(req, prompt.total_tokens, 0, model=prompt.model, error=f"{type(e).__name__}: {e}")
         if attempt.status >= 400:
-            return outcome(req, prompt.total_tokens, 0, model=prompt.model,
-                           error=f"HTTP {attempt.status}: {attempt.error_body}"
-                                 + (f" (after {attempt.tries} tries)" if attempt.tries > 1 else ""))
+            return outcome(
+                req,
+                prompt.total_tokens,
+                0,
+                model=prompt.model,
+                error=f"HTTP {attempt.status}: {attempt.error_body}"
+                + (f" (after {attempt.tries} tries)" if attempt.tries > 1 else ""),
+            )
         end = time.monotonic()
         stream.feed(b"\n\n")
         usage = stream.usage()
@@ -276,11 +335,27 @@ class HttpTarget:
         ttft = (first - start) if first is not None else end - start
         decode = (usage.output - 1) / (end - first) if first is not None and usage.output > 1 and end > first else None
         if not usage.reported:
-            return outcome(req, prompt.total_tokens, 0, model=prompt.model, ttft_s=ttft, decode_tps=decode,
-                           error="the server reported no cached-token field")
-        o = outcome(req, usage.prompt_total, usage.cache_read, cache_write=usage.cache_write,
-                    uncached=usage.uncached, output_tokens=usage.output, ttft_s=ttft, decode_tps=decode,
-                    reason="hit" if usage.cache_read else "cold", model=prompt.model)
+            return outcome(
+                req,
+                prompt.total_tokens,
+                0,
+                model=prompt.model,
+                ttft_s=ttft,
+                decode_tps=decode,
+                error="the server reported no cached-token field",
+            )
+        o = outcome(
+            req,
+            usage.prompt_total,
+            usage.cache_read,
+            cache_write=usage.cache_write,
+            uncached=usage.uncached,
+            output_tokens=usage.output,
+            ttft_s=ttft,
+            decode_tps=decode,
+            reason="hit" if usage.cache_read else "cold",
+            model=prompt.model,
+        )
         return priced(o, prompt.api, prompt.model, write_1h=usage.cache_write_1h)
 
 
@@ -308,15 +383,25 @@ class EngineTarget:
     batched as the server would batch them."""
 
     realtime = True
-    needs_bodies = False      # Mooncake blocks become token ids (block_ids)
+    needs_bodies = False  # Mooncake blocks become token ids (block_ids)
 
-    def __init__(self, model: str = "tiny", *, page_size: int = DEFAULT_PAGE_SIZE, kv_pages: int | None = None,
-                 prefix_reuse: bool = True, max_tokens: int = 16, device: str = "cpu", dtype: str = "float32",
-                 model_name: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "tiny",
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        kv_pages: int | None = None,
+        prefix_reuse: bool = True,
+        max_tokens: int = 16,
+        device: str = "cpu",
+        dtype: str = "float32",
+        model_name: str | None = None,
+    ) -> None:
         from prefixguard.engine.llm_engine import LLMEngine
 
-        self.engine = LLMEngine(model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages,
-                                prefix_reuse=prefix_reuse)
+        self.engine = LLMEngine(
+            model, device=device, dtype=dtype, page_size=page_size, kv_pages=kv_pages, prefix_reuse=prefix_reuse
+        )
         self.page_size = page_size
         self.prefix_reuse = prefix_reuse
         self.max_tokens = max_tokens
@@ -336,7 +421,7 @@ class EngineTarget:
                     return
             try:
                 self.engine.step()
-            except Exception as e:        # the engine broke: fail the waiting requests, do not hang them
+            except Exception as e:  # the engine broke: fail the waiting requests, do not hang them
                 self._failed = f"engine failed: {type(e).__name__}: {e}"
                 self._closed = True
             with self._work:
@@ -358,7 +443,7 @@ class EngineTarget:
         want = min(req.output_tokens or self.max_tokens, self.max_tokens)
         try:
             seq = self.engine.add_request(ids, max_tokens=want)
-        except ValueError as e:           # too long for the model's context or the KV pool
+        except ValueError as e:  # too long for the model's context or the KV pool
             return outcome(req, len(ids), 0, model=model, error=str(e))
         with self._work:
             self._work.notify_all()
@@ -368,8 +453,17 @@ class EngineTarget:
             return outcome(req, len(ids), 0, model=model, error=self._failed)
         cached = seq.cached_tokens or 0
         full = len(ids) // self.page_size * self.page_size if self.prefix_reuse else cached
-        o = outcome(req, len(ids), cached, cache_write=max(0, full - cached),
-                    uncached=len(ids) - max(full, cached), reason="hit" if cached else "cold",
-                    output_tokens=len(seq.output_ids), ttft_s=seq.ttft, prefill_s=seq.prefill_seconds,
-                    decode_tps=seq.decode_tps, model=model)
+        o = outcome(
+            req,
+            len(ids),
+            cached,
+            cache_write=max(0, full - cached),
+            uncached=len(ids) - max(full, cached),
+            reason="hit" if cached else "cold",
+            output_tokens=len(seq.output_ids),
+            ttft_s=seq.ttft,
+            prefill_s=seq.prefill_seconds,
+            decode_tps=seq.decode_tps,
+            model=model,
+        )
         return priced(o, api, model)

@@ -5,6 +5,7 @@ Per group: requests, hit rate (tokens read from the cache over prompt tokens, wh
 them), misses by cause, what the misses cost, and spend. Verdicts and costs are the rows' stored ones (as
 the proxy judged them), never judged again here; spend is each row's tokens at its model's contract prices.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -18,7 +19,7 @@ from prefixguard.report.money import tenant
 from prefixguard.utils.styled import columns, printable
 
 LABELS = ("client", "tenant", "site", "model")
-NONE = "-"   # a row that carries no value of the label (a capture from before it, a caller that named none)
+NONE = "-"  # a row that carries no value of the label (a capture from before it, a caller that named none)
 
 
 def label_of(row: dict[str, Any], label: str) -> str:
@@ -41,8 +42,13 @@ def _miss_cause(row: dict[str, Any]) -> str | None:
 
 def _spend(row: dict[str, Any], u: Usage) -> float:
     c = model_contract(row.get("api") or "", row.get("model"))
-    return c.cost(uncached=u.uncached, cache_read=u.cache_read, write_5m=u.cache_write_5m,
-                  write_1h=u.cache_write_1h, output=u.output)
+    return c.cost(
+        uncached=u.uncached,
+        cache_read=u.cache_read,
+        write_5m=u.cache_write_5m,
+        write_1h=u.cache_write_1h,
+        output=u.output,
+    )
 
 
 class _Group:
@@ -68,11 +74,15 @@ class _Group:
             self.spend += _spend(row, u)
 
     def to_json(self, label: str) -> dict[str, Any]:
-        return {label: self.value, "requests": self.requests,
-                "hit_rate": self.read / self.prompt if self.prompt else None,
-                "misses": sum(self.causes.values()),
-                "misses_by_cause": [{"cause": c, "requests": k} for c, k in self.causes.most_common()],
-                "miss_cost_usd": self.miss_cost, "spend_usd": self.spend}
+        return {
+            label: self.value,
+            "requests": self.requests,
+            "hit_rate": self.read / self.prompt if self.prompt else None,
+            "misses": sum(self.causes.values()),
+            "misses_by_cause": [{"cause": c, "requests": k} for c, k in self.causes.most_common()],
+            "miss_cost_usd": self.miss_cost,
+            "spend_usd": self.spend,
+        }
 
 
 def by_label(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
@@ -97,18 +107,30 @@ def _finding(groups: list[_Group], label: str) -> str:
         return f"No {label} broke the cached prefix."
     top = next(c for c, _ in worst.causes.most_common() if c not in ("ttl_expired", "server_side"))
     others = sum(breaks.values()) - breaks[worst.value]
-    return (f"{label} {worst.value} broke the cached prefix in {breaks[worst.value]} of its {worst.requests} "
-            f"requests (top cause {top}, {usd(worst.miss_cost)}); the other {label}s broke it {others} times.")
+    return (
+        f"{label} {worst.value} broke the cached prefix in {breaks[worst.value]} of its {worst.requests} "
+        f"requests (top cause {top}, {usd(worst.miss_cost)}); the other {label}s broke it {others} times."
+    )
 
 
 def render(table: dict[str, Any]) -> list[str]:
     """The text lines of the table: one line per group, then the finding."""
     label = table["label"]
     head = (label, "requests", "hit rate", "misses", "cost of misses", "spend", "causes")
-    rows = [(printable(g[label]),   # a caller's header text: shown, never acted on
-             f"{g['requests']}", f"{g['hit_rate']:.0%}" if g["hit_rate"] is not None else "-", f"{g['misses']}",
-             usd(g["miss_cost_usd"]), usd(g["spend_usd"]),
-             printable(", ".join(f"{c['cause']} {c['requests']}" for c in g["misses_by_cause"])) or "-")
-            for g in table["groups"]]
-    return [f"By {label}:", *columns(head, rows, indent="  ", left=(0, len(head) - 1)).split("\n"),
-            printable(table["finding"])]
+    rows = [
+        (
+            printable(g[label]),  # a caller's header text: shown, never acted on
+            f"{g['requests']}",
+            f"{g['hit_rate']:.0%}" if g["hit_rate"] is not None else "-",
+            f"{g['misses']}",
+            usd(g["miss_cost_usd"]),
+            usd(g["spend_usd"]),
+            printable(", ".join(f"{c['cause']} {c['requests']}" for c in g["misses_by_cause"])) or "-",
+        )
+        for g in table["groups"]
+    ]
+    return [
+        f"By {label}:",
+        *columns(head, rows, indent="  ", left=(0, len(head) - 1)).split("\n"),
+        printable(table["finding"]),
+    ]

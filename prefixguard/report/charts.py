@@ -9,6 +9,7 @@ breaks where a value is missing rather than joining across the gap. Every drawn 
 A chart is markup built here from numbers; every text in it (a title, a label, a tooltip) is escaped as it
 goes in, so the whole is returned as Markup, which the page's template (autoescaped) writes as it is.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,19 +44,32 @@ class Unit:
         return self.show(value) + ("" if self.label in SELF_EVIDENT else f" {self.label}")
 
 
-SELF_EVIDENT = ("%", "$")   # units the tick labels carry themselves: no unit label on the axis
+SELF_EVIDENT = ("%", "$")  # units the tick labels carry themselves: no unit label on the axis
 
 
 def unit(kind: str, hi: float) -> Unit:
     """The unit of an axis of this kind whose largest value is `hi` (in base units: seconds, tokens)."""
     hi = abs(hi)
     if kind == "seconds":
-        return (Unit(label="ms", factor=1e-3) if hi < 1 else Unit(label="s", factor=1.0) if hi < 120
-                else Unit(label="min", factor=60.0) if hi < 7200
-                else Unit(label="h", factor=3600.0) if hi < 3 * 86400 else Unit(label="days", factor=86400.0))
+        return (
+            Unit(label="ms", factor=1e-3)
+            if hi < 1
+            else Unit(label="s", factor=1.0)
+            if hi < 120
+            else Unit(label="min", factor=60.0)
+            if hi < 7200
+            else Unit(label="h", factor=3600.0)
+            if hi < 3 * 86400
+            else Unit(label="days", factor=86400.0)
+        )
     if kind == "tokens":
-        return (Unit(label="M tokens", factor=1e6) if hi >= 1e7 else Unit(label="k tokens", factor=1e3) if hi >= 1e4
-                else Unit(label="tokens", factor=1.0))
+        return (
+            Unit(label="M tokens", factor=1e6)
+            if hi >= 1e7
+            else Unit(label="k tokens", factor=1e3)
+            if hi >= 1e4
+            else Unit(label="tokens", factor=1.0)
+        )
     if kind == "rate":
         return Unit(label="k tokens/s", factor=1e3) if hi >= 1e4 else Unit(label="tokens/s", factor=1.0)
     if kind == "ratio":
@@ -76,8 +90,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[list[float], int]:
     last = math.ceil(hi / step - 1e-9) * step
     n = int(round((last - first) / step))
     decimals = 0
-    while decimals < 6 and abs(step * 10 ** decimals - round(step * 10 ** decimals)) > 1e-6:
-        decimals += 1          # as many as the step needs: 0.25 shows two, 0.2 one
+    while decimals < 6 and abs(step * 10**decimals - round(step * 10**decimals)) > 1e-6:
+        decimals += 1  # as many as the step needs: 0.25 shows two, 0.2 one
     return [first + i * step for i in range(n + 1)], decimals
 
 
@@ -88,17 +102,25 @@ class Axis:
     unit: Unit
     ticks: list[float]
     decimals: int
-    a: float           # pixel of the first tick
-    b: float           # pixel of the last tick
+    a: float  # pixel of the first tick
+    b: float  # pixel of the last tick
 
     @classmethod
-    def make(cls, kind: str, lo: float, hi: float, a: float, b: float, fixed: tuple[float, float] | None = None,
-             count: int = 5) -> Axis:
+    def make(
+        cls,
+        kind: str,
+        lo: float,
+        hi: float,
+        a: float,
+        b: float,
+        fixed: tuple[float, float] | None = None,
+        count: int = 5,
+    ) -> Axis:
         u = unit(kind, max(abs(lo), abs(hi)))
         if fixed is not None:
             lo, hi = fixed
         ticks, decimals = nice_ticks(lo / u.factor, hi / u.factor, count)
-        if fixed is not None:   # the range is the range (0-100%): ticks inside it only
+        if fixed is not None:  # the range is the range (0-100%): ticks inside it only
             ticks = [t for t in ticks if lo / u.factor - 1e-9 <= t <= hi / u.factor + 1e-9]
         return cls(u, [t * u.factor for t in ticks], decimals, a, b)
 
@@ -113,16 +135,20 @@ class Axis:
 def _frame(name: str, title: str, body: str, legend: Sequence[tuple[str, str]] = (), height: int = H) -> Markup:
     keys = "".join(f'<span class="key"><i style="background:{c}"></i>{escape(label)}</span>' for label, c in legend)
     legend_html = f'<div class="legend">{keys}</div>' if keys else ""
-    return Markup(f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
-                  f'<svg data-chart="{escape(name)}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
-                  f'role="img" aria-label="{escape(title)}">{body}</svg>{legend_html}</figure>')
+    return Markup(
+        f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
+        f'<svg data-chart="{escape(name)}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" '
+        f'role="img" aria-label="{escape(title)}">{body}</svg>{legend_html}</figure>'
+    )
 
 
 def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
     """Axes, grid lines, round tick labels, and each axis's unit written once."""
     bottom = H - BOTTOM
-    out = [f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{W - RIGHT}" y2="{bottom}"/>',
-           f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}"/>']
+    out = [
+        f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{W - RIGHT}" y2="{bottom}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}"/>',
+    ]
     for v in y.ticks:
         py = y(v)
         out.append(f'<line class="grid" x1="{LEFT}" y1="{py:.1f}" x2="{W - RIGHT}" y2="{py:.1f}"/>')
@@ -131,8 +157,9 @@ def _grid(x: Axis | None, y: Axis, x_name: str = "") -> str:
         out.append(f'<text class="unit" x="{LEFT - 6}" y="{TOP - 9}" text-anchor="end">{escape(y.unit.label)}</text>')
     if x is not None:
         for v in x.ticks:
-            out.append(f'<text class="tick" x="{x(v):.1f}" y="{bottom + 15}" text-anchor="middle">'
-                       f'{escape(x.label(v))}</text>')
+            out.append(
+                f'<text class="tick" x="{x(v):.1f}" y="{bottom + 15}" text-anchor="middle">{escape(x.label(v))}</text>'
+            )
         name = f"{x_name} ({x.unit.label})" if x.unit.label != "%" else x_name
         out.append(f'<text class="unit" x="{W - RIGHT}" y="{bottom + 32}" text-anchor="end">{escape(name)}</text>')
     return "".join(out)
@@ -142,13 +169,25 @@ def _empty(name: str, title: str, why: str | None = None) -> Markup:
     """Nothing to draw: left out, or, with a reason, one line that says it."""
     if not why:
         return Markup("")
-    return _frame(name, title, f'<text class="empty" x="{W / 2}" y="{EMPTY_H / 2 + 5}" text-anchor="middle">'
-                               f'{escape(why)}</text>', height=EMPTY_H)
+    return _frame(
+        name,
+        title,
+        f'<text class="empty" x="{W / 2}" y="{EMPTY_H / 2 + 5}" text-anchor="middle">{escape(why)}</text>',
+        height=EMPTY_H,
+    )
 
 
-def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str, Sequence[float | None]]],
-          x_kind: str, y_kind: str, x_name: str = "time since the first request",
-          y_range: tuple[float, float] | None = None, why: str | None = None) -> Markup:
+def lines(
+    name: str,
+    title: str,
+    xs: Sequence[float],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    x_kind: str,
+    y_kind: str,
+    x_name: str = "time since the first request",
+    y_range: tuple[float, float] | None = None,
+    why: str | None = None,
+) -> Markup:
     """Line chart: one line per series, broken where a value is missing, a dot with its value at each point."""
     values = [v for _, vs in series for v in vs if v is not None]
     if not values or not xs:
@@ -160,35 +199,55 @@ def lines(name: str, title: str, xs: Sequence[float], series: Sequence[tuple[str
         runs: list[list[tuple[float, float, float, float]]] = [[]]
         for xv, v in zip(xs, vs, strict=True):
             if v is None:
-                runs.append([])        # a gap: the next point starts a new line
+                runs.append([])  # a gap: the next point starts a new line
             else:
                 runs[-1].append((x(xv), y(v), xv, v))
         for run in runs:
             if len(run) > 1:
                 path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in run)
                 body.append(f'<polyline class="line" fill="none" stroke="{color}" stroke-width="2" points="{path}"/>')
-            body.extend(f'<circle class="mark" cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>'
-                        f'{escape(label)}: {escape(y.unit.tip(v))} at {escape(x.unit.tip(xv))}</title></circle>'
-                        for px, py, xv, v in run)
+            body.extend(
+                f'<circle class="mark" cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{color}"><title>'
+                f"{escape(label)}: {escape(y.unit.tip(v))} at {escape(x.unit.tip(xv))}</title></circle>"
+                for px, py, xv, v in run
+            )
     return _frame(name, title, "".join(body), [(label, c) for (label, _), c in zip(series, COLORS, strict=False)])
 
 
-def scatter(name: str, title: str, points: Sequence[tuple[float, float]], x_kind: str, y_kind: str, x_name: str,
-            x_range: tuple[float, float] | None = None, why: str | None = None) -> Markup:
+def scatter(
+    name: str,
+    title: str,
+    points: Sequence[tuple[float, float]],
+    x_kind: str,
+    y_kind: str,
+    x_name: str,
+    x_range: tuple[float, float] | None = None,
+    why: str | None = None,
+) -> Markup:
     if not points:
         return _empty(name, title, why)
     x = Axis.make(x_kind, min(p[0] for p in points), max(p[0] for p in points), LEFT, W - RIGHT, fixed=x_range)
     y = Axis.make(y_kind, 0.0, max(p[1] for p in points), H - BOTTOM, TOP)
     body = [_grid(x, y, x_name)]
-    body.extend(f'<circle class="mark" cx="{x(px):.1f}" cy="{y(py):.1f}" r="3.5" fill="{COLORS[0]}" '
-                f'fill-opacity="0.6"><title>{escape(y.unit.tip(py))} at {escape(x.unit.tip(px))}</title></circle>'
-                for px, py in points)
+    body.extend(
+        f'<circle class="mark" cx="{x(px):.1f}" cy="{y(py):.1f}" r="3.5" fill="{COLORS[0]}" '
+        f'fill-opacity="0.6"><title>{escape(y.unit.tip(py))} at {escape(x.unit.tip(px))}</title></circle>'
+        for px, py in points
+    )
     return _frame(name, title, "".join(body))
 
 
-def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tuple[str, Sequence[float]]],
-            x_kind: str, y_kind: str, x_name: str = "window start", labels: Sequence[str] | None = None,
-            why: str | None = None) -> Markup:
+def stacked(
+    name: str,
+    title: str,
+    starts: Sequence[float],
+    stacks: Sequence[tuple[str, Sequence[float]]],
+    x_kind: str,
+    y_kind: str,
+    x_name: str = "window start",
+    labels: Sequence[str] | None = None,
+    why: str | None = None,
+) -> Markup:
     """Stacked bars, one per window; each stack is a class of the whole (e.g. read, written, uncached).
     labels: what to write under each bar (dates) instead of its start in x_kind's unit."""
     totals = [sum(vs[i] for _, vs in stacks) for i in range(len(starts))]
@@ -202,7 +261,7 @@ def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tup
 
     body = [_grid(None, y)]
     slot = (W - LEFT - RIGHT) / len(starts)
-    every = max(1, math.ceil(len(starts) / (6 if labels is not None else 8)))   # labels never overlap
+    every = max(1, math.ceil(len(starts) / (6 if labels is not None else 8)))  # labels never overlap
     for i, start in enumerate(starts):
         base = 0.0
         x0 = LEFT + i * slot + slot * 0.15
@@ -212,21 +271,33 @@ def stacked(name: str, title: str, starts: Sequence[float], stacks: Sequence[tup
             if v > 0:
                 y0, y1 = y(base), y(base + v)
                 tips.append(f"{cls}: {y.unit.tip(v)}")
-                body.append(f'<rect class="mark" x="{x0:.1f}" y="{y1:.1f}" width="{slot * 0.7:.1f}" '
-                            f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(tick(i))}: {escape(cls)} '
-                            f'{escape(y.unit.tip(v))} of {escape(y.unit.tip(totals[i]))}</title></rect>')
+                body.append(
+                    f'<rect class="mark" x="{x0:.1f}" y="{y1:.1f}" width="{slot * 0.7:.1f}" '
+                    f'height="{y0 - y1:.1f}" fill="{color}"><title>{escape(tick(i))}: {escape(cls)} '
+                    f"{escape(y.unit.tip(v))} of {escape(y.unit.tip(totals[i]))}</title></rect>"
+                )
             base += v
         if i % every == 0:
             below = labels[i] if labels is not None else xu.show(start, 0 if start / xu.factor >= 10 else 1)
-            body.append(f'<text class="tick" x="{x0 + slot * 0.35:.1f}" y="{H - BOTTOM + 15}" text-anchor="middle">'
-                        f'{escape(below)}</text>')
-    body.append(f'<text class="unit" x="{W - RIGHT}" y="{H - BOTTOM + 32}" text-anchor="end">'
-                f'{escape(x_name)}{"" if labels is not None else f" ({xu.label})"}</text>')
+            body.append(
+                f'<text class="tick" x="{x0 + slot * 0.35:.1f}" y="{H - BOTTOM + 15}" text-anchor="middle">'
+                f"{escape(below)}</text>"
+            )
+    body.append(
+        f'<text class="unit" x="{W - RIGHT}" y="{H - BOTTOM + 32}" text-anchor="end">'
+        f"{escape(x_name)}{'' if labels is not None else f' ({xu.label})'}</text>"
+    )
     return _frame(name, title, "".join(body), [(cls, c) for (cls, _), c in zip(stacks, COLORS, strict=False)])
 
 
-def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
-         tips: Sequence[str] | None = None, why: str | None = None) -> Markup:
+def bars(
+    name: str,
+    title: str,
+    items: Sequence[tuple[str, float]],
+    kind: str,
+    tips: Sequence[str] | None = None,
+    why: str | None = None,
+) -> Markup:
     """Horizontal bars in the order given (callers pass the largest first), each labelled with its value.
     The chart is as tall as its bars: no empty band under a short list."""
     shown = [(label, v, (tips[i] if tips else "")) for i, (label, v) in enumerate(items) if v > 0]
@@ -241,11 +312,13 @@ def bars(name: str, title: str, items: Sequence[tuple[str, float]], kind: str,
     for i, (label, v, tip) in enumerate(shown):
         y0 = 8 + i * row
         w = max(1.0, v / hi * (W - 110 - label_w))
-        body.append(f'<text class="tick" x="{label_w - 8}" y="{y0 + row * 0.6:.1f}" text-anchor="end">'
-                    f'{escape(label)}</text>')
-        body.append(f'<rect class="mark" x="{label_w}" y="{y0 + row * 0.15:.1f}" width="{w:.1f}" '
-                    f'height="{row * 0.7:.1f}" fill="{COLORS[2]}"><title>{escape(label)}: {escape(u.tip(v))}'
-                    f'{escape(tip)}</title></rect>')
-        body.append(f'<text class="tick" x="{label_w + w + 6:.1f}" y="{y0 + row * 0.6:.1f}">'
-                    f'{escape(u.tip(v))}</text>')
+        body.append(
+            f'<text class="tick" x="{label_w - 8}" y="{y0 + row * 0.6:.1f}" text-anchor="end">{escape(label)}</text>'
+        )
+        body.append(
+            f'<rect class="mark" x="{label_w}" y="{y0 + row * 0.15:.1f}" width="{w:.1f}" '
+            f'height="{row * 0.7:.1f}" fill="{COLORS[2]}"><title>{escape(label)}: {escape(u.tip(v))}'
+            f"{escape(tip)}</title></rect>"
+        )
+        body.append(f'<text class="tick" x="{label_w + w + 6:.1f}" y="{y0 + row * 0.6:.1f}">{escape(u.tip(v))}</text>')
     return _frame(name, title, "".join(body), height=height)

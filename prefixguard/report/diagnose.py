@@ -8,6 +8,7 @@
    provider errors;
 5. the provider's cache fields against what its contract predicts.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,11 +32,11 @@ from prefixguard.wire import parse_request
 from prefixguard.wire.routes import template
 
 MAX_WINDOWS = 12
-MOVED = 1.5           # a median that grew by this factor "moved"
-STEADY = 0.2          # a decode rate within this fraction of its start is "steady"
-QUEUED = 2.0          # a hit whose TTFT is this many times that of like hits waited in a queue...
-QUEUE_MIN_S = 0.1     # ...and by at least this long (milliseconds of jitter are no queue)
-QUEUE_PEERS = 3       # like hits needed to say what is typical
+MOVED = 1.5  # a median that grew by this factor "moved"
+STEADY = 0.2  # a decode rate within this fraction of its start is "steady"
+QUEUED = 2.0  # a hit whose TTFT is this many times that of like hits waited in a queue...
+QUEUE_MIN_S = 0.1  # ...and by at least this long (milliseconds of jitter are no queue)
+QUEUE_PEERS = 3  # like hits needed to say what is typical
 KEEP_PER_TENANT = 1000  # earlier prompts kept per tenant to compare with
 # Verdicts of a request that read what its contract predicted (step 5's "as expected").
 AS_EXPECTED = (VerdictName.HIT, VerdictName.COLD, VerdictName.BELOW_MINIMUM, VerdictName.NO_BREAKPOINT)
@@ -55,11 +56,25 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     parents: dict[int, dict[str, Any]] = {}
     causes = _causes(rows, parents)
     split = _split(windows)
-    diag = Diagnosis(source=source, requests=len(rows), span_s=span, windows=windows, split=split,
-                     inputs=_inputs(rows, windows), causes=causes, infra=_infra(rows, unread), fields=_fields(rows),
-                     points=_points(rows, split["mode"]))
-    diag.findings = [diag.split["finding"], diag.inputs["finding"], _causes_finding(diag.causes),
-                     diag.infra["finding"], diag.fields["finding"]]
+    diag = Diagnosis(
+        source=source,
+        requests=len(rows),
+        span_s=span,
+        windows=windows,
+        split=split,
+        inputs=_inputs(rows, windows),
+        causes=causes,
+        infra=_infra(rows, unread),
+        fields=_fields(rows),
+        points=_points(rows, split["mode"]),
+    )
+    diag.findings = [
+        diag.split["finding"],
+        diag.inputs["finding"],
+        _causes_finding(diag.causes),
+        diag.infra["finding"],
+        diag.fields["finding"],
+    ]
     diag.prices = sorted({model_contract(r.get("api") or "", r["model"]).prices for r in rows if r.get("model")})
     diag.notes = notes(rows)
     diag.money = money(rows, parents)
@@ -67,7 +82,8 @@ def diagnose(rows: list[dict[str, Any]], source: str = "") -> Diagnosis:
     diag.listed = listed(diag, rows, t0)
     # The proxy's predictions were counted when it ran; the causes are counted here, now.
     diag.tokens_estimated = any(r.get("tokens_estimated") for r in rows) or (
-        tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows))
+        tokens.is_estimated() and any(isinstance(r.get("request"), dict) for r in rows)
+    )
     return diag
 
 
@@ -151,27 +167,43 @@ def _split(windows: list[Window]) -> dict[str, Any]:
     if chosen is None:
         finding = "No TTFT was recorded: the split of prefill and decode is unknown."
     elif t_ratio is None:
-        finding = (f"TTFT of {chosen} calls was recorded in one time window only: nothing like for like to "
-                   f"compare it with over time.")
+        finding = (
+            f"TTFT of {chosen} calls was recorded in one time window only: nothing like for like to "
+            f"compare it with over time."
+        )
     elif d_ratio is not None and d_ratio < 1 - STEADY:
-        finding = (f"Decode rate fell {1 - d_ratio:.0%} ({d_first:.1f} -> {d_last:.1f} tokens/s): memory bandwidth "
-                   f"or concurrency (load on the server), which no prompt change fixes.")
+        finding = (
+            f"Decode rate fell {1 - d_ratio:.0%} ({d_first:.1f} -> {d_last:.1f} tokens/s): memory bandwidth "
+            f"or concurrency (load on the server), which no prompt change fixes."
+        )
     elif t_ratio >= MOVED:
-        assert t_first is not None and t_last is not None   # a ratio has both ends
+        assert t_first is not None and t_last is not None  # a ratio has both ends
         steady = "decode rate steady" if d_ratio is not None else "no decode rate recorded"
-        finding = (f"Only TTFT moved ({t_first * 1e3:.0f} -> {t_last * 1e3:.0f} ms, x{t_ratio:.1f}; {steady}): "
-                   f"bandwidth and concurrency are ruled out; prompt length and cache misses remain (steps 2, 3).")
+        finding = (
+            f"Only TTFT moved ({t_first * 1e3:.0f} -> {t_last * 1e3:.0f} ms, x{t_ratio:.1f}; {steady}): "
+            f"bandwidth and concurrency are ruled out; prompt length and cache misses remain (steps 2, 3)."
+        )
     else:
         trend = "fell" if t_ratio <= 1 / MOVED else "steady"
         finding = f"TTFT {trend} (x{t_ratio:.2f} from the first third to the last)" + (
-            f", decode rate x{d_ratio:.2f}." if d_ratio is not None else ".")
+            f", decode rate x{d_ratio:.2f}." if d_ratio is not None else "."
+        )
     if chosen == UNKNOWN_MODE:
         finding += " Whether these calls streamed is unknown (no request bodies stored): they may mix both kinds."
     if chosen is not None and len(modes) > 1:
         others = ", ".join(m for m in modes if m != chosen)
         finding += f" TTFT compared over {chosen} calls only; {others} calls are not compared with them."
-    return {"mode": chosen, "modes": modes, "ttft_start_s": t_first, "ttft_end_s": t_last, "ttft_ratio": t_ratio,
-            "decode_start_tps": d_first, "decode_end_tps": d_last, "decode_ratio": d_ratio, "finding": finding}
+    return {
+        "mode": chosen,
+        "modes": modes,
+        "ttft_start_s": t_first,
+        "ttft_end_s": t_last,
+        "ttft_ratio": t_ratio,
+        "decode_start_tps": d_first,
+        "decode_end_tps": d_last,
+        "decode_ratio": d_ratio,
+        "finding": finding,
+    }
 
 
 def _inputs(rows: list[dict[str, Any]], windows: list[Window]) -> dict[str, Any]:
@@ -181,12 +213,20 @@ def _inputs(rows: list[dict[str, Any]], windows: list[Window]) -> dict[str, Any]
     if ratio is None:
         finding = "No prompt token counts were reported."
     elif ratio >= MOVED:
-        finding = (f"Prompts grew x{ratio:.1f} (median {first:,.0f} -> {last:,.0f} tokens): longer prompts take "
-                   f"longer to prefill unless their prefix is cached.")
+        finding = (
+            f"Prompts grew x{ratio:.1f} (median {first:,.0f} -> {last:,.0f} tokens): longer prompts take "
+            f"longer to prefill unless their prefix is cached."
+        )
     else:
         finding = f"Prompt length steady: median {dist['p50']:,.0f} tokens, p90 {dist['p90']:,.0f}."
-    return {**dist, "max": max(prompts) if prompts else None, "start_p50": first, "end_p50": last, "ratio": ratio,
-            "finding": finding}
+    return {
+        **dist,
+        "max": max(prompts) if prompts else None,
+        "start_p50": first,
+        "end_p50": last,
+        "ratio": ratio,
+        "finding": finding,
+    }
 
 
 def _prompt(row: dict[str, Any]) -> Prompt | None:
@@ -219,18 +259,26 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
                 parents[id(row)] = match.earlier
         judged = of_row(row)
         if judged is not None and judged.verdict == VerdictName.NOT_REPORTED:
-            judged = None   # no usage to judge by: the verdict its contract predicts, as `diff` gives it
-        whole = judged is not None and (judged.verdict != VerdictName.MISS_PREFIX_CHANGED or (
-            row.get("causes") and row.get("reprefill_tokens") is not None))
+            judged = None  # no usage to judge by: the verdict its contract predicts, as `diff` gives it
+        whole = judged is not None and (
+            judged.verdict != VerdictName.MISS_PREFIX_CHANGED
+            or (row.get("causes") and row.get("reprefill_tokens") is not None)
+        )
         if not whole and match is not None and match.prompt is not None and prompt is not None:
             # no verdict, or a miss stored without its cause or tokens: what is missing is judged here
             then, now = match.earlier.get("ts"), row.get("ts")
             elapsed = now - then if isinstance(now, (int, float)) and isinstance(then, (int, float)) else None
             here = judge_pair(match.prompt, prompt, elapsed, match.comparison)[0]
-            judged = here if judged is None else judged._replace(
-                cause=row.get("cause") or here.cause, change=judged.change or here.change,
-                reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
-                cost_usd=row.get("cost_usd") or here.cost_usd)
+            judged = (
+                here
+                if judged is None
+                else judged._replace(
+                    cause=row.get("cause") or here.cause,
+                    change=judged.change or here.change,
+                    reprefill_tokens=row.get("reprefill_tokens") or here.reprefill_tokens,
+                    cost_usd=row.get("cost_usd") or here.cost_usd,
+                )
+            )
         if judged is None or judged.verdict != VerdictName.MISS_PREFIX_CHANGED:
             continue
         name = next(iter(judged.change.causes), None) if judged.change is not None else None
@@ -243,10 +291,17 @@ def _causes(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]] | Non
         cmp = match.comparison if match is not None and match.broken else None
         if cause.example is None and match is not None and cmp is not None and name in cmp.causes:
             d = cmp.divergence
-            cause.example = {"request": str(row.get("id")), "earlier": str(match.earlier.get("id")),
-                             "pointer": d.pointer if d else None, "byte_offset": d.byte_offset if d else None,
-                             "before": cmp.before, "after": cmp.after, "detail": cmp.detail, "fix": cmp.fix,
-                             "causes": cmp.causes}
+            cause.example = {
+                "request": str(row.get("id")),
+                "earlier": str(match.earlier.get("id")),
+                "pointer": d.pointer if d else None,
+                "byte_offset": d.byte_offset if d else None,
+                "before": cmp.before,
+                "after": cmp.after,
+                "detail": cmp.detail,
+                "fix": cmp.fix,
+                "causes": cmp.causes,
+            }
     return sorted(causes.values(), key=lambda c: (-c.reprefill_tokens, -c.requests, c.name))
 
 
@@ -254,14 +309,19 @@ def _causes_finding(causes: list[Cause]) -> str:
     if not causes:
         return "No prefix breaks: every request reused its predecessor's prefix whole."
     top = causes[0]
-    return (f"{sum(c.requests for c in causes)} requests broke the cached prefix; the top cause, {top.name}, "
-            f"re-prefilled {top.reprefill_tokens:,} tokens ({usd(top.cost_usd)}) in {top.requests} requests.")
+    return (
+        f"{sum(c.requests for c in causes)} requests broke the cached prefix; the top cause, {top.name}, "
+        f"re-prefilled {top.reprefill_tokens:,} tokens ({usd(top.cost_usd)}) in {top.requests} requests."
+    )
 
 
 def _unanalysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Forwarded requests the analysis did not read (no row of an agent's log), by method and endpoint."""
-    named = Counter((str(r.get("method") or "POST"), template(r.get("path") or "")) for r in rows
-                    if r.get("api") is None and not str(r.get("upstream") or "").startswith("import:"))
+    named = Counter(
+        (str(r.get("method") or "POST"), template(r.get("path") or ""))
+        for r in rows
+        if r.get("api") is None and not str(r.get("upstream") or "").startswith("import:")
+    )
     return [{"method": m, "path": path, "requests": n} for (m, path), n in named.most_common()]
 
 
@@ -280,28 +340,40 @@ def _infra(rows: list[dict[str, Any]], unread: Sequence[dict[str, Any]] = ()) ->
     if verdicts[server]:
         parts.append(f"{verdicts[server]} server-side misses (stable prefix, within TTL, still missed)")
     if queued:
-        parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x that of hits with as much to prefill: "
-                     f"queueing")
+        parts.append(f"{len(queued)} hits with TTFT over {QUEUED:g}x that of hits with as much to prefill: queueing")
     if errors:
         by_status = ", ".join(f"{k}: {v}" for k, v in errors.most_common())
         parts.append(f"{sum(errors.values())} failed requests ({by_status})")
     if unread:
         named = ", ".join(f"{u['method']} {u['path']} ({u['requests']})" for u in unread[:5])
-        parts.append(f"{sum(u['requests'] for u in unread)} forwarded requests not analysed: {named}"
-                     + (f" and {len(unread) - 5} more endpoints" if len(unread) > 5 else ""))
-    return {"ttl_expired": verdicts[ttl], "server_side": verdicts[server],
-            "ttl_expired_tokens": lost[ttl], "server_side_tokens": lost[server],
-            "queued": len(queued), "queued_examples": [str(r.get("id")) for r in queued[:5]],
-            "median_hit_ttft_s": median_hit, "errors": dict(errors), "unanalysed": list(unread),
-            "finding": "; ".join(parts) + "." if parts else "No infrastructure signal: no TTL expiry, server-side "
-                                                            "miss, queueing or error."}
+        parts.append(
+            f"{sum(u['requests'] for u in unread)} forwarded requests not analysed: {named}"
+            + (f" and {len(unread) - 5} more endpoints" if len(unread) > 5 else "")
+        )
+    return {
+        "ttl_expired": verdicts[ttl],
+        "server_side": verdicts[server],
+        "ttl_expired_tokens": lost[ttl],
+        "server_side_tokens": lost[server],
+        "queued": len(queued),
+        "queued_examples": [str(r.get("id")) for r in queued[:5]],
+        "median_hit_ttft_s": median_hit,
+        "errors": dict(errors),
+        "unanalysed": list(unread),
+        "finding": "; ".join(parts) + "."
+        if parts
+        else "No infrastructure signal: no TTL expiry, server-side miss, queueing or error.",
+    }
 
 
 def _queued(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float | None]:
     """Hits that waited: TTFT far above that of hits with a like number of tokens to prefill (the
     same power of two), so a long uncached suffix is not mistaken for a queue."""
-    hits = [(t, r) for r in rows if _ok(r) and (_usage(r).get("cache_read") or 0) > 0
-            and (t := _timing(r, "ttft_s")) is not None]
+    hits = [
+        (t, r)
+        for r in rows
+        if _ok(r) and (_usage(r).get("cache_read") or 0) > 0 and (t := _timing(r, "ttft_s")) is not None
+    ]
     bins: dict[int, list[float]] = defaultdict(list)
     work = {}
     for t, r in hits:
@@ -309,8 +381,9 @@ def _queued(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float | N
         work[id(r)] = max(0, (u.get("prompt_total") or 0) - (u.get("cache_read") or 0)).bit_length()
         bins[work[id(r)]].append(t)
     typical = {k: _median(v) for k, v in bins.items() if len(v) >= QUEUE_PEERS}
-    queued = [r for t, r in hits if (m := typical.get(work[id(r)])) is not None
-              and t > QUEUED * m and t - m > QUEUE_MIN_S]
+    queued = [
+        r for t, r in hits if (m := typical.get(work[id(r)])) is not None and t > QUEUED * m and t - m > QUEUE_MIN_S
+    ]
     return queued, _median([t for t, _ in hits])
 
 
@@ -322,20 +395,35 @@ def _fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     agree = sum(1 for r in checked if r.get("verdict") in AS_EXPECTED)
     verdicts = Counter(r.get("verdict") for r in rows if r.get("verdict"))
     if checked:
-        finding = (f"Predicted {predicted:,} cached tokens, the provider reported {reported:,} "
-                   f"({agree}/{len(checked)} requests as expected).")
+        finding = (
+            f"Predicted {predicted:,} cached tokens, the provider reported {reported:,} "
+            f"({agree}/{len(checked)} requests as expected)."
+        )
     else:
         finding = "No request carries both a prediction and the provider's cache fields."
     if not_reported:
         finding += f" {not_reported} responses reported no cache field (never counted as misses)."
     gaps = sorted(checked, key=lambda r: -abs(r["expected_cached"] - (_usage(r).get("cache_read") or 0)))
-    return {"requests": len(checked), "predicted_cache_read": predicted, "reported_cache_read": reported,
-            "as_expected": agree,
-            "not_reported": not_reported, "verdicts": dict(verdicts),
-            "largest_gaps": [{"request": str(r.get("id")), "predicted": r["expected_cached"],
-                              "reported": _usage(r).get("cache_read") or 0, "verdict": r.get("verdict")}
-                             for r in gaps[:5] if r["expected_cached"] != (_usage(r).get("cache_read") or 0)],
-            "finding": finding, "agreement": _agreement(rows)}
+    return {
+        "requests": len(checked),
+        "predicted_cache_read": predicted,
+        "reported_cache_read": reported,
+        "as_expected": agree,
+        "not_reported": not_reported,
+        "verdicts": dict(verdicts),
+        "largest_gaps": [
+            {
+                "request": str(r.get("id")),
+                "predicted": r["expected_cached"],
+                "reported": _usage(r).get("cache_read") or 0,
+                "verdict": r.get("verdict"),
+            }
+            for r in gaps[:5]
+            if r["expected_cached"] != (_usage(r).get("cache_read") or 0)
+        ],
+        "finding": finding,
+        "agreement": _agreement(rows),
+    }
 
 
 def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -354,17 +442,38 @@ def _agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
         name = ours or diag.get("label") or diag.get("status") or "?"
         table.setdefault(name, Counter())[verdict] += 1
         if verdict == "disagree":
-            disagreements.append({"request": str(r.get("id")), "provider": diag.get("label"),
-                                  "provider_level": diag.get("level"), "ours": r.get("cause")})
+            disagreements.append(
+                {
+                    "request": str(r.get("id")),
+                    "provider": diag.get("label"),
+                    "provider_level": diag.get("level"),
+                    "ours": r.get("cause"),
+                }
+            )
     compared = clear + sum(sum(c.values()) for c in table.values())
     agreed = clear + sum(c["agree"] for c in table.values())
-    finding = (f"The provider's own diagnostics and ours agree on {agreed} of {compared} compared requests."
-               if compared else "No request carries the provider's own cache diagnostics.")
-    return {"compared": compared, "agreed": agreed, "both_clear": clear, "finding": finding,
-            "disagreements": disagreements,
-            "causes": [{"cause": name, "both": c["agree"] + c["disagree"], "agree": c["agree"],
-                        "only_us": c["only_us"], "only_provider": c["only_provider"]}
-                       for name, c in sorted(table.items())]}
+    finding = (
+        f"The provider's own diagnostics and ours agree on {agreed} of {compared} compared requests."
+        if compared
+        else "No request carries the provider's own cache diagnostics."
+    )
+    return {
+        "compared": compared,
+        "agreed": agreed,
+        "both_clear": clear,
+        "finding": finding,
+        "disagreements": disagreements,
+        "causes": [
+            {
+                "cause": name,
+                "both": c["agree"] + c["disagree"],
+                "agree": c["agree"],
+                "only_us": c["only_us"],
+                "only_provider": c["only_provider"],
+            }
+            for name, c in sorted(table.items())
+        ],
+    }
 
 
 def _points(rows: list[dict[str, Any]], of_mode: str | None) -> list[tuple[float, float]]:

@@ -1,5 +1,6 @@
 """What a report leads with: the headline (hit rate, money lost to misses, the top cause and its fix), the
 requests it names with their bodies, and notes on its source (rows imported from agents' logs)."""
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,20 @@ if TYPE_CHECKING:
 
 # misses no cause explains
 LOST_VERDICTS = (VerdictName.MISS_TTL_EXPIRED, VerdictName.MISS_SERVER_SIDE, VerdictName.MISS_UNEXPLAINED)
-MAX_LISTED_BODY = 256 * 1024   # a listed request's body kept in the HTML report, at most
+MAX_LISTED_BODY = 256 * 1024  # a listed request's body kept in the HTML report, at most
 
 
 # What a cost owner reads for a verdict that heads the page as its top cause (no cause of a prefix change).
-VERDICT_LABELS: dict[str, str] = {VerdictName.MISS_TTL_EXPIRED: "cache expired between calls (TTL)",
-                                  VerdictName.MISS_SERVER_SIDE: "server-side misses (prefix unchanged)",
-                                  VerdictName.MISS_UNEXPLAINED: "misses the log cannot explain"}
+VERDICT_LABELS: dict[str, str] = {
+    VerdictName.MISS_TTL_EXPIRED: "cache expired between calls (TTL)",
+    VerdictName.MISS_SERVER_SIDE: "server-side misses (prefix unchanged)",
+    VerdictName.MISS_UNEXPLAINED: "misses the log cannot explain",
+}
 
-TTL_FIX = ("Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
-           "provider sells one.")
+TTL_FIX = (
+    "Keep the cache warm: send the next request within the TTL, or write with the longer TTL where the "
+    "provider sells one."
+)
 
 
 def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,26 +43,41 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
         if r.get("verdict") in LOST_VERDICTS:
             other[r["verdict"]] += r.get("cost_usd") or _miss_cost(r)
     lost = sum(c.cost_usd for c in d.causes) + sum(other.values())
-    top = max([(c.cost_usd, c.reprefill_tokens, c.name) for c in d.causes]
-              + [(v, 0, k) for k, v in other.items()], default=None)
+    top = max(
+        [(c.cost_usd, c.reprefill_tokens, c.name) for c in d.causes] + [(v, 0, k) for k, v in other.items()],
+        default=None,
+    )
     name = top[2] if top else None
     if name is None and d.infra["ttl_expired"]:
         name = VerdictName.MISS_TTL_EXPIRED
     example = next((c.example for c in d.causes if c.name == name and c.example), None)
-    fix = ((example or {}).get("fix") or (generic_fix(name) if name in CAUSES else None)
-           or (TTL_FIX if name == VerdictName.MISS_TTL_EXPIRED else None))
+    fix = (
+        (example or {}).get("fix")
+        or (generic_fix(name) if name in CAUSES else None)
+        or (TTL_FIX if name == VerdictName.MISS_TTL_EXPIRED else None)
+    )
     hit = read / total if total else None
     label = VERDICT_LABELS.get(name, name) if name else None
     m = d.money
     spend, saved = m.get("spend_usd"), m.get("saved_usd")
-    parts = [f"{usd(spend)} spent, {usd(saved or 0.0)} saved by caching" if spend is not None else None,
-             f"cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "no cache fields reported",
-             f"{usd(lost)} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else "")]
+    parts = [
+        f"{usd(spend)} spent, {usd(saved or 0.0)} saved by caching" if spend is not None else None,
+        f"cache hit rate {hit:.1%} of prompt tokens" if hit is not None else "no cache fields reported",
+        f"{usd(lost)} lost to misses" + (f" ({'; '.join(d.prices)} prices)" if d.prices else ""),
+    ]
     if label:
         parts.append(f"top cause: {label}")
     text = "; ".join(p for p in parts if p)
-    return {"hit_rate": hit, "lost_usd": lost, "spend_usd": spend, "saved_usd": saved, "top_cause": name,
-            "top_cause_label": label, "fix": fix, "text": text[:1].upper() + text[1:] + "."}
+    return {
+        "hit_rate": hit,
+        "lost_usd": lost,
+        "spend_usd": spend,
+        "saved_usd": saved,
+        "top_cause": name,
+        "top_cause_label": label,
+        "fix": fix,
+        "text": text[:1].upper() + text[1:] + ".",
+    }
 
 
 def _miss_cost(row: dict[str, Any]) -> float:
@@ -84,23 +104,33 @@ def listed(d: Diagnosis, rows: list[dict[str, Any]], t0: float) -> dict[str, dic
         # compact: indented, json.dumps runs in Python at ~10x the time; the HTML page indents what it shows
         text = json.dumps(body, ensure_ascii=False) if isinstance(body, dict) else body
         judged = of_row(r)
-        out[rid] = {"ts": r.get("ts"), "t": (r.get("ts") or t0) - t0, "model": r.get("model"),
-                    "verdict": r.get("verdict"), "cause": r.get("cause"), "source": r.get("path"),
-                    "reused_tokens": judged.reused_tokens if judged else None,
-                    "reprefill_tokens": judged.reprefill_tokens if judged else None,
-                    "body": text if text is None or len(text) <= MAX_LISTED_BODY else
-                    text[:MAX_LISTED_BODY] + f"\n... ({len(text):,} characters, cut)"}
+        out[rid] = {
+            "ts": r.get("ts"),
+            "t": (r.get("ts") or t0) - t0,
+            "model": r.get("model"),
+            "verdict": r.get("verdict"),
+            "cause": r.get("cause"),
+            "source": r.get("path"),
+            "reused_tokens": judged.reused_tokens if judged else None,
+            "reprefill_tokens": judged.reprefill_tokens if judged else None,
+            "body": text
+            if text is None or len(text) <= MAX_LISTED_BODY
+            else text[:MAX_LISTED_BODY] + f"\n... ({len(text):,} characters, cut)",
+        }
     return out
 
 
 def notes(rows: list[dict[str, Any]]) -> list[str]:
     """Rows imported from agents' logs (`prefixguard import`) hold no request: say what that means."""
-    imported = Counter(str(r["upstream"])[len("import:"):] for r in rows
-                       if str(r.get("upstream") or "").startswith("import:"))
+    imported = Counter(
+        str(r["upstream"])[len("import:") :] for r in rows if str(r.get("upstream") or "").startswith("import:")
+    )
     if not imported:
         return []
     tools = ", ".join(f"{n} from {tool} logs" for tool, n in sorted(imported.items()))
-    return [f"{tools}: no request bodies exist, so each call is judged against the call before it in its "
-            "session (gaps over the TTL, compactions, model switches), and no TTFT was logged. The logs' "
-            "input/output token counts are streaming placeholders in many versions: hit rates rest on the cache "
-            "fields."]
+    return [
+        f"{tools}: no request bodies exist, so each call is judged against the call before it in its "
+        "session (gaps over the TTL, compactions, model switches), and no TTFT was logged. The logs' "
+        "input/output token counts are streaming placeholders in many versions: hit rates rest on the cache "
+        "fields."
+    ]

@@ -1,5 +1,6 @@
 """Money, durations and dates as a person reads them, on a 24-second demo and on a 90-day agent log alike:
 "$482" not "$482.3321", "89 days" not "2,144 h", a date range not seconds since the first request."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -49,7 +50,7 @@ def date_range(first: float, last: float) -> str:
         return f"{when(first, span)} UTC"
     start, end = when(first, span), when(last, span)
     if span < 2 * DAY and start[:10] == end[:10]:
-        end = end[11:]          # the same day: its date once
+        end = end[11:]  # the same day: its date once
     return f"{start} to {end} UTC ({duration(span)})"
 
 

@@ -6,6 +6,7 @@ Every cost is the row's tokens by class at its model's contract prices (prefixgu
 cost, and what the same tokens would have cost sent uncached. Verdicts are the rows' stored ones
 (prefixguard.judge.verdict), never judged again here.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,15 @@ from prefixguard.utils.stats import quantile
 # body, else the capture's own column (the proxy: a hash of the API key; an import: the session lineage).
 TENANT_FIELDS = (("prompt_cache_key",), ("metadata", "user_id"), ("user",), ("safety_identifier",))
 # cost-over-time bar widths and their names, the smallest that fits
-BUCKETS = {10.0: "10 seconds", 60.0: "minute", 600.0: "10 minutes", HOUR: "hour", 6 * HOUR: "6 hours", DAY: "day",
-           7 * DAY: "week"}
+BUCKETS = {
+    10.0: "10 seconds",
+    60.0: "minute",
+    600.0: "10 minutes",
+    HOUR: "hour",
+    6 * HOUR: "6 hours",
+    DAY: "day",
+    7 * DAY: "week",
+}
 MAX_BUCKETS = 100
 TOP_TENANTS = 10
 LONGER_TTL = "1h"
@@ -43,8 +51,13 @@ def _contract(row: dict[str, Any]) -> ModelContract:
 
 
 def _paid(c: ModelContract, u: Usage) -> float:
-    return c.cost(uncached=u.uncached, cache_read=u.cache_read, write_5m=u.cache_write_5m,
-                  write_1h=u.cache_write_1h, output=u.output)
+    return c.cost(
+        uncached=u.uncached,
+        cache_read=u.cache_read,
+        write_5m=u.cache_write_5m,
+        write_1h=u.cache_write_1h,
+        output=u.output,
+    )
 
 
 def _uncached(c: ModelContract, u: Usage) -> float:
@@ -71,7 +84,7 @@ def tenant(row: dict[str, Any]) -> tuple[str, str]:
 def mode(row: dict[str, Any]) -> str:
     """Streaming or not, from what the request asked: TTFT means a different thing in each."""
     path = str(row.get("path") or "")
-    if "streamGenerateContent" in path or "-stream" in path:      # Gemini, Bedrock: the endpoint says
+    if "streamGenerateContent" in path or "-stream" in path:  # Gemini, Bedrock: the endpoint says
         return STREAMING
     body = row.get("request")
     if isinstance(body, dict):
@@ -100,8 +113,10 @@ def latency(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ttfts.append(ttft)
         if total is not None:
             totals.append(total)
-    return [{"mode": m, "requests": max(len(a), len(b)), "ttft_s": _percentiles(a), "total_s": _percentiles(b)}
-            for m, (a, b) in sorted(by_mode.items())]
+    return [
+        {"mode": m, "requests": max(len(a), len(b)), "ttft_s": _percentiles(a), "total_s": _percentiles(b)}
+        for m, (a, b) in sorted(by_mode.items())
+    ]
 
 
 def _bucket(span: float) -> float:
@@ -128,9 +143,20 @@ def _over_time(points: list[tuple[float, float, float]], first: float, last: flo
         paid[k] += p
         uncached[k] += u
         requests[k] += 1
-    return {"bucket_s": width, "bucket": BUCKETS[width], "buckets": [
-        {"start": start + k * width, "label": _bucket_label(start + k * width, width), "requests": requests[k],
-         "spend_usd": paid[k], "saved_usd": uncached[k] - paid[k]} for k in range(n)]}
+    return {
+        "bucket_s": width,
+        "bucket": BUCKETS[width],
+        "buckets": [
+            {
+                "start": start + k * width,
+                "label": _bucket_label(start + k * width, width),
+                "requests": requests[k],
+                "spend_usd": paid[k],
+                "saved_usd": uncached[k] - paid[k],
+            }
+            for k in range(n)
+        ],
+    }
 
 
 def _ttl_s(provider: str, u: Usage) -> float:
@@ -163,7 +189,7 @@ def _unread(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]], end:
             continue
         ts = r.get("ts") or 0.0
         if ts + _ttl_s(provider_for(r.get("api") or "", r.get("model")), u) > end:
-            continue     # still alive when the capture ends: a later call may yet read it
+            continue  # still alive when the capture ends: a later call may yet read it
         c = _contract(r)
         cost = c.cost(write_5m=u.cache_write_5m, write_1h=u.cache_write_1h)
         requests += 1
@@ -175,8 +201,9 @@ def _unread(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]], end:
     return {"requests": requests, "tokens": tokens, "cost_usd": paid, "premium_usd": premium, "examples": examples}
 
 
-def _whatif(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]],
-            scope: str = "all calls") -> dict[str, Any] | None:
+def _whatif(
+    rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]], scope: str = "all calls"
+) -> dict[str, Any] | None:
     """Every write at the longer TTL instead: each one costs its multiplier, and each miss of an expired
     cache whose gap the longer TTL covers reads instead of writing again. None where no provider in the
     capture sells the longer TTL."""
@@ -197,10 +224,12 @@ def _whatif(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]],
             lost = r.get("reprefill_tokens") or max(0, (r.get("expected_cached") or 0) - u.cache_read)
         moved_w = min(lost, u.cache_write)
         moved_u = min(lost - moved_w, u.uncached)
-        actual += c.cost(uncached=u.uncached, cache_read=u.cache_read, write_5m=u.cache_write_5m,
-                         write_1h=u.cache_write_1h)
-        hypothetical += c.cost(uncached=u.uncached - moved_u, cache_read=u.cache_read + moved_w + moved_u,
-                               write_1h=u.cache_write - moved_w)
+        actual += c.cost(
+            uncached=u.uncached, cache_read=u.cache_read, write_5m=u.cache_write_5m, write_1h=u.cache_write_1h
+        )
+        hypothetical += c.cost(
+            uncached=u.uncached - moved_u, cache_read=u.cache_read + moved_w + moved_u, write_1h=u.cache_write - moved_w
+        )
         written += u.cache_write
         if lost:
             avoided_requests += 1
@@ -208,9 +237,17 @@ def _whatif(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]],
     if not sold:
         return None
     net = hypothetical - actual
-    return {"scope": scope, "ttl": LONGER_TTL, "written_tokens": written, "rewrites_avoided": avoided_requests,
-            "tokens_read_instead": avoided_tokens, "actual_usd": actual, "with_longer_ttl_usd": hypothetical,
-            "net_usd": net, "pays_off": net < 0}
+    return {
+        "scope": scope,
+        "ttl": LONGER_TTL,
+        "written_tokens": written,
+        "rewrites_avoided": avoided_requests,
+        "tokens_read_instead": avoided_tokens,
+        "actual_usd": actual,
+        "with_longer_ttl_usd": hypothetical,
+        "net_usd": net,
+        "pays_off": net < 0,
+    }
 
 
 def _subagent(row: dict[str, Any]) -> bool:
@@ -220,8 +257,10 @@ def _subagent(row: dict[str, Any]) -> bool:
 
 
 def _table(groups: dict[str, list[float]], key: str) -> list[dict[str, Any]]:
-    return [{key: k, "requests": int(v[0]), "spend_usd": v[1], "saved_usd": v[2] - v[1]}
-            for k, v in sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))]
+    return [
+        {key: k, "requests": int(v[0]), "spend_usd": v[1], "saved_usd": v[2] - v[1]}
+        for k, v in sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    ]
 
 
 def money(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -260,18 +299,40 @@ def money(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]]) -> dic
         points.append((r.get("ts") or first, p, n))
     tenants = _table(by_tenant, "tenant")
     if len(tenants) > TOP_TENANTS:
-        rest = tenants[TOP_TENANTS - 1:]
-        tenants = tenants[:TOP_TENANTS - 1] + [{
-            "tenant": f"{len(rest)} others", "requests": sum(t["requests"] for t in rest),
-            "spend_usd": sum(t["spend_usd"] for t in rest), "saved_usd": sum(t["saved_usd"] for t in rest)}]
-    whatif = [w for w in (_whatif(rows, parents),
-                          _whatif([r for r in rows if _subagent(r)], parents, "sub-agents")
-                          if any(_subagent(r) for r in rows) else None) if w is not None]
-    return {"first_ts": first, "last_ts": last,
-            "first": datetime.fromtimestamp(first, UTC).isoformat(),
-            "last": datetime.fromtimestamp(last, UTC).isoformat(),
-            "priced_requests": priced, "spend_usd": spend, "without_cache_usd": uncached, "saved_usd": uncached - spend,
-            "by_model": _table(by_model, "model"), "by_tenant": tenants, "tenants": len(by_tenant),
-            "tenant_basis": [{"basis": b, "requests": n} for b, n in bases.most_common()],
-            "over_time": _over_time(points, first, last) if points else None,
-            "latency": latency(rows), "unread_writes": _unread(rows, parents, last), "whatif_longer_ttl": whatif}
+        rest = tenants[TOP_TENANTS - 1 :]
+        tenants = tenants[: TOP_TENANTS - 1] + [
+            {
+                "tenant": f"{len(rest)} others",
+                "requests": sum(t["requests"] for t in rest),
+                "spend_usd": sum(t["spend_usd"] for t in rest),
+                "saved_usd": sum(t["saved_usd"] for t in rest),
+            }
+        ]
+    whatif = [
+        w
+        for w in (
+            _whatif(rows, parents),
+            _whatif([r for r in rows if _subagent(r)], parents, "sub-agents")
+            if any(_subagent(r) for r in rows)
+            else None,
+        )
+        if w is not None
+    ]
+    return {
+        "first_ts": first,
+        "last_ts": last,
+        "first": datetime.fromtimestamp(first, UTC).isoformat(),
+        "last": datetime.fromtimestamp(last, UTC).isoformat(),
+        "priced_requests": priced,
+        "spend_usd": spend,
+        "without_cache_usd": uncached,
+        "saved_usd": uncached - spend,
+        "by_model": _table(by_model, "model"),
+        "by_tenant": tenants,
+        "tenants": len(by_tenant),
+        "tenant_basis": [{"basis": b, "requests": n} for b, n in bases.most_common()],
+        "over_time": _over_time(points, first, last) if points else None,
+        "latency": latency(rows),
+        "unread_writes": _unread(rows, parents, last),
+        "whatif_longer_ttl": whatif,
+    }

@@ -1,6 +1,7 @@
 """Every JSON output of prefixguard carries `schema_version` and has a JSON Schema here
 (`NAME.schema.json`); tests validate real outputs against them. Bump SCHEMA_VERSION (and the schema's
 const) when a field changes meaning or goes away; adding a field is not a new version."""
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ value per API key or call site, with no bound: each value is a series kept for t
 are added only when PREFIXGUARD_METRICS_LABELS names them ("tenant,site"); the capture and
 `report --by` carry them always.
 """
+
 from __future__ import annotations
 
 import os
@@ -62,20 +63,26 @@ class ProxyMetrics:
         self.cached = counter(n.CACHED_TOKENS, "Prompt tokens the provider read from its cache.")
         self.written = counter(n.CACHE_WRITE_TOKENS, "Prompt tokens the provider wrote to its cache.")
         self.misses = counter(n.MISSES, "Cache misses, by cause.", (*base, "cause"))
-        self.reprefill = counter(n.REPREFILL_TOKENS, "Tokens prefilled again because the prefix changed, by cause.",
-                                 (*base, "cause"))
+        self.reprefill = counter(
+            n.REPREFILL_TOKENS, "Tokens prefilled again because the prefix changed, by cause.", (*base, "cause")
+        )
         self.cost = counter(n.MISS_COST, "What prefix changes cost over cache reads, in US dollars.")
         self.ttft = histogram(n.TTFT, "Time to first token.", n.SECONDS)
         self.decode = histogram(n.DECODE_RATE, "Decode rate after the first token.", n.TOKENS_PER_SECOND)
         self.lag = histogram(n.ANALYSIS_LAG, "From a response's end to its analysis done.", n.SECONDS, ())
         # method and endpoint (routes.template: no ids, no query): bounded by the endpoints an app calls
-        self.unanalysed_requests = counter(n.UNANALYSED, "Requests forwarded without analysis, by method and "
-                                           "endpoint.", ("method", "path"))
+        self.unanalysed_requests = counter(
+            n.UNANALYSED, "Requests forwarded without analysis, by method and endpoint.", ("method", "path")
+        )
 
     def add(self, rec: Record, lag: float | None = None) -> None:
         provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
-        base = {"provider": provider, "model": rec.model or "", "client": client_family(rec.client or ""),
-                "route": rec.route or template(rec.path)}
+        base = {
+            "provider": provider,
+            "model": rec.model or "",
+            "client": client_family(rec.client or ""),
+            "route": rec.route or template(rec.path),
+        }
         base |= {name: getattr(rec, name) or "" for name in self.extra}
         code = str(rec.status) if rec.status is not None else "none"
         self.requests.labels(**base, code=code, verdict=rec.verdict or "none").inc()

@@ -1,5 +1,6 @@
 """Where the analysis hands each finished record: the OTLP span export and the Prometheus metrics,
 as configured. Telemetry never fails the analysis: an error is logged once and the record goes on."""
+
 from __future__ import annotations
 
 import logging
@@ -11,20 +12,28 @@ logger = logging.getLogger("prefixguard.telemetry")
 
 
 class Telemetry:
-    def __init__(self, *, otlp_endpoint: str | None = None, metrics_port: int | None = None,
-                 metrics_host: str = "127.0.0.1", service: str = "prefixguard-proxy") -> None:
+    def __init__(
+        self,
+        *,
+        otlp_endpoint: str | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        service: str = "prefixguard-proxy",
+    ) -> None:
         self.spans: Any = None
         self.metrics: Any = None
         self._server: Any = None
         self._warned = False
         if otlp_endpoint:
             from prefixguard.telemetry.spans import Spans
+
             self.spans = Spans(otlp_endpoint, service)
         if metrics_port is not None:
             from prefixguard.telemetry.metrics import ProxyMetrics, opt_in_labels
+
             try:
                 extra = opt_in_labels()
-            except ValueError as err:   # said once; the metrics go on with the bounded labels
+            except ValueError as err:  # said once; the metrics go on with the bounded labels
                 logger.warning("prefixguard: %s; serving metrics without them", err)
                 extra = ()
             self.metrics = ProxyMetrics(extra=extra)

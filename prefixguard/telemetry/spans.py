@@ -1,6 +1,7 @@
 """One OpenTelemetry span per LLM call, from its capture record: GenAI semantic-convention attributes
 plus prefixguard's verdict. Spans go live over OTLP/HTTP (`Spans`), or into OTLP-JSON for offline
 import (`otlp_json`); both build them with the SDK and encode them with the OTLP exporter's own encoder."""
+
 from __future__ import annotations
 
 import base64
@@ -14,8 +15,8 @@ from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.names import VerdictName
 from prefixguard.telemetry import names as n
 
-EXPORT_TIMEOUT_S = 3.0   # an unreachable collector costs the analysis process this much per batch, at most
-BATCH_DELAY_MS = 1000     # spans leave at least this often
+EXPORT_TIMEOUT_S = 3.0  # an unreachable collector costs the analysis process this much per batch, at most
+BATCH_DELAY_MS = 1000  # spans leave at least this often
 ID_FIELDS = ("traceId", "spanId", "parentSpanId")  # bytes that OTLP/JSON writes in hex, not base64
 
 
@@ -24,19 +25,36 @@ def attributes(rec: Record) -> dict[str, Any]:
     provider = provider_for(rec.api, rec.model) if rec.api else "unknown"
     u = rec.usage
     host, port = _server(rec.upstream)
-    out: dict[str, Any] = {n.GEN_AI_OPERATION: "chat", n.GEN_AI_SYSTEM: provider, n.GEN_AI_PROVIDER: provider,
-                           n.GEN_AI_REQUEST_MODEL: rec.model, n.HTTP_STATUS: rec.status,
-                           n.SERVER_ADDRESS: host, n.SERVER_PORT: port, n.GEN_AI_REQUEST_STREAM: streamed(rec),
-                           n.GEN_AI_TTFT: rec.ttft_s, n.PG_DECODE_TPS: rec.decode_tps,
-                           n.PG_VERDICT: rec.verdict, n.PG_EXPECTED_CACHED: rec.expected_cached,
-                           n.PG_TENANT: rec.tenant or None, n.PG_ESTIMATED: rec.tokens_estimated,
-                           n.GEN_AI_RESPONSE_ID: rec.response_id, n.GEN_AI_RESPONSE_MODEL: rec.response_model,
-                           n.GEN_AI_FINISH_REASONS: list(rec.finish_reasons) if rec.finish_reasons else None,
-                           n.PG_CLIENT: rec.client, n.PG_ROUTE: rec.route, n.PG_SITE: rec.site}
+    out: dict[str, Any] = {
+        n.GEN_AI_OPERATION: "chat",
+        n.GEN_AI_SYSTEM: provider,
+        n.GEN_AI_PROVIDER: provider,
+        n.GEN_AI_REQUEST_MODEL: rec.model,
+        n.HTTP_STATUS: rec.status,
+        n.SERVER_ADDRESS: host,
+        n.SERVER_PORT: port,
+        n.GEN_AI_REQUEST_STREAM: streamed(rec),
+        n.GEN_AI_TTFT: rec.ttft_s,
+        n.PG_DECODE_TPS: rec.decode_tps,
+        n.PG_VERDICT: rec.verdict,
+        n.PG_EXPECTED_CACHED: rec.expected_cached,
+        n.PG_TENANT: rec.tenant or None,
+        n.PG_ESTIMATED: rec.tokens_estimated,
+        n.GEN_AI_RESPONSE_ID: rec.response_id,
+        n.GEN_AI_RESPONSE_MODEL: rec.response_model,
+        n.GEN_AI_FINISH_REASONS: list(rec.finish_reasons) if rec.finish_reasons else None,
+        n.PG_CLIENT: rec.client,
+        n.PG_ROUTE: rec.route,
+        n.PG_SITE: rec.site,
+    }
     if u.reported or u.output:
-        out |= {n.GEN_AI_INPUT_TOKENS: u.prompt_total, n.GEN_AI_OUTPUT_TOKENS: u.output,
-                n.GEN_AI_CACHE_READ: u.cache_read, n.GEN_AI_CACHE_CREATION: u.cache_write,
-                n.GEN_AI_CACHE_WRITE: u.cache_write}
+        out |= {
+            n.GEN_AI_INPUT_TOKENS: u.prompt_total,
+            n.GEN_AI_OUTPUT_TOKENS: u.output,
+            n.GEN_AI_CACHE_READ: u.cache_read,
+            n.GEN_AI_CACHE_CREATION: u.cache_write,
+            n.GEN_AI_CACHE_WRITE: u.cache_write,
+        }
     if rec.verdict == VerdictName.MISS_PREFIX_CHANGED:
         out |= {n.PG_CAUSE: "+".join(rec.causes), n.PG_POINTER: rec.pointer}
     else:
@@ -96,8 +114,9 @@ def emit(tracer: Any, rec: Record) -> None:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     start = int(rec.ts * 1e9)
-    span = tracer.start_span(f"chat {rec.model}" if rec.model else "chat", kind=SpanKind.CLIENT,
-                             start_time=start, attributes=attributes(rec))
+    span = tracer.start_span(
+        f"chat {rec.model}" if rec.model else "chat", kind=SpanKind.CLIENT, start_time=start, attributes=attributes(rec)
+    )
     if rec.verdict == VerdictName.ERROR or rec.error:
         span.set_status(Status(StatusCode.ERROR, rec.error or f"http {rec.status}"))
     span.end(end_time=start + int((rec.total_s or 0) * 1e9))

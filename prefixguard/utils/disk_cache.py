@@ -11,6 +11,7 @@ PREFIXGUARD_CACHE_DIR=off keeps nothing on disk. Every file here can be deleted 
 - prices-<key>.json: the prices read from genai-prices (prices.py), for one version of its data and day.
 - rules-<file>-<hash>.marshal: a rules/ TOML file parsed (ruleset.py), by the hash of its bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-VERSION = 1          # bump when the text a segment's bytes stand for is derived differently
+VERSION = 1  # bump when the text a segment's bytes stand for is derived differently
 MAX_RECORDS = 1 << 20  # 20 MB of counts at most
 _RECORD = struct.Struct("<16sI")
 

@@ -1,4 +1,5 @@
 """The one error type users see: a one-line message naming the input and the problem (CLIs exit 2)."""
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,7 @@ def read_input(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES, what:
                 break
             chunks.append(chunk)
             total += len(chunk)
-        if total > limit:   # it grew while being read
+        if total > limit:  # it grew while being read
             raise InputError(f"{what} is over the {_size(limit)} limit", source)
         return b"".join(chunks)
     except OSError as err:
@@ -131,7 +132,7 @@ def reading(source: str | os.PathLike[str], what: str = "") -> Iterator[None]:
     except InputError as err:
         if str(source) in str(err):
             raise
-        raise type(err)(str(err), str(source)) from None   # a reader deeper down named only a row or a request
+        raise type(err)(str(err), str(source)) from None  # a reader deeper down named only a row or a request
     except SHAPE_ERRORS as err:
         lead = f"{what}: " if what else ""
         raise InputError(f"{lead}unexpected value ({describe(err)})", str(source)) from None
@@ -146,15 +147,20 @@ def _check_writable_special(path: str) -> None:
     if stat.S_ISFIFO(mode):
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:   # ENXIO: no reader at the other end
+        except OSError:  # ENXIO: no reader at the other end
             raise InputError("cannot write: a FIFO that nothing reads", path) from None
         return
     raise InputError(f"cannot write: {_kind(mode)}, not a regular file", path)
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "not a plain file"

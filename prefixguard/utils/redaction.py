@@ -13,6 +13,7 @@ Five nets, each precise enough to leave cache-relevant text alone (ids, hex dige
 
 Fingerprints are computed on the bytes as sent; this applies only to what is kept or shown.
 """
+
 from __future__ import annotations
 
 import base64
@@ -44,40 +45,41 @@ def current_secrets() -> tuple[str, ...]:
     """The secrets set by the innermost `request_secrets` (none outside one)."""
     return _REQUEST_SECRETS.get()
 
+
 # Credentials by their published formats, wherever they stand in a text.
 _FORMATS = (
-    r"sk-ant-[A-Za-z0-9_-]{16,}",                          # Anthropic (sk-ant-api03-..., sk-ant-admin01-...)
+    r"sk-ant-[A-Za-z0-9_-]{16,}",  # Anthropic (sk-ant-api03-..., sk-ant-admin01-...)
     r"\bsk-(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,}",  # OpenAI (sk-proj-, legacy sk-), OpenRouter, DeepSeek
-    r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",             # AWS access key ids
-    r"\bABSK[A-Za-z0-9+/]{20,}={0,2}",                      # Amazon Bedrock API keys (long-term)
-    r"\bbedrock-api-key-[A-Za-z0-9+/%=_-]{20,}",            # Amazon Bedrock API keys (short-term)
-    r"AIza[0-9A-Za-z_-]{35}",                              # Google API keys
-    r"\bya29\.[0-9A-Za-z_-]{20,}",                          # Google OAuth access tokens
-    r"\b1//0[0-9A-Za-z_-]{30,}",                            # Google OAuth refresh tokens
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}",                       # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{22,}",                     # GitHub fine-grained tokens
-    r"\bglpat-[A-Za-z0-9_-]{20,}",                          # GitLab personal tokens
-    r"\bxox[abposre]-[A-Za-z0-9-]{10,}",                   # Slack tokens
-    r"\bxapp-\d-[A-Za-z0-9-]{20,}",                         # Slack app tokens
+    r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",  # AWS access key ids
+    r"\bABSK[A-Za-z0-9+/]{20,}={0,2}",  # Amazon Bedrock API keys (long-term)
+    r"\bbedrock-api-key-[A-Za-z0-9+/%=_-]{20,}",  # Amazon Bedrock API keys (short-term)
+    r"AIza[0-9A-Za-z_-]{35}",  # Google API keys
+    r"\bya29\.[0-9A-Za-z_-]{20,}",  # Google OAuth access tokens
+    r"\b1//0[0-9A-Za-z_-]{30,}",  # Google OAuth refresh tokens
+    r"\bgh[pousr]_[A-Za-z0-9]{36,}",  # GitHub tokens
+    r"\bgithub_pat_[A-Za-z0-9_]{22,}",  # GitHub fine-grained tokens
+    r"\bglpat-[A-Za-z0-9_-]{20,}",  # GitLab personal tokens
+    r"\bxox[abposre]-[A-Za-z0-9-]{10,}",  # Slack tokens
+    r"\bxapp-\d-[A-Za-z0-9-]{20,}",  # Slack app tokens
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs (header.payload.signature)
-    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",          # Stripe secret and restricted keys
-    r"\bwhsec_[A-Za-z0-9+/=]{24,}",                         # Stripe webhook secrets
-    r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{30,}",        # SendGrid
-    r"\bhf_[A-Za-z0-9]{30,}",                               # Hugging Face
-    r"\bnpm_[A-Za-z0-9]{36}\b",                             # npm
-    r"\bpypi-[A-Za-z0-9_-]{50,}",                           # PyPI
-    r"\bgsk_[A-Za-z0-9]{40,}",                              # Groq
-    r"\bxai-[A-Za-z0-9]{40,}",                              # xAI
-    r"\bpplx-[A-Za-z0-9]{40,}",                             # Perplexity
-    r"\br8_[A-Za-z0-9]{30,}",                               # Replicate
-    r"\bdop_v1_[a-f0-9]{64}",                               # DigitalOcean
-    r"\bdapi[a-f0-9]{32}\b",                                # Databricks
-    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",                # Shopify
-    r"\blsv2_(?:pt|sk)_[A-Za-z0-9_]{30,}",                  # LangSmith
-    r"\btvly-[A-Za-z0-9-]{24,}",                            # Tavily
-    r"\bATATT3[A-Za-z0-9_=-]{40,}",                         # Atlassian
-    r"\bAccountKey=[A-Za-z0-9+/]{40,}={0,2}",               # Azure storage connection strings
-    r"\bSharedAccessSignature=[^\s\"';]{20,}",              # Azure service bus / SAS
+    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe secret and restricted keys
+    r"\bwhsec_[A-Za-z0-9+/=]{24,}",  # Stripe webhook secrets
+    r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{30,}",  # SendGrid
+    r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"\bnpm_[A-Za-z0-9]{36}\b",  # npm
+    r"\bpypi-[A-Za-z0-9_-]{50,}",  # PyPI
+    r"\bgsk_[A-Za-z0-9]{40,}",  # Groq
+    r"\bxai-[A-Za-z0-9]{40,}",  # xAI
+    r"\bpplx-[A-Za-z0-9]{40,}",  # Perplexity
+    r"\br8_[A-Za-z0-9]{30,}",  # Replicate
+    r"\bdop_v1_[a-f0-9]{64}",  # DigitalOcean
+    r"\bdapi[a-f0-9]{32}\b",  # Databricks
+    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",  # Shopify
+    r"\blsv2_(?:pt|sk)_[A-Za-z0-9_]{30,}",  # LangSmith
+    r"\btvly-[A-Za-z0-9-]{24,}",  # Tavily
+    r"\bATATT3[A-Za-z0-9_=-]{40,}",  # Atlassian
+    r"\bAccountKey=[A-Za-z0-9+/]{40,}={0,2}",  # Azure storage connection strings
+    r"\bSharedAccessSignature=[^\s\"';]{20,}",  # Azure service bus / SAS
     # PEM private keys: the whole block, or from its first line to where the key's characters stop
     r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END[A-Z0-9 ]{0,40}"
     r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=:,. \t\r\n-]|\\[nrt])*)",
@@ -86,24 +88,107 @@ _FORMATS = (
     # ...or cut at its start: a long unbroken run of key characters right after the ellipsis
     r"\u2026(?=[A-Za-z0-9_+/=-]*\d)[A-Za-z0-9_+/=-]{20,}",
 )
-_CUT_MARKS = ("sk-", "sk_live_", "rk_live_", "AKIA", "ASIA", "ABIA", "ACCA", "ABSK", "bedrock-api-key-", "AIza",
-              "ya29.", "1//0", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxa-", "xoxb-",
-              "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xapp-", "eyJ", "whsec_", "SG.", "hf_", "npm_", "pypi-",
-              "gsk_", "xai-", "pplx-", "r8_", "dop_v1_", "dapi", "shpat_", "shpss_", "shpca_", "shppa_", "lsv2_",
-              "tvly-", "ATATT3", "AccountKey=", "-----BEGIN")
-KEY_FORMATS = re.compile("|".join(_FORMATS).replace(
-    "{cut}", "(?:" + "|".join(map(re.escape, _CUT_MARKS)) + r")[A-Za-z0-9_.+/= -]*\u2026"))
+_CUT_MARKS = (
+    "sk-",
+    "sk_live_",
+    "rk_live_",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "ABSK",
+    "bedrock-api-key-",
+    "AIza",
+    "ya29.",
+    "1//0",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxo-",
+    "xoxs-",
+    "xoxr-",
+    "xoxe-",
+    "xapp-",
+    "eyJ",
+    "whsec_",
+    "SG.",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "r8_",
+    "dop_v1_",
+    "dapi",
+    "shpat_",
+    "shpss_",
+    "shpca_",
+    "shppa_",
+    "lsv2_",
+    "tvly-",
+    "ATATT3",
+    "AccountKey=",
+    "-----BEGIN",
+)
+KEY_FORMATS = re.compile(
+    "|".join(_FORMATS).replace("{cut}", "(?:" + "|".join(map(re.escape, _CUT_MARKS)) + r")[A-Za-z0-9_.+/= -]*\u2026")
+)
 # Every KEY_FORMATS match but a PEM block's and an excerpt's starts with one of these marks, inside a run
 # of key characters: the runs are found in one regex pass, the marks looked for in them alone, and the
 # formats tried where a mark stands (the formats' regex over a whole large body is far too slow).
-_KEY_MARKS = ("sk-", "sk_", "rk_", "AKIA", "ASIA", "ABIA", "ACCA", "ABSK", "bedrock-api-key-", "AIza", "ya29.",
-              "1//0", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-", "eyJ",
-              "whsec_", "SG.", "hf_", "npm_", "pypi-", "gsk_", "xai-", "pplx-", "r8_", "dop_v1_", "dapi", "shp",
-              "lsv2_", "tvly-", "ATATT3", "AccountKey=", "SharedAccessSignature=")
+_KEY_MARKS = (
+    "sk-",
+    "sk_",
+    "rk_",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "ABSK",
+    "bedrock-api-key-",
+    "AIza",
+    "ya29.",
+    "1//0",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "xapp-",
+    "eyJ",
+    "whsec_",
+    "SG.",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "r8_",
+    "dop_v1_",
+    "dapi",
+    "shp",
+    "lsv2_",
+    "tvly-",
+    "ATATT3",
+    "AccountKey=",
+    "SharedAccessSignature=",
+)
 _RUN = re.compile(r"[A-Za-z0-9_+/=.-]{16,}")
 # A longer unbroken run is data (an image, a file), not a pasted key: not searched.
 BLOB_CHARS = 65_536
-_ELLIPSIS_REACH = 256    # characters on each side of an ellipsis where a cut key is looked for
+_ELLIPSIS_REACH = 256  # characters on each side of an ellipsis where a cut key is looked for
 
 # The password of a URL's userinfo (scheme://user:password@host): a connection string in a prompt.
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@'\"<>]*:)([^\s/@'\"<>\u2026]+)(?=@|\u2026)")
@@ -115,18 +200,39 @@ _ASSIGNED = re.compile(
     r"\b((?i:(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey|"
     r"access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token|access[_-]?token|refresh[_-]?token)"
     r"\b\\?[\"']?\s*(?:[:=]|\bis\b)\s*\\?[\"']?))"  # a quote may be escaped: JSON inside a string
-    r"((?=[^\s\"'\\,;]*[0-9!#$%&*+/=?@^~]|(?=[^\s\"'\\,;]*[a-z])[^\s\"'\\,;]+[A-Z])[^\s\"'\\,;]{6,})")
+    r"((?=[^\s\"'\\,;]*[0-9!#$%&*+/=?@^~]|(?=[^\s\"'\\,;]*[a-z])[^\s\"'\\,;]+[A-Z])[^\s\"'\\,;]{6,})"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{16,})")
 # Where a credential is named: a value assigned to it is looked for just after (read in bytes, lowered).
-_CREDENTIAL_WORDS = re.compile(rb"pass|secret|api.?key|access.?key|private.?key|auth.?token|access.?token|"
-                               rb"refresh.?token|bearer|basic")
+_CREDENTIAL_WORDS = re.compile(
+    rb"pass|secret|api.?key|access.?key|private.?key|auth.?token|access.?token|"
+    rb"refresh.?token|bearer|basic"
+)
 _ASSIGNS = re.compile(rb"[a-z0-9_-]{0,24}\\?[\"']?\s{0,4}(?:[:=]|is\s)|\s+[a-z0-9._~+/=-]{16}")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+.")
 
 # Base64 that wraps a key: the encodings of the formats' first characters, at each of the three
 # alignments a wrapped key can start at, found first; then the run around them decoded and searched.
-_WRAPPED_PREFIXES = ("sk-ant-", "sk-proj-", "sk-", "AKIA", "ASIA", "ABSK", "AIza", "ghp_", "github_pat_", "xoxb-",
-                     "eyJ", "-----BEGIN", "hf_", "sk_live_", "glpat-", "password", "api_key", "apikey")
+_WRAPPED_PREFIXES = (
+    "sk-ant-",
+    "sk-proj-",
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "ABSK",
+    "AIza",
+    "ghp_",
+    "github_pat_",
+    "xoxb-",
+    "eyJ",
+    "-----BEGIN",
+    "hf_",
+    "sk_live_",
+    "glpat-",
+    "password",
+    "api_key",
+    "apikey",
+)
 
 
 def _anchors(prefix: str) -> list[str]:
@@ -143,7 +249,7 @@ def _anchors(prefix: str) -> list[str]:
 _WRAPPED = tuple(dict.fromkeys(a for p in _WRAPPED_PREFIXES for a in _anchors(p)))
 _WRAPPED_ANCHOR = re.compile("|".join(map(re.escape, _WRAPPED)))
 _B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_")
-_WRAPPED_WINDOW = 8192   # characters of a base64 run read around an anchor: keys are short
+_WRAPPED_WINDOW = 8192  # characters of a base64 run read around an anchor: keys are short
 
 
 def _word_start(text: str, at: int, most: int = 48) -> int:
@@ -159,7 +265,7 @@ def _unwrapped_secret(run: str, cut: bool = False) -> bool:
     run = run.rstrip("=").replace("-", "+").replace("_", "/")
     for skip in range(4):
         piece = run[skip:]
-        piece = piece[:len(piece) - len(piece) % 4]
+        piece = piece[: len(piece) - len(piece) % 4]
         try:
             plain = base64.b64decode(piece, validate=True).decode("latin-1")
         except (binascii.Error, ValueError):
@@ -210,8 +316,11 @@ def _spans(text: str, wrapped: bool) -> list[tuple[int, int]]:
         at = text.find("-----BEGIN", at + 1)
     at = text.find("\u2026")
     while at >= 0:
-        spans += [m.span() for m in KEY_FORMATS.finditer(text, max(0, at - _ELLIPSIS_REACH), at + _ELLIPSIS_REACH)
-                  if m.start() <= at < m.end()]
+        spans += [
+            m.span()
+            for m in KEY_FORMATS.finditer(text, max(0, at - _ELLIPSIS_REACH), at + _ELLIPSIS_REACH)
+            if m.start() <= at < m.end()
+        ]
         at = text.find("\u2026", at + 1)
     at = text.find("://")
     while at >= 0:
@@ -230,7 +339,7 @@ def _assigned_values(text: str) -> set[str]:
     for hit in _CREDENTIAL_WORDS.finditer(lowered):
         if not _ASSIGNS.match(lowered, hit.end()):  # a word that names no value ("pass the test")
             continue
-        window = raw[max(0, hit.start() - 48):hit.end() + 320].decode("utf-8", "ignore")
+        window = raw[max(0, hit.start() - 48) : hit.end() + 320].decode("utf-8", "ignore")
         values.update(m.group(2) for m in _ASSIGNED.finditer(window))
         values.update(m.group(2) for m in _BEARER.finditer(window))
     return {v for v in values if REDACTED not in v}
@@ -244,7 +353,7 @@ def redact_shapes(text: str, wrapped: bool = True) -> str:
         for lo, hi in sorted(spans, key=lambda s: (s[0], -s[1])):
             if hi <= last:  # inside one replaced already
                 continue
-            out += [text[last:max(lo, last)], REDACTED if lo >= last else ""]
+            out += [text[last : max(lo, last)], REDACTED if lo >= last else ""]
             last = hi
         out.append(text[last:])
         text = "".join(out)
@@ -271,7 +380,7 @@ _HEXLIKE = re.compile(r"[0-9a-fA-F-]+|[0-9.:_-]+|[a-z_.-]+|[A-Z_.-]+")
 _NAMED_ID = re.compile(r"([a-z][a-zA-Z]{1,20})[_/-]")
 _CREDENTIAL_NAME = re.compile(r"sk|rk|pk|key|token|secret|pass|pwd|auth|cred|session|bearer|api", re.I)
 MAX_RANDOM_CHARS = 160  # longer runs are data (a thinking block's signature, a file inline), not a credential
-MIN_ENTROPY_BITS = 3.5   # per character; English identifiers of 20+ letters stay under it, random keys go well over
+MIN_ENTROPY_BITS = 3.5  # per character; English identifiers of 20+ letters stay under it, random keys go well over
 
 
 def _entropy(token: str) -> float:
@@ -282,8 +391,15 @@ def _entropy(token: str) -> float:
 def is_random_token(token: str, longest: int | None = MAX_RANDOM_CHARS) -> bool:
     """A token that can only be a secret: 20+ characters mixing upper case, lower case and digits, at
     high entropy; never a hex digest, a UUID, a number, a word, a path or a provider's named id."""
-    if len(token) < 20 or longest is not None and len(token) > longest or _HEXLIKE.fullmatch(token) \
-            or token.count("/") > 2 or token.count(".") > 1 or _named_id(token):
+    if (
+        len(token) < 20
+        or longest is not None
+        and len(token) > longest
+        or _HEXLIKE.fullmatch(token)
+        or token.count("/") > 2
+        or token.count(".") > 1
+        or _named_id(token)
+    ):
         return False
     if not (any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)):
         return False
@@ -298,7 +414,7 @@ def _named_id(token: str) -> bool:
 def _wraps_prose(token: str) -> bool:
     """Base64 of plain words (a document inlined): data, not a key."""
     try:
-        plain = base64.b64decode(token[:len(token) - len(token) % 4], validate=True).decode("ascii")
+        plain = base64.b64decode(token[: len(token) - len(token) % 4], validate=True).decode("ascii")
     except (binascii.Error, ValueError):
         return False
     return " " in plain and plain.isprintable()
@@ -306,8 +422,9 @@ def _wraps_prose(token: str) -> bool:
 
 def high_entropy(text: str, longest: int | None = MAX_RANDOM_CHARS) -> list[str]:
     """The random-looking tokens of a text (see is_random_token), each once."""
-    return list(dict.fromkeys(t for t in (m.group().strip(".-=") for m in _TOKEN.finditer(text))
-                              if is_random_token(t, longest)))
+    return list(
+        dict.fromkeys(t for t in (m.group().strip(".-=") for m in _TOKEN.finditer(text)) if is_random_token(t, longest))
+    )
 
 
 def redact_random(text: str) -> str:

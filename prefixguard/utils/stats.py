@@ -1,4 +1,5 @@
 """Summary statistics of measured values (replay's latencies, report's prompt sizes)."""
+
 from __future__ import annotations
 
 
@@ -6,8 +7,13 @@ def distribution(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "mean": None}
     ordered = sorted(values)
-    return {"n": len(ordered), "p50": quantile(ordered, 0.5), "p90": quantile(ordered, 0.9),
-            "p99": quantile(ordered, 0.99), "mean": sum(ordered) / len(ordered)}
+    return {
+        "n": len(ordered),
+        "p50": quantile(ordered, 0.5),
+        "p90": quantile(ordered, 0.9),
+        "p99": quantile(ordered, 0.99),
+        "mean": sum(ordered) / len(ordered),
+    }
 
 
 def quantile(ordered: list[float], q: float) -> float:

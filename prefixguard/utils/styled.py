@@ -7,6 +7,7 @@ titles and links, BEL, BS, CR overwriting a line), so none reaches it raw.
 rich is imported only where output is styled or a table is drawn (it costs more than a small `lint`'s
 whole run: bench/RESULTS.md), and it never reads markup in what it is given: every cell, heading and
 styled text goes in as a rich Text, whose brackets are plain characters."""
+
 from __future__ import annotations
 
 import os
@@ -20,15 +21,27 @@ if TYPE_CHECKING:
 
 # styles, in rich's words
 BOLD, RED, GREEN, YELLOW = "bold", "bold red", "bold green", "bold yellow"
-WIDE = 100_000   # the width of a pipe or a log: rich wraps nothing there, as a plain print does not
+WIDE = 100_000  # the width of a pipe or a log: rich wraps nothing there, as a plain print does not
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 # C0 controls, DEL, C1 controls, and the invisible marks that reorder or hide text on screen (bidi
 # overrides and isolates, zero-width characters, the line and paragraph separators)
-_CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029,
-             *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]
-_ESCAPES = str.maketrans({chr(c): _NAMED.get(chr(c), f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
-                          for c in _CONTROLS})
+_CONTROLS = [
+    *range(0x20),
+    0x7F,
+    *range(0x80, 0xA0),
+    0x200B,
+    0x200C,
+    0x200D,
+    0x200E,
+    0x200F,
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    0xFEFF,
+]
+_ESCAPES = str.maketrans({chr(c): _NAMED.get(chr(c), f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS})
 _ESCAPES_WITH_BACKSLASH = {**_ESCAPES, ord("\\"): "\\\\"}
 
 
@@ -57,7 +70,7 @@ def printable_data(value: Any) -> Any:
         return [printable_data(v) for v in value]
     if isinstance(value, tuple):
         items = [printable_data(v) for v in value]
-        record: Any = type(value)   # a NamedTuple is rebuilt as one
+        record: Any = type(value)  # a NamedTuple is rebuilt as one
         return record._make(items) if hasattr(value, "_fields") else tuple(items)
     return value
 
@@ -65,7 +78,7 @@ def printable_data(value: Any) -> Any:
 def _isatty(stream: IO[str]) -> bool:
     try:
         return bool(stream.isatty())
-    except (AttributeError, ValueError):   # no isatty, or a closed stream
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False
 
 
@@ -88,9 +101,15 @@ def console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     tty = _isatty(stream)
     colour = styling(stream)
-    return Console(file=stream, force_terminal=_terminal(stream),
-                   color_system=("auto" if tty else "standard") if colour else None,
-                   width=None if tty else WIDE, markup=False, emoji=False, highlight=False)
+    return Console(
+        file=stream,
+        force_terminal=_terminal(stream),
+        color_system=("auto" if tty else "standard") if colour else None,
+        width=None if tty else WIDE,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
 
 
 def strong(text: str, colour: str = BOLD) -> str:
@@ -103,8 +122,14 @@ def strong(text: str, colour: str = BOLD) -> str:
     return Style.parse(colour).render(text, color_system=ColorSystem.STANDARD)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
-          left: Collection[int] = (0,), boxed: bool = True) -> Table:
+def table(
+    head: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    left: Collection[int] = (0,),
+    boxed: bool = True,
+) -> Table:
     """A rich table of text cells: the columns in `left` (the first by default) to the left, the others
     (numbers) to the right. boxed: rules around and under the head; otherwise columns apart by two spaces."""
     from rich.table import Table
@@ -119,8 +144,9 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | No
     return out
 
 
-def columns(head: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "   ",
-            left: Collection[int] = (0,)) -> str:
+def columns(
+    head: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "   ", left: Collection[int] = (0,)
+) -> str:
     """A table as lines of text for stdout (no rules: columns apart by two spaces), each opening with indent."""
     out = console()
     with out.capture() as captured:

@@ -5,6 +5,7 @@ anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_r
 bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateContent), each an Adapter
 (adapter.py) registered in adapters.py. routes.py routes a path once, by the adapters' own paths.
 """
+
 from __future__ import annotations
 
 import binascii
@@ -31,7 +32,7 @@ MAX_BYTES = 64 << 20
 # time (bench/RESULTS.md, "big bodies"). 200,000 is more messages than a 1M-token context holds at five
 # tokens each: no real agent reaches it. Counted before parsing; PREFIXGUARD_MAX_PARTS sets it (0: none).
 _PARTS = os.environ.get("PREFIXGUARD_MAX_PARTS", "200000").strip() or "0"
-MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None   # None: not a number, said when first needed
+MAX_PARTS = int(_PARTS) if _PARTS.isdigit() else None  # None: not a number, said when first needed
 
 _MERGED: dict[tuple[int, ...], jsonspan.Spec] = {}
 
@@ -47,9 +48,17 @@ def _spans(text: str) -> jsonspan.Spec:
     return merged
 
 
-def parse_request(body: bytes | str, *, path: str | None = None, headers: Mapping[str, str] | None = None,
-                  source: str | None = None, count_tokens: bool = True, max_bytes: int = MAX_BYTES,
-                  routed: routes.Routed | None = None, like: Prompt | None = None) -> Prompt:
+def parse_request(
+    body: bytes | str,
+    *,
+    path: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    source: str | None = None,
+    count_tokens: bool = True,
+    max_bytes: int = MAX_BYTES,
+    routed: routes.Routed | None = None,
+    like: Prompt | None = None,
+) -> Prompt:
     """A request body -> Prompt (segments in prefix order, settings, fingerprint chain). routed: the
     path's route (routes.resolve) where the caller has it already; else the path is routed here.
     like: a request read before with the same path and headers (a diff's first body): the parts this
@@ -61,8 +70,15 @@ def parse_request(body: bytes | str, *, path: str | None = None, headers: Mappin
         return _parse_request(body, routed or routes.resolve(path), headers, source, count_tokens, max_bytes, like)
 
 
-def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[str, str] | None,
-                   source: str | None, count_tokens: bool, max_bytes: int, like: Prompt | None = None) -> Prompt:
+def _parse_request(
+    body: bytes | str,
+    routed: routes.Routed,
+    headers: Mapping[str, str] | None,
+    source: str | None,
+    count_tokens: bool,
+    max_bytes: int,
+    like: Prompt | None = None,
+) -> Prompt:
     try:
         text = _decode(body, max_bytes)
         _check_parts(text)
@@ -70,7 +86,7 @@ def _parse_request(body: bytes | str, routed: routes.Routed, headers: Mapping[st
             root = jsonspan.parse(text, _spans(text))
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
-        except ValueError as err:   # an integer of more than 4,300 digits
+        except ValueError as err:  # an integer of more than 4,300 digits
             raise InputError(f"not valid JSON: {describe(err)}") from None
         if not isinstance(root.value, dict):
             raise InputError(f"request body must be a JSON object, got {type(root.value).__name__}")
@@ -107,8 +123,10 @@ def _check_parts(text: str) -> None:
     if MAX_PARTS and len(text) > MAX_PARTS * 8:  # fewer bytes than that cannot hold so many parts
         parts = text.count('"role"') + text.count('"type"')
         if parts > MAX_PARTS:
-            raise TooLarge(f"too large to analyse: about {parts} parts, over the ceiling of {MAX_PARTS} "
-                           f"(PREFIXGUARD_MAX_PARTS sets it)")
+            raise TooLarge(
+                f"too large to analyse: about {parts} parts, over the ceiling of {MAX_PARTS} "
+                f"(PREFIXGUARD_MAX_PARTS sets it)"
+            )
 
 
 def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
@@ -134,6 +152,7 @@ def _decode(body: bytes | str | bytearray | memoryview, max_bytes: int) -> str:
 
 
 # ---- responses
+
 
 def parse_response(body: bytes | str, api: str) -> Usage:
     """Usage of a whole response: one JSON object, or a whole SSE stream."""
@@ -188,7 +207,7 @@ def parse_response_meta(body: bytes | str, api: str) -> ResponseMeta:
 def parse_diagnosis(body: bytes | str, api: str) -> Diagnosis | None:
     """The provider's own cache diagnosis in a whole response (JSON or a stream), None when it gave none."""
     mod = adapter_for(api)
-    if mod.RESPONSE_ID is None:   # a shape with no diagnostics to ask for: none to read
+    if mod.RESPONSE_ID is None:  # a shape with no diagnostics to ask for: none to read
         return None
     raw_bytes = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
     if raw_bytes.lstrip()[:1] == b"{":
@@ -217,7 +236,7 @@ def ask_diagnosis(body: bytes, api: str, previous_id: str) -> bytes | None:
     earlier response, inserted right after the opening brace: every other byte stays as it was. None
     when the API has no diagnostics, the body sets the member already, or it is not a JSON object."""
     mod = adapter_for(api)
-    if mod.RESPONSE_ID is None:   # no earlier response to name
+    if mod.RESPONSE_ID is None:  # no earlier response to name
         return None
     try:
         obj = json.loads(body)
@@ -228,7 +247,7 @@ def ask_diagnosis(body: bytes, api: str, previous_id: str) -> bytes | None:
     if field is None or start < 0:
         return None
     member = json.dumps({field[0]: field[1]}, separators=(",", ":")).encode()[1:-1]
-    return body[:start + 1] + member + (b"," if obj else b"") + body[start + 1:]
+    return body[: start + 1] + member + (b"," if obj else b"") + body[start + 1 :]
 
 
 class UsageStream:
@@ -247,12 +266,12 @@ class UsageStream:
         self._data: list[str] = []
         self._raw: dict[str, Any] | None = None
         self.first_content_at: float | None = None  # time.monotonic() of the first content event
-        self.output_chunks = 0                      # content events seen
-        self.finished = False                       # the provider's last event came: the answer is whole
+        self.output_chunks = 0  # content events seen
+        self.finished = False  # the provider's last event came: the answer is whole
         self.frames: EventStreamDecoder | None = None  # set once the stream shows EventStream framing
         self._final = self._mod.FINAL_EVENTS
-        self.diagnosis: Diagnosis | None = None     # the provider's own cache diagnosis, when it sent one
-        self.meta = ResponseMeta()                  # the response's id, model, finish reasons as told so far
+        self.diagnosis: Diagnosis | None = None  # the provider's own cache diagnosis, when it sent one
+        self.meta = ResponseMeta()  # the response's id, model, finish reasons as told so far
         self._begun = False
 
     def feed(self, chunk: bytes) -> None:
@@ -282,7 +301,7 @@ class UsageStream:
         """EventStream messages: the :event-type header names the event, the payload is its JSON
         (InvokeModelWithResponseStream wraps the model's own event, base64, in "bytes")."""
         frames = self.frames
-        if frames is None:   # fed only once the stream showed its framing
+        if frames is None:  # fed only once the stream showed its framing
             return
         for headers, payload in frames.feed(chunk):
             if headers.get(":message-type", "event") != "event":
@@ -341,5 +360,16 @@ class UsageStream:
         return self._mod.usage(self._raw)
 
 
-__all__ = ["APIS", "ADAPTERS", "Adapter", "InputError", "UsageStream", "analysable", "detect_api", "parse_diagnosis",
-           "parse_request", "parse_response", "parse_response_meta"]
+__all__ = [
+    "APIS",
+    "ADAPTERS",
+    "Adapter",
+    "InputError",
+    "UsageStream",
+    "analysable",
+    "detect_api",
+    "parse_diagnosis",
+    "parse_request",
+    "parse_response",
+    "parse_response_meta",
+]

@@ -6,6 +6,7 @@ each against this protocol). The code that reads requests and responses (routes.
 package's parse functions) asks the registered adapters only through these members: adding a shape is
 adding its module and registering it.
 """
+
 from __future__ import annotations
 
 import re

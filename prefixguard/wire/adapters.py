@@ -4,6 +4,7 @@ The order is detection's: a body at a path that names no shape is the first adap
 (Gemini's contents, then Converse's blocks, then a messages body that leans Anthropic's way, then Chat,
 then Responses). Adding a shape is adding its module here.
 """
+
 from __future__ import annotations
 
 from prefixguard.utils.errors import InputError
@@ -12,7 +13,7 @@ from prefixguard.wire.adapter import Adapter
 
 ADAPTERS: tuple[Adapter, ...] = (gemini, bedrock_converse, anthropic, openai_chat, openai_responses)
 BY_API: dict[str, Adapter] = {a.API: a for a in ADAPTERS}
-APIS: tuple[str, ...] = tuple(BY_API)   # the shapes by name, as error messages list them
+APIS: tuple[str, ...] = tuple(BY_API)  # the shapes by name, as error messages list them
 
 
 def adapter_for(api: str) -> Adapter:

@@ -3,6 +3,7 @@
 Prefix order: tools, then system, then messages. Breakpoints are `cache_control` on blocks and tools
 (TTL "5m" unless "1h"); a top-level `cache_control` is the automatic breakpoint.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ API = "anthropic"
 SHAPE = "Anthropic Messages (/v1/messages, Bedrock InvokeModel, Vertex rawPredict)"
 TAIL = re.compile(r"/messages(?:/compact)?/?$")
 ENDPOINT = "/v1/messages"
-HEADER = "anthropic-version"     # every Anthropic client sends it
+HEADER = "anthropic-version"  # every Anthropic client sends it
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
 _SPANS: Spec = {"tools": {"[]": None}, "system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}
@@ -47,7 +48,7 @@ def ttl(value: Any) -> str | None:
         if isinstance(mark, dict):
             value = mark.get("ttl")
             if value is not None and not isinstance(value, str):  # the API answers 400; so do we
-                raise InputError(f"cache_control.ttl must be a string such as \"1h\", got {type(value).__name__}")
+                raise InputError(f'cache_control.ttl must be a string such as "1h", got {type(value).__name__}')
             return value or DEFAULT_TTL
     return None
 
@@ -127,8 +128,16 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     elif system is not None:
         for i, block in enumerate(system.elements):
             kind, breakpoint, text = _part(block.value, f"/system/{i}")
-            out.add("system", f"/system/{i}", kind, block, role="system", header={} if i == 0 else None,
-                    breakpoint=breakpoint, text=text)
+            out.add(
+                "system",
+                f"/system/{i}",
+                kind,
+                block,
+                role="system",
+                header={} if i == 0 else None,
+                breakpoint=breakpoint,
+                text=text,
+            )
 
     messages = expect(root.get("messages"), list, "'messages'")
     if messages is None:
@@ -137,9 +146,17 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     header_of = MessageHeaders("content")
     for mi, msg in enumerate(messages.elements):
         fields = msg.value
-        if type(msg) is PlainMessage:   # {"role": "...", "content": "..."}: one string part, no marker
-            out.add_text("messages", MESSAGE_CONTENT, "text", fields["content"], msg.content_start, fields["role"], mi,
-                         header_of(fields))
+        if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
+            out.add_text(
+                "messages",
+                MESSAGE_CONTENT,
+                "text",
+                fields["content"],
+                msg.content_start,
+                fields["role"],
+                mi,
+                header_of(fields),
+            )
             release(messages, mi)
             continue
         if type(fields) is not dict:
@@ -149,8 +166,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         content = msg.get("content") or ABSENT
         parts = content.value
         if type(parts) is str:
-            out.add("messages", MESSAGE_CONTENT, "text", content, role=role, message_index=mi, header=header,
-                    text=parts)
+            out.add(
+                "messages", MESSAGE_CONTENT, "text", content, role=role, message_index=mi, header=header, text=parts
+            )
         elif isinstance(parts, list):
             for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
@@ -158,17 +176,29 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                 media = None
                 if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
                     media, text = _media(v, kind) or (None, text)
-                out.add("messages", where, kind, block, role=role, message_index=mi,
-                        header=header if bi == 0 else None, breakpoint=breakpoint, text=text, media=media)
+                out.add(
+                    "messages",
+                    where,
+                    kind,
+                    block,
+                    role=role,
+                    message_index=mi,
+                    header=header if bi == 0 else None,
+                    breakpoint=breakpoint,
+                    text=text,
+                    media=media,
+                )
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
                     images = images or kind == "image" or ("content" in v and _has_image(v))
                     citations = citations or ("citations" in v and _cites(v))
             if not parts:
-                out.add("messages", f"/messages/{mi}/content", "empty", content, role=role,
-                        message_index=mi, header=header)
+                out.add(
+                    "messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi, header=header
+                )
         elif parts is None:
-            out.add("messages", f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header,
-                    whole=True)
+            out.add(
+                "messages", f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header, whole=True
+            )
         else:
             raise wrong_type(f"/messages/{mi}/content", (str, list), parts)
         release(messages, mi)
@@ -178,10 +208,14 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     settings = {
         "thinking": body.get("thinking"),
         "effort": output_config.get("effort") if isinstance(output_config, dict) else None,
-        "tool_choice": ({k: v for k, v in tool_choice.items() if k != "disable_parallel_tool_use"}
-                        if isinstance(tool_choice, dict) else tool_choice),
-        "disable_parallel_tool_use": (tool_choice.get("disable_parallel_tool_use")
-                                      if isinstance(tool_choice, dict) else None),
+        "tool_choice": (
+            {k: v for k, v in tool_choice.items() if k != "disable_parallel_tool_use"}
+            if isinstance(tool_choice, dict)
+            else tool_choice
+        ),
+        "disable_parallel_tool_use": (
+            tool_choice.get("disable_parallel_tool_use") if isinstance(tool_choice, dict) else None
+        ),
         "speed": body.get("speed"),
         "web_search": any(t.startswith("web_search") for t in tool_types),
         "web_fetch": any(t.startswith("web_fetch") for t in tool_types),
@@ -202,6 +236,7 @@ def _betas(headers: Mapping[str, str] | None) -> list[str] | None:
 
 # ---- usage
 
+
 def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total."""
     if not isinstance(raw, Mapping):
@@ -216,8 +251,15 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         if s5 + s1 == write:
             w5, w1 = s5, s1
     reported = raw.get("cache_read_input_tokens") is not None or raw.get("cache_creation_input_tokens") is not None
-    return Usage(prompt_total=uncached + read + write, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
-                 uncached=uncached, output=as_int(raw.get("output_tokens")), reported=reported)
+    return Usage(
+        prompt_total=uncached + read + write,
+        cache_read=read,
+        cache_write_5m=w5,
+        cache_write_1h=w1,
+        uncached=uncached,
+        output=as_int(raw.get("output_tokens")),
+        reported=reported,
+    )
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -249,8 +291,12 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
 
 # ---- cache diagnostics (asked with diagnostics.previous_message_id)
 
-_MISS_LEVELS = {"model_changed": "model", "system_changed": "system", "tools_changed": "tools",
-                "messages_changed": "messages"}
+_MISS_LEVELS = {
+    "model_changed": "model",
+    "system_changed": "system",
+    "tools_changed": "tools",
+    "messages_changed": "messages",
+}
 _NO_COMPARISON = {"previous_message_not_found": "not_found", "unavailable": "unavailable"}
 
 
@@ -288,21 +334,48 @@ def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, A
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return False   # message_stop (FINAL_EVENTS) ends a stream
+    return False  # message_stop (FINAL_EVENTS) ends a stream
 
 
 # ---- routing and detection (the Adapter protocol)
 
 _V1 = re.compile(r"/v1/messages/?$")
-_INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")          # Bedrock InvokeModel
+_INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")  # Bedrock InvokeModel
 _RAW = re.compile(r"/publishers/anthropic/models/([^/:]+):(?:rawPredict|streamRawPredict)$")  # Vertex AI
 # Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
-_ANTHROPIC_KEYS = {"system", "anthropic_version", "cache_control", "stop_sequences", "thinking", "top_k",
-                   "output_config", "container", "mcp_servers"}
-_CHAT_KEYS = {"response_format", "stream_options", "n", "max_completion_tokens", "reasoning_effort",
-              "logprobs", "frequency_penalty", "presence_penalty", "parallel_tool_calls", "functions"}
-_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "image",
-                     "server_tool_use", "search_result"}
+_ANTHROPIC_KEYS = {
+    "system",
+    "anthropic_version",
+    "cache_control",
+    "stop_sequences",
+    "thinking",
+    "top_k",
+    "output_config",
+    "container",
+    "mcp_servers",
+}
+_CHAT_KEYS = {
+    "response_format",
+    "stream_options",
+    "n",
+    "max_completion_tokens",
+    "reasoning_effort",
+    "logprobs",
+    "frequency_penalty",
+    "presence_penalty",
+    "parallel_tool_calls",
+    "functions",
+}
+_ANTHROPIC_BLOCKS = {
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "image",
+    "server_tool_use",
+    "search_result",
+}
 _CHAT_PARTS = {"image_url", "input_audio", "file"}
 _CHAT_ROLES = {"system", "developer", "tool", "function"}
 
@@ -311,7 +384,7 @@ def route(path: str) -> tuple[str, str | None] | None:
     if _V1.search(path):
         return API, None
     found = _INVOKE.search(path)
-    if found:   # InvokeModel takes any maker's own body: only a Claude model's is a Messages one
+    if found:  # InvokeModel takes any maker's own body: only a Claude model's is a Messages one
         model = unquote(found.group(1))
         return (API, model) if "anthropic" in model or "claude" in model else None
     found = _RAW.search(path)
@@ -327,8 +400,12 @@ def foreign(body: dict[str, Any] | None, path: str) -> str | None:
 def role_messages(body: dict[str, Any]) -> bool:
     """Whether the body's messages are a non-empty list of role objects (Anthropic's and Chat's)."""
     messages = body.get("messages")
-    return isinstance(messages, list) and bool(messages) and all(isinstance(m, dict) and "role" in m
-                                                                 for m in messages) and "contents" not in body
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and all(isinstance(m, dict) and "role" in m for m in messages)
+        and "contents" not in body
+    )
 
 
 def claims(body: dict[str, Any]) -> bool:

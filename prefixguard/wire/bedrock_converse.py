@@ -6,6 +6,7 @@ before it (the same position Anthropic's cache_control on that part would mark) 
 The model id is in the path, never in the body. Usage (JSON `usage`, the stream's `metadata` event):
 inputTokens (neither read nor written) + cacheReadInputTokens + cacheWriteInputTokens = prompt total.
 """
+
 from __future__ import annotations
 
 import binascii
@@ -25,20 +26,43 @@ from prefixguard.wire.segments import Builder, as_int, expect, message_header, w
 
 API = "bedrock-converse"
 SHAPE = "Bedrock Converse (/model/{id}/converse)"
-TAIL = None      # the model is in the path: no other endpoint speaks it
+TAIL = None  # the model is in the path: no other endpoint speaks it
 ENDPOINT = None
 HEADER = None
 JSON_ARRAY_STREAM = False
-RESPONSE_ID = None   # no cache diagnostics on Bedrock
-_SPANS: Spec = {"system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}},
-                "toolConfig": {"tools": {"[]": None}}}
+RESPONSE_ID = None  # no cache diagnostics on Bedrock
+_SPANS: Spec = {
+    "system": {"[]": None},
+    "messages": {"[]": {"content": {"[]": None}}},
+    "toolConfig": {"tools": {"[]": None}},
+}
 MARKER = "cachePoint"
-KINDS = {"text": "text", "image": "image", "document": "document", "video": "video", "toolUse": "tool_use",
-         "toolResult": "tool_result", "reasoningContent": "thinking", "guardContent": "text",
-         "citationsContent": "text", "searchResult": "document", "toolSpec": "tool", "systemTool": "tool"}
+KINDS = {
+    "text": "text",
+    "image": "image",
+    "document": "document",
+    "video": "video",
+    "toolUse": "tool_use",
+    "toolResult": "tool_result",
+    "reasoningContent": "thinking",
+    "guardContent": "text",
+    "citationsContent": "text",
+    "searchResult": "document",
+    "toolSpec": "tool",
+    "systemTool": "tool",
+}
 FINAL_EVENTS = frozenset({"metadata"})  # sent after messageStop: usage and metrics
-_FORMATS = {"pdf": "application/pdf", "txt": "text/plain", "md": "text/markdown", "html": "text/html",
-            "csv": "text/csv", "png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+_FORMATS = {
+    "pdf": "application/pdf",
+    "txt": "text/plain",
+    "md": "text/markdown",
+    "html": "text/html",
+    "csv": "text/csv",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
 
 
 def _ttl(block: Any) -> str | None:
@@ -48,7 +72,7 @@ def _ttl(block: Any) -> str | None:
     mark = block[MARKER]
     ttl = mark.get("ttl") if isinstance(mark, dict) else None
     if ttl is not None and not isinstance(ttl, str):
-        raise InputError(f"cachePoint.ttl must be a string such as \"1h\", got {type(ttl).__name__}")
+        raise InputError(f'cachePoint.ttl must be a string such as "1h", got {type(ttl).__name__}')
     return ttl or providers()["bedrock"].default_ttl
 
 
@@ -73,12 +97,23 @@ def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
             return [Media(kind=DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
         except ValueError:
             pass
-    return [Media(kind=IMAGE if kind == "image" else DOCUMENT, data=data if isinstance(data, str) else None,
-                  media_type=mime)]
+    return [
+        Media(
+            kind=IMAGE if kind == "image" else DOCUMENT, data=data if isinstance(data, str) else None, media_type=mime
+        )
+    ]
 
 
-def _blocks(out: Builder, node: Node, level: str, where: str, *, role: str | None = None,
-            message_index: int | None = None, header: dict[str, Any] | None = None) -> bool:
+def _blocks(
+    out: Builder,
+    node: Node,
+    level: str,
+    where: str,
+    *,
+    role: str | None = None,
+    message_index: int | None = None,
+    header: dict[str, Any] | None = None,
+) -> bool:
     """Add each content block of a list as a segment; a cachePoint marks the segment before it.
     Returns whether any block was images."""
     images = False
@@ -92,8 +127,7 @@ def _blocks(out: Builder, node: Node, level: str, where: str, *, role: str | Non
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
         media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
-        out.add(level, at, kind, block, role=role, message_index=message_index, header=header,
-                text=text, media=media)
+        out.add(level, at, kind, block, role=role, message_index=message_index, header=header, text=text, media=media)
         header = None
         images = images or kind == "image"
     return images
@@ -123,11 +157,12 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         if content is None or not isinstance(content.value, list):
             raise wrong_type(f"/messages/{mi}/content", list, None if content is None else content.value)
         before = len(out.segments)
-        images = _blocks(out, content, "messages", f"/messages/{mi}/content", role=role, message_index=mi,
-                         header=header) or images
+        images = (
+            _blocks(out, content, "messages", f"/messages/{mi}/content", role=role, message_index=mi, header=header)
+            or images
+        )
         if len(out.segments) == before:
-            out.add("messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi,
-                    header=header)
+            out.add("messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi, header=header)
 
     extra = body.get("additionalModelRequestFields")
     extra = extra if isinstance(extra, dict) else {}
@@ -148,6 +183,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
 
 # ---- usage
 
+
 def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Additive, like Anthropic's: inputTokens excludes what was read from or written to the cache.
     cacheDetails (when sent) splits the writes by TTL."""
@@ -162,10 +198,24 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         if isinstance(item, Mapping) and item.get("ttl") in by_ttl:
             by_ttl[item["ttl"]] += as_int(item.get("inputTokens"))
     w5, w1 = (by_ttl["5m"], by_ttl["1h"]) if sum(by_ttl.values()) == write else (write, 0)
-    reported = any(raw.get(k) is not None for k in ("cacheReadInputTokens", "cacheWriteInputTokens",
-                                                     "cacheReadInputTokenCount", "cacheWriteInputTokenCount"))
-    return Usage(prompt_total=uncached + read + write, cache_read=read, cache_write_5m=w5, cache_write_1h=w1,
-                 uncached=uncached, output=as_int(raw.get("outputTokens")), reported=reported)
+    reported = any(
+        raw.get(k) is not None
+        for k in (
+            "cacheReadInputTokens",
+            "cacheWriteInputTokens",
+            "cacheReadInputTokenCount",
+            "cacheWriteInputTokenCount",
+        )
+    )
+    return Usage(
+        prompt_total=uncached + read + write,
+        cache_read=read,
+        cache_write_5m=w5,
+        cache_write_1h=w1,
+        uncached=uncached,
+        output=as_int(raw.get("outputTokens")),
+        reported=reported,
+    )
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -187,7 +237,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return False   # metadata (FINAL_EVENTS) ends a stream
+    return False  # metadata (FINAL_EVENTS) ends a stream
 
 
 def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
@@ -206,8 +256,16 @@ def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, A
 
 _PATH = re.compile(r"/model/([^/]+)/(?:converse|converse-stream)/?$")
 # Top-level fields only Converse has
-_KEYS = {"modelId", "inferenceConfig", "toolConfig", "additionalModelRequestFields", "guardrailConfig",
-         "performanceConfig", "promptVariables", "additionalModelResponseFieldPaths"}
+_KEYS = {
+    "modelId",
+    "inferenceConfig",
+    "toolConfig",
+    "additionalModelRequestFields",
+    "guardrailConfig",
+    "performanceConfig",
+    "promptVariables",
+    "additionalModelResponseFieldPaths",
+}
 
 
 def route(path: str) -> tuple[str, str | None] | None:
@@ -226,7 +284,7 @@ def claims(body: dict[str, Any]) -> bool:
 
 
 def fits(body: dict[str, Any]) -> bool:
-    return False   # no TAIL
+    return False  # no TAIL
 
 
 def counts_only(body: dict[str, Any]) -> bool:
@@ -247,5 +305,8 @@ def _converse_blocks(body: dict[str, Any]) -> bool:
     if first is None and isinstance(messages, list) and messages and isinstance(messages[0], dict):
         content = messages[0].get("content")
         first = content[0] if isinstance(content, list) and content else None
-    return isinstance(first, dict) and "type" not in first and bool(
-        first.keys() & {"text", "cachePoint", "image", "document", "toolUse", "toolResult"})
+    return (
+        isinstance(first, dict)
+        and "type" not in first
+        and bool(first.keys() & {"text", "cachePoint", "image", "document", "toolUse", "toolResult"})
+    )

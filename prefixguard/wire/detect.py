@@ -3,6 +3,7 @@ tail names one (any prefix or version: gateways, Azure, OpenAI-compatible server
 shape's fields; else from its body's fields. Bodies that are no generation request (a response, a count,
 a cache creation) are NotARequest, so lint skips them with a warning instead of failing. Every rule of a
 shape is its adapter's (adapter.py): this module only asks them, in the registry's order."""
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,7 @@ def shape(body: dict[str, Any] | None, routed: Routed) -> str:
         return routed.api if routed.exact else _fitting(routed.api, routed.path, body)
     why = next((w for a in ADAPTERS if (w := a.foreign(body, routed.path))), None)
     if why and not isinstance(body, dict):
-        raise NotARequest(why)   # a path that says it (a cache creation), whatever the body
+        raise NotARequest(why)  # a path that says it (a cache creation), whatever the body
     if not isinstance(body, dict):
         raise InputError("unknown API shape: the body is not a JSON object")
     if why:
@@ -51,8 +52,9 @@ def _fitting(api: str, path: str, body: Any) -> str:
     own /messages endpoint is no Anthropic one); NotARequest naming the endpoint otherwise."""
     if isinstance(body, dict) and not any(a.foreign(body, path) for a in ADAPTERS) and BY_API[api].fits(body):
         return api
-    raise NotARequest(f"POST {routes.template(path)} ends like {api}, but its body is not one "
-                      f"({routes.known_shapes()})")
+    raise NotARequest(
+        f"POST {routes.template(path)} ends like {api}, but its body is not one ({routes.known_shapes()})"
+    )
 
 
 def counts_only(api: str, body: dict[str, Any], routed: Routed) -> bool:

@@ -6,14 +6,15 @@ headers (name length: 1 byte, name, value type: 1 byte, value), payload, CRC32 o
 Both CRCs are checked: a message that fails them, or an impossible length, ends the decoding (the
 rest of the stream cannot be framed again), and `error` says why.
 """
+
 from __future__ import annotations
 
 import struct
 import zlib
 from typing import Any
 
-PRELUDE = 12          # total length, headers length, prelude CRC
-MIN_MESSAGE = 16      # prelude + message CRC, no headers and no payload
+PRELUDE = 12  # total length, headers length, prelude CRC
+MIN_MESSAGE = 16  # prelude + message CRC, no headers and no payload
 MAX_MESSAGE = 16 << 20  # the framing's own ceiling on one message: larger means we are not in a frame
 # Header value types: type byte -> (fixed size in bytes, or None for a 2-byte length then the bytes)
 _SIZES = {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 6: None, 7: None, 8: 8, 9: 16}
@@ -53,10 +54,10 @@ class EventStreamDecoder:
             if zlib.crc32(message[:-4]) != struct.unpack(">I", message[-4:])[0]:
                 return self._fail(out, "message CRC mismatch")
             try:
-                headers = _headers(message[PRELUDE:PRELUDE + head_len])
+                headers = _headers(message[PRELUDE : PRELUDE + head_len])
             except (struct.error, ValueError, UnicodeDecodeError) as err:
                 return self._fail(out, f"bad headers: {err}")
-            out.append((headers, message[PRELUDE + head_len:-4]))
+            out.append((headers, message[PRELUDE + head_len : -4]))
         return out
 
     def _fail(self, out: list[tuple[dict[str, Any], bytes]], why: str) -> list[tuple[dict[str, Any], bytes]]:
@@ -75,7 +76,7 @@ def _headers(raw: bytes) -> dict[str, Any]:
     i = 0
     while i < len(raw):
         n = raw[i]
-        name = raw[i + 1:i + 1 + n].decode("utf-8")
+        name = raw[i + 1 : i + 1 + n].decode("utf-8")
         i += 1 + n
         kind = raw[i]
         i += 1
@@ -85,7 +86,7 @@ def _headers(raw: bytes) -> dict[str, Any]:
         if size is None:
             (size,) = struct.unpack_from(">H", raw, i)
             i += 2
-        value = raw[i:i + size]
+        value = raw[i : i + size]
         if len(value) != size:
             raise ValueError("header value runs past the headers")
         i += size
@@ -102,8 +103,10 @@ def _headers(raw: bytes) -> dict[str, Any]:
 
 def encode(headers: dict[str, str], payload: bytes) -> bytes:
     """One message with string headers: what a server (the engine, a test's upstream) sends."""
-    head = b"".join(struct.pack(">B", len(k.encode())) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode()))
-                    + v.encode() for k, v in headers.items())
+    head = b"".join(
+        struct.pack(">B", len(k.encode())) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode()
+        for k, v in headers.items()
+    )
     total = PRELUDE + len(head) + len(payload) + 4
     prelude = struct.pack(">II", total, len(head))
     prelude += struct.pack(">I", zlib.crc32(prelude))

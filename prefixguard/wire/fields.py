@@ -2,6 +2,7 @@
 adapters read, so that only wire/ knows provider field names: which members hold a tool call's
 arguments, which hold no prompt text (encoded payloads, signatures, ids), and which item kinds are a
 provider's own compaction of the history."""
+
 from __future__ import annotations
 
 from prefixguard.model.prompt import MARKER_KEYS

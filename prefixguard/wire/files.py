@@ -1,6 +1,7 @@
 """File uploads (POST /v1/files, Anthropic's and OpenAI's Files APIs): the file a multipart body
 carries, and the id the response gives it. A later request that sends the id is then costed by the
 file's real size and pages (prefixguard.model.media.remember_upload) instead of the documented estimate."""
+
 from __future__ import annotations
 
 import base64
@@ -21,7 +22,7 @@ def is_upload(path: str | None, method: str = "POST") -> bool:
 
 def upload(body: bytes) -> tuple[str | None, str] | None:
     """(media type, base64 of the file) of a multipart/form-data upload's "file" part, else None."""
-    boundary = body[:body.find(b"\n")].strip() if body.startswith(b"--") else b""
+    boundary = body[: body.find(b"\n")].strip() if body.startswith(b"--") else b""
     if len(boundary) < 3:
         return None
     for part in body.split(boundary)[1:]:

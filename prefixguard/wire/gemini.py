@@ -7,6 +7,7 @@ Usage: `usageMetadata`, where cachedContentTokenCount counts INSIDE promptTokenC
 convention); a stream (`?alt=sse`, or a JSON array without it) repeats it on every chunk, the last
 one final.
 """
+
 from __future__ import annotations
 
 import binascii
@@ -29,27 +30,46 @@ from prefixguard.wire.segments import Builder, as_int, expect, message_header, w
 
 API = "gemini"
 SHAPE = "Gemini generateContent (models/{m}:generateContent)"
-TAIL = None      # the model is in the path: no other endpoint speaks it
+TAIL = None  # the model is in the path: no other endpoint speaks it
 ENDPOINT = None
 HEADER = None
 JSON_ARRAY_STREAM = True  # streamGenerateContent without alt=sse answers one JSON array of chunks
 FINAL_EVENTS = adapter.FINAL_EVENTS
-RESPONSE_ID = None   # no cache diagnostics on Gemini
-_SPANS: Spec = {"tools": {"[]": None}, "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},
-                "systemInstruction": {"parts": {"[]": None}}, "system_instruction": {"parts": {"[]": None}},
-                "cachedContent": None, "cached_content": None}
+RESPONSE_ID = None  # no cache diagnostics on Gemini
+_SPANS: Spec = {
+    "tools": {"[]": None},
+    "contents": {"[]": {"parts": {"[]": None}}, "parts": {"[]": None}},
+    "systemInstruction": {"parts": {"[]": None}},
+    "system_instruction": {"parts": {"[]": None}},
+    "cachedContent": None,
+    "cached_content": None,
+}
 # An app's functions all sit in one Tool object: its declarations are walked (one segment each) only
 # when the body holds some, so the other shapes' tools stay leaf values (the fast path).
-_DECLARED_SPANS: Spec = {**_SPANS, "tools": {"[]": {"functionDeclarations": {"[]": None},
-                                                     "function_declarations": {"[]": None}}}}
-ROLES = {"user": "user", "model": "assistant"}   # Gemini's roles in the Prompt's words
-KINDS = {"text": "text", "inlineData": "media", "fileData": "media", "functionCall": "tool_use",
-         "functionResponse": "tool_result", "executableCode": "tool_use", "codeExecutionResult": "tool_result",
-         "videoMetadata": "video"}
+_DECLARED_SPANS: Spec = {
+    **_SPANS,
+    "tools": {"[]": {"functionDeclarations": {"[]": None}, "function_declarations": {"[]": None}}},
+}
+ROLES = {"user": "user", "model": "assistant"}  # Gemini's roles in the Prompt's words
+KINDS = {
+    "text": "text",
+    "inlineData": "media",
+    "fileData": "media",
+    "functionCall": "tool_use",
+    "functionResponse": "tool_result",
+    "executableCode": "tool_use",
+    "codeExecutionResult": "tool_result",
+    "videoMetadata": "video",
+}
 # The same names as the Python SDK writes them when a client posts its dict as is
-_SNAKE = {"inline_data": "inlineData", "file_data": "fileData", "function_call": "functionCall",
-          "function_response": "functionResponse", "executable_code": "executableCode",
-          "code_execution_result": "codeExecutionResult"}
+_SNAKE = {
+    "inline_data": "inlineData",
+    "file_data": "fileData",
+    "function_call": "functionCall",
+    "function_response": "functionResponse",
+    "executable_code": "executableCode",
+    "code_execution_result": "codeExecutionResult",
+}
 
 
 def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
@@ -79,21 +99,26 @@ def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
     kind = IMAGE if mime and mime.startswith("image/") else DOCUMENT
     if isinstance(data, str) and mime and mime.startswith("text/"):
         try:
-            return "document", None, [Media(kind=DOCUMENT, media_type=mime,
-                                            text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
+            return (
+                "document",
+                None,
+                [Media(kind=DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))],
+            )
         except ValueError:
             pass
     return kind, None, [Media(kind=kind, data=data if isinstance(data, str) else None, media_type=mime)]
 
 
-def _parts(out: Builder, node: Node, level: str, where: str, role: str | None, mi: int | None,
-           header: dict[str, Any] | None) -> bool:
+def _parts(
+    out: Builder, node: Node, level: str, where: str, role: str | None, mi: int | None, header: dict[str, Any] | None
+) -> bool:
     images = False
     parts = expect(node.get("parts"), list, f"{where}/parts")
     for pi, part in enumerate(parts.elements if parts else ()):
         kind, text, media = _kind(part.value, f"{where}/parts/{pi}")
-        out.add(level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header,
-                text=text, media=media)
+        out.add(
+            level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
+        )
         header = None
         images = images or kind == IMAGE
     if header is not None:  # no parts: the whole entry is one segment
@@ -186,6 +211,7 @@ def _model(body: dict[str, Any]) -> str | None:
 
 # ---- usage
 
+
 def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Subset convention: cachedContentTokenCount is inside promptTokenCount. Gemini leaves out counts
     that are zero (rules/providers.toml: gemini.zero_counts_omitted), so a usageMetadata with a prompt
@@ -209,8 +235,10 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
 def is_content(event: Mapping[str, Any]) -> bool:
     for cand in event.get("candidates") or ():
         content = cand.get("content") if isinstance(cand, Mapping) else None
-        if isinstance(content, Mapping) and any(isinstance(p, Mapping) and (p.get("text") or len(p) > 1 or
-                                                 "functionCall" in p) for p in content.get("parts") or ()):
+        if isinstance(content, Mapping) and any(
+            isinstance(p, Mapping) and (p.get("text") or len(p) > 1 or "functionCall" in p)
+            for p in content.get("parts") or ()
+        ):
             return True
     return False
 
@@ -241,7 +269,7 @@ def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, A
 # ---- routing and detection (the Adapter protocol)
 
 _PATH = re.compile(r"/models/([^/:]+):(?:generateContent|streamGenerateContent)$")
-_PUBLISHER = re.compile(r"/publishers/([^/]+)/models/[^/:]+:[A-Za-z]+$")   # Vertex AI names the model's maker
+_PUBLISHER = re.compile(r"/publishers/([^/]+)/models/[^/:]+:[A-Za-z]+$")  # Vertex AI names the model's maker
 
 
 def route(path: str) -> tuple[str, str | None] | None:
@@ -263,7 +291,7 @@ def claims(body: dict[str, Any]) -> bool:
 
 
 def fits(body: dict[str, Any]) -> bool:
-    return False   # no TAIL
+    return False  # no TAIL
 
 
 def counts_only(body: dict[str, Any]) -> bool:

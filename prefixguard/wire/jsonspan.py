@@ -9,6 +9,7 @@ spec of each element when the value is an array. A named member gets a Node (its
 kids, and is walked when its spec is not None; members not named give their value only.
 Example (Anthropic): {"tools": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,10 @@ _array_next = re.compile(rf"{_WS}(?:,{_WS}|(\]))")
 # each, not a walk of its members. Groups: 1 the message, 2 its role, 3 its content (quoted), 4 the
 # content, 5 the array's close.
 _PLAIN = r'"([^"\\\x00-\x1f]*)"'
-_plain_message = re.compile(rf'(\{{{_WS}"role"{_WS}:{_WS}{_PLAIN}{_WS},{_WS}"content"{_WS}:{_WS}({_PLAIN}){_WS}\}})'
-                            rf'{_WS}(?:,{_WS}|(\]))')
+_plain_message = re.compile(
+    rf'(\{{{_WS}"role"{_WS}:{_WS}{_PLAIN}{_WS},{_WS}"content"{_WS}:{_WS}({_PLAIN}){_WS}\}})'
+    rf"{_WS}(?:,{_WS}|(\]))"
+)
 
 Spec = dict[str, "Spec | None"]
 
@@ -57,8 +60,9 @@ class Node:
 
     __slots__ = ("value", "start", "end", "kids")
 
-    def __init__(self, value: Any, start: int, end: int,
-                 kids: dict[str, Node] | list[Node] | Elements | None = None) -> None:
+    def __init__(
+        self, value: Any, start: int, end: int, kids: dict[str, Node] | list[Node] | Elements | None = None
+    ) -> None:
         self.value = value
         self.start = start
         self.end = end
@@ -80,7 +84,7 @@ class Node:
         return kids if type(kids) is dict else {}
 
 
-ABSENT = Node(None, 0, 0)   # a member the body lacks, where a Node is easier to hold than None
+ABSENT = Node(None, 0, 0)  # a member the body lacks, where a Node is easier to hold than None
 
 
 class PlainMessage(Node):
@@ -115,10 +119,10 @@ class Elements(Sequence[Any]):
     __slots__ = ("values", "spans", "nodes")
 
     def __init__(self, values: list[Any], size: int) -> None:
-        self.values = values   # the array's decoded elements
+        self.values = values  # the array's decoded elements
         # start, end and content start of each element (-1: not a plain message), in 4 bytes where they fit
         self.spans = array("i" if size < 2**31 else "q")
-        self.nodes: dict[int, Node] = {}   # the elements that are not plain messages
+        self.nodes: dict[int, Node] = {}  # the elements that are not plain messages
 
     def __len__(self) -> int:
         return len(self.spans) // 3
@@ -132,7 +136,7 @@ class Elements(Sequence[Any]):
         i %= n
         node = self.nodes.get(i)
         value = self.values[i]
-        if node is not None or value is None:   # not a plain message; or one released (segments.release)
+        if node is not None or value is None:  # not a plain message; or one released (segments.release)
             return node
         spans = self.spans
         return PlainMessage(value, spans[3 * i], spans[3 * i + 1], spans[3 * i + 2])
@@ -165,7 +169,7 @@ def parse(text: str, spec: Spec | None) -> Node:
 
 def _value(text: str, idx: int, spec: Spec | None) -> Node:
     if spec is not None:
-        char = text[idx:idx + 1]
+        char = text[idx : idx + 1]
         if char == "{":
             return _object(text, idx, spec)
         if char == "[" and "[]" in spec:

@@ -3,6 +3,7 @@
 Prefix order: tools, the response_format schema, leading system/developer messages, then the rest.
 Explicit breakpoints (GPT-5.6+) are `prompt_cache_breakpoint` markers on content parts.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,12 +37,15 @@ ENDPOINT = "/v1/chat/completions"
 HEADER = None
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
-RESPONSE_ID = None   # Chat answers carry no diagnostics to ask for
-_SPANS: Spec = {"tools": {"[]": None}, "functions": {"[]": None}, "response_format": None,
-                "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}}}
+RESPONSE_ID = None  # Chat answers carry no diagnostics to ask for
+_SPANS: Spec = {
+    "tools": {"[]": None},
+    "functions": {"[]": None},
+    "response_format": None,
+    "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}},
+}
 SYSTEM_ROLES = ("system", "developer")
-PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document",
-              "refusal": "text"}
+PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document", "refusal": "text"}
 
 
 def breakpoint_of(value: Any, options: Any) -> str | None:
@@ -86,12 +90,20 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     header_of = MessageHeaders("content", "tool_calls")
     for mi, msg in enumerate(messages.elements):
         fields = msg.value
-        if type(msg) is PlainMessage:   # {"role": "...", "content": "..."}: one string part, no marker
+        if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
             role = fields["role"]
             leading = leading and role in SYSTEM_ROLES
             kind = "tool_result" if role == "tool" else "text"
-            out.add_text("system" if leading else "messages", MESSAGE_CONTENT, kind, fields["content"],
-                         msg.content_start, role, mi, header_of(fields))
+            out.add_text(
+                "system" if leading else "messages",
+                MESSAGE_CONTENT,
+                kind,
+                fields["content"],
+                msg.content_start,
+                role,
+                mi,
+                header_of(fields),
+            )
             release(messages, mi)
             continue
         if not isinstance(fields, dict):
@@ -104,18 +116,35 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         content = msg.get("content") or ABSENT
         parts = content.value
         if isinstance(parts, str):
-            out.add(level, MESSAGE_CONTENT, "tool_result" if role == "tool" else "text", content,
-                    role=role, message_index=mi, header=header, text=parts,
-                    breakpoint=breakpoint_of(fields, options))
+            out.add(
+                level,
+                MESSAGE_CONTENT,
+                "tool_result" if role == "tool" else "text",
+                content,
+                role=role,
+                message_index=mi,
+                header=header,
+                text=parts,
+                breakpoint=breakpoint_of(fields, options),
+            )
             header = None
         elif isinstance(parts, list):
             for pi, part in enumerate(content.elements):
                 v = part.value
                 kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
                 found = part_media(v) if kind in ("image", "document") or role == "tool" else None
-                out.add(level, f"/messages/{mi}/content/{pi}", kind, part, role=role, message_index=mi,
-                        header=header, breakpoint=breakpoint_of(v, options),
-                        text=v.get("text") if isinstance(v, dict) else None, media=[found] if found else None)
+                out.add(
+                    level,
+                    f"/messages/{mi}/content/{pi}",
+                    kind,
+                    part,
+                    role=role,
+                    message_index=mi,
+                    header=header,
+                    breakpoint=breakpoint_of(v, options),
+                    text=v.get("text") if isinstance(v, dict) else None,
+                    media=[found] if found else None,
+                )
                 header = None
                 images = images or kind == "image"
         elif parts is not None:
@@ -125,12 +154,18 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             if not isinstance(calls.value, list):
                 raise wrong_type(f"/messages/{mi}/tool_calls", list, calls.value)
             for ci, call in enumerate(calls.elements):
-                out.add(level, f"/messages/{mi}/tool_calls/{ci}", "tool_use", call, role=role, message_index=mi,
-                        header=header)
+                out.add(
+                    level,
+                    f"/messages/{mi}/tool_calls/{ci}",
+                    "tool_use",
+                    call,
+                    role=role,
+                    message_index=mi,
+                    header=header,
+                )
                 header = None
         if header is not None:  # no content at all (null content, refusal, legacy function_call)
-            out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header,
-                    whole=True)
+            out.add(level, f"/messages/{mi}", "message", msg, role=role, message_index=mi, header=header, whole=True)
         release(messages, mi)
 
     reasoning = body.get("reasoning")
@@ -148,7 +183,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
 
 
 def cache_mode(options: Any) -> str | None:
-    """"explicit" when prompt_cache_options asks for explicit breakpoints (GPT-5.6+), else None."""
+    """ "explicit" when prompt_cache_options asks for explicit breakpoints (GPT-5.6+), else None."""
     return "explicit" if isinstance(options, dict) and options.get("mode") == "explicit" else None
 
 
@@ -165,16 +200,25 @@ def part_media(part: Any) -> Media | None:
             detail = ref.get("detail", detail)
             ref = ref.get("url")
         found = media.data_url(ref)
-        return Media(kind=IMAGE, data=found[1] if found else None, media_type=found[0] if found else None,
-                     detail=detail, file_id=_file_id(part))
+        return Media(
+            kind=IMAGE,
+            data=found[1] if found else None,
+            media_type=found[0] if found else None,
+            detail=detail,
+            file_id=_file_id(part),
+        )
     if kind in ("file", "input_file"):
         ref = part.get("file") if kind == "file" else part
         data = ref.get("file_data") if isinstance(ref, dict) else None
         found = media.data_url(data)
         if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
             found = (PDF, data)
-        return Media(kind=DOCUMENT, data=found[1] if found else None, media_type=found[0] if found else None,
-                     file_id=_file_id(ref))
+        return Media(
+            kind=DOCUMENT,
+            data=found[1] if found else None,
+            media_type=found[0] if found else None,
+            file_id=_file_id(ref),
+        )
     return None
 
 
@@ -191,6 +235,7 @@ def _part_kind(part: Any, where: str) -> str:
 
 
 # ---- usage (shared with the Responses API: same subset convention, other field names)
+
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Subset convention: cached (and, GPT-5.6+, written) tokens are inside prompt_tokens/input_tokens.
@@ -218,8 +263,15 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
             read = max(min(read - write, prompt - write), 0)
     reported = any(v is not None for v in (cached, written, hit, miss))
     # OpenAI bills writes at one rate whatever the retention: they go in the default (5m) bucket.
-    return Usage(prompt_total=prompt, cache_read=read, cache_write_5m=write, cache_write_1h=0,
-                 uncached=max(prompt - read - write, 0), output=output, reported=reported)
+    return Usage(
+        prompt_total=prompt,
+        cache_read=read,
+        cache_write_5m=write,
+        cache_write_1h=0,
+        uncached=max(prompt - read - write, 0),
+        output=output,
+        reported=reported,
+    )
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -232,7 +284,8 @@ def is_content(event: Mapping[str, Any]) -> bool:
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, Mapping) else None
         if isinstance(delta, Mapping) and any(
-                delta.get(k) for k in ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")):
+            delta.get(k) for k in ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")
+        ):
             return True
     return False
 
@@ -240,13 +293,14 @@ def is_content(event: Mapping[str, Any]) -> bool:
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """A whole completion, or a chunk: each names the id and model; a choice's finish_reason comes once."""
     choices = obj.get("choices")
-    reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) \
-        if isinstance(choices, list) else ()
+    reasons = (
+        tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
+    )
     return current.merged(obj.get("id"), obj.get("model"), reasons)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return False   # `data: [DONE]` ends a stream
+    return False  # `data: [DONE]` ends a stream
 
 
 def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
@@ -277,7 +331,7 @@ def foreign(body: dict[str, Any] | None, path: str) -> str | None:
 
 
 def claims(body: dict[str, Any]) -> bool:
-    return "messages" in body   # asked after Anthropic, which claims the messages bodies that lean its way
+    return "messages" in body  # asked after Anthropic, which claims the messages bodies that lean its way
 
 
 def fits(body: dict[str, Any]) -> bool:

@@ -4,6 +4,7 @@ Prefix order: tools, the text.format schema, `instructions`, then `input` (a str
 items: messages, function calls and their outputs, reasoning, ...). Leading system/developer messages
 count as the system level.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,13 +29,28 @@ ENDPOINT = "/v1/responses"
 HEADER = None
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
-_SPANS: Spec = {"tools": {"[]": None}, "input": {"[]": {"content": {"[]": None}}}, "instructions": None,
-                "text": {"format": None}}
-PART_KINDS = {"input_text": "text", "output_text": "text", "text": "text", "input_image": "image",
-              "input_file": "document", "input_audio": "audio", "refusal": "text"}
-ITEM_KINDS = {"function_call": "tool_use", "custom_tool_call": "tool_use",
-              "function_call_output": "tool_result", "custom_tool_call_output": "tool_result",
-              "reasoning": "thinking"}
+_SPANS: Spec = {
+    "tools": {"[]": None},
+    "input": {"[]": {"content": {"[]": None}}},
+    "instructions": None,
+    "text": {"format": None},
+}
+PART_KINDS = {
+    "input_text": "text",
+    "output_text": "text",
+    "text": "text",
+    "input_image": "image",
+    "input_file": "document",
+    "input_audio": "audio",
+    "refusal": "text",
+}
+ITEM_KINDS = {
+    "function_call": "tool_use",
+    "custom_tool_call": "tool_use",
+    "function_call_output": "tool_result",
+    "custom_tool_call_output": "tool_result",
+    "reasoning": "thinking",
+}
 ITEM_ROLES = {"tool_use": "assistant", "thinking": "assistant", "tool_result": "tool"}
 
 usage = openai_chat.usage  # same subset convention; input_tokens / input_tokens_details
@@ -51,20 +67,34 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
 
     instructions = expect(root.get("instructions"), (str, list), "'instructions'")
     if instructions is not None:
-        out.add("system", "/instructions", "text", instructions, role="system", header={},
-                text=instructions.value if isinstance(instructions.value, str) else None)
+        out.add(
+            "system",
+            "/instructions",
+            "text",
+            instructions,
+            role="system",
+            header={},
+            text=instructions.value if isinstance(instructions.value, str) else None,
+        )
 
     items = expect(root.get("input"), (str, list), "'input'")
     if items is None and instructions is None:
         raise InputError("no 'input'")
     images = False
     if items is not None and isinstance(items.value, str):
-        out.add("messages", "/input", "text", items, role="user", message_index=0, header={"role": "user"},
-                text=items.value)
+        out.add(
+            "messages", "/input", "text", items, role="user", message_index=0, header={"role": "user"}, text=items.value
+        )
     elif items is not None:
         leading = True
-        last_user = max((ii for ii, it in enumerate(items.value) if isinstance(it, dict) and it.get("role") == "user"
-                         and it.get("type", "message") == "message"), default=-1)
+        last_user = max(
+            (
+                ii
+                for ii, it in enumerate(items.value)
+                if isinstance(it, dict) and it.get("role") == "user" and it.get("type", "message") == "message"
+            ),
+            default=-1,
+        )
         header_of = MessageHeaders("content")
         for ii, item in enumerate(items.elements):
             fields = item.value
@@ -82,12 +112,30 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 raise wrong_type(f"/input/{ii}/content", (str, list), parts)
             if parts is None or kind != "message":
                 found = _output_media(fields) if kind == "tool_result" else None
-                out.add(level, f"/input/{ii}", kind, item, role=role, message_index=ii, header=header,
-                        whole=True, media=found[0] if found else None, text=found[1] if found else None,
-                        tokens_by_rule=reasoning_tokens(fields, ii < last_user) if kind == "thinking" else None)
+                out.add(
+                    level,
+                    f"/input/{ii}",
+                    kind,
+                    item,
+                    role=role,
+                    message_index=ii,
+                    header=header,
+                    whole=True,
+                    media=found[0] if found else None,
+                    text=found[1] if found else None,
+                    tokens_by_rule=reasoning_tokens(fields, ii < last_user) if kind == "thinking" else None,
+                )
             elif isinstance(parts, str):
-                out.add(level, f"/input/{ii}/content", "text", content, role=role, message_index=ii,
-                        header=header, text=parts)
+                out.add(
+                    level,
+                    f"/input/{ii}/content",
+                    "text",
+                    content,
+                    role=role,
+                    message_index=ii,
+                    header=header,
+                    text=parts,
+                )
             else:
                 for pi, part in enumerate(content.elements):
                     pv = part.value
@@ -96,14 +144,21 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     named: str = pv["type"]
                     part_kind = PART_KINDS.get(named, named)
                     medium = openai_chat.part_media(pv) if part_kind in ("image", "document") else None
-                    out.add(level, f"/input/{ii}/content/{pi}", part_kind, part, role=role, message_index=ii,
-                            header=header if pi == 0 else None,
-                            breakpoint=openai_chat.breakpoint_of(pv, options), text=pv.get("text"),
-                            media=[medium] if medium else None)
+                    out.add(
+                        level,
+                        f"/input/{ii}/content/{pi}",
+                        part_kind,
+                        part,
+                        role=role,
+                        message_index=ii,
+                        header=header if pi == 0 else None,
+                        breakpoint=openai_chat.breakpoint_of(pv, options),
+                        text=pv.get("text"),
+                        media=[medium] if medium else None,
+                    )
                     images = images or part_kind == "image"
                 if not parts:
-                    out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii,
-                            header=header)
+                    out.add(level, f"/input/{ii}/content", "empty", content, role=role, message_index=ii, header=header)
 
     reasoning = body.get("reasoning")
     settings = {
@@ -162,8 +217,9 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
         return current
     details = response.get("incomplete_details")
     status = details.get("reason") if isinstance(details, Mapping) and details.get("reason") else response.get("status")
-    return current.merged(response.get("id"), response.get("model"),
-                          (status,) if status not in ("in_progress", "queued") else ())
+    return current.merged(
+        response.get("id"), response.get("model"), (status,) if status not in ("in_progress", "queued") else ()
+    )
 
 
 def is_content(event: Mapping[str, Any]) -> bool:
@@ -173,11 +229,23 @@ def is_content(event: Mapping[str, Any]) -> bool:
 
 # ---- prompt cache diagnostics (GPT-5.6+, asked with prompt_cache_options.comparison_response_id)
 
-_STATUS = {"cache_miss": MISS, "cache_hit": NO_MISS, "comparison_response_not_found": NOT_FOUND,
-           "unavailable": UNAVAILABLE}
+_STATUS = {
+    "cache_miss": MISS,
+    "cache_hit": NO_MISS,
+    "comparison_response_not_found": NOT_FOUND,
+    "unavailable": UNAVAILABLE,
+}
 # The API gives a miss's reason as text: the words that place it in the prefix (checked in this order).
-_REASON_LEVELS = (("model", "model"), ("service_tier", "model"), ("tool", "tools"), ("instruction", "system"),
-                  ("system", "system"), ("developer", "system"), ("input", "messages"), ("message", "messages"))
+_REASON_LEVELS = (
+    ("model", "model"),
+    ("service_tier", "model"),
+    ("tool", "tools"),
+    ("instruction", "system"),
+    ("system", "system"),
+    ("developer", "system"),
+    ("input", "messages"),
+    ("message", "messages"),
+)
 
 
 def diagnosis(response: Mapping[str, Any]) -> Diagnosis | None:
@@ -188,9 +256,14 @@ def diagnosis(response: Mapping[str, Any]) -> Diagnosis | None:
     reason = found.get("reason") if isinstance(found.get("reason"), str) else None
     level = next((lv for word, lv in _REASON_LEVELS if reason and word in reason.lower()), None)
     missed, reusable = found.get("cache_missed_tokens"), found.get("comparison_reusable_tokens")
-    return Diagnosis(status=_STATUS.get(kind, UNAVAILABLE), level=level if kind == "cache_miss" else None,
-                     label=reason or kind, missed_tokens=as_int(missed) if missed is not None else None,
-                     reusable_tokens=as_int(reusable) if reusable is not None else None, reason=reason)
+    return Diagnosis(
+        status=_STATUS.get(kind, UNAVAILABLE),
+        level=level if kind == "cache_miss" else None,
+        label=reason or kind,
+        missed_tokens=as_int(missed) if missed is not None else None,
+        reusable_tokens=as_int(reusable) if reusable is not None else None,
+        reason=reason,
+    )
 
 
 def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
@@ -204,12 +277,11 @@ RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')  # JSON, 
 
 def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
     """None when the body sets prompt_cache_options itself (its bytes are left as they are)."""
-    return None if "prompt_cache_options" in body else ("prompt_cache_options",
-                                                        {"comparison_response_id": previous_id})
+    return None if "prompt_cache_options" in body else ("prompt_cache_options", {"comparison_response_id": previous_id})
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return False   # response.completed and the like (FINAL_EVENTS) end a stream
+    return False  # response.completed and the like (FINAL_EVENTS) end a stream
 
 
 # ---- routing and detection (the Adapter protocol)

@@ -14,6 +14,7 @@ Each adapter holds its own paths (`route`, `TAIL`); `resolve` asks them once per
 result (`Routed`) is passed on to detection and parsing. `template` names a path without what varies in
 it (ids, deployments, the query) for counts and reports.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,19 +27,30 @@ from prefixguard.wire.adapters import ADAPTERS
 NOT_ANALYSED = "not analysed: "
 NO_SHAPE = NOT_ANALYSED + "no API shape read at this path"
 # Path segments that name the next one (a deployment, a model, an account): templated by that name.
-_NAMED_BY = {"deployments": "deployment", "models": "model", "model": "model", "projects": "project",
-             "locations": "location", "accounts": "account", "threads": "thread", "files": "file",
-             "batches": "batch", "responses": "response", "messages": "message", "publishers": "publisher"}
+_NAMED_BY = {
+    "deployments": "deployment",
+    "models": "model",
+    "model": "model",
+    "projects": "project",
+    "locations": "location",
+    "accounts": "account",
+    "threads": "thread",
+    "files": "file",
+    "batches": "batch",
+    "responses": "response",
+    "messages": "message",
+    "publishers": "publisher",
+}
 _ID_LIKE = re.compile(r"(?=.*\d)[\w.~%-]{8,}|[0-9a-fA-F-]{16,}")
 
 
 class Routed(NamedTuple):
     """What a request's path says: routed once, then passed to detection and parsing."""
 
-    api: str | None       # None: the path speaks no shape we read
-    model: str | None     # the model the path names (Bedrock, Vertex, Gemini; Azure: the deployment)
-    exact: bool           # True: the path names the shape; False: only its tail does (the body must fit)
-    path: str             # the URL path, without the query
+    api: str | None  # None: the path speaks no shape we read
+    model: str | None  # the model the path names (Bedrock, Vertex, Gemini; Azure: the deployment)
+    exact: bool  # True: the path names the shape; False: only its tail does (the body must fit)
+    path: str  # the URL path, without the query
 
 
 def resolve(path: str | None) -> Routed:
@@ -74,7 +86,7 @@ def template(path: str) -> str:
     out = []
     for i, part in enumerate(parts):
         name = _NAMED_BY.get(parts[i - 1]) if i else None
-        base, colon, action = part.partition(":")   # Google's models/{m}:generateContent, stores/{s}:upload...
+        base, colon, action = part.partition(":")  # Google's models/{m}:generateContent, stores/{s}:upload...
         if name and part and (i < len(parts) - 1 or colon):
             out.append(f"{{{name}}}{colon}{action}")
         elif _ID_LIKE.fullmatch(base):

@@ -1,5 +1,6 @@
 """Shared by the adapters: turn a part of the body into a Segment (canon bytes, tokens, breakpoint), and
 read the fields every shape has (the model, token counts in usage)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,7 +32,7 @@ class Builder:
 
     def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None, like: Prompt | None = None) -> None:
         self.segments: list[Segment] = []
-        self.chain: list[bytes] = []      # fingerprint chain of the segments (model/fingerprint.py)
+        self.chain: list[bytes] = []  # fingerprint chain of the segments (model/fingerprint.py)
         self._prev = b""
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api = api
@@ -45,15 +46,32 @@ class Builder:
         # parts are taken where this one's would be made the same (`add_text`): a diff's second body
         # then holds no second copy of the parts the two share
         self._like: tuple[list[Segment], list[bytes]] | None = None
-        if (like is not None and like.api == api and like.model == self.model
-                and like.tokens_estimated == self.estimated and len(like.chain) == len(like.segments)):
+        if (
+            like is not None
+            and like.api == api
+            and like.model == self.model
+            and like.tokens_estimated == self.estimated
+            and len(like.chain) == len(like.segments)
+        ):
             self._like = (like.segments, like.chain)
-        self._like_headers: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}   # id -> (header, like's equal)
+        self._like_headers: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id -> (header, like's equal)
 
-    def add(self, level: str, pointer: str, kind: str, node: Node, *, role: str | None = None,
-            message_index: int | None = None, header: dict[str, Any] | None = None,
-            breakpoint: str | None = None, text: str | None = None, whole: bool = False,
-            media: list[Media] | None = None, tokens_by_rule: int | None = None) -> Segment:
+    def add(
+        self,
+        level: str,
+        pointer: str,
+        kind: str,
+        node: Node,
+        *,
+        role: str | None = None,
+        message_index: int | None = None,
+        header: dict[str, Any] | None = None,
+        breakpoint: str | None = None,
+        text: str | None = None,
+        whole: bool = False,
+        media: list[Media] | None = None,
+        tokens_by_rule: int | None = None,
+    ) -> Segment:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
         whole: this part is the whole message (its value holds those fields already);
         media: the images and documents in this part; `text` is then the rest of it (None: nothing
@@ -77,38 +95,97 @@ class Builder:
             count += self.reply
         # the key is left for the part to make again when it is the plain encoding of what the part holds
         kept = None if value is node.value and not whole else key
-        seg = Segment(level, pointer, kind, role, node.value, node.start, node.end, kept,
-                      count, breakpoint, message_index, header, media_tokens, estimated)
+        seg = Segment(
+            level,
+            pointer,
+            kind,
+            role,
+            node.value,
+            node.start,
+            node.end,
+            kept,
+            count,
+            breakpoint,
+            message_index,
+            header,
+            media_tokens,
+            estimated,
+        )
         self._append(seg, key)
         return seg
 
-    def add_text(self, level: str, pointer: str, kind: str, text: str, start: int, role: str,
-                 message_index: int, header: dict[str, Any]) -> None:
+    def add_text(
+        self,
+        level: str,
+        pointer: str,
+        kind: str,
+        text: str,
+        start: int,
+        role: str,
+        message_index: int,
+        header: dict[str, Any],
+    ) -> None:
         """add() of a message's content that is one string without escapes at `start` (no breakpoint, no
         media): the same segment, made without a node of it (a plain message's, a million a body)."""
         if self._like is not None and self._take_like(level, pointer, kind, text, start, role, message_index, header):
             return
         key = encode_key(level, role, header, text)
         count, estimated = self._count(key, text, text)
-        self._append(Segment(level, pointer, kind, role, text, start, None, None, count + self._opening(level, True),
-                             None, message_index, header, 0, estimated), key)
+        self._append(
+            Segment(
+                level,
+                pointer,
+                kind,
+                role,
+                text,
+                start,
+                None,
+                None,
+                count + self._opening(level, True),
+                None,
+                message_index,
+                header,
+                0,
+                estimated,
+            ),
+            key,
+        )
 
-    def _take_like(self, level: str, pointer: str, kind: str, text: str, start: int, role: str, message_index: int,
-                   header: dict[str, Any]) -> bool:
+    def _take_like(
+        self,
+        level: str,
+        pointer: str,
+        kind: str,
+        text: str,
+        start: int,
+        role: str,
+        message_index: int,
+        header: dict[str, Any],
+    ) -> bool:
         """Append the part of `like` at this position when add_text would make it equal: every input the
         same (a plain part's key, count and fields are made of them and of the context, checked the same
         when `like` was taken), and every part before it the same (equal chains)."""
-        assert self._like is not None   # the caller checks
+        assert self._like is not None  # the caller checks
         segments, chain = self._like
         j = len(self.segments)
         if j >= len(segments):
             return False
         seg = segments[j]
-        if not (seg.start == start and seg.value == text and seg.message_index == message_index
-                and seg._end is None and seg._key is None and seg._rare is None and seg.role == role
-                and seg.kind == kind and seg.level == level and type(seg._pointer) is type(pointer)
-                and seg._pointer == pointer and self._same_header(seg.header, header)
-                and self._prev == (chain[j - 1] if j else b"")):
+        if not (
+            seg.start == start
+            and seg.value == text
+            and seg.message_index == message_index
+            and seg._end is None
+            and seg._key is None
+            and seg._rare is None
+            and seg.role == role
+            and seg.kind == kind
+            and seg.level == level
+            and type(seg._pointer) is type(pointer)
+            and seg._pointer == pointer
+            and self._same_header(seg.header, header)
+            and self._prev == (chain[j - 1] if j else b"")
+        ):
             return False
         self.segments.append(seg)
         self._prev = chain[j]
@@ -132,8 +209,9 @@ class Builder:
         if self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
             # one part too long to tokenize in time: say it is estimated
             return (tokens.estimate(text) if isinstance(text, str) else len(key) // 4), not self.estimated
-        return tokens.count_once(key, lambda: text if isinstance(text, str) else compact_json(value),
-                                 self.encoding), False
+        return tokens.count_once(
+            key, lambda: text if isinstance(text, str) else compact_json(value), self.encoding
+        ), False
 
     def _opening(self, level: str, opens: bool) -> int:
         """Tokens of the chat format around a part: its message's role and delimiters where the message
@@ -167,15 +245,25 @@ class Builder:
             rest = count_text(text) if text else 0
             return rest + cost.tokens, cost.tokens, cost.estimated
 
-        return tokens.remember(key + b"\x00" + rules.key + (b"~" if self.estimated else self.encoding.encode()) +
-                               media_cost.upload_key(media), compute)
+        return tokens.remember(
+            key
+            + b"\x00"
+            + rules.key
+            + (b"~" if self.estimated else self.encoding.encode())
+            + media_cost.upload_key(media),
+            compute,
+        )
 
 
 def _same_header(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     """Two message headers that encode the same (key order and string values; a number's type is not
     told apart by ==)."""
-    return a is b or (a is not None and len(a) == len(b) and all(type(v) is str for v in b.values())
-                      and list(a.items()) == list(b.items()))
+    return a is b or (
+        a is not None
+        and len(a) == len(b)
+        and all(type(v) is str for v in b.values())
+        and list(a.items()) == list(b.items())
+    )
 
 
 def expect(node: Node | None, kind: type | tuple[type, ...], where: str) -> Node | None:
@@ -195,8 +283,15 @@ def wrong_type(where: str, kind: type | tuple[type, ...], value: Any) -> InputEr
 
 def _json_type(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number", type(None): "null"}
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
 
 

@@ -13,10 +13,24 @@ provider reported holding, the fleet's shared table):
 The proxy's verdicts, the engine server's --policy and replay's sim target all use this package, the
 proxy and the sim through the same three calls: `predicted`, `CachePolicy.billed`, `answered`.
 """
+
 from prefixguard.judge.policies.anthropic import AnthropicPolicy, Entry
 from prefixguard.judge.policies.base import CachePolicy, Expected, Output, answered, predicted
 from prefixguard.judge.policies.prefix import PrefixPolicy
 from prefixguard.judge.policies.registry import POLICIES, RADIX, Policies, make_policy, policy_name
 
-__all__ = ["POLICIES", "RADIX", "AnthropicPolicy", "CachePolicy", "Entry", "Expected", "Output", "Policies",
-           "PrefixPolicy", "answered", "make_policy", "policy_name", "predicted"]
+__all__ = [
+    "POLICIES",
+    "RADIX",
+    "AnthropicPolicy",
+    "CachePolicy",
+    "Entry",
+    "Expected",
+    "Output",
+    "Policies",
+    "PrefixPolicy",
+    "answered",
+    "make_policy",
+    "policy_name",
+    "predicted",
+]

@@ -2,6 +2,7 @@
 entries are written only at breakpoints (explicit, plus the automatic one); a breakpoint looks back a
 fixed number of blocks for an earlier entry; a minimum per model; the TTL counts from the last read or
 write."""
+
 from __future__ import annotations
 
 from itertools import accumulate
@@ -29,8 +30,10 @@ class AnthropicPolicy(CachePolicy):
         super().__init__(entries)
         table = self.contract
         if table.lookback_blocks is None or not table.ttl_seconds or table.default_ttl is None:
-            raise ValueError(f"rules/providers.toml [{provider}] caches at breakpoints: it needs lookback_blocks, "
-                             "ttl_seconds and default_ttl")
+            raise ValueError(
+                f"rules/providers.toml [{provider}] caches at breakpoints: it needs lookback_blocks, "
+                "ttl_seconds and default_ttl"
+            )
         self.lookback: int = table.lookback_blocks
         self.ttl_seconds: dict[str, float] = table.ttl_seconds
         self.default_ttl: str = table.default_ttl
@@ -97,8 +100,14 @@ class AnthropicPolicy(CachePolicy):
                 self._touch(owner, chain, j, entry.ttl, now)
             for idx, ttl in writes:
                 self._touch(owner, chain, idx, ttl, now)
-        return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason,
-                        ttl=last_ttl, write_by_ttl=by_ttl)
+        return Expected(
+            cache_read=read,
+            cache_write=written,
+            uncached=total - read - written,
+            reason=reason,
+            ttl=last_ttl,
+            write_by_ttl=by_ttl,
+        )
 
     def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
         owner = (tenant, prompt.model or "")

@@ -1,6 +1,7 @@
 """The base of every cache policy: entry bookkeeping (lookup, commit, what the provider reported
 holding, a fleet's shared table), the cache-keying settings, and the two calls the proxy and replay's
 sim both make (`predicted`, `answered`). A contract family's policy decides reads and writes (`_plan`)."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from prefixguard.model.fingerprint import prefix_length
 from prefixguard.model.prompt import LEVELS, Prompt
 from prefixguard.model.usage import Usage
 
-SAME_OUTPUT = 0.5      # parts carried back within this share of a request's reported output are that output
+SAME_OUTPUT = 0.5  # parts carried back within this share of a request's reported output are that output
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
 
 
@@ -29,8 +30,8 @@ class Expected(NamedTuple):
     cache_read: int
     cache_write: int
     uncached: int
-    reason: str                 # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint | no_prefix_caching
-    ttl: str | None = None      # TTL of the entry read or written last (Anthropic)
+    reason: str  # hit | partial | cold | ttl_expired | below_minimum | no_breakpoint | no_prefix_caching
+    ttl: str | None = None  # TTL of the entry read or written last (Anthropic)
     write_by_ttl: Mapping[str, int] = MappingProxyType({})  # cache_write split by TTL (Anthropic)
 
 
@@ -45,7 +46,7 @@ class CachePolicy:
         # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/judge/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()
-        self._keyed: tuple[list[bytes], list[bytes]] | None = None   # the last prompt keyed: (chain, keyed)
+        self._keyed: tuple[list[bytes], list[bytes]] | None = None  # the last prompt keyed: (chain, keyed)
 
     def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
         """What the provider should read now; changes nothing."""
@@ -135,13 +136,18 @@ class CachePolicy:
         salts = {}
         levels = invalidated_levels(self.provider, prompt.model)
         for i, level in enumerate(LEVELS):
-            keyed = {k: v for k, v in prompt.settings.items()
-                     if k in levels and LEVELS.index(levels[k]) <= i and v not in (None, False)}
+            keyed = {
+                k: v
+                for k, v in prompt.settings.items()
+                if k in levels and LEVELS.index(levels[k]) <= i and v not in (None, False)
+            }
             salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
         chain = prompt.chain
         if any(salts.values()):
-            chain = [xxh3_128_digest(fp + salts[seg.level]) if salts[seg.level] else fp
-                     for fp, seg in zip(prompt.chain, prompt.segments, strict=True)]
+            chain = [
+                xxh3_128_digest(fp + salts[seg.level]) if salts[seg.level] else fp
+                for fp, seg in zip(prompt.chain, prompt.segments, strict=True)
+            ]
         self._keyed = (prompt.chain, chain)
         return chain
 
@@ -154,8 +160,12 @@ def longest(chain: list[bytes], alive: Any) -> int:
 def message_ends(prompt: Prompt, roles: frozenset[str]) -> list[int]:
     """Indices of the last part of each message whose role is one of `roles`."""
     segs = prompt.segments
-    return [i for i, s in enumerate(segs) if s.role in roles and (
-        i + 1 == len(segs) or segs[i + 1].message_index != s.message_index or segs[i + 1].level != s.level)]
+    return [
+        i
+        for i, s in enumerate(segs)
+        if s.role in roles
+        and (i + 1 == len(segs) or segs[i + 1].message_index != s.message_index or segs[i + 1].level != s.level)
+    ]
 
 
 def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float, tenant: str = "") -> Expected:
@@ -165,8 +175,9 @@ def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float
     return policy.lookup(scale.scaled(prompt), now, tenant)
 
 
-def answered(policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float,
-             tenant: str = "") -> None:
+def answered(
+    policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float, tenant: str = ""
+) -> None:
     """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
     output kept in the provider's tokens, and what the provider reported holding."""
@@ -181,4 +192,3 @@ class Output(NamedTuple):
 
     at: float
     tokens: int
-

@@ -1,6 +1,7 @@
 """OpenAI GPT-5.6 and later: caching by breakpoints, implicit (one on the latest user or tool message)
 or explicit (the marked parts only), chosen per model and request ([openai.breakpoint_caching]). A read
 matches exactly at a breakpoint written earlier: no fallback to a shorter prefix, no rounding."""
+
 from __future__ import annotations
 
 from prefixguard.contracts.providers import breakpoint_caching
@@ -18,7 +19,7 @@ class BreakpointModes(CachePolicy):
     breakpoint_rules: BreakpointCaching | None
 
     def mode(self, prompt: Prompt) -> str | None:
-        """"explicit" or "implicit" where this request is cached by breakpoints (GPT-5.6+), else None."""
+        """ "explicit" or "implicit" where this request is cached by breakpoints (GPT-5.6+), else None."""
         if not self.breakpoint_rules:
             return None
         if prompt.settings.get("cache_mode") == "explicit":
@@ -38,10 +39,18 @@ class BreakpointModes(CachePolicy):
         else:
             ends = message_ends(prompt, frozenset(rules.implicit_breakpoint_roles))
             writes, reads = sorted({*marked, *ends[-1:]}), sorted({*marked, *ends})
-        return writes[-rules.max_writes:], reads[-rules.read_lookback_breakpoints:]
+        return writes[-rules.max_writes :], reads[-rules.read_lookback_breakpoints :]
 
-    def _plan_breakpoints(self, prompt: Prompt, mode: str, chain: list[bytes], cum: list[int],
-                          owner: tuple[str, str], now: float, commit: bool) -> Expected:
+    def _plan_breakpoints(
+        self,
+        prompt: Prompt,
+        mode: str,
+        chain: list[bytes],
+        cum: list[int],
+        owner: tuple[str, str],
+        now: float,
+        commit: bool,
+    ) -> Expected:
         """GPT-5.6 and later: entries are written at breakpoints only (at most max_writes); a read must
         match exactly at a breakpoint written earlier, with no fallback to a shorter prefix and no
         rounding; the TTL is prompt_cache_options.ttl (else the mode's default)."""
@@ -76,4 +85,3 @@ class BreakpointModes(CachePolicy):
             for i in ([hit] if read and hit is not None else []) + writes:
                 self._put((*owner, key + chain[i]), now)
         return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason)
-

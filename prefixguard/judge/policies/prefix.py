@@ -2,6 +2,7 @@
 xAI, the other OpenAI-compatible providers' tables), read in whole units where the contract says so
 (DeepSeek V4: `policy = "units"`), or in whole blocks of a server one runs (the compatible contract:
 vLLM, SGLang, the engine). GPT-5.6's breakpoint modes are openai_breakpoints.py."""
+
 from __future__ import annotations
 
 import json
@@ -26,14 +27,14 @@ PIECE = 512
 def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
     """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
     seg = prompt.segments[i]
-    text = prompt.text[seg.start:seg.end]
+    text = prompt.text[seg.start : seg.end]
     # As another role it differs. JSON, not marshal: marshal's bytes depend on whether a string is
     # interned and how many refer to it, so equal parts parsed twice (or read back from a fleet's
     # shared index) could hash apart.
     opener = json.dumps([seg.level, seg.role, seg.header], ensure_ascii=False, separators=(",", ":"))
     out, prev = [], before + opener.encode("utf-8", "surrogatepass")
     for k in range(PIECE, len(text) + 1, PIECE):
-        prev = xxh3_128_digest(prev + text[k - PIECE:k].encode("utf-8", "surrogatepass"))
+        prev = xxh3_128_digest(prev + text[k - PIECE : k].encode("utf-8", "surrogatepass"))
         out.append(prev)
     return out
 
@@ -54,7 +55,7 @@ class PrefixPolicy(BreakpointModes):
         self.breakpoint_rules = table.breakpoint_caching
         # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
         self.unit_roles: frozenset[str] = frozenset(table.unit_end_roles) if table.policy == UNITS else frozenset()
-        self.prefix_caching: bool = table.prefix_caching       # a server may reuse no prefix at all
+        self.prefix_caching: bool = table.prefix_caching  # a server may reuse no prefix at all
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         mode = self.mode(prompt)
@@ -97,8 +98,9 @@ class PrefixPolicy(BreakpointModes):
 
         n_alive = longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
-        output = (self._get((*owner, b"o" + chain[n_alive - 1]))
-                  if self.caches_output and 0 < n_alive < len(chain) else None)
+        output = (
+            self._get((*owner, b"o" + chain[n_alive - 1])) if self.caches_output and 0 < n_alive < len(chain) else None
+        )
         carried = n_alive
         if output is not None and now - output.at <= ttl:
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
@@ -147,7 +149,7 @@ class PrefixPolicy(BreakpointModes):
         if self.mode(prompt):  # a breakpoint entry where the read ended
             self._put((tenant, prompt.model or "", BREAKPOINT_KEY + chain[last]), now)
             return
-        for fp in chain[:last + 1]:
+        for fp in chain[: last + 1]:
             self._put((tenant, prompt.model or "", fp), now)
 
     def _until(self, value: float | Output) -> float:
@@ -175,5 +177,3 @@ class PrefixPolicy(BreakpointModes):
         if tokens < max(self.minimum, 1):
             return 0
         return tokens - (tokens - self.minimum) % self.step
-
-

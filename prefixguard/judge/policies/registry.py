@@ -1,5 +1,6 @@
 """A policy per contract of rules/providers.toml, chosen by its `policy` kind, and one state per
 contract as the proxy, the engine server and replay keep them. Adding a provider is adding its table."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from prefixguard.judge.policies.anthropic import AnthropicPolicy
 from prefixguard.judge.policies.base import CachePolicy
 from prefixguard.judge.policies.prefix import PrefixPolicy
 
-RADIX = "radix"   # the compatible contract's policy name: a server one runs, judged like a radix tree
+RADIX = "radix"  # the compatible contract's policy name: a server one runs, judged like a radix tree
 
 
 def _factories() -> dict[str, Callable[[Table | None], CachePolicy]]:
@@ -49,10 +50,11 @@ class Policies:
 
     def __init__(self, table: Callable[[str, float], Table] | None = None) -> None:
         self._made: dict[str, CachePolicy] = {}
-        self._table = table   # a fleet's shared table for a policy's entries (name, lifetime), else in-process
+        self._table = table  # a fleet's shared table for a policy's entries (name, lifetime), else in-process
 
-    def get(self, chosen: str | None, api: str, model: str | None, radix: bool = True,
-            host: str | None = None) -> CachePolicy | None:
+    def get(
+        self, chosen: str | None, api: str, model: str | None, radix: bool = True, host: str | None = None
+    ) -> CachePolicy | None:
         """The state for this request; with radix=False, None for the radix policy (the caller keeps a
         real radix tree instead). host: the upstream's, where known (a provider known by its host only)."""
         name = policy_name(api, model, host) if chosen in (None, "auto") else chosen

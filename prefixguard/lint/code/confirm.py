@@ -10,6 +10,7 @@ reproduced".
     for c in confirm(recorder, ["app.py"]):
         assert c.status == "confirmed", c.finding.message
 """
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ from prefixguard.lint.sequence import SequenceMode
 from prefixguard.testing import Recorder
 
 CONFIRMED, NOT_REPRODUCED = "confirmed", "not reproduced"
-_ANY_API = frozenset({"litellm", "langchain", "ai-sdk"})   # front-ends: their requests may go to any API
+_ANY_API = frozenset({"litellm", "langchain", "ai-sdk"})  # front-ends: their requests may go to any API
 # besides the predicted rule, the sequence-mode breaks (PG5xx) a flow explains when the recorded session
 # broke its prefix: a changed value shows as volatile content, or as an edited system prompt or message
 # (JSON written into text is changed text to the body rules, not a reordered object)
@@ -33,9 +34,9 @@ _ALSO = {"PG601": _CHANGED, "PG602": frozenset({"PG502"}), "PG603": _CHANGED | {
 
 
 class Confirmation(NamedTuple):
-    finding: Finding     # the code finding
-    status: str          # CONFIRMED | NOT_REPRODUCED
-    evidence: str        # the body finding that confirms it ("request 2: ..."), or why none does
+    finding: Finding  # the code finding
+    status: str  # CONFIRMED | NOT_REPRODUCED
+    evidence: str  # the body finding that confirms it ("request 2: ..."), or why none does
 
 
 def confirm(recorder: Recorder, paths: Iterable[str]) -> list[Confirmation]:
@@ -54,14 +55,20 @@ def judge(findings: Iterable[Finding], recorder: Recorder) -> list[Confirmation]
     out = []
     for f in findings:
         provider = str(f.data.get("provider", ""))
-        seen = [(i, f"{code} {message}") for i, api, code, message in body
-                if code in expected[f.code] and (provider in _ANY_API or api.startswith(provider))]
+        seen = [
+            (i, f"{code} {message}")
+            for i, api, code, message in body
+            if code in expected[f.code] and (provider in _ANY_API or api.startswith(provider))
+        ]
         if seen:
             i, message = seen[0]
             out.append(Confirmation(f, CONFIRMED, f"request {i + 1}: {message}"))
         else:
-            why = f"{f.data.get('predicts')} did not fire on {len(recorder.requests)} recorded requests" \
-                if recorder.requests else "no request was recorded"
+            why = (
+                f"{f.data.get('predicts')} did not fire on {len(recorder.requests)} recorded requests"
+                if recorder.requests
+                else "no request was recorded"
+            )
             out.append(Confirmation(f, NOT_REPRODUCED, why))
     return out
 

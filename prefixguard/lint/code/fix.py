@@ -5,6 +5,7 @@ PG601: move the trailing part of a system prompt f-string (from the last sentenc
 value to the end) to the front of the latest user message, when both are written in the same function
 and the call, and nothing but that part holds a volatile value. Anything else is left as it is.
 TypeScript and JavaScript get the same PG602 and PG601 fixes in their syntax (tsfix.py)."""
+
 from __future__ import annotations
 
 import ast
@@ -33,12 +34,15 @@ def fix_paths(paths: list[str], write: bool, excluded: Callable[[Path], bool] | 
         try:
             text = read_source(name)
             fixed = fix_text(text, name)
-        except (NotARequest, SyntaxError, ValueError, RecursionError):   # TsError is a ValueError
+        except (NotARequest, SyntaxError, ValueError, RecursionError):  # TsError is a ValueError
             continue
         if fixed == text:
             continue
-        out.extend(difflib.unified_diff(text.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                                        f"a/{name}", f"b/{name}"))
+        out.extend(
+            difflib.unified_diff(
+                text.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+            )
+        )
         if write:
             Path(name).write_text(fixed, "utf-8")
     return "".join(out)
@@ -54,10 +58,8 @@ def fix_text(text: str, filename: str = "<string>") -> str:
     return apply(text, [edits(hit, text, starts) for hit in sorted(hits, key=lambda h: (h.line, h.column))])
 
 
-
-
 def _edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
-    if hit.elsewhere:   # the prompt is built in another file: its text is not this one's
+    if hit.elsewhere:  # the prompt is built in another file: its text is not this one's
         return []
     if hit.code == "PG602":
         return _sorted(hit.node, text, starts)
@@ -102,7 +104,7 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     if not (written.startswith(('f"', "f'")) and written[1] * 3 != written[1:4]):
         return []
     quote = written[1]
-    for later in system.values[first + 1:]:   # trailing: no further sentence after the volatile value
+    for later in system.values[first + 1 :]:  # trailing: no further sentence after the volatile value
         written_part = text.__getitem__(slice(*span(later, text, starts))).rstrip()
         if isinstance(later, ast.Constant) and (". " in written_part or "\\n" in written_part):
             return []
@@ -115,7 +117,7 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     head = static[:cut].rstrip()
     if head.endswith("\\n"):
         head = head[:-2].rstrip()
-    moved = text[inner_start + cut:s_end - 1].lstrip()
+    moved = text[inner_start + cut : s_end - 1].lstrip()
     if not head or not moved:
         return []
     prefix = "f" if "{" in head.replace("{{", "") else ""
@@ -136,12 +138,16 @@ def _prepend(latest: ast.expr, moved: str, quote: str, text: str, starts: list[i
         return f"f{quote}{moved}\\n\\n{{{latest.id}}}{quote}"
     if isinstance(latest, ast.JoinedStr) and written.startswith(f"f{quote}") and written[1:4] != quote * 3:
         return f"f{quote}{moved}\\n\\n{written[2:-1]}{quote}"
-    if isinstance(latest, ast.Constant) and isinstance(latest.value, str) and written[:1] == quote \
-            and written[1:3] != quote * 2 and "{" not in written and "}" not in written:
+    if (
+        isinstance(latest, ast.Constant)
+        and isinstance(latest.value, str)
+        and written[:1] == quote
+        and written[1:3] != quote * 2
+        and "{" not in written
+        and "}" not in written
+    ):
         return f"f{quote}{moved}\\n\\n{written[1:-1]}{quote}"
     return None
-
-
 
 
 _SUFFIXES = (".py", *GRAMMARS)
@@ -154,9 +160,13 @@ def _python_files(paths: list[str], excluded: Callable[[Path], bool]) -> Iterato
                 yield arg
         elif os.path.isdir(arg):
             for folder, dirs, files in os.walk(arg):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "node_modules"
-                                 and not excluded(Path(folder, d)))
-                yield from (os.path.join(folder, f) for f in sorted(files)
-                            if f.endswith(_SUFFIXES) and not excluded(Path(folder, f)))
+                dirs[:] = sorted(
+                    d for d in dirs if not d.startswith(".") and d != "node_modules" and not excluded(Path(folder, d))
+                )
+                yield from (
+                    os.path.join(folder, f)
+                    for f in sorted(files)
+                    if f.endswith(_SUFFIXES) and not excluded(Path(folder, f))
+                )
         else:
             raise InputError("no such file or directory", arg)

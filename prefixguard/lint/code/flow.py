@@ -2,6 +2,7 @@
 bound to them (taint.py) and the literal it was (for sinks.regions to look through names), loops carry
 the order of what they iterate, helpers of the module give the taint they return, and each SDK call met
 is judged (verdict.py). Language-neutral: it reads Python's ast, which the TypeScript reader builds too."""
+
 from __future__ import annotations
 
 import ast
@@ -18,8 +19,15 @@ from prefixguard.lint.code.verdict import judge
 class Scope:
     """One function (or the module body): statements in order, names -> taint and -> last literal."""
 
-    def __init__(self, module: Any, owner: ast.AST, collect: bool, bound: dict[str, Taints] | None = None,
-                 report: Any = None, only: frozenset[Taint] | None = None) -> None:
+    def __init__(
+        self,
+        module: Any,
+        owner: ast.AST,
+        collect: bool,
+        bound: dict[str, Taints] | None = None,
+        report: Any = None,
+        only: frozenset[Taint] | None = None,
+    ) -> None:
         self.m, self.owner, self.collect = module, owner, collect
         # a helper of another file read for a call's arguments: only they are reported, in the caller's file
         self.report, self.only = report, only
@@ -27,10 +35,10 @@ class Scope:
         self.env: dict[str, Taints] = {} if is_module else dict(module.globals)
         self.defs: dict[str, ast.expr] = {} if is_module else dict(module.global_defs)
         self.loop_order: list[Taints] = []
-        self.memo: dict[int, Taints] = {}   # node id -> taint, for the statement being read
+        self.memo: dict[int, Taints] = {}  # node id -> taint, for the statement being read
         self.returned: set[Taint] = set()
         self.name = getattr(owner, "name", "<module>")
-        self.bound = bound or {}   # volatile arguments of the call this reading follows (module.rerun)
+        self.bound = bound or {}  # volatile arguments of the call this reading follows (module.rerun)
         if not is_module:
             self._params(owner)  # type: ignore[arg-type]
 
@@ -110,8 +118,8 @@ class Scope:
             for case in s.cases:
                 self.block(case.body)
         if isinstance(s, (ast.Assign, ast.AugAssign)):
-            for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
-                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):   # d[k] = v
+            for target in s.targets if isinstance(s, ast.Assign) else [s.target]:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):  # d[k] = v
                     name = target.value.id
                     self.env[name] = self.env.get(name, EMPTY) | self.expr(s.value) | self._loop()
 
@@ -138,8 +146,11 @@ class Scope:
             self.expr(e)
             return
         func = e.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in (
-                "append", "extend", "insert", "add", "update", "setdefault"):
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.attr in ("append", "extend", "insert", "add", "update", "setdefault")
+        ):
             name = func.value.id
             added: Taints = EMPTY
             for arg in e.args:
@@ -174,7 +185,7 @@ class Scope:
             for v in e.values:
                 if isinstance(v, ast.FormattedValue):
                     value = as_text(self.expr(v.value), v.value)
-                    out |= to_day(value) if src.day_format(v.format_spec) else value   # {today:%d %B %Y}
+                    out |= to_day(value) if src.day_format(v.format_spec) else value  # {today:%d %B %Y}
             return out
         if isinstance(e, ast.BinOp):
             left, right = self.expr(e.left), self.expr(e.right)
@@ -191,7 +202,7 @@ class Scope:
             if src.env_subscript(self.m.qualified(e.value), e.slice):
                 return frozenset({Taint(src.ENV, written(e, ast.unparse(e)), e)})
             base = self.expr(e.value)
-            index = frozenset(t for t in self.expr(e.slice) if t.kind in src.PICKS)   # PERSONAS[random index]
+            index = frozenset(t for t in self.expr(e.slice) if t.kind in src.PICKS)  # PERSONAS[random index]
             return (base - markers(base)) | index
         if isinstance(e, (ast.Set, ast.SetComp)):
             inner = self._collection(e)
@@ -213,7 +224,7 @@ class Scope:
         return EMPTY
 
     def _free_name(self, e: ast.Name) -> Taints:
-        if e.id in self.m.aliases or e.id in self.m.functions:   # an imported or defined name, not a value
+        if e.id in self.m.aliases or e.id in self.m.functions:  # an imported or defined name, not a value
             return EMPTY
         if src.request_id_name(e.id):
             return frozenset({Taint(src.REQUEST_ID, e.id, e)})
@@ -237,7 +248,7 @@ class Scope:
         out = EMPTY
         items: list[ast.expr | None] = [*e.keys, *e.values] if isinstance(e, ast.Dict) else list(e.elts)  # type: ignore[attr-defined]
         for item in items:
-            if isinstance(item, ast.Starred):   # [*d.values(), *names]: iterated in place
+            if isinstance(item, ast.Starred):  # [*d.values(), *names]: iterated in place
                 element, order = self.iterate(item.value)
                 out |= element | order
                 continue
@@ -258,7 +269,7 @@ class Scope:
             return frozenset({Taint(kind, written(e, ast.unparse(e.func) + "()"), e)})
         args = [*e.args, *(k.value for k in e.keywords)]
         inner: Taints
-        if qualified in ("json.loads", "JSON.parse"):   # parsed back into data: the text's key order is gone
+        if qualified in ("json.loads", "JSON.parse"):  # parsed back into data: the text's key order is gone
             inner = EMPTY
             for a in args:
                 inner |= self.expr(a)
@@ -267,9 +278,12 @@ class Scope:
             inner = self.expr(e.args[0]) if e.args else EMPTY
             inner -= markers(inner)
             if src.sorts_keys(e) or (e.args and literal(e.args[0])):
-                return inner   # a literal's key order is the order written in the code
-            what = "JSON.stringify() without a sorted replacer" if qualified == "JSON.stringify" else \
-                "json.dumps() without sort_keys"
+                return inner  # a literal's key order is the order written in the code
+            what = (
+                "JSON.stringify() without a sorted replacer"
+                if qualified == "JSON.stringify"
+                else "json.dumps() without sort_keys"
+            )
             return inner | {Taint(src.JSON_UNSORTED, what, e)}
         short = qualified.rsplit(".", 1)[-1]
         if qualified in ("sorted", "len", "min", "max", "sum", "any", "all", "bool", "isinstance", "hash"):
@@ -284,8 +298,9 @@ class Scope:
         if qualified in ("dict",) and not e.args:
             return self._collection(ast.Dict(keys=[], values=[])) | {Taint(src.DICT_VALUE, "a dict", e)}
         if qualified in ("list", "tuple", "str", "repr", "enumerate", "reversed", "iter") and e.args:
-            element, order = self.iterate(e.args[0]) if qualified != "str" and qualified != "repr" else (
-                self.expr(e.args[0]), EMPTY)
+            element, order = (
+                self.iterate(e.args[0]) if qualified != "str" and qualified != "repr" else (self.expr(e.args[0]), EMPTY)
+            )
             return as_text(element, e.args[0]) | order if qualified in ("str", "repr") else element | order
         if isinstance(e.func, ast.Attribute):
             receiver = self.expr(e.func.value)
@@ -327,7 +342,7 @@ class Scope:
         while isinstance(head, ast.Attribute):
             head = head.value
         if not isinstance(head, ast.Name) or head.id in self.env:
-            return False   # Handler.process(..., trace_id=...) is a class's method, not a module's function
+            return False  # Handler.process(..., trace_id=...) is a class's method, not a module's function
         return head.id in src.JS_NAMESPACES or (head.id in self.m.aliases and not head.id[:1].isupper())
 
     def _local_call(self, e: ast.Call, name: str) -> Taints:
@@ -345,10 +360,13 @@ class Scope:
         bound = {p: self.expr(a) for p, a in zip(params, e.args, strict=False)}
         bound.update({k.arg: self.expr(k.value) for k in e.keywords if k.arg})
         if self.collect:
-            passed = {p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
-                      for p, ts in bound.items() if not src.request_id_name(p)}   # such a name is a source itself
+            passed = {
+                p: frozenset(t for t in ts if t.kind not in (src.PARAM, src.DICT_VALUE))
+                for p, ts in bound.items()
+                if not src.request_id_name(p)
+            }  # such a name is a source itself
             into = self.report or self.m
-            if owner is not into and self.only is None:   # the values this file passes, none of the helper's own
+            if owner is not into and self.only is None:  # the values this file passes, none of the helper's own
                 only: frozenset[Taint] | None = frozenset().union(*passed.values())
             else:
                 only = self.only
@@ -358,7 +376,7 @@ class Scope:
         for t in returned:
             if t.kind == src.PARAM:
                 out |= bound.get(t.label, EMPTY)
-            elif owner is not self.m:   # written in another file: the finding is placed at this call
+            elif owner is not self.m:  # written in another file: the finding is placed at this call
                 out.add(Taint(t.kind, f"{t.label} via {fn.name}()", e))
             else:
                 out.add(t)
@@ -391,4 +409,3 @@ def _walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
         for child in ast.iter_child_nodes(n):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.stmt)):
                 todo.append(child)
-

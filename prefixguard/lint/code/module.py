@@ -2,6 +2,7 @@
 helper returns (its own, or one imported from another file of the linted tree through a Helpers
 finder, project.py), and the hits of every function's flows, including those of a helper that holds
 an SDK call and is called with a volatile argument (read again with that argument bound)."""
+
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,7 @@ from prefixguard.lint.code.taint import EMPTY, Taints, registry_name
 from prefixguard.lint.code.verdict import CodeHit
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-_RERUNS = 64   # helpers read again per file for their arguments: a bound on the work, not on correctness
+_RERUNS = 64  # helpers read again per file for their arguments: a bound on the work, not on correctness
 
 
 class Helpers(Protocol):
@@ -36,7 +37,7 @@ class Module:
     def __init__(self, tree: ast.Module, text: str, path: str = "<string>", helpers: Helpers | None = None) -> None:
         self.tree, self.lines, self.path, self.helpers = tree, text.splitlines(), path, helpers
         self.aliases: dict[str, str] = {}
-        self.imported: dict[str, tuple[str, str, int]] = {}   # local name -> (module, name, level)
+        self.imported: dict[str, tuple[str, str, int]] = {}  # local name -> (module, name, level)
         classes: set[str] = set()
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for node in ast.walk(tree):
@@ -55,7 +56,7 @@ class Module:
         self.classes = frozenset(classes)
         self._returns: dict[str, Taints] = {}
         self.hits: list[CodeHit] = []
-        self.calls = 0   # SDK calls judged
+        self.calls = 0  # SDK calls judged
         self.globals: dict[str, Taints] = {}
         self.global_defs: dict[str, ast.expr] = {}
         self._reruns: set[tuple[int, frozenset]] = set()
@@ -67,7 +68,7 @@ class Module:
         while isinstance(func, ast.Attribute):
             parts.append(func.attr)
             func = func.value
-        if isinstance(func, ast.Call):   # client().messages.create, OpenAI().chat...
+        if isinstance(func, ast.Call):  # client().messages.create, OpenAI().chat...
             parts.append("()")
             inner = self.qualified(func.func)
             return ".".join([inner, *reversed(parts[:-1])]) if inner else ".".join(reversed(parts[:-1]))
@@ -79,7 +80,7 @@ class Module:
     def returns(self, name: str) -> Taints:
         """What a helper of this module returns (parameters appear as PARAM markers)."""
         if name not in self._returns:
-            self._returns[name] = EMPTY   # a recursive helper adds nothing to itself
+            self._returns[name] = EMPTY  # a recursive helper adds nothing to itself
             fn = self.functions[name]
             self._returns[name] = Scope(self, fn, collect=False).run()
         return self._returns[name]
@@ -99,8 +100,11 @@ class Module:
                     for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
                         if isinstance(t, ast.Subscript):
                             target = t.value
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr in ("update", "setdefault", "set"):
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("update", "setdefault", "set")
+                ):
                     target = node.func.value
                 name = registry_name(target) if target is not None else ""
                 if name and (name in empty or (name.startswith("self.") and fn.name != "__init__")):
@@ -117,8 +121,10 @@ class Module:
             module, imported, level = self.imported[func.id]
             return self.helpers.function(self.path, module, imported, level)
         fn = self.functions.get(name)
-        if fn is None or (isinstance(func, ast.Attribute) and not (
-                isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", *self.classes))):
+        if fn is None or (
+            isinstance(func, ast.Attribute)
+            and not (isinstance(func.value, ast.Name) and func.value.id in ("self", "cls", *self.classes))
+        ):
             return None
         return self, fn
 
@@ -126,11 +132,15 @@ class Module:
         """fn makes an SDK call, itself or through a helper of this module."""
         key = id(fn)
         if key not in self._sends:
-            self._sends[key] = False   # a recursive helper sends nothing through itself
+            self._sends[key] = False  # a recursive helper sends nothing through itself
             self._sends[key] = any(
-                isinstance(n, ast.Call) and (sinks.find(n, self.qualified(n.func)) is not None or (
-                    isinstance(n.func, (ast.Name, ast.Attribute)) and self._local_sends(n)))
-                for n in ast.walk(fn))
+                isinstance(n, ast.Call)
+                and (
+                    sinks.find(n, self.qualified(n.func)) is not None
+                    or (isinstance(n.func, (ast.Name, ast.Attribute)) and self._local_sends(n))
+                )
+                for n in ast.walk(fn)
+            )
         return self._sends[key]
 
     def _local_sends(self, call: ast.Call) -> bool:
@@ -155,11 +165,10 @@ class Module:
         Scope(self, self.tree, collect=True).run()
         for fn in self.functions.values():
             Scope(self, fn, collect=True).run()
-        for node in ast.walk(self.tree):   # methods and nested functions not reached by name above
+        for node in ast.walk(self.tree):  # methods and nested functions not reached by name above
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.functions.get(node.name) is not node:
                 Scope(self, node, collect=True).run()
         return self.hits
-
 
 
 def _assignments(s: ast.stmt) -> Iterator[tuple[ast.expr, ast.expr]]:
@@ -173,6 +182,9 @@ def _empty_dict(value: ast.expr) -> bool:
     """{}, dict(), OrderedDict(), defaultdict(list), new Map()."""
     if isinstance(value, ast.Dict):
         return not value.keys
-    return isinstance(value, ast.Call) and not value.keywords and registry_name(value.func) in (
-        "dict", "OrderedDict", "defaultdict") and (len(value.args) <= (1 if registry_name(value.func) == "defaultdict"
-                                                                        else 0))
+    return (
+        isinstance(value, ast.Call)
+        and not value.keywords
+        and registry_name(value.func) in ("dict", "OrderedDict", "defaultdict")
+        and (len(value.args) <= (1 if registry_name(value.func) == "defaultdict" else 0))
+    )

@@ -1,5 +1,6 @@
 """A source file's flows as lint findings (Python, TypeScript, JavaScript): read it, analyze it, keep the
 selected rules, place each hit (line, column, snippet, fingerprint) the way body findings are placed."""
+
 from __future__ import annotations
 
 import io
@@ -50,7 +51,7 @@ def lint_python(name: str, relpath: str, text: str, codes: frozenset[str]) -> tu
         raise NotARequest(f"Python that does not parse ({err.msg}, line {err.lineno}), not linted", name) from None
     except TsError as err:
         raise NotARequest(f"{err}, not linted", name) from None
-    except Exception as err:   # one odd file of a repository is skipped with its reason, never a crash
+    except Exception as err:  # one odd file of a repository is skipped with its reason, never a crash
         raise NotARequest(f"{language} that could not be analyzed ({type(err).__name__}), not linted", name) from None
     return [_finding(h, name, relpath, text) for h in hits if h.code in codes], calls
 
@@ -62,9 +63,19 @@ def _finding(hit: CodeHit, name: str, relpath: str, text: str) -> Finding:
     source_line = lines[hit.line - 1] if hit.line - 1 < len(lines) else ""
     caret = hit.column - 1
     width = (hit.end_column - hit.column) if hit.end_line == hit.line else len(source_line) - caret
-    return Finding(rule=rule, severity=rule.severity_of(hit.variant), message=hit.message, fix=rule.fix, path=name,
-                   pointer=hit.pointer, line=hit.line, column=hit.column, end_line=hit.end_line,
-                   end_column=hit.end_column, record=None,
-                   fingerprint=fingerprint(rule.code, relpath, hit.pointer, hit.key),
-                   data={"provider": hit.provider, "predicts": rule.predicts},
-                   snippet=(source_line, caret, max(1, width)))
+    return Finding(
+        rule=rule,
+        severity=rule.severity_of(hit.variant),
+        message=hit.message,
+        fix=rule.fix,
+        path=name,
+        pointer=hit.pointer,
+        line=hit.line,
+        column=hit.column,
+        end_line=hit.end_line,
+        end_column=hit.end_column,
+        record=None,
+        fingerprint=fingerprint(rule.code, relpath, hit.pointer, hit.key),
+        data={"provider": hit.provider, "predicts": rule.predicts},
+        snippet=(source_line, caret, max(1, width)),
+    )

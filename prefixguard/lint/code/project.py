@@ -3,6 +3,7 @@ imports from one of them (from .prompts import system_prompt; from app.prompts i
 the helper's return is then followed like a helper of the same file. A module is looked for next to
 the importing file (relative imports) or under one of its parent folders (absolute ones); a module
 that is not a file of the tree (an installed package) is not followed."""
+
 from __future__ import annotations
 
 import ast
@@ -13,15 +14,17 @@ import warnings
 from prefixguard.lint.code.module import Function, Module
 from prefixguard.lint.code.python import SINK_WORDS
 
-_PARENTS = 8   # folders above the importing file where an absolute import's package may start
+_PARENTS = 8  # folders above the importing file where an absolute import's package may start
 _MAX_BYTES = 2 * 2**20
-_KEPT = 512   # helper files (and texts) held at once
+_KEPT = 512  # helper files (and texts) held at once
 _FROM_IMPORT = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\b", re.MULTILINE)
 # A helper whose own text names none of these is not parsed: it adds no source of its own (its
 # arguments still flow through the call, as through any call not followed). Most imported helpers
 # are skipped this way, and most files they live in are never parsed.
-_SOURCE_WORDS = re.compile(r"datetime|\btime\b|uuid|random|secrets|environ|getenv|dumps|\.values\(|\.keys\(|"
-                           r"\.items\(|\bset\(|frozenset|urandom|\bnow\(|today\(")
+_SOURCE_WORDS = re.compile(
+    r"datetime|\btime\b|uuid|random|secrets|environ|getenv|dumps|\.values\(|\.keys\(|"
+    r"\.items\(|\bset\(|frozenset|urandom|\bnow\(|today\("
+)
 
 
 class Project:
@@ -29,7 +32,7 @@ class Project:
     that import it)."""
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[str, int, int], Module | None] = {}   # by path, size, mtime
+        self._modules: dict[tuple[str, int, int], Module | None] = {}  # by path, size, mtime
         self._texts: dict[tuple[str, int, int], str] = {}
         self._paths: dict[tuple[str, str, int], str | None] = {}
         self._trees: dict[tuple[str, int], ast.Module] = {}
@@ -42,7 +45,7 @@ class Project:
         key = (os.path.abspath(path), hash(text))
         tree = self._trees.get(key)
         if tree is None:
-            with warnings.catch_warnings():   # an invalid escape in a helper file is no lint output
+            with warnings.catch_warnings():  # an invalid escape in a helper file is no lint output
                 warnings.simplefilter("ignore")
                 tree = ast.parse(text, filename=path)
             if keep:
@@ -89,8 +92,8 @@ class Project:
             return False
         start = text.find("\n", found.end()) + 1 or len(text)
         after = re.compile(r"^\S", re.MULTILINE).search(text, start)
-        body = text[found.end():after.start() if after is not None else len(text)]
-        return bool(_SOURCE_WORDS.search(body) or SINK_WORDS.search(body))   # or it sends the prompt
+        body = text[found.end() : after.start() if after is not None else len(text)]
+        return bool(_SOURCE_WORDS.search(body) or SINK_WORDS.search(body))  # or it sends the prompt
 
     def _text(self, key: tuple[str, int, int]) -> str:
         if key not in self._texts:
@@ -100,12 +103,12 @@ class Project:
         return self._texts[key]
 
     def _module(self, key: tuple[str, int, int]) -> Module | None:
-        if key not in self._modules and len(self._modules) >= _KEPT:   # a bound on memory, read again if need be
+        if key not in self._modules and len(self._modules) >= _KEPT:  # a bound on memory, read again if need be
             self._modules.clear()
             self._found.clear()
             self._trees.clear()
         if key not in self._modules:
-            self._modules[key] = None   # an import circle reads nothing through itself
+            self._modules[key] = None  # an import circle reads nothing through itself
             self._modules[key] = self._parse(key)
         return self._modules[key]
 
@@ -162,4 +165,4 @@ def _file(base: str, parts: list[str]) -> str | None:
     return None
 
 
-PROJECT = Project()   # one per process: files are keyed by size and mtime, so a changed file is read again
+PROJECT = Project()  # one per process: files are keyed by size and mtime, so a changed file is read again

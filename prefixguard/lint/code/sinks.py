@@ -2,32 +2,33 @@
 cached prefix, and where the cache breakpoints are. Providers that write the cache only at breakpoints
 (Anthropic, Bedrock) and providers that cache every prefix (OpenAI, Gemini, and the front-ends that may
 reach any of them: LiteLLM, LangChain) differ in what a volatile value costs (see python.py)."""
+
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable
 from typing import NamedTuple
 
-EXPLICIT = frozenset({"anthropic", "bedrock"})   # providers that cache only up to a breakpoint
+EXPLICIT = frozenset({"anthropic", "bedrock"})  # providers that cache only up to a breakpoint
 _BREAKPOINT_KEYS = frozenset({"cache_control", "cachePoint"})
-_AI_SDK = ("generateText", "streamText", "generateObject", "streamObject")   # Vercel's `ai` package
+_AI_SDK = ("generateText", "streamText", "generateObject", "streamObject")  # Vercel's `ai` package
 
-Resolve = Callable[[ast.expr], ast.expr]   # a Name -> the literal last assigned to it (else the Name)
+Resolve = Callable[[ast.expr], ast.expr]  # a Name -> the literal last assigned to it (else the Name)
 
 
 class Sink(NamedTuple):
-    provider: str      # anthropic | openai | bedrock | gemini | litellm | langchain | ai-sdk
-    api: str           # what a message calls it: "Anthropic messages.create"
+    provider: str  # anthropic | openai | bedrock | gemini | litellm | langchain | ai-sdk
+    api: str  # what a message calls it: "Anthropic messages.create"
     call: ast.Call
 
 
 class Region(NamedTuple):
-    label: str         # "system prompt", "tools", "message 2", "instructions"
-    node: ast.expr     # the value that becomes this part of the prompt
-    tools: bool        # a tools list (its order matters, not only its text)
-    cached: bool       # in the cached prefix (False: the latest message, after every cached part)
-    breakpoint: bool   # carries a cache breakpoint (cache_control / cachePoint)
-    block: ast.Dict | None = None   # the content block (dict literal) holding node, when there is one
+    label: str  # "system prompt", "tools", "message 2", "instructions"
+    node: ast.expr  # the value that becomes this part of the prompt
+    tools: bool  # a tools list (its order matters, not only its text)
+    cached: bool  # in the cached prefix (False: the latest message, after every cached part)
+    breakpoint: bool  # carries a cache breakpoint (cache_control / cachePoint)
+    block: ast.Dict | None = None  # the content block (dict literal) holding node, when there is one
 
 
 def find(call: ast.Call, qualified: str) -> Sink | None:
@@ -43,12 +44,18 @@ def find(call: ast.Call, qualified: str) -> Sink | None:
         return Sink("bedrock", "Bedrock " + name.rsplit(".", 1)[-1], call)
     if name.endswith(("generate_content", "generate_content_stream")):
         return Sink("gemini", "Gemini " + name.rsplit(".", 1)[-1], call)
-    if name.endswith(("litellm.completion", "litellm.acompletion")):   # also a lazy wrapper: aider.llm.litellm
+    if name.endswith(("litellm.completion", "litellm.acompletion")):  # also a lazy wrapper: aider.llm.litellm
         return Sink("litellm", "litellm." + name.rsplit(".", 1)[-1], call)
     if name.startswith("ai.") and name.endswith(_AI_SDK):
         return Sink("ai-sdk", "AI SDK " + name.rsplit(".", 1)[-1], call)
-    if name.startswith("langchain") and name.endswith((".SystemMessage", ".ChatPromptTemplate.from_messages",
-                                                       ".ChatPromptTemplate.fromMessages", ".ChatPromptTemplate")):
+    if name.startswith("langchain") and name.endswith(
+        (
+            ".SystemMessage",
+            ".ChatPromptTemplate.from_messages",
+            ".ChatPromptTemplate.fromMessages",
+            ".ChatPromptTemplate",
+        )
+    ):
         return Sink("langchain", "LangChain " + name.split(".", 1)[1].split(".", 1)[-1], call)
     return None
 
@@ -102,10 +109,13 @@ def _keywords(call: ast.Call, resolve: Resolve) -> dict[str, ast.expr]:
             continue
         spread = resolve(k.value)
         if isinstance(spread, ast.Dict):
-            out.update((key.value, value) for key, value in zip(spread.keys, spread.values, strict=True)
-                       if isinstance(key, ast.Constant) and isinstance(key.value, str))
+            out.update(
+                (key.value, value)
+                for key, value in zip(spread.keys, spread.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            )
         elif isinstance(spread, ast.Call) and isinstance(spread.func, ast.Name) and spread.func.id == "dict":
-            out.update((key.arg, key.value) for key in spread.keywords if key.arg)   # **dict(model=..., ...)
+            out.update((key.arg, key.value) for key in spread.keywords if key.arg)  # **dict(model=..., ...)
     return out
 
 
@@ -121,8 +131,16 @@ def _system(node: ast.expr, resolve: Resolve, label: str) -> list[Region]:
     for i, item in enumerate(node.elts):
         block = resolve(item)
         text = _dict_get(block, "text") if isinstance(block, ast.Dict) else None
-        out.append(Region(f"{label} block {i + 1}" if len(node.elts) > 1 else label, text if text is not None else item,
-                          False, True, _has_breakpoint(block, resolve), block if isinstance(block, ast.Dict) else None))
+        out.append(
+            Region(
+                f"{label} block {i + 1}" if len(node.elts) > 1 else label,
+                text if text is not None else item,
+                False,
+                True,
+                _has_breakpoint(block, resolve),
+                block if isinstance(block, ast.Dict) else None,
+            )
+        )
     return out
 
 
@@ -139,7 +157,7 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
         cached = i < len(items) - 1
         message = resolve(item)
         if template and isinstance(message, (ast.Tuple, ast.List)) and len(message.elts) == 2:
-            kind = message.elts[0]   # ("system", text); a JavaScript template writes ["system", text]
+            kind = message.elts[0]  # ("system", text); a JavaScript template writes ["system", text]
             cached = cached or (isinstance(kind, ast.Constant) and kind.value == "system")
             out.append(Region(_role_label(kind, i), message.elts[1], False, cached, False))
             continue
@@ -159,8 +177,16 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
                 block_dict = resolve(block)
                 text = _dict_get(block_dict, "text") if isinstance(block_dict, ast.Dict) else None
                 holder = block_dict if isinstance(block_dict, ast.Dict) else None
-                out.append(Region(label, text if text is not None else block, False, cached,
-                                  _has_breakpoint(block_dict, resolve), holder))
+                out.append(
+                    Region(
+                        label,
+                        text if text is not None else block,
+                        False,
+                        cached,
+                        _has_breakpoint(block_dict, resolve),
+                        holder,
+                    )
+                )
         else:
             out.append(Region(label, content, False, cached, _has_breakpoint(message, resolve), message))
     return out
@@ -176,8 +202,11 @@ def _config_fields(config: ast.expr) -> dict[str, ast.expr]:
     if isinstance(config, ast.Call):
         return {k.arg: k.value for k in config.keywords if k.arg}
     if isinstance(config, ast.Dict):
-        return {k.value: v for k, v in zip(config.keys, config.values, strict=True)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        return {
+            k.value: v
+            for k, v in zip(config.keys, config.values, strict=True)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
     return {}
 
 

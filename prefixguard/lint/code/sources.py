@@ -1,6 +1,7 @@
 """Volatile sources in Python, TypeScript and JavaScript code (the latter read as Python's ast, see
 tsexpr.py): the calls and names whose value differs between requests, and the iterations whose order
 differs between processes."""
+
 from __future__ import annotations
 
 import ast
@@ -8,32 +9,58 @@ import re
 
 # kind of volatility -> what a finding calls it
 CLOCK, UUID, RANDOM, ENV, REQUEST_ID = "clock", "uuid", "random", "env", "request-id"
-DATE = "date"   # a clock value written to the day: it changes once a day
+DATE = "date"  # a clock value written to the day: it changes once a day
 SET_ORDER, DICT_ORDER, JSON_UNSORTED = "set-order", "dict-order", "json-unsorted"
 # markers: the value IS a set or dict (not volatile until iterated)
 SET_VALUE, DICT_VALUE, PARAM = "set-value", "dict-value", "param"
 MARKERS = frozenset({SET_VALUE, DICT_VALUE, PARAM})
 ORDER = frozenset({SET_ORDER, DICT_ORDER})
-PICKS = frozenset({CLOCK, UUID, RANDOM})   # an index that picks another item on every call
+PICKS = frozenset({CLOCK, UUID, RANDOM})  # an index that picks another item on every call
 TEXT_VOLATILE = frozenset({CLOCK, UUID, RANDOM, ENV, REQUEST_ID, SET_ORDER, DATE})
 
 _CLOCK_CALLS = {
-    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today",
-    "datetime.now", "datetime.utcnow", "datetime.today",
-    "time.time", "time.time_ns", "time.ctime", "time.asctime", "time.localtime", "time.gmtime", "time.strftime",
-    "time.monotonic", "time.perf_counter",
+    "datetime.datetime.now",
+    "datetime.datetime.utcnow",
+    "datetime.datetime.today",
+    "datetime.now",
+    "datetime.utcnow",
+    "datetime.today",
+    "time.time",
+    "time.time_ns",
+    "time.ctime",
+    "time.asctime",
+    "time.localtime",
+    "time.gmtime",
+    "time.strftime",
+    "time.monotonic",
+    "time.perf_counter",
 }
-_UUID_CALLS = {"uuid.uuid4", "uuid.uuid1", "uuid.uuid7", "uuid4", "uuid1",
-               # TypeScript / JavaScript (npm packages as dotted modules: typescript.module_name)
-               "crypto.randomUUID", "uuid.v1", "uuid.v4", "uuid.v6", "uuid.v7", "nanoid.nanoid", "ulid.ulid",
-               "ulidx.ulid", "cuid", "_paralleldrive_cuid2.createId"}
+_UUID_CALLS = {
+    "uuid.uuid4",
+    "uuid.uuid1",
+    "uuid.uuid7",
+    "uuid4",
+    "uuid1",
+    # TypeScript / JavaScript (npm packages as dotted modules: typescript.module_name)
+    "crypto.randomUUID",
+    "uuid.v1",
+    "uuid.v4",
+    "uuid.v6",
+    "uuid.v7",
+    "nanoid.nanoid",
+    "ulid.ulid",
+    "ulidx.ulid",
+    "cuid",
+    "_paralleldrive_cuid2.createId",
+}
 _JS_CLOCK_CALLS = {"Date.now", "performance.now", "process.hrtime", "process.hrtime.bigint", "process.uptime"}
 _JS_RANDOM_CALLS = {"Math.random", "crypto.getRandomValues", "crypto.randomBytes", "crypto.randomInt"}
 _RANDOM_MODULES = ("random.", "secrets.", "numpy.random.")
 _RANDOM_CALLS = {"os.urandom"}
 # environment variables that carry a per-request or per-run value (a static setting is no cache break)
-_PER_REQUEST_ENV = re.compile(r"(REQUEST|TRACE|SPAN|CORRELATION|RUN|NONCE|INVOCATION)(_?ID)?$|TIMESTAMP|_TIME$|_DATE$",
-                              re.IGNORECASE)
+_PER_REQUEST_ENV = re.compile(
+    r"(REQUEST|TRACE|SPAN|CORRELATION|RUN|NONCE|INVOCATION)(_?ID)?$|TIMESTAMP|_TIME$|_DATE$", re.IGNORECASE
+)
 _ENV_CALLS = {"os.getenv", "os.environ.get", "os.environ.__getitem__"}
 # names of per-request ids (parameters, attributes of a request object)
 _REQUEST_ID_NAMES = re.compile(r"(request|req|trace|correlation|span|invocation)_?id$", re.IGNORECASE)
@@ -83,21 +110,43 @@ def is_json_dumps(qualified: str) -> bool:
 
 
 def sorts_keys(call: ast.Call) -> bool:
-    return any(k.arg == "sort_keys" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-               for k in call.keywords)
+    return any(
+        k.arg == "sort_keys" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+        for k in call.keywords
+    )
 
 
 SET_ANNOTATIONS = re.compile(r"^(set|frozenset|Set|FrozenSet|AbstractSet|typing\.Set|typing\.FrozenSet)(\[|$)")
 DICT_VIEWS = frozenset({"keys", "values", "items"})
 JS_NAMESPACES = frozenset({"Math", "JSON", "String", "Number", "Array", "Object", "Intl", "path"})
 # methods whose result holds their arguments' text (a template filled, a string combined)
-TEXT_METHODS = frozenset({"format", "format_map", "join", "replace", "replaceAll", "substitute", "safe_substitute",
-                          "render", "render_async", "concat", "padStart", "padEnd", "center", "ljust", "rjust",
-                          "invoke", "format_messages", "format_prompt", "partial"})
+TEXT_METHODS = frozenset(
+    {
+        "format",
+        "format_map",
+        "join",
+        "replace",
+        "replaceAll",
+        "substitute",
+        "safe_substitute",
+        "render",
+        "render_async",
+        "concat",
+        "padStart",
+        "padEnd",
+        "center",
+        "ljust",
+        "rjust",
+        "invoke",
+        "format_messages",
+        "format_prompt",
+        "partial",
+    }
+)
 
 
 _TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrklzZ]")
-DAY_METHODS = frozenset({"date", "toDateString", "toLocaleDateString"})   # now().date(), new Date().toDateString()
+DAY_METHODS = frozenset({"date", "toDateString", "toLocaleDateString"})  # now().date(), new Date().toDateString()
 
 
 def day_format(spec: ast.expr | None) -> bool:

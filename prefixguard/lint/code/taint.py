@@ -1,6 +1,7 @@
 """Taint: the set of volatile sources a value was built from, and the rules that combine them (a set
 written as text, the order of iterating a set or a dict view). Language-neutral: the parsers give
 Python's ast, whatever the source language."""
+
 from __future__ import annotations
 
 import ast
@@ -10,9 +11,9 @@ from prefixguard.lint.code import sources as src
 
 
 class Taint(NamedTuple):
-    kind: str          # sources.CLOCK ... (or a marker: a set, a dict, a parameter)
-    label: str         # the source as written: "datetime.now()", "iteration over a set"
-    node: ast.AST      # where it is (for the finding's region and for fixes)
+    kind: str  # sources.CLOCK ... (or a marker: a set, a dict, a parameter)
+    label: str  # the source as written: "datetime.now()", "iteration over a set"
+    node: ast.AST  # where it is (for the finding's region and for fixes)
 
 
 Taints = frozenset[Taint]
@@ -25,7 +26,6 @@ def literal(node: ast.expr) -> bool:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return True
-
 
 
 def markers(t: Taints) -> Taints:
@@ -50,10 +50,14 @@ def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr], registries: fr
     inserted them, which is the same on every request."""
     if any(x.kind == src.SET_VALUE for x in taint):
         return frozenset({Taint(src.SET_ORDER, "iteration over a set", it)})
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in src.DICT_VIEWS \
-            and not it.args:
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Attribute)
+        and it.func.attr in src.DICT_VIEWS
+        and not it.args
+    ):
         receiver = it.func.value
-        for _ in range(8):   # x = y; y = x: a cycle of names ends here
+        for _ in range(8):  # x = y; y = x: a cycle of names ends here
             if not (isinstance(receiver, ast.Name) and receiver.id in defs) or receiver.id in registries:
                 break
             receiver = defs[receiver.id]

@@ -1,5 +1,6 @@
 """Text edits on a source file, placed by the positions of ast nodes (which count UTF-8 bytes in a
 line): a fix is a group of edits, applied all or none."""
+
 from __future__ import annotations
 
 import ast
@@ -7,7 +8,7 @@ from typing import NamedTuple
 
 
 class Edit(NamedTuple):
-    start: int     # character offsets in the file's text
+    start: int  # character offsets in the file's text
     end: int
     text: str
 
@@ -29,7 +30,7 @@ def apply(text: str, groups: list[list[Edit]]) -> str:
             continue
         taken.extend(group)
     for edit in sorted(taken, key=lambda e: e.start, reverse=True):
-        text = text[:edit.start] + edit.text + text[edit.end:]
+        text = text[: edit.start] + edit.text + text[edit.end :]
     return text
 
 
@@ -42,8 +43,9 @@ def line_starts(text: str) -> list[int]:
 
 
 def span(node: ast.AST, text: str, starts: list[int]) -> tuple[int, int]:
-    return (offset(text, starts, node.lineno, node.col_offset),  # type: ignore[attr-defined]
-            offset(text, starts, node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+    line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    return offset(text, starts, line, col), offset(text, starts, end_line, end_col)
 
 
 def offset(text: str, starts: list[int], line: int, byte_col: int) -> int:

@@ -4,18 +4,21 @@ a template literal is an f-string, an object literal a dict, `Object.values(o)` 
 `xs.map(x => f(x))` a list comprehension, `xs.sort()` is `sorted(xs)`, `a.join(s)` is `s.join(a)`,
 `new Set(x)` is `set(x)`, `this` is `self`, and the single options object of an SDK call its keywords.
 Each node keeps the source position (tree-sitter columns count bytes, as ast's do)."""
+
 from __future__ import annotations
 
 import ast
 from typing import Any
 
-Node = Any   # a tree_sitter.Node (the package ships no stubs mypy can use everywhere)
+Node = Any  # a tree_sitter.Node (the package ships no stubs mypy can use everywhere)
 
 # calls whose one object argument names the request's parts (client.messages.create({system, messages}))
-SINK_CALLS = frozenset({"create", "stream", "parse", "generateText", "streamText", "generateObject",
-                        "streamObject", "SystemMessage"})
-_WRAPPERS = frozenset({"parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression",
-                       "type_assertion"})
+SINK_CALLS = frozenset(
+    {"create", "stream", "parse", "generateText", "streamText", "generateObject", "streamObject", "SystemMessage"}
+)
+_WRAPPERS = frozenset(
+    {"parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression", "type_assertion"}
+)
 _TYPES = frozenset({"type_annotation", "type_arguments", "type_identifier", "predefined_type", "generic_type"})
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "**"})
 _EITHER = frozenset({"||", "??"})
@@ -65,8 +68,14 @@ def expr(ts: Node) -> ast.expr:
         return _member(ts)
     if kind == "subscript_expression":
         index = ts.child_by_field_name("index")
-        return at(ast.Subscript(value=expr(ts.child_by_field_name("object")),
-                                slice=expr(index) if index is not None else nothing(ts), ctx=ast.Load()), ts)
+        return at(
+            ast.Subscript(
+                value=expr(ts.child_by_field_name("object")),
+                slice=expr(index) if index is not None else nothing(ts),
+                ctx=ast.Load(),
+            ),
+            ts,
+        )
     if kind == "call_expression":
         return call(ts)
     if kind == "new_expression":
@@ -80,12 +89,24 @@ def expr(ts: Node) -> ast.expr:
     if kind == "binary_expression":
         return _binary(ts)
     if kind == "ternary_expression":
-        return at(ast.IfExp(test=expr(ts.child_by_field_name("condition")),
-                            body=expr(ts.child_by_field_name("consequence")),
-                            orelse=expr(ts.child_by_field_name("alternative"))), ts)
-    if kind in ("arrow_function", "function_expression", "function", "class", "regex", "unary_expression",
-                "update_expression") or kind.startswith("jsx"):
-        return nothing(ts)   # a function is a value, not a call; a negation or a count is no text
+        return at(
+            ast.IfExp(
+                test=expr(ts.child_by_field_name("condition")),
+                body=expr(ts.child_by_field_name("consequence")),
+                orelse=expr(ts.child_by_field_name("alternative")),
+            ),
+            ts,
+        )
+    if kind in (
+        "arrow_function",
+        "function_expression",
+        "function",
+        "class",
+        "regex",
+        "unary_expression",
+        "update_expression",
+    ) or kind.startswith("jsx"):
+        return nothing(ts)  # a function is a value, not a call; a negation or a count is no text
     if kind in ("assignment_expression", "augmented_assignment_expression"):
         return expr(ts.child_by_field_name("right"))
     if kind == "sequence_expression":
@@ -113,7 +134,7 @@ def _template(ts: Node) -> ast.expr:
 def _member(ts: Node) -> ast.expr:
     obj, prop = ts.child_by_field_name("object"), ts.child_by_field_name("property")
     attr = text(prop).lstrip("#") if prop is not None else ""
-    if text(obj) == "process.env":   # process.env.TRACE_ID reads like os.environ["TRACE_ID"]
+    if text(obj) == "process.env":  # process.env.TRACE_ID reads like os.environ["TRACE_ID"]
         env = at(ast.Subscript(value=expr(obj), slice=at(ast.Constant(value=attr), prop), ctx=ast.Load()), ts)
         env.written = text(ts)  # type: ignore[attr-defined]
         return env
@@ -123,7 +144,7 @@ def _member(ts: Node) -> ast.expr:
 def _args(ts: Node | None) -> list[Node]:
     if ts is None:
         return []
-    if ts.type == "template_string":   # a tagged template: tag`...`
+    if ts.type == "template_string":  # a tagged template: tag`...`
         return [ts]
     return [c for c in ts.named_children if c.type != "comment"]
 
@@ -146,10 +167,16 @@ def call(ts: Node) -> ast.expr:
         if method in ("map", "flatMap", "filter") and args and args[0].type in ("arrow_function", "function"):
             return _comprehension(ts, receiver, args[0], method == "filter")
         if method in ("push", "unshift"):
-            return _call(ts, at(ast.Attribute(value=expr(receiver), attr="extend" if len(args) > 1 else "append",
-                                              ctx=ast.Load()), func),
-                         [at(ast.List(elts=[expr(a) for a in args], ctx=ast.Load()), ts)] if len(args) > 1
-                         else [expr(a) for a in args])
+            return _call(
+                ts,
+                at(
+                    ast.Attribute(value=expr(receiver), attr="extend" if len(args) > 1 else "append", ctx=ast.Load()),
+                    func,
+                ),
+                [at(ast.List(elts=[expr(a) for a in args], ctx=ast.Load()), ts)]
+                if len(args) > 1
+                else [expr(a) for a in args],
+            )
         if head == "JSON" and method == "stringify":
             return _stringify(ts, func, args)
     if _options_call(func, args):
@@ -163,10 +190,13 @@ def _new(ts: Node) -> ast.expr:
     ctor, args = ts.child_by_field_name("constructor"), _args(ts.child_by_field_name("arguments"))
     written = text(ctor)
     if written == "Date":
-        return _call(ts, name(ctor, "Date"), [expr(a) for a in args])   # sources: Date() with no argument
+        return _call(ts, name(ctor, "Date"), [expr(a) for a in args])  # sources: Date() with no argument
     if written in ("Set", "Map"):
-        return _call(ts, name(ctor, "set" if written == "Set" else "dict"), [expr(a) for a in args[:1]]
-                     if written == "Set" else [])
+        return _call(
+            ts,
+            name(ctor, "set" if written == "Set" else "dict"),
+            [expr(a) for a in args[:1]] if written == "Set" else [],
+        )
     if _options_call(ctor, args):
         return _call(ts, expr(ctor), [], options(args[0]))
     return _call(ts, expr(ctor), [expr(a) for a in args])
@@ -181,7 +211,7 @@ def _options_call(func: Node, args: list[Node]) -> bool:
 def _call(ts: Node, func: ast.expr, args: list[ast.expr], keywords: list[ast.keyword] | None = None) -> ast.Call:
     node = at(ast.Call(func=func, args=args, keywords=keywords or []), ts)
     callee = ts.child_by_field_name("constructor") or ts.child_by_field_name("function")
-    if callee is not None:   # a finding names the call as written: new Date(), crypto.randomUUID()
+    if callee is not None:  # a finding names the call as written: new Date(), crypto.randomUUID()
         node.written = ("new " if ts.type == "new_expression" else "") + text(callee) + "()"  # type: ignore[attr-defined]
     return node
 
@@ -210,8 +240,16 @@ def _stringify(ts: Node, func: Node, args: list[Node]) -> ast.Call:
 def _comprehension(ts: Node, receiver: Node, fn: Node, keep: bool) -> ast.expr:
     """xs.map(x => body) as [body for x in xs]; xs.filter(x => ...) as [x for x in xs]."""
     params = fn.child_by_field_name("parameters") or fn.child_by_field_name("parameter")
-    found = [p for p in (params.named_children if params is not None and params.type == "formal_parameters"
-                         else [params] if params is not None else [])]
+    found = [
+        p
+        for p in (
+            params.named_children
+            if params is not None and params.type == "formal_parameters"
+            else [params]
+            if params is not None
+            else []
+        )
+    ]
     target: ast.expr = pattern(found[0]) if found else name(fn, "_")
     body = fn.child_by_field_name("body")
     element: ast.expr
@@ -272,7 +310,7 @@ def _pairs(ts: Node) -> list[tuple[ast.expr | None, ast.expr]]:
 def _array(ts: Node) -> ast.expr:
     items = [c for c in ts.named_children if c.type != "comment"]
     if len(items) == 1 and items[0].type == "spread_element" and items[0].named_children:
-        return _call(ts, name(ts, "list"), [expr(items[0].named_children[0])])   # [...set]: its order
+        return _call(ts, name(ts, "list"), [expr(items[0].named_children[0])])  # [...set]: its order
     return at(ast.List(elts=[expr(c) for c in items], ctx=ast.Load()), ts)
 
 
@@ -281,6 +319,6 @@ def _binary(ts: Node) -> ast.expr:
     left, right = expr(ts.child_by_field_name("left")), expr(ts.child_by_field_name("right"))
     if operator in _ARITHMETIC:
         return at(ast.BinOp(left=left, op=ast.Add() if operator == "+" else ast.Sub(), right=right), ts)
-    if operator in _EITHER:   # a ?? b, a || b: either value
+    if operator in _EITHER:  # a ?? b, a || b: either value
         return at(ast.IfExp(test=at(ast.Constant(value=True), ts), body=left, orelse=right), ts)
     return at(ast.Compare(left=left, ops=[ast.Eq()], comparators=[right]), ts)

@@ -1,6 +1,7 @@
 """`--fix` for TypeScript and JavaScript: the tools sorted (PG602), and the trailing part of a system
 prompt template literal moved to the front of the latest user message (PG601, PG604), on the same
 terms as Python's (fix.py)."""
+
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,7 @@ from prefixguard.lint.code.verdict import CodeHit
 _NAME = re.compile(r"\$\{([A-Za-z_$][\w$]*)\}")
 
 
-_BY_KEY = ".sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))"   # entries by key, as sorted() orders them
+_BY_KEY = ".sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))"  # entries by key, as sorted() orders them
 
 
 def ts_edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
@@ -43,29 +44,32 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     if not isinstance(system, ast.JoinedStr) or latest is None or isinstance(hit.owner, ast.Module):
         return []
     first = hit.first_volatile
-    if first is None or system.lineno != system.end_lineno or not (inside(system, hit.owner)
-                                                                    and inside(latest, hit.owner)):
+    if (
+        first is None
+        or system.lineno != system.end_lineno
+        or not (inside(system, hit.owner) and inside(latest, hit.owner))
+    ):
         return []
     s_start, s_end = span(system, text, starts)
     if text[s_start] != "`" or text[s_end - 1] != "`":
         return []
-    for later in system.values[first + 1:]:   # trailing: no further sentence after the volatile value
+    for later in system.values[first + 1 :]:  # trailing: no further sentence after the volatile value
         part = text.__getitem__(slice(*span(later, text, starts))).rstrip()
         if isinstance(later, ast.Constant) and (". " in part or "\\n" in part):
             return []
     v_start, _ = span(system.values[first], text, starts)
-    static = text[s_start + 1:v_start]
+    static = text[s_start + 1 : v_start]
     cut = max(static.rfind(". ") + 1 if ". " in static else -1, static.rfind("\\n") + 2 if "\\n" in static else -1)
     if cut <= 0:
         return []
     head = static[:cut].rstrip().removesuffix("\\n").rstrip()
-    moved = text[s_start + 1 + cut:s_end - 1].lstrip()
+    moved = text[s_start + 1 + cut : s_end - 1].lstrip()
     new_latest = _prepend(latest, moved, text, starts)
     if not head or not moved or new_latest is None:
         return []
     whole = _NAME.fullmatch(head)
     if whole is not None:
-        new_system = whole.group(1)   # `${RULES}` is RULES
+        new_system = whole.group(1)  # `${RULES}` is RULES
     elif "${" not in head and '"' not in head and "\\" not in head:
         new_system = f'"{head}"'
     else:
@@ -81,7 +85,13 @@ def _prepend(latest: ast.expr, moved: str, text: str, starts: list[int]) -> str 
         return f"`{moved}\\n\\n${{{written}}}`"
     if isinstance(latest, ast.JoinedStr) and written[:1] == "`" and written[-1:] == "`":
         return f"`{moved}\\n\\n{written[1:-1]}`"
-    if isinstance(latest, ast.Constant) and isinstance(latest.value, str) and written[:1] in "\"'" \
-            and "`" not in written and "${" not in written and "\\" not in written:
+    if (
+        isinstance(latest, ast.Constant)
+        and isinstance(latest.value, str)
+        and written[:1] in "\"'"
+        and "`" not in written
+        and "${" not in written
+        and "\\" not in written
+    ):
         return f"`{moved}\\n\\n{written[1:-1]}`"
     return None

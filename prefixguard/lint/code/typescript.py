@@ -3,6 +3,7 @@ never run): each statement is read as the Python statement that means the same t
 (tsexpr.py does the expressions), and the resulting module is judged by the same Module, flows and
 verdicts as Python. Imports name the npm package as a dotted module (@anthropic-ai/sdk: anthropic,
 @langchain/core/messages: langchain_core.messages), so the sinks and sources tables hold both languages."""
+
 from __future__ import annotations
 
 import ast
@@ -16,19 +17,48 @@ from prefixguard.lint.code.tsexpr import Node, at, expr, name, pattern, text
 from prefixguard.lint.code.verdict import CodeHit
 
 # file suffix -> grammar
-GRAMMARS = {".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx", ".js": "javascript",
-            ".jsx": "javascript", ".mjs": "javascript", ".cjs": "javascript"}
-_SINK_WORDS = re.compile(r"\.create|\.stream|generateText|streamText|generateObject|streamObject|SystemMessage"
-                         r"|ChatPromptTemplate|\.parse\b")
-_PACKAGES = {"@anthropic-ai/sdk": "anthropic", "@anthropic-ai/bedrock-sdk": "anthropic",
-             "@anthropic-ai/vertex-sdk": "anthropic"}
+GRAMMARS = {
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+}
+_SINK_WORDS = re.compile(
+    r"\.create|\.stream|generateText|streamText|generateObject|streamObject|SystemMessage"
+    r"|ChatPromptTemplate|\.parse\b"
+)
+_PACKAGES = {
+    "@anthropic-ai/sdk": "anthropic",
+    "@anthropic-ai/bedrock-sdk": "anthropic",
+    "@anthropic-ai/vertex-sdk": "anthropic",
+}
 _BUNDLE_CHARS = 2 * 2**20
 _INLINE = frozenset({"arrow_function", "function_expression", "function"})
-_FUNCTIONS = frozenset({"function_declaration", "generator_function_declaration", "method_definition",
-                        "function_signature"})
-_SKIPPED = frozenset({"comment", "empty_statement", "type_alias_declaration", "interface_declaration",
-                      "enum_declaration", "ambient_declaration", "abstract_method_signature", "debugger_statement",
-                      "break_statement", "continue_statement", "throw_statement", "import", "module", "hash_bang_line"})
+_FUNCTIONS = frozenset(
+    {"function_declaration", "generator_function_declaration", "method_definition", "function_signature"}
+)
+_SKIPPED = frozenset(
+    {
+        "comment",
+        "empty_statement",
+        "type_alias_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "ambient_declaration",
+        "abstract_method_signature",
+        "debugger_statement",
+        "break_statement",
+        "continue_statement",
+        "throw_statement",
+        "import",
+        "module",
+        "hash_bang_line",
+    }
+)
 
 
 class TsError(ValueError):
@@ -88,8 +118,7 @@ def _comprehended(fn: Node) -> bool:
     args = fn.parent
     call = args.parent if args is not None and args.type == "arguments" else None
     callee = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
-    prop = callee.child_by_field_name("property") if callee is not None and callee.type == "member_expression" \
-        else None
+    prop = callee.child_by_field_name("property") if callee is not None and callee.type == "member_expression" else None
     return prop is not None and text(prop) in ("map", "flatMap", "filter") and args.named_children[0] == fn
 
 
@@ -136,16 +165,38 @@ def stmt(ts: Node) -> list[ast.stmt]:
     if kind == "if_statement":
         alternative = ts.child_by_field_name("alternative")
         orelse = block(alternative.named_children[0]) if alternative is not None and alternative.named_children else []
-        return [at(ast.If(test=expr(ts.child_by_field_name("condition")),
-                          body=block(ts.child_by_field_name("consequence")) or [_pass(ts)], orelse=orelse), ts)]
+        return [
+            at(
+                ast.If(
+                    test=expr(ts.child_by_field_name("condition")),
+                    body=block(ts.child_by_field_name("consequence")) or [_pass(ts)],
+                    orelse=orelse,
+                ),
+                ts,
+            )
+        ]
     if kind == "for_in_statement":
         return [_for(ts)]
-    if kind in ("for_statement", "while_statement", "do_statement", "labeled_statement", "with_statement",
-                "else_clause", "finally_clause", "switch_case", "switch_default", "catch_clause"):
+    if kind in (
+        "for_statement",
+        "while_statement",
+        "do_statement",
+        "labeled_statement",
+        "with_statement",
+        "else_clause",
+        "finally_clause",
+        "switch_case",
+        "switch_default",
+        "catch_clause",
+    ):
         body = ts.child_by_field_name("body")
-        inner = block(body) if body is not None else [s for c in ts.named_children
-                                                      if c.type.endswith(("statement", "declaration", "block"))
-                                                      for s in stmt(c)]
+        inner = (
+            block(body)
+            if body is not None
+            else [
+                s for c in ts.named_children if c.type.endswith(("statement", "declaration", "block")) for s in stmt(c)
+            ]
+        )
         return [at(ast.If(test=at(ast.Constant(value=True), ts), body=inner or [_pass(ts)], orelse=[]), ts)]
     if kind == "try_statement":
         return [s for c in ts.named_children for s in stmt(c)]
@@ -174,21 +225,32 @@ def _pass(ts: Node) -> ast.stmt:
 
 def _expression_statement(ts: Node) -> list[ast.stmt]:
     if ts.type == "assignment_expression":
-        return [at(ast.Assign(targets=[_target(ts.child_by_field_name("left"))],
-                              value=expr(ts.child_by_field_name("right"))), ts)]
+        return [
+            at(
+                ast.Assign(
+                    targets=[_target(ts.child_by_field_name("left"))], value=expr(ts.child_by_field_name("right"))
+                ),
+                ts,
+            )
+        ]
     if ts.type == "augmented_assignment_expression":
         target = _target(ts.child_by_field_name("left"))
         if not isinstance(target, (ast.Name, ast.Attribute, ast.Subscript)):
             return []
-        return [at(ast.AugAssign(target=target, op=ast.Add(),
-                                 value=expr(ts.child_by_field_name("right"))), ts)]
+        return [at(ast.AugAssign(target=target, op=ast.Add(), value=expr(ts.child_by_field_name("right"))), ts)]
     return [at(ast.Expr(value=expr(ts)), ts)]
 
 
 def _target(ts: Node) -> ast.expr:
     if ts.type == "subscript_expression":
-        return at(ast.Subscript(value=expr(ts.child_by_field_name("object")),
-                                slice=expr(ts.child_by_field_name("index")), ctx=ast.Store()), ts)
+        return at(
+            ast.Subscript(
+                value=expr(ts.child_by_field_name("object")),
+                slice=expr(ts.child_by_field_name("index")),
+                ctx=ast.Store(),
+            ),
+            ts,
+        )
     if ts.type == "member_expression":
         return expr(ts)
     return pattern(ts)
@@ -198,12 +260,21 @@ def _for(ts: Node) -> ast.stmt:
     right = ts.child_by_field_name("right")
     iterated = expr(right)
     operator = ts.child_by_field_name("operator")
-    if operator is not None and text(operator) == "in":   # for (k in o): the object's keys, in its order
-        iterated = at(ast.Call(func=at(ast.Attribute(value=iterated, attr="keys", ctx=ast.Load()), right),
-                               args=[], keywords=[]), right)
+    if operator is not None and text(operator) == "in":  # for (k in o): the object's keys, in its order
+        iterated = at(
+            ast.Call(func=at(ast.Attribute(value=iterated, attr="keys", ctx=ast.Load()), right), args=[], keywords=[]),
+            right,
+        )
     left = ts.child_by_field_name("left")
-    return at(ast.For(target=pattern(left) if left is not None else name(ts, "_"), iter=iterated,
-                      body=block(ts.child_by_field_name("body")) or [_pass(ts)], orelse=[]), ts)
+    return at(
+        ast.For(
+            target=pattern(left) if left is not None else name(ts, "_"),
+            iter=iterated,
+            body=block(ts.child_by_field_name("body")) or [_pass(ts)],
+            orelse=[],
+        ),
+        ts,
+    )
 
 
 def _declare(ts: Node) -> list[ast.stmt]:
@@ -233,16 +304,31 @@ def function(ts: Node, called: str) -> ast.FunctionDef | None:
         annotation = _annotation(p)
         if isinstance(bound, ast.Name):
             args.append(at(ast.arg(arg=bound.id, annotation=annotation), p))
-        else:   # ({ a, b }) => ...: a and b are the parameter's parts
+        else:  # ({ a, b }) => ...: a and b are the parameter's parts
             args.append(at(ast.arg(arg=f"_arg{i}", annotation=annotation), p))
             unpack.append(at(ast.Assign(targets=[bound], value=name(p, f"_arg{i}")), p))
     body = ts.child_by_field_name("body")
-    statements = block(body) if body is not None and body.type == "statement_block" else \
-        [at(ast.Return(value=expr(body)), body)] if body is not None else []
-    arguments = ast.arguments(posonlyargs=[], args=args, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                              defaults=[])
-    return at(ast.FunctionDef(name=called, args=arguments, body=[*unpack, *statements] or [_pass(ts)],
-                              decorator_list=[], returns=None, type_params=[]), ts)
+    statements = (
+        block(body)
+        if body is not None and body.type == "statement_block"
+        else [at(ast.Return(value=expr(body)), body)]
+        if body is not None
+        else []
+    )
+    arguments = ast.arguments(
+        posonlyargs=[], args=args, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+    )
+    return at(
+        ast.FunctionDef(
+            name=called,
+            args=arguments,
+            body=[*unpack, *statements] or [_pass(ts)],
+            decorator_list=[],
+            returns=None,
+            type_params=[],
+        ),
+        ts,
+    )
 
 
 def _annotation(ts: Node) -> ast.expr | None:
@@ -257,8 +343,17 @@ def _annotation(ts: Node) -> ast.expr | None:
 def _class(ts: Node) -> ast.stmt:
     called = ts.child_by_field_name("name")
     body = block(ts.child_by_field_name("body"))
-    return at(ast.ClassDef(name=text(called) if called is not None else "_", bases=[], keywords=[],
-                           body=body or [_pass(ts)], decorator_list=[], type_params=[]), ts)
+    return at(
+        ast.ClassDef(
+            name=text(called) if called is not None else "_",
+            bases=[],
+            keywords=[],
+            body=body or [_pass(ts)],
+            decorator_list=[],
+            type_params=[],
+        ),
+        ts,
+    )
 
 
 def module_name(package: str) -> str:
@@ -282,7 +377,7 @@ def _import(ts: Node) -> list[ast.stmt]:
         return []
     out: list[ast.stmt] = []
     for part in clause.named_children:
-        if part.type == "identifier":   # import X from "m": X is the module's default export
+        if part.type == "identifier":  # import X from "m": X is the module's default export
             out.append(at(ast.Import(names=[ast.alias(name=module, asname=text(part))]), part))
         elif part.type == "namespace_import" and part.named_children:
             out.append(at(ast.Import(names=[ast.alias(name=module, asname=text(part.named_children[-1]))]), part))
@@ -310,4 +405,3 @@ def _bind_import(ts: Node, target: Node, module: str) -> list[ast.stmt]:
             key, value = part.child_by_field_name("key"), part.child_by_field_name("value")
             names.append(ast.alias(name=text(key), asname=text(value)))
     return [at(ast.ImportFrom(module=module, names=names, level=0), ts)] if names else []
-
