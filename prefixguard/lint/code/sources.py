@@ -41,7 +41,7 @@ _UUID_CALLS = {
     "uuid.uuid7",
     "uuid4",
     "uuid1",
-    # TypeScript / JavaScript (npm packages as dotted modules: typescript.module_name)
+    # TypeScript / JavaScript (npm packages as dotted modules: tsstmt.module_name)
     "crypto.randomUUID",
     "uuid.v1",
     "uuid.v4",
