@@ -120,3 +120,18 @@ class Adapter(Protocol):
 
 # Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
 FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
+# ---- the diagnostics members of a shape whose provider gives no account of its misses
+
+
+def no_diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
+    return None
+
+
+def same_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
+    return current
+
+
+def no_diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    return None

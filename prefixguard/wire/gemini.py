@@ -19,12 +19,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from prefixguard.contracts.providers import providers
-from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
+from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -254,16 +254,8 @@ def is_final(event: Mapping[str, Any]) -> bool:
     return any(isinstance(c, Mapping) and c.get("finishReason") for c in event.get("candidates") or ())
 
 
-def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
-    return None
-
-
-def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
-    return current
-
-
-def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
-    return None
+# this provider gives no account of its misses
+diagnosis, stream_diagnosis, diagnostics_field = no_diagnosis, same_diagnosis, no_diagnostics_field
 
 
 # ---- routing and detection (the Adapter protocol)

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.model import media
-from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic
+from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, same_diagnosis
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
@@ -303,16 +303,8 @@ def is_final(event: Mapping[str, Any]) -> bool:
     return False  # `data: [DONE]` ends a stream
 
 
-def diagnosis(message: Mapping[str, Any]) -> Diagnosis | None:
-    return None
-
-
-def stream_diagnosis(event: Mapping[str, Any], current: Diagnosis | None) -> Diagnosis | None:
-    return current
-
-
-def diagnostics_field(previous_id: str, body: Mapping[str, Any]) -> tuple[str, Any] | None:
-    return None
+# this provider gives no account of its misses
+diagnosis, stream_diagnosis, diagnostics_field = no_diagnosis, same_diagnosis, no_diagnostics_field
 
 
 # ---- routing and detection (the Adapter protocol)
