@@ -43,7 +43,8 @@ Formatter = Callable[[list[Finding], Run], str]
 def shown(text: str) -> str:
     """Text from the linted files as printed: secrets redacted (random-looking values too: a finding
     quotes what changed, as the proxy's detail column does), control characters escaped."""
-    from prefixguard.utils.redaction import redact_random, redact_text  # ~10 ms to compile: only when one is shown
+    from prefixguard.utils.random_tokens import redact_random  # ~10 ms to compile: only when one is shown
+    from prefixguard.utils.redaction import redact_text
 
     return printable(redact_random(redact_text(text)))
 
@@ -121,7 +122,8 @@ def as_dict(f: Finding) -> dict[str, Any]:
 
 def redacted(text: str) -> str:
     """A finding's text for the machine formats (json, sarif): secrets redacted, nothing escaped."""
-    from prefixguard.utils.redaction import redact_random, redact_text
+    from prefixguard.utils.random_tokens import redact_random
+    from prefixguard.utils.redaction import redact_text
 
     return redact_random(redact_text(text))
 

@@ -17,7 +17,9 @@ from hashlib import blake2b
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from prefixguard.utils.redaction import KEY_FORMATS, REDACTED, high_entropy, redact_random, redact_text
+from prefixguard.utils.random_tokens import high_entropy, redact_random
+from prefixguard.utils.redaction import REDACTED, redact_text
+from prefixguard.utils.secret_shapes import KEY_FORMATS
 
 __all__ = [
     "KEY_FORMATS",
@@ -209,7 +211,7 @@ def redact_fields(record: Any, secrets: Iterable[str], fields: Iterable[str] = T
 
 
 def system_secrets(prompt: Any) -> list[str]:
-    """The random-looking tokens of a request's system prompt (prefixguard/utils/redaction.py: is_random_token):
+    """The random-looking tokens of a request's system prompt (prefixguard/utils/random_tokens.py: is_random_token):
     a key or a password pasted there, often one that changes with every request, is kept nowhere.
     Ids and digests there (hex, UUIDs, named ids) are left as sent."""
     found: list[str] = []

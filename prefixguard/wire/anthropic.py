@@ -1,7 +1,8 @@
 """Anthropic Messages API (POST /v1/messages): request -> segments and settings; usage -> Usage.
 
 Prefix order: tools, then system, then messages. Breakpoints are `cache_control` on blocks and tools
-(TTL "5m" unless "1h"); a top-level `cache_control` is the automatic breakpoint.
+(TTL "5m" unless "1h"); a top-level `cache_control` is the automatic breakpoint. The media of its
+blocks: anthropic_media.py; telling its bodies from OpenAI Chat ones: anthropic_detect.py.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
-from prefixguard.model.media import DOCUMENT, IMAGE, Media
-from prefixguard.model.prompt import Prompt, compact_json, without_markers
+from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
+from prefixguard.wire.anthropic_detect import score
+from prefixguard.wire.anthropic_media import MEDIA_KINDS, block_media, cites, has_image
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
@@ -38,7 +40,6 @@ JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
 _SPANS: Spec = {"tools": {"[]": None}, "system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}
 DEFAULT_TTL = "5m"
-MEDIA_KINDS = (IMAGE, DOCUMENT)  # block types costed by the provider's image and PDF formula
 
 
 def ttl(value: Any) -> str | None:
@@ -62,55 +63,6 @@ def _part(block: Any, where: str) -> tuple[str, str | None, str | None]:
         raise InputError(f"{where} must be an object with a 'type'")
     text = block.get("text") if kind == "text" else block.get("thinking") if kind == "thinking" else None
     return kind, ttl(block), text
-
-
-def _media(block: dict[str, Any], kind: str) -> tuple[list[Media], str | None] | None:
-    """The images and documents in a block (also inside a tool_result), and the text of the rest of
-    it to count with the tokenizer; None when it holds none."""
-    if kind in MEDIA_KINDS:
-        item = _source(kind, block.get("source"))
-        extra = [block[k] for k in ("title", "context") if isinstance(block.get(k), str)]
-        return [item], "\n".join(extra) or None
-    inner = block.get("content")
-    if not isinstance(inner, list):
-        return None
-    found = [b for b in inner if isinstance(b, dict) and b.get("type") in MEDIA_KINDS]
-    if not found:
-        return None
-    items = [m for b in found for m in (_media(b, b["type"]) or ([], None))[0]]
-    rest = {**without_markers(block), "content": [b for b in inner if b not in found]}
-    return items, compact_json(rest)
-
-
-def _source(kind: str, source: Any) -> Media:
-    """An image or document block's source: base64 data, plain text, or a reference (URL, file id)."""
-    if not isinstance(source, dict):
-        return Media(kind=kind)
-    form = source.get("type")
-    if form == "base64" and isinstance(source.get("data"), str):
-        return Media(kind=kind, data=source["data"], media_type=source.get("media_type"))
-    if form == "text" and isinstance(source.get("data"), str):
-        return Media(kind=DOCUMENT, media_type=source.get("media_type"), text=source["data"])
-    if form == "content" and isinstance(source.get("content"), list):
-        parts = source["content"]
-        return Media(kind=DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
-    # by URL or file id: the size is unknown (an estimate) unless the file's upload was seen
-    file_id = source.get("file_id") if form == "file" and isinstance(source.get("file_id"), str) else None
-    return Media(kind=kind, media_type=source.get("media_type"), file_id=file_id)
-
-
-def _has_image(block: Any) -> bool:
-    if not isinstance(block, dict):
-        return False
-    if block.get("type") == "image":
-        return True
-    inner = block.get("content")  # tool_result blocks may carry images
-    return isinstance(inner, list) and any(_has_image(b) for b in inner)
-
-
-def _cites(block: Any) -> bool:
-    citations = block.get("citations") if isinstance(block, dict) else None
-    return isinstance(citations, dict) and bool(citations.get("enabled"))
 
 
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prompt:
@@ -175,7 +127,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                 kind, breakpoint, text = _part(v, where)
                 media = None
                 if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
-                    media, text = _media(v, kind) or (None, text)
+                    media, text = block_media(v, kind) or (None, text)
                 out.add(
                     "messages",
                     where,
@@ -189,8 +141,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     media=media,
                 )
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
-                    images = images or kind == "image" or ("content" in v and _has_image(v))
-                    citations = citations or ("citations" in v and _cites(v))
+                    images = images or kind == "image" or ("content" in v and has_image(v))
+                    citations = citations or ("citations" in v and cites(v))
             if not parts:
                 out.add(
                     "messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi, header=header
@@ -342,42 +294,6 @@ def is_final(event: Mapping[str, Any]) -> bool:
 _V1 = re.compile(r"/v1/messages/?$")
 _INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")  # Bedrock InvokeModel
 _RAW = re.compile(r"/publishers/anthropic/models/([^/:]+):(?:rawPredict|streamRawPredict)$")  # Vertex AI
-# Body fields only one shape uses, for telling Anthropic from Chat when no URL path is known.
-_ANTHROPIC_KEYS = {
-    "system",
-    "anthropic_version",
-    "cache_control",
-    "stop_sequences",
-    "thinking",
-    "top_k",
-    "output_config",
-    "container",
-    "mcp_servers",
-}
-_CHAT_KEYS = {
-    "response_format",
-    "stream_options",
-    "n",
-    "max_completion_tokens",
-    "reasoning_effort",
-    "logprobs",
-    "frequency_penalty",
-    "presence_penalty",
-    "parallel_tool_calls",
-    "functions",
-}
-_ANTHROPIC_BLOCKS = {
-    "tool_use",
-    "tool_result",
-    "thinking",
-    "redacted_thinking",
-    "document",
-    "image",
-    "server_tool_use",
-    "search_result",
-}
-_CHAT_PARTS = {"image_url", "input_audio", "file"}
-_CHAT_ROLES = {"system", "developer", "tool", "function"}
 
 
 def route(path: str) -> tuple[str, str | None] | None:
@@ -423,32 +339,3 @@ def counts_only(body: dict[str, Any]) -> bool:
 
 def spans(text: str) -> Spec:
     return _SPANS
-
-
-def score(body: dict[str, Any]) -> int:
-    """Positive: Anthropic Messages; otherwise OpenAI Chat. Weighs fields only one of them has, in
-    stages (top-level fields, tools, then messages in order) and stops at the first stage that leans
-    one way: a body rarely mixes the two, and reading every message would cost a tenth of a parse."""
-    total = len(_ANTHROPIC_KEYS & body.keys()) - len(_CHAT_KEYS & body.keys())
-    if total:
-        return total
-    tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else ():
-        if isinstance(tool, dict):
-            total += 1 if "input_schema" in tool else -1 if tool.get("type") == "function" else 0
-    if total:
-        return total
-    messages = body.get("messages")
-    for msg in messages if isinstance(messages, list) else ():
-        if not isinstance(msg, dict):
-            continue
-        role = msg.get("role")  # a role or type of the wrong JSON type is the adapter's error to report
-        total -= (isinstance(role, str) and role in _CHAT_ROLES) + ("tool_calls" in msg)
-        content = msg.get("content")
-        for part in content if isinstance(content, list) else ():
-            kind = part.get("type") if isinstance(part, dict) else None
-            if isinstance(kind, str):
-                total += (kind in _ANTHROPIC_BLOCKS) - (kind in _CHAT_PARTS)
-        if total:
-            return total
-    return 1 if str(body.get("model", "")).startswith("claude") else 0
