@@ -8,15 +8,8 @@ import time
 
 import torch
 
-from prefixguard.engine.attention import (
-    PAGED_PREFILL_ROWS,
-    AttnBatch,
-    DecodeMeta,
-    PrefillSeq,
-    choose_backend,
-    pin_cuda_backends,
-)
-from prefixguard.engine.chat_template import CL100K, Template
+from prefixguard.engine.attention import PAGED_PREFILL_ROWS, choose_backend, pin_cuda_backends
+from prefixguard.engine.batches import Batches
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig
 from prefixguard.engine.devices import pick
 from prefixguard.engine.kv_pool import KVPool
@@ -25,34 +18,7 @@ from prefixguard.engine.models import resolve
 from prefixguard.engine.sampler import sample
 from prefixguard.engine.scheduler import Plan, RequestTooLarge, Scheduler
 from prefixguard.engine.sequence import Sequence
-
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
-DEFAULT_KV_TOKENS = 16384
-
-
-def kv_page_count(
-    config: ModelConfig, page_size: int, dtype: torch.dtype, kv_pages: int | None, kv_memory_bytes: int | None
-) -> int:
-    if kv_pages is not None:
-        return kv_pages
-    if kv_memory_bytes is not None:
-        return kv_memory_bytes // KVPool.page_bytes(config, page_size, dtype)
-    return -(-DEFAULT_KV_TOKENS // page_size)
-
-
-def template_for(weights: str | None) -> Template:
-    if weights is not None and weights.endswith(".gguf"):
-        from prefixguard.engine.gguf_model import template
-
-        return template(weights)
-    return CL100K
+from prefixguard.engine.sizing import DTYPES, kv_page_count, template_for
 
 
 class LLMEngine:
@@ -139,7 +105,7 @@ class LLMEngine:
 
             max_pages = min(pages, -(-self.config.max_position // page_size))
             self.graphs = DecodeGraphs(self.model, self.pool, max_batch, max_pages)
-        self._arange = torch.arange(page_size, device=self.device)
+        self.batches = Batches(self.pool, page_size, self.device, self.dtype, self.attention, self.flex)
         self._inbox: list[tuple[str, Sequence | int]] = []
         self._lock = threading.Lock()
         self._seqs: dict[int, Sequence] = {}
@@ -254,14 +220,14 @@ class LLMEngine:
                 sampling.append(c.seq)
         logits = None
         if self._graphed(plan, len(ids)):  # every row a token with its own length: one graph replay
-            all_rows = self.graphs.run(ids, positions, *self._row_places(plan))
+            all_rows = self.graphs.run(ids, positions, *self.batches.row_places(plan))
             logits = all_rows[: len(ids)] if plan.decode else all_rows[rows] if rows else None
         elif plan.decode:  # every row samples
-            batch = self._decode_batch(plan)
+            batch = self.batches.decode_batch(plan)
             hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch)
             logits = self.model.compute_logits(hidden)
         else:  # the last layer computes the sampled rows only
-            batch = self._prefill_batch(plan)
+            batch = self.batches.prefill_batch(plan)
             batch.sampled = [i for i, c in enumerate(plan.chunks) if c.samples]
             rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
             hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(positions, device=dev), batch, rows_t)
@@ -293,19 +259,10 @@ class LLMEngine:
             and self.graphs.bucket(rows) is not None
         )
 
-    def _row_places(self, plan: Plan) -> tuple[list[int], list[list[int]]]:
-        """Each new token's slot, and the pages of its sequence up to the chunk's end."""
-        ps = self.page_size
-        slots, tables = [], []
-        for c in plan.chunks:
-            pages = c.seq.pages[: -(-c.end // ps)]
-            slots += [pages[p // ps] * ps + p % ps for p in range(c.start, c.end)]
-            tables += [pages] * (c.end - c.start)
-        return slots, tables
-
     def _tokens(self, plan: Plan, now: float) -> tuple[list[int], list[int]]:
         """Flatten the plan's chunks into token ids and positions."""
-        ids, positions = [], []
+        ids: list[int] = []
+        positions: list[int] = []
         for c in plan.chunks:
             seq = c.seq
             if seq.first_scheduled_time is None:
@@ -316,86 +273,6 @@ class LLMEngine:
             positions += range(c.start, c.end)
         return ids, positions
 
-    def _attn_batch(self, slot_mapping: torch.Tensor, **kw) -> AttnBatch:
-        return AttnBatch(
-            kv_layers=self.pool.layers,
-            slot_mapping=slot_mapping,
-            backend=self.attention,
-            page_size=self.page_size,
-            **kw,
-        )
-
-    def _prefill_batch(self, plan: Plan) -> AttnBatch:
-        prefill, new_slots, row = [], [], 0
-        for c in plan.chunks:
-            slots = self._slots(c.seq.pages, c.end)
-            prefill.append(PrefillSeq(q_start=row, q_len=c.end - c.start, kv_slots=slots))
-            new_slots.append(slots[c.start :])
-            row += c.end - c.start
-        batch = self._attn_batch(new_slots[0] if len(new_slots) == 1 else torch.cat(new_slots), prefill=prefill)
-        if self.flex is not None:
-            batch.flex = self.flex.plan([(c.seq.pages, c.start, c.end) for c in plan.chunks])
-            last = [(c.seq.pages, c.end - 1, c.end) for c in plan.chunks if c.samples]
-            batch.flex_last = self.flex.plan(last) if last else None
-        if self.attention == "triton" and row <= PAGED_PREFILL_ROWS:
-            batch.decode, batch.last_rows = self._rows_meta(plan)
-        return batch
-
-    def _rows_meta(self, plan: Plan) -> tuple[DecodeMeta, DecodeMeta | None]:
-        """A short prefill for the paged kernel: every new token a row, with its sequence's page table
-        and its own length (its position + 1); and the same for the rows that sample."""
-        ps, dev = self.page_size, self.device
-        width = max(-(-c.end // ps) for c in plan.chunks)
-        tables, lens, last = [], [], []
-        for c in plan.chunks:
-            table = c.seq.pages[: -(-c.end // ps)]
-            table = table + [0] * (width - len(table))
-            tables += [table] * (c.end - c.start)
-            lens += range(c.start + 1, c.end + 1)
-            if c.samples:
-                last.append(len(lens) - 1)
-
-        def meta(rows: list[int]) -> DecodeMeta:
-            return DecodeMeta(
-                batch=len(rows),
-                block_table=torch.tensor([tables[r] for r in rows], dtype=torch.int32, device=dev),
-                seq_lens=torch.tensor([lens[r] for r in rows], dtype=torch.int32, device=dev),
-            )
-
-        return meta(list(range(len(lens)))), (meta(last) if last else None)
-
-    def _new_slots(self, plan: Plan) -> list[int]:
-        ps = self.page_size
-        return [c.seq.pages[c.start // ps] * ps + c.start % ps for c in plan.chunks]
-
-    def _decode_batch(self, plan: Plan) -> AttnBatch:
-        """One page table for the whole batch, built on the host and moved once. sdpa: the slots of
-        every context padded to the longest and a mask past each length; triton: the page table and
-        the lengths, read by the kernel."""
-        ps, dev = self.page_size, self.device
-        lens = [c.end for c in plan.chunks]
-        n_pages = [-(-n // ps) for n in lens]
-        width = max(n_pages)
-        table = [c.seq.pages[:k] + [0] * (width - k) for c, k in zip(plan.chunks, n_pages, strict=True)]
-        slot_mapping = torch.tensor(self._new_slots(plan), device=dev)
-        b = len(lens)
-        if self.flex is not None:
-            return self._attn_batch(
-                slot_mapping, flex=self.flex.plan([(c.seq.pages, c.start, c.end) for c in plan.chunks])
-            )
-        if self.attention == "triton":
-            meta = DecodeMeta(
-                batch=b,
-                block_table=torch.tensor(table, dtype=torch.int32, device=dev),
-                seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev),
-            )
-            return self._attn_batch(slot_mapping, decode=meta)
-        slots = (torch.tensor(table, device=dev)[:, :, None] * ps + self._arange).view(-1)
-        lens_t = torch.tensor(lens, device=dev)
-        mask = torch.zeros(b, 1, 1, width * ps, device=dev, dtype=self.dtype)
-        mask.masked_fill_(torch.arange(width * ps, device=dev) >= lens_t[:, None, None, None], float("-inf"))
-        return self._attn_batch(slot_mapping, decode=DecodeMeta(batch=b, width=width * ps, slots=slots, mask=mask))
-
     def _append(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_ids.append(token)
         if seq.first_token_time is None:
@@ -404,11 +281,6 @@ class LLMEngine:
             self.scheduler.finish(seq, "stop")
         elif len(seq.output_ids) >= seq.max_tokens or len(seq) >= self.config.max_position:
             self.scheduler.finish(seq, "length")
-
-    def _slots(self, pages: list[int], n: int) -> torch.Tensor:
-        ps = self.page_size
-        p = torch.tensor(pages[: -(-n // ps)], dtype=torch.long, device=self.device)
-        return (p[:, None] * ps + self._arange).flatten()[:n]
 
     # -- numbers --------------------------------------------------------------------------------
     @property
