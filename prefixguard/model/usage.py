@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 
 class Usage(NamedTuple):
@@ -13,6 +14,12 @@ class Usage(NamedTuple):
     uncached: int = 0  # neither read nor written
     output: int = 0
     reported: bool = False  # False when the provider sent no cache field at all: never a miss
+
+    @classmethod
+    def of_export(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """A usage as a capture row's export shape holds it: absent or null counts are 0."""
+        counts: dict[str, Any] = {k: v or 0 for k, v in (usage or {}).items() if k in cls._fields}
+        return cls(**counts)
 
     @property
     def cache_write(self) -> int:

@@ -13,9 +13,9 @@ from typing import Any
 
 from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.names import MISSES, VerdictName
-from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.model.usage import Usage
 from prefixguard.report.human import usd
-from prefixguard.report.money import tenant
+from prefixguard.report.money import paid, tenant
 from prefixguard.utils.styled import columns, printable
 
 LABELS = ("client", "tenant", "site", "model")
@@ -40,17 +40,6 @@ def _miss_cause(row: dict[str, Any]) -> str | None:
     return verdict.removeprefix("miss_")
 
 
-def _spend(row: dict[str, Any], u: Usage) -> float:
-    c = model_contract(row.get("api") or "", row.get("model"))
-    return c.cost(
-        uncached=u.uncached,
-        cache_read=u.cache_read,
-        write_5m=u.cache_write_5m,
-        write_1h=u.cache_write_1h,
-        output=u.output,
-    )
-
-
 class _Group:
     def __init__(self, value: str) -> None:
         self.value = value
@@ -60,9 +49,7 @@ class _Group:
 
     def add(self, row: dict[str, Any]) -> None:
         self.requests += 1
-        usage = row.get("usage") or {}
-        fields: dict[str, Any] = {k: v or 0 for k, v in usage.items() if k in USAGE_FIELDS}
-        u = Usage(**fields)
+        u = Usage.of_export(row.get("usage"))
         if u.reported:
             self.prompt += u.prompt_total
             self.read += u.cache_read
@@ -71,7 +58,7 @@ class _Group:
             self.causes[cause] += 1
             self.miss_cost += row.get("cost_usd") or 0.0
         if u.prompt_total or u.output:
-            self.spend += _spend(row, u)
+            self.spend += paid(model_contract(row.get("api") or "", row.get("model")), u)
 
     def to_json(self, label: str) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from prefixguard.contracts.providers import model_contract
 from prefixguard.judge.causes import CAUSES, generic_fix
 from prefixguard.judge.verdict import VerdictName, of_row
-from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.model.usage import Usage
 from prefixguard.report.human import usd
 
 if TYPE_CHECKING:
@@ -83,8 +83,7 @@ def headline(d: Diagnosis, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _miss_cost(row: dict[str, Any]) -> float:
     """What a miss no cause explains cost (the proxy stores no cost for those): the tokens it owed and did
     not read, paid as written (or uncached) instead of read, at the row's model prices."""
-    counts: dict[str, Any] = {k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS}
-    u = Usage(**counts)
+    u = Usage.of_export(row.get("usage"))
     lost = (row.get("expected_cached") or 0) - u.cache_read
     if lost <= 0:
         return 0.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from prefixguard.contracts.providers import ModelContract, model_contract, provider_for, providers
 from prefixguard.judge.verdict import VerdictName
-from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.model.usage import Usage
 from prefixguard.report.human import DAY, HOUR
 from prefixguard.utils.stats import quantile
 
@@ -42,15 +42,15 @@ TTL_MISS = VerdictName.MISS_TTL_EXPIRED
 
 
 def _usage(row: dict[str, Any]) -> Usage:
-    counts: dict[str, Any] = {k: v or 0 for k, v in (row.get("usage") or {}).items() if k in USAGE_FIELDS}
-    return Usage(**counts)
+    return Usage.of_export(row.get("usage"))
 
 
 def _contract(row: dict[str, Any]) -> ModelContract:
     return model_contract(row.get("api") or "", row.get("model"))
 
 
-def _paid(c: ModelContract, u: Usage) -> float:
+def paid(c: ModelContract, u: Usage) -> float:
+    """What a call cost at its contract's prices, as billed: read, written and uncached apart."""
     return c.cost(
         uncached=u.uncached,
         cache_read=u.cache_read,
@@ -284,7 +284,7 @@ def money(rows: list[dict[str, Any]], parents: dict[int, dict[str, Any]]) -> dic
         if not (u.prompt_total or u.output):
             continue
         c = _contract(r)
-        p, n = _paid(c, u), _uncached(c, u)
+        p, n = paid(c, u), _uncached(c, u)
         priced += 1
         spend += p
         uncached += n
