@@ -16,7 +16,7 @@ import pytest
 
 from prefixguard.capture.store import open_store
 from prefixguard.judge.policies import Output
-from prefixguard.judge.redis_index import _decode_value, _encode_value
+from prefixguard.judge.redis_table import _decode_value, _encode_value
 from prefixguard.judge.scale import Fit, TokenScale
 from prefixguard.model import tokens
 from prefixguard.model.usage import Usage

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from prefixguard.judge.redis_index import _decode_value, _encode_value
+from prefixguard.judge.redis_table import _decode_value, _encode_value
 from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale
 from prefixguard.model.usage import Usage
 from prefixguard.replay import sources

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from xxhash import xxh3_64_digest
 
 from prefixguard.judge.index import Chains
-from prefixguard.judge.redis_index import decode_seen, encode_seen
+from prefixguard.judge.redis_seen import decode_seen, encode_seen
 from prefixguard.judge.session import Seen, Sessions
 from prefixguard.model.fingerprint import chain, common_prefix
 from prefixguard.model.prompt import Prompt

@@ -1,0 +1,95 @@
+"""The cache policies' entries and the token scale's fits in the Redis index: a Table
+(prefixguard/judge/index.py) whose values are written as short text, each key expiring after its value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from prefixguard.judge.redis_link import NO_EXPIRY_S, Link, tag
+
+
+def _encode_value(value: Any) -> bytes:
+    from prefixguard.judge.policies import Entry, Output
+    from prefixguard.judge.scale import Fit
+
+    if isinstance(value, Entry):
+        return f"e{value.ttl} {value.expires!r}".encode()
+    if isinstance(value, Output):
+        return f"o{value.at!r} {value.tokens}".encode()
+    if isinstance(value, Fit):
+        kinds = ",".join(repr(k) for k in value.kinds) or "-"  # the scale's fit by kind, and what it was fitted on
+        seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
+        return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen}".encode()
+    return b"f" + repr(float(value)).encode()
+
+
+def _decode_value(raw: bytes | None) -> Any:
+    from prefixguard.judge.policies import Entry, Output
+    from prefixguard.judge.scale import Fit
+
+    if raw is None:
+        return None
+    kind, text = raw[:1], raw[1:].decode()
+    if kind == b"e":
+        ttl, expires = text.rsplit(" ", 1)
+        return Entry(ttl=ttl, expires=float(expires))
+    if kind == b"o":
+        at, tokens = text.split(" ")
+        return Output(at=float(at), tokens=int(tokens))
+    if kind == b"s":
+        ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
+        kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()
+        seen = (
+            tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";"))
+            if len(rest) > 2 and rest[2] != "-"
+            else ()
+        )
+        return Fit(ratio=float(ratio), unseen=int(unseen), front=int(rest[0]) if rest else -1, kinds=kinds, seen=seen)
+    return float(text)
+
+
+class RedisTable:
+    """A Table (prefixguard/judge/index.py) in Redis: keys fetched at load in one MGET, puts written at save in
+    one pipeline, each expiring `margin` seconds after its value's own end."""
+
+    def __init__(self, index: Link, name: str, margin: float) -> None:
+        self.index, self.margin = index, margin if margin != float("inf") else NO_EXPIRY_S
+        self._name = index.prefix + name.encode()
+        self._now = 0.0
+        self._values: dict[Hashable, Any] = {}
+        self._pending: dict[Hashable, tuple[Any, float]] = {}
+
+    def _key(self, key: Hashable) -> bytes:
+        if isinstance(key, tuple):  # (tenant, model, fingerprint): a policy entry
+            return self._name + tag(key[0], key[1]) + key[2]
+        return self._name + b":" + str(key).encode("utf-8", "surrogatepass")
+
+    def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None:
+        self._now, self._pending = now, {}
+        wanted = list(dict.fromkeys(keys()))
+        raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
+        self._values = {k: _decode_value(v) for k, v in zip(wanted, raw, strict=True)}
+
+    def get(self, key: Hashable) -> Any:
+        if key not in self._values:  # not announced at load: asked for alone
+            self._values[key] = _decode_value(self.index.run(lambda: self.index.client.get(self._key(key))))
+        return self._values[key]
+
+    def put(self, key: Hashable, value: Any, until: float) -> None:
+        self._values[key] = value
+        self._pending[key] = (value, until)
+
+    def save(self) -> None:
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+
+        def write() -> None:
+            pipe = self.index.client.pipeline(transaction=False)
+            for key, (value, until) in pending.items():
+                left = until - self._now if until != float("inf") else NO_EXPIRY_S
+                pipe.set(self._key(key), _encode_value(value), px=max(1, int((left + self.margin) * 1000)))
+            pipe.execute()
+
+        self.index.run(write)
