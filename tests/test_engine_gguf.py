@@ -147,7 +147,8 @@ def test_replay_engine_target_counts_in_the_models_tokenizer(engine, shared_data
     and counted by SmolLM2's own template, and later calls reuse the earlier ones' prefix."""
     from prefixguard.replay import sources
     from prefixguard.replay.player import replay
-    from prefixguard.replay.targets import EngineTarget, _rendered
+    from prefixguard.replay.rendering import rendered as _rendered
+    from prefixguard.replay.targets import EngineTarget
 
     session = sources.load(shared_data / "lmcache-agent-trace" / "miniswe" /
                            "189f0222310bd8eee310f204e91b9c84.jsonl").requests[:3]
