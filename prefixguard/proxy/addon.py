@@ -21,6 +21,7 @@ analysis has not finished yet, as for answers faster than REQUEST_WAIT_S; "unkno
 could not be analysed), x-prefixguard-cause, x-prefixguard-expected-cached (the tokens it reuses, in the
 provider's tokens as far as known), x-prefixguard-reprefill-tokens (what a change makes it prefill
 again, when it does). The verdict with the reported usage goes to the console line and the store.
+The fields are written by prefixguard/proxy/headers.py; the options are declared in options.py.
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from mitmproxy import http
 
-from prefixguard.judge.verdict import VerdictName
 from prefixguard.proxy.analysis import Analyzer
 from prefixguard.proxy.ask import Asker
-from prefixguard.proxy.flow import Early, Response, packed
+from prefixguard.proxy.flow import Response, packed
 from prefixguard.proxy.frames import PRINT, REPLY, REPORT
+from prefixguard.proxy.headers import add_verdict, content_headers
+from prefixguard.proxy.options import OPTIONS, add_options
 from prefixguard.proxy.redact import api_keys, redact_text
 from prefixguard.proxy.route import Route
 from prefixguard.proxy.tap import StreamTap, is_event_stream
@@ -61,19 +63,6 @@ MAX_BACKLOG = 256 << 20  # request bytes waiting for analysis before new flows g
 # than this (every real LLM call); a flow's end: nothing waits for it.
 REQUEST_WAIT_S = 0.005
 END_WAIT_S = 0.05
-OPTIONS = (
-    "prefixguard_store",
-    "prefixguard_index",
-    "prefixguard_bodies",
-    "prefixguard_headers",
-    "prefixguard_quiet",
-    "prefixguard_policy",
-    "prefixguard_upstreams",
-    "prefixguard_diagnostics",
-    "prefixguard_otlp_endpoint",
-    "prefixguard_metrics_port",
-    "prefixguard_metrics_host",
-)
 
 
 def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixGuard, http.HTTPFlow], None]:
@@ -94,17 +83,6 @@ def _hook(fn: Callable[[PrefixGuard, http.HTTPFlow], None]) -> Callable[[PrefixG
     return guarded
 
 
-def _content_headers(fields: tuple[tuple[bytes, bytes], ...]) -> tuple[str | None, str | None]:
-    """(content-type, content-encoding) in one pass over the fields (each headers.get scans them all),
-    repeats joined as mitmproxy joins them."""
-    found: dict[bytes, str] = {}
-    for name, value in fields:
-        if len(name) in (12, 16) and (name := name.lower()) in (b"content-type", b"content-encoding"):
-            text = value.decode("utf-8", "surrogateescape")
-            found[name] = f"{found[name]}, {text}" if name in found else text
-    return found.get(b"content-type"), found.get(b"content-encoding")
-
-
 def _route(req: http.Request) -> tuple[str | None, str | None, bool, str] | None:
     """The path's route (wire.routes.Routed as a plain tuple: the analysis takes it, and routes no path
     again) of a request the analysis reads, else None. It reads a POST to a path of an API shape (or whose
@@ -116,30 +94,6 @@ def _route(req: http.Request) -> tuple[str | None, str | None, bool, str] | None
     if routed.api is not None or is_cache_creation(req.path) or files.is_upload(req.path):
         return routed.api, routed.model, routed.exact, routed.path
     return None
-
-
-def _add_verdict(headers: http.Headers, answer: tuple[Any, ...] | None | bool) -> None:
-    """The x-prefixguard-* headers for an early answer: appended to the fields in one step (each
-    headers[name] = value rewrites them all), replaced where an upstream sent its own."""
-    pairs: list[tuple[str, str]]
-    if answer is None:
-        pairs = [("x-prefixguard-verdict", VerdictName.PENDING)]
-    elif not isinstance(answer, tuple):  # False: analysed, but no LLM request it could read
-        pairs = [("x-prefixguard-verdict", VerdictName.UNKNOWN)]
-    else:
-        early = Early._make(answer)
-        pairs = [("x-prefixguard-verdict", early.verdict)]
-        if early.cause:
-            pairs.append(("x-prefixguard-cause", early.cause))
-        if early.expected_cached is not None:
-            pairs.append(("x-prefixguard-expected-cached", str(early.expected_cached)))
-        if early.reprefill_tokens:
-            pairs.append(("x-prefixguard-reprefill-tokens", str(early.reprefill_tokens)))
-    if any(name[:14].lower() == b"x-prefixguard-" for name, _ in headers.fields):
-        for name, value in pairs:
-            headers[name] = value
-    else:
-        headers.fields += tuple((name.encode(), value.encode()) for name, value in pairs)
 
 
 class PrefixGuard:
@@ -169,34 +123,7 @@ class PrefixGuard:
 
     # ---- mitmproxy lifecycle
     def load(self, loader: Any) -> None:
-        loader.add_option(
-            "prefixguard_store", str, "", "Capture store: SQLite file or postgresql:// URL (empty: none)."
-        )
-        loader.add_option(
-            "prefixguard_index", str, "", "Shared session index of a fleet: redis:// URL (empty: in process)."
-        )
-        loader.add_option("prefixguard_bodies", bool, True, "Store redacted request bodies (else fingerprints only).")
-        loader.add_option("prefixguard_headers", bool, True, "Add x-prefixguard-* response headers.")
-        loader.add_option("prefixguard_quiet", bool, False, "No console line per request.")
-        loader.add_option("prefixguard_policy", str, "", "Cache policy: radix, anthropic, openai (empty: by provider).")
-        loader.add_option(
-            "prefixguard_upstreams",
-            Sequence[str],
-            [],
-            "Reverse-proxy routes PREFIX=URL (a URL alone: every other path).",
-        )
-        loader.add_option(
-            "prefixguard_diagnostics",
-            bool,
-            False,
-            "Ask the provider for its cache diagnosis against the tenant's previous response: "
-            "adds one member to Messages / Responses request bodies (off: every byte passes).",
-        )
-        loader.add_option(
-            "prefixguard_otlp_endpoint", str, "", "OTLP/HTTP collector for one span per call (empty: none)."
-        )
-        loader.add_option("prefixguard_metrics_port", int, 0, "Port of the Prometheus /metrics (0: none).")
-        loader.add_option("prefixguard_metrics_host", str, "127.0.0.1", "Address of the Prometheus /metrics.")
+        add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
@@ -324,7 +251,7 @@ class PrefixGuard:
         seq, resp = flow.metadata[META]
         resp.headers_at = time.monotonic()
         resp.status = flow.response.status_code
-        content_type, resp.encoding = _content_headers(flow.response.headers.fields)
+        content_type, resp.encoding = content_headers(flow.response.headers.fields)
         if is_event_stream(content_type):
             tap = StreamTap()
             resp.chunks = tap.chunks
@@ -337,7 +264,7 @@ class PrefixGuard:
                 flow.metadata[BODY] = tap
         if self.headers:
             worker = self._worker
-            _add_verdict(flow.response.headers, worker.answers().pop(seq, None) if worker else None)
+            add_verdict(flow.response.headers, worker.answers().pop(seq, None) if worker else None)
 
     @_hook
     def response(self, flow: http.HTTPFlow) -> None:
