@@ -1,5 +1,5 @@
-"""The transparent proxy: a mitmproxy addon (addon.py, its options in options.py, the verdict headers it
-adds when asked in headers.py) that never delays or fails a flow, nor alters one unless asked to (ask.py:
+"""The transparent proxy: a mitmproxy addon (addon.py, its options in options.py, the header fields it reads and the
+x-prefixguard-* fields it adds in headers.py) that never delays or fails a flow, nor alters one unless asked to (ask.py:
 the provider's own diagnosis, opt-in), its SSE tap (tap.py), trailers passed as
 they are (trailers.py), content encodings undone for the analysis (encoding.py), and routing (route.py).
 The per-request analysis (analysis.py, on what flow.py describes) runs in a process of its own
