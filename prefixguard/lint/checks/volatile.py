@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prefixguard.lint.checkbase import check, quote
+from prefixguard.lint.checks.base import check, quote
 from prefixguard.lint.context import Context, Volatile
 from prefixguard.lint.finding import Hit
 

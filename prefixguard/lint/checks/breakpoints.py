@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prefixguard.lint.checkbase import check, model_unknown, quote
+from prefixguard.lint.checks.base import check, model_unknown, quote
 from prefixguard.lint.context import Breakpoint, Context, block_text
 from prefixguard.lint.finding import Hit
 from prefixguard.model.prompt import MARKER_KEYS

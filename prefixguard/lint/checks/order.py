@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
-from prefixguard.lint.checkbase import check, quote
+from prefixguard.lint.checks.base import check, quote
 from prefixguard.lint.context import Context
 from prefixguard.lint.finding import Hit
 from prefixguard.wire.fields import ARGUMENT_KEYS

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefixguard.lint import catalog
-from prefixguard.lint.checkbase import check, model_unknown
+from prefixguard.lint.checks.base import check, model_unknown
 from prefixguard.lint.context import Context
 from prefixguard.lint.finding import Hit
 from prefixguard.model.breakpoints import breakpoints as policy_breakpoints

@@ -10,16 +10,16 @@ for every request: rules/volatile.toml `varies`) or, in sequence mode, when it c
 request of the same session (`Context.earlier`). A block byte-identical to the earlier request's is never
 called volatile, and constants inside tool definitions never are.
 
-The rules live by family: checkvolatile.py (volatile content), checkorder.py (order and serialization),
-checkbreakpoints.py (the breakpoints themselves), checklimits.py (the provider's limits); checkbase.py
-holds the registry they fill as they are imported.
+The rules live by family: volatile.py (volatile content), order.py (order and serialization),
+breakpoints.py (the breakpoints themselves), limits.py (the provider's limits); base.py holds the
+registry they fill as they are imported.
 """
 
 from __future__ import annotations
 
 # imported for their @check registrations
-from prefixguard.lint import checkbreakpoints, checklimits, checkorder, checkvolatile  # noqa: F401
-from prefixguard.lint.checkbase import CHECKS
+from prefixguard.lint.checks import breakpoints, limits, order, volatile  # noqa: F401
+from prefixguard.lint.checks.base import CHECKS
 
 __all__ = ["CHECKS", "VALIDITY"]
 
