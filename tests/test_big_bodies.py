@@ -333,3 +333,25 @@ def test_a_body_read_like_another_is_the_body_read_alone(shared_data: Path) -> N
     assert not _same_header({"role": "user", "n": 1}, {"role": "user", "n": 1.0})
     assert not _same_header({"role": "user", "name": "x"}, {"name": "x", "role": "user"})
     assert not _same_header(None, {"role": "user"}) and not _same_header({"role": "user"}, {"role": "tool"})
+
+
+def test_the_reader_takes_a_known_string_only_where_the_characters_are_the_same() -> None:
+    """jsonspan.parse(known=...): a plain message's content is the known string at the same start when it
+    has the same characters (no copy is kept), and its own string wherever anything differs."""
+    text = json.dumps({"messages": [{"role": "user", "content": c} for c in ("abc", "xyz", "q")]})
+    starts = [m.start() for m in re.finditer(r'"(abc|xyz|q)"', text)]
+    same, other, longer = "".join(["ab", "c"]), "xyw", "qq"   # made at run time: not the literals' own objects
+    spec = {"messages": {"[]": {"content": {"[]": None}}}}
+    known = [(0, "skipped"), (starts[0], same), (starts[1], other), (starts[2], longer)]
+    root = jsonspan.parse(text, spec, iter(known))
+    values = root.get("messages").value  # type: ignore[union-attr]
+    assert [m["content"] for m in values] == ["abc", "xyz", "q"]
+    assert values[0]["content"] is same and values[1]["content"] is not other and values[2]["content"] is not longer
+    assert jsonspan.parse(text, spec).value == root.value == json.loads(text)
+    # read like a body for another model (its parts are not taken), B's parts still hold A's strings
+    a = parse_request(tiny_messages(50, "the end"), count_tokens=False)
+    other_model = tiny_messages(50, "the end").replace(b"claude-sonnet-4-5", b"claude-sonnet-4-0")
+    b = parse_request(other_model, count_tokens=False, like=a)
+    assert not any(x is y for x, y in zip(a.segments, b.segments, strict=True))
+    assert all(x.value is y.value for x, y in zip(a.segments, b.segments, strict=True))
+    assert view(b) == view(parse_request(other_model, count_tokens=False))

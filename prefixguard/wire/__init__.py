@@ -12,7 +12,7 @@ import binascii
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prefixguard.model.diagnosis import Diagnosis
@@ -83,7 +83,7 @@ def _parse_request(
         text = _decode(body, max_bytes)
         _check_parts(text)
         try:
-            root = jsonspan.parse(text, _spans(text))
+            root = jsonspan.parse(text, _spans(text), _strings_of(like))
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
         except ValueError as err:  # an integer of more than 4,300 digits
@@ -112,6 +112,14 @@ def _parse_request(
     prompt.chain = out.chain_for(prompt.segments)
     prompt.counts_only = counts_only(api, root.value, routed)
     return prompt
+
+
+def _strings_of(like: Prompt | None) -> Iterator[tuple[int, str]] | None:
+    """(start, text) of the string parts of `like` past its tools, in their order: what the reader may
+    take for a plain message's content at the same start (jsonspan.parse checks the characters)."""
+    if like is None:
+        return None
+    return ((s.start, s.value) for s in like.segments if type(s.value) is str and s.level != "tools")
 
 
 def _check_parts(text: str) -> None:

@@ -155,10 +155,14 @@ class Elements(Sequence[Any]):
             yield node
 
 
-def parse(text: str, spec: Spec | None) -> Node:
-    """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input."""
+def parse(text: str, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
+    """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input.
+
+    known: (start, string) of strings decoded before from another body (a diff's first), by start: a
+    plain message's content equal to the one at the same start is that string, not a copy (a body that
+    differs from the other only at its end then holds one content string per message, not two)."""
     try:
-        node = _value(text, _ws.match(text).end(), spec)  # type: ignore[union-attr]  # _WS matches anywhere
+        node = _value(text, _ws.match(text).end(), spec, known)  # type: ignore[union-attr]  # _WS matches anywhere
     except StopIteration as err:
         raise json.JSONDecodeError("Expecting value", text, err.value) from None
     tail = _ws.match(text, node.end).end()  # type: ignore[union-attr]
@@ -167,18 +171,18 @@ def parse(text: str, spec: Spec | None) -> Node:
     return node
 
 
-def _value(text: str, idx: int, spec: Spec | None) -> Node:
+def _value(text: str, idx: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
     if spec is not None:
         char = text[idx : idx + 1]
         if char == "{":
-            return _object(text, idx, spec)
+            return _object(text, idx, spec, known)
         if char == "[" and "[]" in spec:
-            return _array(text, idx, spec["[]"])
+            return _array(text, idx, spec["[]"], known)
     value, end = _scan(text, idx)
     return Node(value, idx, end)
 
 
-def _object(text: str, start: int, spec: Spec) -> Node:
+def _object(text: str, start: int, spec: Spec, known: Iterator[tuple[int, str]] | None = None) -> Node:
     value: dict[str, Any] = {}
     kids: dict[str, Node] = {}
     found = _object_open.match(text, start)
@@ -191,7 +195,7 @@ def _object(text: str, start: int, spec: Spec) -> Node:
         else:
             key, idx = found[1], found.end()
         if key in spec:
-            node = kids[key] = _value(text, idx, spec[key])
+            node = kids[key] = _value(text, idx, spec[key], known)
             value[key], end = node.value, node.end
         else:
             value[key], end = _scan(text, idx)
@@ -214,11 +218,11 @@ def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
     return key, colon.end()
 
 
-def _array(text: str, start: int, spec: Spec | None) -> Node:
+def _array(text: str, start: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
     found = _array_open.match(text, start)
     closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
     if spec is not None and "content" in spec and "role" not in spec:  # elements may be plain messages
-        return _messages(text, start, spec, closed, idx)
+        return _messages(text, start, spec, closed, idx, known)
     value: list[Any] = []
     kids: list[Node] = []
     while not closed:
@@ -237,21 +241,34 @@ def _array(text: str, start: int, spec: Spec | None) -> Node:
     return Node(value, start, idx, kids)
 
 
-def _messages(text: str, start: int, spec: Spec, closed: bool, idx: int) -> Node:
+def _messages(
+    text: str, start: int, spec: Spec, closed: bool, idx: int, known: Iterator[tuple[int, str]] | None
+) -> Node:
     """_array's loop for an array whose elements may be plain messages: their nodes left to Elements."""
     value: list[Any] = []
     kids = Elements(value, len(text))
     spans, nodes = kids.spans, kids.nodes
     roles: dict[str, str] = {}  # one string per role, not one per message
+    # the next known string at or after this array's start (none known: past the end of the text)
+    none = (len(text), "")
+    at, was = next(known, none) if known is not None else none
     while not closed:
         message = _plain_message.match(text, idx)
         if message is not None:  # the message and the delimiter after it
-            role, content = message.group(2, 4)
+            role = message[2]
+            quote, close = message.span(3)
+            while at < quote:
+                at, was = next(known, none)  # type: ignore[arg-type]  # `at` is past the text when known is None
+            # equal when the other string stands at the same start, has the same length and the same characters
+            if at == quote and len(was) == close - quote - 2 and text.startswith(was, quote + 1):
+                content = was
+            else:
+                content = message[4]
             value.append({"role": roles.setdefault(role, role), "content": content})
-            spans.extend((idx, message.end(1), message.start(3)))
+            spans.extend((idx, message.end(1), quote))
             closed, idx = message[5] is not None, message.end()
             continue
-        node = nodes[len(value)] = _value(text, idx, spec)
+        node = nodes[len(value)] = _value(text, idx, spec, known)
         value.append(node.value)
         spans.extend((-1, -1, -1))
         found = _array_next.match(text, node.end)
