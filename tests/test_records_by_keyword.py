@@ -2,9 +2,7 @@
 engine/) is never called with positional arguments, so that a field added, removed or moved cannot
 shift the values into the wrong fields unseen. Read from the source (ast): a call is matched to the
 class by the calling module's own definitions and its imports (`from m import Name`, re-exports
-followed, and `module.Name` of an imported module).
-
-Not checked yet: prefixguard/lint/code/ (its owner is rewriting it; its calls are positional still)."""
+followed, and `module.Name` of an imported module)."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +10,6 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_YET = ("prefixguard/lint/code/",)
 
 
 def _module(path: Path) -> str:
@@ -91,8 +88,7 @@ def _positional_record_calls(module: str, tree: ast.Module) -> list[str]:
 
 
 def test_records_are_built_by_keyword() -> None:
-    checked = [m for m, p in FILES.items() if not str(p.relative_to(ROOT)).startswith(NOT_YET)]
-    found = [line for m in checked for line in _positional_record_calls(m, _tree(m))]
+    found = [line for m in FILES for line in _positional_record_calls(m, _tree(m))]
     assert not found, "build these records by keyword:\n" + "\n".join(found)
 
 

@@ -62,14 +62,14 @@ def judge(findings: Iterable[Finding], recorder: Recorder) -> list[Confirmation]
         ]
         if seen:
             i, message = seen[0]
-            out.append(Confirmation(f, CONFIRMED, f"request {i + 1}: {message}"))
+            out.append(Confirmation(finding=f, status=CONFIRMED, evidence=f"request {i + 1}: {message}"))
         else:
             why = (
                 f"{f.data.get('predicts')} did not fire on {len(recorder.requests)} recorded requests"
                 if recorder.requests
                 else "no request was recorded"
             )
-            out.append(Confirmation(f, NOT_REPRODUCED, why))
+            out.append(Confirmation(finding=f, status=NOT_REPRODUCED, evidence=why))
     return out
 
 

@@ -75,8 +75,8 @@ def _sorted(node: ast.AST, text: str, starts: list[int]) -> list[Edit]:
     written = text[start:end]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "values":
         receiver = text.__getitem__(slice(*span(node.func.value, text, starts)))
-        return [Edit(start, end, f"dict(sorted({receiver}.items())).values()")]
-    return [Edit(start, end, f"sorted({written})")]
+        return [Edit(start=start, end=end, text=f"dict(sorted({receiver}.items())).values()")]
+    return [Edit(start=start, end=end, text=f"sorted({written})")]
 
 
 def _sort_keys(call: ast.Call, text: str, starts: list[int]) -> list[Edit]:
@@ -87,7 +87,7 @@ def _sort_keys(call: ast.Call, text: str, starts: list[int]) -> list[Edit]:
     before = text[start:close].rstrip()
     separator = " " if before.endswith(",") else ", "
     at = start + len(before)
-    return [Edit(at, close, f"{separator}sort_keys=True")]
+    return [Edit(start=at, end=close, text=f"{separator}sort_keys=True")]
 
 
 def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
@@ -127,7 +127,10 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     if new_latest is None:
         return []
     l_start, l_end = span(latest, text, starts)
-    return [Edit(s_start, s_end, f"{prefix}{quote}{head}{quote}"), Edit(l_start, l_end, new_latest)]
+    return [
+        Edit(start=s_start, end=s_end, text=f"{prefix}{quote}{head}{quote}"),
+        Edit(start=l_start, end=l_end, text=new_latest),
+    ]
 
 
 def _prepend(latest: ast.expr, moved: str, quote: str, text: str, starts: list[int]) -> str | None:

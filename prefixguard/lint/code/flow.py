@@ -49,7 +49,7 @@ class Scope(Expressions):
         elif isinstance(s, ast.AnnAssign) and s.value is not None:
             value = self.expr(s.value)
             if isinstance(s.target, ast.Name) and src.SET_ANNOTATIONS.match(ast.unparse(s.annotation)):
-                value |= {Taint(src.SET_VALUE, s.target.id, s.target)}
+                value |= {Taint(kind=src.SET_VALUE, label=s.target.id, node=s.target)}
             self.bind(s.target, value, s.value)
         elif isinstance(s, ast.AugAssign):
             if isinstance(s.target, ast.Name):
@@ -109,7 +109,9 @@ class Scope(Expressions):
             return
         qualified = self.m.qualified(func)
         if qualified in ("random.shuffle", "random.Random.shuffle") and e.args and isinstance(e.args[0], ast.Name):
-            self.env[e.args[0].id] = self.env.get(e.args[0].id, EMPTY) | {Taint(src.RANDOM, "random.shuffle()", e)}
+            self.env[e.args[0].id] = self.env.get(e.args[0].id, EMPTY) | {
+                Taint(kind=src.RANDOM, label="random.shuffle()", node=e)
+            }
             return
         self.expr(e)
 

@@ -42,11 +42,11 @@ class Expressions:
     def _params(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         a = fn.args
         for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
-            taints = {Taint(src.PARAM, arg.arg, arg)}
+            taints = {Taint(kind=src.PARAM, label=arg.arg, node=arg)}
             if src.request_id_name(arg.arg):
-                taints.add(Taint(src.REQUEST_ID, f"the parameter {arg.arg}", arg))
+                taints.add(Taint(kind=src.REQUEST_ID, label=f"the parameter {arg.arg}", node=arg))
             if arg.annotation is not None and src.SET_ANNOTATIONS.match(ast.unparse(arg.annotation)):
-                taints.add(Taint(src.SET_VALUE, arg.arg, arg))
+                taints.add(Taint(kind=src.SET_VALUE, label=arg.arg, node=arg))
             taints |= self.bound.get(arg.arg, EMPTY)
             self.env[arg.arg] = frozenset(taints)
 
@@ -94,25 +94,25 @@ class Expressions:
         if isinstance(e, ast.BinOp):
             left, right = self.expr(e.left), self.expr(e.right)
             if isinstance(e.op, (ast.BitOr, ast.Sub, ast.BitAnd, ast.BitXor)) and kinds(left | right) & {src.SET_VALUE}:
-                return (left | right) - markers(left | right) | {Taint(src.SET_VALUE, "a set", e)}
+                return (left | right) - markers(left | right) | {Taint(kind=src.SET_VALUE, label="a set", node=e)}
             if isinstance(e.op, ast.Mod):
                 right = as_text(right, e.right)
             return (left | right) - markers(left | right)
         if isinstance(e, ast.Attribute):
             if src.request_id_attribute(e):
-                return frozenset({Taint(src.REQUEST_ID, ast.unparse(e), e)})
+                return frozenset({Taint(kind=src.REQUEST_ID, label=ast.unparse(e), node=e)})
             return self.expr(e.value) - markers(self.expr(e.value))
         if isinstance(e, ast.Subscript):
             if src.env_subscript(self.m.qualified(e.value), e.slice):
-                return frozenset({Taint(src.ENV, written(e, ast.unparse(e)), e)})
+                return frozenset({Taint(kind=src.ENV, label=written(e, ast.unparse(e)), node=e)})
             base = self.expr(e.value)
             index = frozenset(t for t in self.expr(e.slice) if t.kind in src.PICKS)  # PERSONAS[random index]
             return (base - markers(base)) | index
         if isinstance(e, (ast.Set, ast.SetComp)):
             inner = self._collection(e)
-            return inner | {Taint(src.SET_VALUE, "a set", e)}
+            return inner | {Taint(kind=src.SET_VALUE, label="a set", node=e)}
         if isinstance(e, (ast.Dict, ast.DictComp)):
-            return self._collection(e) | {Taint(src.DICT_VALUE, "a dict", e)}
+            return self._collection(e) | {Taint(kind=src.DICT_VALUE, label="a dict", node=e)}
         if isinstance(e, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
             return self._collection(e)
         if isinstance(e, ast.IfExp):
@@ -131,7 +131,7 @@ class Expressions:
         if e.id in self.m.aliases or e.id in self.m.functions:  # an imported or defined name, not a value
             return EMPTY
         if src.request_id_name(e.id):
-            return frozenset({Taint(src.REQUEST_ID, e.id, e)})
+            return frozenset({Taint(kind=src.REQUEST_ID, label=e.id, node=e)})
         return EMPTY
 
     def _collection(self, e: ast.expr) -> Taints:
@@ -170,7 +170,7 @@ class Expressions:
         qualified = self.m.qualified(e.func)
         kind = src.call_kind(qualified, e)
         if kind is not None:
-            return frozenset({Taint(kind, written(e, ast.unparse(e.func) + "()"), e)})
+            return frozenset({Taint(kind=kind, label=written(e, ast.unparse(e.func) + "()"), node=e)})
         args = [*e.args, *(k.value for k in e.keywords)]
         inner: Taints
         if qualified in ("json.loads", "JSON.parse"):  # parsed back into data: the text's key order is gone
@@ -188,7 +188,7 @@ class Expressions:
                 if qualified == "JSON.stringify"
                 else "json.dumps() without sort_keys"
             )
-            return inner | {Taint(src.JSON_UNSORTED, what, e)}
+            return inner | {Taint(kind=src.JSON_UNSORTED, label=what, node=e)}
         short = qualified.rsplit(".", 1)[-1]
         if qualified in ("sorted", "len", "min", "max", "sum", "any", "all", "bool", "isinstance", "hash"):
             inner = EMPTY
@@ -198,9 +198,9 @@ class Expressions:
             return EMPTY if qualified != "sorted" else frozenset(t for t in inner if t.kind not in src.ORDER)
         if qualified in ("set", "frozenset"):
             inner = self.expr(e.args[0]) if e.args else EMPTY
-            return (inner - markers(inner)) | {Taint(src.SET_VALUE, "a set", e)}
+            return (inner - markers(inner)) | {Taint(kind=src.SET_VALUE, label="a set", node=e)}
         if qualified in ("dict",) and not e.args:
-            return self._collection(ast.Dict(keys=[], values=[])) | {Taint(src.DICT_VALUE, "a dict", e)}
+            return self._collection(ast.Dict(keys=[], values=[])) | {Taint(kind=src.DICT_VALUE, label="a dict", node=e)}
         if qualified in ("list", "tuple", "str", "repr", "enumerate", "reversed", "iter") and e.args:
             element, order = (
                 self.iterate(e.args[0]) if qualified != "str" and qualified != "repr" else (self.expr(e.args[0]), EMPTY)
@@ -281,7 +281,7 @@ class Expressions:
             if t.kind == src.PARAM:
                 out |= bound.get(t.label, EMPTY)
             elif owner is not self.m:  # written in another file: the finding is placed at this call
-                out.add(Taint(t.kind, f"{t.label} via {fn.name}()", e))
+                out.add(Taint(kind=t.kind, label=f"{t.label} via {fn.name}()", node=e))
             else:
                 out.add(t)
         return frozenset(out)

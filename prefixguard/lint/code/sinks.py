@@ -35,19 +35,19 @@ def find(call: ast.Call, qualified: str) -> Sink | None:
     """The sink a call is, by the function's dotted name (import aliases resolved)."""
     name = qualified
     if name.endswith(("messages.create", "messages.stream")) and "chat." not in name:
-        return Sink("anthropic", "Anthropic messages." + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="anthropic", api="Anthropic messages." + name.rsplit(".", 1)[-1], call=call)
     if name.endswith(("chat.completions.create", "chat.completions.parse", "chat.completions.stream")):
-        return Sink("openai", "OpenAI chat.completions." + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="openai", api="OpenAI chat.completions." + name.rsplit(".", 1)[-1], call=call)
     if name.endswith(("responses.create", "responses.parse", "responses.stream")):
-        return Sink("openai", "OpenAI responses." + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="openai", api="OpenAI responses." + name.rsplit(".", 1)[-1], call=call)
     if name.endswith((".converse", ".converse_stream")):
-        return Sink("bedrock", "Bedrock " + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="bedrock", api="Bedrock " + name.rsplit(".", 1)[-1], call=call)
     if name.endswith(("generate_content", "generate_content_stream")):
-        return Sink("gemini", "Gemini " + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="gemini", api="Gemini " + name.rsplit(".", 1)[-1], call=call)
     if name.endswith(("litellm.completion", "litellm.acompletion")):  # also a lazy wrapper: aider.llm.litellm
-        return Sink("litellm", "litellm." + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="litellm", api="litellm." + name.rsplit(".", 1)[-1], call=call)
     if name.startswith("ai.") and name.endswith(_AI_SDK):
-        return Sink("ai-sdk", "AI SDK " + name.rsplit(".", 1)[-1], call)
+        return Sink(provider="ai-sdk", api="AI SDK " + name.rsplit(".", 1)[-1], call=call)
     if name.startswith("langchain") and name.endswith(
         (
             ".SystemMessage",
@@ -56,7 +56,7 @@ def find(call: ast.Call, qualified: str) -> Sink | None:
             ".ChatPromptTemplate",
         )
     ):
-        return Sink("langchain", "LangChain " + name.split(".", 1)[1].split(".", 1)[-1], call)
+        return Sink(provider="langchain", api="LangChain " + name.split(".", 1)[1].split(".", 1)[-1], call=call)
     return None
 
 
@@ -67,7 +67,11 @@ def regions(sink: Sink, resolve: Resolve) -> list[Region]:
     if sink.provider == "langchain":
         if call.func and _last_name(call.func) == "SystemMessage":
             text = kw.get("content", call.args[0] if call.args else None)
-            return [Region("system message", text, False, True, False)] if text is not None else []
+            return (
+                [Region(label="system message", node=text, tools=False, cached=True, breakpoint=False)]
+                if text is not None
+                else []
+            )
         listing = kw.get("messages", call.args[0] if call.args else None)
         return _messages(resolve(listing), resolve, template=True) if listing is not None else []
     if sink.provider == "gemini":
@@ -75,7 +79,7 @@ def regions(sink: Sink, resolve: Resolve) -> list[Region]:
         if config is not None:
             parts = _config_fields(resolve(config))
             if "tools" in parts:
-                out.append(Region("tools", parts["tools"], True, True, False))
+                out.append(Region(label="tools", node=parts["tools"], tools=True, cached=True, breakpoint=False))
             if "system_instruction" in parts:
                 out += _system(resolve(parts["system_instruction"]), resolve, "system instruction")
         if "contents" in kw:
@@ -86,13 +90,21 @@ def regions(sink: Sink, resolve: Resolve) -> list[Region]:
         if isinstance(tool_config, ast.Dict):
             tools = _dict_get(tool_config, "tools")
             if tools is not None:
-                out.append(Region("tools", tools, True, True, False))
+                out.append(Region(label="tools", node=tools, tools=True, cached=True, breakpoint=False))
     elif "tools" in kw:
-        out.append(Region("tools", kw["tools"], True, True, _has_breakpoint(resolve(kw["tools"]), resolve)))
+        out.append(
+            Region(
+                label="tools",
+                node=kw["tools"],
+                tools=True,
+                cached=True,
+                breakpoint=_has_breakpoint(resolve(kw["tools"]), resolve),
+            )
+        )
     if "system" in kw:
         out += _system(resolve(kw["system"]), resolve, "system prompt")
     if "instructions" in kw:
-        out.append(Region("instructions", kw["instructions"], False, True, False))
+        out.append(Region(label="instructions", node=kw["instructions"], tools=False, cached=True, breakpoint=False))
     listing = kw.get("messages", kw.get("input"))
     if listing is not None:
         out += _messages(resolve(listing), resolve)
@@ -126,19 +138,19 @@ def automatic(sink: Sink, resolve: Resolve) -> bool:
 
 def _system(node: ast.expr, resolve: Resolve, label: str) -> list[Region]:
     if not isinstance(node, ast.List):
-        return [Region(label, node, False, True, False)]
+        return [Region(label=label, node=node, tools=False, cached=True, breakpoint=False)]
     out = []
     for i, item in enumerate(node.elts):
         block = resolve(item)
         text = _dict_get(block, "text") if isinstance(block, ast.Dict) else None
         out.append(
             Region(
-                f"{label} block {i + 1}" if len(node.elts) > 1 else label,
-                text if text is not None else item,
-                False,
-                True,
-                _has_breakpoint(block, resolve),
-                block if isinstance(block, ast.Dict) else None,
+                label=f"{label} block {i + 1}" if len(node.elts) > 1 else label,
+                node=text if text is not None else item,
+                tools=False,
+                cached=True,
+                breakpoint=_has_breakpoint(block, resolve),
+                block=block if isinstance(block, ast.Dict) else None,
             )
         )
     return out
@@ -159,10 +171,12 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
         if template and isinstance(message, (ast.Tuple, ast.List)) and len(message.elts) == 2:
             kind = message.elts[0]  # ("system", text); a JavaScript template writes ["system", text]
             cached = cached or (isinstance(kind, ast.Constant) and kind.value == "system")
-            out.append(Region(_role_label(kind, i), message.elts[1], False, cached, False))
+            out.append(
+                Region(label=_role_label(kind, i), node=message.elts[1], tools=False, cached=cached, breakpoint=False)
+            )
             continue
         if not isinstance(message, ast.Dict):
-            out.append(Region(f"message {i + 1}", item, False, cached, False))
+            out.append(Region(label=f"message {i + 1}", node=item, tools=False, cached=cached, breakpoint=False))
             continue
         role = _dict_get(message, "role")
         content = _dict_get(message, "content")
@@ -179,16 +193,25 @@ def _messages(node: ast.expr, resolve: Resolve, template: bool = False) -> list[
                 holder = block_dict if isinstance(block_dict, ast.Dict) else None
                 out.append(
                     Region(
-                        label,
-                        text if text is not None else block,
-                        False,
-                        cached,
-                        _has_breakpoint(block_dict, resolve),
-                        holder,
+                        label=label,
+                        node=text if text is not None else block,
+                        tools=False,
+                        cached=cached,
+                        breakpoint=_has_breakpoint(block_dict, resolve),
+                        block=holder,
                     )
                 )
         else:
-            out.append(Region(label, content, False, cached, _has_breakpoint(message, resolve), message))
+            out.append(
+                Region(
+                    label=label,
+                    node=content,
+                    tools=False,
+                    cached=cached,
+                    breakpoint=_has_breakpoint(message, resolve),
+                    block=message,
+                )
+            )
     return out
 
 

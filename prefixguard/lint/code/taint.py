@@ -39,7 +39,7 @@ def kinds(t: Taints) -> set[str]:
 def as_text(t: Taints, node: ast.expr | ast.Call) -> Taints:
     """A value written as text: a set's items come out in its iteration order."""
     if any(x.kind == src.SET_VALUE for x in t):
-        return (t - markers(t)) | {Taint(src.SET_ORDER, "iteration over a set", node)}
+        return (t - markers(t)) | {Taint(kind=src.SET_ORDER, label="iteration over a set", node=node)}
     return t - {x for x in t if x.kind in (src.SET_VALUE, src.DICT_VALUE)}
 
 
@@ -49,7 +49,7 @@ def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr], registries: fr
     time, in the order they happen to be called). Any other dict holds its keys in the order the code
     inserted them, which is the same on every request."""
     if any(x.kind == src.SET_VALUE for x in taint):
-        return frozenset({Taint(src.SET_ORDER, "iteration over a set", it)})
+        return frozenset({Taint(kind=src.SET_ORDER, label="iteration over a set", node=it)})
     if (
         isinstance(it, ast.Call)
         and isinstance(it.func, ast.Attribute)
@@ -62,13 +62,15 @@ def order(it: ast.expr, taint: Taints, defs: dict[str, ast.expr], registries: fr
                 break
             receiver = defs[receiver.id]
         if registry_name(receiver) in registries:
-            return frozenset({Taint(src.DICT_ORDER, "iteration over " + written(it, f".{it.func.attr}()"), it)})
+            return frozenset(
+                {Taint(kind=src.DICT_ORDER, label="iteration over " + written(it, f".{it.func.attr}()"), node=it)}
+            )
     return EMPTY
 
 
 def to_day(t: Taints) -> Taints:
     """Clock values written to the day only."""
-    return frozenset(Taint(src.DATE, x.label, x.node) if x.kind == src.CLOCK else x for x in t)
+    return frozenset(Taint(kind=src.DATE, label=x.label, node=x.node) if x.kind == src.CLOCK else x for x in t)
 
 
 def registry_name(node: ast.expr) -> str:

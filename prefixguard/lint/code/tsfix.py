@@ -28,13 +28,13 @@ def ts_edits(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     start, end = span(hit.node, text, starts)
     written = text[start:end]
     if written.startswith("Object.keys("):
-        return [Edit(end, end, ".sort()")]
+        return [Edit(start=end, end=end, text=".sort()")]
     if written.startswith("Object.entries("):
-        return [Edit(end, end, _BY_KEY)]
+        return [Edit(start=end, end=end, text=_BY_KEY)]
     if written.startswith("Object.values("):
         inner = written.removeprefix("Object.values")
-        return [Edit(start, end, f"Object.entries{inner}{_BY_KEY}.map(([, v]) => v)")]
-    return [Edit(start, end, f"[...{written}].sort()")]
+        return [Edit(start=start, end=end, text=f"Object.entries{inner}{_BY_KEY}.map(([, v]) => v)")]
+    return [Edit(start=start, end=end, text=f"[...{written}].sort()")]
 
 
 def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
@@ -75,7 +75,7 @@ def _move_trailing(hit: CodeHit, text: str, starts: list[int]) -> list[Edit]:
     else:
         new_system = f"`{head}`"
     l_start, l_end = span(latest, text, starts)
-    return [Edit(s_start, s_end, new_system), Edit(l_start, l_end, new_latest)]
+    return [Edit(start=s_start, end=s_end, text=new_system), Edit(start=l_start, end=l_end, text=new_latest)]
 
 
 def _prepend(latest: ast.expr, moved: str, text: str, starts: list[int]) -> str | None:
