@@ -1,4 +1,4 @@
-"""Hash chain over a prompt's segments, and a longest-prefix index over chains.
+"""Hash chain over a prompt's segments (the longest-prefix index over chains is judge/index.Chains).
 
 chain[i] = xxh3_128(chain[i-1] + key of segment i), so equal chain[i] means equal segments 0..i: "how
 much of this prefix was seen before" becomes a longest-match lookup, found by binary search.
@@ -9,9 +9,7 @@ so 128 non-cryptographic bits are plenty.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from xxhash import xxh3_128_digest
 
@@ -51,40 +49,3 @@ def prefix_length(n: int, holds: Callable[[int], bool]) -> int:
 def common_prefix(a: list[bytes], b: list[bytes]) -> int:
     """Number of leading segments two chains share (chain[i] implies chain[:i])."""
     return prefix_length(min(len(a), len(b)), lambda k: a[k - 1] == b[k - 1])
-
-
-class PrefixIndex:
-    """Longest-prefix match over the chains added so far, bounded to the max_chains latest added.
-
-    Every prefix fingerprint maps to the latest chain that has it, so a lookup is a binary search of
-    dict probes. The oldest chain goes first; a fingerprint it still owns is held by no younger chain,
-    so dropping it is exact. (A proxy adds every request it sees, so live sessions stay young.)
-    """
-
-    def __init__(self, max_chains: int = 10_000) -> None:
-        self.max_chains = max_chains
-        self._chains: OrderedDict[int, tuple[list[bytes], Any]] = OrderedDict()
-        self._owner: dict[bytes, int] = {}  # fingerprint -> id of the latest chain holding it
-        self._next_id = 0
-
-    def __len__(self) -> int:
-        return len(self._chains)
-
-    def add(self, chain: list[bytes], item: Any) -> None:
-        cid = self._next_id
-        self._next_id += 1
-        self._chains[cid] = (chain, item)
-        for fp in chain:
-            self._owner[fp] = cid
-        while len(self._chains) > self.max_chains:
-            old_id, (old_chain, _) = self._chains.popitem(last=False)
-            for fp in old_chain:
-                if self._owner.get(fp) == old_id:
-                    del self._owner[fp]
-
-    def longest(self, chain: list[bytes]) -> tuple[int, Any | None]:
-        """(leading segments shared with the best earlier chain, that chain's item); most recent on ties."""
-        lo = prefix_length(len(chain), lambda k: chain[k - 1] in self._owner)
-        if lo == 0:
-            return 0, None
-        return lo, self._chains[self._owner[chain[lo - 1]]][1]
