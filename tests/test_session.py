@@ -13,7 +13,7 @@ from prefixguard.capture.store import open_store
 from prefixguard.cli import main
 from prefixguard.judge.session import Sessions
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-from prefixguard.report.causes import by_cause as _causes
+from prefixguard.report.breaks import by_cause as _causes
 from prefixguard.wire import parse_request
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "requests" / "anthropic"

@@ -15,8 +15,8 @@ from typing import Any
 
 from prefixguard.contracts.providers import model_contract
 from prefixguard.model import tokens
+from prefixguard.report.breaks import by_cause, causes_finding
 from prefixguard.report.cache_fields import fields_of
-from prefixguard.report.causes import by_cause, causes_finding
 from prefixguard.report.findings import Diagnosis
 from prefixguard.report.headline import headline, listed, notes
 from prefixguard.report.infra import infra_of, unanalysed
