@@ -5,10 +5,11 @@ judges with them; they live apart, importing nothing, so that the capture record
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["MISSES", "PrefixChange", "VerdictName"]
+__all__ = ["MISSES", "PrefixChange", "VerdictName", "miss_cause"]
 
 
 class VerdictName(StrEnum):
@@ -49,3 +50,11 @@ class PrefixChange(NamedTuple):
 
     def __str__(self) -> str:
         return "+".join(self.causes) + (f" at {self.pointer}" if self.pointer else "")
+
+
+def miss_cause(verdict: str | None, causes: Iterable[str]) -> str:
+    """The cause label of a miss: the first cause a prefix change names, else what the verdict says
+    (ttl_expired, ...)."""
+    if verdict == VerdictName.MISS_PREFIX_CHANGED:
+        return next(iter(causes), "unknown")
+    return (verdict or "unknown").removeprefix("miss_")

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from prefixguard.contracts.providers import model_contract
-from prefixguard.judge.names import MISSES, VerdictName
+from prefixguard.judge.names import MISSES, miss_cause
 from prefixguard.model.usage import Usage
 from prefixguard.report.human import usd
 from prefixguard.report.money import paid, tenant
@@ -30,16 +30,6 @@ def label_of(row: dict[str, Any], label: str) -> str:
     return str(value) if value else NONE
 
 
-def _miss_cause(row: dict[str, Any]) -> str | None:
-    """The cause of a stored miss: a prefix change's first cause, else the verdict's own (ttl_expired...)."""
-    verdict = row.get("verdict")
-    if verdict not in MISSES:
-        return None
-    if verdict == VerdictName.MISS_PREFIX_CHANGED:
-        return next(iter(row.get("causes") or ()), "unknown")
-    return verdict.removeprefix("miss_")
-
-
 class _Group:
     def __init__(self, value: str) -> None:
         self.value = value
@@ -53,7 +43,7 @@ class _Group:
         if u.reported:
             self.prompt += u.prompt_total
             self.read += u.cache_read
-        cause = _miss_cause(row)
+        cause = miss_cause(row.get("verdict"), row.get("causes") or ()) if row.get("verdict") in MISSES else None
         if cause:
             self.causes[cause] += 1
             self.miss_cost += row.get("cost_usd") or 0.0

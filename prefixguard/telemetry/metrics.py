@@ -17,7 +17,7 @@ from typing import Any
 from prefixguard.capture.attribution import client_family
 from prefixguard.capture.store import Record
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.names import MISSES, VerdictName
+from prefixguard.judge.names import MISSES, miss_cause
 from prefixguard.telemetry import names as n
 from prefixguard.wire.routes import template
 
@@ -32,13 +32,6 @@ def opt_in_labels(text: str | None = None) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"{OPT_IN_ENV}: no label {', '.join(sorted(unknown))} (one of {', '.join(n.LABELS_OPT_IN)})")
     return tuple(name for name in n.LABELS_OPT_IN if name in asked)
-
-
-def miss_cause(rec: Record) -> str:
-    """The cause label of a miss: the first cause a prefix change names, else what the verdict says."""
-    if rec.verdict == VerdictName.MISS_PREFIX_CHANGED:
-        return next(iter(rec.causes), "unknown")
-    return (rec.verdict or "unknown").removeprefix("miss_")
 
 
 class ProxyMetrics:
@@ -92,7 +85,7 @@ class ProxyMetrics:
             self.cached.labels(**base).inc(u.cache_read)
             self.written.labels(**base).inc(u.cache_write)
         if rec.verdict in MISSES:
-            cause = miss_cause(rec)
+            cause = miss_cause(rec.verdict, rec.causes)
             self.misses.labels(**base, cause=cause).inc()
             if rec.reprefill_tokens:
                 self.reprefill.labels(**base, cause=cause).inc(rec.reprefill_tokens)
