@@ -100,6 +100,7 @@ def test_not_a_request_body_is_skipped_with_one_warning(project: Path):
     write(project / "unknown-shape.json", {"prompt": "Hi", "model": "davinci"})   # named on its own: the same
     code, _, err = run("unknown-shape.json")
     assert code == 0 and "skipped 1 file that is not a request body" in err
+    assert "or source file prefixguard reads (*.json, " in err and "*.ts" in err   # the kinds it does read
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/null"])

@@ -167,8 +167,8 @@ def lint(
         n = len(result.skipped)
         print(
             f"prefixguard: warning: skipped {n} file{'s' * (n != 1)} that {'are' if n != 1 else 'is'} not "
-            f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or Python source{'s' * (n != 1)} "
-            "prefixguard reads "
+            f"{'' if n != 1 else 'a '}request bod{'ies' if n != 1 else 'y'} or source file{'s' * (n != 1)} "
+            f"prefixguard reads ({kinds}) "
             f"(first: {result.skipped[0]})",
             file=sys.stderr,
         )
