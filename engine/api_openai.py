@@ -115,7 +115,7 @@ class Chat:
         }
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
         return {
             **self._head("chat.completion"),
             "choices": [
@@ -166,7 +166,8 @@ class Responses:
             },
         )
         items(body, "input", None, role_required=False)
-        for i, item in enumerate(body.get("input") if isinstance(body.get("input"), list) else []):
+        listed = body.get("input")
+        for i, item in enumerate(listed if isinstance(listed, list) else []):
             if isinstance(item, dict) and item.get("role") is not None and item["role"] not in RESPONSES_ROLES:
                 raise InputError(f"'input[{i}]'.role must be one of {', '.join(sorted(RESPONSES_ROLES))}")
         tools(body)

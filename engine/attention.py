@@ -93,11 +93,13 @@ def paged_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: AttnBa
     if d is not None:
         if batch.backend == "triton":
             return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
+        assert d.slots is not None, "an sdpa decode step carries its slots"
         ctx = cache.index_select(0, d.slots).view(d.batch, d.width, 2 * nkv, kv.shape[-1]).transpose(1, 2)
         out = F.scaled_dot_product_attention(
             q.unsqueeze(2), ctx[:, :nkv], ctx[:, nkv:], attn_mask=d.mask, enable_gqa=True
         )
         return out.squeeze(2)
+    assert batch.prefill is not None, "a step is a decode or a prefill"
     out = torch.empty_like(q)
     for s in batch.prefill:
         rows = slice(s.q_start, s.q_start + s.q_len)
@@ -119,6 +121,7 @@ def last_row_attention(q: torch.Tensor, kv: torch.Tensor, layer: int, batch: Att
     if batch.last_rows is not None:
         d = batch.last_rows
         return _paged_decode()(q, cache[:, :nkv], cache[:, nkv:], d.block_table, d.seq_lens, batch.page_size)
+    assert batch.sampled is not None and batch.prefill is not None, "the last layer of a prefill step"
     out = torch.empty_like(q)
     for j, i in enumerate(batch.sampled):
         s = batch.prefill[i]

@@ -15,10 +15,15 @@ the same buffers and steps run, each "replay" a plain call of the captured funct
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from prefixguard.engine.attention import AttnBatch, DecodeMeta
 from prefixguard.engine.kv_pool import KVPool
+
+if TYPE_CHECKING:
+    from prefixguard.engine.model import LlamaModel
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -28,7 +33,7 @@ def buckets_for(max_batch: int) -> tuple[int, ...]:
 
 
 class DecodeGraphs:
-    def __init__(self, model: torch.nn.Module, pool: KVPool, max_batch: int, max_pages: int) -> None:
+    def __init__(self, model: LlamaModel, pool: KVPool, max_batch: int, max_pages: int) -> None:
         self.model = model
         self.pool = pool
         self.buckets = buckets_for(max_batch)
@@ -43,7 +48,7 @@ class DecodeGraphs:
         self._lens64, self._table64 = self._dev[3 * n : 4 * n], self._dev[4 * n :].view(n, max_pages)
         self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)  # the kernel reads int32, converted
         self.table = torch.zeros(n, max_pages, dtype=torch.int32, device=dev)  # inside the graph
-        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph | None, torch.Tensor]] = {}
+        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph | None, torch.Tensor | None]] = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.cuda else None
 
     def bucket(self, batch: int) -> int | None:
@@ -84,6 +89,8 @@ class DecodeGraphs:
         Returns logits [bucket, vocab]; the first len(ids) rows are the step's."""
         b = len(ids)
         bucket = self.bucket(b)
+        if bucket is None:
+            raise ValueError(f"a step of {b} rows is over the largest graph bucket ({self.buckets[-1]})")
         if bucket not in self._graphs:
             self._graphs[bucket] = self._capture(bucket)
         graph, logits = self._graphs[bucket]
@@ -100,7 +107,7 @@ class DecodeGraphs:
         table[:b, :width] = torch.tensor([t + [0] * (width - len(t)) for t in tables])
         used = 4 * n + b * self.max_pages  # the rows of the table past the batch are not read
         self._dev[:used].copy_(host[:used], non_blocking=True)
-        if graph is None:
+        if graph is None or logits is None:
             return self._forward(bucket)
         graph.replay()
         return logits

@@ -119,7 +119,7 @@ def plan(
     per_token = kv_bytes_per_token(arch, kv_dtype)
     total = kv_bytes(arch, context, kv_dtype, concurrency, page_size)
     mha = Arch(**{**asdict(arch), "kv_heads": arch.heads})
-    out = {
+    out: dict[str, Any] = {
         "model": arch.name,
         "source": arch.source,
         "attention": arch.attention,

@@ -106,7 +106,7 @@ class LLMEngine:
             max_pages = min(pages, -(-self.config.max_position // page_size))
             self.graphs = DecodeGraphs(self.model, self.pool, max_batch, max_pages)
         self.batches = Batches(self.pool, page_size, self.device, self.dtype, self.attention, self.flex)
-        self._inbox: list[tuple[str, Sequence | int]] = []
+        self._inbox: list[Sequence | int] = []  # a sequence to add, or the id of one to abort
         self._lock = threading.Lock()
         self._seqs: dict[int, Sequence] = {}
         self._totals = {
@@ -157,12 +157,12 @@ class LLMEngine:
             seq.generator = torch.Generator(device=self.device)
             seq.generator.manual_seed(seed if seed is not None else seq.seq_id)
         with self._lock:
-            self._inbox.append(("add", seq))
+            self._inbox.append(seq)
         return seq
 
     def abort(self, seq_id: int) -> None:
         with self._lock:
-            self._inbox.append(("abort", seq_id))
+            self._inbox.append(seq_id)
 
     def has_unfinished(self) -> bool:
         return bool(self._inbox) or self.scheduler.has_work()
@@ -193,8 +193,8 @@ class LLMEngine:
     def _drain_inbox(self) -> None:
         with self._lock:
             inbox, self._inbox = self._inbox, []
-        for kind, item in inbox:
-            if kind == "add":
+        for item in inbox:
+            if not isinstance(item, int):
                 self._seqs[item.seq_id] = item
                 self._totals["requests"] += 1
                 self.scheduler.add(item)
@@ -219,8 +219,9 @@ class LLMEngine:
                 rows.append(end - 1)
                 sampling.append(c.seq)
         logits = None
-        if self._graphed(plan, len(ids)):  # every row a token with its own length: one graph replay
-            all_rows = self.graphs.run(ids, positions, *self.batches.row_places(plan))
+        graphs = self.graphs if self._graphed(plan, len(ids)) else None
+        if graphs is not None:  # every row a token with its own length: one graph replay
+            all_rows = graphs.run(ids, positions, *self.batches.row_places(plan))
             logits = all_rows[: len(ids)] if plan.decode else all_rows[rows] if rows else None
         elif plan.decode:  # every row samples
             batch = self.batches.decode_batch(plan)
@@ -246,6 +247,7 @@ class LLMEngine:
                 self.scheduler.cache_progress(c.seq)
         for i, (seq, tok) in enumerate(zip(sampling, tokens, strict=True)):
             if self.keep_logits:
+                assert logits is not None, "a step that samples has logits"
                 seq.logits.append(logits[i].cpu())
             self._append(seq, tok, now)
         return sampling

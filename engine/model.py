@@ -4,6 +4,7 @@ the Hugging Face Llama/Qwen2 layout so a local safetensors checkpoint loads as i
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -44,6 +45,9 @@ class Rotary(nn.Module):
     one flip, one multiply, one multiply-add and one copy back per layer, over q and k together (the
     first heads of the fused q|k|v rows), in float32 whatever the model's dtype."""
 
+    cos: torch.Tensor  # buffers, registered below
+    sin: torch.Tensor
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         t = torch.arange(config.max_position, dtype=torch.float64)
@@ -83,7 +87,9 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.nkv * self.hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(h, self.nkv * self.hd, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.nh * self.hd, h, bias=False)
-        self.qkv_t = self.qkv_bias = self.o_t = None
+        # the fused weights, made by fuse() once the checkpoint is loaded
+        self.qkv_t = self.o_t = torch.empty(0)
+        self.qkv_bias: torch.Tensor | None = None
 
     def fuse(self) -> None:
         projs = (self.q_proj, self.k_proj, self.v_proj)
@@ -141,7 +147,7 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(h, i, bias=False)
         self.down_proj = nn.Linear(i, h, bias=False)
         self.inter = i
-        self.gate_up_t = self.down_t = None
+        self.gate_up_t = self.down_t = torch.empty(0)  # made by fuse() once the checkpoint is loaded
 
     def fuse(self) -> None:
         weight = torch.cat((self.gate_proj.weight.detach(), self.up_proj.weight.detach()))
@@ -202,7 +208,7 @@ class LlamaModel(nn.Module):
         is [len(rows), hidden]: the rest of that layer's work would feed no logits."""
         x = self.model.embed_tokens(input_ids)
         rope = self.rotary.tables(positions)
-        layers = self.model.layers
+        layers = cast("list[DecoderLayer]", self.model.layers)
         last = len(layers) - 1 if rows is not None else len(layers)
         for layer in layers[:last]:
             x = layer(x, rope, batch)
@@ -226,7 +232,7 @@ class LlamaModel(nn.Module):
     def fuse(self) -> None:
         """One weight for q|k|v and one for gate|up per layer, the checkpoint's names kept as views of
         them (a load, save or in-place edit by name still reaches the weight the model computes with)."""
-        for layer in self.model.layers:
+        for layer in cast("list[DecoderLayer]", self.model.layers):
             layer.self_attn.fuse()
             layer.mlp.fuse()
 

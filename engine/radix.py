@@ -27,7 +27,7 @@ class Node:
         self.key = key
         self.pages = pages
         self.children: dict = {}  # first token (page size 1) or first page (a tuple) -> child
-        self.parent = parent
+        self.parent: Node = parent if parent is not None else self  # the root is its own parent; walks stop at it
         self.lock_ref = 0
         self.last_access = last_access
 
@@ -208,7 +208,7 @@ class RadixTree:
     def cached_sequences(self) -> list[tuple[tuple, list[int]]]:
         """Every root-to-leaf path as (tokens, pages): for tests and debugging."""
         out = []
-        stack = [(self.root, (), [])]
+        stack: list[tuple[Node, tuple[int, ...], list[int]]] = [(self.root, (), [])]
         while stack:
             node, key, pages = stack.pop()
             key, pages = key + tuple(node.key), pages + node.pages.tolist()

@@ -84,8 +84,9 @@ class Scheduler:
                 n = min(pending, budget)
                 chunks.append(Chunk(seq=seq, start=seq.num_computed, end=seq.num_computed + n))
                 budget -= n
-        if self.policy == "lpm" and self.tree is not None and len(self.waiting) > 1:
-            self.waiting = deque(sorted(self.waiting, key=lambda s: -self.tree.peek(s.tokens[:-1])))
+        tree = self.tree
+        if self.policy == "lpm" and tree is not None and len(self.waiting) > 1:
+            self.waiting = deque(sorted(self.waiting, key=lambda s: -tree.peek(s.tokens[:-1])))
         computing = [c.seq for c in chunks]  # prompts whose KV this step adds to the tree
         while self.waiting and budget > 0 and len(self.running) < self.max_batch:
             seq = self.waiting[0]
@@ -155,7 +156,7 @@ class Scheduler:
             self.tree.lock(node)
         need = self.pages_for(len(tokens)) - len(pages)
         if not self._reserve(need):
-            if node is not None:
+            if node is not None and self.tree is not None:
                 self.tree.unlock(node)
             return False
         seq.pages = list(pages) + self.allocator.alloc(need)
@@ -188,7 +189,7 @@ class Scheduler:
     def _release(self, seq: Sequence, keep: bool) -> None:
         if keep:
             self.cache_progress(seq)
-        if seq.node is not None:
+        if seq.node is not None and self.tree is not None:
             self.tree.unlock(seq.node)
         self.allocator.free(seq.pages[seq.tree_pages :])
         seq.pages, seq.tree_pages, seq.node = [], 0, None
