@@ -12,6 +12,11 @@ Also prints what the old count (base64 tokenized as text) gave, measured in the 
 
 Rows under rebuilt/ are OpenAI PDF requests rebuilt from public recordings not in ../shared/data (see
 rebuilt()): their prompt text as sent, a PDF of the same page box and text layer, the total billed there.
+Rows under public/ are facts read from public cassettes (FACTS: source, model, API, image size, the
+prompt's text, the prompt total billed), rebuilt as the smallest request of that API with an image of
+that size.
+Bedrock Converse and Gemini recordings take their model from the URL (meta.json). Requests whose only
+documents are plain text are left out: the check is for images and PDFs.
 """
 from __future__ import annotations
 
@@ -28,8 +33,10 @@ from prefixguard.model.prompt import compact_json  # noqa: E402
 from prefixguard.replay.sources import cassette_uris, remember_uploads  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
-SETS = ("recorded/crewai", "recorded/pydantic-ai", "recorded/openllmetry")
-MARKS = ('"type": "image"', '"type": "document"', '"image_url"', '"input_image"', '"input_file"')
+SETS = ("recorded/crewai", "recorded/pydantic-ai", "recorded/openllmetry", "recorded/pydantic-ai-bedrock",
+        "recorded/pydantic-ai-gemini")
+MARKS = ('"type": "image"', '"type": "document"', '"image_url"', '"input_image"', '"input_file"',
+         '"image": {', '"format": "pdf"', '"mimeType": "image/', '"mimeType": "application/pdf"')
 
 
 def requests(data: Path) -> list[Path]:
@@ -42,8 +49,9 @@ def requests(data: Path) -> list[Path]:
 
 
 def row(path: Path, data: Path) -> dict[str, object]:
-    remember_uploads(path.parent, cassette_uris(path.parent))  # files the cassette uploaded, by id
-    prompt = parse_request(path.read_bytes(), source=str(path))
+    uris = cassette_uris(path.parent)
+    remember_uploads(path.parent, uris)  # files the cassette uploaded, by id
+    prompt = parse_request(path.read_bytes(), path=uris.get(path.name.split(".")[0]), source=str(path))
     response = next(path.parent.glob(path.name.split(".")[0] + ".response.*"))
     billed = parse_response(response.read_bytes(), prompt.api).prompt_total
     media = sum(s.media_tokens for s in prompt.segments)
@@ -131,15 +139,64 @@ def rebuilt(data: Path = ROOT.parent / "shared" / "data") -> list[tuple[str, dic
             ("crewAI test_image_file[openai-gpt-4o-mini-responses] (Responses, PNG)", image_responses, 14300)]
 
 
-def rebuilt_row(name: str, body: dict[str, object], billed: int) -> dict[str, object]:
-    path = "/v1/chat/completions" if "messages" in body else "/v1/responses"
+# Facts read from public VCR cassettes that are not in ../shared/data: (source, model, API, width, height,
+# the prompt's text, the prompt total billed). Figures only; each is rebuilt as the smallest request of
+# its API sending that text and an image of that size (the formulas read only the size).
+FACTS = (
+    ("pydantic/pydantic-ai tests/models/cassettes/test_anthropic/test_image_as_binary_content_input.yaml",
+     "claude-3-5-sonnet-latest", "anthropic", 3008, 2000, "What is the name of this fruit?", 1586),
+    ("pydantic/pydantic-ai tests/models/cassettes/test_openai/test_image_as_binary_content_input.yaml",
+     "gpt-4o", "openai-chat", 597, 566, "What fruit is in the image?", 779),
+)
+
+
+def png_header(w: int, h: int) -> str:
+    """The base64 of a PNG's signature and header chunk for a w x h image: all a size is read from."""
+    import base64
+    import struct
+    import zlib
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk).decode()
+
+
+def fact_body(model: str, api: str, w: int, h: int, text: str) -> tuple[str, dict[str, object]]:
+    """(path, body) of the smallest request of this API: the text, then a w x h image."""
+    data = png_header(w, h)
+    if api == "anthropic":
+        return "/v1/messages", {"model": model, "max_tokens": 1024, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": text},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}]}
+    if api == "gemini":
+        return f"/v1beta/models/{model}:generateContent", {"contents": [{"role": "user", "parts": [
+            {"text": text}, {"inlineData": {"mimeType": "image/png", "data": data}}]}]}
+    return "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}}]}]}
+
+
+def fact_row(source: str, model: str, api: str, w: int, h: int, text: str, billed: int) -> dict[str, object]:
+    path, body = fact_body(model, api, w, h, text)
+    name = source.split("/")[-1].removesuffix(".yaml")
+    return rebuilt_row(f"{name} ({model}, {w}x{h})", body, billed, path=path, prefix="public/")
+
+
+def rebuilt_row(name: str, body: dict[str, object], billed: int, path: str | None = None,
+                prefix: str = "rebuilt/") -> dict[str, object]:
+    path = path or ("/v1/chat/completions" if "messages" in body else "/v1/responses")
     prompt = parse_request(json.dumps(body), path=path)
     media = sum(s.media_tokens for s in prompt.segments)
     old = sum(tokens.count(compact_json(s.value)) if s.media_tokens else s.tokens for s in prompt.segments)
     predicted = prompt.total_tokens
-    return {"request": "rebuilt/" + name, "model": prompt.model, "billed": billed, "predicted": predicted,
+    return {"request": prefix + name, "model": prompt.model, "billed": billed, "predicted": predicted,
             "media": media, "text": predicted - media, "error_pct": round(100 * (predicted - billed) / billed, 1),
             "old": old, "estimate": any(s.estimated for s in prompt.segments)}
+
+
+def calibration_rows(data: Path) -> list[dict[str, object]]:
+    """Every row: recorded requests that send an image or a PDF (a request whose image mark is only a
+    requested output format, no media sent, is left out), the rebuilt ones, the public facts."""
+    rows = [r for r in (row(p, data) for p in requests(data)) if r["media"]]
+    return rows + [rebuilt_row(*r) for r in rebuilt(data)] + [fact_row(*f) for f in FACTS]
 
 
 def main() -> None:
@@ -147,7 +204,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = [row(p, args.data) for p in requests(args.data)] + [rebuilt_row(*r) for r in rebuilt(args.data)]
+    rows = calibration_rows(args.data)
     measured = [r for r in rows if not r["estimate"]]
     worst = max((abs(r["error_pct"]) for r in measured), default=0.0)
     summary = {"requests": len(rows), "measured": len(measured), "max_abs_error_pct": worst,
@@ -156,13 +213,14 @@ def main() -> None:
     if args.json:
         print(json.dumps({"rows": rows, "summary": summary}, indent=1))
         return
-    print(f"{'request':<78} {'billed':>7} {'predicted':>9} {'error':>7} {'media':>6} {'old count':>10}")
+    print(f"{'request':<78} {'model':<26} {'billed':>7} {'predicted':>9} {'error':>7} {'media':>6} {'old count':>10}")
     for r in rows:
         name = str(r["request"]).removeprefix("recorded/")
         name = name if len(name) <= 76 else name[:36] + ".." + name[-38:]
         flag = "  estimate (file id)" if r["estimate"] else ""
-        print(f"{name:<78} {r['billed']:>7,} {r['predicted']:>9,} {r['error_pct']:>+6.1f}% {r['media']:>6,}"
-              f" {r['old']:>10,}{flag}")
+        model = str(r["model"])[-26:]
+        print(f"{name:<78} {model:<26} {r['billed']:>7,} {r['predicted']:>9,} {r['error_pct']:>+6.1f}%"
+              f" {r['media']:>6,} {r['old']:>10,}{flag}")
     print(f"\n{summary['within_10pct']}/{summary['measured']} sized requests within 10% of billed; worst "
           f"{worst:.1f}%; text by {summary['tokenizer']} (gpt-4o and later: {summary['openai_tokenizer']}); "
           f"{len(rows) - len(measured)} by file id (estimates)")

@@ -159,7 +159,7 @@ def test_an_api_no_table_lists_costs_by_the_one_fallback_table_of_the_data() -> 
     fallbacks = [name for name, table in media._tables().items() if table.get("fallback")]
     assert len(fallbacks) == 1
     media.rules_for.cache_clear()
-    assert media.rules_for("gemini", "gemini-2.5-flash").provider == fallbacks[0]
+    assert media.rules_for("gemini", "gemini-2.5-flash").provider == "gemini"   # its own table now
     assert media.rules_for("an-api-of-tomorrow", None).provider == fallbacks[0]
     assert media.rules_for("gemini", "claude-sonnet-4-5").provider == "anthropic"   # the model's family first
 

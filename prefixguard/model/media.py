@@ -25,6 +25,8 @@ PDF = "application/pdf"
 _HEAD = 32  # bytes that hold the size of a PNG, GIF or WebP
 _JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
 _DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
+_QUALIFIERS = re.compile(r"^(?:[a-z]+\.)+")  # Bedrock's "us.anthropic." / "amazon." before a model id
+_URLSAFE = str.maketrans("-_", "+/")  # Gemini's SDKs send bytes in the URL-safe base64 alphabet
 
 
 class Media(NamedTuple):
@@ -75,7 +77,7 @@ def rules_for(api: str, model: str | None) -> Rules:
     API bills differently (`[P.by_api.API]`: OpenAI's Chat and Responses bill one PDF differently), then
     the model's own row."""
     tables = _tables()
-    bare = (model or "").rsplit("/", 1)[-1]
+    bare = _QUALIFIERS.sub("", (model or "").rsplit("/", 1)[-1])
     name = (
         next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))), None)
         or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
@@ -142,8 +144,10 @@ def resolved(item: Media) -> Media:
 
 
 def upload_key(items: Iterable[Media]) -> bytes:
-    """Which of these file ids have a known upload: part of a remembered cost's key."""
-    return b"".join(b"u" if i.file_id in _uploads else b"" for i in items)
+    """What changes these items' cost beyond their own bytes, part of a remembered cost's key: which
+    file ids have a known upload, and a detail level set outside the part (Gemini's request-wide
+    media resolution)."""
+    return b"".join((b"u" if i.file_id in _uploads else b"") + (i.detail or "").encode() + b";" for i in items)
 
 
 def image_cost(item: Media, rules: Rules) -> Cost:
@@ -166,22 +170,29 @@ def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
     if pages is None:  # by reference, or not a PDF we can read: the documented estimate
         w, h = doc["page_points"]
         return Cost(tokens=per_file + doc["estimate_pages"] * (page_tokens(w, h, rules) + per_page), estimated=True)
+    text_billed = doc.get("page_text", True)
     return Cost(
         tokens=per_file
-        + sum(page_tokens(w, h, rules) + per_page + (count_text(text) if text else 0) for w, h, text in pages),
+        + sum(
+            page_tokens(w, h, rules, item.detail) + per_page + (count_text(text) if text and text_billed else 0)
+            for w, h, text in pages
+        ),
         estimated=False,
     )
 
 
-def page_tokens(width_pt: float, height_pt: float, rules: Rules) -> int:
+def page_tokens(width_pt: float, height_pt: float, rules: Rules, detail: str | None = None) -> int:
     """The image of one page: none where the API bills the text layer only (`page_image = false`), a
-    measured flat cost where the API bills one (`page_image_tokens`), else its box rendered at page_dpi
-    through the image rule (which caps it)."""
-    if not rules.document.get("page_image", True):
+    budget by resolution level (`page_levels`), a flat cost where the API bills one
+    (`page_image_tokens`), else its box rendered at page_dpi through the image rule (which caps it)."""
+    doc = rules.document
+    if not doc.get("page_image", True):
         return 0
-    if "page_image_tokens" in rules.document:
-        return rules.document["page_image_tokens"]
-    scale = rules.document["page_dpi"] / 72
+    if "page_levels" in doc:
+        return _level(doc["page_levels"], detail, doc["default_page_level"])
+    if "page_image_tokens" in doc:
+        return doc["page_image_tokens"]
+    scale = doc["page_dpi"] / 72
     return image_tokens(max(1, round(width_pt * scale)), max(1, round(height_pt * scale)), rules.image, "high")
 
 
@@ -194,6 +205,12 @@ def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None
         return _patches(w, h, rule)
     if method == "tiles":
         return _tiles(w, h, rule, detail or rule.get("default_detail", "high"))
+    if method == "crop_tiles":
+        return _crop_tiles(w, h, rule)
+    if method == "levels":
+        return _level(rule["levels"], detail, rule["default_level"])
+    if method == "fixed":
+        return rule["tokens"]
     raise ValueError(f"rules/media.toml: unknown image method {method!r}")
 
 
@@ -218,7 +235,8 @@ def _patches(w: int, h: int, rule: dict[str, Any]) -> int:
         s *= min(math.floor(rw / p) / (rw / p), math.floor(rh / p) / (rh / p))
         w, h = w * s, h * s
     patches = min(math.ceil(w / p) * math.ceil(h / p), cap)
-    return math.ceil(patches * rule.get("multiplier", 1.0))
+    rows = math.ceil(h / p) * rule.get("row_tokens", 0)  # a row-break token per row of patches (Pixtral)
+    return math.ceil(patches * rule.get("multiplier", 1.0)) + rows
 
 
 def _tiles(w: int, h: int, rule: dict[str, Any], detail: str) -> int:
@@ -236,6 +254,23 @@ def _tiles(w: int, h: int, rule: dict[str, Any], detail: str) -> int:
     return rule["base_tokens"] + rule["tile_tokens"] * math.ceil(w / tile) * math.ceil(h / tile)
 
 
+def _crop_tiles(w: int, h: int, rule: dict[str, Any]) -> int:
+    """Gemini 2.x: a small image (both sides <= small_side) is one fixed cost; a larger one is cut in
+    square crops of its short side / crop_divisor (kept within min_crop..max_crop), each a tile, plus
+    extra_tiles (a whole-image view)."""
+    if w <= rule["small_side"] and h <= rule["small_side"]:
+        return rule["small_tokens"]
+    unit = min(rule["max_crop"], max(rule["min_crop"], math.floor(min(w, h) / rule["crop_divisor"])))
+    tiles = math.ceil(w / unit) * math.ceil(h / unit) + rule.get("extra_tiles", 0)
+    return tiles * rule["tile_tokens"]
+
+
+def _level(levels: dict[str, int], detail: str | None, default: str) -> int:
+    """A fixed budget by resolution level (Gemini 3's media_resolution); an unknown or unset level
+    costs the default one."""
+    return levels.get(detail or default, levels[default])
+
+
 # ---- sizes from the bytes
 
 
@@ -243,7 +278,7 @@ def b64_bytes(data: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of a base64 payload, decoding only the characters that hold them
     (4 characters per 3 bytes). Fewer bytes when the payload ends first."""
     q0, q1 = start // 3, -(-end // 3)
-    chunk = data[4 * q0 : 4 * q1].rstrip("=")
+    chunk = data[4 * q0 : 4 * q1].rstrip("=").translate(_URLSAFE)
     chunk = chunk[: len(chunk) - (len(chunk) % 4 == 1)]  # a lone trailing character holds no byte
     try:
         raw = binascii.a2b_base64(chunk + "=" * (-len(chunk) % 4))
@@ -310,7 +345,7 @@ def _jpeg(data: str) -> tuple[int, int] | None:
 def pdf_pages(data: str) -> list[tuple[float, float, str]] | None:
     """(width, height in points, text) of each page of a base64 PDF, else None (not a PDF we can read)."""
     try:
-        raw = binascii.a2b_base64(data)
+        raw = binascii.a2b_base64(data.translate(_URLSAFE))
     except binascii.Error:
         return None
     if not raw.startswith(b"%PDF"):

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from prefixguard.contracts.providers import providers
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
-from prefixguard.model.prompt import Prompt
+from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, same_diagnosis
@@ -127,10 +127,27 @@ def _blocks(
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
         media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
+        nested = _result_media(value) if kind == "tool_result" else None
+        if nested is not None:
+            media, text = nested
         out.add(level, at, kind, block, role=role, message_index=message_index, header=header, text=text, media=media)
         header = None
-        images = images or kind == "image"
+        images = images or kind == "image" or bool(nested and any(m.kind == IMAGE for m in nested[0]))
     return images
+
+
+def _result_media(block: dict[str, Any]) -> tuple[list[Media], str] | None:
+    """The images and documents inside a toolResult, and the JSON of the rest of it (counted as
+    text); None when it holds none."""
+    result = block.get("toolResult")
+    if not isinstance(result, dict) or not isinstance(inner := result.get("content"), list):
+        return None
+    found = [b for b in inner if isinstance(b, dict) and len(b) == 1 and next(iter(b)) in ("image", "document")]
+    items = [m for b in found for m in (_media(b, KINDS[next(iter(b))]) or [])]
+    if not items:
+        return None
+    rest = {"toolResult": {**result, "content": [b for b in inner if b not in found]}}
+    return items, compact_json(rest)
 
 
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:

@@ -72,8 +72,9 @@ _SNAKE = {
 }
 
 
-def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
-    """(kind, text to count, media) of one part."""
+def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
+    """(kind, text to count, media) of one part; resolution: the request's media resolution, which a
+    part's own overrides (Gemini 3)."""
     if not isinstance(part, dict):
         raise InputError(f"{where} must be an object (a part: text, inlineData, functionCall, ...)")
     if part.get("thought") is True:
@@ -84,15 +85,26 @@ def _kind(part: Any, where: str) -> tuple[str, str | None, list[Media] | None]:
         if kind == "text":
             return "text", value if isinstance(value, str) else None, None
         if kind == "media":
-            return _media(value)
+            return _media(value, _resolution(part.get("mediaResolution", part.get("media_resolution"))) or resolution)
         if kind:
             return kind, None, None
     return "part", None, None
 
 
-def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
+def _resolution(value: Any) -> str | None:
+    """A media resolution as the cost rules name its level: "MEDIA_RESOLUTION_LOW" (or a part's
+    {"level": ...}) -> "low"; None when unset or unspecified."""
+    if isinstance(value, dict):
+        value = value.get("level")
+    if not isinstance(value, str):
+        return None
+    level = value.upper().removeprefix("MEDIA_RESOLUTION_").lower()
+    return None if level in ("", "unspecified") else level
+
+
+def _media(ref: Any, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
     if not isinstance(ref, dict):
-        return "document", None, [Media(kind=DOCUMENT)]
+        return "document", None, [Media(kind=DOCUMENT, detail=resolution)]
     mime = ref.get("mimeType") or ref.get("mime_type")
     mime = mime if isinstance(mime, str) else None
     data = ref.get("data")
@@ -106,16 +118,27 @@ def _media(ref: Any) -> tuple[str, str | None, list[Media] | None]:
             )
         except ValueError:
             pass
-    return kind, None, [Media(kind=kind, data=data if isinstance(data, str) else None, media_type=mime)]
+    return (
+        kind,
+        None,
+        [Media(kind=kind, data=data if isinstance(data, str) else None, media_type=mime, detail=resolution)],
+    )
 
 
 def _parts(
-    out: Builder, node: Node, level: str, where: str, role: str | None, mi: int | None, header: dict[str, Any] | None
+    out: Builder,
+    node: Node,
+    level: str,
+    where: str,
+    role: str | None,
+    mi: int | None,
+    header: dict[str, Any] | None,
+    resolution: str | None = None,
 ) -> bool:
     images = False
     parts = expect(node.get("parts"), list, f"{where}/parts")
     for pi, part in enumerate(parts.elements if parts else ()):
-        kind, text, media = _kind(part.value, f"{where}/parts/{pi}")
+        kind, text, media = _kind(part.value, f"{where}/parts/{pi}", resolution)
         out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
@@ -177,6 +200,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     elif system is not None:
         _parts(out, system, "system", f"/{key}", "system", None, message_header(system.value, "parts"))
 
+    gen = body.get("generationConfig") or body.get("generation_config")
+    gen = gen if isinstance(gen, dict) else {}
+    resolution = _resolution(gen.get("mediaResolution", gen.get("media_resolution")))
     contents = expect(root.get("contents"), (list, dict), "'contents'")
     if contents is None:
         raise InputError("no 'contents' list")
@@ -187,10 +213,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             raise wrong_type(f"/contents/{mi}", dict, entry.value)
         where = f"/contents/{mi}" if isinstance(contents.value, list) else "/contents"
         role = ROLES.get(entry.value.get("role") or "user", entry.value.get("role"))  # "model": its replies
-        images = _parts(out, entry, "messages", where, role, mi, message_header(entry.value, "parts")) or images
+        header = message_header(entry.value, "parts")
+        images = _parts(out, entry, "messages", where, role, mi, header, resolution) or images
 
-    gen = body.get("generationConfig") or body.get("generation_config")
-    gen = gen if isinstance(gen, dict) else {}
     cached = body.get("cachedContent", body.get("cached_content"))
     settings = {
         "tool_choice": body.get("toolConfig", body.get("tool_config")),

@@ -1,0 +1,224 @@
+"""Small images and each provider's own image and PDF rules (rules/media.toml): a real image built here,
+sent through the real adapter of each API, costs the figure the provider documents (or that its billed
+usage shows); Gemini's table and its media resolution; Bedrock's media inside a tool result and its PDFs
+billed by their text layer; and the recorded requests still within 10% of what was billed."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from prefixguard.model import media
+from prefixguard.replay.sources import cassette_uris
+from prefixguard.wire import parse_request, parse_response
+
+GEMINI = "recorded/pydantic-ai-gemini"
+BEDROCK = "recorded/pydantic-ai-bedrock"
+
+
+def _png(w: int, h: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (200, 30, 90)).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _request(api: str, model: str, data: str, **extra: object) -> tuple[str, dict]:
+    """(path, body) of one user message: a line of text and the image, in this API's shape."""
+    if api == "anthropic":
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+        return "/v1/messages", {
+            "model": model,
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, image]}],
+        }
+    if api == "openai-chat":
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data, **extra}}
+        return "/v1/chat/completions", {
+            "model": model,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, image]}],
+        }
+    if api == "openai-responses":
+        image = {"type": "input_image", "image_url": "data:image/png;base64," + data, **extra}
+        return "/v1/responses", {
+            "model": model,
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}, image]}],
+        }
+    if api == "gemini":
+        part = {"inlineData": {"mimeType": "image/png", "data": data}, **extra.get("part", {})}  # type: ignore[dict-item]
+        body = {"contents": [{"role": "user", "parts": [{"text": "Hi"}, part]}]}
+        if "config" in extra:
+            body["generationConfig"] = extra["config"]
+        return f"/v1beta/models/{model}:generateContent", body
+    assert api == "bedrock-converse"
+    image = {"image": {"format": "png", "source": {"bytes": data}}}
+    return f"/model/{model}/converse", {"messages": [{"role": "user", "content": [{"text": "Hi"}, image]}]}
+
+
+def _media_tokens(api: str, model: str, data: str, **extra: object) -> int:
+    path, body = _request(api, model, data, **extra)
+    prompt = parse_request(json.dumps(body), path=path)
+    assert prompt.api == api
+    return sum(s.media_tokens for s in prompt.segments)
+
+
+# ---- a 100x100 PNG, each provider's documented (or billed) figure
+
+SMALL = [
+    # Claude (Messages, and on Bedrock): w*h/750 rounded up, plus the per-image cost measured on billed usage
+    ("anthropic", "claude-sonnet-4-5", {}, math.ceil(100 * 100 / 750) + 27),
+    ("bedrock-converse", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", {}, math.ceil(100 * 100 / 750) + 27),
+    # Claude Opus 4.7+: 28 px patches, 4 x 4
+    ("anthropic", "claude-opus-4-7", {}, 16),
+    # OpenAI tile models: the base plus one 512 px tile at high detail; the base alone at low
+    ("openai-chat", "gpt-4o", {}, 85 + 170),
+    ("openai-chat", "gpt-4o", {"detail": "low"}, 85),
+    ("openai-responses", "gpt-4.1", {"detail": "low"}, 85),
+    ("openai-chat", "gpt-5", {}, 70 + 140),
+    # OpenAI patch models: 32 px patches (4 x 4) times the model's multiplier
+    ("openai-chat", "gpt-4.1-mini", {}, math.ceil(16 * 1.62)),
+    ("openai-responses", "o4-mini", {}, math.ceil(16 * 1.72)),
+    # Gemini 2.x: both sides <= 384 px: one fixed 258
+    ("gemini", "gemini-2.0-flash", {}, 258),
+    ("gemini", "gemini-2.5-flash", {}, 258),
+    ("openai-chat", "google/gemini-2.5-flash", {}, 258),  # the model's family, whatever the API shape
+    # Gemini 3: the media_resolution budget, HIGH for images unless the request or the part says otherwise
+    ("gemini", "gemini-3-pro-preview", {}, 1120),
+    ("gemini", "gemini-3-flash-preview", {"config": {"mediaResolution": "MEDIA_RESOLUTION_LOW"}}, 280),
+    ("gemini", "gemini-3-flash-preview", {"config": {"media_resolution": "MEDIA_RESOLUTION_MEDIUM"}}, 560),
+    (
+        "gemini",
+        "gemini-3-pro-preview",
+        {
+            "config": {"mediaResolution": "MEDIA_RESOLUTION_LOW"},
+            "part": {"mediaResolution": {"level": "MEDIA_RESOLUTION_ULTRA_HIGH"}},
+        },
+        2240,
+    ),
+    # Pixtral: 16 px patches (7 x 7), a row break per row, an end token
+    ("bedrock-converse", "us.mistral.pixtral-large-2502-v1:0", {}, 49 + 7 + 1),
+    # Amazon Nova: a flat cost per image (billed usage at two sizes)
+    ("bedrock-converse", "us.amazon.nova-pro-v1:0", {}, 1826),
+]
+
+
+@pytest.mark.parametrize(("api", "model", "extra", "expected"), SMALL)
+def test_a_100px_png_costs_each_providers_small_image_figure(api: str, model: str, extra: dict, expected: int) -> None:
+    assert _media_tokens(api, model, _png(100, 100), **extra) == expected
+
+
+def test_gemini_2_crops_larger_images_into_tiles() -> None:
+    rule = media.rules_for("gemini", "gemini-2.0-flash").image
+    assert media.image_tokens(384, 384, rule) == 258  # the small-image limit, both sides
+    assert media.image_tokens(385, 200, rule) == 258 * (2 * 1 + 1)  # one side over: tiles of 256+ px
+    assert media.image_tokens(3008, 2000, rule) == 258 * (4 * 3 + 1)  # crops capped at 768 px
+    assert media.image_tokens(540, 360, rule) == 258 * (3 * 2 + 1)  # crops of the short side / 1.5
+    assert media.image_tokens(20000, 10, rule) < 258 * 100  # a thin strip is not thousands of crops
+
+
+def test_gemini_media_resolution_is_part_of_a_remembered_cost() -> None:
+    """The same part costs by the request-wide resolution too: a count remembered for one must not
+    answer for the other."""
+    data = _png(64, 64)
+    low = _media_tokens("gemini", "gemini-3-pro-preview", data, config={"mediaResolution": "MEDIA_RESOLUTION_LOW"})
+    high = _media_tokens("gemini", "gemini-3-pro-preview", data, config={"mediaResolution": "MEDIA_RESOLUTION_HIGH"})
+    unset = _media_tokens(
+        "gemini", "gemini-3-pro-preview", data, config={"mediaResolution": "MEDIA_RESOLUTION_UNSPECIFIED"}
+    )
+    assert (low, high, unset) == (280, 1120, 1120)
+
+
+def test_url_safe_base64_is_sized() -> None:
+    """Gemini's SDKs send bytes in the URL-safe alphabet ('-', '_'): sized like the standard one."""
+    buf = io.BytesIO()
+    Image.new("RGB", (333, 251)).save(buf, "JPEG", quality=95)
+    standard = base64.b64encode(buf.getvalue()).decode()
+    safe = base64.urlsafe_b64encode(buf.getvalue()).decode()
+    assert media.image_size(standard) == media.image_size(safe) == (333, 251)
+
+
+def _modality(response: dict, name: str) -> int:
+    return sum(d["tokenCount"] for d in response["usageMetadata"]["promptTokensDetails"] if d["modality"] == name)
+
+
+@pytest.mark.parametrize(
+    ("case", "modality"),
+    [
+        ("test_google_test_google_model_image_as_binary_content_input", "IMAGE"),  # 3008x2000 PNG
+        ("test_google_test_google_model_image_url_input", "IMAGE"),  # 540x360 JPEG, URL-safe base64
+        ("test_google_test_google_model_multiple_documents_in_history", "DOCUMENT"),  # two one-page PDFs
+    ],
+)
+def test_gemini_media_cost_what_the_recorded_usage_bills_by_modality(
+    shared_data: Path, case: str, modality: str
+) -> None:
+    folder = shared_data / GEMINI / case
+    prompt = parse_request((folder / "0001.request.json").read_bytes(), path=cassette_uris(folder)["0001"])
+    billed = _modality(json.loads((folder / "0001.response.json").read_text()), modality)
+    assert sum(s.media_tokens for s in prompt.segments) == billed
+    assert not any(s.estimated for s in prompt.segments)
+
+
+def test_gemini_pdf_pages_by_resolution_level_on_gemini_3(shared_data: Path) -> None:
+    folder = shared_data / GEMINI / "test_google_test_google_model_multiple_documents_in_history"
+    body = json.loads((folder / "0001.request.json").read_text())
+    costs = {}
+    for level in ("MEDIA_RESOLUTION_LOW", None):
+        body["generationConfig"] = {"mediaResolution": level} if level else {}
+        prompt = parse_request(json.dumps(body), path="/v1beta/models/gemini-3-pro-preview:generateContent")
+        costs[level] = sum(s.media_tokens for s in prompt.segments)
+    assert costs == {"MEDIA_RESOLUTION_LOW": 2 * 280, None: 2 * 560}  # PDFs default to MEDIUM
+
+
+def test_bedrock_media_inside_a_tool_result_cost_their_formula(shared_data: Path) -> None:
+    """A toolResult holding an image costs the image's formula, not its base64 as text."""
+    folder = shared_data / BEDROCK / "test_bedrock_test_bedrock_media_kind_delivered_in_tool_result_meta_image_"
+    raw = (folder / "0002.request.json").read_bytes()
+    prompt = parse_request(raw, path=cassette_uris(folder)["0002"])
+    result = next(s for s in prompt.segments if s.kind == "tool_result")
+    assert result.media_tokens > 0 and result.tokens - result.media_tokens < 60
+    assert prompt.settings["images"] is True
+    assert prompt.total_tokens < len(raw) // 100
+
+
+def test_bedrock_bills_a_pdf_by_its_text_layer(shared_data: Path) -> None:
+    folder = shared_data / BEDROCK / "test_bedrock_test_bedrock_multiple_documents_in_history"
+    prompt = parse_request((folder / "0001.request.json").read_bytes(), path=cassette_uris(folder)["0001"])
+    billed = parse_response((folder / "0001.response.json").read_bytes(), prompt.api).prompt_total
+    messages_api = media.rules_for("anthropic", "claude-3-7-sonnet-20250219")
+    assert messages_api.document.get("page_image", True)  # the Messages API bills page images...
+    assert abs(prompt.total_tokens - billed) <= 0.10 * billed  # ...Bedrock Converse the text (145 billed)
+
+
+# ---- every calibration row of the bench
+
+KNOWN_MISSES = (
+    "meta_document_",  # Llama 4 on Bedrock: a PDF in a tool result (no Llama rule)
+    "meta_image_",  # Llama 4 on Bedrock: an image in a tool result (no Llama rule)
+    "mistral_document_",  # Pixtral on Bedrock: a PDF in a tool result, per-file cost differs
+    "model_document_url_input",  # Gemini 2.0: one recording bills the page 5 x 258, another 258
+)
+
+
+def _bench():
+    path = Path(__file__).resolve().parent.parent / "bench" / "media_calibration.py"
+    spec = importlib.util.spec_from_file_location("media_calibration", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_calibration_row_within_10_percent_but_the_named_misses(shared_data: Path) -> None:
+    rows = _bench().calibration_rows(shared_data)
+    assert len(rows) >= 45 and not any(r["estimate"] for r in rows)
+    outside = sorted(str(r["request"]) for r in rows if abs(r["error_pct"]) > 10)
+    assert [m for m in KNOWN_MISSES if not any(m in o for o in outside)] == []  # a fixed miss: update the list
+    assert [o for o in outside if not any(m in o for m in KNOWN_MISSES)] == []
+    public = [r for r in rows if str(r["request"]).startswith("public/")]
+    assert len(public) == 2 and all(abs(r["error_pct"]) <= 10 for r in public)
