@@ -344,10 +344,12 @@ def test_the_reader_takes_a_known_string_only_where_the_characters_are_the_same(
     spec = {"messages": {"[]": {"content": {"[]": None}}}}
     known = [(0, "skipped"), (starts[0], same), (starts[1], other), (starts[2], longer)]
     root = jsonspan.parse(text, spec, iter(known))
-    values = root.get("messages").value  # type: ignore[union-attr]
-    assert [m["content"] for m in values] == ["abc", "xyz", "q"]
-    assert values[0]["content"] is same and values[1]["content"] is not other and values[2]["content"] is not longer
-    assert jsonspan.parse(text, spec).value == root.value == json.loads(text)
+    values = list(root.get("messages").elements)  # type: ignore[union-attr]
+    assert [m.content for m in values] == ["abc", "xyz", "q"]
+    assert values[0].content is same and values[1].content is not other and values[2].content is not longer
+    # a plain message's decoded value is made when asked for (the array's value holds its role only)
+    assert [m.value for m in jsonspan.parse(text, spec).get("messages").elements] == json.loads(text)["messages"]  # type: ignore[union-attr]
+    assert [m.value for m in values] == json.loads(text)["messages"]
     # read like a body for another model (its parts are not taken), B's parts still hold A's strings
     a = parse_request(tiny_messages(50, "the end"), count_tokens=False)
     other_model = tiny_messages(50, "the end").replace(b"claude-sonnet-4-5", b"claude-sonnet-4-0")

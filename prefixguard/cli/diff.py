@@ -21,7 +21,7 @@ from prefixguard.judge.verdict import Verdict, VerdictName, judge_pair
 from prefixguard.model import tokens
 from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.schemas import versioned
-from prefixguard.utils.errors import InputError, read_input
+from prefixguard.utils.errors import InputError, input_chunks, read_input
 from prefixguard.utils.styled import GREEN, RED, printable, strong
 from prefixguard.wire import MAX_BYTES, parse_request
 
@@ -78,12 +78,33 @@ def diff(a: Path, b: Path, fmt: str, no_tokens: bool) -> int:
 
 def load(path: Path, count_tokens: bool, like: Prompt | None = None) -> Prompt:
     """Read and parse one request file; every failure is an InputError naming the file."""
-    data = read_input(path, MAX_BYTES, "request file")  # bounded, and never a FIFO or a device
-    body: bytes | str = data
-    with suppress(UnicodeDecodeError):  # not UTF-8: parse_request says so, as of any request
-        body = data.decode("utf-8")  # here, so that the bytes are let go before the parts are made
-    del data
+    body: bytes | str = _beside(path, like.text) if like is not None and like.text.isascii() else b""
+    if not body:
+        data = read_input(path, MAX_BYTES, "request file")  # bounded, and never a FIFO or a device
+        body = data
+        with suppress(UnicodeDecodeError):  # not UTF-8: parse_request says so, as of any request
+            body = data.decode("utf-8")  # here, so that the bytes are let go before the parts are made
+        del data
     return parse_request(body, source=str(path), count_tokens=count_tokens, like=like)
+
+
+def _beside(path: Path, known: str) -> bytes | str:
+    """The file's text where it begins as `known` (ASCII) does: that beginning copied from `known` and
+    the rest decoded, a megabyte read at a time, so that the file's bytes and its text are never held
+    whole at once beside the other body (bytes where the rest is not UTF-8: parse_request says so)."""
+    same, rest = 0, list[bytes]()
+    for chunk in input_chunks(path, MAX_BYTES, "request file"):
+        if not rest and chunk == known[same : same + len(chunk)].encode("ascii"):
+            same += len(chunk)
+        else:
+            rest.append(chunk)
+    tail = b"".join(rest)
+    del rest
+    try:
+        # one new string, written once: no slice of `known` made first (as known[:same] + rest would)
+        return "%.*s%s" % (same, known, tail.decode("utf-8"))  # noqa: UP031  # format has no precision argument
+    except UnicodeDecodeError:
+        return known[:same].encode("ascii") + tail
 
 
 def tokenizer_name(result: Comparison, model: str | None = None) -> str:

@@ -62,21 +62,26 @@ def read_input(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES, what:
     """THE reader of an input file for every command: its bytes, at most `limit` of them, never blocking.
     Opened non-blocking, then checked on the open descriptor (no window for a swap): a FIFO, a device, a
     socket or a directory is refused with one line naming it, and so is a file over `limit`."""
+    return b"".join(input_chunks(path, limit, what))
+
+
+def input_chunks(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES, what: str = "file") -> Iterator[bytes]:
+    """read_input's bytes a megabyte at a time, checked as it checks them: for a reader that need not hold
+    them all at once."""
     source = str(path)
     fd, size = _open_regular(path, what)
     try:
         if size > limit:
             raise InputError(f"{what} is {_size(size)}, over the {_size(limit)} limit", source)
-        chunks, total = [], 0
+        total = 0
         while total <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
             if not chunk:
                 break
-            chunks.append(chunk)
             total += len(chunk)
-        if total > limit:  # it grew while being read
-            raise InputError(f"{what} is over the {_size(limit)} limit", source)
-        return b"".join(chunks)
+            if total > limit:  # it grew while being read
+                raise InputError(f"{what} is over the {_size(limit)} limit", source)
+            yield chunk
     except OSError as err:
         raise InputError((err.strerror or str(err)).lower(), source) from None
     finally:

@@ -83,7 +83,8 @@ def _parse_request(
         text = _decode(body, max_bytes)
         _check_parts(text)
         try:
-            root = jsonspan.parse(text, _spans(text), _strings_of(like))
+            shared = jsonspan.common_prefix(like.text, text) if like is not None else 0
+            root = jsonspan.parse(text, _spans(text), _strings_of(like), shared)
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
         except ValueError as err:  # an integer of more than 4,300 digits

@@ -19,7 +19,7 @@ from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
 from prefixguard.wire.anthropic_detect import score
 from prefixguard.wire.anthropic_media import MEDIA_KINDS, block_media, cites, has_image
-from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
+from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Run, Spec, items
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
     Builder,
@@ -96,21 +96,20 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         raise InputError("no 'messages' list")
     images = citations = False
     header_of = MessageHeaders("content")
-    for mi, msg in enumerate(messages.elements):
-        fields = msg.value
+    for mi, msg in items(messages.elements):
+        if type(msg) is Run:  # messages the body read beside this one has the same: its parts, or read now
+            if not out.take_run(msg):
+                for k, plain in enumerate(msg.messages()):
+                    _plain(out, plain, msg.first + k, header_of)
+            continue
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
+            role: Any = msg.role
             out.add_text(
-                "messages",
-                MESSAGE_CONTENT,
-                "text",
-                fields["content"],
-                msg.content_start,
-                fields["role"],
-                mi,
-                header_of(fields),
+                "messages", MESSAGE_CONTENT, "text", msg.content, msg.content_start, role, mi, header_of.of_role(role)
             )
             release(messages, mi)
             continue
+        fields = msg.value
         if type(fields) is not dict:
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")
@@ -176,6 +175,13 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         "betas": _betas(headers),
     }
     return Prompt(API, model_of(body), out.segments, settings, auto_breakpoint=ttl(body))
+
+
+def _plain(out: Builder, msg: PlainMessage, mi: int, header_of: MessageHeaders) -> None:
+    """The part of a plain message (as the loop of `request` makes it inline)."""
+    out.add_text(
+        "messages", MESSAGE_CONTENT, "text", msg.content, msg.content_start, msg.role, mi, header_of.of_role(msg.role)
+    )
 
 
 def _betas(headers: Mapping[str, str] | None) -> list[str] | None:

@@ -14,10 +14,28 @@ from __future__ import annotations
 
 import json
 import re
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from json.decoder import scanstring  # type: ignore[attr-defined]  # the C scanner, not in typeshed
 from typing import Any
+
+from prefixguard.wire.spannodes import ABSENT, RUN_MESSAGE, RUN_VALUE, Elements, Node, PlainMessage, Run, items
+
+# the records are spannodes', read through this module as before
+__all__ = [
+    "ABSENT",
+    "RUN_VALUE",
+    "Elements",
+    "Node",
+    "PlainMessage",
+    "Run",
+    "Spec",
+    "common_prefix",
+    "items",
+    "join_pointer",
+    "merged",
+    "parse",
+    "split_pointer",
+]
 
 # The C scanner behind json.loads: (value, end) for the value starting at idx; StopIteration(idx) when
 # none starts there. Called directly, not through raw_decode, since it runs once per walked value.
@@ -41,6 +59,9 @@ _plain_message = re.compile(
     rf'(\{{{_WS}"role"{_WS}:{_WS}{_PLAIN}{_WS},{_WS}"content"{_WS}:{_WS}({_PLAIN}){_WS}\}})'
     rf"{_WS}(?:,{_WS}|(\]))"
 )
+# Plain user and assistant messages each followed by a comma, as many as stand in a row (a Run): matched
+# in one call, none decoded, where their characters are known to be another body's.
+_run = re.compile(f"(?:{RUN_MESSAGE})++")
 
 Spec = dict[str, "Spec | None"]
 
@@ -55,114 +76,16 @@ def merged(specs: list[Spec]) -> Spec:
     return out
 
 
-class Node:
-    """A decoded value and its span in the text; kids for the containers the spec walked."""
-
-    __slots__ = ("value", "start", "end", "kids")
-
-    def __init__(
-        self, value: Any, start: int, end: int, kids: dict[str, Node] | list[Node] | Elements | None = None
-    ) -> None:
-        self.value = value
-        self.start = start
-        self.end = end
-        self.kids = kids
-
-    def get(self, key: str) -> Node | None:
-        return self.kids.get(key) if isinstance(self.kids, dict) else None
-
-    @property
-    def elements(self) -> Sequence[Node]:
-        """An array's element nodes, as walked by its spec (none for any other value)."""
-        kids = self.kids
-        return kids if isinstance(kids, (list, Elements)) else []
-
-    @property
-    def members(self) -> dict[str, Node]:
-        """An object's member nodes, as walked by its spec (none for any other value)."""
-        kids = self.kids
-        return kids if type(kids) is dict else {}
-
-
-ABSENT = Node(None, 0, 0)  # a member the body lacks, where a Node is easier to hold than None
-
-
-class PlainMessage(Node):
-    """A message matched by _plain_message: its one walked member, the content string, becomes a Node
-    only when asked for (a million messages then hold no dict of kids and no second node each)."""
-
-    __slots__ = ("content_start",)
-
-    def __init__(self, value: dict[str, Any], start: int, end: int, content_start: int) -> None:
-        self.value, self.start, self.end, self.content_start = value, start, end, content_start
-
-    def get(self, key: str) -> Node | None:
-        """The content member's node."""
-        return Node(self.value["content"], self.content_start, self.content_end) if key == "content" else None
-
-    @property
-    def content_end(self) -> int:
-        """Where the content string ends: it has no escapes, so its span is its length and two quotes."""
-        return self.content_start + len(self.value["content"]) + 2
-
-    @property
-    def kids(self) -> dict[str, Node]:  # type: ignore[override]  # made when asked for, never set
-        return {"content": Node(self.value["content"], self.content_start, self.content_end)}
-
-
-class Elements(Sequence[Any]):
-    """The element nodes of an array that may hold plain messages: a plain message's node is made when
-    read, from its three offsets kept in one array of integers, and only the other elements' nodes are
-    kept (a million messages then hold no node, no offset object and no list slot until the adapter
-    reaches them, one at a time)."""
-
-    __slots__ = ("values", "spans", "nodes")
-
-    def __init__(self, values: list[Any], size: int) -> None:
-        self.values = values  # the array's decoded elements
-        # start, end and content start of each element (-1: not a plain message), in 4 bytes where they fit
-        self.spans = array("i" if size < 2**31 else "q")
-        self.nodes: dict[int, Node] = {}  # the elements that are not plain messages
-
-    def __len__(self) -> int:
-        return len(self.spans) // 3
-
-    def __getitem__(self, i: Any) -> Any:
-        if type(i) is not int:
-            raise TypeError("elements are read one at a time")
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(i)
-        i %= n
-        node = self.nodes.get(i)
-        value = self.values[i]
-        if node is not None or value is None:  # not a plain message; or one released (segments.release)
-            return node
-        spans = self.spans
-        return PlainMessage(value, spans[3 * i], spans[3 * i + 1], spans[3 * i + 2])
-
-    def __setitem__(self, i: int, node: None) -> None:
-        """Only to let go of an element (segments.release)."""
-        self.nodes.pop(i, None)
-
-    def __iter__(self) -> Iterator[Any]:
-        values, spans, nodes = self.values, self.spans, self.nodes
-        for i in range(len(self)):
-            node = nodes.get(i)
-            if node is None and values[i] is not None:
-                j = 3 * i
-                node = PlainMessage(values[i], spans[j], spans[j + 1], spans[j + 2])
-            yield node
-
-
-def parse(text: str, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
+def parse(text: str, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None, shared: int = 0) -> Node:
     """Decode a whole JSON document; raises json.JSONDecodeError (or RecursionError) on bad input.
 
     known: (start, string) of strings decoded before from another body (a diff's first), by start: a
     plain message's content equal to the one at the same start is that string, not a copy (a body that
-    differs from the other only at its end then holds one content string per message, not two)."""
+    differs from the other only at its end then holds one content string per message, not two).
+    shared: how many leading characters of the text that other body has the same (common_prefix): the
+    plain messages standing wholly in them are read as Runs, not one by one."""
     try:
-        node = _value(text, _ws.match(text).end(), spec, known)  # type: ignore[union-attr]  # _WS matches anywhere
+        node = _value(text, _ws.match(text).end(), spec, known, shared)  # type: ignore[union-attr]  # _WS matches anywhere
     except StopIteration as err:
         raise json.JSONDecodeError("Expecting value", text, err.value) from None
     tail = _ws.match(text, node.end).end()  # type: ignore[union-attr]
@@ -171,18 +94,20 @@ def parse(text: str, spec: Spec | None, known: Iterator[tuple[int, str]] | None 
     return node
 
 
-def _value(text: str, idx: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
+def _value(
+    text: str, idx: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None, shared: int = 0
+) -> Node:
     if spec is not None:
         char = text[idx : idx + 1]
         if char == "{":
-            return _object(text, idx, spec, known)
+            return _object(text, idx, spec, known, shared)
         if char == "[" and "[]" in spec:
-            return _array(text, idx, spec["[]"], known)
+            return _array(text, idx, spec["[]"], known, shared)
     value, end = _scan(text, idx)
     return Node(value, idx, end)
 
 
-def _object(text: str, start: int, spec: Spec, known: Iterator[tuple[int, str]] | None = None) -> Node:
+def _object(text: str, start: int, spec: Spec, known: Iterator[tuple[int, str]] | None = None, shared: int = 0) -> Node:
     value: dict[str, Any] = {}
     kids: dict[str, Node] = {}
     found = _object_open.match(text, start)
@@ -195,7 +120,8 @@ def _object(text: str, start: int, spec: Spec, known: Iterator[tuple[int, str]] 
         else:
             key, idx = found[1], found.end()
         if key in spec:
-            node = kids[key] = _value(text, idx, spec[key], known)
+            # runs only in a messages list (Anthropic, Chat): the Responses API's input items are read as values
+            node = kids[key] = _value(text, idx, spec[key], known, shared if key == "messages" else 0)
             value[key], end = node.value, node.end
         else:
             value[key], end = _scan(text, idx)
@@ -218,11 +144,13 @@ def _escaped_key(text: str, idx: int, first: bool) -> tuple[str, int]:
     return key, colon.end()
 
 
-def _array(text: str, start: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None) -> Node:
+def _array(
+    text: str, start: int, spec: Spec | None, known: Iterator[tuple[int, str]] | None = None, shared: int = 0
+) -> Node:
     found = _array_open.match(text, start)
     closed, idx = found[1] is not None, found.end()  # type: ignore[index, union-attr]  # '[' is at start
     if spec is not None and "content" in spec and "role" not in spec:  # elements may be plain messages
-        return _messages(text, start, spec, closed, idx, known)
+        return _messages(text, start, spec, closed, idx, known, shared)
     value: list[Any] = []
     kids: list[Node] = []
     while not closed:
@@ -242,17 +170,29 @@ def _array(text: str, start: int, spec: Spec | None, known: Iterator[tuple[int, 
 
 
 def _messages(
-    text: str, start: int, spec: Spec, closed: bool, idx: int, known: Iterator[tuple[int, str]] | None
+    text: str, start: int, spec: Spec, closed: bool, idx: int, known: Iterator[tuple[int, str]] | None, shared: int
 ) -> Node:
-    """_array's loop for an array whose elements may be plain messages: their nodes left to Elements."""
+    """_array's loop for an array whose elements may be plain messages: their nodes left to Elements.
+    shared: the length of the text another body has the same (0: none): the plain user and assistant
+    messages standing wholly in it are read as Runs."""
     value: list[Any] = []
     kids = Elements(value, len(text))
-    spans, nodes = kids.spans, kids.nodes
-    roles: dict[str, str] = {}  # one string per role, not one per message
-    # the next known string at or after this array's start (none known: past the end of the text)
-    none = (len(text), "")
+    contents, spans, nodes, runs = kids.contents, kids.spans, kids.nodes, kids.runs
+    roles: dict[str, dict[str, Any]] = {}  # one role object per role, not one per message
+    none = (len(text), "")  # the next known string at or after this array's start (none: past the end)
     at, was = next(known, none) if known is not None else none
+    i = 0  # the element index (a run's messages take one slot for all)
     while not closed:
+        if idx < shared:
+            found = _run.match(text, idx, shared)
+            if found is not None:
+                count = text.count('"role"', idx, found.end())  # its strings hold no quote: one per message
+                runs.append(Run(i, count, idx, found.end(), text))
+                value.append(RUN_VALUE)
+                contents.append(None)
+                spans.extend((-1, -1, -1))
+                i, idx = i + count, found.end()
+                continue
         message = _plain_message.match(text, idx)
         if message is not None:  # the message and the delimiter after it
             role = message[2]
@@ -261,21 +201,46 @@ def _messages(
                 at, was = next(known, none)  # type: ignore[arg-type]  # `at` is past the text when known is None
             # equal when the other string stands at the same start, has the same length and the same characters
             if at == quote and len(was) == close - quote - 2 and text.startswith(was, quote + 1):
-                content = was
+                contents.append(was)
             else:
-                content = message[4]
-            value.append({"role": roles.setdefault(role, role), "content": content})
+                contents.append(message[4])
+            fields = roles.get(role)
+            value.append(fields if fields is not None else roles.setdefault(role, {"role": role}))
             spans.extend((idx, message.end(1), quote))
             closed, idx = message[5] is not None, message.end()
+            i += 1
             continue
-        node = nodes[len(value)] = _value(text, idx, spec, known)
+        node = nodes[i] = _value(text, idx, spec, known)
         value.append(node.value)
+        contents.append(None)
         spans.extend((-1, -1, -1))
+        i += 1
         found = _array_next.match(text, node.end)
         if found is None:
             raise json.JSONDecodeError("Expecting ',' delimiter", text, node.end)
         closed, idx = found[1] is not None, found.end()
+    kids.size = i
     return Node(value, start, idx, kids)
+
+
+def common_prefix(a: str, b: str) -> int:
+    """How many leading characters a and b share: compared a slice at a time at C speed, then the first
+    differing slice by halves."""
+    step, n, lo = 1 << 20, min(len(a), len(b)), 0
+    while lo < n:
+        hi = min(lo + step, n)
+        if a[lo:hi] != b[lo:hi]:
+            break
+        lo = hi
+    else:
+        return n
+    while hi - lo > 1:  # a[:lo] == b[:lo]; they differ before hi
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 # JSON pointers (RFC 6901): how findings, causes and fixes name a place in a request body.

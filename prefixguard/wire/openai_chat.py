@@ -89,23 +89,23 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     leading = True
     header_of = MessageHeaders("content", "tool_calls")
     for mi, msg in enumerate(messages.elements):
-        fields = msg.value
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
-            role = fields["role"]
+            role: Any = msg.role
             leading = leading and role in SYSTEM_ROLES
             kind = "tool_result" if role == "tool" else "text"
             out.add_text(
                 "system" if leading else "messages",
                 MESSAGE_CONTENT,
                 kind,
-                fields["content"],
+                msg.content,
                 msg.content_start,
                 role,
                 mi,
-                header_of(fields),
+                header_of.of_role(role),
             )
             release(messages, mi)
             continue
+        fields = msg.value
         if not isinstance(fields, dict):
             raise InputError(f"/messages/{mi} must be an object")
         role = fields.get("role")

@@ -3,6 +3,7 @@ read the fields every shape has (the model, token counts in usage)."""
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 from prefixguard.contracts.providers import equivalences
@@ -20,7 +21,7 @@ from prefixguard.model.prompt import (
     without_markers,
 )
 from prefixguard.utils.errors import InputError
-from prefixguard.wire.jsonspan import Node
+from prefixguard.wire.jsonspan import Elements, Node, Run
 
 # The pointer of a message's string content (Anthropic, Chat): one string for every such part.
 MESSAGE_CONTENT = PointerForm("/messages/{}/content")
@@ -192,6 +193,32 @@ class Builder:
         self.chain.append(self._prev)
         return True
 
+    def take_run(self, run: Run) -> bool:
+        """Append the parts of `like` for a run of plain messages (jsonspan.Run): its characters are
+        `like`'s at the same places, so `like` read the same messages there, each a part made by
+        add_text of them alone and the context, checked the same when `like` was taken. Taken where the
+        parts so far are `like`'s (equal chains) and `like`'s next part is the run's first message's,
+        its last the run's last; False (nothing taken) otherwise."""
+        if self._like is None:
+            return False
+        segments, chain = self._like
+        j, n = len(self.segments), run.count
+        if j + n > len(segments) or self._prev != (chain[j - 1] if j else b""):
+            return False
+        first, last = segments[j], segments[j + n - 1]
+        if not (
+            first.message_index == run.first
+            and last.message_index == run.first + n - 1
+            and run.start < first.start <= last.start < run.end
+            and first._end is None
+            and last._end is None
+        ):
+            return False
+        self.segments.extend(islice(segments, j, j + n))  # no slice: a million parts' list is not made twice
+        self.chain.extend(islice(chain, j, j + n))
+        self._prev = self.chain[-1]
+        return True
+
     def _same_header(self, theirs: dict[str, Any] | None, ours: dict[str, Any]) -> bool:
         """_same_header, remembered for the few headers shared by many messages (MessageHeaders); the
         pair is held, so that no other dict takes the id meanwhile."""
@@ -317,12 +344,21 @@ class MessageHeaders:
             return found if found is not None else self.by_role.setdefault(role, {"role": role})
         return message_header(message, *self.content_keys)
 
+    def of_role(self, role: str) -> dict[str, Any]:
+        """The header of a plain message (jsonspan.PlainMessage): its role alone."""
+        found = self.by_role.get(role)
+        return found if found is not None else self.by_role.setdefault(role, {"role": role})
+
 
 def release(array: Node, i: int) -> None:
     """Drop the parsed tree's hold on element i of an array once its segments hold what they need of it:
     the decoded message and its node go as the segments come, not after the last one (a million
     messages: a third of the peak)."""
-    array.value[i] = array.kids[i] = None  # type: ignore[index, call-overload, assignment]  # an array's, emptied
+    kids = array.kids
+    if type(kids) is Elements:
+        kids.release(i)
+    else:
+        array.value[i] = kids[i] = None  # type: ignore[index, call-overload, assignment]  # an array's, emptied
 
 
 def model_of(body: dict[str, Any]) -> str | None:

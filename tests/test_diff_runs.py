@@ -1,0 +1,114 @@
+"""A diff's second body read beside the first (`parse_request(like=A)`): the plain messages standing in
+the text the two share are one Run, none decoded, and their parts are A's; everything read so is what
+B read alone gives (every field of every part, the chain, the comparison)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers.cli import CliRunner
+
+from prefixguard.cli import main
+from prefixguard.judge.compare import compare
+from prefixguard.wire import _spans, jsonspan, parse_request
+
+
+def body(contents: list[Any], model: str = "claude-sonnet-4-5", **extra: Any) -> bytes:
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(contents)]
+    return json.dumps({"model": model, "max_tokens": 16, "messages": msgs, **extra}, separators=(",", ":")).encode()
+
+
+def view(p: Any) -> tuple[Any, ...]:
+    return (
+        p.api,
+        p.model,
+        p.settings,
+        p.chain,
+        [
+            (
+                s.level,
+                s.pointer,
+                s.kind,
+                s.role,
+                s.value,
+                s.start,
+                s.end,
+                s.key,
+                s.tokens,
+                s.breakpoint,
+                s.message_index,
+                s.header,
+                s.canon,
+            )
+            for s in p.segments
+        ],
+    )
+
+
+def test_shared_plain_messages_are_one_run_and_their_parts_are_a_s() -> None:
+    n = 2000
+    a = parse_request(body([f"{i} words" for i in range(n)]), count_tokens=False)
+    text_b = body([f"{i} words" for i in range(n - 1)] + ["changed"]).decode()
+    shared = jsonspan.common_prefix(a.text, text_b)
+    messages = jsonspan.parse(text_b, _spans(text_b), None, shared).get("messages")
+    assert messages is not None
+    kids = messages.kids
+    assert isinstance(kids, jsonspan.Elements) and len(kids) == n
+    # one run for the messages wholly in the shared text (the one before the changed one ends at its comma)
+    assert [(r.first, r.count) for r in kids.runs] == [(0, n - 1)]
+    assert len(messages.value) == 2 and messages.value[0] is jsonspan.RUN_VALUE  # one slot for the run, none a message
+    assert [m.content for m in kids][:3] == ["0 words", "1 words", "2 words"]  # still readable one by one
+    b = parse_request(text_b, count_tokens=False, like=a)
+    assert [x is y for x, y in zip(a.segments, b.segments, strict=True)] == [True] * (n - 1) + [False]
+    assert b.chain[: n - 1] == a.chain[: n - 1]
+    alone = parse_request(text_b, count_tokens=False)
+    assert view(b) == view(alone) and compare(a, b) == compare(a, alone)
+
+
+def test_a_change_in_the_middle_is_found_at_its_message(tmp_path: Any) -> None:
+    contents = [f"message {i}" for i in range(400)]
+    changed = [*contents[:150], "message 150 edited", *contents[151:]]
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_bytes(body(contents))
+    pb.write_bytes(body(changed))
+    a = parse_request(pa.read_bytes(), count_tokens=False)
+    b = parse_request(pb.read_bytes(), count_tokens=False, like=a)
+    alone = parse_request(pb.read_bytes(), count_tokens=False)
+    assert view(b) == view(alone)
+    assert sum(x is y for x, y in zip(a.segments, b.segments, strict=True)) == 150  # the run before the change
+    found = CliRunner().invoke(main, ["diff", "--no-tokens", "--format", "json", str(pa), str(pb)])
+    out = json.loads(found.output)
+    assert out["divergence"]["pointer"] == "/messages/150/content", out["divergence"]
+
+
+VARIED: list[Any] = [
+    "plain",
+    'esc"aped \\ \u00e9',
+    "caf\u00e9 \u4e2d\u6587 \U0001f600",
+    [{"type": "text", "text": "a block", "cache_control": {"type": "ephemeral"}}],
+    [
+        {"type": "text", "text": "nested"},
+        {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "r"}]},
+    ],
+    "",
+    "after the blocks",
+    "and one more",
+]
+
+
+@pytest.mark.parametrize("at", range(len(VARIED)))
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
+def test_read_beside_a_equals_read_alone_on_varied_bodies(at: int, model: str) -> None:
+    """Bodies with escapes, unicode, block lists and markers, changed at each message in turn (and the
+    same body): B read beside A is B read alone, parts and chain and comparison alike."""
+    kw: dict[str, Any] = {"system": "be brief"} if model.startswith("claude") else {}
+    a = parse_request(body(VARIED * 3, model, **kw), count_tokens=False)
+    changed = list(VARIED * 3)
+    changed[at + len(VARIED)] = "changed here"
+    for text_b in (body(changed, model, **kw), body(VARIED * 3, model, **kw), body(VARIED * 3 + ["more"], model, **kw)):
+        beside = parse_request(text_b, count_tokens=False, like=a)
+        alone = parse_request(text_b, count_tokens=False)
+        assert view(beside) == view(alone)
+        assert compare(a, beside) == compare(a, alone)
