@@ -112,3 +112,33 @@ def test_read_beside_a_equals_read_alone_on_varied_bodies(at: int, model: str) -
         alone = parse_request(text_b, count_tokens=False)
         assert view(beside) == view(alone)
         assert compare(a, beside) == compare(a, alone)
+
+
+@pytest.mark.parametrize(
+    "b_bytes",
+    [
+        body(["same"] * 300 + ["changed"]),  # shares all but its end
+        body(["same"] * 300),  # the very same body
+        b"\xef\xbb\xbf" + body(["same"] * 300 + ["x"]),  # a byte order mark: shares nothing
+        body(["same"] * 300 + ["caf\u00e9"]).replace(b"\\u00e9", "\u00e9".encode()),  # a UTF-8 tail
+    ],
+)
+def test_the_second_file_is_read_beside_the_first_as_it_is_read_alone(b_bytes: bytes, tmp_path: Any) -> None:
+    from prefixguard.cli.diff import load
+
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_bytes(body(["same"] * 300 + ["the end"]))
+    pb.write_bytes(b_bytes)
+    a = load(pa, False)
+    beside, alone = load(pb, False, like=a), load(pb, False)
+    assert beside.text == alone.text and view(beside) == view(alone)
+
+
+def test_a_second_file_that_is_not_utf8_fails_as_it_does_alone(tmp_path: Any) -> None:
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_bytes(body(["same"] * 300 + ["the end"]))
+    pb.write_bytes(body(["same"] * 300 + ["the end"]).replace(b"the end", b"the \xff end"))
+    found = CliRunner().invoke(main, ["diff", "--no-tokens", str(pa), str(pb)])
+    alone = CliRunner().invoke(main, ["lint", "--no-tokens", str(pb)])
+    assert found.exit_code == 2 and "not UTF-8" in found.output and "bad byte at offset" in found.output
+    assert found.output == alone.output  # the same line, naming the same byte

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any, NamedTuple
 
 from prefixguard.contracts.providers import Contract, invalidated_levels, model_contract, provider_for, providers
@@ -108,7 +108,7 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     seg = b.segments[d] if d < len(b.segments) else None
     char = (seg.start + first.offset) if seg else len(b.text)
     level = _level_at(a, b, d)
-    before_divergence = sum(s.tokens for s in b.segments[:d])
+    before_divergence = sum(s.tokens for s in islice(b.segments, d))
     if seg is not None:  # and the part of the diverging segment before its first differing character
         before_divergence += seg.tokens * first.offset // max(1, seg.end - seg.start)
     divergence = Divergence(

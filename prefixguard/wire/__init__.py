@@ -12,7 +12,9 @@ import binascii
 import json
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from prefixguard.model.diagnosis import Diagnosis
@@ -84,7 +86,7 @@ def _parse_request(
         _check_parts(text)
         try:
             shared = jsonspan.common_prefix(like.text, text) if like is not None else 0
-            root = jsonspan.parse(text, _spans(text), _strings_of(like), shared)
+            root = jsonspan.parse(text, _spans(text), _strings_of(like, shared), shared)
         except json.JSONDecodeError as err:
             raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
         except ValueError as err:  # an integer of more than 4,300 digits
@@ -115,12 +117,16 @@ def _parse_request(
     return prompt
 
 
-def _strings_of(like: Prompt | None) -> Iterator[tuple[int, str]] | None:
+def _strings_of(like: Prompt | None, shared: int = 0) -> Iterator[tuple[int, str]] | None:
     """(start, text) of the string parts of `like` past its tools, in their order: what the reader may
-    take for a plain message's content at the same start (jsonspan.parse checks the characters)."""
+    take for a plain message's content at the same start (jsonspan.parse checks the characters). Those
+    of the parts in the `shared` text are skipped by halves (the reader takes their runs whole): parts
+    in start order are found so; in any other, fewer strings are offered, each still checked."""
     if like is None:
         return None
-    return ((s.start, s.value) for s in like.segments if type(s.value) is str and s.level != "tools")
+    segments = like.segments
+    first = bisect_left(segments, shared, key=lambda s: s.start) if shared else 0
+    return ((s.start, s.value) for s in islice(segments, first, None) if type(s.value) is str and s.level != "tools")
 
 
 def _check_parts(text: str) -> None:

@@ -176,7 +176,7 @@ def _messages(
     shared: the length of the text another body has the same (0: none): the plain user and assistant
     messages standing wholly in it are read as Runs."""
     value: list[Any] = []
-    kids = Elements(value, len(text))
+    kids = Elements(value, text, known is not None)
     contents, spans, nodes, runs = kids.contents, kids.spans, kids.nodes, kids.runs
     roles: dict[str, dict[str, Any]] = {}  # one role object per role, not one per message
     none = (len(text), "")  # the next known string at or after this array's start (none: past the end)
@@ -189,7 +189,8 @@ def _messages(
                 count = text.count('"role"', idx, found.end())  # its strings hold no quote: one per message
                 runs.append(Run(i, count, idx, found.end(), text))
                 value.append(RUN_VALUE)
-                contents.append(None)
+                if contents is not None:
+                    contents.append(None)
                 spans.extend((-1, -1, -1))
                 i, idx = i + count, found.end()
                 continue
@@ -197,13 +198,12 @@ def _messages(
         if message is not None:  # the message and the delimiter after it
             role = message[2]
             quote, close = message.span(3)
-            while at < quote:
-                at, was = next(known, none)  # type: ignore[arg-type]  # `at` is past the text when known is None
-            # equal when the other string stands at the same start, has the same length and the same characters
-            if at == quote and len(was) == close - quote - 2 and text.startswith(was, quote + 1):
-                contents.append(was)
-            else:
-                contents.append(message[4])
+            if contents is not None:
+                while at < quote:
+                    at, was = next(known, none)  # type: ignore[arg-type]  # `at` is past the text when known is None
+                # the other string when it stands at the same start with the same length and characters
+                same = at == quote and len(was) == close - quote - 2 and text.startswith(was, quote + 1)
+                contents.append(was if same else None)
             fields = roles.get(role)
             value.append(fields if fields is not None else roles.setdefault(role, {"role": role}))
             spans.extend((idx, message.end(1), quote))
@@ -212,7 +212,8 @@ def _messages(
             continue
         node = nodes[i] = _value(text, idx, spec, known)
         value.append(node.value)
-        contents.append(None)
+        if contents is not None:
+            contents.append(None)
         spans.extend((-1, -1, -1))
         i += 1
         found = _array_next.match(text, node.end)

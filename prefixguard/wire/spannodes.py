@@ -108,17 +108,19 @@ RUN_VALUE: dict[str, Any] = {"role": None}
 
 class Elements(Sequence[Any]):
     """The element nodes of an array that may hold plain messages: a plain message keeps its role (in a
-    role object shared by its role's messages, the array's decoded value), its content string and
-    three offsets, and its node is made when read; only the other elements' nodes are kept. A run
-    (a body read beside another) holds one slot of each for all its messages."""
+    role object shared by its role's messages, the array's decoded value) and three offsets, and its
+    node and content string are made when read; only the other elements' nodes are kept. A run (a
+    body read beside another) holds one slot of each for all its messages."""
 
-    __slots__ = ("values", "contents", "spans", "nodes", "runs", "size")
+    __slots__ = ("values", "text", "contents", "spans", "nodes", "runs", "size")
 
-    def __init__(self, values: list[Any], size: int) -> None:
+    def __init__(self, values: list[Any], text: str, known: bool) -> None:
         self.values = values  # the array's decoded elements: a plain message's role object; a run's RUN_VALUE
-        self.contents: list[str | None] = []  # a plain message's content string, by slot
+        self.text = text
+        # known: a plain message's content string where another body's is taken (None: read from the text)
+        self.contents: list[str | None] | None = [] if known else None
         # start, end and content start of each slot (-1: not a plain message), in 4 bytes where they fit
-        self.spans = array("i" if size < 2**31 else "q")
+        self.spans = array("i" if len(text) < 2**31 else "q")
         self.nodes: dict[int, Node] = {}  # the elements that are not plain messages, by element index
         self.runs: list[Run] = []  # in order
         self.size = 0  # elements
@@ -153,19 +155,24 @@ class Elements(Sequence[Any]):
         return self._plain(k)  # type: ignore[arg-type]  # not a Run
 
     def _plain(self, k: int) -> PlainMessage | None:
-        """The node of the plain message in slot k; None once released (segments.release)."""
-        content = self.contents[k]
-        if content is None:
+        """The node of the plain message in slot k; None for another element, or once released."""
+        fields, spans = self.values[k], self.spans
+        start, end, quote = spans[3 * k], spans[3 * k + 1], spans[3 * k + 2]
+        if start < 0 or fields is None:
             return None
-        spans = self.spans
-        return PlainMessage(self.values[k]["role"], content, spans[3 * k], spans[3 * k + 1], spans[3 * k + 2])
+        content = self.contents[k] if self.contents is not None else None
+        if content is None:  # it has no escapes: its characters are its value
+            content = self.text[quote + 1 : self.text.rindex('"', quote + 1, end)]
+        return PlainMessage(fields["role"], content, start, end, quote)
 
     def release(self, i: int) -> None:
         """Let go of element i (segments.release); a run holds nothing to let go of."""
         self.nodes.pop(i, None)
         k = self.slot(i)
         if type(k) is not Run:
-            self.values[k] = self.contents[k] = None  # type: ignore[index]  # not a Run
+            self.values[k] = None  # type: ignore[index]  # not a Run
+            if self.contents is not None:
+                self.contents[k] = None  # type: ignore[index]  # not a Run
 
     def __iter__(self) -> Iterator[Any]:
         for _, node in self.items():
@@ -187,7 +194,7 @@ class Elements(Sequence[Any]):
                 run = next(runs, None)
                 continue
             node = nodes.get(i)
-            yield i, node if node is not None or self.contents[k] is None else self._plain(k)
+            yield i, node if node is not None else self._plain(k)
             i, k = i + 1, k + 1
 
 
