@@ -60,6 +60,7 @@ def test_shared_plain_messages_are_one_run_and_their_parts_are_a_s() -> None:
     assert [(r.first, r.count) for r in kids.runs] == [(0, n - 1)]
     assert len(messages.value) == 2 and messages.value[0] is jsonspan.RUN_VALUE  # one slot for the run, none a message
     assert [m.content for m in kids][:3] == ["0 words", "1 words", "2 words"]  # still readable one by one
+    assert kids[5].content == "5 words" and kids[n - 1].content == "changed" and kids[-2].value["role"] == "user"
     b = parse_request(text_b, count_tokens=False, like=a)
     assert [x is y for x, y in zip(a.segments, b.segments, strict=True)] == [True] * (n - 1) + [False]
     assert b.chain[: n - 1] == a.chain[: n - 1]
@@ -142,3 +143,29 @@ def test_a_second_file_that_is_not_utf8_fails_as_it_does_alone(tmp_path: Any) ->
     alone = CliRunner().invoke(main, ["lint", "--no-tokens", str(pb)])
     assert found.exit_code == 2 and "not UTF-8" in found.output and "bad byte at offset" in found.output
     assert found.output == alone.output  # the same line, naming the same byte
+
+
+def test_shape_detection_reads_shared_role_objects_as_it_reads_distinct_messages() -> None:
+    """anthropic_detect.score skips a message object it has just read (plain messages share one role
+    object per role): the same score as for a body whose every message is its own object."""
+    import random
+
+    from prefixguard.wire.anthropic_detect import score
+
+    rng = random.Random(7)
+    roles = ["user", "assistant", "system", "tool", "developer"]
+    kinds = [{"type": "tool_use"}, {"type": "image_url"}, {"type": "text"}]
+    for _ in range(300):
+        shared = {r: {"role": r} for r in roles}
+        msgs: list[Any] = []
+        for _ in range(rng.randint(0, 8)):
+            pick = rng.random()
+            if pick < 0.6:
+                msgs.append(shared[rng.choice(roles[:2] if rng.random() < 0.8 else roles)])
+            elif pick < 0.8:
+                msgs.append({"role": rng.choice(roles), "content": [rng.choice(kinds)]})
+            else:
+                msgs.append({"role": "assistant", "tool_calls": []} if rng.random() < 0.5 else None)
+        body_shared = {"model": rng.choice(["claude-x", "gpt-4o"]), "messages": msgs}
+        distinct = json.loads(json.dumps(body_shared))
+        assert score(body_shared) == score(distinct), msgs

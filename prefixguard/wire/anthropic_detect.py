@@ -57,9 +57,13 @@ def score(body: dict[str, Any]) -> int:
     if total:
         return total
     messages = body.get("messages")
+    # each message read leaves the total at 0 (or it returns): the same object again adds 0 again. Plain
+    # messages share one role object per role (jsonspan), so a million of them cost an identity test each
+    last = previous = None
     for msg in messages if isinstance(messages, list) else ():
-        if not isinstance(msg, dict):
+        if msg is last or msg is previous or not isinstance(msg, dict):
             continue
+        last, previous = msg, last
         role = msg.get("role")  # a role or type of the wrong JSON type is the adapter's error to report
         total -= (isinstance(role, str) and role in _CHAT_ROLES) + ("tool_calls" in msg)
         content = msg.get("content")

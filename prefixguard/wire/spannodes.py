@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 _WS = r"[ \t\n\r]*"
@@ -151,7 +152,7 @@ class Elements(Sequence[Any]):
             return node
         k = self.slot(i)
         if type(k) is Run:
-            return next(m for j, m in enumerate(k.messages()) if j == i - k.first)
+            return next(islice(k.messages(), i - k.first, None))
         return self._plain(k)  # type: ignore[arg-type]  # not a Run
 
     def _plain(self, k: int) -> PlainMessage | None:
