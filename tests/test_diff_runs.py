@@ -169,3 +169,46 @@ def test_shape_detection_reads_shared_role_objects_as_it_reads_distinct_messages
         body_shared = {"model": rng.choice(["claude-x", "gpt-4o"]), "messages": msgs}
         distinct = json.loads(json.dumps(body_shared))
         assert score(body_shared) == score(distinct), msgs
+
+
+def test_read_beside_equals_read_alone_on_random_pairs() -> None:
+    """Random bodies (plain messages of every role, spaced or not, escapes, block lists, markers, names)
+    and a second body changed, cut or extended at a random place: read beside the first, it is what it is
+    read alone, and so is the comparison."""
+    import random
+
+    rng = random.Random(28)
+    roles = ["user", "assistant", "user", "assistant", "system", "tool"]
+    shapes = [  # R: the role, I: the message's index
+        '{"role":"R","content":"mI"}',
+        '{ "role" : "R" ,\n "content" : "spaced I" }',
+        '{"role":"R","content":"esc\\"I\\u00e9"}',
+        '{"role":"R","content":[{"type":"text","text":"bI","cache_control":{"type":"ephemeral"}}]}',
+        '{"role":"R","content":"named I","name":"x"}',
+    ]
+    taken = 0
+    for _ in range(60):
+        model = rng.choice(['"model":"claude-sonnet-4-5","max_tokens":5', '"model":"gpt-4o"'])
+        count = rng.randint(1, 40)
+        msgs = [
+            rng.choice(shapes[:2] * 3 + shapes).replace("R", rng.choice(roles[:4] * 3 + roles)).replace("I", str(i))
+            for i in range(count)
+        ]
+        sep = rng.choice([",", ", ", ",\n  "])
+
+        def text(ms: list[str], model: str = model, sep: str = sep) -> str:
+            return "{" + model + ',"messages":[' + sep.join(ms) + "]}"
+
+        a = parse_request(text(msgs), count_tokens=False)
+        at = rng.randrange(len(msgs))
+        for other in (
+            [*msgs[:at], '{"role":"user","content":"changed"}', *msgs[at + 1 :]],
+            msgs[: at + 1],
+            [*msgs, '{"role":"assistant","content":"more"}'],
+        ):
+            alone = parse_request(text(other), count_tokens=False)
+            beside = parse_request(text(other), count_tokens=False, like=a)
+            assert view(beside) == view(alone), (msgs, other)
+            assert compare(a, beside) == compare(a, alone)
+            taken += sum(x is y for x, y in zip(a.segments, beside.segments, strict=False))
+    assert taken > 500  # A's parts were taken (runs, and plain parts one by one), not only made again
