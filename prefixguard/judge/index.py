@@ -17,7 +17,7 @@ operations, so both backends give the same verdicts.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol
 
 
@@ -37,10 +37,10 @@ class TenantView(Protocol):
 
 
 class SessionIndex(Protocol):
-    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+    def view(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None) -> TenantView | None:
         """The tenant's requests as they stand (None when it has none)."""
 
-    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+    def add(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None, entry: Any) -> None:
         """Remember a request (`entry` is the session model's record of it)."""
 
 
@@ -55,15 +55,15 @@ class Chains:
     __slots__ = ("_kept",)
 
     def __init__(self, keep: int) -> None:
-        self._kept: deque[tuple[list[bytes], Any]] = deque(maxlen=keep)
+        self._kept: deque[tuple[Sequence[bytes], Any]] = deque(maxlen=keep)
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def add(self, chain: list[bytes], entry: Any) -> None:
+    def add(self, chain: Sequence[bytes], entry: Any) -> None:
         self._kept.append((chain, entry))
 
-    def longest(self, chain: list[bytes]) -> tuple[int, Any | None]:
+    def longest(self, chain: Sequence[bytes]) -> tuple[int, Any | None]:
         """(leading segments shared with the best kept chain, its entry); (0, None) when none shares one."""
         best, found = 0, None
         for kept, entry in reversed(self._kept):
@@ -88,7 +88,7 @@ class _Tenant:
 
     def __init__(self, keep: int, recent: int) -> None:
         self.keep = keep
-        self._chain: list[bytes] = []  # the chain being looked up
+        self._chain: Sequence[bytes] = ()  # the chain being looked up
         self.index = Chains(keep)  # every model's requests
         self.recent_: deque[Any] = deque(maxlen=recent)
         self.by_model: dict[str | None, Chains] = {}
@@ -111,7 +111,7 @@ class LocalSessions:
         self.keep, self.tenants, self.recent = keep, tenants, recent
         self._tenants: OrderedDict[tuple[str, str], _Tenant] = OrderedDict()
 
-    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+    def view(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None) -> TenantView | None:
         state = self._tenants.pop(key, None) or _Tenant(self.keep, self.recent)
         self._tenants[key] = state
         while len(self._tenants) > self.tenants:
@@ -121,7 +121,7 @@ class LocalSessions:
         state._chain = chain
         return state
 
-    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+    def add(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None, entry: Any) -> None:
         state = self._tenants.get(key)
         if state is None:
             state = self._tenants[key] = _Tenant(self.keep, self.recent)

@@ -11,6 +11,7 @@ from array import array
 from hashlib import blake2b
 from typing import Any
 
+from prefixguard.model.fingerprint import Chain
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.utils.random_tokens import high_entropy
 from prefixguard.utils.redaction import current_secrets, redact_text
@@ -146,7 +147,7 @@ def decode_seen(blob: bytes) -> Any:
         text=doc["text"],
         source=doc["source"],
         tokens_estimated=doc["estimated"],
-        chain=[base64.b64decode(c) for c in doc["chain"]],
+        chain=Chain.of(base64.b64decode(c) for c in doc["chain"]),
         counts_only=doc["counts_only"],
     )
     parts = sorted({int.from_bytes(base64.b64decode(h), "big") for h in doc["parts"]})

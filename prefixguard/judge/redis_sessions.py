@@ -4,6 +4,7 @@ models, and one model's), a tenant's latest requests, and the requests themselve
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_hexdigest
@@ -23,7 +24,7 @@ class _View:
         self,
         sessions: RedisSessions,
         base: bytes,
-        chain: list[bytes],
+        chain: Sequence[bytes],
         everyone: list[bytes | None],
         own: list[bytes | None],
         recent: list[bytes],
@@ -59,7 +60,7 @@ class RedisSessions:
     def _base(self, key: tuple[str, str]) -> bytes:
         return self.index.prefix + b"s" + tag(*key)
 
-    def view(self, key: tuple[str, str], chain: list[bytes], model: str | None) -> TenantView | None:
+    def view(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None) -> TenantView | None:
         base = self._base(key)
         own = base + b":fp:" + xxh3_64_hexdigest((model or "").encode("utf-8", "surrogatepass")).encode()
 
@@ -96,7 +97,7 @@ class RedisSessions:
         while len(decoded) > KEEP_DECODED:
             decoded.popitem(last=False)
 
-    def add(self, key: tuple[str, str], chain: list[bytes], model: str | None, entry: Any) -> None:
+    def add(self, key: tuple[str, str], chain: Sequence[bytes], model: str | None, entry: Any) -> None:
         base = self._base(key)
         own = base + b":fp:" + xxh3_64_hexdigest((model or "").encode("utf-8", "surrogatepass")).encode()
         entry_id = uuid.uuid4().hex.encode()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixguard.contracts.providers import equivalences
+from prefixguard.model.fingerprint import Chain
 
 LEVELS = ("tools", "system", "messages")  # the order every provider builds its prefix in
 
@@ -215,7 +216,7 @@ class Prompt:
     text: str  # the body as decoded text (segment offsets index into it)
     source: str | None  # file path or flow id, for messages
     tokens_estimated: bool  # True when no tokenizer could load: counts are estimates
-    chain: list[bytes]  # fingerprint chain: chain[i] covers segments 0..i
+    chain: Chain  # fingerprint chain: chain[i] covers segments 0..i
     counts_only: bool  # a token-counting request (count_tokens): nothing generated or cached
 
     def __init__(
@@ -228,13 +229,13 @@ class Prompt:
         text: str = "",
         source: str | None = None,
         tokens_estimated: bool = False,
-        chain: list[bytes] | None = None,
+        chain: Chain | None = None,
         counts_only: bool = False,
     ) -> None:
         self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
         self.auto_breakpoint, self.text = auto_breakpoint, text
         self.source, self.tokens_estimated = source, tokens_estimated
-        self.chain, self.counts_only = [] if chain is None else chain, counts_only
+        self.chain, self.counts_only = Chain() if chain is None else chain, counts_only
 
     def __repr__(self) -> str:
         return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"

@@ -321,7 +321,7 @@ class Analyzer:
             rec.request = storable(redact_body(sent, flow.secrets))
         if prompt is not None:
             rec.tokens_estimated = prompt.estimated
-            rec.fingerprints = b"".join(prompt.chain)
+            rec.fingerprints = bytes(prompt.chain)
             rec.segments = [[s.level, s.pointer, s.tokens] for s in prompt.segments]
         if resp.ended_at is not None:
             rec.total_s = resp.ended_at - flow.sent

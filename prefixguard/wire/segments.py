@@ -9,7 +9,7 @@ from typing import Any
 from prefixguard.contracts.providers import equivalences
 from prefixguard.model import media as media_cost
 from prefixguard.model import tokens
-from prefixguard.model.fingerprint import chain, link
+from prefixguard.model.fingerprint import Chain, chain, link
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import (
     MARKER_KEYS,
@@ -33,7 +33,7 @@ class Builder:
 
     def __init__(self, count_tokens: bool = True, api: str = "", model: Any = None, like: Prompt | None = None) -> None:
         self.segments: list[Segment] = []
-        self.chain: list[bytes] = []  # fingerprint chain of the segments (model/fingerprint.py)
+        self.chain = Chain()  # fingerprint chain of the segments (model/fingerprint.py)
         self._prev = b""
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api = api
@@ -46,7 +46,7 @@ class Builder:
         # `like`: a request read before in the same context (API, model, counting), whose plain message
         # parts are taken where this one's would be made the same (`add_text`): a diff's second body
         # then holds no second copy of the parts the two share
-        self._like: tuple[list[Segment], list[bytes]] | None = None
+        self._like: tuple[list[Segment], Chain] | None = None
         if (
             like is not None
             and like.api == api
@@ -185,7 +185,7 @@ class Builder:
             and type(seg._pointer) is type(pointer)
             and seg._pointer == pointer
             and self._same_header(seg.header, header)
-            and self._prev == (chain[j - 1] if j else b"")
+            and (chain.holds(j - 1, self._prev) if j else not self._prev)
         ):
             return False
         self.segments.append(seg)
@@ -203,7 +203,7 @@ class Builder:
             return False
         segments, chain = self._like
         j, n = len(self.segments), run.count
-        if j + n > len(segments) or self._prev != (chain[j - 1] if j else b""):
+        if j + n > len(segments) or not (chain.holds(j - 1, self._prev) if j else not self._prev):
             return False
         first, last = segments[j], segments[j + n - 1]
         if not (
@@ -215,8 +215,8 @@ class Builder:
         ):
             return False
         self.segments.extend(islice(segments, j, j + n))  # no slice: a million parts' list is not made twice
-        self.chain.extend(islice(chain, j, j + n))
-        self._prev = self.chain[-1]
+        self.chain.extend_from(chain, j, j + n)
+        self._prev = chain[j + n - 1]
         return True
 
     def _same_header(self, theirs: dict[str, Any] | None, ours: dict[str, Any]) -> bool:
@@ -254,7 +254,7 @@ class Builder:
         self._prev = link(self._prev, key)
         self.chain.append(self._prev)
 
-    def chain_for(self, segments: list[Segment]) -> list[bytes]:
+    def chain_for(self, segments: list[Segment]) -> Chain:
         """The fingerprint chain of `segments`: the one made as the parts were added, when they are
         those parts (an adapter may return others)."""
         if segments is self.segments and len(self.chain) == len(segments):

@@ -5,6 +5,7 @@ write."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -109,7 +110,7 @@ class AnthropicPolicy(CachePolicy):
             write_by_ttl=by_ttl,
         )
 
-    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+    def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         owner = (tenant, prompt.model or "")
         if not self._alive(owner, chain[last], now):
             self._touch(owner, chain, last, self.default_ttl, now)
@@ -130,7 +131,7 @@ class AnthropicPolicy(CachePolicy):
         entry = self._get((*owner, fp))
         return entry is not None and entry.expires > now
 
-    def _touch(self, owner: tuple[str, str], chain: list[bytes], idx: int, ttl: str, now: float) -> None:
+    def _touch(self, owner: tuple[str, str], chain: Sequence[bytes], idx: int, ttl: str, now: float) -> None:
         expires = now + self._seconds(ttl)
         self._put((*owner, chain[idx]), Entry(ttl=ttl, expires=expires))
         # "k" + fingerprint: the prefixes some live entry covers, to tell a partial read from a full one

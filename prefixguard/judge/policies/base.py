@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -16,7 +16,7 @@ from xxhash import xxh3_128_digest
 from prefixguard.contracts.providers import Contract, invalidated_levels, provider_contract, providers, verdict_rules
 from prefixguard.judge.index import LocalTable, Table
 from prefixguard.judge.scale import TokenScale
-from prefixguard.model.fingerprint import prefix_length
+from prefixguard.model.fingerprint import Chain, prefix_length
 from prefixguard.model.prompt import LEVELS, Prompt
 from prefixguard.model.usage import Usage
 
@@ -46,7 +46,7 @@ class CachePolicy:
         # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/judge/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()
-        self._keyed: tuple[list[bytes], list[bytes]] | None = None  # the last prompt keyed: (chain, keyed)
+        self._keyed: tuple[Chain, Chain] | None = None  # the last prompt keyed: (chain, keyed)
 
     def lookup(self, prompt: Prompt, now: float, tenant: str = "") -> Expected:
         """What the provider should read now; changes nothing."""
@@ -101,7 +101,7 @@ class CachePolicy:
         automatic prefix read ends anywhere, so only one past all of the prompt says so."""
         return [len(prompt.segments) - 1]
 
-    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+    def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         raise NotImplementedError
 
     def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
@@ -128,7 +128,7 @@ class CachePolicy:
         """The longest time the contract keeps an entry (inf: no expiry)."""
         return float("inf")
 
-    def keyed_chain(self, prompt: Prompt) -> list[bytes]:
+    def keyed_chain(self, prompt: Prompt) -> Chain:
         """Prompt.chain with the cache-keying settings folded in from the level each one invalidates:
         a changed `thinking` makes every message entry new while tools and system still match."""
         if self._keyed is not None and self._keyed[0] is prompt.chain:  # lookup and commit key it alike
@@ -144,15 +144,15 @@ class CachePolicy:
             salts[level] = json.dumps(keyed, sort_keys=True, default=str).encode() if keyed else b""
         chain = prompt.chain
         if any(salts.values()):
-            chain = [
+            chain = Chain.of(
                 xxh3_128_digest(fp + salts[seg.level]) if salts[seg.level] else fp
                 for fp, seg in zip(prompt.chain, prompt.segments, strict=True)
-            ]
+            )
         self._keyed = (prompt.chain, chain)
         return chain
 
 
-def longest(chain: list[bytes], alive: Any) -> int:
+def longest(chain: Sequence[bytes], alive: Any) -> int:
     """Leading segments whose prefix passes alive(); a binary search, as alive is prefix-closed."""
     return prefix_length(len(chain), lambda k: alive(chain[k - 1]))
 

@@ -4,6 +4,8 @@ matches exactly at a breakpoint written earlier: no fallback to a shorter prefix
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prefixguard.contracts.providers import breakpoint_caching
 from prefixguard.contracts.tables import BreakpointCaching
 from prefixguard.judge.policies.base import CachePolicy, Expected, message_ends
@@ -45,7 +47,7 @@ class BreakpointModes(CachePolicy):
         self,
         prompt: Prompt,
         mode: str,
-        chain: list[bytes],
+        chain: Sequence[bytes],
         cum: list[int],
         owner: tuple[str, str],
         now: float,

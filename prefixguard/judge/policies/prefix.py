@@ -6,6 +6,7 @@ vLLM, SGLang, the engine). GPT-5.6's breakpoint modes are openai_breakpoints.py.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from itertools import accumulate, takewhile
 
 from xxhash import xxh3_128_digest
@@ -138,14 +139,14 @@ class PrefixPolicy(BreakpointModes):
             self._remember(prompt, chain, owner, now)
         return Expected(cache_read=read, cache_write=0, uncached=total - read, reason=reason)
 
-    def _remember(self, prompt: Prompt, chain: list[bytes], owner: tuple[str, str], now: float) -> None:
+    def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now."""
         for i, fp in enumerate(chain):
             self._put((*owner, fp), now)
             for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
                 self._put((*owner, b"c" + piece), now)
 
-    def _hold(self, prompt: Prompt, chain: list[bytes], last: int, now: float, tenant: str) -> None:
+    def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         if self.mode(prompt):  # a breakpoint entry where the read ended
             self._put((tenant, prompt.model or "", BREAKPOINT_KEY + chain[last]), now)
             return
