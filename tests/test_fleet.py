@@ -12,7 +12,6 @@ project's running servers, each test in a key prefix and a schema of its own; se
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.bench import load_bench
 from helpers.fleet_servers import PrivatePostgres, PrivateRedis, pg_rows, pg_schema, redis_prefix
 
 from prefixguard.capture.store import Record, open_capture
@@ -33,11 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("fleet_bench", ROOT / "bench" / "fleet.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("fleet")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.bench import load_bench
 from helpers.cli import CliRunner
 from PIL import Image
 
@@ -401,12 +402,7 @@ def test_the_proxy_sizes_a_file_id_by_the_upload_it_saw(shared_data: Path, tmp_p
 # ---- OpenAI PDFs by each API's own billing (rules/media.toml [openai.by_api])
 
 def _media_calibration():
-    import importlib.util
-    path = Path(__file__).resolve().parent.parent / "bench" / "media_calibration.py"
-    spec = importlib.util.spec_from_file_location("media_calibration", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("media_calibration")
 
 
 def test_openai_pdfs_and_images_cost_what_each_api_bills(shared_data: Path) -> None:

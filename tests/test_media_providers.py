@@ -6,13 +6,13 @@ billed by their text layer; and the recorded requests still within 10% of what w
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 import math
 from pathlib import Path
 
 import pytest
+from helpers.bench import load_bench
 from PIL import Image
 
 from prefixguard.model import media
@@ -207,11 +207,7 @@ KNOWN_MISSES = (
 
 
 def _bench():
-    path = Path(__file__).resolve().parent.parent / "bench" / "media_calibration.py"
-    spec = importlib.util.spec_from_file_location("media_calibration", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("media_calibration")
 
 
 def test_every_calibration_row_within_10_percent_but_the_named_misses(shared_data: Path) -> None:

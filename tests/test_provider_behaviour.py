@@ -7,12 +7,11 @@ shows it (rules/providers.toml names them):
 - no read is expected past the prompt the provider billed, nor when it is under the minimum."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.bench import load_bench
 
 from prefixguard.capture.store import open_store
 from prefixguard.judge.policies import Output
@@ -24,7 +23,6 @@ from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay import sources
 from prefixguard.wire import parse_request
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"
 BEDROCK_TOOL_CHOICE = "recorded/pydantic-ai-bedrock/test_cache_test_bedrock_single_tool_choice_preserves_cache_anthropic_"
 CHAT_OUTPUT = "recorded/crewai/test_hierarchical_process"
 RESPONSES_TOOL_LOOP = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_thinking_with_tool_calls"
@@ -36,10 +34,7 @@ WEB_SEARCH = "recorded/pydantic-ai/test_openai_responses_test_openai_responses_m
 
 def _through_proxy(folder: Path, tmp_path: Path) -> list[dict]:
     """Every request of a cassette through the proxy's analysis with the provider's answer; the rows."""
-    spec = importlib.util.spec_from_file_location("real_traffic", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    spec.loader.exec_module(bench)
+    bench = load_bench("real_traffic")
     analyzer = Analyzer(store=str(tmp_path / "capture.db"))
     for i, req in enumerate(sources.load(folder).requests):
         body, chunks = bench._response(folder, req.ref)

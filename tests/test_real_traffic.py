@@ -4,22 +4,15 @@ recorded traffic (crewAI, OpenLLMetry, pydantic-ai) through the proxy's analysis
 asks for 90% on reads, which first requests that read a cache left by unrecorded runs rule out."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "real_traffic.py"
+from helpers.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("real_traffic", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("real_traffic")
 
 
 @pytest.fixture(scope="module")
