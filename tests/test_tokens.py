@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from xxhash import xxh3_128_digest
 
 from prefixguard.model import tokens
 from prefixguard.wire import parse_request
@@ -127,22 +128,20 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
     assert first[:2] == second[:2] and first[1] == "cl100k_base"
     assert first[0] == [s.tokens for s in parse_request(path.read_bytes()).segments]
     kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}   # ruleset.py's
-    assert kept == {"counts-cl100k_base-v1.bin", "ranks-cl100k_base.marshal"}
+    assert kept == {"counts-cl100k_base-v2.tab", "ranks-cl100k_base.marshal"}
 
 
-def test_a_torn_or_foreign_count_file_is_read_safely(fresh_tokenizer, tmp_path):
+def test_counts_on_disk_are_kept_only_where_the_cache_is_on(fresh_tokenizer, tmp_path):
+    """Torn, corrupted and foreign slots: tests/test_count_cache.py."""
     from prefixguard.utils import disk_cache
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", str(tmp_path))
-    disk_cache.save_counts("enc", {b"a" * 16: 7, b"b" * 16: 9})
-    path = tmp_path / f"counts-enc-v{disk_cache.VERSION}.bin"
-    path.write_bytes(path.read_bytes() + b"\x01\x02\x03")  # a run killed mid-write
-    assert disk_cache.load_counts("enc") == {b"a" * 16: 7, b"b" * 16: 9}
-    fresh_tokenizer.setattr(disk_cache, "MAX_RECORDS", 2)  # full: the next run starts the file over
-    disk_cache.save_counts("enc", {b"c" * 16: 1})
-    assert disk_cache.load_counts("enc") == {b"c" * 16: 1}
+    disk_cache.count_table("enc").put_many({b"a" * 16: 7, b"b" * 16: 9})
+    table = disk_cache.count_table("enc")
+    assert (table.get(b"a" * 16), table.get(b"b" * 16), table.get(b"c" * 16)) == (7, 9, None)
     fresh_tokenizer.setenv("PREFIXGUARD_CACHE_DIR", "off")
-    disk_cache.save_counts("enc", {b"d" * 16: 1})
-    assert disk_cache.load_counts("enc") == {}
+    disk_cache.count_table("enc").put_many({b"d" * 16: 1})
+    assert disk_cache.count_table("enc").get(b"a" * 16) is None
+    assert [p.name for p in tmp_path.iterdir()] == [f"counts-enc-v{disk_cache.VERSION}.tab"]
 
 
 def test_the_data_file_changing_invalidates_the_saved_tables(fresh_tokenizer, tmp_path):
@@ -190,7 +189,9 @@ def test_a_long_lived_process_keeps_its_new_counts_bounded(fresh_tokenizer, tmp_
     for i in range(10):
         tokens.count_once(f"segment {i}".encode(), lambda i=i: f"segment {i}")
     assert sum(map(len, tokens._made.values())) < 4
-    assert len(disk_cache.load_counts("cl100k_base")) == 8    # two batches of four, written as they filled
+    table = disk_cache.count_table("cl100k_base")
+    kept = [table.get(xxh3_128_digest(f"segment {i}".encode())) for i in range(10)]
+    assert kept == [tokens.count(f"segment {i}") for i in range(8)] + [None, None]   # two batches of four
 
 
 # ---- each model's own encoding (rules/encodings.toml)
@@ -264,4 +265,4 @@ def test_o200k_counts_kept_on_disk_need_neither_tokenizer_nor_its_package(fresh_
     assert first[1:] == ["o200k_base", 1, False] and second[1:] == ["o200k_base", 0, False]
     assert first[0] == second[0]
     kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}
-    assert kept == {"counts-o200k_base-v1.bin", "ranks-o200k_base.marshal"}
+    assert kept == {"counts-o200k_base-v2.tab", "ranks-o200k_base.marshal"}

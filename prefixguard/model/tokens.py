@@ -9,7 +9,7 @@ is downloaded. PREFIXGUARD_ENCODING names one encoding for every model (one tikt
 TIKTOKEN_CACHE_DIR, or a shipped one); PREFIXGUARD_TOKENIZER=estimate forces the estimate (bytes / 4).
 
 A tokenizer is built only when a text must really be counted: which encoding applies, and whether
-counts are estimates, are known without it, and counts made before come from disk_cache.py's file.
+counts are estimates, are known without it, and counts made before come from disk_cache.py's table.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ SEEN_MAX = 1 << 16  # segment counts remembered (16-byte digest -> int: a few MB
 MAX_EXACT = 1 << 20
 
 _seen: OrderedDict[bytes, Any] = OrderedDict()  # digest of (encoding, segment's key) -> its count, oldest first
-_kept: dict[str, dict[bytes, int]] = {}  # per encoding: counts read from disk (disk_cache), on first need
+_kept: dict[str, disk_cache.CountTable] = {}  # per encoding: the counts on disk (disk_cache), on first need
 _made: dict[str, dict[bytes, int]] = {}  # per encoding: counts this process made, saved to disk at exit
 
 
@@ -199,10 +199,7 @@ def count_once(key: bytes, text: Callable[[], str], encoding: str | None = None)
         return n
     if name == ESTIMATE:
         return _store(digest, estimate(text()))
-    kept = _kept.get(name)
-    if kept is None:
-        kept = _kept[name] = disk_cache.load_counts(name)
-    n = kept.get(digest)
+    n = _table(name).get(digest)
     if n is None:
         n = count(text(), name)
         made = _made.setdefault(name, {})
@@ -230,13 +227,20 @@ def _store[T](digest: bytes, n: T) -> T:
     return n
 
 
+def _table(name: str) -> disk_cache.CountTable:
+    table = _kept.get(name)
+    if table is None:
+        table = _kept[name] = disk_cache.count_table(name)
+    return table
+
+
 @atexit.register
 def save() -> None:
     """Keep this run's new counts for the next (called at exit; a long-lived process may call it)."""
     for name in list(_made):
         made = dict(_made.pop(name, {}))
         if made and name != ESTIMATE:
-            disk_cache.save_counts(name, made)
+            _table(name).put_many(made)
 
 
 def estimate(text: str) -> int:
@@ -246,12 +250,12 @@ def estimate(text: str) -> int:
 
 
 def forget() -> None:
-    """Forget the counts remembered so far, on disk too for this process (a benchmark timing the
-    tokenizer itself)."""
+    """Forget the counts remembered so far, and neither read nor keep counts on disk for the rest of
+    this process (a benchmark timing the tokenizer itself)."""
     _seen.clear()
     _made.clear()
     _kept.clear()
-    _kept.update({name: {} for name in _rules()["encodings"]})
+    _kept.update({name: disk_cache.CountTable(None) for name in _rules()["encodings"]})
 
 
 def reset() -> None:
