@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.quality import MYPY, MYPY_TEST, start_mypy
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"   # in CI a copy of shared/ sits beside the clone
@@ -46,3 +47,20 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
                            "--store", str(store)], capture_output=True, text=True, timeout=300, cwd=store.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     return DemoRun(json.loads(done.stdout), store, time.monotonic() - started)
+
+
+
+# ---- mypy in the background (helpers/quality.py): its test runs last, to read the result.
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    last = [item for item in items if item.nodeid == MYPY_TEST]
+    if last:
+        items[:] = [item for item in items if item.nodeid != MYPY_TEST] + last
+        config.stash[MYPY] = start_mypy()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    proc = config.stash.get(MYPY, None)
+    if proc is not None and proc.poll() is None:  # the run stopped before its test (-x, ^C)
+        proc.kill()
+        proc.wait()
