@@ -103,10 +103,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     _plain(out, plain, msg.first + k, header_of)
             continue
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
-            role: Any = msg.role
-            out.add_text(
-                "messages", MESSAGE_CONTENT, "text", msg.content, msg.content_start, role, mi, header_of.of_role(role)
-            )
+            _plain(out, msg, mi, header_of)
             release(messages, mi)
             continue
         fields = msg.value
@@ -178,7 +175,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
 
 
 def _plain(out: Builder, msg: PlainMessage, mi: int, header_of: MessageHeaders) -> None:
-    """The part of a plain message (as the loop of `request` makes it inline)."""
+    """The one part of a plain message: its content string, in the message's place."""
     out.add_text(
         "messages", MESSAGE_CONTENT, "text", msg.content, msg.content_start, msg.role, mi, header_of.of_role(msg.role)
     )

@@ -185,13 +185,17 @@ class Builder:
             and type(seg._pointer) is type(pointer)
             and seg._pointer == pointer
             and self._same_header(seg.header, header)
-            and (chain.holds(j - 1, self._prev) if j else not self._prev)
+            and self._follows(chain, j)
         ):
             return False
         self.segments.append(seg)
         self._prev = chain[j]
         self.chain.append(self._prev)
         return True
+
+    def _follows(self, chain: Chain, j: int) -> bool:
+        """The parts so far are the first j of `like`'s: their chains end alike."""
+        return chain.holds(j - 1, self._prev) if j else not self._prev
 
     def take_run(self, run: Run) -> bool:
         """Append the parts of `like` for a run of plain messages (jsonspan.Run): its characters are
@@ -203,7 +207,7 @@ class Builder:
             return False
         segments, chain = self._like
         j, n = len(self.segments), run.count
-        if j + n > len(segments) or not (chain.holds(j - 1, self._prev) if j else not self._prev):
+        if j + n > len(segments) or not self._follows(chain, j):
             return False
         first, last = segments[j], segments[j + n - 1]
         if not (
@@ -340,8 +344,7 @@ class MessageHeaders:
     def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
         role = message.get("role")
         if len(message) == 2 and type(role) is str and not self.content_key_set.isdisjoint(message):
-            found = self.by_role.get(role)
-            return found if found is not None else self.by_role.setdefault(role, {"role": role})
+            return self.of_role(role)
         return message_header(message, *self.content_keys)
 
     def of_role(self, role: str) -> dict[str, Any]:
