@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
+from urllib.parse import unquote
 
+from prefixguard.contracts import ruleset
 from prefixguard.model import media
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
@@ -31,8 +34,9 @@ from prefixguard.wire.segments import (
 
 API = "openai-chat"
 SHAPE = "OpenAI Chat Completions (/v1/chat/completions)"
-# Any prefix or version before it (z.ai /api/coding/paas/v4/..., /openrouter/...); Azure names a deployment
-TAIL = re.compile(r"(?:/deployments/(?P<model>[^/]+))?/chat/completions(?:/compact)?/?$")
+# Any prefix or version before it (z.ai /api/coding/paas/v4/..., /openrouter/...); Azure names a deployment.
+# Ollama's own chat endpoint (/api/chat) takes the same role messages: a candidate too, the body decides.
+TAIL = re.compile(r"(?:(?:/deployments/(?P<model>[^/]+))?/chat/completions(?:/compact)?|/api/chat)/?$")
 ENDPOINT = "/v1/chat/completions"
 HEADER = None
 JSON_ARRAY_STREAM = False
@@ -261,7 +265,7 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
             # Gemini via OpenRouter counts a fresh explicit cache as both written and read: the tokens
             # written are inside the read count, and a request cannot read what it writes itself.
             read = max(min(read - write, prompt - write), 0)
-    reported = any(v is not None for v in (cached, written, hit, miss))
+    reported = any(v is not None for v in (cached, written, hit, miss)) or _omits_zero_reads(raw)
     # OpenAI bills writes at one rate whatever the retention: they go in the default (5m) bucket.
     return Usage(
         prompt_total=prompt,
@@ -271,6 +275,22 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         uncached=max(prompt - read - write, 0),
         output=output,
         reported=reported,
+    )
+
+
+def _omits_zero_reads(raw: Mapping[str, Any]) -> bool:
+    """Whether the usage is that of a provider that leaves its cache field out when it read nothing (Groq):
+    its own fields are all there (rules/providers.toml: zero_counts_omitted, usage_marker_fields)."""
+    return any(all(k in raw for k in fields) for fields in _zero_omitting_usages())
+
+
+@cache
+def _zero_omitting_usages() -> tuple[tuple[str, ...], ...]:
+    tables = ruleset.load("providers.toml").values()
+    return tuple(
+        tuple(t["usage_marker_fields"])
+        for t in tables
+        if API in t.get("apis", ()) and t.get("zero_counts_omitted") and t.get("usage_marker_fields")
     )
 
 
@@ -314,8 +334,23 @@ _V1 = re.compile(r"/v1/chat/completions/?$")
 _ANSWERS = {"chat.completion", "chat.completion.chunk", "list", "model"}
 
 
+_INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")  # Bedrock InvokeModel
+
+
 def route(path: str) -> tuple[str, str | None] | None:
-    return (API, None) if _V1.search(path) else None
+    if _V1.search(path):
+        return API, None
+    found = _INVOKE.search(path)  # a maker whose models take a Chat body there (Claude's: anthropic.py)
+    model = unquote(found.group(1)) if found else ""
+    return (API, model) if model and _invoke_chat_maker(model) else None
+
+
+def _invoke_chat_maker(model: str) -> bool:
+    """Whether a Bedrock model id (openai.gpt-oss-120b-1:0, us.openai....) is of a maker whose InvokeModel
+    body is OpenAI Chat's (rules/providers.toml: bedrock.invoke_chat_makers): its first segment, or the
+    one after a region qualifier."""
+    makers = ruleset.load("providers.toml")["bedrock"].get("invoke_chat_makers", ())
+    return any(segment in makers for segment in model.split(".")[:2])
 
 
 def foreign(body: dict[str, Any] | None, path: str) -> str | None:
