@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -139,14 +140,35 @@ def rebuilt(data: Path = ROOT.parent / "shared" / "data") -> list[tuple[str, dic
             ("crewAI test_image_file[openai-gpt-4o-mini-responses] (Responses, PNG)", image_responses, 14300)]
 
 
-# Facts read from public VCR cassettes that are not in ../shared/data: (source, model, API, width, height,
-# the prompt's text, the prompt total billed). Figures only; each is rebuilt as the smallest request of
-# its API sending that text and an image of that size (the formulas read only the size).
+class Fact(NamedTuple):
+    """A fact read from a public VCR cassette that is not in ../shared/data: an image of this size and this
+    text (a system prompt too, if any) sent to the model through this API, and the prompt total billed."""
+
+    source: str
+    model: str
+    api: str
+    w: int
+    h: int
+    text: str
+    billed: int
+    system: str = ""
+
+
+FANTASY = "charmbracelet/fantasy providertests/testdata/TestImageUploadAgent/"
+# Figures only; each is rebuilt as the smallest request of its API sending that text and an image of that
+# size (the formulas read only the size).
 FACTS = (
-    ("pydantic/pydantic-ai tests/models/cassettes/test_anthropic/test_image_as_binary_content_input.yaml",
-     "claude-3-5-sonnet-latest", "anthropic", 3008, 2000, "What is the name of this fruit?", 1586),
-    ("pydantic/pydantic-ai tests/models/cassettes/test_openai/test_image_as_binary_content_input.yaml",
-     "gpt-4o", "openai-chat", 597, 566, "What fruit is in the image?", 779),
+    Fact("pydantic/pydantic-ai tests/models/cassettes/test_anthropic/test_image_as_binary_content_input.yaml",
+         "claude-3-5-sonnet-latest", "anthropic", 3008, 2000, "What is the name of this fruit?", 1586),
+    Fact("pydantic/pydantic-ai tests/models/cassettes/test_openai/test_image_as_binary_content_input.yaml",
+         "gpt-4o", "openai-chat", 597, 566, "What fruit is in the image?", 779),
+    # the Go library's image upload test: one system prompt, one question, a small PNG
+    Fact(FANTASY + "anthropic-claude-sonnet-4.yaml", "claude-sonnet-4-20250514", "anthropic", 50, 50,
+         "Describe the image briefly in English.", 27, "You are a helpful assistant"),
+    Fact(FANTASY + "openai-gpt-5.yaml", "gpt-5", "openai-chat", 812, 442,
+         "Describe the image briefly in English.", 372, "You are a helpful assistant"),
+    Fact(FANTASY + "gemini-2.5-pro.yaml", "gemini-2.5-pro", "gemini", 812, 442,
+         "Describe the image briefly in English.", 272, "You are a helpful assistant"),
 )
 
 
@@ -160,24 +182,33 @@ def png_header(w: int, h: int) -> str:
     return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk).decode()
 
 
-def fact_body(model: str, api: str, w: int, h: int, text: str) -> tuple[str, dict[str, object]]:
-    """(path, body) of the smallest request of this API: the text, then a w x h image."""
-    data = png_header(w, h)
-    if api == "anthropic":
-        return "/v1/messages", {"model": model, "max_tokens": 1024, "messages": [{"role": "user", "content": [
-            {"type": "text", "text": text},
+def fact_body(f: Fact) -> tuple[str, dict[str, object]]:
+    """(path, body) of the smallest request of the fact's API: its system prompt, its text, then an image of
+    its size."""
+    data = png_header(f.w, f.h)
+    if f.api == "anthropic":
+        body: dict[str, object] = {"model": f.model, "max_tokens": 1024, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": f.text},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}]}
-    if api == "gemini":
-        return f"/v1beta/models/{model}:generateContent", {"contents": [{"role": "user", "parts": [
-            {"text": text}, {"inlineData": {"mimeType": "image/png", "data": data}}]}]}
-    return "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}}]}]}
+        if f.system:
+            body["system"] = f.system
+        return "/v1/messages", body
+    if f.api == "gemini":
+        body = {"contents": [{"role": "user", "parts": [
+            {"text": f.text}, {"inlineData": {"mimeType": "image/png", "data": data}}]}]}
+        if f.system:
+            body["systemInstruction"] = {"parts": [{"text": f.system}]}
+        return f"/v1beta/models/{f.model}:generateContent", body
+    system = [{"role": "system", "content": f.system}] if f.system else []
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}}
+    return "/v1/chat/completions", {"model": f.model, "messages": [
+        *system, {"role": "user", "content": [{"type": "text", "text": f.text}, image]}]}
 
 
-def fact_row(source: str, model: str, api: str, w: int, h: int, text: str, billed: int) -> dict[str, object]:
-    path, body = fact_body(model, api, w, h, text)
-    name = source.split("/")[-1].removesuffix(".yaml")
-    return rebuilt_row(f"{name} ({model}, {w}x{h})", body, billed, path=path, prefix="public/")
+def fact_row(f: Fact) -> dict[str, object]:
+    path, body = fact_body(f)
+    name = f.source.split("/")[-1].removesuffix(".yaml")
+    return rebuilt_row(f"{name} ({f.model}, {f.w}x{f.h})", body, f.billed, path=path, prefix="public/")
 
 
 def rebuilt_row(name: str, body: dict[str, object], billed: int, path: str | None = None,
@@ -196,7 +227,7 @@ def calibration_rows(data: Path) -> list[dict[str, object]]:
     """Every row: recorded requests that send an image or a PDF (a request whose image mark is only a
     requested output format, no media sent, is left out), the rebuilt ones, the public facts."""
     rows = [r for r in (row(p, data) for p in requests(data)) if r["media"]]
-    return rows + [rebuilt_row(*r) for r in rebuilt(data)] + [fact_row(*f) for f in FACTS]
+    return rows + [rebuilt_row(*r) for r in rebuilt(data)] + [fact_row(f) for f in FACTS]
 
 
 def main() -> None:

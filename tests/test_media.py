@@ -118,15 +118,19 @@ def test_wrapped_base64_and_junk() -> None:
 
 # ---- formulas against the providers' worked examples
 
-def test_anthropic_area_formula_examples() -> None:
+def test_anthropic_patch_formula_examples() -> None:
     rule = media.rules_for("anthropic", "claude-sonnet-4-5").image
-    assert rule["method"] == "area"
-    assert media.image_tokens(200, 200, rule) == 54          # docs: ~54
-    assert media.image_tokens(1000, 1000, rule) == 1334      # docs: ~1334
-    # long edge over 1568 px: scaled to 1568 x 392 first
-    assert media.image_tokens(4000, 1000, rule) == media.image_tokens(1568, 392, rule) == 820
-    # over 1.15 MP: capped near 1,533 whatever the size
-    assert 1520 <= media.image_tokens(8000, 8000, rule) <= 1534
+    assert rule["method"] == "patches" and rule["patch"] == 28
+    assert media.image_tokens(200, 200, rule) == 8 * 8
+    assert media.image_tokens(1000, 1000, rule) == 36 * 36   # 1,296: counted 1,304 with the message around it
+    # long edge over 1568 px: scaled to 1568 x 392 first, 56 x 14 patches
+    assert media.image_tokens(4000, 1000, rule) == media.image_tokens(1568, 392, rule) == 784
+    # over 1,568 patches: shrunk to whole patches under the cap, whatever the size
+    assert 1500 <= media.image_tokens(8000, 8000, rule) <= 1568
+    # Claude 3.x bills a token more a row of patches; Claude 4 does not
+    old = media.rules_for("anthropic", "claude-3-5-haiku-20241022").image
+    assert media.image_tokens(640, 480, old) == 23 * 18 + 18
+    assert media.image_tokens(640, 480, rule) == 23 * 18
 
 
 def test_openai_tile_formula_examples() -> None:
@@ -227,7 +231,7 @@ def test_nested_tool_result_image_costs_its_formula(shared_data: Path) -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                       "content": [{"type": "text", "text": "the screen"}, image]}]}]
     seg = parse_request(json.dumps(nested)).segments[-1]
-    assert seg.kind == "tool_result" and seg.media_tokens == flat == 437
+    assert seg.kind == "tool_result" and seg.media_tokens == flat == 23 * 18 + 18 + 2  # claude-3-5-haiku
     assert seg.tokens - seg.media_tokens < 40  # the text and ids around it, by the tokenizer
 
 
@@ -295,16 +299,17 @@ def test_token_scale_leaves_media_tokens() -> None:
     shot = _encoded(Image.frombytes("RGB", (400, 300), rng.randbytes(400 * 300 * 3)), "PNG")
     prompt = parse_request(_image_request(shot, "anthropic"))
     image = prompt.segments[0]
-    assert image.media_tokens == image.tokens == 187
+    framing = image.tokens - image.media_tokens  # Claude's format: the message's 3, the reply's 4
+    assert image.media_tokens == 15 * 11 + 2 and framing == 3 + 4
     longer = json.loads(_image_request(shot, "anthropic"))
     longer["messages"][0]["content"][1]["text"] = "What is it? " * 40
     longer = parse_request(json.dumps(longer))
     scale = TokenScale()
     for p in (prompt, longer):  # the provider bills the text at 1.5x our count and the image as costed
-        text = p.total_tokens - 187
-        scale.learn(p, Usage(prompt_total=187 + round(1.5 * text), reported=True))
+        text = p.total_tokens - image.media_tokens
+        scale.learn(p, Usage(prompt_total=image.media_tokens + round(1.5 * text), reported=True))
     scaled = scale.scaled(prompt)
-    assert scaled.segments[0].tokens == 187
+    assert scaled.segments[0].tokens == image.media_tokens + round(1.5 * framing)  # the image itself unscaled
     assert scaled.segments[1].tokens == round(prompt.segments[1].tokens * 1.5)
 
 
@@ -316,8 +321,8 @@ def test_url_and_file_images_are_flagged_estimates() -> None:
         {"type": "text", "text": "compare"}]}]}
     segs = parse_request(json.dumps(body)).segments
     assert [s.estimated for s in segs] == [True, True, True, False]
-    assert segs[0].tokens == segs[1].tokens == media.image_tokens(1024, 1024, media.rules_for(
-        "anthropic", "claude-sonnet-4-5").image) + 27
+    rule = media.rules_for("anthropic", "claude-sonnet-4-5").image
+    assert segs[0].media_tokens == segs[1].media_tokens == media.image_tokens(1024, 1024, rule) + 2
     chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]}]}
     seg = parse_request(json.dumps(chat)).segments[0]
@@ -335,7 +340,7 @@ def test_token_scale_fits_the_text_of_a_recorded_image_request(shared_data: Path
     scale.learn(prompt, req.reported)
     assert scale.scaled(prompt).total_tokens == req.reported.prompt_total == 453
     media = sum(s.media_tokens for s in prompt.segments)
-    assert media == 437 and prompt.total_tokens - media == 10  # the text: 16 billed, 10 counted
+    assert media == 434 and prompt.total_tokens - media == 17  # the text and Claude's format: 19 billed
 
 
 def test_openai_shapes_cost_files_and_tool_output_images(shared_data: Path) -> None:

@@ -88,13 +88,14 @@ def test_the_scale_places_unseen_tokens_by_what_was_read_and_written() -> None:
     # what it read and wrote ends on the system breakpoint (segment 1), 40 past our scaled tokens there
     scale.learn(prompt, Usage(prompt_total=billed, cache_read=text[0] + text[1] + 40, reported=True), [1])
     scaled = [s.tokens for s in scale.scaled(prompt).segments]
-    assert sum(scaled) == billed                                # the bill is kept whole
+    # (within a token: each part is rounded on its own)
+    assert abs(sum(scaled) - billed) <= 1                       # the bill is kept whole
     assert scaled[0] + scaled[1] == text[0] + text[1] + 40      # 40 in front, read with the prefix
-    assert scaled[-1] == text[-1] + 260                         # 260 after every read
+    assert abs(scaled[-1] - (text[-1] + 260)) <= 1              # 260 after every read
     # no read yet says where they sit: in front, where every read starts
     fresh = TokenScale()
     fresh.learn(prompt, Usage(prompt_total=billed, reported=True), [1])
-    assert fresh.scaled(prompt).segments[0].tokens == text[0] + 300
+    assert abs(fresh.scaled(prompt).segments[0].tokens - (text[0] + 300)) <= 1
 
 
 def test_openai_reads_the_output_carried_back(shared_data: Path, tmp_path: Path) -> None:

@@ -57,7 +57,10 @@ def test_segment_counts(shared_data):
     # the provider said 1532 prompt tokens; cl100k is not Claude's tokenizer but lands near it
     assert 0.7 * 1532 < counted.total_tokens < 1.3 * 1532
     text_block = next(s for s in counted.segments if s.kind == "text" and isinstance(s.value, dict))
-    assert text_block.tokens == tokens.count(text_block.value["text"])  # text counts its text, not its JSON
+    framing = tokens.message_framing(counted.api, counted.model)  # Claude's format: 3 a message, 4 once
+    assert (framing.per_message, framing.reply) == (3, 4)
+    # text counts its text, not its JSON (and the format's tokens where it opens a message)
+    assert text_block.tokens - tokens.count(text_block.value["text"]) in (0, 3, 3 + 4)
 
 
 def test_repeated_segments_are_counted_once(fresh_tokenizer, shared_data):
@@ -103,7 +106,7 @@ def test_a_part_too_long_to_tokenize_in_time_is_estimated_and_says_so() -> None:
     prompt = parse_request(json.dumps(body))
     assert time.perf_counter() - started < 1.0
     big, small = prompt.segments
-    assert big.estimated and big.tokens == tokens.estimate(huge) and not small.estimated
+    assert big.estimated and big.tokens == tokens.estimate(huge) + 3 + 4 and not small.estimated  # + the format
     assert prompt.estimated and not prompt.tokens_estimated  # a tokenizer ran, for the small part
 
 

@@ -77,7 +77,7 @@ def _by_kind(prompt: Prompt) -> list[int]:
 
 def _explained(prompt: Prompt) -> bool:
     """The model's text is counted in its own encoding with its chat format's framing: text is exact."""
-    return not prompt.tokens_estimated and tokens.message_framing(prompt.api, prompt.model) != (0, 0)
+    return not prompt.tokens_estimated and tokens.message_framing(prompt.api, prompt.model).exact
 
 
 class TokenScale:

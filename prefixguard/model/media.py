@@ -19,13 +19,13 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
+from prefixguard.model.ids import own_id
 
 IMAGE, DOCUMENT = "image", "document"
 PDF = "application/pdf"
 _HEAD = 32  # bytes that hold the size of a PNG, GIF or WebP
 _JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
 _DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
-_QUALIFIERS = re.compile(r"^(?:[a-z]+\.)+")  # Bedrock's "us.anthropic." / "amazon." before a model id
 _URLSAFE = str.maketrans("-_", "+/")  # Gemini's SDKs send bytes in the URL-safe base64 alphabet
 
 
@@ -73,11 +73,11 @@ class Rules(NamedTuple):
 @cache
 def rules_for(api: str, model: str | None) -> Rules:
     """The image and document rules for a request: by the model's family where the table knows it
-    (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape; then what that
-    API bills differently (`[P.by_api.API]`: OpenAI's Chat and Responses bill one PDF differently), then
-    the model's own row."""
+    (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape; then the model's
+    own row; then what that API bills differently, whatever the model (`[P.by_api.API]`: OpenAI's Chat
+    and Responses bill one PDF differently, Bedrock bills Claude's PDF by its text layer)."""
     tables = _tables()
-    bare = _QUALIFIERS.sub("", (model or "").rsplit("/", 1)[-1])
+    bare = own_id(model)
     name = (
         next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))), None)
         or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
@@ -85,17 +85,15 @@ def rules_for(api: str, model: str | None) -> Rules:
     )
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
-    by_api = table.get("by_api", {}).get(api, {})
-    image.update(by_api.get("image", {}))
-    document.update(by_api.get("document", {}))
     best = max(
         (m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
         key=lambda m: len(m["prefix"]),
         default=None,
     )
-    if best is not None:
-        image.update(best.get("image", {}))
-        document.update(best.get("document", {}))
+    by_api = table.get("by_api", {}).get(api, {})
+    for row in (best or {}, by_api):
+        image.update(row.get("image", {}))
+        document.update(row.get("document", {}))
     key = repr((name, sorted(image.items()), sorted(document.items()))).encode()
     return Rules(provider=name, image=image, document=document, key=key)
 
@@ -197,10 +195,8 @@ def page_tokens(width_pt: float, height_pt: float, rules: Rules, detail: str | N
 
 
 def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None) -> int:
-    """Tokens of a w x h image under one image rule (see rules/media.toml for the three methods)."""
+    """Tokens of a w x h image under one image rule (rules/media.toml describes the methods)."""
     method = rule["method"]
-    if method == "area":
-        return _area(w, h, rule)
     if method == "patches":
         return _patches(w, h, rule)
     if method == "tiles":
@@ -212,13 +208,6 @@ def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None
     if method == "fixed":
         return rule["tokens"]
     raise ValueError(f"rules/media.toml: unknown image method {method!r}")
-
-
-def _area(w: int, h: int, rule: dict[str, Any]) -> int:
-    scale = min(1.0, rule["max_long_edge"] / max(w, h), math.sqrt(rule["max_pixels"] / (w * h)))
-    if scale < 1.0:
-        w, h = max(1, int(w * scale)), max(1, int(h * scale))
-    return math.ceil(w * h / rule["pixels_per_token"])
 
 
 def _patches(w: int, h: int, rule: dict[str, Any]) -> int:
@@ -255,7 +244,7 @@ def _tiles(w: int, h: int, rule: dict[str, Any], detail: str) -> int:
 
 
 def _crop_tiles(w: int, h: int, rule: dict[str, Any]) -> int:
-    """Gemini 2.x: a small image (both sides <= small_side) is one fixed cost; a larger one is cut in
+    """Gemini 1.5 and 2.0: a small image (both sides <= small_side) is one fixed cost; a larger one is cut in
     square crops of its short side / crop_divisor (kept within min_crop..max_crop), each a tile, plus
     extra_tiles (a whole-image view)."""
     if w <= rule["small_side"] and h <= rule["small_side"]:

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
+from prefixguard.model.ids import own_id
 from prefixguard.utils import disk_cache
 
 ESTIMATE = "estimate"
@@ -82,24 +83,43 @@ def encoding_for(model: str | None) -> str:
     if default == ESTIMATE or os.environ.get("PREFIXGUARD_ENCODING") or not model:
         return default
     table: dict[str, str] = _rules()["models"]
-    bare = model.rsplit("/", 1)[-1]  # OpenRouter's "openai/gpt-4o": the model's own id
+    bare = own_id(model)
     best = max((p for p in table if bare.startswith(p)), key=len, default=None)
     name = table[best] if best is not None else default
     return name if _shipped(name) else default  # its data not installed: the default, scaled like any
 
 
+class Framing(NamedTuple):
+    """What a chat format adds to a prompt (rules/encodings.toml [[framing]])."""
+
+    per_message: int  # on the part that opens a message, at these levels
+    levels: frozenset[str]
+    reply: int  # once, priming the reply
+    exact: bool  # the text is counted in the model's own encoding: nothing to fit to it
+
+
+NO_FRAMING = Framing(per_message=0, levels=frozenset(), reply=0, exact=False)
+
+
 @cache
-def message_framing(api: str, model: str | None) -> tuple[int, int]:
-    """(tokens the API's chat format adds around each message of this model, tokens that prime the
-    reply after the last) from rules/encodings.toml [framing]; (0, 0) where the model is not counted in
-    its own encoding."""
-    framing = _rules()["framing"]
-    if api not in framing["apis"] or not model or encoding_for(model) == ESTIMATE:
-        return 0, 0
-    bare = model.rsplit("/", 1)[-1]
-    if not any(bare.startswith(p) for p in _rules()["models"]):
-        return 0, 0
-    return framing["per_message"], framing["reply"]
+def message_framing(api: str, model: str | None) -> Framing:
+    """The chat format's tokens for this API and model: the first row naming the API whose models this
+    one is (its prefixes, or with `own_encoding` any model counted in its own encoding); none where the
+    model is unknown, nothing is counted or no row applies."""
+    if not model or encoding_for(model) == ESTIMATE:
+        return NO_FRAMING
+    bare = own_id(model)
+    own = any(bare.startswith(p) for p in _rules()["models"])
+    for row in _rules()["framing"]:
+        of_model = own if row["own_encoding"] else any(bare.startswith(p) for p in row["model_prefixes"])
+        if api in row["apis"] and of_model:
+            return Framing(
+                per_message=row["per_message"],
+                levels=frozenset(row["levels"]),
+                reply=row["reply"],
+                exact=row["own_encoding"],
+            )
+    return NO_FRAMING
 
 
 def _load_shipped(name: str) -> Any:

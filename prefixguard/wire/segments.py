@@ -40,8 +40,8 @@ class Builder:
         self.model = model if isinstance(model, str) else None
         # the model's own encoding (o200k_base for gpt-4o and later); no rules read where nothing is counted
         self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)
-        # the chat format's tokens around each message and before the reply (OpenAI models): prompt tokens too
-        self.framing, self.reply = (0, 0) if self.estimated else tokens.message_framing(api, self.model)
+        # the chat format's tokens around each message and before the reply: prompt tokens too
+        self.framing = tokens.NO_FRAMING if self.estimated else tokens.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
         # `like`: a request read before in the same context (API, model, counting), whose plain message
         # parts are taken where this one's would be made the same (`add_text`): a diff's second body
@@ -92,8 +92,8 @@ class Builder:
             count, estimated = self._count(key, text, value)
         if tokens_by_rule is None:
             count += self._opening(level, whole or header is not None)
-        elif self.reply and not self.segments:
-            count += self.reply
+        elif self.framing.reply and not self.segments:
+            count += self.framing.reply
         # the key is left for the part to make again when it is the plain encoding of what the part holds
         kept = None if value is node.value and not whole else key
         seg = Segment(
@@ -250,8 +250,9 @@ class Builder:
         follows the prompt; the next request has the same tokens opening that reply right after this
         prompt, so a read of this prompt covers them: they count in every prefix of it, as if on its
         first part."""
-        extra = self.framing if self.framing and level != "tools" and opens else 0
-        return extra + self.reply if self.reply and not self.segments else extra
+        framing = self.framing
+        extra = framing.per_message if opens and level in framing.levels else 0
+        return extra + framing.reply if not self.segments else extra
 
     def _append(self, seg: Segment, key: bytes) -> None:
         self.segments.append(seg)
