@@ -40,6 +40,16 @@ def children(pid: int) -> list[int]:
     return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in t.joinpath("children").read_text().split()]
 
 
+def the_worker(pid: int, seconds: float = 30.0) -> int:
+    """The proxy's one analysis worker, waiting for the supervisor to have started it (after a kill, a
+    loaded machine takes a while to start the next)."""
+    deadline = time.monotonic() + seconds
+    while len(found := children(pid)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [worker] = found
+    return worker
+
+
 def load(url: str, body: dict, kill: threading.Event, at: int, now: Callable[[], None] | None = None) -> list[str]:
     """Send CLIENTS x PER_CLIENT requests; set `kill` once `at` have completed (and call `now` at once, in
     the client's thread, the moment a response has come). The keys of those whose response came back
@@ -112,7 +122,7 @@ def test_kill_9_of_the_analysis_loses_no_row(shared_data: Path, tmp_path: Path, 
                     if not kill.wait(60):
                         return
                     kill.clear()
-                    [worker] = children(proxy.pid)
+                    worker = the_worker(proxy.pid)
                     os.kill(worker, signal.SIGKILL)
                     killed.append(worker)
 
@@ -135,7 +145,7 @@ def test_kill_9_of_the_proxy_loses_no_row(shared_data: Path, tmp_path: Path, bod
         proxy = start_proxy(up.url, db)
         try:
             url = listening(proxy)
-            [worker] = children(proxy.pid)
+            worker = the_worker(proxy.pid)
             done = load(url, body, threading.Event(), at=120, now=lambda: os.kill(proxy.pid, signal.SIGKILL))
             proxy.wait(timeout=30)
             # the analysis, orphaned, reads what the proxy had not sent down the pipe from the spool, then ends
