@@ -113,6 +113,8 @@ class Contract:
     unlisted_models: str | None = None  # the contract of a model this table does not list, on its APIs
     unit_end_roles: tuple[str, ...] = ()
     zero_counts_omitted: bool = False
+    usage_marker_fields: tuple[str, ...] = ()  # usage keys only this provider sends (an omitted read known by them)
+    invoke_chat_makers: tuple[str, ...] = ()  # Bedrock InvokeModel: makers whose models take a Chat body
     encrypted_reasoning: EncryptedReasoning | None = None
     breakpoint_caching: BreakpointCaching | None = None
     invalidates: dict[str, str] = field(default_factory=dict)

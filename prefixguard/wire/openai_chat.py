@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import unquote
 
-from prefixguard.contracts import ruleset
+from prefixguard.contracts.providers import providers
 from prefixguard.model import media
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
@@ -286,11 +286,10 @@ def _omits_zero_reads(raw: Mapping[str, Any]) -> bool:
 
 @cache
 def _zero_omitting_usages() -> tuple[tuple[str, ...], ...]:
-    tables = ruleset.load("providers.toml").values()
     return tuple(
-        tuple(t["usage_marker_fields"])
-        for t in tables
-        if API in t.get("apis", ()) and t.get("zero_counts_omitted") and t.get("usage_marker_fields")
+        c.usage_marker_fields
+        for c in providers().values()
+        if API in c.apis and c.zero_counts_omitted and c.usage_marker_fields
     )
 
 
@@ -349,7 +348,7 @@ def _invoke_chat_maker(model: str) -> bool:
     """Whether a Bedrock model id (openai.gpt-oss-120b-1:0, us.openai....) is of a maker whose InvokeModel
     body is OpenAI Chat's (rules/providers.toml: bedrock.invoke_chat_makers): its first segment, or the
     one after a region qualifier."""
-    makers = ruleset.load("providers.toml")["bedrock"].get("invoke_chat_makers", ())
+    makers = providers()["bedrock"].invoke_chat_makers
     return any(segment in makers for segment in model.split(".")[:2])
 
 
