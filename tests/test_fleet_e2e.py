@@ -120,6 +120,7 @@ def test_demo_agent_through_two_proxies_is_judged_as_through_one(fleet, tmp_path
     sent = {fixed: rows_of(store, tenant_of({"x-api-key": key}), 8) for fixed, key in keys.items()}
     single = str(tmp_path / "one.db")
     with proxy(up.url, "--store", single) as (one, _):
+        warm(single, up, [one, one])  # the same traffic: the warm-ups teach the model's token scale too
         for fixed, key in keys.items():
             for row in sent[fixed]:
                 auth = {"x-api-key": key} if row["api"] == "anthropic" else {"authorization": f"Bearer {key}"}

@@ -23,7 +23,7 @@ from helpers.processes import start, stop
 
 pytestmark = pytest.mark.slow
 
-SESSIONS = 10
+SESSIONS = 4
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.bench import load_bench
 
 from prefixguard.judge.redis_table import _decode_value, _encode_value
 from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale
@@ -108,3 +109,22 @@ def test_a_bill_smaller_than_exact_text_scales_it_down() -> None:
     scale = TokenScale()
     scale.learn(prompt, Usage(prompt_total=prompt.total_tokens - 100, reported=True), [0])
     assert scale.scaled(prompt).total_tokens == prompt.total_tokens - 100
+
+
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
+
+
+def test_tokens_the_provider_adds_after_every_breakpoint_are_never_read() -> None:
+    """Claude with a breakpoint on its tool definition (Mirascope's public cassettes, the Messages API and
+    Bedrock): request 1 writes 4,602 tokens and bills 147 (Sonnet 4) or 330 (Haiku 4.5 on Bedrock) more
+    that the body does not show: the tool-use instructions, after the tools. Fitted into the tools' ratio,
+    they made request 2's prefix 4,742 and 4,925; the write says where the prefix ends, so both predict
+    the 4,602 the provider read. The three-turn sessions, whose breakpoint moves, stay exact."""
+    figures = load_bench("real_traffic").measure(PUBLIC, ("mirascope",))
+    reads = [r for r in figures.rows if r.reported_read]
+    assert len(reads) == 4 and not any(r.first for r in reads)
+    for r in reads:
+        assert r.proxy_expected == r.sim_predicted == r.reported_read, r
+        assert r.verdict == "hit"
+    assert {r.reported_read for r in reads if "tool" in r.cassette} == {4602}
+    assert all(r.proxy_expected == 0 for r in figures.rows if not r.reported_read)

@@ -26,7 +26,11 @@ ends where a read can end (on a breakpoint; for an automatic prefix cache, only 
 tokens says anything): what it holds beyond our scaled tokens up to there is unseen text IN FRONT
 (hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
 instruction, a server tool's results) and is counted on the last part, where no later request reads
-it. Until a read says, all of it is put in front, since every read starts there.
+it. Until a read says, all of it is put in front, since every read starts there. Where the contract
+fixes where that cache ends (a write runs to the furthest breakpoint: Claude, GPT-5.6's modes), the count
+there is exact both ways: a prefix we scale past it holds tokens the provider adds after every breakpoint
+(Claude's tool-use instructions, after the tool definitions), so the ratios are lowered until it fits and
+the rest of the bill is unseen after the prefix.
 
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
@@ -86,9 +90,10 @@ class TokenScale:
     def __init__(self, fits: Table | None = None) -> None:
         self._fit: Table = fits if fits is not None else LocalTable(1 << 16)  # per model
 
-    def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = ()) -> None:
+    def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = (), held_end: int | None = None) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
-        read of this prompt could end on (the policy's breakpoints, or its last segment)."""
+        read of this prompt could end on (the policy's breakpoints, or its last segment); held_end: the one
+        where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint)."""
         media = sum(s.media_tokens for s in prompt.segments)
         x = _by_kind(prompt)
         ours, theirs = sum(x), usage.prompt_total - media
@@ -97,10 +102,18 @@ class TokenScale:
         before = self._fit.get(prompt.model)
         before = before if isinstance(before, Fit) else None
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
+        held = usage.cache_read + usage.cache_write
         kinds = _fitted(seen, _explained(prompt))
+        front: int | None
+        if held > 0 and held_end is not None and 0 <= held_end < len(prompt.segments):
+            kinds = _held_to(prompt, kinds, held, held_end, _explained(prompt))
+            over = held - sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
+            # past what was held even lowered (beyond a rounding of each part): it says nothing
+            front = max(0, over) if over >= -(held_end + 1) else None
+        else:
+            front = _front(prompt, kinds, held, read_ends)
         unseen = max(0, round(theirs - sum(k * n for k, n in zip(kinds, x, strict=False))))
         ratio = (theirs - unseen) / ours
-        front = _front(prompt, kinds, usage.cache_read + usage.cache_write, read_ends)
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
         self._fit.put(
@@ -215,6 +228,22 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
 def _in_theirs(seg: Segment, kinds: Sequence[float]) -> int:
     """A part's tokens in the provider's: its text scaled by its kind's ratio, its media as costed."""
     return round((seg.tokens - seg.media_tokens) * kinds[kind_of(seg)]) + seg.media_tokens
+
+
+def _held_to(prompt: Prompt, kinds: Sequence[float], held: int, end: int, text_exact: bool) -> tuple[float, ...]:
+    """The ratios, lowered where our scaled prefix up to `end` runs past what the provider held there:
+    the fit put tokens the provider adds after every breakpoint (its tool-use instructions) into the
+    prefix, and a read never covers them. The free kinds are lowered together, as far as a tokenizer
+    can differ (MAX_RATIO); the rest of the bill is then unseen, after the prefix."""
+    head = prompt.segments[: end + 1]
+    scaled = sum(_in_theirs(s, kinds) for s in head)
+    free = sum((s.tokens - s.media_tokens) * kinds[kind_of(s)] for s in head if not (text_exact and kind_of(s) == TEXT))
+    if scaled <= held or free <= 0:
+        return tuple(kinds)
+    g = 1 - (scaled - held) / free
+    if g < 1 / MAX_RATIO:  # it ended short for its own reasons (a foreign write, a minimum)
+        return tuple(kinds)
+    return tuple(k if text_exact and i == TEXT else k * g for i, k in enumerate(kinds))
 
 
 def _front(prompt: Prompt, kinds: Sequence[float], held: int, read_ends: Sequence[int]) -> int | None:

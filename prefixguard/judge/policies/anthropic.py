@@ -47,6 +47,10 @@ class AnthropicPolicy(CachePolicy):
     def read_ends(self, prompt: Prompt) -> list[int]:
         return [idx for idx, _ in self.breakpoints(prompt)]  # a read ends on a breakpoint
 
+    def held_end(self, prompt: Prompt) -> int | None:
+        points = self.breakpoints(prompt)
+        return points[-1][0] if points else None  # a write runs to the furthest breakpoint
+
     def _seconds(self, ttl: str) -> float:
         return self.ttl_seconds.get(ttl, self.ttl_seconds[self.default_ttl])
 

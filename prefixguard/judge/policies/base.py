@@ -101,6 +101,12 @@ class CachePolicy:
         automatic prefix read ends anywhere, so only one past all of the prompt says so."""
         return [len(prompt.segments) - 1]
 
+    def held_end(self, prompt: Prompt) -> int | None:
+        """The segment where what a request reads plus writes ends, where the contract fixes it (a write
+        runs to the furthest breakpoint), so the provider's count there is exact (scale.py). None for an
+        automatic prefix cache: its reads end on its own steps."""
+        return None
+
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         raise NotImplementedError
 
@@ -181,7 +187,7 @@ def answered(
     """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
     output kept in the provider's tokens, and what the provider reported holding."""
-    scale.learn(prompt, usage, policy.read_ends(prompt))
+    scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
     policy.commit(held, now, tenant, usage.output)
     policy.observe(held, usage.cache_read, now, tenant)

@@ -66,6 +66,11 @@ class PrefixPolicy(BreakpointModes):
             return message_ends(prompt, self.unit_roles) or [len(prompt.segments) - 1]
         return [len(prompt.segments) - 1]
 
+    def held_end(self, prompt: Prompt) -> int | None:
+        mode = self.mode(prompt)
+        writes = self._breakpoints(prompt, mode)[0] if mode else []
+        return writes[-1] if writes else None  # GPT-5.6's modes: a write runs to the furthest breakpoint
+
     def _ttl(self, prompt: Prompt) -> float:
         if not self.retention:
             return float("inf")
