@@ -141,8 +141,9 @@ def rebuilt(data: Path = ROOT.parent / "shared" / "data") -> list[tuple[str, dic
 
 
 class Fact(NamedTuple):
-    """A fact read from a public VCR cassette that is not in ../shared/data: an image of this size and this
-    text (a system prompt too, if any) sent to the model through this API, and the prompt total billed."""
+    """A fact read from a public VCR cassette that is not in ../shared/data: an image of this size (or the
+    PDF file `pdf`) and this text (a system prompt too, if any) sent to the model through this API
+    (anthropic, gemini, openai-chat, openai-responses), and the prompt total billed."""
 
     source: str
     model: str
@@ -152,9 +153,14 @@ class Fact(NamedTuple):
     text: str
     billed: int
     system: str = ""
+    pdf: Path | None = None
 
 
 FANTASY = "charmbracelet/fantasy providertests/testdata/TestImageUploadAgent/"
+MIRASCOPE = "Mirascope/mirascope python/tests/e2e/input/snapshots/"
+MIRASCOPE_IMAGE = "Describe the following image in one sentence"
+MIRASCOPE_PDF = "What text is in this PDF document? Reply in one short sentence."
+HELLO_PDF = ROOT / "tests" / "data" / "public" / "mirascope" / "hello.pdf"  # a letter page: "Hello, world!"
 # Figures only; each is rebuilt as the smallest request of its API sending that text and an image of that
 # size (the formulas read only the size).
 FACTS = (
@@ -169,6 +175,36 @@ FACTS = (
          "Describe the image briefly in English.", 372, "You are a helpful assistant"),
     Fact(FANTASY + "gemini-2.5-pro.yaml", "gemini-2.5-pro", "gemini", 812, 442,
          "Describe the image briefly in English.", 272, "You are a helpful assistant"),
+    # Mirascope's e2e tests: one question and a file, across providers (their snapshots hold the usage)
+    Fact(MIRASCOPE + "test_call_with_image_content/image_png/anthropic_claude_sonnet_4_0", "claude-sonnet-4-0",
+         "anthropic", 100, 100, MIRASCOPE_IMAGE, 34),
+    Fact(MIRASCOPE + "test_call_with_image_content/image_gif/anthropic_claude_sonnet_4_0", "claude-sonnet-4-0",
+         "anthropic", 400, 400, MIRASCOPE_IMAGE, 243),
+    Fact(MIRASCOPE + "test_call_with_image_content/image_jpeg/anthropic_claude_sonnet_4_0", "claude-sonnet-4-0",
+         "anthropic", 172, 178, MIRASCOPE_IMAGE, 67),
+    Fact(MIRASCOPE + "test_call_with_image_content/openai_gpt_5_mini_completions", "gpt-5-mini", "openai-chat",
+         100, 100, MIRASCOPE_IMAGE, 34),
+    Fact(MIRASCOPE + "test_call_with_image_content/openai_gpt_5_mini", "gpt-5-mini", "openai-responses",
+         100, 100, MIRASCOPE_IMAGE, 33),
+    Fact(MIRASCOPE + "test_call_with_image_content/image_webp/openai_gpt_4o_completions", "gpt-4o", "openai-chat",
+         550, 368, MIRASCOPE_IMAGE, 439),
+    Fact(MIRASCOPE + "test_call_with_image_content/image_jpeg/openai_gpt_4o_responses", "gpt-4o",
+         "openai-responses", 172, 178, MIRASCOPE_IMAGE, 269),
+    Fact(MIRASCOPE + "test_call_with_image_content/image_webp/google_gemini_2_5_flash", "gemini-2.5-flash",
+         "gemini", 550, 368, MIRASCOPE_IMAGE, 266),
+    Fact(MIRASCOPE + "test_call_with_document_content/anthropic_claude_sonnet_4_0", "claude-sonnet-4-0",
+         "anthropic", 0, 0, MIRASCOPE_PDF, 1598, pdf=HELLO_PDF),
+    Fact(MIRASCOPE + "test_call_with_document_content/openai_gpt_4o_completions", "gpt-4o", "openai-chat",
+         0, 0, MIRASCOPE_PDF, 241, pdf=HELLO_PDF),
+    Fact(MIRASCOPE + "test_call_with_document_content/openai_gpt_4o_responses", "gpt-4o", "openai-responses",
+         0, 0, MIRASCOPE_PDF, 29, pdf=HELLO_PDF),
+    Fact(MIRASCOPE + "test_call_with_document_content/google_gemini_2_5_flash", "gemini-2.5-flash", "gemini",
+         0, 0, MIRASCOPE_PDF, 273, pdf=HELLO_PDF),
+    # Claude 3.x, small images (simonw/llm-anthropic sends the image first, then the text, if any)
+    Fact("simonw/llm-anthropic tests/cassettes/test_anthropic/test_image_with_no_prompt.yaml",
+         "claude-3-5-sonnet-latest", "anthropic", 166, 282, "", 76),
+    Fact("DataDog/dd-trace-py tests/contrib/anthropic/cassettes/anthropic_create_image.yaml",
+         "claude-3-opus-20240229", "anthropic", 405, 405, "Hello, what do you see in the following image?", 246),
 )
 
 
@@ -185,30 +221,44 @@ def png_header(w: int, h: int) -> str:
 def fact_body(f: Fact) -> tuple[str, dict[str, object]]:
     """(path, body) of the smallest request of the fact's API: its system prompt, its text, then an image of
     its size."""
-    data = png_header(f.w, f.h)
+    import base64
+    mime, data = ("application/pdf", base64.b64encode(f.pdf.read_bytes()).decode()) if f.pdf else \
+        ("image/png", png_header(f.w, f.h))
+    url = f"data:{mime};base64,{data}"
     if f.api == "anthropic":
+        kind = "document" if f.pdf else "image"
+        text = [{"type": "text", "text": f.text}] if f.text else []
         body: dict[str, object] = {"model": f.model, "max_tokens": 1024, "messages": [{"role": "user", "content": [
-            {"type": "text", "text": f.text},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}]}
+            *text, {"type": kind, "source": {"type": "base64", "media_type": mime, "data": data}}]}]}
         if f.system:
             body["system"] = f.system
         return "/v1/messages", body
     if f.api == "gemini":
-        body = {"contents": [{"role": "user", "parts": [
-            {"text": f.text}, {"inlineData": {"mimeType": "image/png", "data": data}}]}]}
+        parts = [{"text": f.text}, {"inlineData": {"mimeType": mime, "data": data}}]
+        body = {"contents": [{"role": "user", "parts": parts}]}
         if f.system:
             body["systemInstruction"] = {"parts": [{"text": f.system}]}
         return f"/v1beta/models/{f.model}:generateContent", body
+    if f.api == "openai-responses":
+        part = {"type": "input_file", "file_data": url, "filename": "document.pdf"} if f.pdf else \
+            {"type": "input_image", "image_url": url, "detail": "auto"}
+        content = [{"type": "input_text", "text": f.text}, part]
+        body = {"model": f.model, "input": [{"role": "user", "content": content}]}
+        if f.system:
+            body["instructions"] = f.system
+        return "/v1/responses", body
     system = [{"role": "system", "content": f.system}] if f.system else []
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + data}}
+    part = {"type": "file", "file": {"file_data": url, "filename": "document.pdf"}} if f.pdf else \
+        {"type": "image_url", "image_url": {"url": url}}
     return "/v1/chat/completions", {"model": f.model, "messages": [
-        *system, {"role": "user", "content": [{"type": "text", "text": f.text}, image]}]}
+        *system, {"role": "user", "content": [{"type": "text", "text": f.text}, part]}]}
 
 
 def fact_row(f: Fact) -> dict[str, object]:
     path, body = fact_body(f)
-    name = f.source.split("/")[-1].removesuffix(".yaml")
-    return rebuilt_row(f"{name} ({f.model}, {f.w}x{f.h})", body, f.billed, path=path, prefix="public/")
+    name = "/".join(f.source.split("/")[-2:]).removesuffix(".yaml")
+    what = f.pdf.name if f.pdf else f"{f.w}x{f.h}"
+    return rebuilt_row(f"{name} ({f.model}, {f.api}, {what})", body, f.billed, path=path, prefix="public/")
 
 
 def rebuilt_row(name: str, body: dict[str, object], billed: int, path: str | None = None,

@@ -3,6 +3,9 @@ rules/providers.toml, judged on parsed requests."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+from helpers.bench import load_bench
 
 from prefixguard.contracts.providers import model_contract, providers
 from prefixguard.judge.policies import make_policy, policy_name
@@ -195,3 +198,22 @@ def test_lint_runs_the_rules_of_any_prefix_cache_for_the_new_providers(tmp_path)
         result = CliRunner().invoke(main, ["lint", "--format", "json", str(body)])
         assert result.exit_code == 1, (model, result.output)
         assert "PG101" in {f["code"] for f in json.loads(result.stdout)["findings"]}, model
+
+
+def test_reasoning_a_client_does_not_send_back_is_no_cached_output() -> None:
+    """gpt-5-mini, three turns on Chat and on Responses (Mirascope's public cassettes, tests/data/public):
+    request 1 generated 1,753 / 1,944 tokens, 768 / 832 of them reasoning, generated first. Request 2 carries
+    back the answer alone: Chat never sends reasoning, and Responses drops an earlier turn's reasoning item
+    (here sent by its id) before a new user message. So the cache request 1 left ends where its prompt did,
+    3,584 (its 3,651 in whole 128s); counted as cached, its output took the read to the whole prompt
+    (4,646 / 4,776), which no provider reads. gpt-5-mini read 2,816 (bench/RESULTS.md)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = [r for r in load_bench("real_traffic").measure(public, ("mirascope",)).rows if r.model == "gpt-5-mini"]
+    second = [r for r in rows if r.n == 2]
+    assert len(second) == 2 and {r.reported_prompt for r in second} == {4646, 4776}
+    assert all(r.proxy_expected == r.sim_predicted == 3584 for r in second), second
+    # the reasoning item sent by id before the new user message is billed nothing
+    folder = public / "mirascope" / "test_caching_multi_turn_conversation_openai_gpt_5_mini"
+    prompt = parse_request((folder / "0002.request.json").read_bytes(), path="/v1/responses")
+    assert [s.tokens for s in prompt.segments if s.kind == "thinking"] == [0]
+    assert abs(prompt.total_tokens - 4776) <= 5

@@ -5,7 +5,9 @@ Version 6 stores a verdict's cause and the provider's diagnosis in columns of th
 list of names, pointer, note; diag_* and agreement), and whether the request was analysed (`analysed`).
 The version-1 columns `cause` and `diagnosis` stay in the table for older readers but are written empty:
 a writer moves an old row's text into the new columns (`legacy_updates`), a read-only reader converts it
-as it reads (capture/legacy.py).
+as it reads (capture/legacy.py). A column added since (`reasoning`: how many of a response's output tokens
+were reasoning, in the usage) is added by the writer, and read as 0 from a file without it; adding a
+field is not a new version.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ COLUMNS = """
     diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0, client TEXT, route TEXT, site TEXT, response_id TEXT,
     response_model TEXT, finish_reasons TEXT, causes TEXT, pointer TEXT, note TEXT, diag_status TEXT,
     diag_level TEXT, diag_label TEXT, diag_missed_tokens INTEGER, diag_reusable_tokens INTEGER, diag_reason TEXT,
-    agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1
+    agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1, reasoning INTEGER
 """
 # (name, SQLite type, the rest of its definition) of each column
 DEFINITIONS = tuple(
@@ -67,6 +69,7 @@ ADDED = {
         "finish_reasons",
         *_STRUCTURED,
         ANALYSED,
+        "reasoning",
     )
 }
 REQUIRED = frozenset(NAMES) - set(ADDED)  # what any capture's table has had since version 1
@@ -104,7 +107,7 @@ def record_of(row: Mapping[str, Any]) -> Record:
                 f"row {data.get('id')!r}: column {name} holds {type(value).__name__}, "
                 f"expected {KINDS[name][0].__name__}"
             )
-    counts: dict[str, Any] = {k: data.pop(k) or 0 for k in USAGE_FIELDS}
+    counts: dict[str, Any] = {k: data.pop(k, 0) or 0 for k in USAGE_FIELDS}  # a file from before `reasoning` lacks it
     usage = Usage(**counts | {"reported": bool(counts["reported"])})
     data["segments"] = _json(data, "segments", "[]", list)
     data["fingerprints"] = data["fingerprints"] or b""

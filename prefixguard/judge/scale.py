@@ -112,7 +112,8 @@ class TokenScale:
             front = max(0, over) if over >= -(held_end + 1) else None
         else:
             front = _front(prompt, kinds, held, read_ends)
-        unseen = max(0, round(theirs - sum(k * n for k, n in zip(kinds, x, strict=False))))
+        # against the parts as scaled (each rounded), so that this request comes out at its bill exactly
+        unseen = max(0, theirs - sum(_in_theirs(s, kinds) for s in prompt.segments) + media)
         ratio = (theirs - unseen) / ours
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1

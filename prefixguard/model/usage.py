@@ -14,6 +14,7 @@ class Usage(NamedTuple):
     uncached: int = 0  # neither read nor written
     output: int = 0
     reported: bool = False  # False when the provider sent no cache field at all: never a miss
+    reasoning: int = 0  # of the output, the reasoning tokens (generated first; a client may not send them back)
 
     @classmethod
     def of_export(cls, usage: Mapping[str, Any] | None) -> Usage:

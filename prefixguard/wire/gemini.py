@@ -245,10 +245,18 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         return Usage()
     prompt = as_int(raw.get("promptTokenCount"))
     read = min(as_int(raw.get("cachedContentTokenCount")), prompt)
-    output = as_int(raw.get("candidatesTokenCount")) + as_int(raw.get("thoughtsTokenCount"))
+    reasoning = as_int(raw.get("thoughtsTokenCount"))
+    output = as_int(raw.get("candidatesTokenCount")) + reasoning
     omitted = providers()["gemini"].zero_counts_omitted
     reported = raw.get("cachedContentTokenCount") is not None or (omitted and raw.get("promptTokenCount") is not None)
-    return Usage(prompt_total=prompt, cache_read=read, uncached=prompt - read, output=output, reported=reported)
+    return Usage(
+        prompt_total=prompt,
+        cache_read=read,
+        uncached=prompt - read,
+        output=output,
+        reported=reported,
+        reasoning=reasoning,
+    )
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -251,6 +251,8 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         return Usage()
     prompt = as_int(raw.get("prompt_tokens", raw.get("input_tokens")))
     output = as_int(raw.get("completion_tokens", raw.get("output_tokens")))
+    made = raw.get("completion_tokens_details") or raw.get("output_tokens_details")
+    reasoning = as_int(made.get("reasoning_tokens")) if isinstance(made, Mapping) else 0
     details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     cached = details.get("cached_tokens", raw.get("cached_tokens"))
@@ -275,6 +277,7 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         uncached=max(prompt - read - write, 0),
         output=output,
         reported=reported,
+        reasoning=min(reasoning, output),
     )
 
 

@@ -177,15 +177,16 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
 def reasoning_tokens(item: dict[str, Any], earlier_turn: bool) -> int | None:
     """What a reasoning item costs by the rule of rules/providers.toml [openai] encrypted_reasoning: its
     reasoning tokens, from the length of its encrypted_content (the text of that is no prompt text), or
-    nothing when an earlier turn's reasoning is dropped. None: no encrypted content (count its text)."""
-    encrypted = item.get("encrypted_content")
-    if not isinstance(encrypted, str):
-        return None
+    nothing when an earlier turn's reasoning is dropped (sent whole or by its id alone). None: no rule, or
+    no encrypted content (count its text)."""
     rule = providers()["openai"].encrypted_reasoning
     if rule is None:
         return None
     if earlier_turn and rule.dropped_before_last_user_message:
         return 0
+    encrypted = item.get("encrypted_content")
+    if not isinstance(encrypted, str):
+        return None
     return max(0, round((len(encrypted) - rule.chars_per_item) / rule.chars_per_token))
 
 

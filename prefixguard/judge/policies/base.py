@@ -54,15 +54,16 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             return self._plan(prompt, now, tenant, commit=False)
 
-    def commit(self, prompt: Prompt, now: float, tenant: str = "", output: int = 0) -> Expected:
+    def commit(self, prompt: Prompt, now: float, tenant: str = "", output: int = 0, reasoning: int = 0) -> Expected:
         """lookup, then record this request's reads and writes (refreshing the TTLs it touched).
-        output: the tokens it generated (as reported), cached with it where the contract says so."""
+        output: the tokens it generated (as reported), cached with it where the contract says so; reasoning:
+        how many of them were reasoning."""
         with self._lock:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             expected = self._plan(prompt, now, tenant, commit=True)
             if output > 0 and self.caches_output and prompt.segments:
                 key = (tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1])
-                self._put(key, Output(at=now, tokens=output))
+                self._put(key, Output(at=now, tokens=output, reasoning=reasoning))
             self._entries.save()
             return expected
 
@@ -189,12 +190,14 @@ def answered(
     output kept in the provider's tokens, and what the provider reported holding."""
     scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
-    policy.commit(held, now, tenant, usage.output)
+    policy.commit(held, now, tenant, usage.output, usage.reasoning)
     policy.observe(held, usage.cache_read, now, tenant)
 
 
 class Output(NamedTuple):
-    """What a request generated, cached with its prompt (a contract with caches_output): when, how many."""
+    """What a request generated, cached with its prompt (a contract with caches_output): when, how many, and
+    how many of them were reasoning, generated first."""
 
     at: float
     tokens: int
+    reasoning: int = 0
