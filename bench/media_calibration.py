@@ -192,6 +192,9 @@ FACTS = (
          "openai-responses", 172, 178, MIRASCOPE_IMAGE, 269),
     Fact(MIRASCOPE + "test_call_with_image_content/image_webp/google_gemini_2_5_flash", "gemini-2.5-flash",
          "gemini", 550, 368, MIRASCOPE_IMAGE, 266),
+    Fact("Mirascope/mirascope python/tests/e2e/input/cassettes/test_call_with_image_content/"
+         "together_meta_llama_Llama_4_Maverick_17B_128E_Instruct_FP8.yaml",
+         "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "openai-chat", 100, 100, MIRASCOPE_IMAGE, 165),
     Fact(MIRASCOPE + "test_call_with_document_content/anthropic_claude_sonnet_4_0", "claude-sonnet-4-0",
          "anthropic", 0, 0, MIRASCOPE_PDF, 1598, pdf=HELLO_PDF),
     Fact(MIRASCOPE + "test_call_with_document_content/openai_gpt_4o_completions", "gpt-4o", "openai-chat",

@@ -203,6 +203,8 @@ def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None
         return _tiles(w, h, rule, detail or rule.get("default_detail", "high"))
     if method == "crop_tiles":
         return _crop_tiles(w, h, rule)
+    if method == "canvas_tiles":
+        return _canvas_tiles(w, h, rule)
     if method == "levels":
         return _level(rule["levels"], detail, rule["default_level"])
     if method == "fixed":
@@ -252,6 +254,24 @@ def _crop_tiles(w: int, h: int, rule: dict[str, Any]) -> int:
     unit = min(rule["max_crop"], max(rule["min_crop"], math.floor(min(w, h) / rule["crop_divisor"])))
     tiles = math.ceil(w / unit) * math.ceil(h / unit) + rule.get("extra_tiles", 0)
     return tiles * rule["tile_tokens"]
+
+
+def _canvas_tiles(w: int, h: int, rule: dict[str, Any]) -> int:
+    """Llama 4: the image resized, without distortion, onto the canvas of whole tiles (at most max_tiles)
+    that needs the least upscaling (else the least downscaling; the smaller canvas on a tie). One tile
+    costs tile_tokens; several cost theirs and separator_tokens each, plus a whole-image tile."""
+    tile, cap = rule["tile"], rule["max_tiles"]
+    scales = {
+        (cols, rows): min(cols * tile / w, rows * tile / h)
+        for cols in range(1, cap + 1)
+        for rows in range(1, cap // cols + 1)
+    }
+    up = [s for s in scales.values() if s >= 1]
+    chosen = min(up) if up else max(scales.values())
+    cols, rows = min((c for c, s in scales.items() if s == chosen), key=lambda c: c[0] * c[1])
+    n = cols * rows
+    each = rule["tile_tokens"]
+    return each if n == 1 else n * (each + rule.get("separator_tokens", 0)) + each
 
 
 def _level(levels: dict[str, int], detail: str | None, default: str) -> int:
