@@ -66,3 +66,32 @@ def test_sim_and_proxy_expect_the_same_reads_on_every_recorded_source(shared_dat
     assert compared > 500                                   # every source was read
     assert {"anthropic", "openai", "bedrock", "gemini", "compatible"} <= providers_seen
     assert disagree == []
+
+
+def test_an_answer_without_cache_fields_teaches_both_alike(tmp_path: Path) -> None:
+    """A server that reports its prompt total but no cache field on a request (vLLM without prompt token
+    details; Bedrock's gpt-oss when it read nothing): the proxy learns the token scale and the output from
+    it, and so must the sim, or the next request's expected read differs (4,572 against 4,582 on one of
+    Mirascope's public cassettes)."""
+    folder = tmp_path / "cassette"
+    folder.mkdir()
+    system = {"role": "system", "content": "Catalogue rules: shelve by subject, then author, then year. " * 80}
+    turns = [[system, {"role": "user", "content": "Where do atlases go?"}]]
+    turns.append([*turns[0], {"role": "assistant", "content": "Geography, by region."},
+                  {"role": "user", "content": "And maps?"}])
+    turns.append([*turns[1], {"role": "assistant", "content": "With the atlases."},
+                  {"role": "user", "content": "Thanks."}])
+    for n, (messages, total, details) in enumerate(zip(turns, (1500, 1530, 1550), (None, 1408, 1504)), 1):
+        (folder / f"{n:04d}.request.json").write_text(json.dumps({"model": "Qwen/Qwen3-8B", "messages": messages}))
+        usage = {"prompt_tokens": total, "completion_tokens": 6}
+        if details is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": details}
+        (folder / f"{n:04d}.response.json").write_text(json.dumps({"object": "chat.completion", "usage": usage,
+                                                                   "choices": [{"index": 0, "message": {}}]}))
+    uri = "http://127.0.0.1:8000/v1/chat/completions"  # a server one runs
+    (folder / "meta.json").write_text(json.dumps({"interactions": [
+        {"n": n, "method": "POST", "uri": uri, "status": 200, "request": "json", "response": "json"} for n in (1, 2, 3)]}))
+    rows = _both(folder, tmp_path / "rows.db")
+    assert len(rows) == 3 and all(provider_for(api, model) == "compatible" for _, _, _, api, model in rows)
+    assert [(proxy, sim) for _, proxy, sim, _, _ in rows if proxy != sim] == []
+    assert rows[1][1] > 1000  # the second request reads the first one's prefix

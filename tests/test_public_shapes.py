@@ -208,3 +208,37 @@ def test_ollama_chat_json_lines_answer_is_analysed(tmp_path: Path) -> None:
 def test_paths_with_a_query_or_a_gateway_prefix(path: str, api: str, model: str | None) -> None:
     found = resolve(path)
     assert (found.api, found.model) == (api, model)
+
+
+# ---- Bedrock's own ids for gpt-oss: Bedrock's contract (cachePoint, listed models only), never "any prefix"
+
+SYSTEM = "You are a careful librarian. Answer from the catalogue only. " * 90  # ~1,200 tokens
+
+
+@pytest.mark.parametrize(
+    ("path", "model"),
+    [
+        ("/openai/v1/chat/completions", "openai.gpt-oss-20b-1:0"),  # Bedrock's OpenAI-compatible endpoint
+        (GPT_OSS, None),  # InvokeModel: the path names the model
+    ],
+)
+def test_bedrock_gpt_oss_is_judged_by_bedrocks_contract(tmp_path: Path, path: str, model: str | None) -> None:
+    """Mirascope's public caching cassettes: Bedrock gpt-oss read 32-48 of 3.7-5.2k tokens, nothing that
+    a prefix cache would read. Judged as a server that caches any prefix, the repeated prompt was expected
+    to read ~3,700; Bedrock caches only its listed models, at cachePoints."""
+    body = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "A book?"}]}
+    if model:
+        body["model"] = model
+    answer = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": "No"}}],
+              "usage": {"prompt_tokens": 1300, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0}}}
+    store = tmp_path / "rows.db"
+    analyzer = Analyzer(store=str(store))
+    for i in (1, 2):
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path=path, body=json.dumps(body).encode()))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i),
+                                 body=json.dumps(answer).encode()))
+    analyzer.close()
+    with open_store(store) as db:
+        rows = list(db.rows())
+    assert [r["model"] for r in rows] == ["openai.gpt-oss-20b-1:0" if model else "openai.gpt-oss-120b-1:0"] * 2
+    assert [r["expected_cached"] for r in rows] == [0, 0] and rows[1]["verdict"] != "miss_server_side"

@@ -34,6 +34,9 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
         for name, table in tables.items():
             if any(bare_host == h or bare_host.endswith("." + h) for h in table.hosts):
                 return name
+    cloud = cloud_of(model)
+    if cloud:  # a cloud's own id for another maker's model, in that maker's shape: the cloud's contract
+        return cloud
     # A gateway's ids are lowercase (OpenRouter: qwen/qwen3-coder); one with capitals is a model repository's
     # name (Hugging Face: Qwen/Qwen3-0.6B, mistralai/Mistral-7B-Instruct-v0.3), served by whoever runs it.
     maker = model.partition("/")[0] if model and "/" in model and model == model.lower() else None
@@ -53,6 +56,16 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
                 return table.unlisted_models  # an OpenAI-shaped request to a model OpenAI does not sell
             return name
     return COMPATIBLE
+
+
+def cloud_of(model: str | None) -> str | None:
+    """The cloud whose own id this is for a model it serves in its maker's OpenAI Chat shape (Bedrock's
+    openai.gpt-oss-120b-1:0, us.openai....: the first segment, or the one after a region qualifier, is one of
+    its table's invoke_chat_makers); None for any other id."""
+    if not model or "." not in model or "/" in model:
+        return None
+    head = model.split(".")[:2]
+    return next((name for name, t in providers().items() if any(s in t.invoke_chat_makers for s in head)), None)
 
 
 def _host(upstream: str | None) -> str:

@@ -28,7 +28,7 @@ def priced(o: Outcome, api: str, model: str | None, write_1h: int = 0) -> Outcom
 
 
 def outcome(req: Request, prompt_tokens: int, cached: int, **kw: Any) -> Outcome:
-    reported = req.reported
+    reported = req.reported if req.reported is not None and req.reported.reported else None  # no cache field: unknown
     return Outcome(
         index=req.index,
         ts=req.ts,

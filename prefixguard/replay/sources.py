@@ -43,7 +43,7 @@ class Request:
     blocks: list[int] | None = None  # Mooncake: prefix block hashes (an id implies its whole prefix)
     input_tokens: int | None = None  # Mooncake: prompt length in tokens
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
-    reported: Usage | None = None  # the provider's usage as captured
+    reported: Usage | None = None  # the provider's usage as captured (its `reported`: whether it had cache fields)
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""  # where it came from: row id, file name, line
     upstream: str | None = None  # where it went (scheme://host), where the source says: a provider known by its host
@@ -238,7 +238,7 @@ def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) 
         usage = parse_response(read_input(f, what="response file"), detect_api(body, path))
     except InputError:
         return None
-    return usage if usage.reported else None
+    return usage if usage.reported or usage.prompt_total else None  # no cache field: it still teaches the scale
 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
@@ -276,7 +276,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
 
 
 def _usage(u: dict[str, Any]) -> Usage | None:
-    if not u.get("reported"):
+    if not (u.get("reported") or u.get("prompt_total")):
         return None
     return Usage(**{k: u[k] for k in USAGE_FIELDS if u.get(k) is not None})  # null: not reported
 

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import unquote
 
-from prefixguard.contracts.providers import providers
+from prefixguard.contracts.providers import cloud_of, providers
 from prefixguard.model import media
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
@@ -344,15 +344,7 @@ def route(path: str) -> tuple[str, str | None] | None:
         return API, None
     found = _INVOKE.search(path)  # a maker whose models take a Chat body there (Claude's: anthropic.py)
     model = unquote(found.group(1)) if found else ""
-    return (API, model) if model and _invoke_chat_maker(model) else None
-
-
-def _invoke_chat_maker(model: str) -> bool:
-    """Whether a Bedrock model id (openai.gpt-oss-120b-1:0, us.openai....) is of a maker whose InvokeModel
-    body is OpenAI Chat's (rules/providers.toml: bedrock.invoke_chat_makers): its first segment, or the
-    one after a region qualifier."""
-    makers = providers()["bedrock"].invoke_chat_makers
-    return any(segment in makers for segment in model.split(".")[:2])
+    return (API, model) if cloud_of(model) else None
 
 
 def foreign(body: dict[str, Any] | None, path: str) -> str | None:
