@@ -55,6 +55,7 @@ class Row:
     sim_predicted: int | None
     verdict: str | None
     cause: str | None
+    reprefill: int = 0        # what the change made it prefill again: it owed that beyond max(read, expected)
 
 
 @dataclass
@@ -73,9 +74,10 @@ class Figures:
         return ok, n
 
     def false_breaks(self) -> list[Row]:
-        """miss_prefix_changed though the provider read what the contract owed (within 5%)."""
+        """miss_prefix_changed though the provider read what the contract owed had the prefix not changed
+        (within 5%): the changed prompt's expected read, or the read, and what the change re-prefilled."""
         return [r for r in self.rows if r.verdict == "miss_prefix_changed" and r.proxy_expected is not None
-                and r.reported_read >= (1 - TOLERANCE) * max(r.proxy_expected, 1)]
+                and r.reported_read >= (1 - TOLERANCE) * max(max(r.reported_read, r.proxy_expected) + r.reprefill, 1)]
 
 
 def cassettes(data: Path, names: tuple[str, ...] = SOURCES) -> list[tuple[str, Path]]:
@@ -149,7 +151,8 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                         continue
                     figures.rows.append(Row(source, folder.name, i + 1, model, first, usage.get("cache_read", 0),
                                             usage.get("prompt_total", 0), row.get("expected_cached"),
-                                            done.get(row["id"]), row.get("verdict"), row.get("cause")))
+                                            done.get(row["id"]), row.get("verdict"), row.get("cause"),
+                                            row.get("reprefill_tokens") or 0))
     return figures
 
 
