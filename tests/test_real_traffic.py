@@ -74,3 +74,21 @@ def test_held_out_recordings_in_another_layout_are_measured(bench, shared_data: 
     assert [r.reported_read for r in rows] == [0, 1024, 0, 0]   # what the provider reported, in order
     assert rows[1].proxy_expected == 1024 and rows[2].verdict == "miss_server_side"
     assert bench.groups(shared_data / "recorded")[:2] == [bench.SOURCES, bench.PROVIDER_SOURCES]
+
+
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
+
+
+def test_public_sessions_from_another_language(bench) -> None:
+    """tmc/langchaingo's recorded sessions (Go; tests/data/public/langchaingo): Claude over three and four
+    turns (thinking and tool loops, a history edited mid-session) and Bedrock Converse with a cachePoint
+    added at turn 3. Every read within 5%; the edit is a miss naming the rewritten message, though the
+    provider read the entry request 1 wrote (through its lookback): that is the changed prompt's read, no
+    false break (it owed 205 more had the history stayed)."""
+    f = bench.measure(PUBLIC, ("langchaingo",))
+    reads = [r for r in f.rows if r.reported_read]
+    assert len(reads) == 8 and all(abs(r.proxy_expected - r.reported_read) <= 0.05 * r.reported_read for r in reads)
+    assert all(r.proxy_expected == r.sim_predicted for r in f.rows)
+    (edit,) = [r for r in f.rows if r.verdict == "miss_prefix_changed"]
+    assert edit.cause.startswith("history_rewritten") and edit.reprefill > 0
+    assert f.false_breaks() == []
