@@ -37,13 +37,16 @@ def test_explicit_mode_reads_only_exactly_at_a_breakpoint():
     # no breakpoint where the shared prefix ends: no fallback to it (the implicit mode reads it)
     moved = parse_request(json.dumps(responses("And the night before? " * 5, mode="explicit", system_point=False)))
     assert policy.lookup(moved, 60.0).cache_read == 0
-    # GPT-5.6's implicit (default) mode has no fallback either: a marked part is a breakpoint there too, an
-    # unmarked shared prefix is none
+    # GPT-5.6's implicit (default) mode: a marked part is a breakpoint there too, and (measured) the end of a
+    # developer prompt a write ran through is read back, marked or not; a shared prefix inside a message is not
     implicit = make_policy("openai")
     implicit.commit(parse_request(json.dumps(responses("What failed last night? " * 5, mode=None, system_point=True))), 0.0)
-    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=True))), 60.0).cache_read \
+    for marked in (True, False):
+        asked = responses("x " * 5, mode=None, system_point=marked)
+        assert implicit.lookup(parse_request(json.dumps(asked)), 60.0).cache_read == later.segments[0].tokens
+    assert implicit.lookup(parse_request(json.dumps(responses("What failed last week? " * 5, mode=None,
+                                                              system_point=False))), 60.0).cache_read \
         == later.segments[0].tokens
-    assert implicit.lookup(parse_request(json.dumps(responses("x " * 5, mode=None, system_point=False))), 60.0).cache_read == 0
     # the modes' own TTL
     assert policy.lookup(later, rules.ttl_seconds[rules.default_ttl] + 1).reason == "ttl_expired"
 
@@ -217,3 +220,17 @@ def test_reasoning_a_client_does_not_send_back_is_no_cached_output() -> None:
     prompt = parse_request((folder / "0002.request.json").read_bytes(), path="/v1/responses")
     assert [s.tokens for s in prompt.segments if s.kind == "thinking"] == [0]
     assert abs(prompt.total_tokens - 4776) <= 5
+
+
+def test_gpt_5_6_implicit_reads_back_to_the_end_of_the_system_prompt() -> None:
+    """GPT-5.6 on Chat and Responses (Arize-ai/openinference's public cassettes, tests/data/public): request 1
+    writes a ~5,400-token system prompt and a question; request 2 asks another question and reads 5,382 /
+    5,415 / 5,392 / 5,435, the system prompt's end, writing the 10-token question. The guide's implicit
+    breakpoint sits on the latest user message only, so these were predicted 0 (a read by traffic not seen)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = [r for r in load_bench("real_traffic").measure(public, ("openinference",)).rows if (r.model or "").startswith("gpt-5.6")]
+    reads = [r for r in rows if r.reported_read]
+    assert len(reads) == 4 and {r.reported_read for r in reads} == {5382, 5415, 5392, 5435}
+    for r in reads:
+        assert r.proxy_expected == r.sim_predicted and abs(r.proxy_expected - r.reported_read) <= 5, r
+        assert r.verdict == "hit"

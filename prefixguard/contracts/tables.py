@@ -48,6 +48,7 @@ class BreakpointCaching:
 
     since: str
     implicit_breakpoint_roles: tuple[str, ...]
+    implicit_read_roles: tuple[str, ...]  # implicit mode: message ends a later read may stop at, once written through
     max_writes: int
     read_lookback_breakpoints: int
     ttl_seconds: dict[str, float]
@@ -172,6 +173,7 @@ def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
         else BreakpointCaching(
             since=rules["since"],
             implicit_breakpoint_roles=tuple(rules["implicit_breakpoint_roles"]),
+            implicit_read_roles=tuple(rules["implicit_read_roles"]),
             max_writes=rules["max_writes"],
             read_lookback_breakpoints=rules["read_lookback_breakpoints"],
             ttl_seconds=dict(rules["ttl_seconds"]),

@@ -1,6 +1,7 @@
 """OpenAI GPT-5.6 and later: caching by breakpoints, implicit (one on the latest user or tool message)
 or explicit (the marked parts only), chosen per model and request ([openai.breakpoint_caching]). A read
-matches exactly at a breakpoint written earlier: no fallback to a shorter prefix, no rounding."""
+matches exactly at a breakpoint written earlier, or (implicit) at a message end a write ran through: no
+fallback to any shorter prefix, no rounding."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ class BreakpointModes(CachePolicy):
     def _breakpoints(self, prompt: Prompt, mode: str) -> tuple[list[int], list[int]]:
         """(where this request writes, where it may read) as segment indices. Explicit: the marked parts.
         Implicit: the marked parts and the latest user or tool message write; a read may end on any of
-        them or on an earlier user or tool message (where an earlier request put its implicit one). Reads
-        consider the latest read_lookback_breakpoints positions."""
+        them or on an earlier message end of the implicit_read_roles (a system prompt's, a question's)
+        that an earlier request wrote through. Reads consider the latest read_lookback_breakpoints positions."""
         rules = self.breakpoint_rules
         assert rules is not None  # mode() said this request is cached by breakpoints
         marked = [i for i, s in enumerate(prompt.segments) if s.breakpoint]
@@ -40,7 +41,8 @@ class BreakpointModes(CachePolicy):
             writes, reads = marked, marked
         else:
             ends = message_ends(prompt, frozenset(rules.implicit_breakpoint_roles))
-            writes, reads = sorted({*marked, *ends[-1:]}), sorted({*marked, *ends})
+            readable = message_ends(prompt, frozenset(rules.implicit_read_roles))
+            writes, reads = sorted({*marked, *ends[-1:]}), sorted({*marked, *ends, *readable})
         return writes[-rules.max_writes :], reads[-rules.read_lookback_breakpoints :]
 
     def _plan_breakpoints(
@@ -84,6 +86,7 @@ class BreakpointModes(CachePolicy):
         else:
             reason = "cold"
         if commit:
-            for i in ([hit] if read and hit is not None else []) + writes:
+            held = [i for i in reads_at if writes and i < writes[-1]] if mode == "implicit" else []
+            for i in ([hit] if read and hit is not None else []) + writes + held:  # implicit: read back later
                 self._put((*owner, key + chain[i]), now)
         return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason)
