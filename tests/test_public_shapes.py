@@ -14,7 +14,7 @@ import pytest
 from prefixguard.capture.store import open_store
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.utils.errors import NotARequest
-from prefixguard.wire import detect_api, parse_response
+from prefixguard.wire import detect_api, parse_request, parse_response
 from prefixguard.wire.eventstream import encode
 from prefixguard.wire.routes import resolve
 
@@ -242,3 +242,18 @@ def test_bedrock_gpt_oss_is_judged_by_bedrocks_contract(tmp_path: Path, path: st
         rows = list(db.rows())
     assert [r["model"] for r in rows] == ["openai.gpt-oss-20b-1:0" if model else "openai.gpt-oss-120b-1:0"] * 2
     assert [r["expected_cached"] for r in rows] == [0, 0] and rows[1]["verdict"] != "miss_server_side"
+
+
+def test_responses_items_referenced_by_id() -> None:
+    """The AI SDK (mastra-ai/mastra's recordings) sends earlier output items as {"type": "item_reference",
+    "id": ...}: the API puts the stored item there. A reasoning item's reference before the new user message
+    costs nothing, as the item itself would (dropped); a function call's is the assistant's tool call."""
+    body = {"model": "gpt-5", "input": [
+        {"role": "user", "content": "Plan the trip. " * 50},
+        {"type": "item_reference", "id": "rs_0a1"},
+        {"type": "item_reference", "id": "fc_0a2"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "booked"},
+        {"role": "user", "content": "And back?"}]}
+    segments = parse_request(json.dumps(body), path="/v1/responses").segments
+    assert [(s.kind, s.role) for s in segments[1:3]] == [("thinking", "assistant"), ("tool_use", "assistant")]
+    assert segments[1].tokens == 0

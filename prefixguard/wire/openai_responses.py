@@ -52,6 +52,10 @@ ITEM_KINDS = {
     "reasoning": "thinking",
 }
 ITEM_ROLES = {"tool_use": "assistant", "thinking": "assistant", "tool_result": "tool"}
+# An earlier output item sent by its id alone ({"type": "item_reference", "id": ...}, as the AI SDK sends
+# them): the API puts the stored item there. Its id says its type; the stub is counted, so a reasoning
+# item stands for its reasoning only as far as reasoning_tokens() knows it (an earlier turn's: none).
+REFERENCED_KINDS = {"rs_": "thinking", "fc_": "tool_use", "ctc_": "tool_use"}
 
 usage = openai_chat.usage  # same subset convention; input_tokens / input_tokens_details
 
@@ -102,6 +106,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 raise InputError(f"/input/{ii} must be an object")
             raw_kind: Any = fields.get("type")
             kind: Any = ITEM_KINDS.get(raw_kind, raw_kind or "message")
+            if raw_kind == "item_reference":
+                ref = str(fields.get("id", ""))
+                kind = next((k for prefix, k in REFERENCED_KINDS.items() if ref.startswith(prefix)), kind)
             role = fields.get("role") or ITEM_ROLES.get(kind)
             leading = leading and role in openai_chat.SYSTEM_ROLES
             level = "system" if leading else "messages"
