@@ -75,8 +75,8 @@ def recorded(shared_data: Path, cassette: str, n: int, kind: str) -> Path:
     ("test_bedrock_test_bedrock_cache_write_and_read", 2, "bedrock-converse", Usage(1324, 1322, 0, 0, 2, 5, True)),
     ("test_bedrock_test_bedrock_cache_messages_with_image_as_last_content", 2, "bedrock-converse",
      Usage(2374, 2074, 297, 0, 3, 61, True)),
-    # cachedContentTokenCount inside promptTokenCount (3,520 = 3,512 cached + 8)
-    ("test_cache_test_google_model_cached_content", 2, "gemini", Usage(3520, 3512, 0, 0, 8, None, True)),
+    # cachedContentTokenCount inside promptTokenCount (3,520 = 3,512 cached + 8); thoughtsTokenCount 42 of the output
+    ("test_cache_test_google_model_cached_content", 2, "gemini", Usage(3520, 3512, 0, 0, 8, None, True, 42)),
 ])
 def test_known_usages(shared_data, cassette, n, api, expected):
     usage = parse_response(recorded(shared_data, cassette, n, "response.json").read_bytes(), api)
