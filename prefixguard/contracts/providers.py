@@ -64,8 +64,14 @@ def cloud_of(model: str | None) -> str | None:
     its table's invoke_chat_makers); None for any other id."""
     if not model or "." not in model or "/" in model:
         return None
-    head = model.split(".")[:2]
-    return next((name for name, t in providers().items() if any(s in t.invoke_chat_makers for s in head)), None)
+    clouds = _clouds()
+    return next((clouds[s] for s in model.split(".")[:2] if s in clouds), None)
+
+
+@cache
+def _clouds() -> dict[str, str]:
+    """Each maker of a table's invoke_chat_makers -> that table (the cloud)."""
+    return {maker: name for name, t in providers().items() for maker in t.invoke_chat_makers}
 
 
 def _host(upstream: str | None) -> str:

@@ -102,11 +102,11 @@ class TokenScale:
         before = self._fit.get(prompt.model)
         before = before if isinstance(before, Fit) else None
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
-        held = usage.cache_read + usage.cache_write
-        kinds = _fitted(seen, _explained(prompt))
+        held, exact = usage.cache_read + usage.cache_write, _explained(prompt)
+        kinds = _fitted(seen, exact)
         front: int | None
         if held > 0 and held_end is not None and 0 <= held_end < len(prompt.segments):
-            kinds = _held_to(prompt, kinds, held, held_end, _explained(prompt))
+            kinds = _held_to(prompt, kinds, held, held_end, exact)
             over = held - sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
             # past what was held even lowered (beyond a rounding of each part): it says nothing
             front = max(0, over) if over >= -(held_end + 1) else None

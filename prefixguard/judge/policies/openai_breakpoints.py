@@ -86,7 +86,9 @@ class BreakpointModes(CachePolicy):
         else:
             reason = "cold"
         if commit:
-            held = [i for i in reads_at if writes and i < writes[-1]] if mode == "implicit" else []
-            for i in ([hit] if read and hit is not None else []) + writes + held:  # implicit: read back later
+            kept = {*writes, *([hit] if read and hit is not None else [])}
+            if mode == "implicit" and writes:  # the places a later read may stop that this write ran through
+                kept.update(i for i in reads_at if i < writes[-1])
+            for i in kept:
                 self._put((*owner, key + chain[i]), now)
         return Expected(cache_read=read, cache_write=written, uncached=total - read - written, reason=reason)

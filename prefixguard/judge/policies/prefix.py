@@ -112,10 +112,10 @@ class PrefixPolicy(BreakpointModes):
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
             while carried < len(chain) and prompt.segments[carried].role == "assistant":
                 carried += 1
-        # It generated its reasoning first; where that is not carried back (Chat never sends it; Responses drops
-        # it before a new user message), the cached continuation ends where that request's prompt did.
-        if output is not None and output.reasoning:
-            if not any(s.kind == "thinking" and s.tokens for s in prompt.segments[n_alive:carried]):
+            # It generated its reasoning first; where that is not carried back (Chat never sends it; Responses
+            # drops it before a new user message), the cached continuation ends where that request's prompt did.
+            back = prompt.segments[n_alive:carried]
+            if output.reasoning and not any(s.kind == "thinking" and s.tokens for s in back):
                 carried = n_alive
         if carried > n_alive and output is not None:
             ours = cum[carried - 1] - reached
