@@ -10,6 +10,7 @@ import pytest
 
 from prefixguard.contracts.providers import model_contract, providers
 from prefixguard.judge.policies import make_policy, policy_name
+from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt
 from prefixguard.wire import parse_request
 
@@ -249,3 +250,20 @@ def test_automatic_caching_reads_into_the_first_differing_part() -> None:
     pol.commit(a, 0.0)
     got = pol.lookup(b, 1.0).cache_read
     assert got > 0.9 * a.total_tokens - OPENAI.token_step and got <= a.total_tokens
+
+
+@pytest.mark.parametrize("unit", ["缓存前缀", "k9Qz"])
+def test_a_read_inside_dense_text_ends_within_a_step_of_the_shared_prefix(unit: str) -> None:
+    """Chinese prose and random ids tokenize at about a character a token: the shared start of a
+    differing part is found to within one step, not several (Arize-ai/openinference's public gpt-4o-mini
+    cassette reads 1,280 of a 2,000-character random prefix that differs at its end)."""
+    pol = make_policy("openai")
+    run = lambda start, stop: "".join(f"{unit}{i}" for i in range(start, stop))  # noqa: E731
+    shared = run(0, 600)
+    body = lambda tail: {"model": "gpt-4o", "messages": [{"role": "user", "content": shared + tail}]}  # noqa: E731
+    a, b = (parse_request(json.dumps(body(t), ensure_ascii=False), path="/v1/chat/completions")
+            for t in (run(600, 700), run(700, 800)))
+    pol.commit(a, 0.0)
+    owed = tokens.count(shared, tokens.encoding_for("gpt-4o")) // OPENAI.token_step * OPENAI.token_step
+    got = pol.lookup(b, 1.0).cache_read
+    assert owed >= 2048 and owed - OPENAI.token_step <= got <= owed, (got, owed)

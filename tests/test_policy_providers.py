@@ -234,3 +234,11 @@ def test_gpt_5_6_implicit_reads_back_to_the_end_of_the_system_prompt() -> None:
     for r in reads:
         assert r.proxy_expected == r.sim_predicted and abs(r.proxy_expected - r.reported_read) <= 5, r
         assert r.verdict == "hit"
+
+
+def test_gpt_4o_mini_reads_to_within_a_step_inside_a_dense_part() -> None:
+    """openinference's gpt-4o-mini cassette: a 2,000-character random prefix (1,370 tokens) sent twice with
+    another last character reads 1,280. A match resolved to 512 characters predicted 1,024."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "openinference", ("test_tool_calls_test_cached_tokens",)).rows
+    assert [(r.reported_read, r.proxy_expected, r.sim_predicted) for r in rows] == [(0, 0, 0), (1280, 1280, 1280)]

@@ -19,10 +19,11 @@ from prefixguard.judge.policies.openai_breakpoints import BREAKPOINT_KEY, Breakp
 from prefixguard.model.prompt import Prompt
 
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
-# part's text is hashed in pieces of this many characters (about 128 tokens, OpenAI's step), each
-# piece's hash covering the prefix before it, so that is found to within a piece. (Each piece is an
-# entry: a MB of prompt holds 2,000 of the MAX_ENTRIES.)
-PIECE = 512
+# part's text is hashed in pieces of this many characters, each piece's hash covering the prefix before
+# it, so that is found to within a piece: about one OpenAI step (128 tokens) in the densest text (CJK,
+# random ids: about a character a token), 32 tokens of prose. (Each piece is an entry: a MB of prompt
+# holds 8,000 of the MAX_ENTRIES.)
+PIECE = 128
 
 
 def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
