@@ -157,3 +157,29 @@ def test_the_fleet_index_keeps_the_new_values(value) -> None:
     if isinstance(value, Fit):  # a fit written by the build before (no front) still reads
         old = f"s{value.ratio!r} {value.unseen}".encode()
         assert _decode_value(old) == Fit(value.ratio, value.unseen)
+
+
+def test_what_a_break_costs_is_counted_in_the_providers_tokens(tmp_path: Path) -> None:
+    """A Claude session whose bill is 1.4 times our count: a timestamp edited into the system prompt's
+    start makes request 2 prefill again what request 1 wrote, 1.4 times our count of it, and the row says
+    so (it said our count: the verdict set a read in the provider's tokens against a cost in ours)."""
+    system = " ".join(f"rule {i} of the house." for i in range(900))
+    def body(stamp: str) -> bytes:
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "system": [
+            {"type": "text", "text": f"Now: {stamp}. {system}", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}]}).encode()
+    ours = parse_request(body("2026-12-05T08:00:00Z"), path="/v1/messages").total_tokens
+    billed = round(1.4 * ours)
+    answer = lambda read, write: json.dumps({"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",  # noqa: E731
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": {"input_tokens": billed - read - write,
+        "cache_read_input_tokens": read, "cache_creation_input_tokens": write, "output_tokens": 1}}).encode()
+    analyzer = Analyzer(store=str(tmp_path / "capture.db"))
+    for i, stamp in enumerate(("2026-12-05T08:00:00Z", "2026-12-05T08:00:07Z")):
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path="/v1/messages", body=body(stamp)))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i),
+                                 body=answer(0, billed - 4)))
+    analyzer.close()
+    with open_store(tmp_path / "capture.db") as db:
+        second = list(db.rows())[1]
+    assert second["verdict"] == "miss_prefix_changed", second
+    assert abs(second["reprefill_tokens"] - (billed - 4)) <= 0.05 * billed, (second["reprefill_tokens"], billed, ours)

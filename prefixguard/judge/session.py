@@ -16,6 +16,7 @@ conversation. The proxy, lint's sequence mode and the report all ask it; none ke
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_intdigest
@@ -94,9 +95,18 @@ class Sessions:
         self.keep, self.tenants, self.recent = keep, tenants, recent
         self.index: SessionIndex = index or LocalSessions(keep, tenants, recent)
 
-    def observe(self, prompt: Prompt, item: Any = None, tenant: str = "", ts: float | None = None) -> Match:
+    def observe(
+        self,
+        prompt: Prompt,
+        item: Any = None,
+        tenant: str = "",
+        ts: float | None = None,
+        scaled: Callable[[Prompt], Prompt] | None = None,
+    ) -> Match:
         """Compare with the best earlier request of the tenant, then remember this one under `item`.
-        ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses."""
+        ts: when it was sent (seconds), where known: the contract's TTL then applies to what it reuses.
+        scaled: both prompts in the provider's tokens (a learned TokenScale), so that what a break costs is
+        counted as the provider bills it; else in ours."""
         key = (tenant, provider_for(prompt.api, prompt.model))  # a cache lives at one provider
         seen = Seen(prompt=prompt, item=item, ts=ts)
         match = Match()
@@ -104,7 +114,11 @@ class Sessions:
         best = self._best(view, seen) if view is not None else None
         if best is not None:
             elapsed = ts - best.ts if ts is not None and best.ts is not None else None
-            cmp = compare(best.prompt, prompt, elapsed=elapsed)
+            cmp = (
+                compare(scaled(best.prompt), scaled(prompt), elapsed=elapsed)
+                if scaled
+                else compare(best.prompt, prompt, elapsed=elapsed)
+            )
             match = Match(
                 earlier=best.item,
                 prompt=best.prompt,

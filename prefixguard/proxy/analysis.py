@@ -219,7 +219,7 @@ class Analyzer:
 
         def judge(state: State) -> None:
             with request_secrets(flow.secrets):  # a shared index keeps the prompt redacted of them
-                match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts)
+                match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts, state.scale.scaled)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
             flow.expected = predicted(
