@@ -50,13 +50,16 @@ def _next_totals(session: list[tuple], one_ratio: bool) -> list[float]:
 
 def test_a_growing_session_tells_tool_schemas_from_text(shared_data: Path) -> None:
     """Claude, 12 requests: 245 tokens of tool schemas (ours, cl100k) stay while the conversation grows.
-    One ratio per model predicts each next total 3-8% over; by kind, within 3% (1% on average) once the
-    session has shown two make-ups."""
+    One ratio per model predicts each next total 3-8% over; by kind, within 4% (1.5% on average) once the
+    session has shown two make-ups. (The 3.6% is request 4, the first with tool calls after a request
+    without them: that request leaves the calls' ratio as fitted, 1.21, where levelling every kind to its
+    bill once set it to 0.92 and landed nearer here; over every recorded source, bench/scale_fit.py,
+    leaving a kind a request lacks is the better rule.)"""
     session = _session(shared_data, PLANNING)
     assert len(session) >= 10 and {p.model for p, _ in session} == {"claude-sonnet-4-20250514"}
     by_kind, one = _next_totals(session, False), _next_totals(session, True)
     later = [abs(e) for e in by_kind[2:]]
-    assert max(later) <= 0.03 and sum(later) / len(later) <= 0.0125, [round(100 * e, 1) for e in by_kind]
+    assert max(later) <= 0.04 and sum(later) / len(later) <= 0.015, [round(100 * e, 1) for e in by_kind]
     assert sum(abs(e) > 0.03 for e in one[2:]) >= 6, [round(100 * e, 1) for e in one]
     scale = TokenScale()
     for prompt, usage in session:
@@ -128,3 +131,25 @@ def test_tokens_the_provider_adds_after_every_breakpoint_are_never_read() -> Non
         assert r.verdict == "hit"
     assert {r.reported_read for r in reads if "tool" in r.cassette} == {4602}
     assert all(r.proxy_expected == 0 for r in rows if not r.reported_read)
+
+
+def test_a_short_request_between_an_agents_turns_leaves_the_tool_schemas_ratio() -> None:
+    """charmbracelet/crush's recorded Claude sessions: an agent turn (7,781 of our tokens of tool schemas,
+    3,843 of text; 14,072 billed), then a 170-token title request on the same model with no tools, then the
+    agent again, which read 14,070. The title request pulled the tools' ratio to its own (1.21 -> 1.03) and
+    the next read was predicted 12,229. A request without a kind says nothing of its ratio."""
+    def body(tools: int, system: str, user: str) -> bytes:
+        schemas = [{"name": f"tool_{i}", "description": f"Does thing {i} to a file. " * 6, "input_schema": {
+            "type": "object", "properties": {"path": {"type": "string", "description": "Where."},
+                                             f"arg_{i}": {"type": "integer"}}, "required": ["path"]}}
+                   for i in range(tools)]
+        return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "tools": schemas,
+                           "system": [{"type": "text", "text": system}],
+                           "messages": [{"role": "user", "content": user}]}).encode()
+    agent = parse_request(body(60, "You are a coding agent. " * 300, "Edit the file."), path="/v1/messages")
+    title = parse_request(body(0, "Write a short title for this conversation.", "Edit the file."), path="/v1/messages")
+    bill = lambda p, r: Usage(prompt_total=round(r * p.total_tokens), uncached=round(r * p.total_tokens), reported=True)  # noqa: E731
+    scale = TokenScale()
+    scale.learn(agent, bill(agent, 1.21), [len(agent.segments) - 1])
+    scale.learn(title, bill(title, 1.10), [len(title.segments) - 1])
+    assert abs(scale.scaled(agent).total_tokens / (1.21 * agent.total_tokens) - 1) <= 0.02

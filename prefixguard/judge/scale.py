@@ -13,9 +13,10 @@ from one that is mostly conversation. Three kinds are scaled apart:
 
 Images and documents are costed by the provider's formula already (media.py), so the fit is of the text
 alone. From the latest requests of a model (WINDOW of them) whose usage reported the prompt total P for
-our counts x (per kind), a ratio per kind is fitted by least squares, drawn toward the latest request's one
-ratio where the requests cannot tell the kinds apart (ridge): a session whose tools stay while its
-conversation grows tells the two apart. Where the tokenizer explains the text itself (a model counted in
+our counts x (per kind), a ratio per kind is fitted by least squares, each drawn toward the one ratio of
+the latest request that holds that kind where the requests cannot tell the kinds apart (ridge): a session
+whose tools stay while its conversation grows tells the two apart, and a short request without tools
+between an agent's turns (a title) says nothing of the tools' ratio. Where the tokenizer explains the text itself (a model counted in
 its own encoding, with its chat format's framing), text is not fitted: its ratio is 1, and what the bill
 holds beyond it is the other kinds' or unseen. The ratios are then set, together, so that the latest
 request comes out at its bill, as far as a tokenizer can explain it (MAX_RATIO overall, MAX_KIND_RATIO a
@@ -141,9 +142,10 @@ class TokenScale:
 
 
 def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, ...]:
-    """Ratios per kind: least squares over the latest requests, drawn toward the latest one's single ratio
-    (ridge), then set together so that the latest request comes out at its bill where a tokenizer can
-    explain it."""
+    """Ratios per kind: least squares over the latest requests, each kind drawn toward the single ratio of
+    the latest request that holds it (ridge), then set together so that the latest request comes out at its
+    bill where a tokenizer can explain it. A request without a kind (a short title request between an
+    agent's turns) says nothing of that kind's ratio, and moves it not at all."""
     *x, y = seen[-1]
     fixed = [TEXT] if text_exact else []
     free = [k for k in range(len(KINDS)) if k not in fixed]
@@ -152,15 +154,17 @@ def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, .
     if free_ours <= 0:  # nothing to fit: the exact kinds alone, scaled down only where the bill is smaller
         level = min(1.0, y / max(1, sum(x))) if fixed else 1.0
         return tuple(level if k in fixed else 1.0 for k in range(len(KINDS)))
-    prior = (
-        min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, rest / free_ours))
-        if text_exact
-        else min(MAX_RATIO, max(1 / MAX_RATIO, rest / free_ours))
-    )
+    bound = MAX_KIND_RATIO if text_exact else MAX_RATIO
+
+    def single(row: tuple[int, ...]) -> float:
+        ours = sum(row[k] for k in free)
+        return min(bound, max(1 / bound, (row[-1] - sum(row[k] for k in fixed)) / ours))
+
+    priors = [single(next((row for row in reversed(seen) if row[k] > 0), seen[-1])) for k in free]
     n = len(free)
     if not _varied(seen, free):  # requests of one make-up cannot tell kinds apart: one ratio for all
-        return _levelled([prior] * n, x, free, rest, free_ours, text_exact)
-    # normal equations of sum (y_i - fixed_i - x_i . r)^2 + sum_k lam_k (r_k - prior)^2
+        return _levelled(priors, x, free, rest, free_ours, text_exact)
+    # normal equations of sum (y_i - fixed_i - x_i . r)^2 + sum_k lam_k (r_k - prior_k)^2
     a = [[0.0] * n for _ in range(n)]
     b = [0.0] * n
     for row in seen:
@@ -173,8 +177,8 @@ def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, .
     for i, k in enumerate(free):
         lam = RIDGE * max(1.0, sum(row[k] * row[k] for row in seen) / len(seen))
         a[i][i] += lam
-        b[i] += lam * prior
-    r = _solve(a, b) or [prior] * n
+        b[i] += lam * priors[i]
+    r = _solve(a, b) or priors
     return _levelled([min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v)) for v in r], x, free, rest, free_ours, text_exact)
 
 
@@ -195,12 +199,13 @@ def _levelled(
     """The free kinds' ratios set together so that the latest request comes out at its bill, as far as a
     tokenizer explains it. Where it explains the text, what is left is content the provider renders its
     own way (tools, calls: within MAX_KIND_RATIO); else the free kinds together stay within MAX_RATIO of
-    our count. Beyond, tokens are unseen."""
+    our count. Beyond, tokens are unseen. Only the kinds the latest request holds are set."""
     bound = MAX_KIND_RATIO if text_exact else MAX_RATIO
     fit = sum(v * x[k] for v, k in zip(r, free, strict=False))
     if fit > 0:
         level = min(bound * free_ours, max(free_ours / bound, rest)) / fit
-        r = [min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) for v in r]
+        r = [min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) if x[k] else v
+             for v, k in zip(r, free, strict=False)]
     out = [1.0] * len(KINDS)
     for v, k in zip(r, free, strict=False):
         out[k] = v
