@@ -156,7 +156,8 @@ def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[
 
 def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     """B's tokens past what it reuses, up to where A's cached prefix ends as B renders it: found by the
-    block A's cache ended on, where B still has it after the divergence; else A's own count."""
+    block A's cache ended on, where B still has it after the divergence; else A's own count, as far as B
+    goes (B cannot prefill again more than it holds)."""
     if cached <= reused:
         return 0
     ends = list(accumulate(s.tokens for s in a.segments))
@@ -164,7 +165,7 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     key = a.segments[w].key
     j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
     if j is None:
-        return cached - reused
+        return max(0, min(cached, sum(s.tokens for s in b.segments)) - reused)
     return max(0, sum(s.tokens for s in b.segments[: j + 1]) - reused)
 
 

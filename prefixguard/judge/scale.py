@@ -16,11 +16,11 @@ alone. From the latest requests of a model (WINDOW of them) whose usage reported
 our counts x (per kind), a ratio per kind is fitted by least squares, each drawn toward the one ratio of
 the latest request that holds that kind where the requests cannot tell the kinds apart (ridge): a session
 whose tools stay while its conversation grows tells the two apart, and a short request without tools
-between an agent's turns (a title) says nothing of the tools' ratio. Where the tokenizer explains the text itself (a model counted in
-its own encoding, with its chat format's framing), text is not fitted: its ratio is 1, and what the bill
-holds beyond it is the other kinds' or unseen. The ratios are then set, together, so that the latest
-request comes out at its bill, as far as a tokenizer can explain it (MAX_RATIO overall, MAX_KIND_RATIO a
-kind); what is left over is tokens unseen.
+between an agent's turns (a title) says nothing of the tools' ratio. Where the tokenizer explains the text
+itself (a model counted in its own encoding, with its chat format's framing), text is not fitted: its
+ratio is 1, and what the bill holds beyond it is the other kinds' or unseen. The ratios of the kinds the
+latest request holds are then set, together, so that it comes out at its bill, as far as a tokenizer can
+explain it (MAX_RATIO overall, MAX_KIND_RATIO a kind); what is left over is tokens unseen.
 
 Where the unseen tokens sit, the provider's own figures tell. What a request read plus what it wrote
 ends where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our
