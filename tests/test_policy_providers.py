@@ -242,3 +242,17 @@ def test_gpt_4o_mini_reads_to_within_a_step_inside_a_dense_part() -> None:
     public = Path(__file__).resolve().parent / "data" / "public"
     rows = load_bench("real_traffic").measure(public / "openinference", ("test_tool_calls_test_cached_tokens",)).rows
     assert [(r.reported_read, r.proxy_expected, r.sim_predicted) for r in rows] == [(0, 0, 0), (1280, 1280, 1280)]
+
+
+def test_a_read_stops_short_of_the_prompts_last_tokens(shared_data: Path) -> None:
+    """OpenAI prefills a prompt's last tokens itself: the same prompt sent again reads its 128-step prefix
+    only where the prompt runs at least `prefill_tail_tokens` past that step. ruby_llm's gpt-4.1-nano sends
+    2,065 tokens twice and reads 1,920 (17 past 2,048: a step less); crewAI's gpt-4.1 sends 1,185 twice and
+    reads 1,152 (33 past it: kept)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    nano = load_bench("real_traffic").measure(public, ("ruby_llm",)).rows
+    assert [(r.reported_prompt, r.reported_read, r.proxy_expected, r.sim_predicted) for r in nano] == [
+        (2065, 0, 0, 0), (2065, 1920, 1920, 1920)]
+    crewai = load_bench("real_traffic").measure(shared_data / "recorded", ("crewai",)).rows
+    kept = [r for r in crewai if r.cassette.startswith("llms_openai_test_openai_") and r.reported_read and not r.first]
+    assert kept and all(r.reported_prompt - r.reported_read >= 32 and r.proxy_expected == r.reported_read for r in kept)

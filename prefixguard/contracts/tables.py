@@ -99,6 +99,7 @@ class Contract:
     min_cacheable_tokens: int = 0
     min_per_model: bool = False  # the prefix rule's minimum is the model row's, not the table's
     token_step: int = 1
+    prefill_tail_tokens: int = 0  # a read stops at least this many tokens before the prompt's end
     caches_output: bool = False
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None

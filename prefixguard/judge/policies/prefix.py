@@ -17,6 +17,7 @@ from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import SAME_OUTPUT, Expected, Output, longest, message_ends
 from prefixguard.judge.policies.openai_breakpoints import BREAKPOINT_KEY, BreakpointModes
 from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import Usage
 
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
 # part's text is hashed in pieces of this many characters, each piece's hash covering the prefix before
@@ -50,6 +51,7 @@ class PrefixPolicy(BreakpointModes):
         table = self.contract
         self.minimum = table.min_cacheable_tokens
         self.step: int = max(1, table.token_step)
+        self.tail: int = table.prefill_tail_tokens
         self.retention: dict[str, float] = table.retention_seconds
         self.default_retention: str | None = table.default_retention
         self.by_model: bool = table.min_per_model
@@ -149,6 +151,17 @@ class PrefixPolicy(BreakpointModes):
         if commit:
             self._remember(prompt, chain, owner, now)
         return Expected(cache_read=read, cache_write=0, uncached=total - read, reason=reason)
+
+    def billed(self, expected: Expected, prompt: Prompt, usage: Usage) -> Expected:
+        """As every policy bounds it; and the server prefills a prompt's last `tail` tokens itself, cached
+        or not: a read of the longest prefix stops that far before the billed total (ours may be short of
+        it: an encrypted reasoning item is an estimate), on a step."""
+        expected = super().billed(expected, prompt, usage)
+        last = usage.prompt_total - self.tail
+        if not self.tail or not usage.reported or expected.cache_read <= last or self.mode(prompt):
+            return expected  # (breakpoint modes read exactly at a breakpoint)
+        read = self._rounded(max(0, last))
+        return expected._replace(cache_read=read, uncached=expected.uncached + expected.cache_read - read)
 
     def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now."""
