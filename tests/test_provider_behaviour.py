@@ -151,12 +151,15 @@ def test_earlier_turns_reasoning_is_dropped(shared_data: Path) -> None:
     assert len(thinking) == 2 and all(s.tokens == 0 for s in thinking)
 
 
-@pytest.mark.parametrize("value", [Output(12.5, 1926), Fit(1.25, 300, 40), Fit(0.9, 0, -1)])
+@pytest.mark.parametrize("value", [Output(12.5, 1926), Output(3.0, 40, 12, calls=True), Fit(1.25, 300, 40),
+                                   Fit(0.9, 0, -1)])
 def test_the_fleet_index_keeps_the_new_values(value) -> None:
     assert _decode_value(_encode_value(value)) == value
     if isinstance(value, Fit):  # a fit written by the build before (no front) still reads
         old = f"s{value.ratio!r} {value.unseen}".encode()
         assert _decode_value(old) == Fit(value.ratio, value.unseen)
+    if isinstance(value, Output):  # and an output written before its reasoning and calls were kept
+        assert _decode_value(f"o{value.at!r} {value.tokens}".encode()) == Output(value.at, value.tokens)
 
 
 def test_what_a_break_costs_is_counted_in_the_providers_tokens(tmp_path: Path) -> None:
@@ -183,3 +186,34 @@ def test_what_a_break_costs_is_counted_in_the_providers_tokens(tmp_path: Path) -
         second = list(db.rows())[1]
     assert second["verdict"] == "miss_prefix_changed", second
     assert abs(second["reprefill_tokens"] - (billed - 4)) <= 0.05 * billed, (second["reprefill_tokens"], billed, ours)
+
+
+@pytest.mark.parametrize("carried_as", ["calls", "text"])
+def test_tool_calls_carried_back_as_text_are_not_the_cached_output(carried_as: str, tmp_path: Path) -> None:
+    """OpenAI caches what a request generated. wandb/weave's smolagents recording: a 1,001-token prompt ends
+    in a 28-token tool call; the agent sends it back as an assistant text ("Called Tool: ..."), and the
+    next request reads nothing, where the prompt and its output would pass the 1,024 minimum. Sent back as
+    a tool call, the output is read with the prompt."""
+    system = " ".join(f"rule {i}." for i in range(250))
+    call = {"id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": '{"query": "caching"}'}}
+    first = [{"role": "system", "content": system}, {"role": "user", "content": "Find it."}]
+    back = ({"role": "assistant", "content": None, "tool_calls": [call]} if carried_as == "calls"
+            else {"role": "assistant", "content": "Called Tool: 'web_search' with arguments: {'query': 'caching'}"})
+    found = "Found: " + " ".join(f"page {i}" for i in range(60))
+    second = [*first, back, {"role": "tool", "tool_call_id": "call_1", "content": found} if carried_as == "calls"
+              else {"role": "user", "content": f"Observation: {found}"}]
+    bodies = [json.dumps({"model": "gpt-4.1", "messages": m}).encode() for m in (first, second)]
+    totals = [parse_request(b, path="/v1/chat/completions").total_tokens for b in bodies]
+    assert totals[0] < 1024 < totals[0] + 40
+    answers = [json.dumps({"id": f"c{i}", "object": "chat.completion", "model": "gpt-4.1", "choices": [{"index": 0,
+               "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}],
+               "usage": {"prompt_tokens": t, "completion_tokens": 40, "total_tokens": t + 40,
+                         "prompt_tokens_details": {"cached_tokens": 0}}}).encode() for i, t in enumerate(totals)]
+    analyzer = Analyzer(store=str(tmp_path / "capture.db"))
+    for i, (body, answer) in enumerate(zip(bodies, answers)):
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path="/v1/chat/completions", body=body))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+    analyzer.close()
+    with open_store(tmp_path / "capture.db") as db:
+        second_row = list(db.rows())[1]
+    assert second_row["expected_cached"] == (1024 if carried_as == "calls" else 0), second_row

@@ -16,7 +16,7 @@ def _encode_value(value: Any) -> bytes:
     if isinstance(value, Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
     if isinstance(value, Output):
-        return f"o{value.at!r} {value.tokens} {value.reasoning}".encode()
+        return f"o{value.at!r} {value.tokens} {value.reasoning} {value.calls:d}".encode()
     if isinstance(value, Fit):
         kinds = ",".join(repr(k) for k in value.kinds) or "-"  # the scale's fit by kind, and what it was fitted on
         seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
@@ -35,8 +35,8 @@ def _decode_value(raw: bytes | None) -> Any:
         ttl, expires = text.rsplit(" ", 1)
         return Entry(ttl=ttl, expires=float(expires))
     if kind == b"o":
-        at, tokens, *reasoning = text.split(" ")  # one written before reasoning was kept has none
-        return Output(at=float(at), tokens=int(tokens), reasoning=int(reasoning[0]) if reasoning else 0)
+        at, tokens, *rest = text.split(" ")  # one written before reasoning (or calls) was kept has none
+        return Output(at=float(at), tokens=int(tokens), reasoning=int(rest[0]) if rest else 0, calls=rest[1:2] == ["1"])
     if kind == b"s":
         ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
         kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()

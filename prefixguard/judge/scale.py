@@ -204,8 +204,10 @@ def _levelled(
     fit = sum(v * x[k] for v, k in zip(r, free, strict=False))
     if fit > 0:
         level = min(bound * free_ours, max(free_ours / bound, rest)) / fit
-        r = [min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) if x[k] else v
-             for v, k in zip(r, free, strict=False)]
+        r = [
+            min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) if x[k] else v
+            for v, k in zip(r, free, strict=False)
+        ]
     out = [1.0] * len(KINDS)
     for v, k in zip(r, free, strict=False):
         out[k] = v

@@ -40,6 +40,9 @@ USAGE_FIELDS = Usage._fields  # the keys of a usage in the export shape, in orde
 MAX_META = 256  # a response's own text, kept in every row: an upstream gets no more room than this per value
 
 
+_CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use"))
+
+
 class ResponseMeta(NamedTuple):
     """What a response says of itself (OTel's gen_ai.response.*): its id, the model that answered (may name
     a snapshot of the model asked for), and why each choice stopped."""
@@ -47,6 +50,12 @@ class ResponseMeta(NamedTuple):
     id: str | None = None
     model: str | None = None
     finish_reasons: tuple[str, ...] = ()
+
+    @property
+    def made_calls(self) -> bool:
+        """The answer ended in tool calls (Chat's tool_calls and its older function_call, the Messages API's
+        and Converse's tool_use)."""
+        return any(r in _CALL_REASONS for r in self.finish_reasons)
 
     def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
         """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""

@@ -360,7 +360,13 @@ class Analyzer:
             self._judged(
                 flow,
                 lambda state: answered(
-                    state.policy_for(prompt, _upstream(flow)), state.scale, prompt, usage, flow.ts, flow.tenant
+                    state.policy_for(prompt, _upstream(flow)),
+                    state.scale,
+                    prompt,
+                    usage,
+                    flow.ts,
+                    flow.tenant,
+                    said.made_calls,
                 ),
             )
         rec.degraded = flow.degraded

@@ -167,7 +167,7 @@ class SimTarget:
         ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)
-        answered(policy, self._scale, prompt, usage, now, req.tenant)
+        answered(policy, self._scale, prompt, usage, now, req.tenant, req.output_calls)
         total = ahead.cache_read + ahead.cache_write + ahead.uncached  # in the provider's tokens
         o = outcome(
             req,

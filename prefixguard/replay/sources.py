@@ -19,9 +19,9 @@ from urllib.parse import urlparse
 from prefixguard.capture.reader import check_row, is_sqlite, read_capture
 from prefixguard.capture.store import is_capture_url, json_lines
 from prefixguard.model import tokens
-from prefixguard.model.usage import USAGE_FIELDS, Usage
+from prefixguard.model.usage import USAGE_FIELDS, ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
-from prefixguard.wire import detect_api, files, gemini, parse_response
+from prefixguard.wire import detect_api, files, gemini, parse_response, parse_response_meta
 
 MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "tiny"  # model name sent for traces that name none: the one `engine serve` answers
@@ -44,6 +44,7 @@ class Request:
     input_tokens: int | None = None  # Mooncake: prompt length in tokens
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
     reported: Usage | None = None  # the provider's usage as captured (its `reported`: whether it had cache fields)
+    output_calls: bool = False  # the answer ended in tool calls (its finish reason says so)
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""  # where it came from: row id, file name, line
     upstream: str | None = None  # where it went (scheme://host), where the source says: a provider known by its host
@@ -172,6 +173,7 @@ def _folder(p: Path) -> Trace:
         if not isinstance(body, dict):
             raise InputError("a request body must be a JSON object", str(f))
         stem = f.name.removesuffix(".request.json").removesuffix(".json")
+        reported, said = _recorded_answer(p, stem, body, uris.get(stem))
         out.append(
             Request(
                 index=i,
@@ -179,7 +181,8 @@ def _folder(p: Path) -> Trace:
                 model=body.get("model"),
                 path=uris.get(stem),
                 body=body,
-                reported=_recorded_usage(p, stem, body, uris.get(stem)),
+                reported=reported,
+                output_calls=said.made_calls,
                 ref=f.name,
                 upstream=upstreams.get(stem),
             )
@@ -229,16 +232,19 @@ def response_file(p: Path, stem: str) -> Path | None:
     return next((f for f in (p / f"{stem}.response.{ext}" for ext in ("json", "sse", "txt")) if f.exists()), None)
 
 
-def _recorded_usage(p: Path, stem: str, body: dict[str, Any], path: str | None) -> Usage | None:
-    """The provider's usage from a recorded response beside the request, where there is one."""
+def _recorded_answer(p: Path, stem: str, body: dict[str, Any], path: str | None) -> tuple[Usage | None, ResponseMeta]:
+    """The provider's usage, and what the response says of itself, from a recorded response beside the
+    request, where there is one."""
     f = response_file(p, stem)
     if f is None:
-        return None
+        return None, ResponseMeta()
+    raw = read_input(f, what="response file")
     try:
-        usage = parse_response(read_input(f, what="response file"), detect_api(body, path))
+        api = detect_api(body, path)
+        usage, said = parse_response(raw, api), parse_response_meta(raw, api)
     except InputError:
-        return None
-    return usage if usage.reported or usage.prompt_total else None  # no cache field: it still teaches the scale
+        return None, ResponseMeta()
+    return (usage if usage.reported or usage.prompt_total else None), said  # no cache field: it still teaches the scale
 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
@@ -263,6 +269,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
                 body=body,
                 output_tokens=usage.get("output") or None,
                 reported=_usage(usage),
+                output_calls=ResponseMeta(finish_reasons=tuple(row.get("finish_reasons") or ())).made_calls,
                 expected_cached=row.get("expected_cached"),
                 ref=str(row.get("id", "")),
                 upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None,

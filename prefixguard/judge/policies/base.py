@@ -54,16 +54,18 @@ class CachePolicy:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             return self._plan(prompt, now, tenant, commit=False)
 
-    def commit(self, prompt: Prompt, now: float, tenant: str = "", output: int = 0, reasoning: int = 0) -> Expected:
+    def commit(
+        self, prompt: Prompt, now: float, tenant: str = "", output: int = 0, reasoning: int = 0, calls: bool = False
+    ) -> Expected:
         """lookup, then record this request's reads and writes (refreshing the TTLs it touched).
         output: the tokens it generated (as reported), cached with it where the contract says so; reasoning:
-        how many of them were reasoning."""
+        how many of them were reasoning; calls: whether it ended in tool calls."""
         with self._lock:
             self._entries.load(lambda: self._reads(prompt, tenant), now)
             expected = self._plan(prompt, now, tenant, commit=True)
             if output > 0 and self.caches_output and prompt.segments:
                 key = (tenant, prompt.model or "", b"o" + self.keyed_chain(prompt)[-1])
-                self._put(key, Output(at=now, tokens=output, reasoning=reasoning))
+                self._put(key, Output(at=now, tokens=output, reasoning=reasoning, calls=calls))
             self._entries.save()
             return expected
 
@@ -183,14 +185,20 @@ def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float
 
 
 def answered(
-    policy: CachePolicy, scale: TokenScale, prompt: Prompt, usage: Usage, now: float, tenant: str = ""
+    policy: CachePolicy,
+    scale: TokenScale,
+    prompt: Prompt,
+    usage: Usage,
+    now: float,
+    tenant: str = "",
+    calls: bool = False,
 ) -> None:
     """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
     output kept in the provider's tokens, and what the provider reported holding."""
     scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
-    policy.commit(held, now, tenant, usage.output, usage.reasoning)
+    policy.commit(held, now, tenant, usage.output, usage.reasoning, calls)
     policy.observe(held, usage.cache_read, now, tenant)
 
 
@@ -201,3 +209,4 @@ class Output(NamedTuple):
     at: float
     tokens: int
     reasoning: int = 0
+    calls: bool = False  # it ended in tool calls

@@ -120,6 +120,10 @@ class PrefixPolicy(BreakpointModes):
             back = prompt.segments[n_alive:carried]
             if output.reasoning and not any(s.kind == "thinking" and s.tokens for s in back):
                 carried = n_alive
+            # It ended in tool calls; carried back as text, not as calls (smolagents' "Called Tool: ..."), the
+            # continuation is no longer what it generated.
+            if output.calls and not any(s.kind == "tool_use" for s in back):
+                carried = n_alive
         if carried > n_alive and output is not None:
             ours = cum[carried - 1] - reached
             # About its size: it is that output, which the provider counted exactly (a reasoning item's size
