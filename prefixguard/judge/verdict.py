@@ -106,8 +106,7 @@ def judge(
     tol = rules["read_tolerance"]
     want = expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
-    # a prompt under the minimum reads nothing, changed or not: its change costs nothing
-    changed = _prefix_changed(cmp) if expected.reason != "below_minimum" else None
+    changed = _prefix_changed(cmp)
     cost_nothing = False
     if changed:
         assert cmp is not None
