@@ -105,6 +105,19 @@ def test_compatible_servers():
     assert parse_response(b'{"type": "error", "error": {"type": "overloaded_error"}}', "anthropic").reported is False
 
 
+def test_a_read_outside_prompt_tokens_is_told_by_the_usage_own_total():
+    """charmbracelet/crush's recording of GLM-5.1 behind Charm's gateway (hyper.charm.land): prompt_tokens
+    leaves the cached tokens out, and total_tokens adds them (195 + 8,229 + 29 = 8,453). It was read as a
+    195-token prompt that read all of itself."""
+    glm = {"prompt_tokens": 195, "completion_tokens": 29, "total_tokens": 8453,
+           "prompt_tokens_details": {"cached_tokens": 8229}, "cost": {"usd": 0.0004, "hypercredits": 0.008}}
+    assert parse_response(json.dumps({"usage": glm}), "openai-chat") == Usage(8424, 8229, 0, 0, 195, 29, True)
+    # OpenAI's own: the read inside the prompt, and the total says so
+    openai = {"prompt_tokens": 8424, "completion_tokens": 29, "total_tokens": 8453,
+              "prompt_tokens_details": {"cached_tokens": 8229}}
+    assert parse_response(json.dumps({"usage": openai}), "openai-chat") == Usage(8424, 8229, 0, 0, 195, 29, True)
+
+
 def sse_files(shared_data: Path) -> list[tuple[Path, str]]:
     return [(p, api) for p, api in recorded_responses(shared_data) if p.suffix == ".sse"]
 

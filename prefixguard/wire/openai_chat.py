@@ -242,7 +242,8 @@ def _part_kind(part: Any, where: str) -> str:
 
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
-    """Subset convention: cached (and, GPT-5.6+, written) tokens are inside prompt_tokens/input_tokens.
+    """Subset convention: cached (and, GPT-5.6+, written) tokens are inside prompt_tokens/input_tokens,
+    unless total_tokens adds them on top (then they are outside it).
 
     Also DeepSeek's prompt_cache_hit_tokens / prompt_cache_miss_tokens (hit + miss = prompt), and
     vLLM/SGLang's prompt_tokens_details. No cache field at all: reported=False, never a miss.
@@ -263,6 +264,9 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         prompt = prompt or read + as_int(miss)
     else:
         read, write = as_int(cached), as_int(written)
+        if read and as_int(raw.get("total_tokens")) == prompt + read + output != prompt + output:
+            # the usage's own sum says the read is outside prompt_tokens (a gateway in front of GLM-5.1)
+            prompt += read
         if read + write > prompt:
             # Gemini via OpenRouter counts a fresh explicit cache as both written and read: the tokens
             # written are inside the read count, and a request cannot read what it writes itself.
