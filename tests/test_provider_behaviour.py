@@ -217,3 +217,31 @@ def test_tool_calls_carried_back_as_text_are_not_the_cached_output(carried_as: s
     with open_store(tmp_path / "capture.db") as db:
         second_row = list(db.rows())[1]
     assert second_row["expected_cached"] == (1024 if carried_as == "calls" else 0), second_row
+
+
+def test_zai_reads_the_tool_loop_it_generated_reasoning_included(tmp_path: Path) -> None:
+    """charmbracelet/crush's GLM-4.6 recording on api.z.ai: an answer of 61 tokens (reasoning, text and a
+    tool call) sent back with its `reasoning_content` is read with the prompt before it (12,109 after a
+    12,049-token prompt). Before its reasoning was a part, the answer looked sent back without it and
+    only the prompt was expected read."""
+    system = " ".join(f"rule {i} of the house." for i in range(400))
+    call = {"id": "c1", "type": "function", "function": {"name": "view", "arguments": '{"file_path": "main.go"}'}}
+    first = [{"role": "system", "content": system}, {"role": "user", "content": "Fix main.go"}]
+    said = {"role": "assistant", "content": "Let me read it.", "tool_calls": [call],
+            "reasoning_content": "The file must be read before it is edited, so view it first."}
+    second = [*first, said, {"role": "tool", "tool_call_id": "c1", "content": "package main"}]
+    bodies = [json.dumps({"model": "glm-4.6", "messages": m}).encode() for m in (first, second)]
+    totals = [parse_request(b, path="/api/paas/v4/chat/completions").total_tokens for b in bodies]
+    answers = [json.dumps({"id": "c", "object": "chat.completion", "model": "glm-4.6", "choices": [{"index": 0,
+        "message": said, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": t, "completion_tokens": 40,
+        "total_tokens": t + 40, "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 15}}}).encode() for t in totals]
+    analyzer = Analyzer(store=str(tmp_path / "capture.db"))
+    for i, (body, answer) in enumerate(zip(bodies, answers)):
+        analyzer.request(FlowState(id=str(i), ts=float(i), sent=float(i), path="/api/paas/v4/chat/completions",
+                                   body=body))
+        analyzer.finish(Response(id=str(i), status=200, headers_at=float(i), ended_at=float(i), body=answer))
+    analyzer.close()
+    with open_store(tmp_path / "capture.db") as db:
+        second_row = list(db.rows())[1]
+    assert second_row["expected_cached"] == totals[0] + 40, (second_row["expected_cached"], totals)

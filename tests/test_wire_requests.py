@@ -215,6 +215,26 @@ def recorded(shared_data: Path, cassette: str, n: int = 1) -> bytes:
     return (shared_data / "recorded/pydantic-ai" / cassette / f"{n:04d}.request.json").read_bytes()
 
 
+def test_chat_reasoning_renders_in_the_turn_under_way_only():
+    """An assistant message's `reasoning_content` (DeepSeek, Kimi, GLM, Qwen servers) is a thinking part
+    before its answer while the turn goes on (a tool loop); once a later user message comes, the template
+    drops it: it is no part of the prompt then, and stripping it, as clients are told to, changes no
+    prefix (rules/encodings.toml [chat_reasoning])."""
+    call = {"id": "c1", "type": "function", "function": {"name": "view", "arguments": "{}"}}
+    said = {"role": "assistant", "content": "Let me look.", "tool_calls": [call],
+            "reasoning_content": "The user wants the file read first. " * 20}
+    loop = [{"role": "user", "content": "Fix main.go"}, said, {"role": "tool", "tool_call_id": "c1", "content": "x"}]
+    within = parse_request(json.dumps({"model": "glm-4.6", "messages": loop}), path="/v1/chat/completions")
+    assert [s.kind for s in within.segments] == ["text", "thinking", "text", "tool_use", "tool_result"]
+    assert within.segments[1].tokens >= 100
+    later = [*loop, {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks"}]
+    stripped = [*loop[:1], {k: v for k, v in said.items() if k != "reasoning_content"}, *later[2:]]
+    kept, dropped = (parse_request(json.dumps({"model": "glm-4.6", "messages": m}), path="/v1/chat/completions")
+                     for m in (later, stripped))
+    assert "thinking" not in [s.kind for s in kept.segments]
+    assert kept.chain == dropped.chain and kept.total_tokens == dropped.total_tokens
+
+
 def test_openai_explicit_breakpoints(shared_data):
     raw = recorded(shared_data, "test_openai_prompt_cache_test_openai_chat_prompt_cache_e2e")
     prompt = parse_request(raw, path="/v1/chat/completions")

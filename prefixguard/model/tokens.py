@@ -122,6 +122,21 @@ def message_framing(api: str, model: str | None) -> Framing:
     return NO_FRAMING
 
 
+class ChatReasoning(NamedTuple):
+    """How a Chat assistant message's own reasoning renders (rules/encodings.toml [chat_reasoning])."""
+
+    fields: tuple[str, ...]  # where a message carries it
+    dropped_before_last_user_message: bool  # an earlier turn's is not rendered
+
+
+@cache
+def chat_reasoning() -> ChatReasoning:
+    row = _rules()["chat_reasoning"]
+    return ChatReasoning(
+        fields=tuple(row["fields"]), dropped_before_last_user_message=row["dropped_before_last_user_message"]
+    )
+
+
 def _load_shipped(name: str) -> Any:
     import tiktoken
 

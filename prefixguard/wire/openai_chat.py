@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.contracts.providers import cloud_of, providers
-from prefixguard.model import media
+from prefixguard.model import media, tokens
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
@@ -46,7 +46,9 @@ _SPANS: Spec = {
     "tools": {"[]": None},
     "functions": {"[]": None},
     "response_format": None,
-    "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}}},
+    "messages": {
+        "[]": {"content": {"[]": None}, "tool_calls": {"[]": None}, "reasoning_content": None, "reasoning": None}
+    },
 }
 SYSTEM_ROLES = ("system", "developer")
 PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document", "refusal": "text"}
@@ -70,6 +72,10 @@ def breakpoint_of(value: Any, options: Any) -> str | None:
     return str(ttl) if ttl else "default"
 
 
+def _role(msg: Node) -> Any:
+    return msg.role if type(msg) is PlainMessage else msg.value.get("role") if isinstance(msg.value, dict) else None
+
+
 def add_tools(root: Node, out: Builder) -> None:
     options = root.value.get("prompt_cache_options")
     for key in ("tools", "functions"):  # "functions": the legacy form of tools
@@ -91,7 +97,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         raise InputError("no 'messages' list")
     images = False
     leading = True
-    header_of = MessageHeaders("content", "tool_calls")
+    thinking = tokens.chat_reasoning()
+    header_of = MessageHeaders("content", "tool_calls", *thinking.fields)
+    last_user = max((mi for mi, m in enumerate(messages.elements) if _role(m) == "user"), default=-1)
     for mi, msg in enumerate(messages.elements):
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
             role: Any = msg.role
@@ -117,6 +125,24 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         level = "system" if leading else "messages"
         # the header goes on the message's first part only: None once a part has taken it
         header: dict[str, Any] | None = header_of(fields)
+        said = next((f for f in thinking.fields if isinstance(fields.get(f), str) and fields[f]), None)
+        # generated first, it renders before the answer; an earlier turn's is not rendered at all
+        if (
+            said is not None
+            and role == "assistant"
+            and not (thinking.dropped_before_last_user_message and mi < last_user)
+        ):
+            out.add(
+                level,
+                f"/messages/{mi}/{said}",
+                "thinking",
+                msg.get(said) or ABSENT,
+                role=role,
+                message_index=mi,
+                header=header,
+                text=fields[said],
+            )
+            header = None
         content = msg.get("content") or ABSENT
         parts = content.value
         if isinstance(parts, str):
