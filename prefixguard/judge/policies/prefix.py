@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from itertools import accumulate, takewhile
 
-from xxhash import xxh3_128_digest
+from xxhash import xxh3_128
 
 from prefixguard.contracts.providers import provider_contract
 from prefixguard.contracts.tables import UNITS
@@ -28,17 +28,18 @@ PIECE = 128
 
 
 def _pieces(prompt: Prompt, i: int, before: bytes) -> list[bytes]:
-    """Hash chain over the whole PIECE-character pieces of segment i's text, after the prefix `before`."""
+    """The hash of the prefix `before` and segment i's text up to the end of each whole PIECE-character piece."""
     seg = prompt.segments[i]
     text = prompt.text[seg.start : seg.end]
     # As another role it differs. JSON, not marshal: marshal's bytes depend on whether a string is
     # interned and how many refer to it, so equal parts parsed twice (or read back from a fleet's
     # shared index) could hash apart.
     opener = json.dumps([seg.level, seg.role, seg.header], ensure_ascii=False, separators=(",", ":"))
-    out, prev = [], before + opener.encode("utf-8", "surrogatepass")
+    running = xxh3_128(before + opener.encode("utf-8", "surrogatepass"))
+    out = []
     for k in range(PIECE, len(text) + 1, PIECE):
-        prev = xxh3_128_digest(prev + text[k - PIECE : k].encode("utf-8", "surrogatepass"))
-        out.append(prev)
+        running.update(text[k - PIECE : k].encode("utf-8", "surrogatepass"))
+        out.append(running.digest())  # of all before it: the state goes on
     return out
 
 
@@ -60,6 +61,8 @@ class PrefixPolicy(BreakpointModes):
         # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
         self.unit_roles: frozenset[str] = frozenset(table.unit_end_roles) if table.policy == UNITS else frozenset()
         self.prefix_caching: bool = table.prefix_caching  # a server may reuse no prefix at all
+        modes = self.breakpoint_rules.ttl_seconds if self.breakpoint_rules else {}
+        self._longest_ttl = max([*self.retention.values(), *modes.values()], default=float("inf"))
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         mode = self.mode(prompt)
@@ -169,10 +172,11 @@ class PrefixPolicy(BreakpointModes):
 
     def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now."""
+        put, until = self._entries.put, self._until(now)  # one lifetime for all: thousands of pieces a MB
         for i, fp in enumerate(chain):
-            self._put((*owner, fp), now)
+            put((*owner, fp), now, until)
             for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
-                self._put((*owner, b"c" + piece), now)
+                put((*owner, b"c" + piece), now, until)
 
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         if self.mode(prompt):  # a breakpoint entry where the read ended
@@ -186,9 +190,7 @@ class PrefixPolicy(BreakpointModes):
 
     @property
     def longest_ttl(self) -> float:
-        modes = self.breakpoint_rules.ttl_seconds if self.breakpoint_rules else {}
-        ttls = [*self.retention.values(), *modes.values()]
-        return max(ttls, default=float("inf"))
+        return self._longest_ttl
 
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         chain = self.keyed_chain(prompt)
