@@ -267,3 +267,14 @@ def test_a_read_inside_dense_text_ends_within_a_step_of_the_shared_prefix(unit: 
     owed = tokens.count(shared, tokens.encoding_for("gpt-4o")) // OPENAI.token_step * OPENAI.token_step
     got = pol.lookup(b, 1.0).cache_read
     assert owed >= 2048 and owed - OPENAI.token_step <= got <= owed, (got, owed)
+
+
+def test_xai_reads_to_the_token_not_to_a_128_step() -> None:
+    """Recorded xAI reads fall on no 128-token step (grok-4: 679, 680, 681, 833, 834; grok-3: 2; grok-3-mini:
+    192, 4,800): a prompt sent again is read to where it is shared, not rounded down to 128."""
+    pol = make_policy("xai")
+    body = lambda tail: {"model": "grok-4", "messages": [{"role": "system", "content": text(700, "s")},  # noqa: E731
+                                                         {"role": "user", "content": tail}]}
+    a, b = (parse_request(json.dumps(body(t)), path="/v1/chat/completions") for t in ("first", "second"))
+    pol.commit(a, 0.0)
+    assert pol.lookup(b, 1.0).cache_read == a.segments[0].tokens

@@ -132,7 +132,10 @@ class PrefixPolicy(BreakpointModes):
             # About its size: it is that output, which the provider counted exactly (a reasoning item's size
             # is an estimate); else it is some of it, or more than it (the client added to it).
             same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
-            reached += output.tokens if same else min(ours, output.tokens)
+            # Its last token was sampled and never run through the model: no cache holds it (z.ai's tool
+            # loop reads 12,049 + 61 - 1; OpenAI's entry of 7,529 + 23 ends one short of a 128 step).
+            kept = output.tokens - 1
+            reached += kept if same else min(ours, kept)
         elif self.unit_roles:  # whole units only: back to the last unit end inside the match
             # (a message end of the unit roles, or a common prefix an earlier request made a unit)
             ends = [i for i in message_ends(prompt, self.unit_roles) if i < n_alive]
