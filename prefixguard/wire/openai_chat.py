@@ -99,7 +99,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     leading = True
     thinking = tokens.chat_reasoning()
     header_of = MessageHeaders("content", "tool_calls", *thinking.fields)
-    last_user = max((mi for mi, m in enumerate(messages.elements) if _role(m) == "user"), default=-1)
+    elements = messages.elements
+    last_user = next((mi for mi in range(len(elements) - 1, -1, -1) if _role(elements[mi]) == "user"), -1)
     for mi, msg in enumerate(messages.elements):
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
             role: Any = msg.role
