@@ -3,8 +3,9 @@ recorded cassette, its prompt total as scaled by what the earlier requests taugh
 
 One ratio is what prefixguard/judge/scale.py did before kinds: the latest request's provider/ours ratio,
 within MAX_RATIO either way, the rest unseen. Rows: each source, and the requests whose prompt is mostly
-tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding). First, how
-many OpenAI requests with text only (no tools, calls or media) this tree counts at exactly their bill.
+tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding); a context a
+request names by id (previous_response_id) is counted as the proxy counts it, from that response. First,
+how many OpenAI requests with text only (no tools, calls or media) this tree counts at exactly their bill.
 
     .venv/bin/python bench/scale_fit.py [--data ../shared/data/recorded]
 """
@@ -21,7 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
+from prefixguard.judge.policies import make_policy, policy_name  # noqa: E402
 from prefixguard.judge.scale import MAX_RATIO, Fit, TokenScale  # noqa: E402
+from prefixguard.judge.stored import StoredResponses  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 
@@ -66,6 +69,7 @@ def main() -> None:
         except InputError:
             continue
         scales = {name: TokenScale() for name in errors}
+        stored = {name: StoredResponses() for name in errors}
         seen: set[str | None] = set()
         for r in trace.requests:
             if not r.body or not r.reported or not r.reported.prompt_total:
@@ -76,14 +80,17 @@ def main() -> None:
                 continue
             heavy = 2 * sum(s.tokens for s in prompt.segments if s.level == "tools") > prompt.total_tokens
             for name, scale in scales.items():
+                held = stored[name].filled(prompt)
                 if prompt.model in seen:
-                    err = scale.scaled(prompt).total_tokens / r.reported.prompt_total - 1
+                    err = scale.scaled(held).total_tokens / r.reported.prompt_total - 1
                     errors[name][cassette.parent.name].append(err)
                     if heavy:
                         errors[name]["(mostly tool schemas)"].append(err)
-                scale.learn(prompt, r.reported, [len(prompt.segments) - 1])
+                scale.learn(held, r.reported, [len(held.segments) - 1])
                 if name == "one ratio":
-                    one_ratio(scale, prompt, r.reported)
+                    one_ratio(scale, held, r.reported)
+                policy = make_policy(policy_name(prompt.api, prompt.model))
+                stored[name].answered(r.response_id, scale.scaled(held), r.reported, policy, 0.0)
             seen.add(prompt.model)
     print(f"{'next request total':<24} {'n':>4}   {'one ratio: within 2% / 5%':>26}   {'by kind: within 2% / 5%':>24}")
     for group in sorted(errors["by kind"]):

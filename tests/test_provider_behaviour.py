@@ -245,3 +245,38 @@ def test_zai_reads_the_tool_loop_it_generated_reasoning_included(tmp_path: Path)
     with open_store(tmp_path / "capture.db") as db:
         second_row = list(db.rows())[1]
     assert second_row["expected_cached"] == totals[0] + 40 - 1, (second_row["expected_cached"], totals)  # its last token: never run
+
+
+def test_a_response_named_by_id_is_read_as_the_context_it_left(tmp_path: Path) -> None:
+    """OpenAI Responses with `previous_response_id`: the provider bills the named response's whole context
+    (its input and its output) before the new input, and reads its cache there. agentjido/req_llm's
+    gpt-4.1-mini session read 3,712, 7,424 and 11,264, each the context the response before it left, less
+    its last generated token, on a step; the proxy and the sim now predict each from that response's usage."""
+    system = " ".join(f"rule {i} of the house." for i in range(500))
+    bodies = [{"model": "gpt-4.1", "instructions": "Be brief.", "input": [
+        {"role": "developer", "content": system}, {"role": "user", "content": "First question?"}]}]
+    bodies += [{"model": "gpt-4.1", "instructions": "Be brief.", "previous_response_id": f"resp_{n}",
+                "input": [{"role": "user", "content": f"Question {n + 1}?"}]} for n in (1, 2)]
+    ours = [parse_request(json.dumps(b), path="/v1/responses").total_tokens for b in bodies]
+    instructions = parse_request(json.dumps(bodies[0]), path="/v1/responses").segments[0].tokens
+    outputs, billed = [20, 30, 10], [ours[0]]
+    for n in (1, 2):  # what the provider bills: the context the named response left, then the new input
+        billed.append(billed[-1] + outputs[n - 1] + ours[n] - instructions)
+    owed = [0] + [(billed[n - 1] + outputs[n - 1] - 1) // 128 * 128 for n in (1, 2)]
+    folder = tmp_path / "public" / "previous_response_id"
+    folder.mkdir(parents=True)
+    calls = []
+    for n, body in enumerate(bodies, 1):
+        (folder / f"{n:04d}.request.json").write_text(json.dumps(body))
+        (folder / f"{n:04d}.response.json").write_text(json.dumps({
+            "id": f"resp_{n}", "object": "response", "status": "completed", "model": "gpt-4.1",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
+            "usage": {"input_tokens": billed[n - 1], "input_tokens_details": {"cached_tokens": owed[n - 1]},
+                      "output_tokens": outputs[n - 1], "output_tokens_details": {"reasoning_tokens": 0}}}))
+        calls.append({"n": n, "method": "POST", "uri": "https://api.openai.com/v1/responses", "status": 200,
+                      "request": "json", "response": "json"})
+    (folder / "meta.json").write_text(json.dumps({"repo": "test", "path": "test", "commit": "0", "interactions": calls}))
+    rows = load_bench("real_traffic").measure(tmp_path / "public", ("previous_response_id",)).rows
+    assert owed[1] >= 1024
+    assert [(r.proxy_expected, r.sim_predicted) for r in rows] == [(o, o) for o in owed], (rows, owed)
+    assert [r.verdict for r in rows] == ["cold", "hit", "hit"]

@@ -128,6 +128,12 @@ class Sessions:
         self.index.add(key, prompt.chain, prompt.model, seen)
         return match
 
+    def add(self, prompt: Prompt, item: Any = None, tenant: str = "", ts: float | None = None) -> None:
+        """Remember a prompt the provider holds that no request sent whole (a stored context and what came
+        before it), for later requests to continue."""
+        key = (tenant, provider_for(prompt.api, prompt.model))
+        self.index.add(key, prompt.chain, prompt.model, Seen(prompt=prompt, item=item, ts=ts))
+
     @staticmethod
     def _best(view: TenantView, seen: Seen) -> Seen | None:
         model = seen.prompt.model

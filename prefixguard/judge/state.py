@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from prefixguard.judge.policies import CachePolicy, Policies
 from prefixguard.judge.scale import FIT_LIFETIME, TokenScale
 from prefixguard.judge.session import Sessions
+from prefixguard.judge.stored import STORED_LIFETIME, StoredResponses
 from prefixguard.model.prompt import Prompt
 from prefixguard.utils.errors import InputError
 from prefixguard.utils.redaction import url_for_display
@@ -44,6 +45,7 @@ class State:
         self.sessions = Sessions(index=shared.sessions() if shared else None)
         self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
         self._policies = Policies(shared.table if shared else None)
+        self.stored = StoredResponses(shared.table("stored", STORED_LIFETIME) if shared else None)
 
     def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
         """The request's contract: by its upstream's host where that names a provider (api.groq.com)."""

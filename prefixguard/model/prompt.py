@@ -192,6 +192,11 @@ def without_markers(value: Any) -> Any:
     return value
 
 
+# A context the provider stored and a request names by id (OpenAI's previous_response_id): one part, billed
+# as that context (prefixguard/judge/stored.py).
+STORED_CONTEXT = "stored_context"
+
+
 class Prompt:
     """A request as the cache sees it (a plain class, as Segment)."""
 

@@ -218,13 +218,12 @@ class Analyzer:
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
+            held = flow.prompt = state.stored.filled(prompt)  # a stored context it names, as that was left
             with request_secrets(flow.secrets):  # a shared index keeps the prompt redacted of them
-                match = state.sessions.observe(prompt, flow.id, flow.tenant, flow.ts, state.scale.scaled)
+                match = state.sessions.observe(held, flow.id, flow.tenant, flow.ts, state.scale.scaled)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            flow.expected = predicted(
-                state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant
-            )
+            flow.expected = predicted(state.policy_for(held, _upstream(flow)), state.scale, held, flow.ts, flow.tenant)
 
         self._judged(flow, judge)
         early = verdicts.judge(flow.expected, flow.comparison)
@@ -357,18 +356,14 @@ class Analyzer:
                 rec.reprefill_tokens, rec.cost_usd = v.reprefill_tokens, v.cost_usd
                 rec.detail = redact_text(cmp.detail, flow.secrets)
         if prompt is not None and ok:
-            self._judged(
-                flow,
-                lambda state: answered(
-                    state.policy_for(prompt, _upstream(flow)),
-                    state.scale,
-                    prompt,
-                    usage,
-                    flow.ts,
-                    flow.tenant,
-                    said.made_calls,
-                ),
-            )
+
+            def learn(state: State) -> None:
+                policy = state.policy_for(prompt, _upstream(flow))
+                answered(policy, state.scale, prompt, usage, flow.ts, flow.tenant, said.made_calls)
+                held = state.scale.scaled(prompt)
+                state.stored.answered(said.id, held, usage, policy, flow.ts, flow.tenant, state.sessions, flow.id)
+
+            self._judged(flow, learn)
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:

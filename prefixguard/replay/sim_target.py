@@ -10,6 +10,7 @@ from prefixguard.engine.radix import RadixTree
 from prefixguard.judge.policies import POLICIES as CONTRACTS
 from prefixguard.judge.policies import CachePolicy, Policies, answered, predicted
 from prefixguard.judge.scale import TokenScale
+from prefixguard.judge.stored import StoredResponses
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import Usage
 from prefixguard.replay.blocks import block_prompt, blocks_api
@@ -69,6 +70,7 @@ class SimTarget:
         self._capacity: int | None = None
         self._pages = _Pages()
         self._scale = TokenScale()
+        self._stored = StoredResponses()
 
     def run(self, req: Request, now: float) -> Outcome:
         if req.blocks is not None:
@@ -164,10 +166,12 @@ class SimTarget:
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
+        prompt = self._stored.filled(prompt)  # a stored context it names, as that was left
         ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)
         answered(policy, self._scale, prompt, usage, now, req.tenant, req.output_calls)
+        self._stored.answered(req.response_id, self._scale.scaled(prompt), usage, policy, now, req.tenant)
         total = ahead.cache_read + ahead.cache_write + ahead.uncached  # in the provider's tokens
         o = outcome(
             req,

@@ -45,6 +45,7 @@ class Request:
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
     reported: Usage | None = None  # the provider's usage as captured (its `reported`: whether it had cache fields)
     output_calls: bool = False  # the answer ended in tool calls (its finish reason says so)
+    response_id: str | None = None  # the answer's own id (a later request may name it: previous_response_id)
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""  # where it came from: row id, file name, line
     upstream: str | None = None  # where it went (scheme://host), where the source says: a provider known by its host
@@ -183,6 +184,7 @@ def _folder(p: Path) -> Trace:
                 body=body,
                 reported=reported,
                 output_calls=said.made_calls,
+                response_id=said.id,
                 ref=f.name,
                 upstream=upstreams.get(stem),
             )
@@ -270,6 +272,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
                 output_tokens=usage.get("output") or None,
                 reported=_usage(usage),
                 output_calls=ResponseMeta(finish_reasons=tuple(row.get("finish_reasons") or ())).made_calls,
+                response_id=row.get("response_id") if isinstance(row.get("response_id"), str) else None,
                 expected_cached=row.get("expected_cached"),
                 ref=str(row.get("id", "")),
                 upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None,

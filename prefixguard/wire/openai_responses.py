@@ -14,7 +14,7 @@ from typing import Any
 from prefixguard.contracts.providers import providers
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.model.media import Media
-from prefixguard.model.prompt import Prompt, compact_json
+from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, openai_chat
@@ -34,6 +34,7 @@ _SPANS: Spec = {
     "input": {"[]": {"content": {"[]": None}}},
     "instructions": None,
     "text": {"format": None},
+    "previous_response_id": None,
 }
 PART_KINDS = {
     "input_text": "text",
@@ -81,6 +82,10 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             text=instructions.value if isinstance(instructions.value, str) else None,
         )
 
+    stored = expect(root.get("previous_response_id"), str, "'previous_response_id'")
+    if stored is not None and stored.value:  # that response's context comes first: counted where it was seen
+        out.add("messages", "/previous_response_id", STORED_CONTEXT, stored, tokens_by_rule=0)
+
     items = expect(root.get("input"), (str, list), "'input'")
     if items is None and instructions is None:
         raise InputError("no 'input'")
@@ -90,7 +95,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             "messages", "/input", "text", items, role="user", message_index=0, header={"role": "user"}, text=items.value
         )
     elif items is not None:
-        leading = True
+        leading = stored is None or not stored.value  # after a stored context no input item leads the prompt
         last_user = max(
             (
                 ii

@@ -16,7 +16,7 @@ from prefixguard.contracts.tables import UNITS
 from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import SAME_OUTPUT, Expected, Output, longest, message_ends
 from prefixguard.judge.policies.openai_breakpoints import BREAKPOINT_KEY, BreakpointModes
-from prefixguard.model.prompt import Prompt
+from prefixguard.model.prompt import STORED_CONTEXT, Prompt
 from prefixguard.model.usage import Usage
 
 # Automatic caching matches tokens, not parts: a read can end inside the first part that differs. Each
@@ -110,6 +110,8 @@ class PrefixPolicy(BreakpointModes):
 
         n_alive = longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
+        if n_alive and prompt.segments[n_alive - 1].kind == STORED_CONTEXT:
+            reached -= 1  # a stored context ends with an answer's last token, which no cache holds
         output = (
             self._get((*owner, b"o" + chain[n_alive - 1])) if self.caches_output and 0 < n_alive < len(chain) else None
         )
