@@ -90,7 +90,7 @@ def main() -> None:
                 if name == "one ratio":
                     one_ratio(scale, held, r.reported)
                 policy = make_policy(policy_name(prompt.api, prompt.model))
-                stored[name].answered(r.response_id, scale.scaled(held), r.reported, policy, 0.0)
+                stored[name].answered(r.said.id, scale.scaled(held), r.reported, policy, 0.0)
             seen.add(prompt.model)
     print(f"{'next request total':<24} {'n':>4}   {'one ratio: within 2% / 5%':>26}   {'by kind: within 2% / 5%':>24}")
     for group in sorted(errors["by kind"]):

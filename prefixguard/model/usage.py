@@ -65,3 +65,6 @@ class ResponseMeta(NamedTuple):
             model=model[:MAX_META] if isinstance(model, str) and model else self.model,
             finish_reasons=said or self.finish_reasons,
         )
+
+
+NO_META = ResponseMeta()  # a response that said nothing of itself

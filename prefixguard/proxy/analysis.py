@@ -219,11 +219,17 @@ class Analyzer:
 
         def judge(state: State) -> None:
             held = flow.prompt = state.stored.filled(prompt)  # a stored context it names, as that was left
+            theirs = state.scale.scaled(held)  # scaled once: for the comparison and the prediction
+
+            def scaled(p: Prompt) -> Prompt:
+                return theirs if p is held else state.scale.scaled(p)
+
             with request_secrets(flow.secrets):  # a shared index keeps the prompt redacted of them
-                match = state.sessions.observe(held, flow.id, flow.tenant, flow.ts, state.scale.scaled)
+                match = state.sessions.observe(held, flow.id, flow.tenant, flow.ts, scaled)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            flow.expected = predicted(state.policy_for(held, _upstream(flow)), state.scale, held, flow.ts, flow.tenant)
+            policy = state.policy_for(held, _upstream(flow))
+            flow.expected = predicted(policy, state.scale, held, flow.ts, flow.tenant, theirs)
 
         self._judged(flow, judge)
         early = verdicts.judge(flow.expected, flow.comparison)
@@ -359,8 +365,7 @@ class Analyzer:
 
             def learn(state: State) -> None:
                 policy = state.policy_for(prompt, _upstream(flow))
-                answered(policy, state.scale, prompt, usage, flow.ts, flow.tenant, said.made_calls)
-                held = state.scale.scaled(prompt)
+                held = answered(policy, state.scale, prompt, usage, flow.ts, flow.tenant, said)
                 state.stored.answered(said.id, held, usage, policy, flow.ts, flow.tenant, state.sessions, flow.id)
 
             self._judged(flow, learn)

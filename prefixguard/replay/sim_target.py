@@ -170,8 +170,8 @@ class SimTarget:
         ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)
-        answered(policy, self._scale, prompt, usage, now, req.tenant, req.output_calls)
-        self._stored.answered(req.response_id, self._scale.scaled(prompt), usage, policy, now, req.tenant)
+        held = answered(policy, self._scale, prompt, usage, now, req.tenant, req.said)
+        self._stored.answered(req.said.id, held, usage, policy, now, req.tenant)
         total = ahead.cache_read + ahead.cache_write + ahead.uncached  # in the provider's tokens
         o = outcome(
             req,

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from prefixguard.capture.reader import check_row, is_sqlite, read_capture
 from prefixguard.capture.store import is_capture_url, json_lines
 from prefixguard.model import tokens
-from prefixguard.model.usage import USAGE_FIELDS, ResponseMeta, Usage
+from prefixguard.model.usage import NO_META, USAGE_FIELDS, ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
 from prefixguard.wire import detect_api, files, gemini, parse_response, parse_response_meta
 
@@ -44,8 +44,7 @@ class Request:
     input_tokens: int | None = None  # Mooncake: prompt length in tokens
     output_tokens: int | None = None  # answer length in the trace, asked for again on replay
     reported: Usage | None = None  # the provider's usage as captured (its `reported`: whether it had cache fields)
-    output_calls: bool = False  # the answer ended in tool calls (its finish reason says so)
-    response_id: str | None = None  # the answer's own id (a later request may name it: previous_response_id)
+    said: ResponseMeta = NO_META  # what the answer said of itself: its id (a later request may name it), how it ended
     expected_cached: int | None = None  # what the proxy predicted at capture time
     ref: str = ""  # where it came from: row id, file name, line
     upstream: str | None = None  # where it went (scheme://host), where the source says: a provider known by its host
@@ -183,8 +182,7 @@ def _folder(p: Path) -> Trace:
                 path=uris.get(stem),
                 body=body,
                 reported=reported,
-                output_calls=said.made_calls,
-                response_id=said.id,
+                said=said,
                 ref=f.name,
                 upstream=upstreams.get(stem),
             )
@@ -239,13 +237,13 @@ def _recorded_answer(p: Path, stem: str, body: dict[str, Any], path: str | None)
     request, where there is one."""
     f = response_file(p, stem)
     if f is None:
-        return None, ResponseMeta()
+        return None, NO_META
     raw = read_input(f, what="response file")
     try:
         api = detect_api(body, path)
         usage, said = parse_response(raw, api), parse_response_meta(raw, api)
     except InputError:
-        return None, ResponseMeta()
+        return None, NO_META
     return (usage if usage.reported or usage.prompt_total else None), said  # no cache field: it still teaches the scale
 
 
@@ -271,8 +269,9 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
                 body=body,
                 output_tokens=usage.get("output") or None,
                 reported=_usage(usage),
-                output_calls=ResponseMeta(finish_reasons=tuple(row.get("finish_reasons") or ())).made_calls,
-                response_id=row.get("response_id") if isinstance(row.get("response_id"), str) else None,
+                said=NO_META.merged(
+                    row.get("response_id"), row.get("response_model"), tuple(row.get("finish_reasons") or ())
+                ),
                 expected_cached=row.get("expected_cached"),
                 ref=str(row.get("id", "")),
                 upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None,

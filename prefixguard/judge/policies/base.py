@@ -18,7 +18,7 @@ from prefixguard.judge.index import LocalTable, Table
 from prefixguard.judge.scale import TokenScale
 from prefixguard.model.fingerprint import Chain, prefix_length
 from prefixguard.model.prompt import LEVELS, Prompt
-from prefixguard.model.usage import Usage
+from prefixguard.model.usage import NO_META, ResponseMeta, Usage
 
 SAME_OUTPUT = 0.5  # parts carried back within this share of a request's reported output are that output
 MAX_ENTRIES = 200_000  # memory bound over all tenants and models; the least recently used go first
@@ -177,11 +177,14 @@ def message_ends(prompt: Prompt, roles: frozenset[str]) -> list[int]:
     ]
 
 
-def predicted(policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float, tenant: str = "") -> Expected:
+def predicted(
+    policy: CachePolicy, scale: TokenScale, prompt: Prompt, now: float, tenant: str = "", theirs: Prompt | None = None
+) -> Expected:
     """What the provider should report for this request now, in its tokens (the scale learned from the
     usage reported before): the one prediction the proxy and replay's sim both make. Once the provider
-    answered, `policy.billed` bounds it by the billed total and `answered` learns from the answer."""
-    return policy.lookup(scale.scaled(prompt), now, tenant)
+    answered, `policy.billed` bounds it by the billed total and `answered` learns from the answer.
+    theirs: the prompt as the scale renders it, where the caller has it already."""
+    return policy.lookup(theirs if theirs is not None else scale.scaled(prompt), now, tenant)
 
 
 def answered(
@@ -191,15 +194,17 @@ def answered(
     usage: Usage,
     now: float,
     tenant: str = "",
-    calls: bool = False,
-) -> None:
+    said: ResponseMeta = NO_META,
+) -> Prompt:
     """What a provider's answer teaches, the same for the proxy and replay's sim: the token scale (and
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
-    output kept in the provider's tokens, and what the provider reported holding."""
+    output kept in the provider's tokens (`said`: how the answer ended), and what the provider reported
+    holding. Returns the prompt in the provider's tokens, as kept."""
     scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
-    policy.commit(held, now, tenant, usage.output, usage.reasoning, calls)
+    policy.commit(held, now, tenant, usage.output, usage.reasoning, said.made_calls)
     policy.observe(held, usage.cache_read, now, tenant)
+    return held
 
 
 class Output(NamedTuple):
