@@ -79,8 +79,9 @@ def main() -> None:
             except InputError:
                 continue
             heavy = 2 * sum(s.tokens for s in prompt.segments if s.level == "tools") > prompt.total_tokens
+            policy = make_policy(policy_name(prompt.api, prompt.model))
             for name, scale in scales.items():
-                held = stored[name].filled(prompt)
+                held = policy.rendered(stored[name].filled(prompt))
                 if prompt.model in seen:
                     err = scale.scaled(held).total_tokens / r.reported.prompt_total - 1
                     errors[name][cassette.parent.name].append(err)
@@ -89,7 +90,6 @@ def main() -> None:
                 scale.learn(held, r.reported, [len(held.segments) - 1])
                 if name == "one ratio":
                     one_ratio(scale, held, r.reported)
-                policy = make_policy(policy_name(prompt.api, prompt.model))
                 stored[name].answered(r.said.id, scale.scaled(held), r.reported, policy, 0.0)
             seen.add(prompt.model)
     print(f"{'next request total':<24} {'n':>4}   {'one ratio: within 2% / 5%':>26}   {'by kind: within 2% / 5%':>24}")

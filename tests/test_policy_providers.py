@@ -129,10 +129,32 @@ def test_deepseek_reads_whole_prefix_units_only():
     assert policy.lookup(longer, 1.0).cache_read == 0
     policy.commit(longer, 1.0)   # ... but the common prefix of the two is one now
     third = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", "Something else."))))
-    assert policy.lookup(third, 2.0).cache_read == third.segments[0].tokens
+    # a unit is stored in 64-token units: read to its last whole one
+    assert policy.lookup(third, 2.0).cache_read == third.segments[0].tokens // 64 * 64
     turn = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question),
                                          ("assistant", "Three mismatches."), ("user", "Fix them."))))
-    assert policy.lookup(turn, 3.0).cache_read == first.total_tokens   # the end of the first user input
+    assert policy.lookup(turn, 3.0).cache_read == first.total_tokens // 64 * 64  # the end of the first user input
+
+
+def test_deepseek_renders_no_tools_under_tool_choice_none():
+    """A tool loop's last request forces an answer with tool_choice "none": DeepSeek then renders no tool
+    definition (maruel/genai's recordings: 337 tokens billed with tools, 90 without, though the history grew;
+    read 0). Its prompt holds no tools part, so nothing written with them is read, and its bill teaches the
+    scale nothing about them."""
+    tools = [{"type": "function", "function": {"name": "ledger_lookup", "description": "Find an entry. " * 60,
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    ask = chat("deepseek-v4-flash", ("user", "Reconcile March against the bank statement, entry by entry. " * 20))
+    policy = make_policy("deepseek")
+    with_tools = policy.rendered(parse_request(json.dumps({**ask, "tools": tools, "tool_choice": "auto"})))
+    assert any(s.level == "tools" for s in with_tools.segments)
+    policy.commit(with_tools, 0.0)
+    last = policy.rendered(parse_request(json.dumps({**ask, "tools": tools, "tool_choice": "none"})))
+    assert [s.level for s in last.segments if s.level == "tools"] == []
+    assert last.total_tokens < with_tools.total_tokens and policy.lookup(last, 10.0).cache_read == 0
+    assert policy.lookup(with_tools, 10.0).cache_read > 0   # sent with its tools again, it reads
+    # OpenAI renders its tools whatever tool_choice says
+    sent = parse_request(json.dumps({**ask, "model": "gpt-5", "tools": tools, "tool_choice": "none"}))
+    assert make_policy("openai").rendered(sent) is sent
 
 
 def test_providers_by_host_model_and_gateway_maker():
@@ -256,3 +278,22 @@ def test_a_read_stops_short_of_the_prompts_last_tokens(shared_data: Path) -> Non
     crewai = load_bench("real_traffic").measure(shared_data / "recorded", ("crewai",)).rows
     kept = [r for r in crewai if r.cassette.startswith("llms_openai_test_openai_") and r.reported_read and not r.first]
     assert kept and all(r.reported_prompt - r.reported_read >= 32 and r.proxy_expected == r.reported_read for r in kept)
+
+
+def test_a_providers_own_system_text_in_front_is_read_whatever_the_first_part_says() -> None:
+    """grok-4 puts a hidden system prompt (about 680 tokens) before every request and reads it from cache,
+    whatever the request's own first message (agentjido/req_llm's fixtures, tests/data/public/req_llm):
+    "Hello world!" reads 680 of 687 after a request with tools, "Hi there!" then 679 of 687. Once a read
+    has shown unseen tokens in front, a request whose first part differs still reads them; before, both
+    were predicted 0 (and the second called a hit on a foreign cache)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public, ("req_llm",)).rows
+    assert [(r.reported_prompt, r.reported_read) for r in rows] == [(954, 834), (687, 680), (687, 679)]
+    first, edited, again = rows
+    assert first.proxy_expected == 0  # nothing seen before it: what it read is a cache no history here shows
+    # a read past all of our tokens (834 of 954 with the tools) shows the front, short by what the tools'
+    # ratio cannot tell apart from it on one request; the first message changed: a miss that reads the front
+    assert 0.85 * edited.reported_read <= edited.proxy_expected < edited.reported_read
+    assert edited.verdict == "miss_prefix_changed"
+    assert abs(again.proxy_expected - again.reported_read) <= 0.01 * again.reported_read  # as the last read showed
+    assert all(r.proxy_expected == r.sim_predicted for r in rows)

@@ -29,12 +29,14 @@ def test_requests_that_read_nothing_are_predicted_to_read_nothing(figures) -> No
 def test_reads_are_predicted_within_five_percent(figures) -> None:
     """Of all reads, and of those after the first request to their model in their cassette (before it
     the recording shows nothing of that model's cache: earlier, unrecorded runs may have filled it; and
-    after it too, where a request reads a prefix no recorded request wrote: bench/RESULTS.md names them)."""
+    after it too, where a request reads a prefix no recorded request wrote: bench/RESULTS.md names them).
+    A compacting request's first pass is the one on the prompt as sent: pydantic-ai's streamed compaction
+    test reads 55,096 there, written by the test before it (one more first-request read, 0.46 -> 0.45)."""
     for who in ("proxy_expected", "sim_predicted"):
         ok, n = figures.share(who, read=True)
         later_ok, later = figures.share(who, read=True, later=True)
         assert n > 50 and later > 30
-        assert later_ok >= 0.84 * later and ok >= 0.46 * n, (who, ok, n, later_ok, later)
+        assert later_ok >= 0.84 * later and ok >= 0.45 * n, (who, ok, n, later_ok, later)
     # the proxy (which judges as requests arrive) and replay's sim agree on what the cache holds
     assert figures.share("proxy_expected", True) == figures.share("sim_predicted", True)
 

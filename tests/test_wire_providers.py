@@ -137,6 +137,23 @@ def test_unknown_shape_names_the_known_ones():
 
 # ---- streams
 
+def test_a_gemini_thought_signature_is_no_prompt_text():
+    """lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite tool loop: the turn that adds two calls (one with a
+    128-character thoughtSignature, 92 cl100k tokens) and their results bills 78 more tokens; counting the
+    signature, prefixguard's count ran 34% over the bill (353 for 263), 261 without it."""
+    signature = "El4KXAERTTIPkAVVPJ10j9NxewtCtcRmcrP2kjH-kq-3AhNz0HPRPcO3E0w0oZiuie9-FM1NmkXHw8NRqA14Mq2d5SqL8EZlrh_" \
+                "Bad5A10ygM5LIOjXub506wobG6946"
+    call = {"functionCall": {"id": "call_608362", "args": {"city": "Almaty"}, "name": "get_weather"}}
+    path = "/v1beta/models/gemini-3.5-flash-lite:generateContent"
+
+    def body(part: dict) -> str:
+        return json.dumps({"contents": [{"role": "user", "parts": [{"text": "Weather in Almaty?"}]},
+                                        {"role": "model", "parts": [part]}]})
+    signed, plain = parse_request(body({**call, "thoughtSignature": signature}), path=path), parse_request(body(call), path=path)
+    assert signed.segments[-1].tokens == plain.segments[-1].tokens
+    assert signed.chain[-1] != plain.chain[-1]  # still part of what was sent: another signature is another prefix
+
+
 def test_gemini_sse_chunk_by_chunk(shared_data):
     sse = recorded(shared_data, "test_code_execution_test_code_execution_stream", 1, "response.sse").read_bytes()
     last = [json.loads(line[6:]) for line in sse.decode().splitlines() if line.startswith("data: ")][-1]
@@ -225,6 +242,48 @@ def test_invoke_with_response_stream_wraps_anthropic_events():
     stream = UsageStream("anthropic")
     stream.feed(frames)
     assert stream.usage() == Usage(2052, 2048, 0, 0, 4, 9, True) and stream.finished
+
+
+def test_nova_invoke_model_is_a_converse_body_with_its_cache_point_inside_a_block():
+    """Amazon Nova's own InvokeModel body (braintrust-sdk's Nova Lite recording): the Converse shape, with
+    the cachePoint a key of the block it closes, its usage named ...InputTokenCount, its stream's events
+    wrapped in chunks and named by their first key. One cache serves both APIs (the recording reads
+    14,921-14,922 of 14,927 by each), so both forms are the same prefix; before, the InvokeModel call had no
+    model, no breakpoint and, streamed, no usage."""
+    import base64
+    context = "BRAINTRUST_BEDROCK_CACHE_CONTEXT\n" + " ".join(f"stable-cache-token-{i}" for i in range(1600))
+    converse = {"inferenceConfig": {"maxTokens": 16, "temperature": 0, "topP": 0.9},
+                "messages": [{"role": "user", "content": [{"text": context}, {"cachePoint": {"type": "default"}},
+                                                          {"text": "Reply with exactly OK."}]}]}
+    native = {"inferenceConfig": {"maxTokens": 16, "temperature": 0, "topP": 0.9}, "schemaVersion": "messages-v1",
+              "messages": [{"role": "user", "content": [{"cachePoint": {"type": "default"}, "text": context},
+                                                        {"text": "Reply with exactly RAW."}]}]}
+    model = "us.amazon.nova-lite-v1:0"
+    a = parse_request(json.dumps(converse), path=f"/model/{model.replace(':', '%3A')}/converse")
+    b = parse_request(json.dumps(native), path=f"/model/{model.replace(':', '%3A')}/invoke")
+    assert (b.api, b.model) == (a.api, a.model) == ("bedrock-converse", model)
+    assert [s.breakpoint for s in a.segments] == [s.breakpoint for s in b.segments] == ["5m", None]
+    assert a.chain[0] == b.chain[0] and a.segments[0].kind == b.segments[0].kind == "text"
+    assert routes.route(f"/model/{model}/invoke-with-response-stream") == ("bedrock-converse", model)
+    assert routes.route("/model/amazon.titan-text-express-v1/invoke") is None  # Titan's body is its own
+    assert parse_response(json.dumps({"output": {"message": {"role": "assistant", "content": [{"text": "RAW"}]}},
+                                      "stopReason": "end_turn",
+                                      "usage": {"cacheReadInputTokenCount": 14921, "cacheWriteInputTokenCount": 0,
+                                                "inputTokens": 6, "outputTokens": 2, "totalTokens": 14929}}),
+                          "bedrock-converse") == Usage(14927, 14921, 0, 0, 6, 2, True)
+    events = [{"messageStart": {"role": "assistant"}},
+              {"contentBlockDelta": {"delta": {"text": "RAW"}, "contentBlockIndex": 0}},
+              {"messageStop": {"stopReason": "end_turn"}},
+              {"metadata": {"usage": {"inputTokens": 6, "outputTokens": 3, "cacheReadInputTokenCount": 14922,
+                                      "cacheWriteInputTokenCount": 0}, "metrics": {}, "trace": {}},
+               "amazon-bedrock-invocationMetrics": {"inputTokenCount": 6, "outputTokenCount": 3}}]
+    frames = b"".join(encode({":event-type": "chunk", ":message-type": "event"},
+                             json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()}).encode())
+                      for e in events)
+    stream = UsageStream("bedrock-converse")
+    stream.feed(frames)
+    assert stream.usage() == Usage(14928, 14922, 0, 0, 6, 3, True) and stream.finished
+    assert stream.output_chunks == 1 and stream.meta.finish_reasons == ("end_turn",)
 
 
 @settings(max_examples=200, deadline=None)

@@ -341,6 +341,30 @@ def test_a_tail_alone_is_no_proof(body):
         detect_api(body, "/api/rooms/7f3a9c2e11/messages")
 
 
+def test_a_gemini_interactions_request_is_named_not_read_as_a_responses_one():
+    """Gemini's Interactions API carries an `input` as Responses does (tidyverse/ellmer's recording of
+    gemini-3.7-flash, its second request): it was parsed as a Responses request, with a read predicted
+    above its whole prompt and no usage understood. Its path or its Google-only fields name it."""
+    body = {"model": "gemini-3.7-flash", "store": False, "stream": False,
+            "system_instruction": "Always use a tool to answer. Reply with 'It is ____.'.",
+            "input": [{"type": "user_input", "content": [{"type": "text", "text": "What's the current date?"}]},
+                      {"type": "function_call", "id": "call_1205409", "name": "current_date", "arguments": {}},
+                      {"type": "function_result", "call_id": "call_1205409", "name": "current_date",
+                       "result": "2024-01-01", "is_error": False}],
+            "tools": [{"type": "function", "name": "current_date", "description": "Return the current date"}],
+            "generation_config": {"temperature": 0, "seed": 1014}}
+    for path in (None, "/v1beta/interactions"):
+        with pytest.raises(NotARequest, match="a Gemini Interactions API request"):
+            detect_api(body, path)
+    bare = {"model": "gemini-3.7-flash", "input": [{"type": "user_input", "content": "hi"}]}
+    with pytest.raises(NotARequest, match="Interactions"):
+        detect_api(bare)
+    assert not analysable("POST", "/v1beta/interactions")  # the proxy forwards it, counted as not analysed
+    # a Responses request keeps its shape
+    assert detect_api({"model": "gpt-5", "input": [{"role": "user", "content": "hi"}], "instructions": "x"}) == \
+        "openai-responses"
+
+
 def test_paths_of_no_shape_are_not_analysable_and_templates_hide_ids_and_queries():
     for path in ("/v1/embeddings", "/v1/models", "/v1/messages/count_tokens", "/v1/messages/batches", "/health"):
         assert not analysable("POST", path)

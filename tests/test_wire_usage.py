@@ -118,6 +118,24 @@ def test_a_read_outside_prompt_tokens_is_told_by_the_usage_own_total():
     assert parse_response(json.dumps({"usage": openai}), "openai-chat") == Usage(8424, 8229, 0, 0, 195, 29, True)
 
 
+def test_a_compacting_request_is_judged_by_its_first_pass():
+    """Claude's server-side compaction samples twice: a first pass summarizes the prompt as sent, the next
+    answers on the compacted context, and the top-level counts are that last pass's (braintrust-sdk-python's
+    recording of claude-opus-5 paused after compaction: top level all 0, its one iteration 82 input tokens).
+    The prompt the request sent is the first pass's."""
+    zero = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+    paused = {**zero, "iterations": [{"type": "compaction", "input_tokens": 82, "output_tokens": 512,
+                                      "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}]}
+    assert parse_response(json.dumps({"usage": paused}), "anthropic") == Usage(82, 0, 0, 0, 82, 512, True)
+    message = {"input_tokens": 3000, "output_tokens": 1000, "cache_read_input_tokens": 0,
+               "cache_creation_input_tokens": 20000}
+    compaction = {"type": "compaction", "input_tokens": 4000, "output_tokens": 3500,
+                  "cache_read_input_tokens": 176000, "cache_creation_input_tokens": 0}
+    went_on = {**message, "iterations": [compaction, {**message, "type": "message"}]}
+    assert parse_response(json.dumps({"usage": went_on}), "anthropic") == Usage(180000, 176000, 0, 0, 4000, 3500, True)
+    assert parse_response(json.dumps({"usage": message}), "anthropic") == Usage(23000, 0, 20000, 0, 3000, 1000, True)
+
+
 def sse_files(shared_data: Path) -> list[tuple[Path, str]]:
     return [(p, api) for p, api in recorded_responses(shared_data) if p.suffix == ".sse"]
 

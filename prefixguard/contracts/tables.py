@@ -101,6 +101,7 @@ class Contract:
     token_step: int = 1
     prefill_tail_tokens: int = 0  # a read stops at least this many tokens before the prompt's end
     caches_output: bool = False
+    tools_unrendered_under_tool_choice: tuple[str, ...] = ()  # tool_choice values that render no tools
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None
     ttl_seconds: dict[str, float] = field(default_factory=dict)
@@ -117,6 +118,7 @@ class Contract:
     zero_counts_omitted: bool = False
     usage_marker_fields: tuple[str, ...] = ()  # usage keys only this provider sends (an omitted read known by them)
     invoke_chat_makers: tuple[str, ...] = ()  # Bedrock InvokeModel: makers whose models take a Chat body
+    invoke_converse_models: tuple[str, ...] = ()  # Bedrock InvokeModel: models whose own body is Converse's
     encrypted_reasoning: EncryptedReasoning | None = None
     breakpoint_caching: BreakpointCaching | None = None
     invalidates: dict[str, str] = field(default_factory=dict)

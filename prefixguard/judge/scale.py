@@ -27,7 +27,9 @@ ends where a read can end (on a breakpoint; for an automatic prefix cache, only 
 tokens says anything): what it holds beyond our scaled tokens up to there is unseen text IN FRONT
 (hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
 instruction, a server tool's results) and is counted on the last part, where no later request reads
-it. Until a read says, all of it is put in front, since every read starts there. Where the contract
+it. Until a read says, all of it is put in front, since every read starts there; once a read has shown
+text in front, it is the provider's own, before every request of the model, and a request whose first
+part differs still reads it (Prompt.front: grok-4's hidden system prompt). Where the contract
 fixes where that cache ends (a write runs to the furthest breakpoint: Claude, GPT-5.6's modes), the count
 there is exact both ways: a prefix we scale past it holds tokens the provider adds after every breakpoint
 (Claude's tool-use instructions, after the tool definitions), so the ratios are lowered until it fits and
@@ -138,7 +140,9 @@ class TokenScale:
             segments[0] = segments[0].with_tokens(segments[0].tokens + front)
         if fit.unseen > front:
             segments[-1] = segments[-1].with_tokens(segments[-1].tokens + fit.unseen - front)
-        return prompt.with_segments(segments)
+        # Where a read has shown them in front, they are the provider's own text before every request of the
+        # model, read with it (grok-4's hidden system prompt is read by a first request whatever it says).
+        return prompt.with_segments(segments, front=max(0, fit.front))
 
 
 def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, ...]:

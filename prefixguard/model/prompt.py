@@ -211,6 +211,7 @@ class Prompt:
         "tokens_estimated",
         "chain",
         "counts_only",
+        "front",
     )
     api: str  # "anthropic" | "openai-chat" | "openai-responses"
     model: str | None
@@ -223,6 +224,9 @@ class Prompt:
     tokens_estimated: bool  # True when no tokenizer could load: counts are estimates
     chain: Chain  # fingerprint chain: chain[i] covers segments 0..i
     counts_only: bool  # a token-counting request (count_tokens): nothing generated or cached
+    # of the first part's tokens, those the provider puts before every request of the model (its own system
+    # text), as a read has shown (prefixguard/judge/scale.py); 0 where none has
+    front: int
 
     def __init__(
         self,
@@ -236,17 +240,20 @@ class Prompt:
         tokens_estimated: bool = False,
         chain: Chain | None = None,
         counts_only: bool = False,
+        front: int = 0,
     ) -> None:
         self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
         self.auto_breakpoint, self.text = auto_breakpoint, text
         self.source, self.tokens_estimated = source, tokens_estimated
         self.chain, self.counts_only = Chain() if chain is None else chain, counts_only
+        self.front = front
 
     def __repr__(self) -> str:
         return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"
 
-    def with_segments(self, segments: list[Segment]) -> Prompt:
-        """The same request with other segments (recounted: prefixguard/judge/scale.py)."""
+    def with_segments(self, segments: list[Segment], front: int | None = None) -> Prompt:
+        """The same request with other segments (recounted: prefixguard/judge/scale.py), and its front where
+        given."""
         return Prompt(
             self.api,
             self.model,
@@ -258,6 +265,7 @@ class Prompt:
             self.tokens_estimated,
             self.chain,
             self.counts_only,
+            self.front if front is None else front,
         )
 
     @property

@@ -218,7 +218,9 @@ class Analyzer:
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
-            held = flow.prompt = state.stored.filled(prompt)  # a stored context it names, as that was left
+            policy = state.policy_for(prompt, _upstream(flow))
+            # a stored context it names, as that was left; as the provider renders it
+            held = flow.prompt = policy.rendered(state.stored.filled(prompt))
             theirs = state.scale.scaled(held)  # scaled once: for the comparison and the prediction
 
             def scaled(p: Prompt) -> Prompt:
@@ -228,7 +230,6 @@ class Analyzer:
                 match = state.sessions.observe(held, flow.id, flow.tenant, flow.ts, scaled)
             flow.previous_id = match.earlier
             flow.comparison = match.comparison if match.broken else None  # a new turn is new content, not a break
-            policy = state.policy_for(held, _upstream(flow))
             flow.expected = predicted(policy, state.scale, held, flow.ts, flow.tenant, theirs)
 
         self._judged(flow, judge)

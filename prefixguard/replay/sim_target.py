@@ -166,7 +166,7 @@ class SimTarget:
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
-        prompt = self._stored.filled(prompt)  # a stored context it names, as that was left
+        prompt = policy.rendered(self._stored.filled(prompt))  # a stored context it names, as that was left
         ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)

@@ -321,14 +321,21 @@ class UsageStream:
         for headers, payload in frames.feed(chunk):
             if headers.get(":message-type", "event") != "event":
                 continue  # an exception message: the status and the error say it
+            name = headers.get(":event-type")
             try:
                 event = json.loads(payload)
                 if isinstance(event, dict) and isinstance(event.get("bytes"), str) and len(event) <= 2:
                     event = json.loads(binascii.a2b_base64(event["bytes"]))
+                    # a model's own event named by its first key, as ConverseStream's header would name it
+                    # (Nova's {"metadata": {"usage": ...}, "amazon-bedrock-invocationMetrics": ...}); Claude's
+                    # carry a "type"
+                    first = next(iter(event), None) if isinstance(event, dict) and "type" not in event else None
+                    if first is not None and isinstance(event[first], dict):
+                        name, event = first, dict(event[first])
             except (ValueError, binascii.Error):
                 continue
             if isinstance(event, dict):
-                self._event_of(headers.get(":event-type"), event)
+                self._event_of(name, event)
 
     def _line(self, line: str) -> None:
         if not line:

@@ -193,9 +193,15 @@ def _betas(headers: Mapping[str, str] | None) -> list[str] | None:
 
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
-    """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total."""
+    """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total.
+    A request sampled more than once lists each pass in `iterations` (server-side compaction: the first
+    pass summarizes the prompt as sent, the top-level counts are the last pass's, on the compacted
+    context); the prompt this request sent is the first pass's."""
     if not isinstance(raw, Mapping):
         return Usage()
+    passes = raw.get("iterations")
+    if isinstance(passes, list) and passes and isinstance(passes[0], Mapping):
+        raw = passes[0]
     uncached = as_int(raw.get("input_tokens"))
     read = as_int(raw.get("cache_read_input_tokens"))
     write = as_int(raw.get("cache_creation_input_tokens"))

@@ -5,6 +5,10 @@ Prefix order: toolConfig.tools, then system, then messages. A breakpoint is a bl
 before it (the same position Anthropic's cache_control on that part would mark) and is no prefix byte.
 The model id is in the path, never in the body. Usage (JSON `usage`, the stream's `metadata` event):
 inputTokens (neither read nor written) + cacheReadInputTokens + cacheWriteInputTokens = prompt total.
+
+Amazon Nova's own InvokeModel body (/model/{id}/invoke, `schemaVersion: messages-v1`) is this shape, with
+the cachePoint a key of the block it closes and the usage named ...InputTokenCount (rules/providers.toml,
+`invoke_converse_models`).
 """
 
 from __future__ import annotations
@@ -77,9 +81,9 @@ def _ttl(block: Any) -> str | None:
 
 
 def _kind(block: Any, where: str) -> str:
-    if not isinstance(block, dict) or len(block) == 0:
+    name = next((k for k in block if k != MARKER), None) if isinstance(block, dict) else None
+    if name is None:
         raise InputError(f"{where} must be an object with one member naming its kind (text, image, toolUse, ...)")
-    name = next(iter(block))
     return KINDS.get(name, name)
 
 
@@ -120,7 +124,7 @@ def _blocks(
     for bi, block in enumerate(node.elements):
         value, at = block.value, f"{where}/{bi}"
         ttl = _ttl(value)
-        if ttl is not None:
+        if ttl is not None and len(value) == 1:
             if out.segments:  # a point with nothing before it caches nothing
                 out.segments[-1].breakpoint = ttl
             continue
@@ -130,7 +134,10 @@ def _blocks(
         nested = _result_media(value) if kind == "tool_result" else None
         if nested is not None:
             media, text = nested
-        out.add(level, at, kind, block, role=role, message_index=message_index, header=header, text=text, media=media)
+        seg = out.add(
+            level, at, kind, block, role=role, message_index=message_index, header=header, text=text, media=media
+        )
+        seg.breakpoint = ttl  # a cachePoint inside the block it closes (Nova's InvokeModel body)
         header = None
         images = images or kind == "image" or bool(nested and any(m.kind == IMAGE for m in nested[0]))
     return images
@@ -277,9 +284,16 @@ _KEYS = {
 }
 
 
+_INVOKE = re.compile(r"/model/([^/]+)/(?:invoke|invoke-with-response-stream)/?$")  # Bedrock InvokeModel
+
+
 def route(path: str) -> tuple[str, str | None] | None:
     found = _PATH.search(path)
-    return (API, unquote(found.group(1))) if found else None
+    if found:
+        return API, unquote(found.group(1))
+    found = _INVOKE.search(path)  # a model whose own body is this shape (Nova's; Claude's: anthropic.py)
+    model = unquote(found.group(1)) if found else ""
+    return (API, model) if model and any(m in model for m in providers()["bedrock"].invoke_converse_models) else None
 
 
 def foreign(body: dict[str, Any] | None, path: str) -> str | None:

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from prefixguard.contracts.providers import providers
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
-from prefixguard.model.prompt import Prompt
+from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
@@ -70,6 +70,12 @@ _SNAKE = {
     "executable_code": "executableCode",
     "code_execution_result": "codeExecutionResult",
 }
+
+
+# A part's thought signature is an opaque reference to the model's reasoning, not text it is shown: a tool
+# loop's turn that adds a 128-character one (92 cl100k tokens) and two calls with their results bills 78
+# tokens (lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run); counted without it, 261 of 263.
+_SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
 
 
 def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
@@ -139,6 +145,8 @@ def _parts(
     parts = expect(node.get("parts"), list, f"{where}/parts")
     for pi, part in enumerate(parts.elements if parts else ()):
         kind, text, media = _kind(part.value, f"{where}/parts/{pi}", resolution)
+        if text is None and media is None and not _SIGNATURES.isdisjoint(part.value):
+            text = compact_json({k: v for k, v in part.value.items() if k not in _SIGNATURES})
         out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
@@ -305,10 +313,29 @@ def route(path: str) -> tuple[str, str | None] | None:
     return (API, unquote(found.group(1))) if not publisher or publisher.group(1) == "google" else None
 
 
+# Gemini's Interactions API (POST /v1beta/interactions): an `input` as the Responses API has, with Google's
+# own names beside it (tidyverse/ellmer's recordings). No adapter reads it yet: it is named, not taken for
+# a Responses request (whose parse would miss its parts and its usage).
+_INTERACTIONS_PATH = re.compile(r"/interactions/?$")
+_INTERACTIONS_FIELDS = frozenset(("system_instruction", "generation_config", "previous_interaction_id"))
+_INTERACTIONS_ITEMS = frozenset(("user_input", "model_output", "function_result", "thought"))
+
+
 def foreign(body: dict[str, Any] | None, path: str) -> str | None:
     if is_cache_creation(path) or isinstance(body, dict) and "contents" in body and {"ttl", "expireTime"} & body.keys():
         return "a Gemini cachedContents creation (an explicit cache, not a generation)"
+    if _INTERACTIONS_PATH.search(path) or isinstance(body, dict) and _interactions(body):
+        return "a Gemini Interactions API request (no adapter reads that shape yet)"
     return None
+
+
+def _interactions(body: dict[str, Any]) -> bool:
+    if "input" not in body or "messages" in body:
+        return False
+    items = body["input"] if isinstance(body["input"], list) else []
+    return bool(_INTERACTIONS_FIELDS & body.keys()) or any(
+        isinstance(i, dict) and i.get("type") in _INTERACTIONS_ITEMS for i in items
+    )
 
 
 def claims(body: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from xxhash import xxh3_128_digest
 from prefixguard.contracts.providers import Contract, invalidated_levels, provider_contract, providers, verdict_rules
 from prefixguard.judge.index import LocalTable, Table
 from prefixguard.judge.scale import TokenScale
+from prefixguard.model import fingerprint
 from prefixguard.model.fingerprint import Chain, prefix_length
 from prefixguard.model.prompt import LEVELS, Prompt
 from prefixguard.model.usage import NO_META, ResponseMeta, Usage
@@ -98,6 +99,28 @@ class CachePolicy:
         if expected.cache_read > total:
             return expected._replace(cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
         return expected
+
+    def rendered(self, prompt: Prompt) -> Prompt:
+        """The prompt as this provider renders it: one whose tool_choice makes it render no tool definitions
+        (DeepSeek's "none") holds none of them, in its bill and in its prefix."""
+        dropped = self.contract.tools_unrendered_under_tool_choice
+        if not dropped or prompt.settings.get("tool_choice") not in dropped:
+            return prompt
+        kept = [s for s in prompt.segments if s.level != "tools"]
+        if len(kept) == len(prompt.segments):
+            return prompt
+        return Prompt(
+            prompt.api,
+            prompt.model,
+            kept,
+            prompt.settings,
+            prompt.auto_breakpoint,
+            prompt.text,
+            prompt.source,
+            prompt.tokens_estimated,
+            fingerprint.chain(kept),
+            prompt.counts_only,
+        )
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an

@@ -150,7 +150,9 @@ class PrefixPolicy(BreakpointModes):
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
             same = longest(pieces, lambda fp: alive(b"c" + fp))
-            reached += seg.tokens * same * PIECE // max(1, seg.end - seg.start)
+            # The provider's own text in front of the first part is the same for every request of the model.
+            hidden = prompt.front if n_alive == 0 else 0
+            reached += hidden + (seg.tokens - hidden) * same * PIECE // max(1, seg.end - seg.start)
         read = self._rounded(reached) if reached else 0
         # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
         explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
