@@ -7,9 +7,12 @@
    writer thread) against the SQLite store (one transaction per flow, as the proxy writes it), with the
    rows those sessions produced.
 It also checks what the tests check: two analyses sharing the Redis index, the requests of each session
-alternating between them, give the verdicts and causes of one analysis alone.
+alternating between them, give the verdicts and causes of one analysis alone. --big KB adds a third: an
+agent's session on OpenAI Chat whose system prompt is KB kilobytes of prose, each turn a user message and
+an answer more (a prefix policy keeps an entry for every 128 characters of it: what a lookup fetches from
+Redis grows with the prompt).
 
-    PYTHONPATH=. .venv/bin/python bench/fleet.py [--redis URL] [--postgres URL] [--rounds 3]
+    PYTHONPATH=. .venv/bin/python bench/fleet.py [--redis URL] [--postgres URL] [--rounds 3] [--big 400]
 
 Keys go under a prefix of their own and rows into a schema of their own, both removed at the end.
 """
@@ -33,6 +36,7 @@ from real_traffic import DATA, _response  # noqa: E402 - the recorded sessions, 
 from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
+from prefixguard.capture.record import RECORD_FIELDS  # noqa: E402
 from prefixguard.capture.store import Record, Store, open_capture  # noqa: E402
 
 SOURCES = ("crewai", "openllmetry", "pydantic-ai", "pydantic-ai-bedrock", "pydantic-ai-gemini")
@@ -108,6 +112,30 @@ def analysis_ms(found: list[tuple[str, Path, Any]], make: Callable[[int], Analyz
     return times
 
 
+def big_session_ms(make: Callable[[], Analyzer], kb: int, turns: int = 12) -> list[float]:
+    """ms per request (both steps) of a session whose system prompt is `kb` KB of prose."""
+    words = ("ledger", "account", "balance", "statement", "reconcile", "nightly", "entry", "variance")
+    system = " ".join(f"{words[i % 8]}-{i}" for i in range(kb * 1024 // 11))[: kb * 1024]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    analyzer, times = make(), []
+    for i in range(turns):
+        messages.append({"role": "user", "content": f"Which entries of batch {i} do not reconcile?"})
+        body = json.dumps({"model": "gpt-4.1", "messages": messages}).encode()
+        answer = f"Entries {i}-3 and {i}-7 differ from the statement."
+        usage = {"prompt_tokens": len(body) // 4, "completion_tokens": 12,
+                 "prompt_tokens_details": {"cached_tokens": (len(body) // 4 - 200) // 128 * 128 if i else 0}}
+        response = json.dumps({"object": "chat.completion", "model": "gpt-4.1", "usage": usage,
+                               "choices": [{"message": {"role": "assistant", "content": answer},
+                                            "finish_reason": "stop"}]}).encode()
+        start = time.perf_counter()
+        analyzer.request(FlowState(id=f"big{i}", ts=1_000.0 + i, sent=float(i), path="/v1/chat/completions", body=body))
+        analyzer.finish(Response(id=f"big{i}", status=200, headers_at=float(i), ended_at=float(i), body=response))
+        times.append((time.perf_counter() - start) * 1e3)
+        messages.append({"role": "assistant", "content": answer})
+    analyzer.close()
+    return times
+
+
 def records(found: list[tuple[str, Path, Any]], tmp: Path, copies: int) -> list[Record]:
     """The rows the sessions produce, `copies` times over (fresh ids)."""
     db = tmp / "rows.db"
@@ -120,7 +148,7 @@ def records(found: list[tuple[str, Path, Any]], tmp: Path, copies: int) -> list[
     out = []
     for c in range(copies):
         for rec in base:
-            out.append(Record(**{**{f: getattr(rec, f) for f in rec.__slots__}, "id": f"{c}-{len(out)}"}))
+            out.append(Record(**{**{f: getattr(rec, f) for f in RECORD_FIELDS}, "id": f"{c}-{len(out)}"}))
     return out
 
 
@@ -146,6 +174,7 @@ def main() -> None:
     ap.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side, alternated (the best is kept)")
     ap.add_argument("--copies", type=int, default=10, help="copies of the sessions' rows written")
+    ap.add_argument("--big", type=int, default=0, help="also a session with a system prompt of this many KB")
     args = ap.parse_args()
     prefix = f"pgbench-{secrets.token_hex(4)}:"
     schema = f"pgbench_{secrets.token_hex(4)}"
@@ -170,6 +199,15 @@ def main() -> None:
             for q in (50, 99):
                 lo, re_ = best(local_ms, q), best(redis_ms, q)
                 print(f"{'p' + str(q):24} {lo:12.2f} {re_:12.2f} {re_ / lo:7.2f}")
+            if args.big:
+                big_local, big_redis = [], []
+                for r in range(args.rounds):
+                    big_local.append(big_session_ms(Analyzer, args.big))
+                    big_redis.append(big_session_ms(lambda r=r: Analyzer(index=f"{index_url}big{r}:"), args.big))
+                print(f"\n{f'{args.big} KB prompt, ms/request':24} {'local index':>12} {'Redis index':>12} {'ratio':>7}")
+                for q in (50, 99):
+                    lo, re_ = best(big_local, q), best(big_redis, q)
+                    print(f"{'p' + str(q):24} {lo:12.2f} {re_:12.2f} {re_ / lo:7.2f}")
             rows = records(found, Path(tmp), args.copies)
             sqlite_rate = pg_rate = 0.0
             for r in range(args.rounds):

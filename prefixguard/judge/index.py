@@ -132,6 +132,7 @@ class LocalSessions:
 
 class Table(Protocol):
     def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None: ...
+    def prefetch(self, keys: Callable[[], Iterable[Hashable]]) -> None: ...
     def get(self, key: Hashable) -> Any: ...
     def put(self, key: Hashable, value: Any, until: float) -> None: ...
     def save(self) -> None: ...
@@ -146,6 +147,9 @@ class LocalTable:
 
     def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None:
         pass  # everything is here already: the keys are not even listed
+
+    def prefetch(self, keys: Callable[[], Iterable[Hashable]]) -> None:
+        pass
 
     def get(self, key: Hashable) -> Any:
         return self._entries.get(key)

@@ -71,6 +71,13 @@ class RedisTable:
         raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
         self._values = {k: _decode_value(v) for k, v in zip(wanted, raw, strict=True)}
 
+    def prefetch(self, keys: Callable[[], Iterable[Hashable]]) -> None:
+        """Fetch these too, in one round trip, keeping what load fetched: what a lookup needs once it knows
+        more (the pieces of the one part its match ends in)."""
+        wanted = [k for k in dict.fromkeys(keys()) if k not in self._values]
+        raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
+        self._values.update((k, _decode_value(v)) for k, v in zip(wanted, raw, strict=True))
+
     def get(self, key: Hashable) -> Any:
         if key not in self._values:  # not announced at load: asked for alone
             self._values[key] = _decode_value(self.index.run(lambda: self.index.client.get(self._key(key))))

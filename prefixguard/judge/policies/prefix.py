@@ -149,6 +149,7 @@ class PrefixPolicy(BreakpointModes):
         elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
+            self._entries.prefetch(lambda: [(*owner, b"c" + fp) for fp in pieces])  # a fleet's: this part's only
             same = longest(pieces, lambda fp: alive(b"c" + fp))
             # The provider's own text in front of the first part is the same for every request of the model.
             hidden = prompt.front if n_alive == 0 else 0
@@ -207,9 +208,7 @@ class PrefixPolicy(BreakpointModes):
             keys += [(*owner, BREAKPOINT_KEY + fp) for fp in chain]
         if self.unit_roles:
             keys += [(*owner, b"u" + fp) for fp in chain]
-        for i in range(len(chain)):
-            keys += [(*owner, b"c" + piece) for piece in _pieces(prompt, i, chain[i - 1] if i else b"")]
-        return keys
+        return keys  # the pieces of the one part a match ends in are fetched once it is known (_plan)
 
     def _rounded(self, tokens: int) -> int:
         if tokens < max(self.minimum, 1):
