@@ -279,7 +279,7 @@ def test_a_request_read_back_from_redis_keeps_no_secret_and_compares_as_in_one_p
 def test_a_shared_prefix_policy_fetches_the_pieces_of_one_part_and_reads_as_one_process(index_url):
     """A prefix policy keeps an entry every 128 characters of each part. Sharing them in Redis, a look-up
     fetches the parts' entries first, then the pieces of the one part its match ends in (a 400 KB prompt
-    fetched every piece of every part: bench/fleet.py --big 400, 159 -> 103 ms a request); it reads what
+    fetched every piece of every part: bench/fleet.py --big 400, bench/RESULTS.md); it reads what
     one process reads, inside that part too."""
     from prefixguard.judge.policies import make_policy
     from prefixguard.judge.state import open_index

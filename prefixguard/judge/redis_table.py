@@ -10,6 +10,8 @@ from prefixguard.judge.redis_link import NO_EXPIRY_S, Link, tag
 
 
 def _encode_value(value: Any) -> bytes:
+    if isinstance(value, float):  # a time: most of what a commit writes (an entry a part, a piece)
+        return b"f" + repr(value).encode()
     from prefixguard.judge.policies import Entry, Output
     from prefixguard.judge.scale import Fit
 
@@ -47,6 +49,10 @@ def _decode_value(raw: bytes | None) -> Any:
         )
         return Fit(ratio=float(ratio), unseen=int(unseen), front=int(rest[0]) if rest else -1, kinds=kinds, seen=seen)
     return float(text)
+
+
+_GROUPED = 16  # keys alike from which one script sets them, not a command each
+_SET_ALL = "for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[1], 'PX', ARGV[2]) end"
 
 
 class RedisTable:
@@ -92,11 +98,22 @@ class RedisTable:
         if not pending:
             return
 
+        # A commit writes one value with one lifetime to thousands of keys (every piece of a large prompt):
+        # those go as one command, each group of keys alike as a script that sets them all.
+        groups: dict[tuple[bytes, int], list[bytes]] = {}
+        for key, (value, until) in pending.items():
+            left = until - self._now if until != float("inf") else NO_EXPIRY_S
+            px = max(1, int((left + self.margin) * 1000))
+            groups.setdefault((_encode_value(value), px), []).append(self._key(key))
+
         def write() -> None:
             pipe = self.index.client.pipeline(transaction=False)
-            for key, (value, until) in pending.items():
-                left = until - self._now if until != float("inf") else NO_EXPIRY_S
-                pipe.set(self._key(key), _encode_value(value), px=max(1, int((left + self.margin) * 1000)))
+            for (value, px), keys in groups.items():
+                if len(keys) < _GROUPED:
+                    for key in keys:
+                        pipe.set(key, value, px=px)
+                else:
+                    pipe.eval(_SET_ALL, len(keys), *keys, value, px)
             pipe.execute()
 
         self.index.run(write)
