@@ -87,11 +87,12 @@ def test_the_scale_places_unseen_tokens_by_what_was_read_and_written() -> None:
     scale = TokenScale()
     # what it read and wrote ends on the system breakpoint (segment 1), 40 past our scaled tokens there
     scale.learn(prompt, Usage(prompt_total=billed, cache_read=text[0] + text[1] + 40, reported=True), [1])
-    scaled = [s.tokens for s in scale.scaled(prompt).segments]
+    theirs = scale.scaled(prompt)
+    scaled = [s.tokens for s in theirs.segments]
     # (within a token: each part is rounded on its own)
-    assert abs(sum(scaled) - billed) <= 1                       # the bill is kept whole
+    assert abs(theirs.total_tokens - billed) <= 1               # the bill is kept whole
     assert scaled[0] + scaled[1] == text[0] + text[1] + 40      # 40 in front, read with the prefix
-    assert abs(scaled[-1] - (text[-1] + 260)) <= 1              # 260 after every read
+    assert abs(theirs.after - 260) <= 1 and scaled[-1] == text[-1]  # 260 after every part: no read holds them
     # no read yet says where they sit: in front, where every read starts
     fresh = TokenScale()
     fresh.learn(prompt, Usage(prompt_total=billed, reported=True), [1])

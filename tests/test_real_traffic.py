@@ -31,12 +31,16 @@ def test_reads_are_predicted_within_five_percent(figures) -> None:
     the recording shows nothing of that model's cache: earlier, unrecorded runs may have filled it; and
     after it too, where a request reads a prefix no recorded request wrote: bench/RESULTS.md names them).
     A compacting request's first pass is the one on the prompt as sent: pydantic-ai's streamed compaction
-    test reads 55,096 there, written by the test before it (one more first-request read, 0.46 -> 0.45)."""
+    test reads 55,096 there, written by the test before it (one more first-request read, 0.46 -> 0.45).
+    What the provider adds after every part is on no part: four Claude reads at a last-block breakpoint are
+    now exact (1,163, 1,165, 1,590, 2,091: each 2-4 over before), and crewAI's "Paris" after "Tokyo", read
+    whole with nothing written (so a cache of "Paris" no recorded request wrote), is no longer predicted to
+    read the Tokyo request's system prompt by a lookback the write of 0 rules out (0.84 -> 0.81)."""
     for who in ("proxy_expected", "sim_predicted"):
         ok, n = figures.share(who, read=True)
         later_ok, later = figures.share(who, read=True, later=True)
         assert n > 50 and later > 30
-        assert later_ok >= 0.84 * later and ok >= 0.45 * n, (who, ok, n, later_ok, later)
+        assert later_ok >= 0.81 * later and ok >= 0.44 * n, (who, ok, n, later_ok, later)
     # the proxy (which judges as requests arrive) and replay's sim agree on what the cache holds
     assert figures.share("proxy_expected", True) == figures.share("sim_predicted", True)
 

@@ -9,6 +9,7 @@ import pytest
 from xxhash import xxh3_128_digest
 
 from prefixguard.model import tokens
+from prefixguard.utils import disk_cache
 from prefixguard.wire import parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +132,7 @@ def test_counts_kept_on_disk_need_no_tokenizer_next_run(fresh_tokenizer, tmp_pat
     assert first[:2] == second[:2] and first[1] == "cl100k_base"
     assert first[0] == [s.tokens for s in parse_request(path.read_bytes()).segments]
     kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}   # ruleset.py's
-    assert kept == {"counts-cl100k_base-v2.tab", "ranks-cl100k_base.marshal"}
+    assert kept == {f"counts-cl100k_base-v{disk_cache.VERSION}.tab", "ranks-cl100k_base.marshal"}
 
 
 def test_counts_on_disk_are_kept_only_where_the_cache_is_on(fresh_tokenizer, tmp_path):
@@ -268,4 +269,4 @@ def test_o200k_counts_kept_on_disk_need_neither_tokenizer_nor_its_package(fresh_
     assert first[1:] == ["o200k_base", 1, False] and second[1:] == ["o200k_base", 0, False]
     assert first[0] == second[0]
     kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}
-    assert kept == {"counts-o200k_base-v2.tab", "ranks-o200k_base.marshal"}
+    assert kept == {f"counts-o200k_base-v{disk_cache.VERSION}.tab", "ranks-o200k_base.marshal"}

@@ -26,14 +26,14 @@ Where the unseen tokens sit, the provider's own figures tell. What a request rea
 ends where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our
 tokens says anything): what it holds beyond our scaled tokens up to there is unseen text IN FRONT
 (hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
-instruction, a server tool's results) and is counted on the last part, where no later request reads
-it. Until a read says, all of it is put in front, since every read starts there; once a read has shown
-text in front, it is the provider's own, before every request of the model, and a request whose first
-part differs still reads it (Prompt.front: grok-4's hidden system prompt). Where the contract
-fixes where that cache ends (a write runs to the furthest breakpoint: Claude, GPT-5.6's modes), the count
-there is exact both ways: a prefix we scale past it holds tokens the provider adds after every breakpoint
-(Claude's tool-use instructions, after the tool definitions), so the ratios are lowered until it fits and
-the rest of the bill is unseen after the prefix.
+instruction, a server tool's results, the reply's opening) and is counted after the last part
+(Prompt.after), where no breakpoint's read covers it. Until a read says, all of it is put in front, since
+every read starts there; once a read has shown text in front, it is the provider's own, before every
+request of the model, and a request whose first part differs still reads it (Prompt.front: grok-4's
+hidden system prompt). Where the contract fixes where that cache ends (a write runs to the furthest
+breakpoint: Claude, GPT-5.6's modes), the count there is exact both ways: a prefix we scale past it holds
+tokens the provider adds after every breakpoint (Claude's tool-use instructions, after the tool
+definitions), so the ratios are lowered until it fits and the rest of the bill is unseen after the prefix.
 
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
@@ -138,11 +138,11 @@ class TokenScale:
         front = fit.unseen if fit.front < 0 else fit.front
         if front:
             segments[0] = segments[0].with_tokens(segments[0].tokens + front)
-        if fit.unseen > front:
-            segments[-1] = segments[-1].with_tokens(segments[-1].tokens + fit.unseen - front)
         # Where a read has shown them in front, they are the provider's own text before every request of the
-        # model, read with it (grok-4's hidden system prompt is read by a first request whatever it says).
-        return prompt.with_segments(segments, front=max(0, fit.front))
+        # model, read with it (grok-4's hidden system prompt is read by a first request whatever it says). The
+        # rest follows every part: a breakpoint on the last part holds none of it (Claude's reply opening: a
+        # write at the last user block is the bill less 4).
+        return prompt.with_segments(segments, front=max(0, fit.front), after=fit.unseen - front)
 
 
 def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, ...]:

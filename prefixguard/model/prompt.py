@@ -212,6 +212,7 @@ class Prompt:
         "chain",
         "counts_only",
         "front",
+        "after",
     )
     api: str  # "anthropic" | "openai-chat" | "openai-responses"
     model: str | None
@@ -227,6 +228,9 @@ class Prompt:
     # of the first part's tokens, those the provider puts before every request of the model (its own system
     # text), as a read has shown (prefixguard/judge/scale.py); 0 where none has
     front: int
+    # tokens the provider adds after every part (the reply's opening, a tool-choice instruction), as the scale
+    # places them: in the total, on no part, so no breakpoint's read covers them
+    after: int
 
     def __init__(
         self,
@@ -241,19 +245,20 @@ class Prompt:
         chain: Chain | None = None,
         counts_only: bool = False,
         front: int = 0,
+        after: int = 0,
     ) -> None:
         self.api, self.model, self.segments, self.settings = api, model, segments, {} if settings is None else settings
         self.auto_breakpoint, self.text = auto_breakpoint, text
         self.source, self.tokens_estimated = source, tokens_estimated
         self.chain, self.counts_only = Chain() if chain is None else chain, counts_only
-        self.front = front
+        self.front, self.after = front, after
 
     def __repr__(self) -> str:
         return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"
 
-    def with_segments(self, segments: list[Segment], front: int | None = None) -> Prompt:
-        """The same request with other segments (recounted: prefixguard/judge/scale.py), and its front where
-        given."""
+    def with_segments(self, segments: list[Segment], front: int | None = None, after: int | None = None) -> Prompt:
+        """The same request with other segments (recounted: prefixguard/judge/scale.py), and its front and
+        what follows its parts where given."""
         return Prompt(
             self.api,
             self.model,
@@ -266,6 +271,7 @@ class Prompt:
             self.chain,
             self.counts_only,
             self.front if front is None else front,
+            self.after if after is None else after,
         )
 
     @property
@@ -275,7 +281,7 @@ class Prompt:
 
     @property
     def total_tokens(self) -> int:
-        return sum(s.tokens for s in self.segments)
+        return sum(s.tokens for s in self.segments) + self.after
 
     def marked(self) -> dict[int, str]:
         """Segment index -> TTL of each part's own breakpoint marker. Read from the slot the rare fields

@@ -110,6 +110,8 @@ class PrefixPolicy(BreakpointModes):
 
         n_alive = longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
+        if n_alive == len(chain):  # the whole prompt again: what the provider added after its parts too
+            reached += prompt.after
         if n_alive and prompt.segments[n_alive - 1].kind == STORED_CONTEXT:
             reached -= 1  # a stored context ends with an answer's last token, which no cache holds
         output = (
