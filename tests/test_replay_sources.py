@@ -56,6 +56,17 @@ def test_recorded_cassettes_carry_paths_and_reported_usage(shared_data: Path) ->
     assert trace.requests[1].reported.cache_read > 3000
 
 
+def test_a_cassette_keeps_the_gaps_its_answers_were_made_at(shared_data: Path) -> None:
+    """openllmetry's OpenAI caching cassette was recorded again a year later, appended: its answers' own
+    `created` times say so, and replay keeps those gaps (its sim then counts the TTL on them). A cassette
+    whose answers do not all say when (Claude's) keeps every request at 0."""
+    timed = sources.load(shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_openai_prompt_caching")
+    gaps = [r.ts for r in timed.requests]
+    assert gaps[0] == 0.0 and gaps[1] < 60 and gaps[2] - gaps[1] > 300 * 86_400 and gaps[3] - gaps[2] < 60
+    untimed = sources.load(shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy")
+    assert [r.ts for r in untimed.requests] == [0.0, 0.0]
+
+
 def _store(path: Path, shared_data: Path, bodies: bool = True) -> None:
     body = (shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
             / "0001.request.json").read_text()

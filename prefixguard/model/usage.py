@@ -45,11 +45,13 @@ _CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use"))
 
 class ResponseMeta(NamedTuple):
     """What a response says of itself (OTel's gen_ai.response.*): its id, the model that answered (may name
-    a snapshot of the model asked for), and why each choice stopped."""
+    a snapshot of the model asked for), why each choice stopped, and when it was made (unix seconds, where
+    the API says: OpenAI's `created`, the Responses API's `created_at`)."""
 
     id: str | None = None
     model: str | None = None
     finish_reasons: tuple[str, ...] = ()
+    created: float | None = None
 
     @property
     def made_calls(self) -> bool:
@@ -57,13 +59,18 @@ class ResponseMeta(NamedTuple):
         and Converse's tool_use)."""
         return any(r in _CALL_REASONS for r in self.finish_reasons)
 
-    def merged(self, id: object = None, model: object = None, reasons: tuple[object, ...] = ()) -> ResponseMeta:
-        """This with what one more object (a whole body, or a stream's event) says; non-strings ignored."""
+    def merged(
+        self, id: object = None, model: object = None, reasons: tuple[object, ...] = (), created: object = None
+    ) -> ResponseMeta:
+        """This with what one more object (a whole body, or a stream's event) says; values of another type
+        ignored, and the first time said kept."""
         said = tuple(r[:MAX_META] for r in reasons if isinstance(r, str) and r)[:MAX_META]
+        made = created if isinstance(created, int | float) and not isinstance(created, bool) and created > 0 else None
         return ResponseMeta(
             id=id[:MAX_META] if isinstance(id, str) and id else self.id,
             model=model[:MAX_META] if isinstance(model, str) and model else self.model,
             finish_reasons=said or self.finish_reasons,
+            created=self.created if self.created is not None else made,
         )
 
 

@@ -177,7 +177,7 @@ def _folder(p: Path) -> Trace:
         out.append(
             Request(
                 index=i,
-                ts=0.0,
+                ts=said.created or 0.0,
                 model=body.get("model"),
                 path=uris.get(stem),
                 body=body,
@@ -187,7 +187,12 @@ def _folder(p: Path) -> Trace:
                 upstream=upstreams.get(stem),
             )
         )
-    return Trace(kind="folder", source=str(p), requests=out)
+    # When each recorded answer says when it was made, the requests keep those gaps (a cassette recorded again
+    # a year later holds two sessions, openllmetry's OpenAI one); else none is told, and all are at 0.
+    if not all(r.said.created for r in out):
+        for r in out:
+            r.ts = 0.0
+    return Trace(kind="folder", source=str(p), requests=_rebased(out))
 
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:

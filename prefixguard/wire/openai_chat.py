@@ -349,7 +349,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     reasons = (
         tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
     )
-    return current.merged(obj.get("id"), obj.get("model"), reasons)
+    return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"))
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

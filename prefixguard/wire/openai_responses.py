@@ -231,7 +231,10 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     details = response.get("incomplete_details")
     status = details.get("reason") if isinstance(details, Mapping) and details.get("reason") else response.get("status")
     return current.merged(
-        response.get("id"), response.get("model"), (status,) if status not in ("in_progress", "queued") else ()
+        response.get("id"),
+        response.get("model"),
+        (status,) if status not in ("in_progress", "queued") else (),
+        response.get("created_at"),
     )
 
 
