@@ -125,7 +125,6 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
             analyzer, sim = Analyzer(store=str(store)), SimTarget("auto")
             done: dict[str, int | None] = {}
             warmed: set[str | None] = set()
-            timed = any(r.ts for r in trace.requests)  # the answers said when they were made: those gaps
             for i, req in enumerate(trace.requests):
                 body, chunks = _response(folder, req.ref)
                 model = req.body.get("model") if isinstance(req.body, dict) else None
@@ -133,7 +132,8 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                 copies = ["warm-up", f"{i}"] if warm_first and model not in warmed else [f"{i}"]
                 warmed.add(model)
                 for k, flow_id in enumerate(copies):
-                    t = (req.ts + i * 1e-3 if timed else i) - len(copies) + 1 + k
+                    # replay's sim's clock (the gaps the answers say they were made at, else none), in order
+                    t = req.ts + i * 1e-3 - len(copies) + 1 + k
                     analyzer.request(FlowState(id=flow_id, ts=t, sent=t, path=req.path or "/v1/messages",
                                                body=json.dumps(req.body).encode()))
                     analyzer.finish(Response(id=flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))

@@ -126,14 +126,29 @@ def test_deepseek_reads_whole_prefix_units_only():
     longer = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question + " And April."))))
     # OpenAI's rule would read into the changed message; a unit is whole or not at all: the system prompt is
     # no unit yet (not a message end of the unit roles)
-    assert policy.lookup(longer, 1.0).cache_read == 0
-    policy.commit(longer, 1.0)   # ... but the common prefix of the two is one now
+    assert policy.lookup(longer, 10.0).cache_read == 0
+    policy.commit(longer, 10.0)   # ... but the common prefix of the two is one now
     third = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", "Something else."))))
     # a unit is stored in 64-token units: read to its last whole one
-    assert policy.lookup(third, 2.0).cache_read == third.segments[0].tokens // 64 * 64
+    assert policy.lookup(third, 20.0).cache_read == third.segments[0].tokens // 64 * 64
     turn = parse_request(json.dumps(chat("deepseek-chat", ("system", SYSTEM[:3000]), ("user", question),
                                          ("assistant", "Three mismatches."), ("user", "Fix them."))))
-    assert policy.lookup(turn, 3.0).cache_read == first.total_tokens // 64 * 64  # the end of the first user input
+    assert policy.lookup(turn, 30.0).cache_read == first.total_tokens // 64 * 64  # the end of the first user input
+
+
+def test_deepseek_reads_a_unit_only_once_it_was_kept():
+    """A DeepSeek hit needs the prefix persisted first (the guide): maruel/genai's deepseek-flash sent the same
+    prompt twice in one second and read 0 both times; a repeat a second later reads only what was kept
+    before (`ready_seconds`). A unit it read is read again at once."""
+    policy = make_policy("deepseek")
+    ask = parse_request(json.dumps(chat("deepseek-v4-flash", ("system", SYSTEM[:3000]), ("user", "Reconcile."))))
+    policy.commit(ask, 100.0)
+    assert policy.lookup(ask, 100.0).cache_read == 0 and policy.lookup(ask, 101.0).cache_read == 0
+    whole = ask.total_tokens // 64 * 64
+    assert policy.lookup(ask, 100.0 + policy.ready).cache_read == whole
+    policy.commit(ask, 200.0)  # read, and used again: not written anew
+    assert policy.lookup(ask, 200.5).cache_read == whole
+    assert make_policy("openai").ready == 0  # OpenAI's repeats a second or three apart read (ruby_llm, crewAI)
 
 
 def test_deepseek_renders_no_tools_under_tool_choice_none():

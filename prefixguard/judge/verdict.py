@@ -228,9 +228,10 @@ def final(
 def judge_pair(
     a: Prompt, b: Prompt, elapsed: float | None = None, cmp: Comparison | None = None
 ) -> tuple[Verdict, Comparison]:
-    """The verdict of request B sent after request A (`elapsed` seconds after, where known), A the only
-    request its cache has seen and B's provider keeping its contract; and the comparison it rests on.
-    A B that starts a new conversation changes no prefix (the session model's rule)."""
+    """The verdict of request B sent after request A (`elapsed` seconds after, where known; else once the
+    provider kept what A wrote), A the only request its cache has seen and B's provider keeping its
+    contract; and the comparison it rests on. A B that starts a new conversation changes no prefix (the
+    session model's rule)."""
     from prefixguard.judge.compare import compare
     from prefixguard.judge.policies import make_policy, policy_name
     from prefixguard.judge.session import new_conversation
@@ -238,7 +239,7 @@ def judge_pair(
     cmp = cmp if cmp is not None else compare(a, b, elapsed)
     policy = make_policy(policy_name(b.api, b.model))
     policy.commit(a, 0.0)
-    expected = policy.lookup(b, elapsed or 0.0)
+    expected = policy.lookup(b, policy.ready if elapsed is None else elapsed)
     broke = cmp.broken and not new_conversation(a, b, cmp)
     return judge(expected, cmp if broke else None), cmp
 

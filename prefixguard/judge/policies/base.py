@@ -44,6 +44,7 @@ class CachePolicy:
     def __init__(self, entries: Table | None = None) -> None:
         self.contract: Contract = providers()[self.provider]
         self.caches_output: bool = self.contract.caches_output  # a request's output is cached with it
+        self.ready: float = self.contract.ready_seconds  # what a request wrote is read only this long after it
         # where the entries live: this process (an LRU), or a fleet's shared index (prefixguard/judge/index.py)
         self._entries: Table = entries if entries is not None else LocalTable(MAX_ENTRIES)
         self._lock = threading.Lock()

@@ -102,11 +102,12 @@ class PrefixPolicy(BreakpointModes):
         ttl = self._ttl(prompt)
 
         def stored(fp: bytes) -> bool:
-            return self._get((*owner, fp)) is not None
+            last = self._get((*owner, fp))
+            return last is not None and last <= now
 
         def alive(fp: bytes) -> bool:
-            last = self._get((*owner, fp))
-            return last is not None and now - last <= ttl
+            last = self._get((*owner, fp))  # the time it was last used, or (not yet kept) will be readable
+            return last is not None and 0 <= now - last <= ttl
 
         n_alive = longest(chain, alive)
         reached = cum[n_alive - 1] if n_alive else 0
@@ -118,7 +119,7 @@ class PrefixPolicy(BreakpointModes):
             self._get((*owner, b"o" + chain[n_alive - 1])) if self.caches_output and 0 < n_alive < len(chain) else None
         )
         carried = n_alive
-        if output is not None and now - output.at <= ttl:
+        if output is not None and self.ready <= now - output.at <= ttl:
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
             while carried < len(chain) and prompt.segments[carried].role == "assistant":
                 carried += 1
@@ -143,11 +144,12 @@ class PrefixPolicy(BreakpointModes):
         elif self.unit_roles:  # whole units only: back to the last unit end inside the match
             # (a message end of the unit roles, or a common prefix an earlier request made a unit)
             ends = [i for i in message_ends(prompt, self.unit_roles) if i < n_alive]
-            shared = n_alive > 0 and self._get((*owner, b"u" + chain[n_alive - 1])) is not None
+            unit = self._get((*owner, b"u" + chain[n_alive - 1])) if n_alive else None
+            shared = unit is not None and unit <= now
             last = n_alive - 1 if shared else (ends[-1] if ends else -1)
             reached = cum[last] if last >= 0 else 0
-            if commit and n_alive and not shared:  # this common prefix becomes a unit for later requests
-                self._put((*owner, b"u" + chain[n_alive - 1]), now)
+            if commit and n_alive and unit is None:  # this common prefix becomes a unit for later requests
+                self._put((*owner, b"u" + chain[n_alive - 1]), now + self.ready)
         elif n_alive < len(chain):  # the match goes on inside the first differing part, token by token
             seg = prompt.segments[n_alive]
             pieces = _pieces(prompt, n_alive, chain[n_alive - 1] if n_alive else b"")
@@ -181,12 +183,14 @@ class PrefixPolicy(BreakpointModes):
         return expected._replace(cache_read=read, uncached=expected.uncached + expected.cache_read - read)
 
     def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
-        """Every prefix of the prompt is cached now."""
-        put, until = self._entries.put, self._until(now)  # one lifetime for all: thousands of pieces a MB
+        """Every prefix of the prompt is cached now; one it did not read, once the provider has kept it (`ready`)."""
+        ready = now + self.ready
+        put, until = self._entries.put, self._until(ready)  # one lifetime for all: thousands of pieces a MB
         for i, fp in enumerate(chain):
-            put((*owner, fp), now, until)
+            kept = self._get((*owner, fp)) if self.ready else None
+            put((*owner, fp), now if kept is not None and kept <= now else ready, until)
             for piece in _pieces(prompt, i, chain[i - 1] if i else b""):
-                put((*owner, b"c" + piece), now, until)
+                put((*owner, b"c" + piece), ready, until)
 
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         if self.mode(prompt):  # a breakpoint entry where the read ended
