@@ -83,7 +83,8 @@ def main() -> None:
             for name, scale in scales.items():
                 held = policy.rendered(stored[name].filled(prompt))
                 if prompt.model in seen:
-                    err = scale.scaled(held).total_tokens / r.reported.prompt_total - 1
+                    # (a server tool's counts sum its passes: the scale learns, and is held to, one pass)
+                    err = scale.scaled(held).total_tokens / (r.reported.prompt_total / r.reported.passes) - 1
                     errors[name][cassette.parent.name].append(err)
                     if heavy:
                         errors[name]["(mostly tool schemas)"].append(err)

@@ -239,15 +239,15 @@ def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("recording, api, said", [
     ("openllmetry/test_prompt_caching_test_anthropic_prompt_caching_stream_legacy/0001.response.sse", "anthropic",
-     ("msg_017FfRkh9PCC8YbjnhDMrPuK", "claude-3-5-sonnet-20240620", ("end_turn",))),
+     ("msg_017FfRkh9PCC8YbjnhDMrPuK", "claude-3-5-sonnet-20240620", ("end_turn",), None)),
     ("pydantic-ai/test_dbos_test_mcp_tools_not_cached_when_disabled/0001.response.sse", "openai-chat",
-     ("chatcmpl-C1KMEUDb1vVwsROQUCZTgG6A6vtWo", "gpt-4o-2024-08-06", ("tool_calls",))),
+     ("chatcmpl-C1KMEUDb1vVwsROQUCZTgG6A6vtWo", "gpt-4o-2024-08-06", ("tool_calls",), 1754432618)),
     ("pydantic-ai-gemini/test_cache_test_google_model_cached_content/0002.response.json", "gemini",
-     ("_VQYaqvRGbW6qtsPg4TDoAg", "gemini-2.5-flash", ("STOP",))),
+     ("_VQYaqvRGbW6qtsPg4TDoAg", "gemini-2.5-flash", ("STOP",), None)),
     ("pydantic-ai-bedrock/test_bedrock_test_document_url_input/0001.response.json", "bedrock-converse",
-     (None, None, ("end_turn",))),
+     (None, None, ("end_turn",), None)),
     ("crewai/llms_openai_test_openai_responses_api_cached_prompt_tokens/0001.response.json", "openai-responses",
-     ("resp_0b352452095088f800698b751350fc8196bd5d8b1a179d27e8", "gpt-4.1-2025-04-14", ("completed",))),
+     ("resp_0b352452095088f800698b751350fc8196bd5d8b1a179d27e8", "gpt-4.1-2025-04-14", ("completed",), 1770747155)),
 ])
 def test_each_wire_adapter_reads_the_response_id_model_and_finish_reasons(shared_data: Path, recording: str, api: str,
                                                                            said: tuple[Any, ...]) -> None:

@@ -136,6 +136,25 @@ def test_a_compacting_request_is_judged_by_its_first_pass():
     assert parse_response(json.dumps({"usage": message}), "anthropic") == Usage(23000, 0, 20000, 0, 3000, 1000, True)
 
 
+def test_a_server_tools_calls_are_counted_whole_or_streamed(shared_data: Path) -> None:
+    """Claude's code execution runs between passes of the model, each server_tool_use block a pass more:
+    counted the same from the recorded message and from it as a stream's events. OpenAI's hosted tools
+    are not counted (what they add to the prompt is in no output item: the counts stay one prompt's)."""
+    folder = shared_data / "recorded" / "pydantic-ai" / (
+        "test_code_execution_files_vcr_test_anthropic_code_execution_files_cache_prefix_stable_automatic-sonnet-5_")
+    message = json.loads((folder / "0002.response.json").read_text())
+    whole = parse_response(json.dumps(message), "anthropic")
+    assert whole.server_calls == 2 and whole.passes == 3 and whole.prompt_total == 21023
+    events = [{"type": "message_start", "message": {**message, "content": [], "usage": message["usage"]}}]
+    events += [{"type": "content_block_start", "index": i, "content_block": b} for i, b in enumerate(message["content"])]
+    events += [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 489}},
+               {"type": "message_stop"}]
+    stream = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    assert parse_response(stream, "anthropic") == whole
+    web = shared_data / "recorded" / "pydantic-ai" / "test_openai_responses_test_openai_responses_model_web_search_tool"
+    assert parse_response((web / "0001.response.json").read_bytes(), "openai-responses").server_calls == 0
+
+
 def sse_files(shared_data: Path) -> list[tuple[Path, str]]:
     return [(p, api) for p, api in recorded_responses(shared_data) if p.suffix == ".sse"]
 

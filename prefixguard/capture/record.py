@@ -132,6 +132,8 @@ class Record:
                 "uncached": u.uncached,
                 "output": u.output,
                 "reported": u.reported,
+                "reasoning": u.reasoning,
+                "server_calls": u.server_calls,
             },
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": None if self.verdict is None else str(self.verdict),

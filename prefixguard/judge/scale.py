@@ -96,7 +96,11 @@ class TokenScale:
     def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = (), held_end: int | None = None) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment); held_end: the one
-        where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint)."""
+        where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint).
+        Counts that sum passes over a growing prompt (a server tool's) are taken as about one pass each, and
+        their reads as telling nothing of where hidden tokens sit."""
+        if usage.server_calls:
+            usage = Usage(prompt_total=usage.prompt_total // usage.passes, reported=usage.reported)
         media = sum(s.media_tokens for s in prompt.segments)
         x = _by_kind(prompt)
         ours, theirs = sum(x), usage.prompt_total - media

@@ -15,6 +15,9 @@ class Usage(NamedTuple):
     output: int = 0
     reported: bool = False  # False when the provider sent no cache field at all: never a miss
     reasoning: int = 0  # of the output, the reasoning tokens (generated first; a client may not send them back)
+    # tools the provider ran itself between passes of the model (web search, code execution): the counts sum
+    # server_calls + 1 passes, each over the prompt so far
+    server_calls: int = 0
 
     @classmethod
     def of_export(cls, usage: Mapping[str, Any] | None) -> Usage:
@@ -25,6 +28,10 @@ class Usage(NamedTuple):
     @property
     def cache_write(self) -> int:
         return self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def passes(self) -> int:
+        return self.server_calls + 1
 
     @property
     def written_as(self) -> str | None:

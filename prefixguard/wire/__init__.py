@@ -189,7 +189,8 @@ def parse_response(body: bytes | str, api: str) -> Usage:
                 return mod.usage(raw)
             if not isinstance(obj, dict):
                 raise InputError("response must be a JSON object")
-            return mod.usage(obj.get("usage")) if "usage" in obj else mod.usage(mod.stream_usage(obj, None))
+            got = mod.usage(obj.get("usage")) if "usage" in obj else mod.usage(mod.stream_usage(obj, None))
+            return got._replace(server_calls=mod.server_calls(obj))
     stream = UsageStream(api)
     stream.feed(raw_bytes)
     stream.feed(b"\n\n")  # end the last event even when the stream lacked its closing blank line
@@ -287,6 +288,7 @@ class UsageStream:
         self._final = self._mod.FINAL_EVENTS
         self.diagnosis: Diagnosis | None = None  # the provider's own cache diagnosis, when it sent one
         self.meta = ResponseMeta()  # the response's id, model, finish reasons as told so far
+        self.server_calls = 0  # tools the provider ran itself, so far
         self._begun = False
 
     def feed(self, chunk: bytes) -> None:
@@ -370,6 +372,7 @@ class UsageStream:
         if event.get("type") in self._final or self._mod.is_final(event):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
+        self.server_calls += self._mod.server_calls(event)
         self.meta = self._mod.meta(event, self.meta)
         self.diagnosis = self._mod.stream_diagnosis(event, self.diagnosis)
         if self._mod.is_content(event):
@@ -379,7 +382,7 @@ class UsageStream:
 
     def usage(self) -> Usage:
         """Usage as far as the stream has told it (reported=False until a usage object arrives)."""
-        return self._mod.usage(self._raw)
+        return self._mod.usage(self._raw)._replace(server_calls=self.server_calls)
 
 
 __all__ = [

@@ -101,6 +101,11 @@ class Adapter(Protocol):
 
     def is_content(self, event: Mapping[str, Any]) -> bool: ...
 
+    def server_calls(self, obj: Mapping[str, Any]) -> int:
+        """Tools the provider ran itself, between passes of the model, in a whole response or one stream
+        event (each counted once over a stream)."""
+        ...
+
     def is_final(self, event: Mapping[str, Any]) -> bool:
         """Whether a stream event is the last one, by its content (beyond FINAL_EVENTS' names)."""
         ...
@@ -120,6 +125,11 @@ class Adapter(Protocol):
 
 # Stream events after which a provider sends nothing more (OpenAI Chat ends with `data: [DONE]`).
 FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
+def no_server_calls(obj: Mapping[str, Any]) -> int:
+    """A shape whose provider runs no tool of its own between passes."""
+    return 0
 
 
 # ---- the diagnostics members of a shape whose provider gives no account of its misses

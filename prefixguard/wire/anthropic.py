@@ -241,6 +241,19 @@ def is_content(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "content_block_delta"
 
 
+_SERVER_CALLS = frozenset(("server_tool_use", "mcp_tool_use"))  # blocks of tools Anthropic runs itself
+
+
+def server_calls(obj: Mapping[str, Any]) -> int:
+    """A whole message's server tool calls (web search, web fetch, code execution, an MCP connector's), or
+    one a stream's content_block_start opens."""
+    if obj.get("type") == "content_block_start":
+        block = obj.get("content_block")
+        return int(isinstance(block, Mapping) and block.get("type") in _SERVER_CALLS)
+    content = obj.get("content") if obj.get("type") == "message" or "usage" in obj else None
+    return sum(isinstance(b, Mapping) and b.get("type") in _SERVER_CALLS for b in content or ())
+
+
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """A whole message, or a stream's message_start (the message) and message_delta (its stop_reason)."""
     message = obj.get("message") if obj.get("type") == "message_start" else obj

@@ -24,7 +24,7 @@ from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
-from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, same_diagnosis
+from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -297,6 +297,7 @@ def is_final(event: Mapping[str, Any]) -> bool:
 
 # this provider gives no account of its misses
 diagnosis, stream_diagnosis, diagnostics_field = no_diagnosis, same_diagnosis, no_diagnostics_field
+server_calls = no_server_calls  # no tool of its own runs between passes
 
 
 # ---- routing and detection (the Adapter protocol)

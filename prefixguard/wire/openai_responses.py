@@ -243,6 +243,13 @@ def is_content(event: Mapping[str, Any]) -> bool:
     return isinstance(kind, str) and kind.endswith(".delta")
 
 
+# OpenAI's hosted tools (web search, file search, code interpreter) run between passes too, but what they
+# add to the prompt (a search's pages) is in no output item, so a pass's prompt cannot be told from the
+# bill: the counts are taken as one prompt's. pydantic-ai's gpt-5 web search read 8,576 over two passes:
+# predicted 8,448 so, 9,344 with the bill split evenly between the passes.
+server_calls = adapter.no_server_calls
+
+
 # ---- prompt cache diagnostics (GPT-5.6+, asked with prompt_cache_options.comparison_response_id)
 
 _STATUS = {

@@ -90,9 +90,16 @@ class CachePolicy:
 
     def billed(self, expected: Expected, prompt: Prompt, usage: Usage) -> Expected:
         """The expectation against the prompt total the provider billed (known once it answered): no read
-        when that is under the model's minimum, and none past it. Our scaled count can run over both (a
-        server tool loop's usage sums its passes, so one request's sum is no prefix of the next)."""
+        when that is under the model's minimum, and none past it. Our scaled count can run over both.
+        Where the provider ran tools of its own between passes (usage.server_calls), every later pass read
+        what the first pass kept (the counts sum the passes: Claude's code execution, 3 passes of ~6.8k,
+        read 20,443)."""
         total = usage.prompt_total
+        if usage.reported and usage.server_calls and self.kept(expected):
+            later = usage.server_calls * self.kept(expected)
+            expected = expected._replace(
+                cache_read=expected.cache_read + later, uncached=max(0, expected.uncached - later)
+            )
         if not usage.reported or total <= 0 or not expected.cache_read:
             return expected
         if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
@@ -122,6 +129,10 @@ class CachePolicy:
             fingerprint.chain(kept),
             prompt.counts_only,
         )
+
+    def kept(self, expected: Expected) -> int:
+        """What a request expected so is cached once it was sent: what it read and wrote."""
+        return expected.cache_read + expected.cache_write
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an
@@ -227,7 +238,8 @@ def answered(
     scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
     policy.commit(held, now, tenant, usage.output, usage.reasoning, said.made_calls)
-    policy.observe(held, usage.cache_read, now, tenant)
+    if not usage.server_calls:  # (a read summed over passes is no one prefix's)
+        policy.observe(held, usage.cache_read, now, tenant)
     return held
 
 
