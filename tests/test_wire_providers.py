@@ -2,6 +2,7 @@
 Gemini SSE) and AWS EventStream frames -> Usage, path routing, unknown shapes."""
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import zlib
@@ -230,15 +231,19 @@ def test_eventstream_crc_checked():
     assert stream.usage() == Usage()
 
 
+def invoke_chunks(events: list[dict]) -> bytes:
+    """InvokeModelWithResponseStream's frames: each event of the model's own, base64 in a chunk's "bytes"."""
+    return b"".join(encode({":event-type": "chunk", ":message-type": "event"},
+                           json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()}).encode())
+                    for e in events)
+
+
 def test_invoke_with_response_stream_wraps_anthropic_events():
-    import base64
     events = [{"type": "message_start", "message": {"usage": {"input_tokens": 4, "cache_read_input_tokens": 2048,
                                                               "cache_creation_input_tokens": 0, "output_tokens": 1}}},
               {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "hi"}},
               {"type": "message_delta", "usage": {"output_tokens": 9}}, {"type": "message_stop"}]
-    frames = b"".join(encode({":event-type": "chunk", ":message-type": "event"},
-                             json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()}).encode())
-                      for e in events)
+    frames = invoke_chunks(events)
     stream = UsageStream("anthropic")
     stream.feed(frames)
     assert stream.usage() == Usage(2052, 2048, 0, 0, 4, 9, True) and stream.finished
@@ -250,7 +255,6 @@ def test_nova_invoke_model_is_a_converse_body_with_its_cache_point_inside_a_bloc
     wrapped in chunks and named by their first key. One cache serves both APIs (the recording reads
     14,921-14,922 of 14,927 by each), so both forms are the same prefix; before, the InvokeModel call had no
     model, no breakpoint and, streamed, no usage."""
-    import base64
     context = "BRAINTRUST_BEDROCK_CACHE_CONTEXT\n" + " ".join(f"stable-cache-token-{i}" for i in range(1600))
     converse = {"inferenceConfig": {"maxTokens": 16, "temperature": 0, "topP": 0.9},
                 "messages": [{"role": "user", "content": [{"text": context}, {"cachePoint": {"type": "default"}},
@@ -277,9 +281,7 @@ def test_nova_invoke_model_is_a_converse_body_with_its_cache_point_inside_a_bloc
               {"metadata": {"usage": {"inputTokens": 6, "outputTokens": 3, "cacheReadInputTokenCount": 14922,
                                       "cacheWriteInputTokenCount": 0}, "metrics": {}, "trace": {}},
                "amazon-bedrock-invocationMetrics": {"inputTokenCount": 6, "outputTokenCount": 3}}]
-    frames = b"".join(encode({":event-type": "chunk", ":message-type": "event"},
-                             json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()}).encode())
-                      for e in events)
+    frames = invoke_chunks(events)
     stream = UsageStream("bedrock-converse")
     stream.feed(frames)
     assert stream.usage() == Usage(14928, 14922, 0, 0, 6, 3, True) and stream.finished
