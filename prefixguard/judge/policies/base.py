@@ -95,8 +95,8 @@ class CachePolicy:
         what the first pass kept (the counts sum the passes: Claude's code execution, 3 passes of ~6.8k,
         read 20,443)."""
         total = usage.prompt_total
-        if usage.reported and usage.server_calls and self.kept(expected):
-            later = usage.server_calls * self.kept(expected)
+        later = usage.server_calls * self.kept(expected) if usage.reported else 0
+        if later:
             expected = expected._replace(
                 cache_read=expected.cache_read + later, uncached=max(0, expected.uncached - later)
             )
