@@ -313,3 +313,20 @@ def test_a_providers_own_system_text_in_front_is_read_whatever_the_first_part_sa
     assert edited.verdict == "hit" and edited.cause.startswith("note: tools_changed")
     assert abs(again.proxy_expected - again.reported_read) <= 0.01 * again.reported_read  # as the last read showed
     assert all(r.proxy_expected == r.sim_predicted for r in rows)
+
+
+def test_a_gemini_interaction_session_is_judged_by_the_gemini_contract() -> None:
+    """tidyverse/ellmer's tool loop on gemini-3.7-flash through the Interactions API (tests/data/public/ellmer):
+    each request is read as an interaction, billed as its usage says (total_input_tokens), kept at the gaps
+    its answers were made at, and judged below Gemini 3's minimum, as the provider read nothing; before, a
+    Responses request with no usage understood."""
+    from prefixguard.replay import sources
+
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public, ("ellmer",)).rows
+    assert [(r.reported_prompt, r.reported_read, r.proxy_expected, r.sim_predicted) for r in rows] == [
+        (68, 0, 0, 0), (183, 0, 0, 0), (286, 0, 0, 0), (365, 0, 0, 0)]
+    assert {r.verdict for r in rows} == {"below_minimum"} and {r.model for r in rows} == {"gemini-3.7-flash"}
+    trace = sources.load(public / "ellmer" / "google-tool")
+    assert [r.ts for r in trace.requests] == [0.0, 3.0, 5.0, 6.0]
+    assert trace.requests[0].said.made_calls and not trace.requests[1].said.made_calls  # requires_action

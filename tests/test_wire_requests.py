@@ -341,25 +341,35 @@ def test_a_tail_alone_is_no_proof(body):
         detect_api(body, "/api/rooms/7f3a9c2e11/messages")
 
 
-def test_a_gemini_interactions_request_is_named_not_read_as_a_responses_one():
-    """Gemini's Interactions API carries an `input` as Responses does (tidyverse/ellmer's recording of
-    gemini-3.7-flash, its second request): it was parsed as a Responses request, with a read predicted
-    above its whole prompt and no usage understood. Its path or its Google-only fields name it."""
+def test_a_gemini_interaction_is_read_as_one_not_as_a_responses_request():
+    """Gemini's Interactions API (generally available since June 2026) carries an `input` as Responses does
+    (tidyverse/ellmer's recording of gemini-3.7-flash, its second request): it was parsed as a Responses
+    request, with a read predicted above its whole prompt and no usage understood. Its path or its own fields
+    name it; its parts are its tools, its system instruction, then its steps, a thought's signature no text."""
     body = {"model": "gemini-3.7-flash", "store": False, "stream": False,
             "system_instruction": "Always use a tool to answer. Reply with 'It is ____.'.",
             "input": [{"type": "user_input", "content": [{"type": "text", "text": "What's the current date?"}]},
+                      {"type": "thought", "signature": "EpoDCpcDAWkUfRPIM0X8Lo4AdsSLqSle" * 12},
                       {"type": "function_call", "id": "call_1205409", "name": "current_date", "arguments": {}},
                       {"type": "function_result", "call_id": "call_1205409", "name": "current_date",
                        "result": "2024-01-01", "is_error": False}],
             "tools": [{"type": "function", "name": "current_date", "description": "Return the current date"}],
             "generation_config": {"temperature": 0, "seed": 1014}}
     for path in (None, "/v1beta/interactions"):
-        with pytest.raises(NotARequest, match="a Gemini Interactions API request"):
-            detect_api(body, path)
-    bare = {"model": "gemini-3.7-flash", "input": [{"type": "user_input", "content": "hi"}]}
-    with pytest.raises(NotARequest, match="Interactions"):
-        detect_api(bare)
-    assert not analysable("POST", "/v1beta/interactions")  # the proxy forwards it, counted as not analysed
+        assert detect_api(body, path) == "gemini-interactions"
+    assert detect_api({"model": "gemini-3.7-flash", "input": [{"type": "user_input", "content": "hi"}]}) == \
+        "gemini-interactions"
+    assert analysable("POST", "/v1beta/interactions") and analysable("POST", "/v1/interactions")
+    prompt = parse_request(json.dumps(body), path="/v1beta/interactions")
+    assert (prompt.api, prompt.model) == ("gemini-interactions", "gemini-3.7-flash")
+    assert [(s.level, s.kind) for s in prompt.segments] == [
+        ("tools", "tool"), ("system", "text"), ("messages", "text"), ("messages", "thinking"),
+        ("messages", "tool_use"), ("messages", "tool_result")]
+    thought = prompt.segments[3]
+    assert thought.tokens < 10  # its 384-character signature is no text
+    later = {**body, "previous_interaction_id": "v1_ChdWd0F"}
+    assert [s.kind for s in parse_request(json.dumps(later), path="/v1beta/interactions").segments][2] == \
+        "stored_context"
     # a Responses request keeps its shape
     assert detect_api({"model": "gpt-5", "input": [{"role": "user", "content": "hi"}], "instructions": "x"}) == \
         "openai-responses"

@@ -1,8 +1,10 @@
-"""OpenAI Responses' stored context (`previous_response_id`): the provider bills the named response's whole
-context, the input it answered and what it generated, before the request's own input, and reads its cache
-there as if the request had sent all of it.
+"""A provider's stored context (OpenAI Responses' `previous_response_id`, a Gemini interaction's
+`previous_interaction_id`): the provider bills the named response's whole context, the input it answered
+and what it generated, before the request's own input, and reads its cache there as if the request had
+sent all of it.
 
-A request that names one carries a `stored_context` part (prefixguard/wire/openai_responses.py), counted as
+A request that names one carries a `stored_context` part (prefixguard/wire/openai_responses.py,
+gemini_interactions.py), counted as
 nothing when it is parsed. Once that response was answered here, the part is counted as what it left, in the
 provider's tokens; and that response's tools, instructions and the part itself are kept as a prompt the
 cache and the session model have seen, so the request that names it reads and continues it. What each
@@ -21,6 +23,8 @@ from prefixguard.model.prompt import STORED_CONTEXT, Prompt, Segment
 from prefixguard.model.usage import Usage
 
 KEEP = 4096  # responses remembered here (an id and a count each)
+# the APIs whose requests may name one, and where
+STATEFUL = {"openai-responses": "/previous_response_id", "gemini-interactions": "/previous_interaction_id"}
 STORED_LIFETIME = 86_400.0  # how long a shared index keeps what a response left
 
 
@@ -56,18 +60,18 @@ class StoredResponses:
         sessions: Sessions | None = None,
         item: object = None,
     ) -> None:
-        """A Responses request (`prompt`, in the provider's tokens) was answered as `response_id`: what it
+        """A request (`prompt`, in the provider's tokens) was answered as `response_id`: what it
         left is its billed prompt past its tools and instructions (its input, and any context it named),
         and its output. That context, after the same tools and instructions, is what a later request naming
         the id holds: cached, and continued."""
-        if not response_id or not usage.prompt_total or prompt.api != "openai-responses":
+        if not response_id or not usage.prompt_total or prompt.api not in STATEFUL:
             return
         head = list(takewhile(_before_input, prompt.segments))
         left = max(0, usage.prompt_total - sum(s.tokens for s in head)) + usage.output
         self._left.load(list, now)
         self._left.put(response_id, float(left), now)
         self._left.save()
-        part = Segment("messages", "/previous_response_id", STORED_CONTEXT, None, response_id, 0, 0, None)
+        part = Segment("messages", STATEFUL[prompt.api], STORED_CONTEXT, None, response_id, 0, 0, None)
         segments = [*head, _counted(part, left)]
         context = Prompt(prompt.api, prompt.model, segments, prompt.settings, text=prompt.text, chain=chain(segments))
         policy.commit(context, now, tenant)

@@ -47,7 +47,7 @@ USAGE_FIELDS = Usage._fields  # the keys of a usage in the export shape, in orde
 MAX_META = 256  # a response's own text, kept in every row: an upstream gets no more room than this per value
 
 
-_CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use"))
+_CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use", "requires_action"))
 
 
 class ResponseMeta(NamedTuple):
@@ -63,7 +63,7 @@ class ResponseMeta(NamedTuple):
     @property
     def made_calls(self) -> bool:
         """The answer ended in tool calls (Chat's tool_calls and its older function_call, the Messages API's
-        and Converse's tool_use)."""
+        and Converse's tool_use, a Gemini interaction's requires_action)."""
         return any(r in _CALL_REASONS for r in self.finish_reasons)
 
     def merged(

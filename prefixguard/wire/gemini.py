@@ -314,29 +314,10 @@ def route(path: str) -> tuple[str, str | None] | None:
     return (API, unquote(found.group(1))) if not publisher or publisher.group(1) == "google" else None
 
 
-# Gemini's Interactions API (POST /v1beta/interactions): an `input` as the Responses API has, with Google's
-# own names beside it (tidyverse/ellmer's recordings). No adapter reads it yet: it is named, not taken for
-# a Responses request (whose parse would miss its parts and its usage).
-_INTERACTIONS_PATH = re.compile(r"/interactions/?$")
-_INTERACTIONS_FIELDS = frozenset(("system_instruction", "generation_config", "previous_interaction_id"))
-_INTERACTIONS_ITEMS = frozenset(("user_input", "model_output", "function_result", "thought"))
-
-
 def foreign(body: dict[str, Any] | None, path: str) -> str | None:
     if is_cache_creation(path) or isinstance(body, dict) and "contents" in body and {"ttl", "expireTime"} & body.keys():
         return "a Gemini cachedContents creation (an explicit cache, not a generation)"
-    if _INTERACTIONS_PATH.search(path) or isinstance(body, dict) and _interactions(body):
-        return "a Gemini Interactions API request (no adapter reads that shape yet)"
     return None
-
-
-def _interactions(body: dict[str, Any]) -> bool:
-    if "input" not in body or "messages" in body:
-        return False
-    items = body["input"] if isinstance(body["input"], list) else []
-    return bool(_INTERACTIONS_FIELDS & body.keys()) or any(
-        isinstance(i, dict) and i.get("type") in _INTERACTIONS_ITEMS for i in items
-    )
 
 
 def claims(body: dict[str, Any]) -> bool:

@@ -4,6 +4,7 @@ The OpenAI and Anthropic paths end in /v1/...; the others carry the model in the
   Bedrock:  /model/{modelId}/converse | /converse-stream           -> bedrock-converse
             /model/{anthropic model}/invoke | /invoke-with-response-stream -> anthropic (no model in the body)
   Gemini:   /v1beta/models/{m}:generateContent | :streamGenerateContent (?alt=sse)
+            /v1beta/interactions                                      -> gemini-interactions (model in the body)
   Vertex:   /v1/projects/{p}/locations/{l}/publishers/google/models/{m}:generateContent ...
             /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict | :streamRawPredict
 Outside those, a path whose tail names a shape (`tail`) is a candidate only: OpenAI-compatible servers
