@@ -127,6 +127,16 @@ class Adapter(Protocol):
 FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
 
 
+def no_tail(body: dict[str, Any]) -> bool:
+    """A shape with no TAIL (its path names it whole): no other endpoint speaks it."""
+    return False
+
+
+def never_counts(body: dict[str, Any]) -> bool:
+    """A shape none of whose bodies asks for a count only."""
+    return False
+
+
 def no_server_calls(obj: Mapping[str, Any]) -> int:
     """A shape whose provider runs no tool of its own between passes."""
     return 0

@@ -24,6 +24,7 @@ from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
+from prefixguard.wire import adapter
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
@@ -307,12 +308,10 @@ def claims(body: dict[str, Any]) -> bool:
     return "messages" in body and bool(_KEYS & body.keys()) or _converse_blocks(body)
 
 
-def fits(body: dict[str, Any]) -> bool:
-    return False  # no TAIL
+fits = adapter.no_tail
 
 
-def counts_only(body: dict[str, Any]) -> bool:
-    return False
+counts_only = adapter.never_counts
 
 
 def spans(text: str) -> Spec:

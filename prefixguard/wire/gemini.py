@@ -246,22 +246,30 @@ def _model(body: dict[str, Any]) -> str | None:
 
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
-    """Subset convention: cachedContentTokenCount is inside promptTokenCount. Gemini leaves out counts
-    that are zero (rules/providers.toml: gemini.zero_counts_omitted), so a usageMetadata with a prompt
-    count reports the cache even without the cached field."""
+    """Subset convention: cachedContentTokenCount is inside promptTokenCount."""
+    return implicit_usage(
+        raw, "promptTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "candidatesTokenCount"
+    )
+
+
+def implicit_usage(
+    raw: Mapping[str, Any] | None, prompt_key: str, cached_key: str, thoughts_key: str, output_key: str
+) -> Usage:
+    """A Gemini usage (generateContent's, or an interaction's under its own names): the cached count inside
+    the prompt's. Gemini leaves out counts that are zero (rules/providers.toml: gemini.zero_counts_omitted),
+    so a usage with a prompt count reports the cache even without the cached field."""
     if not isinstance(raw, Mapping):
         return Usage()
-    prompt = as_int(raw.get("promptTokenCount"))
-    read = min(as_int(raw.get("cachedContentTokenCount")), prompt)
-    reasoning = as_int(raw.get("thoughtsTokenCount"))
-    output = as_int(raw.get("candidatesTokenCount")) + reasoning
+    prompt = as_int(raw.get(prompt_key))
+    read = min(as_int(raw.get(cached_key)), prompt)
+    reasoning = as_int(raw.get(thoughts_key))
     omitted = providers()["gemini"].zero_counts_omitted
-    reported = raw.get("cachedContentTokenCount") is not None or (omitted and raw.get("promptTokenCount") is not None)
+    reported = raw.get(cached_key) is not None or (omitted and raw.get(prompt_key) is not None)
     return Usage(
         prompt_total=prompt,
         cache_read=read,
         uncached=prompt - read,
-        output=output,
+        output=as_int(raw.get(output_key)) + reasoning,
         reported=reported,
         reasoning=reasoning,
     )
@@ -324,12 +332,10 @@ def claims(body: dict[str, Any]) -> bool:
     return "contents" in body and "messages" not in body
 
 
-def fits(body: dict[str, Any]) -> bool:
-    return False  # no TAIL
+fits = adapter.no_tail
 
 
-def counts_only(body: dict[str, Any]) -> bool:
-    return False
+counts_only = adapter.never_counts
 
 
 def spans(text: str) -> Spec:

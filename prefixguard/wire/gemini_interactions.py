@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from prefixguard.contracts.providers import providers
 from prefixguard.model.media import DOCUMENT, IMAGE, Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
+from prefixguard.wire import adapter, gemini
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
-from prefixguard.wire.segments import Builder, as_int, expect, wrong_type
+from prefixguard.wire.segments import Builder, expect, wrong_type
 
 API = "gemini-interactions"
 SHAPE = "Gemini Interactions (/v1beta/interactions)"
@@ -185,20 +185,8 @@ def _part(out: Builder, part: Node, where: str, role: str, index: int, header: d
 
 def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Subset convention: total_cached_tokens is inside total_input_tokens (the prompt)."""
-    if not isinstance(raw, Mapping):
-        return Usage()
-    prompt = as_int(raw.get("total_input_tokens"))
-    read = min(as_int(raw.get("total_cached_tokens")), prompt)
-    reasoning = as_int(raw.get("total_thought_tokens"))
-    omitted = providers()["gemini"].zero_counts_omitted
-    reported = raw.get("total_cached_tokens") is not None or (omitted and raw.get("total_input_tokens") is not None)
-    return Usage(
-        prompt_total=prompt,
-        cache_read=read,
-        uncached=prompt - read,
-        output=as_int(raw.get("total_output_tokens")) + reasoning,
-        reported=reported,
-        reasoning=reasoning,
+    return gemini.implicit_usage(
+        raw, "total_input_tokens", "total_cached_tokens", "total_thought_tokens", "total_output_tokens"
     )
 
 
@@ -262,12 +250,10 @@ def claims(body: dict[str, Any]) -> bool:
     return bool(_FIELDS & body.keys()) or any(isinstance(i, dict) and i.get("type") in _STEPS for i in items)
 
 
-def fits(body: dict[str, Any]) -> bool:
-    return False  # no TAIL
+fits = adapter.no_tail
 
 
-def counts_only(body: dict[str, Any]) -> bool:
-    return False
+counts_only = adapter.never_counts
 
 
 def spans(text: str) -> Spec:

@@ -391,8 +391,7 @@ def fits(body: dict[str, Any]) -> bool:
     return anthropic.role_messages(body)
 
 
-def counts_only(body: dict[str, Any]) -> bool:
-    return False
+counts_only = adapter.never_counts
 
 
 def spans(text: str) -> Spec:
