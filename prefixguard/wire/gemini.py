@@ -333,8 +333,6 @@ def claims(body: dict[str, Any]) -> bool:
 
 
 fits = adapter.no_tail
-
-
 counts_only = adapter.never_counts
 
 

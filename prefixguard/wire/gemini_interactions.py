@@ -41,8 +41,14 @@ _SPANS: Spec = {
 }
 # steps that are the model's or a tool's turn, and the kind of part each is
 STEP_KINDS = {"function_call": "tool_use", "function_result": "tool_result", "thought": "thinking"}
-STEP_ROLES = {"user_input": "user", "model_output": "assistant", "tool_use": "assistant", "thinking": "assistant"}
-STEP_ROLES["tool_result"] = "tool"
+# whose turn each step, or each kind of part a step becomes, is
+STEP_ROLES = {
+    "user_input": "user",
+    "model_output": "assistant",
+    "tool_use": "assistant",
+    "thinking": "assistant",
+    "tool_result": "tool",
+}
 MEDIA_PARTS = {"image": IMAGE, "document": DOCUMENT, "audio": DOCUMENT, "video": DOCUMENT}
 # Fields only an interaction has (a Responses body has `input` too) and the steps only it sends.
 _FIELDS = frozenset(("system_instruction", "generation_config", "previous_interaction_id", "agent", "agent_config"))
@@ -251,8 +257,6 @@ def claims(body: dict[str, Any]) -> bool:
 
 
 fits = adapter.no_tail
-
-
 counts_only = adapter.never_counts
 
 
