@@ -4,11 +4,11 @@ and what it generated, before the request's own input, and reads its cache there
 sent all of it.
 
 A request that names one carries a `stored_context` part (prefixguard/wire/openai_responses.py,
-gemini_interactions.py), counted as
-nothing when it is parsed. Once that response was answered here, the part is counted as what it left, in the
-provider's tokens; and that response's tools, instructions and the part itself are kept as a prompt the
-cache and the session model have seen, so the request that names it reads and continues it. What each
-response left is kept where the fits are (a fleet's shared index, else here: the latest KEEP), a day.
+gemini_interactions.py), counted as nothing when it is parsed. Once that response was answered here, the
+part is counted as what it left, in the provider's tokens; and that response's tools, instructions and the
+part itself are kept as a prompt the cache and the session model have seen, so the request that names it
+reads and continues it. What each response left is kept where the fits are (a fleet's shared index, else
+here: the latest KEEP), a day.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ class Prompt:
         "front",
         "after",
     )
-    api: str  # "anthropic" | "openai-chat" | "openai-responses"
+    api: str  # the shape it was read as: "anthropic", "openai-chat", ... (prefixguard/wire/adapters.py)
     model: str | None
     segments: list[Segment]
     settings: dict[str, Any]  # cache-keying settings: thinking, effort,
