@@ -155,6 +155,31 @@ def test_a_server_tools_calls_are_counted_whole_or_streamed(shared_data: Path) -
     assert parse_response((web / "0001.response.json").read_bytes(), "openai-responses").server_calls == 0
 
 
+def test_a_gemini_interaction_streamed_says_its_usage_when_it_completes() -> None:
+    """The Interactions API's stream (ai.google.dev/gemini-api/docs/interactions/streaming): the interaction
+    created in progress, its steps' deltas, then the completed interaction with its usage; the same usage as
+    the interaction answered whole."""
+    usage = {"total_tokens": 275, "total_input_tokens": 183, "total_cached_tokens": 0, "total_output_tokens": 14,
+             "total_thought_tokens": 78}
+    whole = {"id": "v1_abc", "object": "interaction", "model": "gemini-3.7-flash", "status": "completed",
+             "created": "2026-09-25T13:31:16Z", "steps": [{"type": "model_output", "content": [
+                 {"type": "text", "text": "It is 2024-01-01."}]}], "usage": usage}
+    events = [("interaction.created", {"interaction": {"id": "v1_abc", "status": "in_progress",
+                                                       "object": "interaction", "model": "gemini-3.7-flash"}}),
+              ("step.start", {"index": 0, "step": {"type": "model_output"}}),
+              ("step.delta", {"index": 0, "delta": {"type": "text", "text": "It is 2024-01-01."}}),
+              ("step.stop", {"index": 0}),
+              ("interaction.status_update", {"interaction_id": "v1_abc", "status": "completed"}),
+              ("interaction.completed", {"interaction": {**whole, "steps": []}})]
+    stream = "".join(f"event: {name}\ndata: {json.dumps({**data, 'event_type': name})}\n\n" for name, data in events)
+    got = parse_response(stream, "gemini-interactions")
+    assert got == parse_response(json.dumps(whole), "gemini-interactions") == Usage(183, 0, 0, 0, 183, 92, True, 78)
+    feed = UsageStream("gemini-interactions")
+    feed.feed(stream.encode())
+    assert feed.finished and feed.output_chunks == 1 and feed.meta.id == "v1_abc"
+    assert feed.meta.finish_reasons == ("completed",) and feed.meta.created == 1790343076.0
+
+
 def sse_files(shared_data: Path) -> list[tuple[Path, str]]:
     return [(p, api) for p, api in recorded_responses(shared_data) if p.suffix == ".sse"]
 

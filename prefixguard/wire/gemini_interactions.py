@@ -31,7 +31,8 @@ TAIL = None
 ENDPOINT = "/v1beta/interactions"
 HEADER = None
 JSON_ARRAY_STREAM = False
-FINAL_EVENTS = frozenset({"interaction.complete"})
+# a stream ends with interaction.completed (interaction.complete before steps; both carry the usage)
+FINAL_EVENTS = frozenset({"interaction.completed", "interaction.complete"})
 RESPONSE_ID = None  # no cache diagnostics
 _SPANS: Spec = {
     "tools": {"[]": None},
@@ -197,7 +198,7 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
 
 
 def _interaction(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The interaction a stream event carries (interaction.start / .complete), or a whole response itself."""
+    """The interaction a stream event carries (interaction.created, .completed), or a whole response itself."""
     inner = obj.get("interaction")
     return inner if isinstance(inner, Mapping) else obj
 
@@ -227,7 +228,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return event.get("event_type") == "interaction.complete"
+    return event.get("event_type") in FINAL_EVENTS
 
 
 # this provider gives no account of its misses
