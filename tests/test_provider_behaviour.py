@@ -285,3 +285,29 @@ def test_a_response_named_by_id_is_read_as_the_context_it_left(tmp_path: Path) -
     assert owed[1] >= 1024
     assert [(r.proxy_expected, r.sim_predicted) for r in rows] == [(o, o) for o in owed], (rows, owed)
     assert [r.verdict for r in rows] == ["cold", "hit", "hit"]
+
+
+def test_an_interaction_named_by_id_holds_its_input_and_visible_output_not_its_thoughts() -> None:
+    """Gemini's Interactions API: a request naming an earlier interaction is billed that interaction's
+    input and what it answered, not its thoughts (0xPlaygrounds/rig's recording: 10 input + 12 output +
+    the new turn = 31 billed; its 160 thought tokens left out). The stored context counts 22, as billed."""
+    from prefixguard.judge.policies import make_policy
+    from prefixguard.judge.stored import StoredResponses
+
+    first = parse_request(json.dumps({"model": "gemini-3-flash-preview", "store": True, "input": [
+        {"type": "user_input", "content": [{"type": "text", "text": "Give me one short fact about hummingbirds."}]}]}),
+        path="/v1beta/interactions")
+    then = parse_request(json.dumps({"model": "gemini-3-flash-preview", "previous_interaction_id": "v1_1", "input": [
+        {"type": "user_input", "content": [{"type": "text", "text": "Now answer with a short analogy."}]}]}),
+        path="/v1beta/interactions")
+    stored, policy = StoredResponses(), make_policy("gemini")
+    answered = Usage(prompt_total=10, uncached=10, output=172, reported=True, reasoning=160)
+    stored.answered("v1_1", first, answered, policy, 0.0)
+    part = stored.filled(then).segments[0]
+    assert part.kind == "stored_context" and part.tokens - then.segments[0].tokens == 10 + 12
+    held = StoredResponses()
+    held.answered("resp_1", parse_request(json.dumps({"model": "gpt-5", "input": "Hi"}), path="/v1/responses"),
+                  answered, make_policy("openai"), 0.0)  # OpenAI's: as before, its output whole
+    named = parse_request(json.dumps({"model": "gpt-5", "previous_response_id": "resp_1", "input": "Again"}),
+                          path="/v1/responses")
+    assert held.filled(named).segments[0].tokens - named.segments[0].tokens == 10 + 172

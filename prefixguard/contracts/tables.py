@@ -102,6 +102,7 @@ class Contract:
     prefill_tail_tokens: int = 0  # a read stops at least this many tokens before the prompt's end
     caches_output: bool = False
     ready_seconds: float = 0.0  # what a request wrote is read only this long after it
+    stored_reasoning: bool = True  # a stored response's context (previous_*_id) holds its reasoning
     tools_unrendered_under_tool_choice: tuple[str, ...] = ()  # tool_choice values that render no tools
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None

@@ -60,14 +60,15 @@ class StoredResponses:
         sessions: Sessions | None = None,
         item: object = None,
     ) -> None:
-        """A request (`prompt`, in the provider's tokens) was answered as `response_id`: what it
-        left is its billed prompt past its tools and instructions (its input, and any context it named),
-        and its output. That context, after the same tools and instructions, is what a later request naming
-        the id holds: cached, and continued."""
+        """A request (`prompt`, in the provider's tokens) was answered as `response_id`: what it left is its
+        billed prompt past its tools and instructions (its input, and any context it named), and its output
+        (without its reasoning where the provider keeps none: Gemini's). That context, after the same tools
+        and instructions, is what a later request naming the id holds: cached, and continued."""
         if not response_id or not usage.prompt_total or prompt.api not in STATEFUL:
             return
         head = list(takewhile(_before_input, prompt.segments))
-        left = max(0, usage.prompt_total - sum(s.tokens for s in head)) + usage.output
+        kept = usage.output if policy.contract.stored_reasoning else usage.output - usage.reasoning
+        left = max(0, usage.prompt_total - sum(s.tokens for s in head)) + kept
         self._left.load(list, now)
         self._left.put(response_id, float(left), now)
         self._left.save()
