@@ -74,7 +74,7 @@ class StoredResponses:
         self._left.save()
         part = Segment("messages", STATEFUL[prompt.api], STORED_CONTEXT, None, response_id, 0, 0, None)
         segments = [*head, _counted(part, left)]
-        context = Prompt(prompt.api, prompt.model, segments, prompt.settings, text=prompt.text, chain=chain(segments))
+        context = prompt.with_segments(segments, chain=chain(segments))
         policy.commit(context, now, tenant)
         if sessions is not None:
             sessions.add(context, item, tenant, now)

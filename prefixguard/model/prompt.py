@@ -256,9 +256,11 @@ class Prompt:
     def __repr__(self) -> str:
         return f"Prompt({self.api} {self.model}, {len(self.segments)} segments)"
 
-    def with_segments(self, segments: list[Segment], front: int | None = None, after: int | None = None) -> Prompt:
-        """The same request with other segments (recounted: prefixguard/judge/scale.py), and its front and
-        what follows its parts where given."""
+    def with_segments(
+        self, segments: list[Segment], front: int | None = None, after: int | None = None, chain: Chain | None = None
+    ) -> Prompt:
+        """The same request with other segments: recounted (prefixguard/judge/scale.py), with its front and
+        what follows its parts where given; or other parts, with their own fingerprint chain."""
         return Prompt(
             self.api,
             self.model,
@@ -268,7 +270,7 @@ class Prompt:
             self.text,
             self.source,
             self.tokens_estimated,
-            self.chain,
+            self.chain if chain is None else chain,
             self.counts_only,
             self.front if front is None else front,
             self.after if after is None else after,

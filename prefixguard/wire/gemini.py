@@ -91,7 +91,8 @@ def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, st
         if kind == "text":
             return "text", value if isinstance(value, str) else None, None
         if kind == "media":
-            return _media(value, _resolution(part.get("mediaResolution", part.get("media_resolution"))) or resolution)
+            own = _resolution(part.get("mediaResolution", part.get("media_resolution")))
+            return inline_media(value, own or resolution)
         if kind:
             return kind, None, None
     return "part", None, None
@@ -108,7 +109,7 @@ def _resolution(value: Any) -> str | None:
     return None if level in ("", "unspecified") else level
 
 
-def _media(ref: Any, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
+def inline_media(ref: Any, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
     if not isinstance(ref, dict):
         return "document", None, [Media(kind=DOCUMENT, detail=resolution)]
     mime = ref.get("mimeType") or ref.get("mime_type")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from prefixguard.model.media import DOCUMENT, IMAGE, Media
+from prefixguard.model.media import IMAGE
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
@@ -50,7 +50,7 @@ STEP_ROLES = {
     "thinking": "assistant",
     "tool_result": "tool",
 }
-MEDIA_PARTS = {"image": IMAGE, "document": DOCUMENT, "audio": DOCUMENT, "video": DOCUMENT}
+MEDIA_PARTS = frozenset(("image", "document", "audio", "video"))
 # Fields only an interaction has (a Responses body has `input` too) and the steps only it sends.
 _FIELDS = frozenset(("system_instruction", "generation_config", "previous_interaction_id", "agent", "agent_config"))
 _STEPS = frozenset(("user_input", "model_output", "function_result", "thought"))
@@ -164,25 +164,10 @@ def _part(out: Builder, part: Node, where: str, role: str, index: int, header: d
             text=text if isinstance(text, str) else None,
         )
         return False
-    if kind in MEDIA_PARTS:
-        mime = fields.get("mime_type")
-        data = fields.get("data")
-        media = Media(
-            kind=MEDIA_PARTS[kind],
-            data=data if isinstance(data, str) else None,
-            media_type=mime if isinstance(mime, str) else None,
-        )
-        out.add(
-            "messages",
-            where,
-            "image" if kind == "image" else "document",
-            part,
-            role=role,
-            message_index=index,
-            header=header,
-            media=[media],
-        )
-        return kind == "image"
+    if kind in MEDIA_PARTS:  # its mime_type and data, costed as generateContent's inline data is
+        costed, text, media = gemini.inline_media(fields)
+        out.add("messages", where, costed, part, role=role, message_index=index, header=header, text=text, media=media)
+        return costed == IMAGE
     out.add("messages", where, str(kind or "part"), part, role=role, message_index=index, header=header)
     return False
 

@@ -117,18 +117,7 @@ class CachePolicy:
         kept = [s for s in prompt.segments if s.level != "tools"]
         if len(kept) == len(prompt.segments):
             return prompt
-        return Prompt(
-            prompt.api,
-            prompt.model,
-            kept,
-            prompt.settings,
-            prompt.auto_breakpoint,
-            prompt.text,
-            prompt.source,
-            prompt.tokens_estimated,
-            fingerprint.chain(kept),
-            prompt.counts_only,
-        )
+        return prompt.with_segments(kept, chain=fingerprint.chain(kept))
 
     def kept(self, expected: Expected) -> int:
         """What a request expected so is cached once it was sent: what it read and wrote."""
