@@ -40,11 +40,12 @@ def children(pid: int) -> list[int]:
     return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in t.joinpath("children").read_text().split()]
 
 
-def the_worker(pid: int, seconds: float = 30.0) -> int:
+def the_worker(pid: int, seconds: float = 30.0, killed: tuple[int, ...] = ()) -> int:
     """The proxy's one analysis worker, waiting for the supervisor to have started it (after a kill, a
-    loaded machine takes a while to start the next)."""
+    loaded machine takes a while to start the next, and the killed one may still be listed until it is
+    reaped: a worker killed before is never the one)."""
     deadline = time.monotonic() + seconds
-    while len(found := children(pid)) != 1 and time.monotonic() < deadline:
+    while len(found := [c for c in children(pid) if c not in killed]) != 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     [worker] = found
     return worker
@@ -122,7 +123,7 @@ def test_kill_9_of_the_analysis_loses_no_row(shared_data: Path, tmp_path: Path, 
                     if not kill.wait(60):
                         return
                     kill.clear()
-                    worker = the_worker(proxy.pid)
+                    worker = the_worker(proxy.pid, killed=tuple(killed))
                     os.kill(worker, signal.SIGKILL)
                     killed.append(worker)
 
