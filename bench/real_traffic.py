@@ -135,7 +135,7 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                     # replay's sim's clock (the gaps the answers say they were made at, else none), in order
                     t = req.ts + i * 1e-3 - len(copies) + 1 + k
                     analyzer.request(FlowState(id=flow_id, ts=t, sent=t, path=req.path or "/v1/messages",
-                                               body=json.dumps(req.body).encode()))
+                                               upstream=req.upstream, body=json.dumps(req.body).encode()))
                     analyzer.finish(Response(id=flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))
                     try:
                         done[flow_id] = sim.run(req, req.ts).cache_read
@@ -160,7 +160,7 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--show-misses", action="store_true", help="list the requests whose read was predicted wrong")
+    ap.add_argument("--show-misses", action="store_true", help="list the requests whose read (or read of nothing) was predicted wrong")
     ap.add_argument("--warm-first", action="store_true",
                     help="also measure each model's first request as if sent once just before (a warm cache)")
     args = ap.parse_args()
@@ -187,7 +187,9 @@ def _table(f: Figures, show_misses: bool) -> None:
     print(f"{'requests where the proxy and the sim expect different reads':58} {apart:>13}")
     if show_misses:
         for r in f.rows:
-            if r.reported_read and abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read:
+            missed = (abs((r.proxy_expected or 0) - r.reported_read) > TOLERANCE * r.reported_read if r.reported_read
+                      else bool(r.proxy_expected))
+            if missed:
                 print(f"  {r.source}/{r.cassette[:60]} #{r.n}{' (first)' * r.first} {r.model}: read {r.reported_read} of "
                       f"{r.reported_prompt}, proxy {r.proxy_expected}, sim {r.sim_predicted}, {r.verdict}")
 

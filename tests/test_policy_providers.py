@@ -330,3 +330,40 @@ def test_a_gemini_interaction_session_is_judged_by_the_gemini_contract() -> None
     trace = sources.load(public / "ellmer" / "google-tool")
     assert [r.ts for r in trace.requests] == [0.0, 3.0, 5.0, 6.0]
     assert trace.requests[0].said.made_calls and not trace.requests[1].said.made_calls  # requires_action
+
+
+def test_groq_caches_only_the_models_it_lists() -> None:
+    """Groq's prompt caching covers four models (kimi-k2, the gpt-oss family: `caching_models`). llama3-8b-8192
+    sent the same 18 tokens six times (openllmetry's recording, tests/data/public) and groq/compound-mini
+    its second turn (langchain-groq's): every one read 0. Judged as prefix caching on every model, the five
+    repeats were predicted 18 each and the turn 16, each called a miss of the server's; now the model caches
+    no prefix, which no read of 0 misses. A model Groq lists keeps the prefix rule."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    bench = load_bench("real_traffic")
+    rows = bench.measure(public, ("openllmetry",)).rows + bench.measure(public / "langchain", ("groq_test_code_interpreter",)).rows
+    assert [(r.model, r.reported_read) for r in rows] == [("llama3-8b-8192", 0)] * 6 + [("groq/compound-mini", 0)]
+    assert all(r.proxy_expected == r.sim_predicted == 0 for r in rows)
+    assert {r.verdict for r in rows} == {"no_prefix_caching"}
+    for model, read in (("openai/gpt-oss-120b", True), ("moonshotai/kimi-k2-instruct-0905", True), ("llama3-8b-8192", False)):
+        request = {"model": model, "messages": [{"role": "user", "content": "hi " * 50}]}
+        prompt = parse_request(json.dumps(request).encode(), path="/openai/v1/chat/completions")
+        policy = make_policy("groq")
+        policy.commit(prompt, 0.0)
+        assert policy.lookup(prompt, 1.0).cache_read == (prompt.total_tokens if read else 0), model
+
+
+def test_a_later_version_of_a_family_a_table_sells_is_that_sellers() -> None:
+    """gpt-6-astra, a model no table lists, sent "Say hi." and two 37-token turns on the Responses API
+    (langchain-openai's cassette, tests/data/public; its scrubber replaced the URL, so the model alone names
+    the provider). As a model OpenAI does not sell it took the contract of a server one runs, no minimum:
+    predicted 9 and 13 of prompts under OpenAI's 1,024. A later version of a family OpenAI lists (gpt-5.6)
+    is OpenAI's, with GPT-5.6's breakpoint modes."""
+    from prefixguard.contracts.providers import breakpoint_caching, provider_for
+
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "langchain", ("openai_test_configuration_update_block",)).rows
+    assert [(r.model, r.reported_prompt, r.reported_read) for r in rows] == [("gpt-6-astra", 9, 0), ("gpt-6-astra", 37, 0), ("gpt-6-astra", 37, 0)]
+    assert all(r.proxy_expected == r.sim_predicted == 0 and r.verdict == "below_minimum" for r in rows)
+    assert provider_for("openai-responses", "gpt-6-astra") == "openai" and breakpoint_caching("openai", "gpt-6-astra")
+    assert provider_for("openai-chat", "gpt-oss-120b") == "compatible"  # not a version of gpt: served by others
+    assert provider_for("openai-chat", "my-finetune-7b") == "compatible"

@@ -97,8 +97,21 @@ def seller(model: str | None) -> Contract | None:
     return next((t for t in providers().values() if model and _known(t, model)), None)
 
 
+def caches_prefixes(name: str, model: str | None) -> bool:
+    """Whether the provider caches this model's prompts at all: only its table's caching_models where it
+    lists them (Groq caches four of the models it serves), else every model (and a request naming none)."""
+    families = providers()[name].caching_models
+    return not families or model is None or any(_same_family(model, f) for f in families)
+
+
 def _known(table: Contract, model: str) -> bool:
-    return any(_same_family(model, m.prefix) for m in table.models)
+    """Whether the table lists the model's family, or the model is a later version of a versioned family it
+    lists (gpt-6-astra after gpt-5.6): a maker's new model is its own before any table here names it."""
+    if any(_same_family(model, m.prefix) for m in table.models):
+        return True
+    have = _version(model)
+    listed = [v[1] for m in table.models if have and (v := _version(m.prefix)) and v[0] == have[0]]
+    return bool(listed) and have is not None and have[1] > max(listed)
 
 
 def _same_family(model: str, prefix: str) -> bool:

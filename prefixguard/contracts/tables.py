@@ -115,6 +115,7 @@ class Contract:
     breakpoint_ineligible_kinds: tuple[str, ...] = ()
     routing_prefix_tokens: int | None = None
     listed_models_only: bool = False
+    caching_models: tuple[str, ...] = ()  # the only model families that cache at all (empty: every model)
     unlisted_models: str | None = None  # the contract of a model this table does not list, on its APIs
     unit_end_roles: tuple[str, ...] = ()
     zero_counts_omitted: bool = False

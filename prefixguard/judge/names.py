@@ -22,7 +22,7 @@ class VerdictName(StrEnum):
     MISS_SERVER_SIDE = "miss_server_side"
     BELOW_MINIMUM = "below_minimum"
     NO_BREAKPOINT = "no_breakpoint"
-    NO_PREFIX_CACHING = "no_prefix_caching"  # the server caches no prefix (a compatible contract's setting)
+    NO_PREFIX_CACHING = "no_prefix_caching"  # no prefix cached: the server's setting, or a model cached by none
     NOT_REPORTED = "not_reported"
     COLD = "cold"
     ERROR = "error"

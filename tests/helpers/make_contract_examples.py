@@ -3,7 +3,8 @@
 Each folder holds `a.json` (a request of the example session, tests/helpers/make_examples.py), `b.json`
 (the session's next request) and `contract.json`: the contract the pair is judged by, the settings of
 that contract it needs (the command line's flags of `prefixguard diff`, as [tool.prefixguard] keys) and
-what b reads of what a wrote: 0, "all of a" (every token of a's prompt, exactly) or "whole blocks of a".
+what b reads of what a wrote: 0, "all of a" (every token of a's prompt, exactly) or "whole blocks of a";
+where it says, `reason` is the reason the policy must give.
 
     .venv/bin/python tests/helpers/make_contract_examples.py
 """
@@ -59,6 +60,11 @@ PAIRS: dict[str, tuple[dict, dict, dict[str, Any]]] = {
         gen.request("openai-chat", model=SELF_HOSTED),
         gen.request("openai-chat", model=SELF_HOSTED, history=gen.next_history()),
         {"contract": "compatible", "settings": {"prefix-caching": False}, "reads": 0}),
+    # Groq caches the prompts of the models its page lists only (kimi-k2, gpt-oss): another reads nothing, and says so.
+    "groq-model-not-cached": (
+        gen.request("openai-chat", model="llama-3.3-70b-versatile"),
+        gen.request("openai-chat", model="llama-3.3-70b-versatile", history=gen.next_history()),
+        {"contract": "groq", "host": "api.groq.com", "settings": {}, "reads": 0, "reason": "no_prefix_caching"}),
 }
 
 
@@ -74,7 +80,7 @@ PROVIDERS: dict[str, tuple[str, str, str | None]] = {
     "xai": ("openai-chat", "grok-4", None),
     "moonshot": ("openai-chat", "kimi-k2-0905-preview", None),
     "zai": ("openai-chat", "glm-4.6", None),
-    "groq": ("openai-chat", "llama-3.3-70b-versatile", "api.groq.com"),
+    "groq": ("openai-chat", "openai/gpt-oss-120b", "api.groq.com"),
     "minimax": ("openai-chat", "minimax-m2", None),
     "qwen": ("openai-chat", "qwen3-max", None),
 }
