@@ -5,9 +5,10 @@ prefixguard.proxy.analysis: parse, session model, contract, token scale, verdict
 with the response the provider gave, and through replay's sim target (--policy auto). Both predictions
 are set against the provider's reported cache read:
 - reads: requests the provider read from cache, predicted within 5%; all of them, and those after the
-  first request to their model in their cassette (a provider caches per model: before that request
+  first request to their model in their session (a provider caches per model: before that request
   nothing of that cache was seen, it may hold what earlier, unrecorded runs wrote, and no history can
-  predict that);
+  predict that). A cassette is one session, or several where it was recorded again later: a gap longer
+  than any provider keeps a cache (the answers' own times, OpenAI's `created`) starts another;
 - zeros: requests that read nothing, predicted 0;
 - false breaks: miss_prefix_changed where the provider read at least 95% of what it owed had the
   prefix not changed (must be none).
@@ -40,6 +41,7 @@ SOURCES = ("crewai", "openllmetry", "pydantic-ai")
 PROVIDER_SOURCES = ("pydantic-ai-bedrock", "pydantic-ai-gemini")  # Bedrock Converse and Gemini, measured apart
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded"
 TOLERANCE = 0.05
+SESSION_GAP = 86_400.0      # seconds: longer than any retention in rules/providers.toml (OpenAI's 24 h)
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Row:
     cassette: str
     n: int                    # position in its cassette, from 1
     model: str | None
-    first: bool               # the cassette's first request to this model: no recorded history of its cache
+    first: bool               # the session's first request to this model: no recorded history of its cache
     reported_read: int
     reported_prompt: int
     proxy_expected: int | None
@@ -142,9 +144,13 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                     except InputError:
                         done[flow_id] = None
             analyzer.close()
+            # a cassette recorded again later: each recording is a session of its own
+            restarts = {i for i, (a, b) in enumerate(zip(trace.requests, trace.requests[1:]), 1) if b.ts - a.ts > SESSION_GAP}
             with open_store(store) as db:
                 models: set[str | None] = set()
                 for i, row in enumerate(r for r in db.rows() if r["id"] != "warm-up"):
+                    if i in restarts:
+                        models.clear()
                     usage, model = row.get("usage") or {}, row.get("model")
                     first = model not in models
                     models.add(model)

@@ -340,7 +340,8 @@ def test_groq_caches_only_the_models_it_lists() -> None:
     no prefix, which no read of 0 misses. A model Groq lists keeps the prefix rule."""
     public = Path(__file__).resolve().parent / "data" / "public"
     bench = load_bench("real_traffic")
-    rows = bench.measure(public, ("openllmetry",)).rows + bench.measure(public / "langchain", ("groq_test_code_interpreter",)).rows
+    rows = (bench.measure(public / "traceloop", ("groq_test_chat_legacy",)).rows
+            + bench.measure(public / "langchain", ("groq_test_code_interpreter",)).rows)
     assert [(r.model, r.reported_read) for r in rows] == [("llama3-8b-8192", 0)] * 6 + [("groq/compound-mini", 0)]
     assert all(r.proxy_expected == r.sim_predicted == 0 for r in rows)
     assert {r.verdict for r in rows} == {"no_prefix_caching"}
@@ -367,3 +368,32 @@ def test_a_later_version_of_a_family_a_table_sells_is_that_sellers() -> None:
     assert provider_for("openai-responses", "gpt-6-astra") == "openai" and breakpoint_caching("openai", "gpt-6-astra")
     assert provider_for("openai-chat", "gpt-oss-120b") == "compatible"  # not a version of gpt: served by others
     assert provider_for("openai-chat", "my-finetune-7b") == "compatible"
+
+
+def test_openai_caches_gpt_4o_and_later_and_names_its_own_hosts() -> None:
+    """traceloop/openllmetry's recordings (tests/data/public/traceloop): gpt-3.5-turbo on api.openai.com sent
+    the same 15 tokens four times, and an Azure OpenAI deployment named `openllmetry-testing` (its answers say
+    gpt-35-turbo, then gpt-4.1-mini) five times; every one read 0. Neither model name is one OpenAI lists, so
+    both were judged as a server one runs (any prefix, no minimum): 7 repeats predicted whole. The API's and
+    Azure's hosts name OpenAI whatever the model; gpt-3.5 and gpt-4 (before gpt-4o) cache nothing."""
+    from prefixguard.contracts.providers import caches_prefixes, provider_for
+
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "traceloop", ("openai_test_chat", "azure_test_chat")).rows
+    # (each cassette's 2024 answer has no cache field: no row)
+    assert [(r.model, r.reported_read) for r in rows] == [("gpt-3.5-turbo", 0)] * 3 + [("openllmetry-testing", 0)] * 4
+    assert all(r.proxy_expected == r.sim_predicted == 0 for r in rows)
+    assert {r.verdict for r in rows} == {"below_minimum"}  # under OpenAI's 1,024 either way
+    azure = "https://traceloop-stg.openai.azure.com"
+    assert provider_for("openai-chat", "openllmetry-testing", azure) == "openai"
+    assert provider_for("openai-chat", "ft:gpt-4o-mini:acme::abc", "https://api.openai.com") == "openai"
+    assert provider_for("openai-chat", "openllmetry-testing") == "compatible"  # no host: a server one runs
+    assert [caches_prefixes("openai", m) for m in ("gpt-3.5-turbo", "gpt-4-turbo", "gpt-4o", "gpt-4.1", "gpt-4.5-preview")] \
+        == [False, False, True, True, True]
+    # above the minimum too: a model before gpt-4o reads nothing, and says why
+    request = {"model": "gpt-4-turbo", "messages": [{"role": "user", "content": "The same long question. " * 300}]}
+    prompt = parse_request(json.dumps(request).encode(), path="/v1/chat/completions")
+    policy = make_policy("openai")
+    policy.commit(prompt, 0.0)
+    got = policy.lookup(prompt, 1.0)
+    assert prompt.total_tokens > 1024 and (got.cache_read, got.reason) == (0, "no_prefix_caching")

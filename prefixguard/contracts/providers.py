@@ -48,10 +48,10 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
                 return name
     if model and "/" not in model:  # a provider's own API names its models without an owner
         for name, table in tables.items():
-            if api in table.apis and table.hosts and _known(table, model):
+            if api in table.apis and table.hosts and not table.host_only and _known(table, model):
                 return name
-    for name, table in tables.items():
-        if api in table.apis and not table.hosts:
+    for name, table in tables.items():  # the shape's own provider comes first in the file
+        if api in table.apis:
             if table.unlisted_models and model and not _known(table, model):
                 return table.unlisted_models  # an OpenAI-shaped request to a model OpenAI does not sell
             return name
@@ -94,14 +94,13 @@ def sold(model: str | None) -> bool:
 
 def seller(model: str | None) -> Contract | None:
     """The first contract whose table knows the model (by family), None when none does."""
-    return next((t for t in providers().values() if model and _known(t, model)), None)
+    return next((t for t in providers().values() if model and not t.host_only and _known(t, model)), None)
 
 
 def caches_prefixes(name: str, model: str | None) -> bool:
-    """Whether the provider caches this model's prompts at all: only its table's caching_models where it
-    lists them (Groq caches four of the models it serves), else every model (and a request naming none)."""
-    families = providers()[name].caching_models
-    return not families or model is None or any(_same_family(model, f) for f in families)
+    """Whether the provider caches this model's prompts at all (its model row's `prefix_caching`: OpenAI
+    caches gpt-4o and later, Groq four of the models it serves)."""
+    return _model_row(providers()[name], model).prefix_caching is not False
 
 
 def _known(table: Contract, model: str) -> bool:

@@ -35,6 +35,7 @@ class ModelRow:
     write_multiplier: float | None = None
     confirmed: bool | None = None
     invalidates: Mapping[str, str] | None = None
+    prefix_caching: bool | None = None  # False: the provider caches no prompt of this model
 
     def over(self, base: ModelRow) -> ModelRow:
         """This row's values over `base`'s where this row says them (a model row over default_model)."""
@@ -92,6 +93,7 @@ class Contract:
     usage_convention: str = "subset"  # "additive": read + written + uncached = the prompt total
     usage_fields: tuple[str, ...] = ()  # where an OpenAI-shaped provider reports its reads
     hosts: tuple[str, ...] = ()  # upstream hosts that name this provider
+    host_only: bool = False  # named by its hosts alone: it serves other makers' models (its rows name none)
     gateway_makers: tuple[str, ...] = ()  # a gateway's maker/ names that take this contract
     gateway_excluded: tuple[str, ...] = ()  # model families under those makers served by others
     prices_id: str | None = None  # the provider's id in genai-prices (None: no price there)
@@ -115,7 +117,6 @@ class Contract:
     breakpoint_ineligible_kinds: tuple[str, ...] = ()
     routing_prefix_tokens: int | None = None
     listed_models_only: bool = False
-    caching_models: tuple[str, ...] = ()  # the only model families that cache at all (empty: every model)
     unlisted_models: str | None = None  # the contract of a model this table does not list, on its APIs
     unit_end_roles: tuple[str, ...] = ()
     zero_counts_omitted: bool = False
