@@ -397,3 +397,19 @@ def test_openai_caches_gpt_4o_and_later_and_names_its_own_hosts() -> None:
     policy.commit(prompt, 0.0)
     got = policy.lookup(prompt, 1.0)
     assert prompt.total_tokens > 1024 and (got.cache_read, got.reason) == (0, "no_prefix_caching")
+
+
+def test_gpt_4o_mini_caches_by_the_tokens_it_runs_not_those_it_bills_for_an_image() -> None:
+    """crewAI's cassettes (tests/data/public/crewai_sdist): one request with one PNG, sent twice 2-5 s apart,
+    bills 14,214 tokens on gpt-4o-mini and 472 on gpt-4o, which bills the image at 1/33 of the rate. Neither
+    read anything the second time: the model runs ~472 tokens, under OpenAI's 1,024. Taken at its bill,
+    gpt-4o-mini's repeat was predicted 14,080 (five such repeats recorded, all read 0)."""
+    from prefixguard.model.media import run_tokens
+
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public, ("crewai_sdist",)).rows
+    assert sorted((r.model, r.reported_prompt, r.reported_read) for r in rows) == sorted(
+        [("gpt-4o", 472, 0)] * 2 + [("gpt-4o-mini", 14214, 0)] * 2)
+    assert all(r.proxy_expected == r.sim_predicted == 0 and r.verdict == "below_minimum" for r in rows), rows
+    assert run_tokens(14214, 14167, "openai-chat", "gpt-4o-mini") == 472
+    assert run_tokens(14214, 14167, "openai-chat", "gpt-4o") == 14214  # billed as run

@@ -148,6 +148,13 @@ def upload_key(items: Iterable[Media]) -> bytes:
     return b"".join((b"u" if i.file_id in _uploads else b"") + (i.detail or "").encode() + b";" for i in items)
 
 
+def run_tokens(prompt_tokens: int, image_tokens: int, api: str, model: str | None) -> int:
+    """Of a prompt's billed tokens, those the model runs: a model that bills an image at a multiple of that
+    (gpt-4o-mini: `billed_multiple` in rules/media.toml) runs its share of the image's tokens."""
+    multiple = rules_for(api, model).image.get("billed_multiple", 1.0)
+    return prompt_tokens - image_tokens + round(image_tokens / multiple)
+
+
 def image_cost(item: Media, rules: Rules) -> Cost:
     item = resolved(item)
     size = image_size(item.data) if item.data else None
