@@ -413,3 +413,15 @@ def test_gpt_4o_mini_caches_by_the_tokens_it_runs_not_those_it_bills_for_an_imag
     assert all(r.proxy_expected == r.sim_predicted == 0 and r.verdict == "below_minimum" for r in rows), rows
     assert run_tokens(14214, 14167, "openai-chat", "gpt-4o-mini") == 472
     assert run_tokens(14214, 14167, "openai-chat", "gpt-4o") == 14214  # billed as run
+
+
+def test_a_prompt_under_the_minimum_is_below_minimum_whatever_changed_before_it() -> None:
+    """gpt-5-nano with a remote MCP tool (langchain-openai's cassette, tests/data/public): five requests of 183-832
+    billed tokens, all under OpenAI's 1,024. The third sends an earlier turn's items again rewritten: it was
+    called `miss_prefix_changed` (598 tokens to prefill again) though no prompt of its size reads anything;
+    the last two, billed 337 where ours counted over the minimum, were `cold`. The provider's bill under
+    the minimum settles it: `below_minimum`, all five."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "langchain", ("openai_test_mcp_builtin_zdr",)).rows
+    assert [r.reported_prompt for r in rows] == [183, 832, 832, 337, 337]
+    assert all(r.verdict == "below_minimum" and r.reported_read == r.proxy_expected == 0 for r in rows), rows

@@ -102,6 +102,9 @@ def judge(
         return Verdict(verdict=VerdictName.HIT if read else VerdictName.COLD, reused_tokens=read)
     if expected.reason == "no_prefix_caching" and read == 0:  # what that server does, never a miss
         return Verdict(verdict=VerdictName.NO_PREFIX_CACHING)
+    if read == 0 and usage.cache_write == 0 and expected.reason == "below_minimum":
+        # No part of this prompt reaches the minimum: it reads nothing whatever changed before it.
+        return Verdict(verdict=VerdictName.BELOW_MINIMUM)
     rules = verdict_rules()
     tol = rules["read_tolerance"]
     want = expected.cache_read
@@ -126,8 +129,8 @@ def judge(
                 cost_usd=cost,
                 change=changed,
             )
-    if read == 0 and usage.cache_write == 0 and expected.reason in ("no_breakpoint", "below_minimum"):
-        return Verdict(verdict=VerdictName(expected.reason))
+    if read == 0 and usage.cache_write == 0 and expected.reason == "no_breakpoint":
+        return Verdict(verdict=VerdictName.NO_BREAKPOINT)
     note = f"note: {changed} cost nothing" if cost_nothing else None
     kept = changed if cost_nothing else None
     if as_predicted:

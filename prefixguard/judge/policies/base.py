@@ -100,10 +100,12 @@ class CachePolicy:
             expected = expected._replace(
                 cache_read=expected.cache_read + later, uncached=max(0, expected.uncached - later)
             )
-        if not usage.reported or total <= 0 or not expected.cache_read:
+        if not usage.reported or total <= 0:
             return expected
         if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum")
+        if not expected.cache_read:
+            return expected
         if expected.cache_read > total:
             return expected._replace(cache_read=total, cache_write=0, uncached=0, write_by_ttl={})
         return expected
