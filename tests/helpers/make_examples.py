@@ -255,7 +255,12 @@ SUMMARY = ("This session is being continued from an earlier conversation that ra
            "Summary: the nightly CI of billing-service failed after merge #1842. Two tests were off by "
            "one minor unit because commit 9b03d7e inlined `to_minor` into billing/invoice.py with "
            "ROUND_HALF_UP instead of ROUND_HALF_EVEN. The engineer approved replacing the inlined copy "
-           "with `billing.money.to_minor` and re-running the failing tests.")
+           "with `billing.money.to_minor` and re-running the failing tests. Done so far: the inlined "
+           "helper was removed, invoice.py now imports the shared one, and tests/test_invoice_rounding.py "
+           "passes locally for USD, EUR and JPY; KWD's three-decimal case still fails in "
+           "test_tax_per_line because the tax is rounded before the line total. Next: move that rounding "
+           "after the sum, run the whole billing suite, then open the ticket for the reviewer with the "
+           "diff and the test output attached.")
 IMAGE_B64 = ("iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAKklEQVR4nGP8z8Dwn4EIwESMIgYGBgYWKP0fpyhj"
              "I+GMA1ZX4rYpAAAJ4wQPtaQ6rQAAAABJRU5ErkJggg==")
 SCREENSHOT_TEXT = "Here is the CI dashboard screenshot from this morning's failed run."
