@@ -411,8 +411,12 @@ def test_gpt_4o_mini_caches_by_the_tokens_it_runs_not_those_it_bills_for_an_imag
     assert sorted((r.model, r.reported_prompt, r.reported_read) for r in rows) == sorted(
         [("gpt-4o", 472, 0)] * 2 + [("gpt-4o-mini", 14214, 0)] * 2)
     assert all(r.proxy_expected == r.sim_predicted == 0 and r.verdict == "below_minimum" for r in rows), rows
-    assert run_tokens(14214, 14167, "openai-chat", "gpt-4o-mini") == 472
-    assert run_tokens(14214, 14167, "openai-chat", "gpt-4o") == 14214  # billed as run
+    folder = public / "crewai_sdist" / "TestAgentMultimodalOpenAI.test_image_file_openai-gpt-4o-mini_"
+    prompt = parse_request((folder / "0001.request.json").read_bytes(), path="/v1/chat/completions")
+    images = sum(s.tokens for s in prompt.segments if s.kind == "image")
+    assert images == 14167 and abs(run_tokens(prompt) - 472) <= 0.05 * 472  # the image at gpt-4o's rate
+    prompt.model = "gpt-4o"
+    assert run_tokens(prompt) == prompt.total_tokens  # billed as run
 
 
 def test_a_prompt_under_the_minimum_is_below_minimum_whatever_changed_before_it() -> None:

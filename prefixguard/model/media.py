@@ -16,10 +16,13 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefixguard.contracts import ruleset
 from prefixguard.model.ids import own_id
+
+if TYPE_CHECKING:
+    from prefixguard.model.prompt import Prompt
 
 IMAGE, DOCUMENT = "image", "document"
 PDF = "application/pdf"
@@ -148,11 +151,14 @@ def upload_key(items: Iterable[Media]) -> bytes:
     return b"".join((b"u" if i.file_id in _uploads else b"") + (i.detail or "").encode() + b";" for i in items)
 
 
-def run_tokens(prompt_tokens: int, image_tokens: int, api: str, model: str | None) -> int:
+def run_tokens(prompt: Prompt) -> int:
     """Of a prompt's billed tokens, those the model runs: a model that bills an image at a multiple of that
     (gpt-4o-mini: `billed_multiple` in rules/media.toml) runs its share of the image's tokens."""
-    multiple = rules_for(api, model).image.get("billed_multiple", 1.0)
-    return prompt_tokens - image_tokens + round(image_tokens / multiple)
+    multiple = rules_for(prompt.api, prompt.model).image.get("billed_multiple", 1.0)
+    if multiple == 1.0:
+        return prompt.total_tokens
+    images = sum(s.tokens for s in prompt.segments if s.kind == IMAGE)
+    return prompt.total_tokens - images + round(images / multiple)
 
 
 def image_cost(item: Media, rules: Rules) -> Cost:

@@ -16,7 +16,7 @@ from prefixguard.contracts.tables import UNITS
 from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import SAME_OUTPUT, Expected, Output, longest, message_ends
 from prefixguard.judge.policies.openai_breakpoints import BREAKPOINT_KEY, BreakpointModes
-from prefixguard.model.media import IMAGE, run_tokens
+from prefixguard.model.media import run_tokens
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt
 from prefixguard.model.usage import Usage
 
@@ -88,9 +88,7 @@ class PrefixPolicy(BreakpointModes):
         total = prompt.total_tokens
         if self.by_model:  # Gemini: a minimum per model
             self.minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
-        # The minimum counts what the model runs (an image billed at a multiple of that counts its share).
-        images = sum(s.tokens for s in prompt.segments if s.kind == IMAGE)
-        if total == 0 or run_tokens(total, images, prompt.api, prompt.model) < self.minimum:
+        if total == 0 or run_tokens(prompt) < self.minimum:  # the minimum counts what the model runs
             if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
                 self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum" if total else "cold")
