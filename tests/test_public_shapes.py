@@ -257,3 +257,16 @@ def test_responses_items_referenced_by_id() -> None:
     segments = parse_request(json.dumps(body), path="/v1/responses").segments
     assert [(s.kind, s.role) for s in segments[1:3]] == [("thinking", "assistant"), ("tool_use", "assistant")]
     assert segments[1].tokens == 0
+
+
+def test_reasoning_outside_completion_tokens_is_part_of_the_output() -> None:
+    """xAI's grok-4 leaves its reasoning out of completion_tokens: total_tokens 523 = 214 prompt + 24 completion
+    + 285 reasoning (oysterhr/llm.rb spec/fixtures/cassettes/xai/chat/llm_function_block.yml). The output is
+    309, of it 285 reasoning; it was taken as 24, of it 24 reasoning. OpenAI's own counts reasoning inside."""
+    xai = {"prompt_tokens": 214, "completion_tokens": 24, "total_tokens": 523,
+           "prompt_tokens_details": {"text_tokens": 214, "cached_tokens": 159},
+           "completion_tokens_details": {"reasoning_tokens": 285}}
+    usage = parse_response(json.dumps({"usage": xai}), "openai-chat")
+    assert (usage.prompt_total, usage.cache_read, usage.output, usage.reasoning) == (214, 159, 309, 285)
+    inside = {**xai, "completion_tokens": 309, "total_tokens": 523}
+    assert parse_response(json.dumps({"usage": inside}), "openai-chat") == usage

@@ -281,6 +281,8 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     output = as_int(raw.get("completion_tokens", raw.get("output_tokens")))
     made = raw.get("completion_tokens_details") or raw.get("output_tokens_details")
     reasoning = as_int(made.get("reasoning_tokens")) if isinstance(made, Mapping) else 0
+    if reasoning and as_int(raw.get("total_tokens")) == prompt + output + reasoning:
+        output += reasoning  # the usage's own sum says the reasoning is outside completion_tokens (xAI)
     details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     cached = details.get("cached_tokens", raw.get("cached_tokens"))
