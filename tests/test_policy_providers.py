@@ -429,3 +429,19 @@ def test_a_prompt_under_the_minimum_is_below_minimum_whatever_changed_before_it(
     rows = load_bench("real_traffic").measure(public / "langchain", ("openai_test_mcp_builtin_zdr",)).rows
     assert [r.reported_prompt for r in rows] == [183, 832, 832, 337, 337]
     assert all(r.verdict == "below_minimum" and r.reported_read == r.proxy_expected == 0 for r in rows), rows
+
+
+def test_model_studio_reads_whole_256_token_blocks_once_written_a_few_seconds() -> None:
+    """Alibaba Model Studio's implicit cache (`[qwen]`: token_step 256, ready_seconds 4, as 0x1eef/llm.rb's
+    recordings show: a 285-token prompt read 256 three times and a 350-token one 256; each second request 1-3 s
+    after its first wrote read 0, seven times). The token-plan host is Model Studio's."""
+    from prefixguard.contracts.providers import provider_for
+
+    host = "https://token-plan.ap-southeast-1.maas.aliyuncs.com"
+    assert provider_for("openai-chat", "deepseek-v4-flash-0731", host) == "qwen"
+    request = {"model": "qwen-plus", "messages": [{"role": "user", "content": "Which tests failed last night? " * 48}]}
+    prompt = parse_request(json.dumps(request).encode(), path="/compatible-mode/v1/chat/completions")
+    assert 256 < prompt.total_tokens < 512
+    policy = make_policy("qwen")
+    policy.commit(prompt, 0.0)
+    assert [policy.lookup(prompt, t).cache_read for t in (2.0, 10.0)] == [0, 256]
