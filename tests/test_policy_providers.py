@@ -376,7 +376,7 @@ def test_openai_caches_gpt_4o_and_later_and_names_its_own_hosts() -> None:
     gpt-35-turbo, then gpt-4.1-mini) five times; every one read 0. Neither model name is one OpenAI lists, so
     both were judged as a server one runs (any prefix, no minimum): 7 repeats predicted whole. The API's and
     Azure's hosts name OpenAI whatever the model; gpt-3.5 and gpt-4 (before gpt-4o) cache nothing."""
-    from prefixguard.contracts.providers import caches_prefixes, provider_for
+    from prefixguard.contracts.providers import provider_contract, provider_for
 
     public = Path(__file__).resolve().parent / "data" / "public"
     rows = load_bench("real_traffic").measure(public / "traceloop", ("openai_test_chat", "azure_test_chat")).rows
@@ -388,7 +388,7 @@ def test_openai_caches_gpt_4o_and_later_and_names_its_own_hosts() -> None:
     assert provider_for("openai-chat", "openllmetry-testing", azure) == "openai"
     assert provider_for("openai-chat", "ft:gpt-4o-mini:acme::abc", "https://api.openai.com") == "openai"
     assert provider_for("openai-chat", "openllmetry-testing") == "compatible"  # no host: a server one runs
-    assert [caches_prefixes("openai", m) for m in ("gpt-3.5-turbo", "gpt-4-turbo", "gpt-4o", "gpt-4.1", "gpt-4.5-preview")] \
+    assert [provider_contract("openai", m).prefix_caching for m in ("gpt-3.5-turbo", "gpt-4-turbo", "gpt-4o", "gpt-4.1", "gpt-4.5-preview")] \
         == [False, False, True, True, True]
     # above the minimum too: a model before gpt-4o reads nothing, and says why
     request = {"model": "gpt-4-turbo", "messages": [{"role": "user", "content": "The same long question. " * 300}]}

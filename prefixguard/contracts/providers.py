@@ -97,12 +97,6 @@ def seller(model: str | None) -> Contract | None:
     return next((t for t in providers().values() if model and not t.host_only and _known(t, model)), None)
 
 
-def caches_prefixes(name: str, model: str | None) -> bool:
-    """Whether the provider caches this model's prompts at all (its model row's `prefix_caching`: OpenAI
-    caches gpt-4o and later, Groq four of the models it serves)."""
-    return _model_row(providers()[name], model).prefix_caching is not False
-
-
 def _known(table: Contract, model: str) -> bool:
     """Whether the table lists the model's family, or the model is a later version of a versioned family it
     lists (gpt-6-astra after gpt-5.6): a maker's new model is its own before any table here names it."""
@@ -220,6 +214,8 @@ class ModelContract(NamedTuple):
     confirmed: bool
     price_source: str = "rules/providers.toml"  # where the prices come from (prefixguard/contracts/prices.py)
     price_date: str = ""  # that source's date: printed with every cost
+    # whether the provider caches this model's prompts at all (OpenAI: gpt-4o and later; Groq: four models)
+    prefix_caching: bool = True
 
     @property
     def prices(self) -> str:
@@ -298,6 +294,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
             else row.write_multiplier
         }
     minimum = table.min_cacheable_tokens if row.min_cacheable_tokens is None else row.min_cacheable_tokens
+    caches = row.prefix_caching is not False
     live = from_package(table.prices_id, model)  # the maintained price table first; this file's is the fallback
     if live is not None:
         read = live.cache_read / live.input if live.cache_read is not None else read
@@ -316,6 +313,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
             confirmed=True,
             price_source=live.source,
             price_date=live.date,
+            prefix_caching=caches,
         )
     return ModelContract(
         provider=name,
@@ -328,6 +326,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         confirmed=row.confirmed is not False,
         price_source="rules/providers.toml",
         price_date=table.read,
+        prefix_caching=caches,
     )
 
 

@@ -72,15 +72,17 @@ class RedisTable:
         return self._name + b":" + str(key).encode("utf-8", "surrogatepass")
 
     def load(self, keys: Callable[[], Iterable[Hashable]], now: float) -> None:
-        self._now, self._pending = now, {}
-        wanted = list(dict.fromkeys(keys()))
-        raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
-        self._values = {k: _decode_value(v) for k, v in zip(wanted, raw, strict=True)}
+        self._now, self._pending, self._values = now, {}, {}
+        self._fetch(keys())
 
     def prefetch(self, keys: Callable[[], Iterable[Hashable]]) -> None:
         """Fetch these too, in one round trip, keeping what load fetched: what a lookup needs once it knows
         more (the pieces of the one part its match ends in)."""
-        wanted = [k for k in dict.fromkeys(keys()) if k not in self._values]
+        self._fetch(keys())
+
+    def _fetch(self, keys: Iterable[Hashable]) -> None:
+        """The values of these keys not yet here, in one MGET."""
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._values]
         raw = self.index.run(lambda: self.index.client.mget([self._key(k) for k in wanted])) if wanted else []
         self._values.update((k, _decode_value(v)) for k, v in zip(wanted, raw, strict=True))
 

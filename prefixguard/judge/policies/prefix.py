@@ -11,7 +11,7 @@ from itertools import accumulate, takewhile
 
 from xxhash import xxh3_128
 
-from prefixguard.contracts.providers import caches_prefixes, provider_contract
+from prefixguard.contracts.providers import provider_contract
 from prefixguard.contracts.tables import UNITS
 from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import SAME_OUTPUT, Expected, Output, longest, message_ends
@@ -92,7 +92,7 @@ class PrefixPolicy(BreakpointModes):
             if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
                 self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum" if total else "cold")
-        if not self.prefix_caching or not caches_prefixes(self.provider, prompt.model):
+        if not self.prefix_caching or not provider_contract(self.provider, prompt.model).prefix_caching:
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="no_prefix_caching")
         chain = self.keyed_chain(prompt)
         cum = list(accumulate(s.tokens for s in prompt.segments))
