@@ -82,7 +82,7 @@ def test_codex_turns(tmp_path: Path) -> None:
     assert [r["cause"] for r in rows][4:] == ["history_compacted", "model_changed"]
     assert rows[1]["usage"] == {"prompt_total": 12800, "cache_read": 11904, "cache_write_5m": 0,
                                 "cache_write_1h": 0, "uncached": 896, "output": 250, "reported": True,
-                                "reasoning": 0, "server_calls": 0}
+                                "reasoning": 0, "server_calls": 0, "server_added": 0, "first_pass": 0}
     assert rows[2]["cause"] == "gap of 19m30s over the in_memory TTL" and rows[2]["expected_cached"] == 12800
     assert [r["model"] for r in rows] == ["gpt-5-codex"] * 5 + ["gpt-5"]
     assert {r["api"] for r in rows} == {"openai-responses"}

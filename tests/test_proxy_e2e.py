@@ -123,7 +123,7 @@ def test_openai_stream_by_path_prefix_and_usage_from_stream(env: Env) -> None:
     [row] = env.rows(key, 1)
     assert row["api"] == "openai-chat" and row["model"] == "gpt-4o"
     assert row["usage"] == {"prompt_total": 364, "cache_read": 0, "cache_write_5m": 0, "cache_write_1h": 0,
-                            "uncached": 364, "output": 40, "reported": True, "reasoning": 0, "server_calls": 0}
+                            "uncached": 364, "output": 40, "reported": True, "reasoning": 0, "server_calls": 0, "server_added": 0, "first_pass": 0}
     assert row["timings"]["ttft_s"] > 0 and row["timings"]["total_s"] >= row["timings"]["ttft_s"]
 
 

@@ -49,7 +49,7 @@ def test_roundtrip_and_export_shape(tmp_path: Path) -> None:
     assert list(row["request"]) == ["model", "messages", "z", "a"]  # key order as sent
     assert row["usage"] == {"prompt_total": 42, "cache_read": 30, "cache_write_5m": 10, "cache_write_1h": 0,
                             "uncached": 2, "output": 7, "reported": True, "reasoning": 0,
-                            "server_calls": 0}
+                            "server_calls": 0, "server_added": 0, "first_pass": 0}
     assert row["timings"] == {"ttft_s": 0.25, "decode_tps": 80.0, "total_s": 1.5}
 
 

@@ -6,7 +6,8 @@ list of names, pointer, note; diag_* and agreement), and whether the request was
 The version-1 columns `cause` and `diagnosis` stay in the table for older readers but are written empty:
 a writer moves an old row's text into the new columns (`legacy_updates`), a read-only reader converts it
 as it reads (capture/legacy.py). A column added since (`reasoning`: how many of a response's output tokens
-were reasoning, in the usage; `server_calls`: the tools the provider ran itself between passes) is added by
+were reasoning, in the usage; `server_calls`: the tools the provider ran itself between passes, with
+`server_added` and `first_pass`: what their results added and the first pass's prompt) is added by
 the writer, and read as 0 from a file without it; adding a field is not a new version.
 """
 
@@ -33,7 +34,8 @@ COLUMNS = """
     diagnosis TEXT, degraded INTEGER NOT NULL DEFAULT 0, client TEXT, route TEXT, site TEXT, response_id TEXT,
     response_model TEXT, finish_reasons TEXT, causes TEXT, pointer TEXT, note TEXT, diag_status TEXT,
     diag_level TEXT, diag_label TEXT, diag_missed_tokens INTEGER, diag_reusable_tokens INTEGER, diag_reason TEXT,
-    agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1, reasoning INTEGER, server_calls INTEGER
+    agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1, reasoning INTEGER, server_calls INTEGER,
+    server_added INTEGER, first_pass INTEGER
 """
 # (name, SQLite type, the rest of its definition) of each column
 DEFINITIONS = tuple(
@@ -71,6 +73,8 @@ ADDED = {
         ANALYSED,
         "reasoning",
         "server_calls",
+        "server_added",
+        "first_pass",
     )
 }
 REQUIRED = frozenset(NAMES) - set(ADDED)  # what any capture's table has had since version 1

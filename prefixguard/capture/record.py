@@ -134,6 +134,8 @@ class Record:
                 "reported": u.reported,
                 "reasoning": u.reasoning,
                 "server_calls": u.server_calls,
+                "server_added": u.server_added,
+                "first_pass": u.first_pass,
             },
             "timings": {"ttft_s": self.ttft_s, "decode_tps": self.decode_tps, "total_s": self.total_s},
             "verdict": None if self.verdict is None else str(self.verdict),

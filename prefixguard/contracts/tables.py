@@ -124,6 +124,7 @@ class Contract:
     invoke_chat_makers: tuple[str, ...] = ()  # Bedrock InvokeModel: makers whose models take a Chat body
     invoke_converse_models: tuple[str, ...] = ()  # Bedrock InvokeModel: models whose own body is Converse's
     encrypted_reasoning: EncryptedReasoning | None = None
+    encrypted_result_chars_per_token: float | None = None  # a server tool result's encrypted text, billed
     breakpoint_caching: BreakpointCaching | None = None
     invalidates: dict[str, str] = field(default_factory=dict)
     default_model: ModelRow = field(default_factory=ModelRow)

@@ -97,9 +97,14 @@ class TokenScale:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment); held_end: the one
         where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint).
-        Counts that sum passes over a growing prompt (a server tool's) are taken as about one pass each, and
-        their reads as telling nothing of where hidden tokens sit."""
-        if usage.server_calls:
+        Counts that sum passes over a growing prompt (a server tool's) are taken as the first pass's prompt,
+        the one this request sent (usage.first_pass), which held all of itself but what was not cached (the
+        later passes leave a few tokens each uncached at most); without that, as about one pass of them,
+        telling nothing of where hidden tokens sit."""
+        if usage.server_calls and usage.first_pass:
+            held = max(0, usage.first_pass - usage.uncached)
+            usage = Usage(prompt_total=usage.first_pass, cache_write_5m=held, reported=usage.reported)
+        elif usage.server_calls:
             usage = Usage(prompt_total=usage.prompt_total // usage.passes, reported=usage.reported)
         media = sum(s.media_tokens for s in prompt.segments)
         x = _by_kind(prompt)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 
@@ -18,6 +18,8 @@ class Usage(NamedTuple):
     # tools the provider ran itself between passes of the model (web search, code execution): the counts sum
     # server_calls + 1 passes, each over the prompt so far
     server_calls: int = 0
+    server_added: int = 0  # the tokens their results added to the passes after them (our estimate)
+    first_pass: int = 0  # the first pass's prompt, the one the request sent, that the summed counts hold
 
     @classmethod
     def of_export(cls, usage: Mapping[str, Any] | None) -> Usage:
@@ -32,6 +34,17 @@ class Usage(NamedTuple):
     @property
     def passes(self) -> int:
         return self.server_calls + 1
+
+    def with_passes(self, calls: int, results: Sequence[int]) -> Usage:
+        """This usage with the tools the provider ran between passes: how many, what their results added, and
+        the first pass's prompt. Each pass's prompt is the one before it and what the last result added, so the
+        prompt total is the passes times the first pass's prompt, plus each result times the passes after it."""
+        if calls <= 0:
+            return self
+        passes = calls + 1
+        after = sum(max(0, passes - i) * tokens for i, tokens in enumerate(results, 1))
+        first = max(0, (self.prompt_total - after) // passes)
+        return self._replace(server_calls=calls, server_added=sum(results), first_pass=first)
 
     @property
     def written_as(self) -> str | None:

@@ -1,9 +1,8 @@
 """Wire adapters: request bytes -> Prompt, response bytes (JSON or SSE) -> Usage.
 
-Nothing outside this package knows a provider's field names. One module per API shape:
-anthropic (POST /v1/messages), openai_chat (POST /v1/chat/completions), openai_responses (POST /v1/responses),
-bedrock_converse (POST /model/{id}/converse), gemini (POST models/{m}:generateContent), each an Adapter
-(adapter.py) registered in adapters.py. routes.py routes a path once, by the adapters' own paths.
+Nothing outside this package knows a provider's field names. One module per API shape (anthropic, openai_chat,
+openai_responses, bedrock_converse, gemini, gemini_interactions), each an Adapter (adapter.py) registered in
+adapters.py; routes.py routes a path once, by the adapters' own paths.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, TooLarge, describe
 from prefixguard.wire import jsonspan, openai_chat, openai_responses, routes
-from prefixguard.wire.adapter import Adapter
+from prefixguard.wire.adapter import NO_SERVER_WORK, Adapter
 from prefixguard.wire.adapters import ADAPTERS, APIS, adapter_for
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
 from prefixguard.wire.eventstream import EventStreamDecoder, looks_framed
@@ -190,7 +189,8 @@ def parse_response(body: bytes | str, api: str) -> Usage:
             if not isinstance(obj, dict):
                 raise InputError("response must be a JSON object")
             got = mod.usage(obj.get("usage")) if "usage" in obj else mod.usage(mod.stream_usage(obj, None))
-            return got._replace(server_calls=mod.server_calls(obj))
+            work = mod.server_calls(obj)
+            return got.with_passes(work.calls, work.results)
     stream = UsageStream(api)
     stream.feed(raw_bytes)
     stream.feed(b"\n\n")  # end the last event even when the stream lacked its closing blank line
@@ -288,7 +288,7 @@ class UsageStream:
         self._final = self._mod.FINAL_EVENTS
         self.diagnosis: Diagnosis | None = None  # the provider's own cache diagnosis, when it sent one
         self.meta = ResponseMeta()  # the response's id, model, finish reasons as told so far
-        self.server_calls = 0  # tools the provider ran itself, so far
+        self.server = NO_SERVER_WORK  # what the provider's own tools did, so far
         self._begun = False
 
     def feed(self, chunk: bytes) -> None:
@@ -372,7 +372,7 @@ class UsageStream:
         if event.get("type") in self._final or self._mod.is_final(event):
             self.finished = True
         self._raw = self._mod.stream_usage(event, self._raw)
-        self.server_calls += self._mod.server_calls(event)
+        self.server = self.server.then(self._mod.server_calls(event))
         self.meta = self._mod.meta(event, self.meta)
         self.diagnosis = self._mod.stream_diagnosis(event, self.diagnosis)
         if self._mod.is_content(event):
@@ -382,7 +382,7 @@ class UsageStream:
 
     def usage(self) -> Usage:
         """Usage as far as the stream has told it (reported=False until a usage object arrives)."""
-        return self._mod.usage(self._raw)._replace(server_calls=self.server_calls)
+        return self._mod.usage(self._raw).with_passes(self.server.calls, self.server.results)
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.prompt import Prompt
@@ -101,9 +101,9 @@ class Adapter(Protocol):
 
     def is_content(self, event: Mapping[str, Any]) -> bool: ...
 
-    def server_calls(self, obj: Mapping[str, Any]) -> int:
+    def server_calls(self, obj: Mapping[str, Any]) -> ServerWork:
         """Tools the provider ran itself, between passes of the model, in a whole response or one stream
-        event (each counted once over a stream)."""
+        event (each counted once over a stream), and what their results added."""
         ...
 
     def is_final(self, event: Mapping[str, Any]) -> bool:
@@ -137,9 +137,32 @@ def never_counts(body: dict[str, Any]) -> bool:
     return False
 
 
-def no_server_calls(obj: Mapping[str, Any]) -> int:
+class ServerWork(NamedTuple):
+    """What a provider's own tools did between passes of the model, in a response or one stream event: how
+    many it ran, and the tokens each pass added to the prompt of the passes after it, in order (the model's
+    output up to a tool's result, and that result). said: output in a stream event that no result ends yet."""
+
+    calls: int = 0
+    results: tuple[int, ...] = ()
+    said: int = 0
+
+    def then(self, later: ServerWork) -> ServerWork:
+        """This work followed by a later part of the same response: what was said before a result was added
+        by that result's pass."""
+        if not later.results:
+            return self._replace(calls=self.calls + later.calls, said=self.said + later.said)
+        first, *rest = later.results
+        return ServerWork(
+            calls=self.calls + later.calls, results=(*self.results, self.said + first, *rest), said=later.said
+        )
+
+
+NO_SERVER_WORK = ServerWork()
+
+
+def no_server_calls(obj: Mapping[str, Any]) -> ServerWork:
     """A shape whose provider runs no tool of its own between passes."""
-    return 0
+    return NO_SERVER_WORK
 
 
 # ---- the diagnostics members of a shape whose provider gives no account of its misses

@@ -16,9 +16,11 @@ from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter
+from prefixguard.wire import adapter, anthropic_server
 from prefixguard.wire.anthropic_detect import score
 from prefixguard.wire.anthropic_media import MEDIA_KINDS, block_media, cites, has_image
+from prefixguard.wire.anthropic_server import result_tokens
+from prefixguard.wire.fields import is_server_result
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Run, Spec, items
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
@@ -121,9 +123,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
             for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
-                media = None
+                media, cost = None, None
                 if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
                     media, text = block_media(v, kind) or (None, text)
+                elif is_server_result(kind):
+                    cost = result_tokens(v)
                 out.add(
                     "messages",
                     where,
@@ -135,6 +139,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     breakpoint=breakpoint,
                     text=text,
                     media=media,
+                    tokens_by_rule=cost,
                 )
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
                     images = images or kind == "image" or ("content" in v and has_image(v))
@@ -237,21 +242,11 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
     return current
 
 
+server_calls = anthropic_server.server_calls  # web search, web fetch, code execution, an MCP connector's
+
+
 def is_content(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "content_block_delta"
-
-
-_SERVER_CALLS = frozenset(("server_tool_use", "mcp_tool_use"))  # blocks of tools Anthropic runs itself
-
-
-def server_calls(obj: Mapping[str, Any]) -> int:
-    """A whole message's server tool calls (web search, web fetch, code execution, an MCP connector's), or
-    one a stream's content_block_start opens."""
-    if obj.get("type") == "content_block_start":
-        block = obj.get("content_block")
-        return int(isinstance(block, Mapping) and block.get("type") in _SERVER_CALLS)
-    content = obj.get("content") if obj.get("type") == "message" or "usage" in obj else None
-    return sum(isinstance(b, Mapping) and b.get("type") in _SERVER_CALLS for b in content or ())
 
 
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:

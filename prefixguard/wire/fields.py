@@ -1,7 +1,7 @@
 """Field names inside request content that the core and the lint checks look for, for every shape the
 adapters read, so that only wire/ knows provider field names: which members hold a tool call's
 arguments, which hold no prompt text (encoded payloads, signatures, ids), and which item kinds are a
-provider's own compaction of the history."""
+provider's own compaction of the history or its own tools' results."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ TEXT_KEYS = ("text", "content", "output", "summary", "encrypted_content")
 
 # Items a provider writes when it compacts the history itself (OpenAI Responses).
 COMPACTION_KINDS = frozenset({"compaction", "compaction_summary"})
+
+
+def is_server_result(kind: str) -> bool:
+    """A block holding the result of a tool the provider ran itself (Anthropic's web_search_tool_result,
+    mcp_tool_result...), not a client's tool_result."""
+    return kind.endswith("_tool_result") and kind != "tool_result"
 
 
 def is_id(key: str) -> bool:

@@ -76,7 +76,8 @@ class Builder:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
         whole: this part is the whole message (its value holds those fields already);
         media: the images and documents in this part; `text` is then the rest of it (None: nothing
-        else), counted by the tokenizer, while the media cost what the provider's formula says."""
+        else), counted by the tokenizer, while the media cost what the provider's formula says;
+        tokens_by_rule: what the part costs by a rule of the provider's, in its tokens."""
         value = node.value
         if type(value) is dict:
             value = without_markers(value)
@@ -84,8 +85,8 @@ class Builder:
             value = value["text"] if type(value.get("text")) is str else value  # renders as the string would
         key = encode_key(level, role, True if whole else header, value)
         media_tokens, estimated = 0, False
-        if tokens_by_rule is not None:
-            count, estimated = tokens_by_rule, True
+        if tokens_by_rule is not None:  # the provider's own count, by its rule: not scaled, as media
+            count, media_tokens, estimated = tokens_by_rule, tokens_by_rule, True
         elif media:
             count, media_tokens, estimated = self._media(key, media, text)
         else:

@@ -14,6 +14,7 @@ from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import CachePolicy, Expected, longest
 from prefixguard.model.breakpoints import breakpoints
 from prefixguard.model.prompt import Prompt
+from prefixguard.wire.fields import is_server_result
 
 
 class Entry(NamedTuple):
@@ -64,9 +65,14 @@ class AnthropicPolicy(CachePolicy):
         owner = (tenant, prompt.model or "")
         minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
 
+        passes = self._passes_kept(prompt, chain, owner, now)
         read_at, expired_at, read_entries = -1, -1, []
         for idx, _ in points:
             for j in range(idx, max(idx - self.lookback, -1), -1):
+                if j in passes:
+                    read_entries.append(j)
+                    read_at = max(read_at, j)
+                    break
                 entry = self._get((*owner, chain[j]))
                 if entry is None:
                     continue
@@ -97,12 +103,11 @@ class AnthropicPolicy(CachePolicy):
             reason = "no_breakpoint"  # an entry on this prompt's path, beyond every breakpoint's lookback
         else:
             reason = "cold"
-        last_ttl = writes[-1][1] if writes else (self._get((*owner, chain[read_at])).ttl if read_at >= 0 else None)
+        last_ttl = writes[-1][1] if writes else (self._ttl(owner, chain[read_at]) if read_at >= 0 else None)
 
         if commit:
             for j in read_entries:
-                entry = self._get((*owner, chain[j]))
-                self._touch(owner, chain, j, entry.ttl, now)
+                self._touch(owner, chain, j, self._ttl(owner, chain[j]), now)
             for idx, ttl in writes:
                 self._touch(owner, chain, idx, ttl, now)
         return Expected(
@@ -113,6 +118,46 @@ class AnthropicPolicy(CachePolicy):
             ttl=last_ttl,
             write_by_ttl=by_ttl,
         )
+
+    def _ttl(self, owner: tuple[str, str], fp: bytes) -> str:
+        """The TTL of the entry at fp; the default one where a server tool's passes cached it."""
+        entry = self._get((*owner, fp))
+        return entry.ttl if entry is not None else self.default_ttl
+
+    def cached_of(self, prompt: Prompt, tokens: int) -> int:
+        """A request that marks a breakpoint, wherever, has each pass of its own tools' loop cached; one that
+        marks none, none (langchain-anthropic's web search, code execution and MCP cassettes read nothing)."""
+        return tokens if self.breakpoints(prompt) else 0
+
+    def passed(self, prompt: Prompt, now: float, tenant: str = "") -> None:
+        """The provider caches each pass of its own tools' loop, at the default TTL, where the request marks
+        a breakpoint (cached_of): this prompt and, after it, the reply through its last tool result (the
+        next pass's prompt). A "p" entry on the prompt's last part says so; the reply's parts are known once
+        a later request sends them back."""
+        if not prompt.segments or not self.breakpoints(prompt):
+            return
+        key = (tenant, prompt.model or "", b"p" + self.keyed_chain(prompt)[-1])
+        with self._lock:
+            self._entries.load(lambda: [key], now)
+            self._put(key, now + self._seconds(self.default_ttl))
+            self._entries.save()
+
+    def _passes_kept(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> set[int]:
+        """The parts a server tool's passes left cached (passed()): where an earlier request that ran them
+        ends and this prompt goes on with the assistant's reply, the last server tool result in that reply."""
+        segs, out = prompt.segments, set()
+        for i in range(len(segs) - 1):
+            nxt = segs[i + 1]
+            if nxt.role != "assistant" or nxt.message_index == segs[i].message_index:
+                continue
+            alive = self._get((*owner, b"p" + chain[i]))
+            if alive is None or alive <= now:
+                continue
+            reply = [j for j in range(i + 1, len(segs)) if segs[j].message_index == nxt.message_index]
+            last = [j for j in reply if is_server_result(segs[j].kind)]
+            if last:
+                out.add(last[-1])
+        return out
 
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
         owner = (tenant, prompt.model or "")
@@ -129,7 +174,7 @@ class AnthropicPolicy(CachePolicy):
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         owner = (tenant, prompt.model or "")
         chain = self.keyed_chain(prompt)
-        return [(*owner, fp) for fp in chain] + [(*owner, b"k" + fp) for fp in chain]
+        return [(*owner, p + fp) for p in (b"", b"k", b"p") for fp in chain]
 
     def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
         entry = self._get((*owner, fp))

@@ -91,18 +91,25 @@ class CachePolicy:
     def billed(self, expected: Expected, prompt: Prompt, usage: Usage) -> Expected:
         """The expectation against the prompt total the provider billed (known once it answered): no read
         when that is under the model's minimum, and none past it. Our scaled count can run over both.
-        Where the provider ran tools of its own between passes (usage.server_calls), every later pass read
-        what the first pass kept (the counts sum the passes: Claude's code execution, 3 passes of ~6.8k,
-        read 20,443)."""
+        Where the provider ran tools of its own between passes (usage.server_calls), the counts sum the
+        passes: the first pass reads what this prompt holds (the expectation), and each later pass reads the
+        pass before it whole, the provider caching each, and writes what a tool's result added. So the later
+        passes read (later_passes_read)."""
         total = usage.prompt_total
-        later = usage.server_calls * self.kept(expected) if usage.reported else 0
+        minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
+        later = 0
+        if usage.server_calls and usage.reported:
+            first = usage.first_pass or expected.cache_read + expected.cache_write + expected.uncached
+            later = self.cached_of(prompt, later_passes_read(usage, first, minimum))
+            if expected.cache_read > first:  # our count of the first pass ran over the bill's
+                expected = expected._replace(cache_read=first, cache_write=0)
         if later:
             expected = expected._replace(
                 cache_read=expected.cache_read + later, uncached=max(0, expected.uncached - later)
             )
         if not usage.reported or total <= 0:
             return expected
-        if total < provider_contract(self.provider, prompt.model).min_cacheable_tokens:
+        if total < minimum:
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum")
         if not expected.cache_read:
             return expected
@@ -121,9 +128,13 @@ class CachePolicy:
             return prompt
         return prompt.with_segments(kept, chain=fingerprint.chain(kept))
 
-    def kept(self, expected: Expected) -> int:
-        """What a request expected so is cached once it was sent: what it read and wrote."""
-        return expected.cache_read + expected.cache_write
+    def cached_of(self, prompt: Prompt, tokens: int) -> int:
+        """What the provider caches of this prompt, run on for this long by its own tools: all of it."""
+        return tokens
+
+    def passed(self, prompt: Prompt, now: float, tenant: str = "") -> None:
+        """This prompt was sent and the provider ran tools of its own between passes of the model, caching
+        each pass (what it keeps of them is the contract's: nothing here)."""
 
     def read_ends(self, prompt: Prompt) -> list[int]:
         """The segments a read of this prompt can end on and show where hidden tokens sit (scale.py): an
@@ -187,6 +198,18 @@ class CachePolicy:
         return chain
 
 
+def later_passes_read(usage: Usage, first: int, minimum: int) -> int:
+    """What the passes after the first read, where each reads the pass before it whole and writes what a
+    tool's result added: the bill less the first pass's prompt and less what the results added, but for the
+    passes' prompts too short to be cached (under the minimum; the results' growth taken as even over them)."""
+    step = usage.server_added / usage.server_calls
+    prompts = [first + j * step for j in range(usage.server_calls)]  # of the passes read, the first's first
+    if all(p < minimum for p in prompts):
+        return 0
+    read = usage.prompt_total - first - usage.server_added
+    return max(0, read - round(sum(p for p in prompts if p < minimum)))
+
+
 def longest(chain: Sequence[bytes], alive: Any) -> int:
     """Leading segments whose prefix passes alive(); a binary search, as alive is prefix-closed."""
     return prefix_length(len(chain), lambda k: alive(chain[k - 1]))
@@ -229,7 +252,9 @@ def answered(
     scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
     held = scale.scaled(prompt)
     policy.commit(held, now, tenant, usage.output, usage.reasoning, said.made_calls)
-    if not usage.server_calls:  # (a read summed over passes is no one prefix's)
+    if usage.server_calls:  # (a read summed over passes is no one prefix's)
+        policy.passed(held, now, tenant)
+    else:
         policy.observe(held, usage.cache_read, now, tenant)
     return held
 

@@ -183,10 +183,9 @@ class PrefixPolicy(BreakpointModes):
         read = self._rounded(max(0, last))
         return expected._replace(cache_read=read, uncached=expected.uncached + expected.cache_read - read)
 
-    def kept(self, expected: Expected) -> int:
+    def cached_of(self, prompt: Prompt, tokens: int) -> int:
         """Every prefix of a prompt sent is cached: all of it, on a step (none where the server reuses none)."""
-        whole = expected.cache_read + expected.cache_write + expected.uncached
-        return self._rounded(whole) if self.prefix_caching else 0
+        return self._rounded(tokens) if self.prefix_caching else 0
 
     def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now; one it did not read, once the provider has kept it (`ready`)."""
