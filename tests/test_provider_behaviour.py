@@ -169,6 +169,24 @@ def test_a_search_pass_is_counted_by_what_its_encrypted_pages_bill() -> None:
     assert all(s.estimated and s.media_tokens == s.tokens for s in results)  # the provider's tokens: not scaled
 
 
+def test_a_streams_first_event_tells_what_the_searches_added() -> None:
+    """chatlas's web search on claude-haiku-4-5 (tests/data/public/chatlas): the stream's message_start counts
+    the first pass alone (2,247, nothing cached) and the last event the two passes (19,523), so the search
+    added 15,029 tokens, 2.83 characters of its encrypted pages a token, where Sonnet 4's were 3.45 (the rule's
+    figure, an estimate until a bill says). The follow-up that sends the result back reads the second pass's
+    prompt, 17,269 of 17,309: predicted so from the bill (13,754 from the rule's figure)."""
+    from prefixguard.wire import parse_response
+
+    folder = PUBLIC / "chatlas" / "test_anthropic_web_search"
+    first = parse_response((folder / "0001.response.sse").read_bytes(), "anthropic")
+    assert (first.server_calls, first.first_pass, first.prompt_total) == (1, 2247, 19523)
+    assert first.server_added == 19523 - 2 * 2247
+    rows = load_bench("real_traffic").measure(PUBLIC / "chatlas", ("test_anthropic_web_search",)).rows
+    follow_up = next(r for r in rows if not r.first)
+    assert follow_up.reported_read == 17269 and follow_up.verdict == "hit"
+    assert abs(follow_up.proxy_expected - 17269) <= 0.01 * 17269 and follow_up.sim_predicted == follow_up.proxy_expected
+
+
 def test_a_request_that_marks_no_breakpoint_has_none_of_its_passes_cached() -> None:
     """langchain-anthropic's skills and remote MCP cassettes (tests/data/public/langchain): Claude ran one to
     four tools of Anthropic's own a request, no cache_control anywhere, and read nothing (five requests,

@@ -134,6 +134,27 @@ def test_tokens_the_provider_adds_after_every_breakpoint_are_never_read() -> Non
     assert all(r.proxy_expected == 0 for r in rows if not r.reported_read)
 
 
+def test_a_breakpoint_that_held_nothing_had_the_unseen_tokens_after_it() -> None:
+    """Mirascope's streamed web search (tests/data/public/mirascope): a breakpoint on the web search tool, whose
+    definition is 19 of our tokens; the first pass bills 2,060 and holds nothing (its first event: no read, no
+    write). ~2,040 tokens the body does not show, put in front, would have taken the prefix at the breakpoint
+    over Sonnet 4's 1,024 and been written: they sit after it, and the next request writes at that breakpoint
+    nothing (predicted a read of 2,012 there, read 0)."""
+    from prefixguard.wire import parse_response
+
+    folder = PUBLIC / "mirascope" / "test_web_search_tool_stream_anthropic_beta_claude_sonnet_4_0"
+    prompt = parse_request((folder / "0001.request.json").read_bytes(), path="/v1/messages")
+    usage = parse_response((folder / "0001.response.sse").read_bytes(), "anthropic")
+    assert usage.first_pass == 2060 and prompt.segments[0].breakpoint and prompt.segments[0].tokens < 50
+    scale = TokenScale()
+    scale.learn(prompt, usage, [0], 0, minimum=1024)
+    held = scale.scaled(prompt)
+    assert held.segments[0].tokens < 1024 and held.total_tokens + held.after >= 2000
+    scale = TokenScale()
+    scale.learn(prompt, usage, [0], 0)  # the minimum unknown: nothing says where they sit
+    assert scale.scaled(prompt).segments[0].tokens > 1024
+
+
 def test_a_short_request_between_an_agents_turns_leaves_the_tool_schemas_ratio() -> None:
     """charmbracelet/crush's recorded Claude sessions: an agent turn (7,781 of our tokens of tool schemas,
     3,843 of text; 14,072 billed), then a 170-token title request on the same model with no tools, then the

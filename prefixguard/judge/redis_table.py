@@ -12,11 +12,13 @@ from prefixguard.judge.redis_link import NO_EXPIRY_S, Link, tag
 def _encode_value(value: Any) -> bytes:
     if isinstance(value, float):  # a time: most of what a commit writes (an entry a part, a piece)
         return b"f" + repr(value).encode()
-    from prefixguard.judge.policies import Entry, Output
+    from prefixguard.judge.policies import Entry, Output, Passes
     from prefixguard.judge.scale import Fit
 
     if isinstance(value, Entry):
         return f"e{value.ttl} {value.expires!r}".encode()
+    if isinstance(value, Passes):
+        return f"p{value.expires!r} {value.tokens}".encode()
     if isinstance(value, Output):
         return f"o{value.at!r} {value.tokens} {value.reasoning} {value.calls:d}".encode()
     if isinstance(value, Fit):
@@ -27,7 +29,7 @@ def _encode_value(value: Any) -> bytes:
 
 
 def _decode_value(raw: bytes | None) -> Any:
-    from prefixguard.judge.policies import Entry, Output
+    from prefixguard.judge.policies import Entry, Output, Passes
     from prefixguard.judge.scale import Fit
 
     if raw is None:
@@ -36,6 +38,9 @@ def _decode_value(raw: bytes | None) -> Any:
     if kind == b"e":
         ttl, expires = text.rsplit(" ", 1)
         return Entry(ttl=ttl, expires=float(expires))
+    if kind == b"p":
+        expires, tokens = text.split(" ")
+        return Passes(expires=float(expires), tokens=int(tokens))
     if kind == b"o":
         at, tokens, *rest = text.split(" ")  # one written before reasoning (or calls) was kept has none
         return Output(at=float(at), tokens=int(tokens), reasoning=int(rest[0]) if rest else 0, calls=rest[1:2] == ["1"])

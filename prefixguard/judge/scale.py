@@ -93,10 +93,13 @@ class TokenScale:
     def __init__(self, fits: Table | None = None) -> None:
         self._fit: Table = fits if fits is not None else LocalTable(1 << 16)  # per model
 
-    def learn(self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = (), held_end: int | None = None) -> None:
+    def learn(
+        self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = (), held_end: int | None = None, minimum: int = 0
+    ) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment); held_end: the one
-        where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint).
+        where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint),
+        and minimum: the least a write there holds (a breakpoint that held nothing had less before it).
         Counts that sum passes over a growing prompt (a server tool's) are taken as the first pass's prompt,
         the one this request sent (usage.first_pass), which held all of itself but what was not cached (the
         later passes leave a few tokens each uncached at most); without that, as about one pass of them,
@@ -122,6 +125,12 @@ class TokenScale:
             over = held - sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
             # past what was held even lowered (beyond a rounding of each part): it says nothing
             front = max(0, over) if over >= -(held_end + 1) else None
+        elif held == 0 and minimum and held_end is not None and 0 <= held_end < len(prompt.segments):
+            # nothing held at the breakpoint: what the bill holds beyond our tokens would have taken the
+            # prefix there over the minimum in front, so it sits after
+            through = sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
+            beyond = theirs + media - sum(_in_theirs(s, kinds) for s in prompt.segments)
+            front = 0 if through < minimum <= through + beyond else None
         else:
             front = _front(prompt, kinds, held, read_ends)
         # against the parts as scaled (each rounded), so that this request comes out at its bill exactly

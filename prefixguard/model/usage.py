@@ -19,7 +19,7 @@ class Usage(NamedTuple):
     # server_calls + 1 passes, each over the prompt so far
     server_calls: int = 0
     server_added: int = 0  # the tokens their results added to the passes after them (our estimate)
-    first_pass: int = 0  # the first pass's prompt, the one the request sent, that the summed counts hold
+    first_pass: int = 0  # of several passes, the first's prompt: the one the request sent
 
     @classmethod
     def of_export(cls, usage: Mapping[str, Any] | None) -> Usage:
@@ -36,13 +36,18 @@ class Usage(NamedTuple):
         return self.server_calls + 1
 
     def with_passes(self, calls: int, results: Sequence[int]) -> Usage:
-        """This usage with the tools the provider ran between passes: how many, what their results added, and
-        the first pass's prompt. Each pass's prompt is the one before it and what the last result added, so the
-        prompt total is the passes times the first pass's prompt, plus each result times the passes after it."""
+        """This usage with the tools the provider ran between passes: how many, what each pass added (our
+        estimates, in order), and the first pass's prompt. Each pass's prompt is the one before it and what the
+        last pass added, so the prompt total is the passes times the first pass's prompt, plus each addition
+        times the passes after it: where the first pass's own counts are known (a stream's first event), that
+        sets what the passes added in the provider's tokens; else our estimates set the first pass."""
         if calls <= 0:
-            return self
+            return self._replace(first_pass=0)  # one pass: no first of several
         passes = calls + 1
         after = sum(max(0, passes - i) * tokens for i, tokens in enumerate(results, 1))
+        if self.first_pass and after:
+            billed = max(0, self.prompt_total - passes * self.first_pass)
+            return self._replace(server_calls=calls, server_added=round(sum(results) * billed / after))
         first = max(0, (self.prompt_total - after) // passes)
         return self._replace(server_calls=calls, server_added=sum(results), first_pass=first)
 

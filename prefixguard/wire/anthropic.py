@@ -201,10 +201,11 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
     """Additive convention: input_tokens (after the last breakpoint) + creation + read = prompt total.
     A request sampled more than once lists each pass in `iterations` (server-side compaction: the first
     pass summarizes the prompt as sent, the top-level counts are the last pass's, on the compacted
-    context); the prompt this request sent is the first pass's."""
+    context); the prompt this request sent is the first pass's. Where the counts are the first pass's own
+    (that one, or a stream's first event: FIRST_PASS), first_pass says how long its prompt was."""
     if not isinstance(raw, Mapping):
         return Usage()
-    passes = raw.get("iterations")
+    top, passes = raw, raw.get("iterations")
     if isinstance(passes, list) and passes and isinstance(passes[0], Mapping):
         raw = passes[0]
     uncached = as_int(raw.get("input_tokens"))
@@ -225,7 +226,11 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
         uncached=uncached,
         output=as_int(raw.get("output_tokens")),
         reported=reported,
+        first_pass=as_int(raw.get(FIRST_PASS)) or (uncached + read + write if raw is not top else 0),
     )
+
+
+FIRST_PASS = "prefixguard_first_pass"  # kept in a stream's raw usage: its first event's prompt total
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -234,7 +239,10 @@ def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> di
     if kind == "message_start":
         message = event.get("message")
         raw = message.get("usage") if isinstance(message, Mapping) else None
-        return dict(raw) if isinstance(raw, Mapping) else current
+        if not isinstance(raw, Mapping):
+            return current
+        first = usage(raw).prompt_total  # the first pass's own counts, before any server tool ran
+        return {**raw, FIRST_PASS: first}
     if kind == "message_delta" and isinstance(event.get("usage"), Mapping):
         merged = dict(current or {})
         merged.update((k, v) for k, v in event["usage"].items() if v is not None)

@@ -14,7 +14,7 @@ The proxy's verdicts, the engine server's --policy and replay's sim target all u
 proxy and the sim through the same three calls: `predicted`, `CachePolicy.billed`, `answered`.
 """
 
-from prefixguard.judge.policies.anthropic import AnthropicPolicy, Entry
+from prefixguard.judge.policies.anthropic import AnthropicPolicy, Entry, Passes
 from prefixguard.judge.policies.base import CachePolicy, Expected, Output, answered, predicted
 from prefixguard.judge.policies.prefix import PrefixPolicy
 from prefixguard.judge.policies.registry import POLICIES, RADIX, Policies, make_policy, policy_name
@@ -25,6 +25,7 @@ __all__ = [
     "AnthropicPolicy",
     "CachePolicy",
     "Entry",
+    "Passes",
     "Expected",
     "Output",
     "Policies",

@@ -14,6 +14,7 @@ from prefixguard.judge.index import Table
 from prefixguard.judge.policies.base import CachePolicy, Expected, longest
 from prefixguard.model.breakpoints import breakpoints
 from prefixguard.model.prompt import Prompt
+from prefixguard.model.usage import Usage
 from prefixguard.wire.fields import is_server_result
 
 
@@ -22,6 +23,14 @@ class Entry(NamedTuple):
 
     ttl: str
     expires: float
+
+
+class Passes(NamedTuple):
+    """What a request's server tool passes left cached: until when, and how long the last pass's prompt was
+    (the provider's tokens: the first pass's prompt and what the passes added)."""
+
+    expires: float
+    tokens: int
 
 
 class AnthropicPolicy(CachePolicy):
@@ -81,14 +90,15 @@ class AnthropicPolicy(CachePolicy):
                     read_at = max(read_at, j)
                     break
                 expired_at = max(expired_at, j)
-        read = cum[read_at] if read_at >= 0 else 0
+        # a prefix the passes left is as long as the provider counted it, not as we count its tool results
+        read = passes[read_at] if read_at in passes else cum[read_at] if read_at >= 0 else 0
 
         writes = [(idx, ttl) for idx, ttl in points if idx > read_at and cum[idx] >= minimum]
         by_ttl: dict[str, int] = {}
         done = read
         for idx, ttl in writes:
-            by_ttl[ttl] = by_ttl.get(ttl, 0) + cum[idx] - done
-            done = cum[idx]
+            by_ttl[ttl] = by_ttl.get(ttl, 0) + max(0, cum[idx] - done)
+            done = max(done, cum[idx])
         written = done - read
 
         # How far this prompt runs inside some live entry: past what was read, no breakpoint reached it.
@@ -113,7 +123,7 @@ class AnthropicPolicy(CachePolicy):
         return Expected(
             cache_read=read,
             cache_write=written,
-            uncached=total - read - written,
+            uncached=max(0, total - read - written),
             reason=reason,
             ttl=last_ttl,
             write_by_ttl=by_ttl,
@@ -129,34 +139,35 @@ class AnthropicPolicy(CachePolicy):
         marks none, none (langchain-anthropic's web search, code execution and MCP cassettes read nothing)."""
         return tokens if self.breakpoints(prompt) else 0
 
-    def passed(self, prompt: Prompt, now: float, tenant: str = "") -> None:
+    def passed(self, prompt: Prompt, usage: Usage, now: float, tenant: str = "") -> None:
         """The provider caches each pass of its own tools' loop, at the default TTL, where the request marks
         a breakpoint (cached_of): this prompt and, after it, the reply through its last tool result (the
-        next pass's prompt). A "p" entry on the prompt's last part says so; the reply's parts are known once
-        a later request sends them back."""
+        last pass's prompt). A "p" entry on the prompt's last part says so, and how long that was; the
+        reply's parts are known once a later request sends them back."""
         if not prompt.segments or not self.breakpoints(prompt):
             return
         key = (tenant, prompt.model or "", b"p" + self.keyed_chain(prompt)[-1])
+        kept = Passes(expires=now + self._seconds(self.default_ttl), tokens=usage.first_pass + usage.server_added)
         with self._lock:
             self._entries.load(lambda: [key], now)
-            self._put(key, now + self._seconds(self.default_ttl))
+            self._put(key, kept)
             self._entries.save()
 
-    def _passes_kept(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> set[int]:
-        """The parts a server tool's passes left cached (passed()): where an earlier request that ran them
-        ends and this prompt goes on with the assistant's reply, the last server tool result in that reply."""
-        segs, out = prompt.segments, set()
-        for i in range(len(segs) - 1):
-            nxt = segs[i + 1]
-            if nxt.role != "assistant" or nxt.message_index == segs[i].message_index:
+    def _passes_kept(
+        self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float
+    ) -> dict[int, int]:
+        """The parts a server tool's passes left cached (passed()), with how long that prefix was: where an
+        earlier request that ran them ends and this prompt goes on with the assistant's reply, the last
+        server tool result in that reply."""
+        segs, out = prompt.segments, {}
+        for i in _replies(prompt):
+            kept = self._get((*owner, b"p" + chain[i]))
+            if kept is None or kept.expires <= now:
                 continue
-            alive = self._get((*owner, b"p" + chain[i]))
-            if alive is None or alive <= now:
-                continue
-            reply = [j for j in range(i + 1, len(segs)) if segs[j].message_index == nxt.message_index]
+            reply = [j for j in range(i + 1, len(segs)) if segs[j].message_index == segs[i + 1].message_index]
             last = [j for j in reply if is_server_result(segs[j].kind)]
             if last:
-                out.add(last[-1])
+                out[last[-1]] = kept.tokens
         return out
 
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:
@@ -164,8 +175,8 @@ class AnthropicPolicy(CachePolicy):
         if not self._alive(owner, chain[last], now):
             self._touch(owner, chain, last, self.default_ttl, now)
 
-    def _until(self, value: Entry | float) -> float:
-        return value.expires if isinstance(value, Entry) else value  # a "k" entry holds its expiry
+    def _until(self, value: Entry | Passes | float) -> float:
+        return value.expires if isinstance(value, (Entry, Passes)) else value  # a "k" entry holds its expiry
 
     @property
     def longest_ttl(self) -> float:
@@ -174,7 +185,11 @@ class AnthropicPolicy(CachePolicy):
     def _reads(self, prompt: Prompt, tenant: str) -> list[tuple[str, str, bytes]]:
         owner = (tenant, prompt.model or "")
         chain = self.keyed_chain(prompt)
-        return [(*owner, p + fp) for p in (b"", b"k", b"p") for fp in chain]
+        return (
+            [(*owner, fp) for fp in chain]
+            + [(*owner, b"k" + fp) for fp in chain]
+            + [(*owner, b"p" + chain[i]) for i in _replies(prompt)]
+        )
 
     def _alive(self, owner: tuple[str, str], fp: bytes, now: float) -> bool:
         entry = self._get((*owner, fp))
@@ -188,3 +203,13 @@ class AnthropicPolicy(CachePolicy):
             key = (*owner, b"k" + fp)
             if (self._get(key) or 0) < expires:
                 self._put(key, expires)
+
+
+def _replies(prompt: Prompt) -> list[int]:
+    """The parts an assistant's reply follows: where a request that ran the provider's own tools may end."""
+    segs = prompt.segments
+    return [
+        i
+        for i in range(len(segs) - 1)
+        if segs[i + 1].role == "assistant" and segs[i + 1].message_index != segs[i].message_index
+    ]

@@ -132,7 +132,7 @@ class CachePolicy:
         """What the provider caches of this prompt, run on for this long by its own tools: all of it."""
         return tokens
 
-    def passed(self, prompt: Prompt, now: float, tenant: str = "") -> None:
+    def passed(self, prompt: Prompt, usage: Usage, now: float, tenant: str = "") -> None:
         """This prompt was sent and the provider ran tools of its own between passes of the model, caching
         each pass (what it keeps of them is the contract's: nothing here)."""
 
@@ -249,11 +249,12 @@ def answered(
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
     output kept in the provider's tokens (`said`: how the answer ended), and what the provider reported
     holding. Returns the prompt in the provider's tokens, as kept."""
-    scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt))
+    minimum = provider_contract(policy.provider, prompt.model).min_cacheable_tokens
+    scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt), minimum)
     held = scale.scaled(prompt)
     policy.commit(held, now, tenant, usage.output, usage.reasoning, said.made_calls)
     if usage.server_calls:  # (a read summed over passes is no one prefix's)
-        policy.passed(held, now, tenant)
+        policy.passed(held, usage, now, tenant)
     else:
         policy.observe(held, usage.cache_read, now, tenant)
     return held
