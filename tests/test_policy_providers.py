@@ -138,17 +138,32 @@ def test_deepseek_reads_whole_prefix_units_only():
 
 def test_deepseek_reads_a_unit_only_once_it_was_kept():
     """A DeepSeek hit needs the prefix persisted first (the guide): maruel/genai's deepseek-flash sent the same
-    prompt twice in one second and read 0 both times; a repeat a second later reads only what was kept
-    before (`ready_seconds`). A unit it read is read again at once."""
+    prompt twice in one second and read 0 both times; repeats a second on read (`ready_seconds`: chatlas's
+    deepseek-v4-flash tool loops, four times), V4 to its last whole 128 tokens. A unit it read is read again
+    at once."""
     policy = make_policy("deepseek")
     ask = parse_request(json.dumps(chat("deepseek-v4-flash", ("system", SYSTEM[:3000]), ("user", "Reconcile."))))
     policy.commit(ask, 100.0)
-    assert policy.lookup(ask, 100.0).cache_read == 0 and policy.lookup(ask, 101.0).cache_read == 0
-    whole = ask.total_tokens // 64 * 64
-    assert policy.lookup(ask, 100.0 + policy.ready).cache_read == whole
+    assert policy.lookup(ask, 100.0).cache_read == 0 and policy.lookup(ask, 100.5).cache_read == 0
+    whole = ask.total_tokens // 128 * 128
+    assert policy.ready == 1 and policy.lookup(ask, 101.0).cache_read == whole
     policy.commit(ask, 200.0)  # read, and used again: not written anew
     assert policy.lookup(ask, 200.5).cache_read == whole
     assert make_policy("openai").ready == 0  # OpenAI's repeats a second or three apart read (ruby_llm, crewAI)
+
+
+def test_deepseek_v4_reads_whole_256_token_steps_a_second_on():
+    """chatlas's deepseek-v4-flash tool loop (tests/data/public/chatlas): a first request of 297 tokens, then its
+    tool result a second later, which read 256 of 353. Predicted 0 when what a request wrote was taken to be
+    read only 5 s on; a V4 read is whole 128-token steps (256 or 384, every one recorded)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "chatlas", ("deepseek_tool_variations",)).rows
+    second = rows[1]
+    assert (second.reported_prompt, second.reported_read) == (353, 256)
+    assert second.proxy_expected == second.sim_predicted == 256 and second.verdict == "hit"
+    assert all(r.proxy_expected % 128 == 0 for r in rows)
+    assert model_contract("openai-chat", "deepseek-v4-pro").token_step == 128
+    assert model_contract("openai-chat", "deepseek-chat").token_step == 64
 
 
 def test_deepseek_renders_no_tools_under_tool_choice_none():

@@ -216,6 +216,7 @@ class ModelContract(NamedTuple):
     price_date: str = ""  # that source's date: printed with every cost
     # whether the provider caches this model's prompts at all (OpenAI: gpt-4o and later; Groq: four models)
     prefix_caching: bool = True
+    token_step: int = 1  # a read ends on a whole step of this many tokens
 
     @property
     def prices(self) -> str:
@@ -295,6 +296,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         }
     minimum = table.min_cacheable_tokens if row.min_cacheable_tokens is None else row.min_cacheable_tokens
     caches = row.prefix_caching is not False
+    step = max(1, row.token_step or table.token_step)
     live = from_package(table.prices_id, model)  # the maintained price table first; this file's is the fallback
     if live is not None:
         read = live.cache_read / live.input if live.cache_read is not None else read
@@ -314,6 +316,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
             price_source=live.source,
             price_date=live.date,
             prefix_caching=caches,
+            token_step=step,
         )
     return ModelContract(
         provider=name,
@@ -327,6 +330,7 @@ def provider_contract(name: str, model: str | None) -> ModelContract:
         price_source="rules/providers.toml",
         price_date=table.read,
         prefix_caching=caches,
+        token_step=step,
     )
 
 

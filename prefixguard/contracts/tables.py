@@ -36,6 +36,7 @@ class ModelRow:
     confirmed: bool | None = None
     invalidates: Mapping[str, str] | None = None
     prefix_caching: bool | None = None  # False: the provider caches no prompt of this model
+    token_step: int | None = None  # a read ends on a whole step of this many tokens (the table's unless said)
 
     def over(self, base: ModelRow) -> ModelRow:
         """This row's values over `base`'s where this row says them (a model row over default_model)."""

@@ -52,7 +52,6 @@ class PrefixPolicy(BreakpointModes):
         super().__init__(entries)
         table = self.contract
         self.minimum = table.min_cacheable_tokens
-        self.step: int = max(1, table.token_step)
         self.tail: int = table.prefill_tail_tokens
         self.retention: dict[str, float] = table.retention_seconds
         self.default_retention: str | None = table.default_retention
@@ -159,7 +158,7 @@ class PrefixPolicy(BreakpointModes):
             # The provider's own text in front of the first part is the same for every request of the model.
             hidden = prompt.front if n_alive == 0 else 0
             reached += hidden + (seg.tokens - hidden) * same * PIECE // max(1, seg.end - seg.start)
-        read = self._rounded(reached) if reached else 0
+        read = self._rounded(reached, prompt) if reached else 0
         # An explicit cache (Gemini cachedContents) named at the start is read whole while it lives.
         explicit = sum(s.tokens for s in takewhile(lambda s: s.kind == "cached_content", prompt.segments))
         read = max(read, explicit)
@@ -167,7 +166,7 @@ class PrefixPolicy(BreakpointModes):
             reason = "hit"
         else:
             n_any = longest(chain, stored)
-            reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1]) else "cold"
+            reason = "ttl_expired" if n_any and self._rounded(cum[n_any - 1], prompt) else "cold"
         if commit:
             self._remember(prompt, chain, owner, now)
         return Expected(cache_read=read, cache_write=0, uncached=total - read, reason=reason)
@@ -180,12 +179,12 @@ class PrefixPolicy(BreakpointModes):
         last = usage.prompt_total - self.tail
         if not self.tail or not usage.reported or expected.cache_read <= last or self.mode(prompt):
             return expected  # (breakpoint modes read exactly at a breakpoint)
-        read = self._rounded(max(0, last))
+        read = self._rounded(max(0, last), prompt)
         return expected._replace(cache_read=read, uncached=expected.uncached + expected.cache_read - read)
 
     def cached_of(self, prompt: Prompt, tokens: int) -> int:
         """Every prefix of a prompt sent is cached: all of it, on a step (none where the server reuses none)."""
-        return self._rounded(tokens) if self.prefix_caching else 0
+        return self._rounded(tokens, prompt) if self.prefix_caching else 0
 
     def _remember(self, prompt: Prompt, chain: Sequence[bytes], owner: tuple[str, str], now: float) -> None:
         """Every prefix of the prompt is cached now; one it did not read, once the provider has kept it (`ready`)."""
@@ -221,7 +220,8 @@ class PrefixPolicy(BreakpointModes):
             keys += [(*owner, b"u" + fp) for fp in chain]
         return keys  # the pieces of the one part a match ends in are fetched once it is known (_plan)
 
-    def _rounded(self, tokens: int) -> int:
+    def _rounded(self, tokens: int, prompt: Prompt) -> int:
+        """A read of this long, to its last whole step of the model's (none under the minimum)."""
         if tokens < max(self.minimum, 1):
             return 0
-        return tokens - (tokens - self.minimum) % self.step
+        return tokens - (tokens - self.minimum) % provider_contract(self.provider, prompt.model).token_step
