@@ -94,12 +94,19 @@ class TokenScale:
         self._fit: Table = fits if fits is not None else LocalTable(1 << 16)  # per model
 
     def learn(
-        self, prompt: Prompt, usage: Usage, read_ends: Sequence[int] = (), held_end: int | None = None, minimum: int = 0
+        self,
+        prompt: Prompt,
+        usage: Usage,
+        read_ends: Sequence[int] = (),
+        held_end: int | None = None,
+        minimum: int = 0,
+        step: int = 1,
     ) -> None:
         """Fit the scale to a request whose usage reported its prompt total. read_ends: the segments a
         read of this prompt could end on (the policy's breakpoints, or its last segment); held_end: the one
         where what it read plus what it wrote ends, where the contract fixes it (its furthest breakpoint),
-        and minimum: the least a write there holds (a breakpoint that held nothing had less before it).
+        and minimum: the least a write there holds (a breakpoint that held nothing had less before it);
+        step: a read ends on a whole step of this many tokens, up to a step short of where its prefix ends.
         Counts that sum passes over a growing prompt (a server tool's) are taken as the first pass's prompt,
         the one this request sent (usage.first_pass), which held all of itself but what was not cached (the
         later passes leave a few tokens each uncached at most); without that, as about one pass of them,
@@ -119,7 +126,8 @@ class TokenScale:
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
         held, exact = usage.cache_read + usage.cache_write, _explained(prompt)
         kinds = _fitted(seen, exact)
-        front: int | None
+        front: int | None = None
+        shown: tuple[int, int] | None = None
         if held > 0 and held_end is not None and 0 <= held_end < len(prompt.segments):
             kinds = _held_to(prompt, kinds, held, held_end, exact)
             over = held - sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
@@ -132,9 +140,11 @@ class TokenScale:
             beyond = theirs + media - sum(_in_theirs(s, kinds) for s in prompt.segments)
             front = 0 if through < minimum <= through + beyond else None
         else:
-            front = _front(prompt, kinds, held, read_ends)
+            shown = _front(prompt, kinds, held, read_ends, step)
         # against the parts as scaled (each rounded), so that this request comes out at its bill exactly
         unseen = max(0, theirs - sum(_in_theirs(s, kinds) for s in prompt.segments) + media)
+        if shown is not None:  # as many of them in front as the read allows
+            front = min(max(unseen, shown[0]), shown[1])
         ratio = (theirs - unseen) / ours
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
@@ -276,13 +286,19 @@ def _held_to(prompt: Prompt, kinds: Sequence[float], held: int, end: int, text_e
     return tuple(k if text_exact and i == TEXT else k * g for i, k in enumerate(kinds))
 
 
-def _front(prompt: Prompt, kinds: Sequence[float], held: int, read_ends: Sequence[int]) -> int | None:
+def _front(
+    prompt: Prompt, kinds: Sequence[float], held: int, read_ends: Sequence[int], step: int = 1
+) -> tuple[int, int] | None:
     """Unseen tokens in front, as the cache this request left shows (`held`: what it read plus what it
-    wrote, which ends on the furthest breakpoint written): what that holds past our scaled tokens up to
-    the furthest place it can end. None when it shows nothing (nothing held; or it stops short of every
-    place a read can end, so it ended early for its own reasons)."""
+    wrote, which ends on the furthest breakpoint written, or up to a step short of where it can end): what
+    that holds past our scaled tokens up to the furthest place it can end, at least and at most. None when
+    it shows nothing (nothing held; or it stops short of every place a read can end, so it ended early for
+    its own reasons)."""
     if held <= 0:
         return None
     cum = list(accumulate(_in_theirs(s, kinds) for s in prompt.segments))
-    reached = [cum[i] for i in read_ends if 0 <= i < len(cum) and cum[i] <= held]
-    return held - max(reached) if reached else None
+    reached = [cum[i] for i in read_ends if 0 <= i < len(cum) and cum[i] < held + step]
+    if not reached:
+        return None
+    end = max(reached)
+    return max(0, held - end), held + step - 1 - end

@@ -249,8 +249,15 @@ def answered(
     where hidden tokens sit, by where this contract's reads end), then this request's reads, writes and
     output kept in the provider's tokens (`said`: how the answer ended), and what the provider reported
     holding. Returns the prompt in the provider's tokens, as kept."""
-    minimum = provider_contract(policy.provider, prompt.model).min_cacheable_tokens
-    scale.learn(prompt, usage, policy.read_ends(prompt), policy.held_end(prompt), minimum)
+    contract = provider_contract(policy.provider, prompt.model)
+    scale.learn(
+        prompt,
+        usage,
+        policy.read_ends(prompt),
+        policy.held_end(prompt),
+        contract.min_cacheable_tokens,
+        contract.token_step,
+    )
     held = scale.scaled(prompt)
     policy.commit(held, now, tenant, usage.output, usage.reasoning, said.made_calls)
     if usage.server_calls:  # (a read summed over passes is no one prefix's)
