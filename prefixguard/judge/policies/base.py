@@ -92,9 +92,8 @@ class CachePolicy:
         """The expectation against the prompt total the provider billed (known once it answered): no read
         when that is under the model's minimum, and none past it. Our scaled count can run over both.
         Where the provider ran tools of its own between passes (usage.server_calls), the counts sum the
-        passes: the first pass reads what this prompt holds (the expectation), and each later pass reads the
-        pass before it whole, the provider caching each, and writes what a tool's result added. So the later
-        passes read (later_passes_read)."""
+        passes: the first pass reads what this prompt holds (the expectation), each later pass what
+        later_passes_read says."""
         total = usage.prompt_total
         minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
         later = 0
