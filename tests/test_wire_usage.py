@@ -259,3 +259,15 @@ def test_bad_responses():
         parse_response(b"{}", "cohere")
     with pytest.raises(InputError):
         UsageStream("cohere")
+
+
+def test_what_a_server_tools_passes_added_follows_the_bill_where_the_first_pass_is_counted() -> None:
+    """chatlas's Haiku 4.5 web search: one search, billed 19,523 over two passes. Its stream's first event counts
+    the first pass (2,247), so the search added 19,523 - 2 x 2,247 = 15,029 whatever we estimated (12,404); a
+    whole message says no first pass, so our estimate sets it instead. A stream cut before any result keeps the
+    first pass it was told; one pass (no server call) has no first of several."""
+    told = Usage(prompt_total=19523, first_pass=2247)
+    assert told.with_passes(1, [12404])[-2:] == (15029, 2247)
+    assert Usage(prompt_total=19523).with_passes(1, [12404])[-2:] == (12404, (19523 - 12404) // 2)
+    assert told.with_passes(1, [])[-2:] == (0, 2247)
+    assert told.with_passes(0, []) == told._replace(first_pass=0)

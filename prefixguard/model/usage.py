@@ -45,9 +45,10 @@ class Usage(NamedTuple):
             return self._replace(first_pass=0)  # one pass: no first of several
         passes = calls + 1
         after = sum(max(0, passes - i) * tokens for i, tokens in enumerate(results, 1))
-        if self.first_pass and after:
+        if self.first_pass:
             billed = max(0, self.prompt_total - passes * self.first_pass)
-            return self._replace(server_calls=calls, server_added=round(sum(results) * billed / after))
+            added = round(sum(results) * billed / after) if after else 0
+            return self._replace(server_calls=calls, server_added=added)
         first = max(0, (self.prompt_total - after) // passes)
         return self._replace(server_calls=calls, server_added=sum(results), first_pass=first)
 
