@@ -10,6 +10,9 @@ Also prints what the old count (base64 tokenized as text) gave, measured in the 
 
     .venv/bin/python bench/media_calibration.py [--data ../shared/data] [--json]
 
+--data may also be a folder of held-out sources laid out like ../shared/data/recorded/ (a folder of cassettes
+each): their requests alone are measured.
+
 Rows under rebuilt/ are OpenAI PDF requests rebuilt from public recordings not in ../shared/data (see
 rebuilt()): their prompt text as sent, a PDF of the same page box and text layer, the total billed there.
 Rows under public/ are facts read from public cassettes (FACTS: source, model, API, image size, the
@@ -40,11 +43,19 @@ MARKS = ('"type": "image"', '"type": "document"', '"image_url"', '"input_image"'
          '"image": {', '"format": "pdf"', '"mimeType": "image/', '"mimeType": "application/pdf"')
 
 
+def sources(data: Path) -> list[Path]:
+    """The folders of cassettes to read: ../shared/data's recorded sets, else every folder under data (held-out
+    recordings laid out alike, one folder of cassettes a source)."""
+    if (data / "recorded").is_dir():
+        return [data / name for name in SETS]
+    return sorted(d for d in data.iterdir() if d.is_dir())
+
+
 def requests(data: Path) -> list[Path]:
     out = []
-    for name in SETS:
-        for path in sorted((data / name).glob("*/*.request.json")):
-            if any(m in path.read_text() for m in MARKS):
+    for source in sources(data):
+        for path in sorted(source.glob("*/*.request.json")):
+            if any(m in path.read_text() for m in MARKS) and next(path.parent.glob(path.name[:4] + ".response.*"), None):
                 out.append(path)
     return out
 
@@ -61,7 +72,7 @@ def row(path: Path, data: Path) -> dict[str, object]:
     predicted = prompt.total_tokens
     return {"request": str(path.relative_to(data)), "model": prompt.model, "billed": billed,
             "predicted": predicted, "media": media, "text": predicted - media,
-            "error_pct": round(100 * (predicted - billed) / billed, 1), "old": old,
+            "error_pct": round(100 * (predicted - billed) / billed, 1) if billed else None, "old": old,
             "estimate": any(s.estimated for s in prompt.segments)}
 
 
@@ -279,7 +290,9 @@ def rebuilt_row(name: str, body: dict[str, object], billed: int, path: str | Non
 def calibration_rows(data: Path) -> list[dict[str, object]]:
     """Every row: recorded requests that send an image or a PDF (a request whose image mark is only a
     requested output format, no media sent, is left out), the rebuilt ones, the public facts."""
-    rows = [r for r in (row(p, data) for p in requests(data)) if r["media"]]
+    rows = [r for r in (row(p, data) for p in requests(data)) if r["media"] and r["billed"]]  # (billed: answered)
+    if not (data / "recorded").is_dir():  # held-out recordings: no rebuilt requests or facts to add
+        return rows
     return rows + [rebuilt_row(*r) for r in rebuilt(data)] + [fact_row(f) for f in FACTS]
 
 
