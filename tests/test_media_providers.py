@@ -241,3 +241,21 @@ def test_every_calibration_row_within_10_percent_but_the_named_misses(shared_dat
     assert [o for o in outside if not any(m in o for m in KNOWN_MISSES)] == []
     public = [r for r in rows if str(r["request"]).startswith("public/")]
     assert len(public) == len(_bench().FACTS) == 20 and all(abs(r["error_pct"]) <= 10 for r in public)
+
+
+def test_gpt_5_4_and_later_bill_images_in_patches() -> None:
+    """GPT-5.2 and later bill an image in 32 px patches x 1.2, up to 2,500 patches, not GPT-5's tiles
+    (rules/media.toml): chatlas's gpt-5.4 describes a 60x30 PNG, 2 patches, 3 tokens, billed 15 on Chat and 19
+    on Responses in all (the tiles gave the image 210); langchain-openai's Codex cassettes' gpt-5.5 bills a
+    1245x1395 PNG, 1,716 patches, 2,059-2,062 beyond its text in three requests."""
+    public = Path(__file__).resolve().parent / "data" / "public" / "chatlas"
+    for folder, path in (("openai_images", "/v1/responses"), ("openai_completions_images", "/v1/chat/completions")):
+        prompt = parse_request((public / folder / "0001.request.json").read_bytes(), path=path)
+        billed = parse_response((public / folder / "0001.response.sse").read_bytes(), prompt.api).prompt_total
+        image = next(s for s in prompt.segments if s.media_tokens)
+        assert prompt.model == "gpt-5.4" and image.media_tokens == 3 and abs(prompt.total_tokens - billed) <= 1
+    rule = media.rules_for("openai-responses", "gpt-5.5").image
+    assert media.image_tokens(1245, 1395, rule) == 2060
+    assert media.image_tokens(1245, 1395, media.rules_for("openai-responses", "gpt-5").image) == 630  # tiles
+    # the mini: shrunk under its 1,536 patches (to 1,517)
+    assert media.image_tokens(1245, 1395, media.rules_for("openai-chat", "gpt-5.4-mini").image) == 1821
