@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from prefixguard.model import tokens  # noqa: E402
 from prefixguard.model.prompt import compact_json  # noqa: E402
-from prefixguard.replay.sources import cassette_uris, remember_uploads  # noqa: E402
+from prefixguard.replay.sources import cassette_uris, remember_uploads, response_file  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 SETS = ("recorded/crewai", "recorded/pydantic-ai", "recorded/openllmetry", "recorded/pydantic-ai-bedrock",
@@ -51,11 +51,15 @@ def sources(data: Path) -> list[Path]:
     return sorted(d for d in data.iterdir() if d.is_dir())
 
 
+def _stem(path: Path) -> str:
+    return path.name.removesuffix(".request.json")
+
+
 def requests(data: Path) -> list[Path]:
     out = []
     for source in sources(data):
         for path in sorted(source.glob("*/*.request.json")):
-            if any(m in path.read_text() for m in MARKS) and next(path.parent.glob(path.name[:4] + ".response.*"), None):
+            if any(m in path.read_text() for m in MARKS) and response_file(path.parent, _stem(path)):
                 out.append(path)
     return out
 
@@ -64,7 +68,8 @@ def row(path: Path, data: Path) -> dict[str, object]:
     uris = cassette_uris(path.parent)
     remember_uploads(path.parent, uris)  # files the cassette uploaded, by id
     prompt = parse_request(path.read_bytes(), path=uris.get(path.name.split(".")[0]), source=str(path))
-    response = next(path.parent.glob(path.name.split(".")[0] + ".response.*"))
+    response = response_file(path.parent, _stem(path))
+    assert response is not None  # requests() keeps only answered ones
     billed = parse_response(response.read_bytes(), prompt.api).prompt_total
     media = sum(s.media_tokens for s in prompt.segments)
     # the old count: every media segment's JSON (its base64) through the tokenizer

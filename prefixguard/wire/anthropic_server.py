@@ -34,6 +34,7 @@ def result_tokens(block: Mapping[str, Any]) -> int | None:
     return tokens.count(compact_json({**block, "content": rest})) + round(chars / per_token)
 
 
+# a stream's content_block_delta types that add to the next pass's prompt, and the member holding their text
 _SAID = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
 

@@ -164,10 +164,13 @@ class AnthropicPolicy(CachePolicy):
             kept = self._get((*owner, b"p" + chain[i]))
             if kept is None or kept.expires <= now:
                 continue
-            reply = [j for j in range(i + 1, len(segs)) if segs[j].message_index == segs[i + 1].message_index]
-            last = [j for j in reply if is_server_result(segs[j].kind)]
-            if last:
-                out[last[-1]] = kept.tokens
+            last, message = None, segs[i + 1].message_index
+            for j in range(i + 1, len(segs)):  # the reply's parts
+                if segs[j].message_index != message:
+                    break
+                last = j if is_server_result(segs[j].kind) else last
+            if last is not None:
+                out[last] = kept.tokens
         return out
 
     def _hold(self, prompt: Prompt, chain: Sequence[bytes], last: int, now: float, tenant: str) -> None:

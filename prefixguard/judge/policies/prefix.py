@@ -55,7 +55,7 @@ class PrefixPolicy(BreakpointModes):
         self.tail: int = table.prefill_tail_tokens
         self.retention: dict[str, float] = table.retention_seconds
         self.default_retention: str | None = table.default_retention
-        self.by_model: bool = table.min_per_model
+        self.by_model: bool = table.min_per_model  # the minimum is the model row's (_minimum)
         # OpenAI GPT-5.6 and later: breakpoints (implicit or explicit), chosen per model (contracts.py)
         self.breakpoint_rules = table.breakpoint_caching
         # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
@@ -85,9 +85,7 @@ class PrefixPolicy(BreakpointModes):
 
     def _plan(self, prompt: Prompt, now: float, tenant: str, commit: bool) -> Expected:
         total = prompt.total_tokens
-        if self.by_model:  # Gemini: a minimum per model
-            self.minimum = provider_contract(self.provider, prompt.model).min_cacheable_tokens
-        if total == 0 or run_tokens(prompt) < self.minimum:  # the minimum counts what the model runs
+        if total == 0 or run_tokens(prompt) < self._minimum(prompt):  # the minimum counts what the model runs
             if commit and total and self.caches_output:  # with its output it may reach the minimum: remembered
                 self._remember(prompt, self.keyed_chain(prompt), (tenant, prompt.model or ""), now)
             return Expected(cache_read=0, cache_write=0, uncached=total, reason="below_minimum" if total else "cold")
@@ -220,8 +218,13 @@ class PrefixPolicy(BreakpointModes):
             keys += [(*owner, b"u" + fp) for fp in chain]
         return keys  # the pieces of the one part a match ends in are fetched once it is known (_plan)
 
+    def _minimum(self, prompt: Prompt) -> int:
+        """The least a cache holds: the model's where the table says so (Gemini, DeepSeek V4), else the table's."""
+        return provider_contract(self.provider, prompt.model).min_cacheable_tokens if self.by_model else self.minimum
+
     def _rounded(self, tokens: int, prompt: Prompt) -> int:
         """A read of this long, to its last whole step of the model's (none under the minimum)."""
-        if tokens < max(self.minimum, 1):
+        minimum = self._minimum(prompt)
+        if tokens < max(minimum, 1):
             return 0
-        return tokens - (tokens - self.minimum) % provider_contract(self.provider, prompt.model).token_step
+        return tokens - (tokens - minimum) % provider_contract(self.provider, prompt.model).token_step
