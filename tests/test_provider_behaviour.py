@@ -187,6 +187,24 @@ def test_a_streams_first_event_tells_what_the_searches_added() -> None:
     assert abs(follow_up.proxy_expected - 17269) <= 0.01 * 17269 and follow_up.sim_predicted == follow_up.proxy_expected
 
 
+def test_a_container_upload_puts_nothing_in_the_prompt(tmp_path: Path) -> None:
+    """pydantic-ai's automatic-caching code execution cassette: the follow-up sends its first user turn again
+    without the `container_upload` block the first request carried, and its first pass still reads the first
+    request's write whole (8,934 over two passes). Counted as a part, the upload ended the shared prefix at
+    the system prompt, and the first pass was predicted to read nothing (4,612 in all)."""
+    rows = [r for r in _through_proxy(PUBLIC / "pydantic_ai" / "code_execution_automatic_caching_multi_turn", tmp_path)
+            if r["path"] == "/v1/messages"]
+    assert [r["usage"]["cache_read"] for r in rows] == [4338, 8934]
+    assert _within(rows[1]["expected_cached"], 8934), rows[1]["expected_cached"]
+    upload = {"type": "container_upload", "file_id": "file_1"}
+    with_it, without = (parse_request(json.dumps(
+        {"model": "claude-sonnet-4-6", "max_tokens": 10,
+         "messages": [{"role": "user", "content": [{"type": "text", "text": "sum it"}, *extra]}]}), path="/v1/messages")
+        for extra in ([upload], []))
+    assert [s.kind for s in with_it.segments] == [s.kind for s in without.segments] == ["text"]
+    assert with_it.segments[0].tokens == without.segments[0].tokens
+
+
 def test_a_request_that_marks_no_breakpoint_has_none_of_its_passes_cached() -> None:
     """langchain-anthropic's skills and remote MCP cassettes (tests/data/public/langchain): Claude ran one to
     four tools of Anthropic's own a request, no cache_control anywhere, and read nothing (five requests,

@@ -107,6 +107,7 @@ class Contract:
     ready_seconds: float = 0.0  # what a request wrote is read only this long after it
     stored_reasoning: bool = True  # a stored response's context (previous_*_id) holds its reasoning
     tools_unrendered_under_tool_choice: tuple[str, ...] = ()  # tool_choice values that render no tools
+    unrendered_blocks: tuple[str, ...] = ()  # content block types kept out of the model's prompt
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None
     ttl_seconds: dict[str, float] = field(default_factory=dict)

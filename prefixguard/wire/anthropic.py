@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from prefixguard.contracts.providers import providers
 from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
@@ -98,6 +99,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         raise InputError("no 'messages' list")
     images = citations = False
     header_of = MessageHeaders("content")
+    unrendered = providers()["anthropic"].unrendered_blocks
     for mi, msg in items(messages.elements):
         if type(msg) is Run:  # messages the body read beside this one has the same: its parts, or read now
             if not out.take_run(msg):
@@ -120,9 +122,12 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                 "messages", MESSAGE_CONTENT, "text", content, role=role, message_index=mi, header=header, text=parts
             )
         elif isinstance(parts, list):
+            added = 0
             for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
+                if kind in unrendered:
+                    continue
                 media, cost = None, None
                 if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):
                     media, text = block_media(v, kind) or (None, text)
@@ -135,16 +140,17 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     block,
                     role=role,
                     message_index=mi,
-                    header=header if bi == 0 else None,
+                    header=None if added else header,
                     breakpoint=breakpoint,
                     text=text,
                     media=media,
                     tokens_by_rule=cost,
                 )
+                added += 1
                 if isinstance(v, dict):  # the membership tests spare two calls on every plain block
                     images = images or kind == "image" or ("content" in v and has_image(v))
                     citations = citations or ("citations" in v and cites(v))
-            if not parts:
+            if not added:
                 out.add(
                     "messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi, header=header
                 )
