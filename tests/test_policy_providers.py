@@ -168,6 +168,19 @@ def test_deepseek_v4_reads_whole_256_token_steps_a_second_on():
     assert model_contract("openai-chat", "deepseek-chat").token_step == 64
 
 
+def test_a_read_no_recorded_request_wrote_is_read_again_at_once():
+    """maruel/genai's deepseek-v4-pro square-root test, sent once whole and once streamed in the same second
+    (tests/data/public/genai): the first read 256 of 337, a cache an earlier run left, and the second, the same
+    body, read it again though nothing this session wrote was a second old. A reported read says the cache
+    holds that prefix now; on a step contract up to a step past the read (here the whole 337-token prompt,
+    read to its last 128-token step). It was held only up to the last part ending under 256, none here: the
+    second was predicted 0."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    rows = load_bench("real_traffic").measure(public / "genai", ("deepseek_v4_pro_tools_sync_then_stream",)).rows
+    assert [(r.reported_prompt, r.reported_read) for r in rows[:2]] == [(337, 256), (337, 256)]
+    assert rows[1].proxy_expected == rows[1].sim_predicted == 256 and rows[1].verdict == "hit", rows[1]
+
+
 def test_deepseek_renders_no_tools_under_tool_choice_none():
     """A tool loop's last request forces an answer with tool_choice "none": DeepSeek then renders no tool
     definition (maruel/genai's recordings: 337 tokens billed with tools, 90 without, though the history grew;

@@ -74,13 +74,18 @@ class CachePolicy:
     def observe(self, prompt: Prompt, read: int, now: float, tenant: str = "") -> None:
         """The provider reported reading `read` tokens of this prompt (counted in its tokens): the prefix
         that long is cached, whoever wrote it (a run before the capture, another client). Recorded as an
-        entry on the last part it covers, so later requests are judged by what the provider holds."""
+        entry on the last part it covers, so later requests are judged by what the provider holds. Reads end
+        on a part's end, or to their last whole step short of it (DeepSeek V4's 128 tokens): a part ending
+        within a step past the read is covered."""
         if read <= 0 or not prompt.segments:
             return
         ends = list(accumulate(s.tokens for s in prompt.segments))
-        last = min(range(len(ends)), key=lambda k: abs(ends[k] - read))  # reads end on a part's end
+        last = min(range(len(ends)), key=lambda k: abs(ends[k] - read))
         if ends[last] > read * (1 + verdict_rules()["read_tolerance"]):
             last -= 1
+        step = provider_contract(self.provider, prompt.model).token_step
+        if step > 1:
+            last = max(last, sum(end <= read + step - 1 for end in ends) - 1)
         if last < 0:
             return
         with self._lock:
