@@ -203,6 +203,10 @@ def test_a_container_upload_puts_nothing_in_the_prompt(tmp_path: Path) -> None:
         for extra in ([upload], []))
     assert [s.kind for s in with_it.segments] == [s.kind for s in without.segments] == ["text"]
     assert with_it.segments[0].tokens == without.segments[0].tokens
+    marked = parse_request(json.dumps(  # a breakpoint on the upload marks the prompt where it stands
+        {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "sum it"}, {**upload, "cache_control": {"type": "ephemeral"}}]}]}), path="/v1/messages")
+    assert [s.breakpoint for s in marked.segments] == ["5m"]
 
 
 def test_a_request_that_marks_no_breakpoint_has_none_of_its_passes_cached() -> None:
