@@ -78,7 +78,23 @@ def row(path: Path, data: Path) -> dict[str, object]:
     return {"request": str(path.relative_to(data)), "model": prompt.model, "billed": billed,
             "predicted": predicted, "media": media, "text": predicted - media,
             "error_pct": round(100 * (predicted - billed) / billed, 1) if billed else None, "old": old,
-            "estimate": any(s.estimated for s in prompt.segments)}
+            "estimate": any(s.estimated for s in prompt.segments),
+            "text_only": all(_text_document(s.value) for s in prompt.segments if s.media_tokens)}
+
+
+def _text_document(block: object) -> bool:
+    """A document of text, not a PDF: Claude's text or content source, Converse's non-PDF formats, Gemini's
+    text/* parts. Such requests are left out: the check is for images and PDFs."""
+    if not isinstance(block, dict):
+        return False
+    source = block.get("source")
+    if block.get("type") == "document" and isinstance(source, dict):
+        return source.get("type") in ("text", "content")
+    inner = block.get("document")
+    if isinstance(inner, dict):
+        return inner.get("format") not in (None, "pdf")
+    part = block.get("inlineData") or block.get("inline_data") or block.get("fileData") or block.get("file_data")
+    return isinstance(part, dict) and str(part.get("mimeType") or part.get("mime_type") or "").startswith("text/")
 
 
 # OpenAI PDF requests rebuilt from public recordings that are not in ../shared/data (their prompt text
@@ -295,7 +311,7 @@ def rebuilt_row(name: str, body: dict[str, object], billed: int, path: str | Non
 def calibration_rows(data: Path) -> list[dict[str, object]]:
     """Every row: recorded requests that send an image or a PDF (a request whose image mark is only a
     requested output format, no media sent, is left out), the rebuilt ones, the public facts."""
-    rows = [r for r in (row(p, data) for p in requests(data)) if r["media"] and r["billed"]]  # (billed: answered)
+    rows = [r for r in (row(p, data) for p in requests(data)) if r["media"] and r["billed"] and not r["text_only"]]
     if not (data / "recorded").is_dir():  # held-out recordings: no rebuilt requests or facts to add
         return rows
     return rows + [rebuilt_row(*r) for r in rebuilt(data)] + [fact_row(f) for f in FACTS]

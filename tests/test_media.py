@@ -427,6 +427,27 @@ def test_openai_pdfs_and_images_cost_what_each_api_bills(shared_data: Path) -> N
     assert not any(r["estimate"] for r in rows)
 
 
+def test_the_calibration_leaves_out_requests_whose_only_documents_are_text(shared_data: Path, tmp_path: Path) -> None:
+    """bench/media_calibration.py checks images and PDFs: a request whose documents are all text (Claude's text
+    or content source: langchain-anthropic's citations test, chatlas's CSV) is left out, as its docstring says;
+    one that also sends a PDF stays. They were counted, their text taken for media."""
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                          "data": _media_calibration().one_page_pdf("Dummy PDF file", (595, 842))}}
+    texts = [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a,b\n1,2\n"}},
+             {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "Grass."}]},
+              "citations": {"enabled": True}}]
+    for n, extra in enumerate(([texts[0]], [texts[1]], [texts[0], pdf]), 1):
+        folder = tmp_path / "held" / "src" / f"c{n}"
+        folder.mkdir(parents=True)
+        body = {"model": "claude-haiku-4-5", "max_tokens": 8,
+                "messages": [{"role": "user", "content": [*extra, {"type": "text", "text": "What is it?"}]}]}
+        (folder / "0001.request.json").write_text(json.dumps(body))
+        (folder / "0001.response.json").write_text(json.dumps({"id": "m", "type": "message", "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 1700, "output_tokens": 1}}))
+    rows = _media_calibration().calibration_rows(tmp_path / "held")
+    assert [r["request"].split("/")[1] for r in rows] == ["c3"], rows
+
+
 def test_a_pdf_page_image_is_billed_per_page_on_chat_only(shared_data: Path) -> None:
     """A real two-document request shape: each page adds the flat page image on Chat, nothing on Responses."""
     body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
