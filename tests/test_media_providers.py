@@ -259,3 +259,12 @@ def test_gpt_5_4_and_later_bill_images_in_patches() -> None:
     assert media.image_tokens(1245, 1395, media.rules_for("openai-responses", "gpt-5").image) == 630  # tiles
     # the mini: shrunk under its 1,536 patches (to 1,517)
     assert media.image_tokens(1245, 1395, media.rules_for("openai-chat", "gpt-5.4-mini").image) == 1821
+
+
+def test_a_claude_model_behind_databricks_costs_claudes_images() -> None:
+    """Databricks names its Claude endpoints databricks-claude-*, on an OpenAI-shaped API: chatlas's recording
+    of a 60x30 PNG to databricks-claude-3-7-sonnet billed 22 tokens in all. By OpenAI's tiles (the fallback
+    for a model no table names) the image alone was 255; by Claude's patches it is a few."""
+    rules = media.rules_for("openai-chat", "databricks-claude-3-7-sonnet")
+    assert rules.provider == "anthropic" and rules.image == media.rules_for("anthropic", "claude-3-7-sonnet").image
+    assert media.image_tokens(60, 30, rules.image) < 10 < media.image_tokens(60, 30, media.rules_for("openai-chat", "gpt-4o").image)
