@@ -2,7 +2,8 @@
 recorded cassette, its prompt total as scaled by what the earlier requests taught, against its bill.
 
 One ratio is what prefixguard/judge/scale.py did before kinds: the latest request's provider/ours ratio,
-within MAX_RATIO either way, the rest unseen. Rows: each source, and the requests whose prompt is mostly
+within MAX_RATIO either way, the rest unseen (kept where the scale keeps its fit: per model and set of kinds
+of tool declared, scale.fit_key). Rows: each source, and the requests whose prompt is mostly
 tool schemas (over half of our tokens). Counts are this tree's (each model's own encoding); a context a
 request names by id (previous_response_id) is counted as the proxy counts it, from that response. First,
 how many OpenAI requests with text only (no tools, calls or media) this tree counts at exactly their bill.
@@ -23,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
 from prefixguard.judge.policies import make_policy, policy_name  # noqa: E402
-from prefixguard.judge.scale import MAX_RATIO, Fit, TokenScale  # noqa: E402
+from prefixguard.judge.scale import MAX_RATIO, Fit, TokenScale, fit_key  # noqa: E402
 from prefixguard.judge.stored import StoredResponses  # noqa: E402
 from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
@@ -33,7 +34,7 @@ def one_ratio(scale: TokenScale, prompt, usage) -> None:
     ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
     if ours > 0 and theirs > 0:
         ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-        scale._fit.put(prompt.model, Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
+        scale._fit.put(fit_key(prompt), Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
 
 
 def exact_counts(data: Path) -> tuple[int, int, int]:

@@ -16,7 +16,7 @@ from helpers.bench import load_bench
 from prefixguard.capture.store import open_store
 from prefixguard.judge.policies import Output
 from prefixguard.judge.redis_table import _decode_value, _encode_value
-from prefixguard.judge.scale import Fit, TokenScale
+from prefixguard.judge.scale import Fit, TokenScale, fit_key
 from prefixguard.model import tokens
 from prefixguard.model.usage import Usage
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
@@ -207,6 +207,34 @@ def test_a_container_upload_puts_nothing_in_the_prompt(tmp_path: Path) -> None:
         {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": [{"role": "user", "content": [
             {"type": "text", "text": "sum it"}, {**upload, "cache_control": {"type": "ephemeral"}}]}]}), path="/v1/messages")
     assert [s.breakpoint for s in marked.segments] == ["5m"]
+
+
+def test_a_hosted_tools_hidden_tokens_are_no_front_of_the_models_other_requests(shared_data: Path, tmp_path: Path) -> None:
+    """gpt-5 with OpenAI's web search (pydantic-ai's recording) bills 9,299 tokens for a 30-token question: the
+    search's instructions and results, which no part shows. Learnt as the model's text in front of every
+    request, they made the next request, a new 1,500-token prompt without the tool, expect to read 1,408
+    (`miss_prefix_changed`). The scale keeps a fit apart for each set of the provider's own tools."""
+    folder = shared_data / WEB_SEARCH
+    req = sources.load(folder).requests[0]
+    body, chunks = load_bench("real_traffic")._response(folder, req.ref)
+    analyzer = Analyzer(store=str(tmp_path / "capture.db"))
+    analyzer.request(FlowState(id="0", ts=0.0, sent=0.0, path=req.path, body=json.dumps(req.body).encode()))
+    analyzer.finish(Response(id="0", status=200, headers_at=0.0, ended_at=0.0, body=body, chunks=chunks))
+    plain = {"model": "gpt-5", "input": [{"role": "user", "content": "Write a haiku about the sea, please. " * 150}]}
+    answer = {"id": "r", "object": "response", "created_at": 1, "model": "gpt-5", "output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
+        "usage": {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 2}}
+    analyzer.request(FlowState(id="1", ts=10.0, sent=10.0, path="/v1/responses", body=json.dumps(plain).encode()))
+    analyzer.finish(Response(id="1", status=200, headers_at=10.0, ended_at=10.0, body=json.dumps(answer).encode()))
+    analyzer.close()
+    with open_store(tmp_path / "capture.db") as db:
+        searched, new = list(db.rows())
+    assert searched["usage"]["prompt_total"] == 9299 and new["expected_cached"] == 0, new
+    tools = lambda *declared: parse_request(json.dumps({"model": "gpt-5", "input": "hi", "tools": list(declared)}),  # noqa: E731
+                                            path="/v1/responses")
+    function = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    assert fit_key(tools(function)) == fit_key(tools()) == "gpt-5"
+    assert fit_key(tools(function, {"type": "web_search"})) == fit_key(tools({"type": "web_search"})) == "gpt-5 +web_search"
 
 
 def test_a_request_that_marks_no_breakpoint_has_none_of_its_passes_cached() -> None:

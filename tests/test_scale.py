@@ -9,7 +9,7 @@ import pytest
 from helpers.bench import load_bench
 
 from prefixguard.judge.redis_table import _decode_value, _encode_value
-from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale
+from prefixguard.judge.scale import CALLS, MAX_RATIO, TEXT, TOOLS, Fit, TokenScale, fit_key
 from prefixguard.model.usage import Usage
 from prefixguard.replay import sources
 from prefixguard.wire import parse_request
@@ -33,7 +33,7 @@ def _one_ratio(scale: TokenScale, prompt, usage: Usage) -> None:
     media = sum(s.media_tokens for s in prompt.segments)
     ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
     ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-    scale._fit.put(prompt.model, Fit(ratio, max(0, round(theirs - ratio * ours))), 1e9)
+    scale._fit.put(fit_key(prompt), Fit(ratio, max(0, round(theirs - ratio * ours))), 1e9)
 
 
 def _next_totals(session: list[tuple], one_ratio: bool) -> list[float]:
@@ -64,7 +64,7 @@ def test_a_growing_session_tells_tool_schemas_from_text(shared_data: Path) -> No
     scale = TokenScale()
     for prompt, usage in session:
         scale.learn(prompt, usage, [len(prompt.segments) - 1])
-    kinds = scale._fit.get(session[-1][0].model).kinds
+    kinds = scale._fit.get(fit_key(session[-1][0])).kinds
     # the growing tool calls scale near Claude's ratio to cl100k for JSON; the constant prefix (schemas,
     # system text, and the tool-use instructions the provider adds unseen) holds more per token of ours
     assert 1.0 < kinds[CALLS] < 1.15 and min(kinds[TOOLS], kinds[TEXT]) > kinds[CALLS]
@@ -82,7 +82,7 @@ def test_openai_tool_definitions_are_rendered_shorter_than_their_json(shared_dat
     assert all(e > 0.5 for e in one), [round(100 * e, 1) for e in one]
     scale = TokenScale()
     scale.learn(session[0][0], session[0][1], [len(session[0][0].segments) - 1])
-    kinds = scale._fit.get("gpt-4o").kinds
+    kinds = scale._fit.get(fit_key(session[0][0])).kinds
     assert kinds[TEXT] == 1.0 and 0.3 < kinds[TOOLS] < 0.5
 
 
@@ -93,7 +93,7 @@ def test_requests_of_one_make_up_keep_one_ratio_and_the_bill(shared_data: Path) 
     scale = TokenScale()
     for _ in range(3):
         scale.learn(prompt, usage, [len(prompt.segments) - 1])
-    fit = scale._fit.get(prompt.model)
+    fit = scale._fit.get(fit_key(prompt))
     assert len(set(fit.kinds)) == 1 and len(fit.seen) == 3
     assert abs(scale.scaled(prompt).total_tokens - usage.prompt_total) <= 1
 

@@ -74,6 +74,33 @@ def kind_of(seg: Segment) -> int:
     return TOOLS if seg.level == "tools" else CALLS if seg.kind in _CALL_KINDS else TEXT
 
 
+def fit_key(prompt: Prompt) -> str | None:
+    """Where a prompt's fit is kept: its model's, apart for each set of the provider's own tools it declares.
+    Such a tool brings text the body does not show (its instructions, the results it inserts): gpt-5's web
+    search bills thousands of tokens no part shows, which are no text in front of the model's requests without
+    it.
+    The client's own tools share the model's fit: what a provider adds for them, or before every request
+    (grok-4's hidden system prompt), is the same with or without them."""
+    own = sorted(
+        {kind for s in prompt.segments if s.level == "tools" and s.kind == "tool" if (kind := _provider_tool(s.value))}
+    )
+    return f"{prompt.model or ''} +{'+'.join(own)}" if own else prompt.model
+
+
+def _provider_tool(tool: object) -> str | None:
+    """A declared tool's type where the provider runs it (web_search, code_execution_20250825, googleSearch,
+    systemTool); None for the client's own (function, custom, a name and a schema)."""
+    if not isinstance(tool, dict):
+        return None
+    kind = tool.get("type")
+    if isinstance(kind, str):
+        return None if kind in ("function", "custom") else kind
+    own = next(iter(tool), "")
+    return (
+        own if own in ("googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "systemTool") else None
+    )
+
+
 def _by_kind(prompt: Prompt) -> list[int]:
     """Our text tokens of each kind (media left out: they are in the provider's tokens already)."""
     x = [0, 0, 0]
@@ -121,7 +148,7 @@ class TokenScale:
         ours, theirs = sum(x), usage.prompt_total - media
         if ours <= 0 or theirs <= 0:
             return
-        before = self._fit.get(prompt.model)
+        before = self._fit.get(fit_key(prompt))
         before = before if isinstance(before, Fit) else None
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
         held, exact = usage.cache_read + usage.cache_write, _explained(prompt)
@@ -149,7 +176,7 @@ class TokenScale:
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
         self._fit.put(
-            prompt.model,
+            fit_key(prompt),
             Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen),
             FIT_LIFETIME,
         )
@@ -157,8 +184,9 @@ class TokenScale:
 
     def scaled(self, prompt: Prompt) -> Prompt:
         """The prompt with segment token counts in the provider's tokens (approximately)."""
-        self._fit.load(lambda: [prompt.model], 0.0)  # fits count their lifetime from 0: they need no clock
-        fit = self._fit.get(prompt.model)
+        key = fit_key(prompt)
+        self._fit.load(lambda: [key], 0.0)  # fits count their lifetime from 0: they need no clock
+        fit = self._fit.get(key)
         if fit is None or not prompt.segments:
             return prompt
         kinds = fit.kinds or (fit.ratio,) * len(KINDS)
