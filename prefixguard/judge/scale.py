@@ -76,11 +76,10 @@ def kind_of(seg: Segment) -> int:
 
 def fit_key(prompt: Prompt) -> str | None:
     """Where a prompt's fit is kept: its model's, apart for each set of the provider's own tools it declares.
-    Such a tool brings text the body does not show (its instructions, the results it inserts): gpt-5's web
-    search bills thousands of tokens no part shows, which are no text in front of the model's requests without
-    it.
-    The client's own tools share the model's fit: what a provider adds for them, or before every request
-    (grok-4's hidden system prompt), is the same with or without them."""
+    Such a tool brings text the body does not show (its instructions, the results it inserts): what gpt-5's
+    web search bills beyond the parts is no text in front of the model's requests without it. The client's
+    own tools share the model's fit: what a provider adds for them, or before every request (grok-4's hidden
+    system prompt), is the same with or without them."""
     own = sorted(
         {kind for s in prompt.segments if s.level == "tools" and s.kind == "tool" if (kind := _provider_tool(s.value))}
     )
