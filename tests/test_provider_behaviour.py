@@ -233,6 +233,10 @@ def test_a_hosted_tools_hidden_tokens_are_no_front_of_the_models_other_requests(
     tools = lambda *declared: parse_request(json.dumps({"model": "gpt-5", "input": "hi", "tools": list(declared)}),  # noqa: E731
                                             path="/v1/responses")
     function = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    # Where no read has shown such tokens in front they sit after the parts, as the results a tool inserts do:
+    # gpt-4o's web search follow-up (Mirascope) reads none of the 16,981 its question billed, predicted 16,896
+    gpt_4o = load_bench("real_traffic").measure(PUBLIC / "mirascope", ("test_web_search_tool_openai_gpt_4o_responses",)).rows
+    assert [(r.reported_prompt, r.reported_read, r.proxy_expected) for r in gpt_4o] == [(16981, 0, 0), (17668, 0, 0)]
     assert fit_key(tools(function)) == fit_key(tools()) == "gpt-5"
     assert fit_key(tools(function, {"type": "web_search"})) == fit_key(tools({"type": "web_search"})) == "gpt-5 +web_search"
 

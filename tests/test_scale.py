@@ -149,10 +149,13 @@ def test_a_breakpoint_that_held_nothing_had_the_unseen_tokens_after_it() -> None
     scale = TokenScale()
     scale.learn(prompt, usage, [0], 0, minimum=1024)
     held = scale.scaled(prompt)
+    assert scale._fit.get(fit_key(prompt)).front == 0  # shown: none of them in front
     assert held.segments[0].tokens < 1024 and held.total_tokens + held.after >= 2000
     scale = TokenScale()
     scale.learn(prompt, usage, [0], 0)  # the minimum unknown: nothing says where they sit
-    assert scale.scaled(prompt).segments[0].tokens > 1024
+    assert scale._fit.get(fit_key(prompt)).front == -1
+    # a tool of the provider's own: until a read shows them in front, after the parts (its results)
+    assert scale.scaled(prompt).segments[0].tokens < 1024
 
 
 def test_a_short_request_between_an_agents_turns_leaves_the_tool_schemas_ratio() -> None:

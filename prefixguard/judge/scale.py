@@ -28,7 +28,8 @@ tokens says anything): what it holds beyond our scaled tokens up to there is uns
 (hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
 instruction, a server tool's results, the reply's opening) and is counted after the last part
 (Prompt.after), where no breakpoint's read covers it. Until a read says, all of it is put in front, since
-every read starts there; once a read has shown text in front, it is the provider's own, before every
+every read starts there (but for a request declaring tools the provider runs itself, whose tokens are
+mostly the results those tools insert: after); once a read has shown text in front, it is the provider's own, before every
 request of the model, and a request whose first part differs still reads it (Prompt.front: grok-4's
 hidden system prompt). Where the contract fixes where that cache ends (a write runs to the furthest
 breakpoint: Claude, GPT-5.6's modes), the count there is exact both ways: a prefix we scale past it holds
@@ -74,16 +75,20 @@ def kind_of(seg: Segment) -> int:
     return TOOLS if seg.level == "tools" else CALLS if seg.kind in _CALL_KINDS else TEXT
 
 
-def fit_key(prompt: Prompt) -> str | None:
-    """Where a prompt's fit is kept: its model's, apart for each set of the provider's own tools it declares.
-    Such a tool brings text the body does not show (its instructions, the results it inserts): what gpt-5's
-    web search bills beyond the parts is no text in front of the model's requests without it. The client's
-    own tools share the model's fit: what a provider adds for them, or before every request (grok-4's hidden
-    system prompt), is the same with or without them."""
-    own = sorted(
-        {kind for s in prompt.segments if s.level == "tools" and s.kind == "tool" if (kind := _provider_tool(s.value))}
-    )
-    return f"{prompt.model or ''} +{'+'.join(own)}" if own else prompt.model
+def fit_key(prompt: Prompt, tools: tuple[str, ...] | None = None) -> str | None:
+    """Where a prompt's fit is kept: its model's, apart for each set of the provider's own tools it declares
+    (`tools`, provider_tools of it). Such a tool brings text the body does not show (its instructions, the
+    results it inserts): what gpt-5's web search bills beyond the parts is no text in front of the model's
+    requests without it. The client's own tools share the model's fit: what a provider adds for them, or
+    before every request (grok-4's hidden system prompt), is the same with or without them."""
+    tools = provider_tools(prompt) if tools is None else tools
+    return f"{prompt.model or ''} +{'+'.join(tools)}" if tools else prompt.model
+
+
+def provider_tools(prompt: Prompt) -> tuple[str, ...]:
+    """The types of the tools a prompt declares that the provider runs itself, sorted."""
+    found = {_provider_tool(s.value) for s in prompt.segments if s.level == "tools" and s.kind == "tool"}
+    return tuple(sorted(t for t in found if t))
 
 
 def _provider_tool(tool: object) -> str | None:
@@ -183,14 +188,17 @@ class TokenScale:
 
     def scaled(self, prompt: Prompt) -> Prompt:
         """The prompt with segment token counts in the provider's tokens (approximately)."""
-        key = fit_key(prompt)
+        tools = provider_tools(prompt)
+        key = fit_key(prompt, tools)
         self._fit.load(lambda: [key], 0.0)  # fits count their lifetime from 0: they need no clock
         fit = self._fit.get(key)
         if fit is None or not prompt.segments:
             return prompt
         kinds = fit.kinds or (fit.ratio,) * len(KINDS)
         segments = [s.with_tokens(_in_theirs(s, kinds)) for s in prompt.segments]
-        front = fit.unseen if fit.front < 0 else fit.front
+        # Until a read shows where they sit, they are put in front, where every read starts; but what the
+        # provider's own tools add is mostly their results, after the parts that called them.
+        front = fit.front if fit.front >= 0 else 0 if tools else fit.unseen
         if front:
             segments[0] = segments[0].with_tokens(segments[0].tokens + front)
         # Where a read has shown them in front, they are the provider's own text before every request of the
