@@ -28,13 +28,14 @@ tokens says anything): what it holds beyond our scaled tokens up to there is uns
 (hidden tool definitions, read with the prefix); the rest sits after every read (a tool-choice
 instruction, a server tool's results, the reply's opening) and is counted after the last part
 (Prompt.after), where no breakpoint's read covers it. Until a read says, all of it is put in front, since
-every read starts there (but for a request declaring tools the provider runs itself, whose tokens are
-mostly the results those tools insert: after); once a read has shown text in front, it is the provider's own, before every
-request of the model, and a request whose first part differs still reads it (Prompt.front: grok-4's
-hidden system prompt). Where the contract fixes where that cache ends (a write runs to the furthest
-breakpoint: Claude, GPT-5.6's modes), the count there is exact both ways: a prefix we scale past it holds
-tokens the provider adds after every breakpoint (Claude's tool-use instructions, after the tool
+every read starts there (but after, for a request declaring tools the provider runs itself: its tokens are
+mostly the results those tools insert); once a read has shown text in front, it is the provider's own,
+before every request of the model, and a request whose first part differs still reads it (Prompt.front:
+grok-4's hidden system prompt). Where the contract fixes where that cache ends (a write runs to the
+furthest breakpoint: Claude, GPT-5.6's modes), the count there is exact both ways: a prefix we scale past
+it holds tokens the provider adds after every breakpoint (Claude's tool-use instructions, after the tool
 definitions), so the ratios are lowered until it fits and the rest of the bill is unseen after the prefix.
+A request declaring tools the provider runs itself keeps a fit of its own (fit_key).
 
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
