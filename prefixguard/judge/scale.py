@@ -51,6 +51,7 @@ from prefixguard.judge.index import LocalTable, Table
 from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.model.usage import Usage
+from prefixguard.wire.fields import provider_tool
 
 MAX_RATIO = 1.5  # tokenizers differ by tens of percent, not more: beyond it, tokens are unseen
 MAX_KIND_RATIO = 3.0  # one kind may be rendered far shorter or longer than its JSON (OpenAI's tool namespace)
@@ -88,22 +89,8 @@ def fit_key(prompt: Prompt, tools: tuple[str, ...] | None = None) -> str | None:
 
 def provider_tools(prompt: Prompt) -> tuple[str, ...]:
     """The types of the tools a prompt declares that the provider runs itself, sorted."""
-    found = {_provider_tool(s.value) for s in prompt.segments if s.level == "tools" and s.kind == "tool"}
+    found = {provider_tool(s.value) for s in prompt.segments if s.level == "tools" and s.kind == "tool"}
     return tuple(sorted(t for t in found if t))
-
-
-def _provider_tool(tool: object) -> str | None:
-    """A declared tool's type where the provider runs it (web_search, code_execution_20250825, googleSearch,
-    systemTool); None for the client's own (function, custom, a name and a schema)."""
-    if not isinstance(tool, dict):
-        return None
-    kind = tool.get("type")
-    if isinstance(kind, str):
-        return None if kind in ("function", "custom") else kind
-    own = next(iter(tool), "")
-    return (
-        own if own in ("googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "systemTool") else None
-    )
 
 
 def _by_kind(prompt: Prompt) -> list[int]:
@@ -153,7 +140,8 @@ class TokenScale:
         ours, theirs = sum(x), usage.prompt_total - media
         if ours <= 0 or theirs <= 0:
             return
-        before = self._fit.get(fit_key(prompt))
+        key = fit_key(prompt)
+        before = self._fit.get(key)
         before = before if isinstance(before, Fit) else None
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
         held, exact = usage.cache_read + usage.cache_write, _explained(prompt)
@@ -181,9 +169,7 @@ class TokenScale:
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
         self._fit.put(
-            fit_key(prompt),
-            Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen),
-            FIT_LIFETIME,
+            key, Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen), FIT_LIFETIME
         )
         self._fit.save()
 

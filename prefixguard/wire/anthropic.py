@@ -127,10 +127,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
                 if kind in unrendered:  # a breakpoint on it marks where the prompt is by then
-                    if breakpoint and out.segments:  # a copy: the part may be an earlier prompt's (take_run)
-                        marked = out.segments[-1].with_tokens(out.segments[-1].tokens)
-                        marked.breakpoint = breakpoint
-                        out.segments[-1] = marked
+                    if breakpoint:
+                        out.mark_last(breakpoint)
                     continue
                 media, cost = None, None
                 if kind in MEDIA_KINDS or (kind == "tool_result" and "content" in v):

@@ -126,8 +126,7 @@ def _blocks(
         value, at = block.value, f"{where}/{bi}"
         ttl = _ttl(value)
         if ttl is not None and len(value) == 1:
-            if out.segments:  # a point with nothing before it caches nothing
-                out.segments[-1].breakpoint = ttl
+            out.mark_last(ttl)  # a point with nothing before it caches nothing
             continue
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None

@@ -1,7 +1,7 @@
 """Field names inside request content that the core and the lint checks look for, for every shape the
 adapters read, so that only wire/ knows provider field names: which members hold a tool call's
 arguments, which hold no prompt text (encoded payloads, signatures, ids), and which item kinds are a
-provider's own compaction of the history or its own tools' results."""
+provider's own compaction of the history or its own tools' results, and which declared tools it runs itself."""
 
 from __future__ import annotations
 
@@ -26,6 +26,22 @@ def is_server_result(kind: str) -> bool:
     """A block holding the result of a tool the provider ran itself (Anthropic's web_search_tool_result,
     mcp_tool_result...), not a client's tool_result."""
     return kind.endswith("_tool_result") and kind != "tool_result"
+
+
+# Tools a provider runs itself declared by a key of their own, not a `type` (Gemini's, Converse's systemTool).
+PROVIDER_TOOL_KEYS = frozenset({"googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "systemTool"})
+
+
+def provider_tool(tool: object) -> str | None:
+    """A declared tool's type where the provider runs it (web_search, code_execution_20250825, googleSearch,
+    systemTool); None for the client's own (function, custom, a name and a schema)."""
+    if not isinstance(tool, dict):
+        return None
+    kind = tool.get("type")
+    if isinstance(kind, str):
+        return None if kind in ("function", "custom") else kind
+    own = next(iter(tool), "")
+    return own if own in PROVIDER_TOOL_KEYS else None
 
 
 def is_id(key: str) -> bool:

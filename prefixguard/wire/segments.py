@@ -198,6 +198,14 @@ class Builder:
         """The parts so far are the first j of `like`'s: their chains end alike."""
         return chain.holds(j - 1, self._prev) if j else not self._prev
 
+    def mark_last(self, ttl: str) -> None:
+        """A breakpoint marker that is a block of its own (Converse's cachePoint, a block the model never sees)
+        marks the part added before it. A copy: that part may be an earlier prompt's (take_run)."""
+        if self.segments:
+            marked = self.segments[-1].with_tokens(self.segments[-1].tokens)
+            marked.breakpoint = ttl
+            self.segments[-1] = marked
+
     def take_run(self, run: Run) -> bool:
         """Append the parts of `like` for a run of plain messages (jsonspan.Run): its characters are
         `like`'s at the same places, so `like` read the same messages there, each a part made by
