@@ -25,7 +25,7 @@ from prefixguard.cli import main
 from prefixguard.proxy.addon import PrefixGuard
 from prefixguard.proxy.serve import ProxyThread
 from prefixguard.utils.errors import InputError
-from prefixguard.wire.routes import NO_SHAPE
+from prefixguard.wire.routes import NO_SHAPE, TOKEN_COUNT
 
 CHAT = "openllmetry/test_prompt_caching_test_openai_prompt_caching/0001"
 ACCOUNT, GATEWAY = "0123456789abcdef0123456789abcdef", "team-gw"
@@ -105,6 +105,35 @@ def test_known_shapes_on_any_path_are_analysed_and_the_rest_is_named(shared_data
     page = tmp_path / "report.html"
     assert CliRunner().invoke(main, ["report", str(db), "--html", str(page)]).exit_code == 0
     assert "not analysed: POST /v1/embeddings" in page.read_text()
+
+
+def test_a_token_count_is_named_and_no_turn_of_its_session(tmp_path: Path) -> None:
+    """The real SDK counts a prompt at /v1/messages/count_tokens, then sends it (pydantic-ai's recording,
+    tests/data/public): the count is forwarded, named as a token count in the store and on /metrics, and
+    wrote nothing, so the request after it is predicted to read 0 (the provider read 0 and wrote 1,111)."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    name = "pydantic_ai/anthropic_automatic_caching_count_tokens"
+    sent = [json.loads((public / name / f"000{n}.request.json").read_text()) for n in (1, 2)]
+    db, port = tmp_path / "capture.db", free_port()
+    with Upstream(public) as up, ProxyThread([up.url], addon=PrefixGuard(console=lambda line: None), store=str(db),
+                                             metrics_port=port) as px:
+        with anthropic.Anthropic(base_url=px.url, api_key=KEY, max_retries=0) as claude:
+            counted = claude.messages.count_tokens(
+                model=sent[0]["model"], system=sent[0]["system"], messages=sent[0]["messages"],
+                extra_body={"cache_control": sent[0]["cache_control"]}, extra_headers={"x-replay": f"{name}/0001"})
+            claude.messages.create(
+                model=sent[1]["model"], system=sent[1]["system"], messages=sent[1]["messages"],
+                max_tokens=sent[1]["max_tokens"], extra_body={"cache_control": sent[1]["cache_control"]},
+                extra_headers={"x-replay": f"{name}/0002"})
+        rows = rows_when(db, 2)
+        metric = unanalysed_metric(f"http://127.0.0.1:{port}/metrics")
+    assert counted.input_tokens == 1114
+    count, create = sorted(rows, key=lambda r: r["api"] is not None)
+    assert (count["api"], count["method"], count["path"], count["cause"]) == (
+        None, "POST", "/v1/messages/count_tokens", TOKEN_COUNT)
+    assert metric == {("POST", "/v1/messages/count_tokens"): 1}
+    assert create["api"] == "anthropic" and create["usage"]["cache_write_5m"] == 1111
+    assert create["expected_cached"] == 0 and create["verdict"] == "cold", create
 
 
 def test_a_file_uploaded_through_the_proxy_sizes_the_request_that_names_it(shared_data: Path, tmp_path: Path) -> None:

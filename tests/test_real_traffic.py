@@ -35,12 +35,14 @@ def test_reads_are_predicted_within_five_percent(figures) -> None:
     What the provider adds after every part is on no part: four Claude reads at a last-block breakpoint are
     now exact (1,163, 1,165, 1,590, 2,091: each 2-4 over before), and crewAI's "Paris" after "Tokyo", read
     whole with nothing written (so a cache of "Paris" no recorded request wrote), is no longer predicted to
-    read the Tokyo request's system prompt by a lookback the write of 0 rules out (0.84 -> 0.81)."""
+    read the Tokyo request's system prompt by a lookback the write of 0 rules out (0.84 -> 0.81). A token
+    count is no request of its session (it writes nothing): pydantic-ai's count-then-create cassette's read
+    of 1,111 is its first request's, a cache an earlier run left (25/31, 0.81 -> 0.80)."""
     for who in ("proxy_expected", "sim_predicted"):
         ok, n = figures.share(who, read=True)
         later_ok, later = figures.share(who, read=True, later=True)
         assert n > 50 and later > 30
-        assert later_ok >= 0.81 * later and ok >= 0.44 * n, (who, ok, n, later_ok, later)
+        assert later_ok >= 0.80 * later and ok >= 0.44 * n, (who, ok, n, later_ok, later)
     # the proxy (which judges as requests arrive) and replay's sim agree on what the cache holds
     assert figures.share("proxy_expected", True) == figures.share("sim_predicted", True)
 
@@ -99,3 +101,14 @@ def test_public_sessions_from_another_language(bench) -> None:
     (edit,) = [r for r in f.rows if r.verdict == "miss_prefix_changed"]
     assert edit.cause.startswith("history_rewritten") and edit.reprefill > 0
     assert f.false_breaks() == []
+
+
+def test_a_token_count_is_no_request_of_its_session(bench) -> None:
+    """pydantic-ai's count-then-create cassette (tests/data/public/pydantic_ai): Claude counts the prompt at
+    /v1/messages/count_tokens, then the same prompt with automatic caching reads 0 and writes 1,111. The
+    count is no row and wrote nothing: the create is its model's first request, predicted to read 0 (it
+    was predicted 1,114 and called miss_server_side) by the proxy and by replay's sim alike."""
+    f = bench.measure(PUBLIC, ("pydantic_ai",))
+    rows = [r for r in f.rows if r.cassette == "anthropic_automatic_caching_count_tokens"]
+    assert [(r.n, r.first, r.reported_read) for r in rows] == [(1, True, 0)]
+    assert rows[0].proxy_expected == rows[0].sim_predicted == 0 and rows[0].verdict == "cold"

@@ -48,7 +48,7 @@ from prefixguard.proxy.worker import Worker
 from prefixguard.utils.styled import printable
 from prefixguard.wire import files
 from prefixguard.wire.gemini import is_cache_creation
-from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED, resolve
+from prefixguard.wire.routes import NO_SHAPE, NOT_ANALYSED, TOKEN_COUNT, counts_tokens, resolve
 
 logger = logging.getLogger("prefixguard.proxy")
 pass_trailers()  # a chunked message with trailers passes whole instead of hanging its client
@@ -193,7 +193,7 @@ class PrefixGuard:
         routed = _route(req)
         if routed is None:
             req.stream = True
-            self._unanalysed(flow, NO_SHAPE)
+            self._unanalysed(flow, TOKEN_COUNT if counts_tokens(req.path) else NO_SHAPE)
             return
         flow.metadata[ROUTED] = routed
         size = req.headers.get("content-length", "")

@@ -42,7 +42,7 @@ from prefixguard.wire import (
     parse_response,
     parse_response_meta,
 )
-from prefixguard.wire.routes import NOT_ANALYSED, Routed, template
+from prefixguard.wire.routes import NOT_ANALYSED, TOKEN_COUNT, Routed, counts_tokens, template
 
 KEEP_FLOWS = 10_000  # requests in flight whose response has not been seen
 __all__ = ["KEEP_FLOWS", "WIRE", "Analyzer", "Early", "FlowState", "Response", "packed", "unpacked"]
@@ -198,6 +198,9 @@ class Analyzer:
         self._flows[flow.id] = flow
         while len(self._flows) > KEEP_FLOWS:  # a flow whose end never came
             self._flows.popitem(last=False)
+        if counts_tokens(flow.path):  # no turn of a session: nothing generated, no cache touched
+            flow.skip, flow.unread = TOKEN_COUNT, True
+            return None
         undecodable = flow.read_transport()
         if undecodable:
             flow.skip = f"cannot undo content-encoding {undecodable!r}"

@@ -58,4 +58,4 @@ def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Co
     if meta.get("tokens_estimated"):
         console.print("Some token counts are estimates (~4 bytes a token): no tokenizer loaded.")
     if meta.get("skipped"):
-        console.print(f"{meta['skipped']} captured requests had no body or were no LLM request: not replayed.")
+        console.print(f"{meta['skipped']} requests had no body or were no LLM request (a token count): not replayed.")

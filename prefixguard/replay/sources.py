@@ -21,7 +21,7 @@ from prefixguard.capture.store import is_capture_url, json_lines
 from prefixguard.model import tokens
 from prefixguard.model.usage import NO_META, USAGE_FIELDS, ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
-from prefixguard.wire import detect_api, files, gemini, parse_response, parse_response_meta
+from prefixguard.wire import detect_api, files, gemini, parse_response, parse_response_meta, routes
 
 MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "tiny"  # model name sent for traces that name none: the one `engine serve` answers
@@ -167,16 +167,20 @@ def _folder(p: Path) -> Trace:
     uris = cassette_uris(p)
     upstreams = cassette_upstreams(p)
     remember_uploads(p, uris)
-    out = []
-    for i, f in enumerate(bodies):
+    out: list[Request] = []
+    skipped = 0
+    for f in bodies:
+        stem = f.name.removesuffix(".request.json").removesuffix(".json")
+        if routes.counts_tokens(uris.get(stem)):
+            skipped += 1  # a token count: no turn, no cache touched (as the proxy leaves it unanalysed)
+            continue
         body = parse_json(read_input(f, what="request file"), str(f))
         if not isinstance(body, dict):
             raise InputError("a request body must be a JSON object", str(f))
-        stem = f.name.removesuffix(".request.json").removesuffix(".json")
         reported, said = _recorded_answer(p, stem, body, uris.get(stem))
         out.append(
             Request(
-                index=i,
+                index=len(out),
                 ts=said.created or 0.0,
                 model=body.get("model"),
                 path=uris.get(stem),
@@ -192,7 +196,9 @@ def _folder(p: Path) -> Trace:
     if not all(r.said.created for r in out):
         for r in out:
             r.ts = 0.0
-    return Trace(kind="folder", source=str(p), requests=_rebased(out))
+    if not out:
+        raise InputError(f"all {skipped} requests are token counts: nothing to replay", str(p))
+    return Trace(kind="folder", source=str(p), requests=_rebased(out), skipped=skipped)
 
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:

@@ -6,7 +6,6 @@ shape is its adapter's (adapter.py): this module only asks them, in the registry
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,8 +13,6 @@ from prefixguard.utils.errors import InputError, NotARequest
 from prefixguard.wire import routes
 from prefixguard.wire.adapters import ADAPTERS, BY_API
 from prefixguard.wire.routes import Routed
-
-_COUNT_PATH = re.compile(r"/(count_tokens|input_tokens)/?$")
 
 
 def analysable(method: str, path: str | None) -> bool:
@@ -58,9 +55,9 @@ def _fitting(api: str, path: str, body: Any) -> str:
 
 
 def counts_only(api: str, body: dict[str, Any], routed: Routed) -> bool:
-    """A token-counting request: the count_tokens / input_tokens endpoints, or a body its adapter says
+    """A token-counting request: a token-count endpoint (routes.counts_tokens), or a body its adapter says
     asks for a count (Anthropic's without max_tokens, which the Messages endpoint rejects)."""
-    if _COUNT_PATH.search(routed.path):
+    if routes.counts_tokens(routed.path):
         return True
     return BY_API[api].counts_only(body)
 

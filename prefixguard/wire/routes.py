@@ -27,6 +27,11 @@ from prefixguard.wire.adapters import ADAPTERS
 # The cause of a capture row for a request forwarded without analysis, and that of a path of no shape.
 NOT_ANALYSED = "not analysed: "
 NO_SHAPE = NOT_ANALYSED + "no API shape read at this path"
+TOKEN_COUNT = NOT_ANALYSED + "a token count: nothing generated, no cache read or written"
+# Token-count endpoints: Anthropic's messages/count_tokens, OpenAI's responses/input_tokens, Bedrock's
+# count-tokens, Gemini's models/{m}:countTokens. A count never touches a cache (a request after it reads
+# nothing it "wrote"), so it is no turn of a session either.
+_TOKEN_COUNT = re.compile(r"/(?:count_tokens|input_tokens|count-tokens)/?$|:countTokens$")
 # Path segments that name the next one (a deployment, a model, an account): templated by that name.
 _NAMED_BY = {
     "deployments": "deployment",
@@ -67,6 +72,11 @@ def resolve(path: str | None) -> Routed:
             deployment = tail_match.groupdict().get("model")
             return Routed(api=adapter.API, model=unquote(deployment) if deployment else None, exact=False, path=plain)
     return Routed(api=None, model=None, exact=False, path=plain)
+
+
+def counts_tokens(path: str | None) -> bool:
+    """Whether a request path is a token-count endpoint (any prefix, no query)."""
+    return path is not None and _TOKEN_COUNT.search(urlsplit(path).path) is not None
 
 
 def known_shapes() -> str:
