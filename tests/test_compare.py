@@ -411,3 +411,22 @@ def test_a_text_edit_is_explained_without_deepdiff() -> None:
     # deepdiff comes without numpy and pydantic (its import time), and leaves both importable
     assert out.splitlines() == ["[\"/text: 'It is 10:01' -> 'It is 10:02'\"]", "False", "['added /0 = 0']", "True",
                                 "[]", "imported"]
+
+
+@pytest.mark.parametrize("pair, ttl", [("openai-chat/system_changed", 600), ("anthropic/volatile_content", 3600)])
+def test_a_change_after_the_cache_expired_costs_nothing(pair: str, ttl: int) -> None:
+    """A change against an earlier request whose cache the TTL has dropped by the time B is sent (Mirascope's
+    gpt-4o tool test, recorded again 27 days later with another tool schema; a crewAI task 11 months on) is
+    named, but B prefills nothing again because of it: the verdict is no miss_prefix_changed. Within the
+    TTL the same change costs what A had cached. (The TTLs: rules/providers.toml, OpenAI's in-memory
+    retention and the 1 h breakpoint of the Anthropic pair's system block.)"""
+    from prefixguard.judge.policies import Expected
+    from prefixguard.judge.verdict import judge
+    folder = ROOT / "examples" / "requests" / pair
+    a, b = (parse_request((folder / n).read_bytes()) for n in ("a.json", "b.json"))
+    fresh, stale = compare(a, b, elapsed=30.0), compare(a, b, elapsed=ttl + 60.0)
+    assert fresh.broken and stale.broken and stale.causes == fresh.causes
+    assert fresh.reprefill_tokens > 0 and stale.reprefill_tokens == 0
+    cold = Expected(cache_read=0, cache_write=0, uncached=b.total_tokens, reason="cold")
+    assert judge(cold, fresh).verdict.value == "miss_prefix_changed"
+    assert judge(cold, stale).verdict.value == "cold"

@@ -146,13 +146,15 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
 
 
 def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[int, int]:
-    """(tokens B can read of what A wrote, tokens A had cached) under B's provider contract, with A the
-    only request the cache has seen and B sent `elapsed` seconds after it (None: once the provider kept
-    what A wrote). The policy module is the one place that knows the contracts."""
+    """(tokens B can read of what A wrote, tokens of A's still cached) under B's provider contract, with A
+    the only request the cache has seen and B sent `elapsed` seconds after it (None: once the provider
+    kept what A wrote). What A wrote and the TTL has since dropped is no loss of B's: a change after it
+    costs nothing. The policy module is the one place that knows the contracts."""
     policy = make_policy(policy_name(b.api, b.model))
     policy.commit(a, 0.0)
-    cached = policy.lookup(a, policy.ready).cache_read
-    return (policy.lookup(b, policy.ready if elapsed is None else elapsed).cache_read if cached else 0), cached
+    now = policy.ready if elapsed is None else max(elapsed, policy.ready)
+    cached = policy.lookup(a, now).cache_read
+    return (policy.lookup(b, now).cache_read if cached else 0), cached
 
 
 def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
