@@ -62,12 +62,15 @@ def test_hidden_tokens_after_every_read_are_not_predicted_read(shared_data: Path
 def test_nova_keys_its_cache_by_the_tool_choice(shared_data: Path, tmp_path: Path) -> None:
     """The same test on Nova: toolChoice auto after tool reads nothing and writes the system prefix
     again (rules/providers.toml, the nova- row); tool again reads request 1's entry, a change that cost
-    nothing: a hit with a note, not a break."""
+    nothing: a hit with a note, not a break. auto again (request 4) is predicted to read request 2's
+    entry, whole; Nova read 2,098 of it: a partial read, not a break (the change against request 3 lost
+    nothing the prediction counted on; it was miss_prefix_changed with 0 tokens to prefill again)."""
     rows = _through_proxy(shared_data / BEDROCK_TOOL_CHOICE.replace("anthropic_", "nova_"), tmp_path)
-    assert [r["usage"]["cache_read"] for r in rows[:3]] == [0, 0, 2492]
+    assert [r["usage"]["cache_read"] for r in rows] == [0, 0, 2492, 2098]
     assert rows[1]["expected_cached"] == 0
     assert _within(rows[2]["expected_cached"], 2492) and rows[2]["verdict"] == "hit", rows[2]
     assert "cost nothing" in rows[2]["cause"]
+    assert _within(rows[3]["expected_cached"], 2492) and rows[3]["verdict"] == "partial", rows[3]
 
 
 def test_hidden_tokens_in_front_are_read_with_the_prefix(shared_data: Path, tmp_path: Path) -> None:

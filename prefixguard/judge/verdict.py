@@ -119,7 +119,9 @@ def judge(
         cost_nothing = read >= (1 - tol) * owed and abs(read - owed) <= abs(read - want)
         lost = max(owed - max(read, want), 0)
         rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
-        if not cost_nothing and (as_predicted or read < want or rewritten):
+        # A read short of a prediction that the change did not lower (it came from an entry the change
+        # left whole) is the provider's partial read, not the change's loss.
+        if not cost_nothing and lost and (as_predicted or read < want or rewritten):
             cost = cmp.cost_usd * lost / cmp.reprefill_tokens
             return Verdict(
                 verdict=VerdictName.MISS_PREFIX_CHANGED,
