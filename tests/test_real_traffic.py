@@ -112,3 +112,22 @@ def test_a_token_count_is_no_request_of_its_session(bench) -> None:
     rows = [r for r in f.rows if r.cassette == "anthropic_automatic_caching_count_tokens"]
     assert [(r.n, r.first, r.reported_read) for r in rows] == [(1, True, 0)]
     assert rows[0].proxy_expected == rows[0].sim_predicted == 0 and rows[0].verdict == "cold"
+
+
+def test_bedrocks_openai_endpoint_caches_by_itself_in_blocks(bench) -> None:
+    """openai.gpt-oss-20b on Amazon Bedrock's OpenAI-compatible endpoint (llama-stack's recordings,
+    tests/data/public/llama_stack): every request reads with no breakpoint sent, in whole 16-token blocks
+    ([bedrock_mantle] in rules/providers.toml). Judged by Converse's cachePoint contract it was predicted to
+    read nothing, as a model Bedrock does not cache; the question sent again reads 48 of 72 (a block short
+    of the prompt, as predicted), and the tool loop's second request reads where the first one's prompt ended."""
+    from prefixguard.contracts.providers import provider_for
+    assert provider_for("openai-chat", "openai.gpt-oss-20b", "https://bedrock-mantle.us-east-2.api.aws") == (
+        "bedrock_mantle")
+    f = bench.measure(PUBLIC, ("llama_stack",))
+    rows = {(r.cassette, r.n): r for r in f.rows}
+    assert all(r.reported_read and r.reported_read % 16 == 0 and r.proxy_expected % 16 == 0 for r in f.rows)
+    again = rows["mantle_question_twice", 2]
+    assert again.proxy_expected == again.sim_predicted == again.reported_read == 48
+    loop = rows["mantle_tool_loop", 2]
+    assert loop.verdict == "hit" and abs(loop.proxy_expected - loop.reported_read) <= 16
+    assert f.false_breaks() == []

@@ -32,7 +32,7 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
     bare_host = _host(host)
     if bare_host:
         for name, table in tables.items():
-            if any(bare_host == h or bare_host.endswith("." + h) for h in table.hosts):
+            if any(_names(h, bare_host) for h in table.hosts):
                 return name
     cloud = cloud_of(model)
     if cloud:  # a cloud's own id for another maker's model, in that maker's shape: the cloud's contract
@@ -72,6 +72,15 @@ def cloud_of(model: str | None) -> str | None:
 def _clouds() -> dict[str, str]:
     """Each maker of a table's invoke_chat_makers -> that table (the cloud)."""
     return {maker: name for name, t in providers().items() for maker in t.invoke_chat_makers}
+
+
+def _names(pattern: str, host: str) -> bool:
+    """Whether a table's host names this one: itself or a subdomain of it; a `*` stands for one label
+    (bedrock-mantle.*.api.aws: a region)."""
+    if "*" in pattern:
+        labels, wanted = host.split("."), pattern.split(".")
+        return len(labels) == len(wanted) and all(w in ("*", h) for w, h in zip(wanted, labels, strict=True))
+    return host == pattern or host.endswith("." + pattern)
 
 
 def _host(upstream: str | None) -> str:
