@@ -93,7 +93,7 @@ def test_unified_flags_in_help() -> None:
         assert "-o, --output-format" in run(command, "--help").stdout, command
     for command in (["proxy"], ["engine", "serve"], ["replay"]):
         # one choice per contract of rules/providers.toml (radix: the compatible one)
-        choices = "auto|anthropic|bedrock|deepseek|gemini|groq|minimax|mistral|moonshot|openai|qwen|radix|xai|zai"
+        choices = "auto|anthropic|bedrock|bedrock_mantle|deepseek|gemini|groq|minimax|mistral|moonshot|openai|qwen|radix|xai|zai"
         assert f"--policy [{choices}]" in " ".join(run(*command, "--help").stdout.split()), command
 
 

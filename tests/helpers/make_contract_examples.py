@@ -83,6 +83,7 @@ PROVIDERS: dict[str, tuple[str, str, str | None]] = {
     "groq": ("openai-chat", "openai/gpt-oss-120b", "api.groq.com"),
     "minimax": ("openai-chat", "minimax-m2", None),
     "qwen": ("openai-chat", "qwen3-max", None),
+    "bedrock_mantle": ("openai-chat", "openai.gpt-oss-120b", "bedrock-mantle.us-east-1.api.aws"),
 }
 for _name, (_shape, _model, _host) in PROVIDERS.items():
     PAIRS[f"{_name}-appended-turn"] = (
