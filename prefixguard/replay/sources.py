@@ -3,7 +3,8 @@
 Formats (detected from the path and the first record):
 - the proxy's capture store: a SQLite file, or its JSONL export (rows with a "request" body);
 - a folder of request bodies (`*.json`; recorded cassettes `NNNN.request.json` beside their
-  `NNNN.response.json|sse` and a `meta.json` naming each call's URL);
+  `NNNN.response.json|sse` and a `meta.json` naming each call's URL; a call to a token-count endpoint is
+  left out, as the proxy leaves it unanalysed);
 - Mooncake traces: JSONL with `hash_ids` of 512-token blocks, `input_length`, `timestamp` in ms;
 - LMCache agent traces: JSONL (or a folder of JSONL files) with the whole prompt as `input`,
   `session_id`, `timestamp` in microseconds.
