@@ -101,7 +101,7 @@ def test_known_shapes_on_any_path_are_analysed_and_the_rest_is_named(shared_data
     infra = json.loads(res.stdout)["infra"]
     assert sorted((u["method"], u["path"], u["requests"]) for u in infra["unanalysed"]) == [
         ("GET", "/v1/models", 1), ("POST", "/api/rooms/3/messages", 1), ("POST", "/v1/embeddings", 1)]
-    assert "3 forwarded requests not analysed: " in infra["finding"] and "GET /v1/models (1)" in infra["finding"]
+    assert "3 forwarded requests not analysed: " in infra["finding"] and "GET /v1/models (1: no API shape read at this path)" in infra["finding"]
     page = tmp_path / "report.html"
     assert CliRunner().invoke(main, ["report", str(db), "--html", str(page)]).exit_code == 0
     assert "not analysed: POST /v1/embeddings" in page.read_text()
@@ -134,6 +134,12 @@ def test_a_token_count_is_named_and_no_turn_of_its_session(tmp_path: Path) -> No
     assert metric == {("POST", "/v1/messages/count_tokens"): 1}
     assert create["api"] == "anthropic" and create["usage"]["cache_write_5m"] == 1111
     assert create["expected_cached"] == 0 and create["verdict"] == "cold", create
+    res = CliRunner().invoke(main, ["report", str(db), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    infra = json.loads(res.stdout)["infra"]
+    assert infra["unanalysed"] == [{"method": "POST", "path": "/v1/messages/count_tokens", "requests": 1,
+                                    "why": TOKEN_COUNT.removeprefix("not analysed: ")}]
+    assert "POST /v1/messages/count_tokens (1: a token count" in infra["finding"]
 
 
 def test_a_file_uploaded_through_the_proxy_sizes_the_request_that_names_it(shared_data: Path, tmp_path: Path) -> None:

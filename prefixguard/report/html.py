@@ -312,7 +312,7 @@ def _infra(d: Diagnosis) -> dict[str, Any]:
             ["queueing (slow hits)", str(infra["queued"]), ""],
             *[[f"error {k}", str(v), ""] for k, v in infra["errors"].items()],
             *[
-                [f"not analysed: {u['method']} {u['path']}", str(u["requests"]), ""]
+                [f"not analysed: {u['method']} {u['path']} ({u['why']})", str(u["requests"]), ""]
                 for u in infra.get("unanalysed", ())
             ],
         ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from prefixguard.judge.verdict import VerdictName
 from prefixguard.report.rows import median, succeeded, timing, usage
-from prefixguard.wire.routes import template
+from prefixguard.wire.routes import NOT_ANALYSED, template
 
 QUEUED = 2.0  # a hit whose TTFT is this many times that of like hits waited in a queue...
 QUEUE_MIN_S = 0.1  # ...and by at least this long (milliseconds of jitter are no queue)
@@ -17,13 +17,18 @@ QUEUE_PEERS = 3  # like hits needed to say what is typical
 
 
 def unanalysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Forwarded requests the analysis did not read (no row of an agent's log), by method and endpoint."""
-    named = Counter(
-        (str(r.get("method") or "POST"), template(r.get("path") or ""))
-        for r in rows
-        if r.get("api") is None and not str(r.get("upstream") or "").startswith("import:")
-    )
-    return [{"method": m, "path": path, "requests": n} for (m, path), n in named.most_common()]
+    """Forwarded requests the analysis did not read (no row of an agent's log), by method and endpoint, with
+    the reason most of them were left (a token count, no API shape at that path, too large)."""
+    why: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        if r.get("api") is None and not str(r.get("upstream") or "").startswith("import:"):
+            endpoint = (str(r.get("method") or "POST"), template(r.get("path") or ""))
+            why[endpoint][str(r.get("cause") or "").removeprefix(NOT_ANALYSED)] += 1
+    by_count = sorted(why.items(), key=lambda item: -item[1].total())
+    return [
+        {"method": m, "path": path, "requests": causes.total(), "why": causes.most_common(1)[0][0]}
+        for (m, path), causes in by_count
+    ]
 
 
 def infra_of(rows: list[dict[str, Any]], unread: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -46,7 +51,7 @@ def infra_of(rows: list[dict[str, Any]], unread: Sequence[dict[str, Any]] = ()) 
         by_status = ", ".join(f"{k}: {v}" for k, v in errors.most_common())
         parts.append(f"{sum(errors.values())} failed requests ({by_status})")
     if unread:
-        named = ", ".join(f"{u['method']} {u['path']} ({u['requests']})" for u in unread[:5])
+        named = ", ".join(f"{u['method']} {u['path']} ({u['requests']}: {u['why']})" for u in unread[:5])
         parts.append(
             f"{sum(u['requests'] for u in unread)} forwarded requests not analysed: {named}"
             + (f" and {len(unread) - 5} more endpoints" if len(unread) > 5 else "")
