@@ -210,6 +210,23 @@ def test_capture_rows_that_are_no_llm_request_are_skipped(tmp_path: Path, shared
     assert [r.ref for r in trace.requests] == ["r2", "r1", "r0"] and trace.skipped == 1
 
 
+def test_a_cassettes_token_count_is_left_out_and_said(tmp_path: Path) -> None:
+    """pydantic-ai's count-then-create cassette (tests/data/public): the count is no request to replay; the
+    replay says it left one out; a folder of counts alone is a one-line error, exit 2."""
+    public = Path(__file__).resolve().parent / "data" / "public"
+    folder = public / "pydantic_ai" / "anthropic_automatic_caching_count_tokens"
+    trace = sources.load(folder)
+    assert [r.ref for r in trace.requests] == ["0002.request.json"] and trace.skipped == 1
+    res = CliRunner().invoke(main, ["replay", str(folder), "--target", "sim"])
+    assert res.exit_code == 0 and "1 request had no body or no LLM request (a token count, say)" in res.output
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    for name in ("0001.request.json", "0001.response.json", "meta.json"):
+        (counts / name).write_bytes((folder / name).read_bytes())
+    res = CliRunner().invoke(main, ["replay", str(counts), "--target", "sim"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "token counts: nothing to replay" in res.output
+
+
 @pytest.mark.parametrize("name", ["x.json", "x.db"])
 def test_unwritable_results_file_fails_before_the_replay(shared_data: Path, tmp_path: Path, name: str) -> None:
     out = tmp_path / "no" / "such" / name

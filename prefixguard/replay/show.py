@@ -57,5 +57,6 @@ def show(meta: dict[str, Any], summaries: dict[str, dict[str, Any]], console: Co
     console.print(styled.table(head, styled.printable_data(rows), title=styled.printable(title)))
     if meta.get("tokens_estimated"):
         console.print("Some token counts are estimates (~4 bytes a token): no tokenizer loaded.")
-    if meta.get("skipped"):
-        console.print(f"{meta['skipped']} requests had no body or were no LLM request (a token count): not replayed.")
+    if skipped := meta.get("skipped"):
+        some = "1 request had" if skipped == 1 else f"{skipped} requests had"
+        console.print(f"{some} no body or no LLM request (a token count, say): not replayed.")
