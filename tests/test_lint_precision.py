@@ -153,6 +153,20 @@ def test_count_tokens_body_is_not_a_cacheable_request():
     assert _codes(body, "/v1/messages/count_tokens?beta=true") == []
 
 
+def test_tool_definitions_count_for_more_under_a_minimum():
+    """docker/cagent's tool loop (tests/data/public/cagent): breakpoints on Claude's tools, system prompt and
+    last message, 687 tokens by our count, was flagged below the 1,024 minimum ("nothing is cached") at each
+    of the first two; Claude read 1,112 of it from cache. Tool definitions take a wider margin under a minimum
+    (rules/catalog.toml `count_margin_tools`): no finding; the same request stripped of its tools still has."""
+    folder = Path(__file__).resolve().parent / "data" / "public" / "cagent" / "TestExec_Anthropic_ToolCall"
+    body = json.loads((folder / "0001.request.json").read_text())
+    usage = parse_response((folder / "0001.response.sse").read_bytes(), "anthropic")
+    assert usage.cache_read == 1112 and "below-minimum" not in _codes(body)
+    assert catalog.count_margin(tools=True) > catalog.count_margin()
+    prose = [{"type": "text", "text": "Answer briefly and check your work. " * 80, "cache_control": EPH}]
+    assert "below-minimum" in _codes({**body, "tools": [], "system": prose})   # as many tokens of prose: flagged
+
+
 def test_byte_identical_block_is_not_called_volatile():
     """A clock value that stayed the same over the whole session: said once (first request), not again."""
     body = _claude_code_like()

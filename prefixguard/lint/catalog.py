@@ -108,9 +108,10 @@ def help_uri(code: str) -> str:
     return _data()["help_uri"].format(docs=RULE_DOCS.as_uri(), code=code, anchor=code.lower())
 
 
-def count_margin() -> float:
-    """How far under a token minimum our count must be to count as evidence (catalog.toml `count_margin`)."""
-    return float(_data()["count_margin"])
+def count_margin(tools: bool = False) -> float:
+    """How far under a token minimum our count must be to count as evidence (catalog.toml `count_margin`;
+    of tool definitions, `count_margin_tools`)."""
+    return float(_data()["count_margin_tools" if tools else "count_margin"])
 
 
 def get(key: str) -> Rule | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from prefixguard.lint import catalog
@@ -33,10 +34,11 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     )
 
 
-def _clearly_below(tokens: int, minimum: int) -> bool:
+def _clearly_below(tokens: int, minimum: int, tools: int = 0) -> bool:
     """Our tokenizer is not the provider's (which counts more, and adds its template): a count within the
-    catalog's margin under a minimum is no evidence of being under it."""
-    return tokens * (1 + catalog.count_margin()) < minimum
+    catalog's margin under a minimum is no evidence of being under it. `tools`: of the count, tool
+    definitions, whose margin is wider."""
+    return (tokens - tools) * (1 + catalog.count_margin()) + tools * (1 + catalog.count_margin(tools=True)) < minimum
 
 
 def _versioned_tool(value: Any) -> bool:
@@ -52,8 +54,9 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
     model = ctx.prompt.model or "this model"
     if model_unknown(ctx):
         return
+    tools = list(accumulate((s.tokens if s.level == "tools" else 0 for s in ctx.segments), initial=0))
     if not ctx.breakpointed:
-        if _clearly_below(ctx.total, minimum):
+        if _clearly_below(ctx.total, minimum, tools[-1]):
             yield Hit(
                 rule="below-minimum",
                 pointer="",
@@ -67,10 +70,12 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
         return  # the provider adds that tool's own prompt and expansions, which we cannot count
     # A breakpoint under the minimum costs money only when no breakpoint of the request reaches it (then
     # nothing is cached at all); under a later one that does, it is a slot spent for nothing (info).
-    covered = any(not _clearly_below(ctx.before[bp.segment + 1], minimum) for bp in ctx.breakpoints)
+    covered = any(
+        not _clearly_below(ctx.before[bp.segment + 1], minimum, tools[bp.segment + 1]) for bp in ctx.breakpoints
+    )
     for bp in ctx.breakpoints:
         upto = ctx.before[bp.segment + 1]
-        if _clearly_below(upto, minimum):
+        if _clearly_below(upto, minimum, tools[bp.segment + 1]):
             tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
             yield Hit(
                 rule="below-minimum",
