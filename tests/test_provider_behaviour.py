@@ -446,3 +446,37 @@ def test_an_interaction_named_by_id_holds_its_input_and_visible_output_not_its_t
     named = parse_request(json.dumps({"model": "gpt-5", "previous_response_id": "resp_1", "input": "Again"}),
                           path="/v1/responses")
     assert held.filled(named).segments[0].tokens - named.segments[0].tokens == 10 + 172
+
+
+def test_nothing_before_the_last_compaction_block_is_rendered() -> None:
+    """langchain-anthropic's server-side compaction (tests/data/public/langchain): the third request sends the
+    whole history (37,678 tokens by our count) and the compaction block the second one returned, then a
+    question; Claude bills 216. Its prompt starts at the compaction block now ([anthropic] compaction_blocks)."""
+    folder = PUBLIC / "langchain" / "anthropic_test_compaction"
+    prompt = parse_request((folder / "0003.request.json").read_text())
+    billed = json.loads((folder / "0003.response.json").read_text())["usage"]["input_tokens"]
+    assert billed == 216 and prompt.total_tokens <= billed
+    assert [s.pointer for s in prompt.segments] == ["/messages/3/content/0", "/messages/4/content"]
+    assert prompt.segments[0].kind == "compaction"
+
+
+def test_an_earlier_turns_thinking_is_not_rendered() -> None:
+    """Claude strips the thinking of an assistant message before the latest user turn (one that is not tool
+    results alone), and keeps the latest turn's in a tool loop. langchain-anthropic's redacted-thinking
+    follow-up (tests/data/public/langchain) carries three redacted_thinking blocks of the turn before: 1,377
+    tokens by our count with them, billed 179."""
+    folder = PUBLIC / "langchain" / "anthropic_test_redacted_thinking"
+    prompt = parse_request((folder / "0003.request.json").read_text())
+    billed = json.loads((folder / "0003.response.json").read_text())["usage"]["input_tokens"]
+    assert billed == 179 and prompt.total_tokens <= billed
+    assert not [s for s in prompt.segments if s.kind == "redacted_thinking"]
+    think = {"type": "thinking", "thinking": "Check the weather first. " * 40, "signature": "c2ln"}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}}
+    loop = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [think, call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "4 C"}]}]}
+    kinds = [s.kind for s in parse_request(json.dumps(loop)).segments]
+    assert "thinking" in kinds                                   # the tool loop's own turn: sent back, counted
+    loop["messages"] += [{"role": "assistant", "content": "4 C and cloudy."}, {"role": "user", "content": "And Bergen?"}]
+    assert "thinking" not in [s.kind for s in parse_request(json.dumps(loop)).segments]   # an earlier turn's now

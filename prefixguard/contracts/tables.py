@@ -108,6 +108,8 @@ class Contract:
     stored_reasoning: bool = True  # a stored response's context (previous_*_id) holds its reasoning
     tools_unrendered_under_tool_choice: tuple[str, ...] = ()  # tool_choice values that render no tools
     unrendered_blocks: tuple[str, ...] = ()  # content block types kept out of the model's prompt
+    compaction_blocks: tuple[str, ...] = ()  # block types that stand for all the conversation before them
+    earlier_turn_blocks: tuple[str, ...] = ()  # block types an assistant message renders in the latest turn only
     retention_seconds: dict[str, float] = field(default_factory=dict)
     default_retention: str | None = None
     ttl_seconds: dict[str, float] = field(default_factory=dict)

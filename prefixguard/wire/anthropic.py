@@ -18,6 +18,7 @@ from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic_server
+from prefixguard.wire import anthropic_turns as turns
 from prefixguard.wire.anthropic_detect import score
 from prefixguard.wire.anthropic_media import MEDIA_KINDS, block_media, cites, has_image
 from prefixguard.wire.anthropic_server import result_tokens
@@ -99,8 +100,17 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         raise InputError("no 'messages' list")
     images = citations = False
     header_of = MessageHeaders("content")
-    unrendered = providers()["anthropic"].unrendered_blocks
+    contract = providers()["anthropic"]
+    unrendered, earlier_turn = contract.unrendered_blocks, contract.earlier_turn_blocks
+    # nothing before the last compaction block is rendered; an earlier turn's thinking neither (turns.py)
+    start = turns.compaction(messages.value, contract.compaction_blocks) if contract.compaction_blocks else None
+    latest: int | None = None  # the latest turn's slot, found at the first block that needs it
     for mi, msg in items(messages.elements):
+        first = 0  # the first block rendered
+        if start is not None:
+            if type(msg) is Run or type(msg) is PlainMessage or msg.value is not start[0]:
+                continue  # before the compaction block
+            first, start = start[1], None
         if type(msg) is Run:  # messages the body read beside this one has the same: its parts, or read now
             if not out.take_run(msg):
                 for k, plain in enumerate(msg.messages()):
@@ -126,7 +136,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
             for bi, block in enumerate(content.elements):
                 v, where = block.value, f"/messages/{mi}/content/{bi}"
                 kind, breakpoint, text = _part(v, where)
-                if kind in unrendered:  # a breakpoint on it marks where the prompt is by then
+                if kind in earlier_turn and role == "assistant" and not breakpoint:  # (one the API refuses: lint's)
+                    latest = turns.latest_turn(messages.value) if latest is None else latest
+                    if turns.slot(messages.elements, mi) < latest:
+                        continue  # an earlier turn's thinking
+                if bi < first or kind in unrendered:  # a breakpoint on it marks where the prompt is by then
                     if breakpoint:
                         out.mark_last(breakpoint)
                     continue
