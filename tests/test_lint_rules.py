@@ -413,6 +413,12 @@ def test_no_breakpoint(shared_data):
     assert found(short, "no-breakpoint") == []       # below the minimum: nothing to cache anyway
     # OpenAI caches automatically: the rule does not apply
     assert found(chat([{"role": "system", "content": filler(1500)}, user("Hi")]), "no-breakpoint") == []
+    # an image by URL has no size to count: Mirascope's "describe this image" by URL was said to be 1,385
+    # tokens with the documented estimate, and billed 34 to 298 (a PNG, a JPEG, a GIF, a WebP)
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}}
+    assert found(anthropic("You are terse.", [user([text("What is this?"), image])]), "no-breakpoint") == []
+    known = anthropic(filler(1500), [user([text("What is this?"), image])])
+    assert [h.pointer for h in found(known, "no-breakpoint")] == [""]   # over it without the image: said
 
 
 # ------------------------------------------------------------------------------------------- PG401
