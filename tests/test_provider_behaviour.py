@@ -480,3 +480,17 @@ def test_an_earlier_turns_thinking_is_not_rendered() -> None:
     assert "thinking" in kinds                                   # the tool loop's own turn: sent back, counted
     loop["messages"] += [{"role": "assistant", "content": "4 C and cloudy."}, {"role": "user", "content": "And Bergen?"}]
     assert "thinking" not in [s.kind for s in parse_request(json.dumps(loop)).segments]   # an earlier turn's now
+
+
+def test_a_compaction_item_costs_the_summary_it_encrypts(shared_data: Path) -> None:
+    """OpenAI's compaction item ([openai] encrypted_compaction): pydantic-ai's compaction cassettes send one
+    back with a question; billed 276-298 in all, where its 2,764-2,828 characters of encrypted_content
+    counted as text made 1,900-1,950 tokens."""
+    recorded = shared_data / "recorded" / "pydantic-ai"
+    for name, n in (("compact_with_auto_previous_response_id_chain", (4, 6, 8)), ("compact_messages", (4,))):
+        folder = recorded / f"test_openai_responses_test_openai_responses_{name}"
+        for i in n:
+            prompt = parse_request((folder / f"{i:04d}.request.json").read_text(), path="/v1/responses")
+            billed = json.loads((folder / f"{i:04d}.response.json").read_text())["usage"]["input_tokens"]
+            assert "compaction" in [s.kind for s in prompt.segments]
+            assert abs(prompt.total_tokens - billed) <= 0.05 * billed, (name, i, prompt.total_tokens, billed)

@@ -74,11 +74,11 @@ class Server:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EncryptedReasoning:
-    """How an encrypted reasoning item is billed: chars_per_item + chars_per_token x its tokens."""
+    """How an encrypted item is billed: chars_per_item + chars_per_token x its tokens (reasoning, compaction)."""
 
     chars_per_item: int
     chars_per_token: float
-    dropped_before_last_user_message: bool
+    dropped_before_last_user_message: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +128,7 @@ class Contract:
     invoke_chat_makers: tuple[str, ...] = ()  # Bedrock InvokeModel: makers whose models take a Chat body
     invoke_converse_models: tuple[str, ...] = ()  # Bedrock InvokeModel: models whose own body is Converse's
     encrypted_reasoning: EncryptedReasoning | None = None
+    encrypted_compaction: EncryptedReasoning | None = None  # a compaction item: the summary it encrypts
     encrypted_result_chars_per_token: float | None = None  # a server tool result's encrypted text, billed
     breakpoint_caching: BreakpointCaching | None = None
     invalidates: dict[str, str] = field(default_factory=dict)
@@ -164,6 +165,7 @@ def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
         "models",
         "servers",
         "encrypted_reasoning",
+        "encrypted_compaction",
         "breakpoint_caching",
     }
     values: dict[str, Any] = {k: v for k, v in raw.items() if k in simple}
@@ -180,6 +182,9 @@ def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
         models=tuple(_row(m) for m in raw.get("models", ())),
         servers={n: Server(name=n, **s) for n, s in raw.get("servers", {}).items()},
         encrypted_reasoning=EncryptedReasoning(**raw["encrypted_reasoning"]) if "encrypted_reasoning" in raw else None,
+        encrypted_compaction=EncryptedReasoning(**raw["encrypted_compaction"])
+        if "encrypted_compaction" in raw
+        else None,
         breakpoint_caching=None
         if rules is None
         else BreakpointCaching(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.contracts.providers import providers
+from prefixguard.contracts.tables import EncryptedReasoning
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
@@ -55,7 +56,7 @@ ITEM_KINDS = {
 ITEM_ROLES = {"tool_use": "assistant", "thinking": "assistant", "tool_result": "tool"}
 # An earlier output item sent by its id alone ({"type": "item_reference", "id": ...}, as the AI SDK sends
 # them): the API puts the stored item there. Its id says its type; the stub is counted, so a reasoning
-# item stands for its reasoning only as far as reasoning_tokens() knows it (an earlier turn's: none).
+# item stands for its reasoning only as far as encrypted_tokens() knows it (an earlier turn's: none).
 REFERENCED_KINDS = {"rs_": "thinking", "fc_": "tool_use", "ctc_": "tool_use"}
 
 usage = openai_chat.usage  # same subset convention; input_tokens / input_tokens_details
@@ -135,7 +136,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     whole=True,
                     media=found[0] if found else None,
                     text=found[1] if found else None,
-                    tokens_by_rule=reasoning_tokens(fields, ii < last_user) if kind == "thinking" else None,
+                    tokens_by_rule=encrypted_tokens(kind, fields, ii < last_user),
                 )
             elif isinstance(parts, str):
                 out.add(
@@ -186,16 +187,22 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     return Prompt(API, model_of(body), out.segments, settings)
 
 
-def reasoning_tokens(item: dict[str, Any], earlier_turn: bool) -> int | None:
-    """What a reasoning item costs by the rule of rules/providers.toml [openai] encrypted_reasoning: its
-    reasoning tokens, from the length of its encrypted_content (the text of that is no prompt text), or
-    nothing when an earlier turn's reasoning is dropped (sent whole or by its id alone). None: no rule, or
-    no encrypted content (count its text)."""
-    rule = providers()["openai"].encrypted_reasoning
-    if rule is None:
+def encrypted_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int | None:
+    """What an encrypted item costs by the rules of rules/providers.toml [openai]: a reasoning item its
+    reasoning tokens (encrypted_reasoning), or nothing when an earlier turn's reasoning is dropped (sent whole
+    or by its id alone); a compaction item the summary it encrypts (encrypted_compaction); each from the
+    length of its encrypted_content, whose text is no prompt text. None: another item, no rule, or no
+    encrypted content (count its text)."""
+    contract = providers()["openai"]
+    rule = contract.encrypted_reasoning if kind == "thinking" else contract.encrypted_compaction
+    if rule is None or kind not in ("thinking", "compaction"):
         return None
     if earlier_turn and rule.dropped_before_last_user_message:
         return 0
+    return _encrypted(item, rule)
+
+
+def _encrypted(item: dict[str, Any], rule: EncryptedReasoning) -> int | None:
     encrypted = item.get("encrypted_content")
     if not isinstance(encrypted, str):
         return None
