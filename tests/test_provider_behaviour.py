@@ -478,7 +478,7 @@ def test_an_earlier_turns_thinking_is_not_rendered() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "4 C"}]}]}
     kinds = [s.kind for s in parse_request(json.dumps(loop)).segments]
     assert "thinking" in kinds                                   # the tool loop's own turn: sent back, counted
-    loop["messages"] += [{"role": "assistant", "content": "4 C and cloudy."}, {"role": "user", "content": "And Bergen?"}]
+    loop["messages"] += [{"role": "assistant", "content": "4 C, cloudy."}, {"role": "user", "content": "Bergen?"}]
     assert "thinking" not in [s.kind for s in parse_request(json.dumps(loop)).segments]   # an earlier turn's now
 
 
@@ -494,3 +494,21 @@ def test_a_compaction_item_costs_the_summary_it_encrypts(shared_data: Path) -> N
             billed = json.loads((folder / f"{i:04d}.response.json").read_text())["usage"]["input_tokens"]
             assert "compaction" in [s.kind for s in prompt.segments]
             assert abs(prompt.total_tokens - billed) <= 0.05 * billed, (name, i, prompt.total_tokens, billed)
+
+
+def test_audio_and_video_are_never_counted_as_their_base64(shared_data: Path) -> None:
+    """No rule here costs audio or video: such a part counts nothing, as an estimate, never its base64 as
+    text. pydantic-ai's Nova Pro video (recorded/pydantic-ai-bedrock) billed 3,831 tokens in all and was
+    counted 599,550; an input_audio part of a Chat request likewise (Mirascope's gpt-audio: 39,617 for 42)."""
+    folder = next((shared_data / "recorded" / "pydantic-ai-bedrock").glob("*video_as_last_content"))
+    path = "/model/us.amazon.nova-pro-v1:0/converse"
+    prompt = parse_request((folder / "0001.request.json").read_text(), path=path)
+    billed = json.loads((folder / "0001.response.json").read_text())["usage"]["inputTokens"]
+    video = [s for s in prompt.segments if s.kind == "video"]
+    assert len(video) == 1 and video[0].estimated and video[0].tokens == 0
+    assert prompt.total_tokens < billed and prompt.estimated
+    wav = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=" * 500
+    said = {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}}
+    body = {"model": "gpt-audio", "messages": [{"role": "user", "content": [{"type": "text", "text": "What?"}, said]}]}
+    audio = parse_request(json.dumps(body))
+    assert [(s.kind, s.tokens, s.estimated) for s in audio.segments][-1] == ("audio", 0, True)

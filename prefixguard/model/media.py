@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from prefixguard.model.prompt import Prompt
 
 IMAGE, DOCUMENT = "image", "document"
+UNCOSTED = "audio or video"  # no cost rule known (rules/media.toml has none): counted as nothing, an estimate
 PDF = "application/pdf"
 _HEAD = 32  # bytes that hold the size of a PNG, GIF or WebP
 _JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
@@ -35,7 +36,7 @@ _URLSAFE = str.maketrans("-_", "+/")  # Gemini's SDKs send bytes in the URL-safe
 class Media(NamedTuple):
     """One image or document as the provider receives it."""
 
-    kind: str  # IMAGE | DOCUMENT
+    kind: str  # IMAGE | DOCUMENT | UNCOSTED
     data: str | None = None  # base64 payload (no "data:" prefix); None when sent by URL or file id
     media_type: str | None = None  # "image/png", "application/pdf", "text/plain", ...
     detail: str | None = None  # OpenAI's "low" | "high" | "auto"
@@ -108,7 +109,10 @@ def cost(items: Iterable[Media], rules: Rules, count_text: Any) -> Cost:
     """Tokens of these media under the rules; count_text(str) -> int counts a text part."""
     total, estimated = 0, False
     for item in items:
-        part = image_cost(item, rules) if item.kind == IMAGE else document_cost(item, rules, count_text)
+        if item.kind == UNCOSTED:  # never its base64 as text: 599,550 tokens for a video billed 3,831
+            part = Cost(tokens=0, estimated=True)
+        else:
+            part = image_cost(item, rules) if item.kind == IMAGE else document_cost(item, rules, count_text)
         total += part.tokens
         estimated = estimated or part.estimated
     return Cost(tokens=total, estimated=estimated)

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.contracts.providers import providers
-from prefixguard.model.media import DOCUMENT, IMAGE, Media
+from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
@@ -130,7 +130,9 @@ def _blocks(
             continue
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
-        media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
+        media = (
+            _media(value, kind) if kind in (IMAGE, DOCUMENT) else [Media(kind=UNCOSTED)] if kind == "video" else None
+        )
         nested = _result_media(value) if kind == "tool_result" else None
         if nested is not None:
             media, text = nested

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 from prefixguard.contracts.providers import cloud_of, providers
 from prefixguard.model import media, tokens
-from prefixguard.model.media import DOCUMENT, IMAGE, PDF, Media
+from prefixguard.model.media import DOCUMENT, IMAGE, PDF, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
@@ -163,7 +163,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             for pi, part in enumerate(content.elements):
                 v = part.value
                 kind = "tool_result" if role == "tool" else _part_kind(v, f"/messages/{mi}/content/{pi}")
-                found = part_media(v) if kind in ("image", "document") or role == "tool" else None
+                found = part_media(v) if kind in ("image", "document", "audio") or role == "tool" else None
                 out.add(
                     level,
                     f"/messages/{mi}/content/{pi}",
@@ -224,6 +224,8 @@ def part_media(part: Any) -> Media | None:
     if not isinstance(part, dict):
         return None
     kind = part.get("type")
+    if kind == "input_audio":  # billed by its length, which no rule here knows
+        return Media(kind=UNCOSTED)
     if kind in ("image_url", "input_image"):
         ref = part.get("image_url")
         detail = part.get("detail")

@@ -156,7 +156,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                         raise InputError(f"/input/{ii}/content/{pi} must be an object with a 'type'")
                     named: str = pv["type"]
                     part_kind = PART_KINDS.get(named, named)
-                    medium = openai_chat.part_media(pv) if part_kind in ("image", "document") else None
+                    medium = openai_chat.part_media(pv) if part_kind in ("image", "document", "audio") else None
                     out.add(
                         level,
                         f"/input/{ii}/content/{pi}",
