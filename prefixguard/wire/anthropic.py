@@ -102,7 +102,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
     header_of = MessageHeaders("content")
     contract = providers()["anthropic"]
     unrendered, earlier_turn = contract.unrendered_blocks, contract.earlier_turn_blocks
-    # nothing before the last compaction block is rendered; an earlier turn's thinking neither (turns.py)
+    # nothing before the last compaction block is rendered; an earlier turn's thinking neither (anthropic_turns)
     start = turns.compaction(messages.value, contract.compaction_blocks) if contract.compaction_blocks else None
     latest: int | None = None  # the latest turn's slot, found at the first block that needs it
     for mi, msg in items(messages.elements):
@@ -140,7 +140,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
                     latest = turns.latest_turn(messages.value) if latest is None else latest
                     if turns.slot(messages.elements, mi) < latest:
                         continue  # an earlier turn's thinking
-                if bi < first or kind in unrendered:  # a breakpoint on it marks where the prompt is by then
+                if bi < first:  # before the compaction block
+                    continue
+                if kind in unrendered:  # a breakpoint on it marks where the prompt is by then
                     if breakpoint:
                         out.mark_last(breakpoint)
                     continue

@@ -130,9 +130,9 @@ def _blocks(
             continue
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
-        media = (
-            _media(value, kind) if kind in (IMAGE, DOCUMENT) else [Media(kind=UNCOSTED)] if kind == "video" else None
-        )
+        media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
+        if kind == "video":  # no rule here costs it: nothing, as an estimate (never its base64)
+            media = [Media(kind=UNCOSTED)]
         nested = _result_media(value) if kind == "tool_result" else None
         if nested is not None:
             media, text = nested
