@@ -512,3 +512,7 @@ def test_audio_and_video_are_never_counted_as_their_base64(shared_data: Path) ->
     body = {"model": "gpt-audio", "messages": [{"role": "user", "content": [{"type": "text", "text": "What?"}, said]}]}
     audio = parse_request(json.dumps(body))
     assert [(s.kind, s.tokens, s.estimated) for s in audio.segments][-1] == ("audio", 0, True)
+    clip = {"inlineData": {"mimeType": "video/mp4", "data": wav}}   # Gemini's inline video (crewAI's: 1,327 billed)
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "What happens?"}, clip]}]}
+    video = parse_request(json.dumps(gemini), path="/v1beta/models/gemini-2.0-flash:generateContent")
+    assert [(s.kind, s.tokens, s.estimated) for s in video.segments][-1] == ("video", 0, True)

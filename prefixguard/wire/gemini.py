@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from prefixguard.contracts.providers import providers
-from prefixguard.model.media import DOCUMENT, IMAGE, Media
+from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
@@ -115,6 +115,8 @@ def inline_media(ref: Any, resolution: str | None = None) -> tuple[str, str | No
     mime = ref.get("mimeType") or ref.get("mime_type")
     mime = mime if isinstance(mime, str) else None
     data = ref.get("data")
+    if mime and mime.startswith(("audio/", "video/")):  # no rule here costs them: nothing, as an estimate
+        return mime.partition("/")[0], None, [Media(kind=UNCOSTED)]
     kind = IMAGE if mime and mime.startswith("image/") else DOCUMENT
     if isinstance(data, str) and mime and mime.startswith("text/"):
         try:
