@@ -73,7 +73,7 @@ class Server:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EncryptedReasoning:
+class EncryptedItem:
     """How an encrypted item is billed: chars_per_item + chars_per_token x its tokens (reasoning, compaction)."""
 
     chars_per_item: int
@@ -127,8 +127,8 @@ class Contract:
     usage_marker_fields: tuple[str, ...] = ()  # usage keys only this provider sends (an omitted read known by them)
     invoke_chat_makers: tuple[str, ...] = ()  # Bedrock InvokeModel: makers whose models take a Chat body
     invoke_converse_models: tuple[str, ...] = ()  # Bedrock InvokeModel: models whose own body is Converse's
-    encrypted_reasoning: EncryptedReasoning | None = None
-    encrypted_compaction: EncryptedReasoning | None = None  # a compaction item: the summary it encrypts
+    encrypted_reasoning: EncryptedItem | None = None
+    encrypted_compaction: EncryptedItem | None = None  # a compaction item: the summary it encrypts
     encrypted_result_chars_per_token: float | None = None  # a server tool result's encrypted text, billed
     breakpoint_caching: BreakpointCaching | None = None
     invalidates: dict[str, str] = field(default_factory=dict)
@@ -181,10 +181,8 @@ def _contract(name: str, raw: Mapping[str, Any]) -> Contract:
         default_model=_row(raw.get("default_model", {})),
         models=tuple(_row(m) for m in raw.get("models", ())),
         servers={n: Server(name=n, **s) for n, s in raw.get("servers", {}).items()},
-        encrypted_reasoning=EncryptedReasoning(**raw["encrypted_reasoning"]) if "encrypted_reasoning" in raw else None,
-        encrypted_compaction=EncryptedReasoning(**raw["encrypted_compaction"])
-        if "encrypted_compaction" in raw
-        else None,
+        encrypted_reasoning=EncryptedItem(**raw["encrypted_reasoning"]) if "encrypted_reasoning" in raw else None,
+        encrypted_compaction=EncryptedItem(**raw["encrypted_compaction"]) if "encrypted_compaction" in raw else None,
         breakpoint_caching=None
         if rules is None
         else BreakpointCaching(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.contracts.providers import providers
-from prefixguard.contracts.tables import EncryptedReasoning
+from prefixguard.contracts.tables import EncryptedItem
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
@@ -202,7 +202,7 @@ def encrypted_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int
     return _encrypted(item, rule)
 
 
-def _encrypted(item: dict[str, Any], rule: EncryptedReasoning) -> int | None:
+def _encrypted(item: dict[str, Any], rule: EncryptedItem) -> int | None:
     encrypted = item.get("encrypted_content")
     if not isinstance(encrypted, str):
         return None
