@@ -220,7 +220,7 @@ def cache_mode(options: Any) -> str | None:
 
 def part_media(part: Any) -> Media | None:
     """The image or file in a content part (Chat's image_url / file, Responses' input_image /
-    input_file), by its base64 data URL or, without one, by reference (an estimate)."""
+    input_file), by its base64 data URL or, without one, by reference (an estimate); audio, uncosted."""
     kind = part.get("type") if isinstance(part, dict) else None
     if kind == "input_audio":  # billed by its length, which no rule here knows
         return Media(kind=UNCOSTED)

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.contracts.providers import providers
-from prefixguard.contracts.tables import EncryptedItem
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
@@ -194,15 +193,11 @@ def encrypted_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int
     length of its encrypted_content, whose text is no prompt text. None: another item, no rule, or no
     encrypted content (count its text)."""
     contract = providers()["openai"]
-    rule = contract.encrypted_reasoning if kind == "thinking" else contract.encrypted_compaction
-    if rule is None or kind not in ("thinking", "compaction"):
+    rule = {"thinking": contract.encrypted_reasoning, "compaction": contract.encrypted_compaction}.get(kind)
+    if rule is None:
         return None
     if earlier_turn and rule.dropped_before_last_user_message:
         return 0
-    return _encrypted(item, rule)
-
-
-def _encrypted(item: dict[str, Any], rule: EncryptedItem) -> int | None:
     encrypted = item.get("encrypted_content")
     if not isinstance(encrypted, str):
         return None
