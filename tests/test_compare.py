@@ -430,3 +430,20 @@ def test_a_change_after_the_cache_expired_costs_nothing(pair: str, ttl: int) -> 
     cold = Expected(cache_read=0, cache_write=0, uncached=b.total_tokens, reason="cold")
     assert judge(cold, fresh).verdict.value == "miss_prefix_changed"
     assert judge(cold, stale).verdict.value == "cold"
+
+
+def test_another_conversation_re_prefills_none_of_its_messages() -> None:
+    """B drops A's tools and asks something else (req_llm's grok-4: a weather question with three tools,
+    then "Hello world!" alone). What A cached past the change is tools and a question B does not hold: B
+    prefills its own new message, nothing again. Drop only the tools and keep A's question, and that
+    question is written again."""
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Looks things up. " * 40,
+                                               "parameters": {"type": "object"}}} for i in range(3)]
+    question = [{"role": "user", "content": "What's the weather like in Paris? " * 60}]
+    a = parse({"model": "gpt-4.1", "tools": tools, "messages": question}, "openai-chat")
+    other = parse({"model": "gpt-4.1", "messages": [{"role": "user", "content": "Hello world! " * 60}]}, "openai-chat")
+    same = parse({"model": "gpt-4.1", "messages": question}, "openai-chat")
+    new, kept = compare(a, other), compare(a, same)
+    assert new.broken and new.causes == kept.causes == ["tools_changed"]
+    assert new.reprefill_tokens == 0
+    assert kept.reprefill_tokens >= same.segments[-1].tokens > 0

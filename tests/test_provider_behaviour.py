@@ -85,8 +85,8 @@ def test_the_scale_places_unseen_tokens_by_what_was_read_and_written() -> None:
             "system": [{"type": "text", "text": "Rules. " * 400, "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": "hello there"}]}
     prompt = parse_request(json.dumps(body))
-    text = [round(s.tokens * 1.5) for s in prompt.segments]     # the provider counts 1.5x our tokens (the bound)
-    billed = sum(text) + 300                                    # and 300 the body does not show
+    text = [s.tokens for s in prompt.segments]                  # the provider counts our tokens
+    billed = sum(text) + 900                                    # and 900 the body does not show
     scale = TokenScale()
     # what it read and wrote ends on the system breakpoint (segment 1), 40 past our scaled tokens there
     scale.learn(prompt, Usage(prompt_total=billed, cache_read=text[0] + text[1] + 40, reported=True), [1])
@@ -95,11 +95,27 @@ def test_the_scale_places_unseen_tokens_by_what_was_read_and_written() -> None:
     # (within a token: each part is rounded on its own)
     assert abs(theirs.total_tokens - billed) <= 1               # the bill is kept whole
     assert scaled[0] + scaled[1] == text[0] + text[1] + 40      # 40 in front, read with the prefix
-    assert abs(theirs.after - 260) <= 1 and scaled[-1] == text[-1]  # 260 after every part: no read holds them
+    assert abs(theirs.after - 860) <= 1 and scaled[-1] == text[-1]  # 860 after every part: no read holds them
     # no read yet says where they sit: in front, where every read starts
     fresh = TokenScale()
     fresh.learn(prompt, Usage(prompt_total=billed, reported=True), [1])
-    assert abs(fresh.scaled(prompt).segments[0].tokens - (text[0] + 300)) <= 1
+    assert abs(fresh.scaled(prompt).segments[0].tokens - (text[0] + 900)) <= 1
+
+
+def test_a_bill_beyond_any_tokenizer_keeps_our_count_and_the_rest_unseen() -> None:
+    """A bill over MAX_RATIO times our tokens holds text the body does not show, and says nothing of the
+    tokenizer: our tokens are taken at our count, not stretched to the bound, and the rest is unseen. (At
+    the bound, grok-4's hidden system prompt came out 626 where it reads 680, and the next request of
+    every small Claude request with tools was scaled 1.5x over.)"""
+    body = {"model": "grok-4", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]}
+    prompt = parse_request(json.dumps(body), path="/v1/chat/completions")
+    ours = prompt.total_tokens
+    scale = TokenScale()
+    scale.learn(prompt, Usage(prompt_total=ours + 700, reported=True), [len(prompt.segments) - 1])
+    theirs = scale.scaled(prompt)
+    assert [s.tokens for s in theirs.segments[1:]] == [s.tokens for s in prompt.segments[1:]]
+    assert theirs.total_tokens == ours + 700 and theirs.segments[0].tokens == prompt.segments[0].tokens + 700
 
 
 def test_openai_reads_the_output_carried_back(shared_data: Path, tmp_path: Path) -> None:

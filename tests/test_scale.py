@@ -50,16 +50,16 @@ def _next_totals(session: list[tuple], one_ratio: bool) -> list[float]:
 
 def test_a_growing_session_tells_tool_schemas_from_text(shared_data: Path) -> None:
     """Claude, 12 requests: 245 tokens of tool schemas (ours, cl100k) stay while the conversation grows.
-    One ratio per model predicts each next total 3-8% over; by kind, within 4% (1.5% on average) once the
-    session has shown two make-ups. (The 3.6% is request 4, the first with tool calls after a request
-    without them: that request leaves the calls' ratio as fitted, 1.21, where levelling every kind to its
-    bill once set it to 0.92 and landed nearer here; over every recorded source, bench/scale_fit.py,
-    leaving a kind a request lacks is the better rule.)"""
+    One ratio per model predicts each next total 3-8% over; by kind, within 3.5% (1.7% on average) once the
+    session has shown two make-ups. (Its first bill is over 1.5x our count, the tool-use instructions Claude
+    adds unseen: our tokens are taken at our count and the rest unseen, so requests 4-6 come out 2-3% under
+    where stretching the ratio to its bound had them 1-2% over; over every recorded source, bench/scale_fit.py,
+    the count kept is the better rule.)"""
     session = _session(shared_data, PLANNING)
     assert len(session) >= 10 and {p.model for p, _ in session} == {"claude-sonnet-4-20250514"}
     by_kind, one = _next_totals(session, False), _next_totals(session, True)
     later = [abs(e) for e in by_kind[2:]]
-    assert max(later) <= 0.04 and sum(later) / len(later) <= 0.015, [round(100 * e, 1) for e in by_kind]
+    assert max(later) <= 0.035 and sum(later) / len(later) <= 0.017, [round(100 * e, 1) for e in by_kind]
     assert sum(abs(e) > 0.03 for e in one[2:]) >= 6, [round(100 * e, 1) for e in one]
     scale = TokenScale()
     for prompt, usage in session:

@@ -185,3 +185,23 @@ def messages(p: Prompt, attr: str = "key", start: int = 0) -> list[tuple[int, tu
         else:
             out.append((index, [getattr(s, attr)]))
     return [(idx, tuple(parts)) for idx, parts in out]
+
+
+def same_message(x: tuple[bytes, ...], y: tuple[bytes, ...]) -> bool:
+    """Two messages' canon parts are one message, re-rendered at most with new volatile values."""
+    return _masked(x) == _masked(y)
+
+
+def another_conversation(a: Prompt, b: Prompt) -> bool:
+    """B's first message is not A's (nor A's with a new timestamp): its messages are a conversation of
+    their own, which nothing A cached holds."""
+    ma, mb = messages(a, "canon"), messages(b, "canon")
+    return bool(ma and mb) and not same_message(ma[0][1], mb[0][1])
+
+
+def _masked(parts: tuple[bytes, ...]) -> str:
+    """A message's canon with its volatile values blanked: equal for the same message re-rendered."""
+    text = b"".join(parts).decode("utf-8", "replace")
+    for m in reversed(find_volatile(text)):
+        text = text[: m.start] + "\x00" + text[m.end :]
+    return text

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from prefixguard.contracts.providers import Contract, invalidated_levels, model_contract, provider_for, providers
 from prefixguard.judge.causes import FIXES
-from prefixguard.judge.classify import FALLBACK, classify, too_deep
+from prefixguard.judge.classify import FALLBACK, another_conversation, classify, too_deep
 from prefixguard.judge.jsondiff import common_start, excerpts, short
 from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.breakpoints import breakpoints
@@ -160,7 +160,8 @@ def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[
 def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     """B's tokens past what it reuses, up to where A's cached prefix ends as B renders it: found by the
     block A's cache ended on, where B still has it after the divergence; else A's own count, as far as B
-    goes (B cannot prefill again more than it holds)."""
+    goes (B cannot prefill again more than it holds), and of B's messages none where they are another
+    conversation (new content, never cached: a request without A's tools asking something else)."""
     if cached <= reused:
         return 0
     ends = list(accumulate(s.tokens for s in a.segments))
@@ -168,7 +169,8 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     key = a.segments[w].key
     j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
     if j is None:
-        return max(0, min(cached, sum(s.tokens for s in b.segments)) - reused)
+        held = [s for s in b.segments if s.level != "messages"] if another_conversation(a, b) else b.segments
+        return max(0, min(cached, sum(s.tokens for s in held)) - reused)
     return max(0, sum(s.tokens for s in b.segments[: j + 1]) - reused)
 
 

@@ -20,7 +20,10 @@ between an agent's turns (a title) says nothing of the tools' ratio. Where the t
 itself (a model counted in its own encoding, with its chat format's framing), text is not fitted: its
 ratio is 1, and what the bill holds beyond it is the other kinds' or unseen. The ratios of the kinds the
 latest request holds are then set, together, so that it comes out at its bill, as far as a tokenizer can
-explain it (MAX_RATIO overall, MAX_KIND_RATIO a kind); what is left over is tokens unseen.
+explain it (MAX_RATIO overall, MAX_KIND_RATIO a kind); what is left over is tokens unseen. A bill beyond
+that holds text the body does not show, and says nothing of the tokenizer: our count is kept (a ratio of 1),
+not stretched to the bound, and all the rest is unseen (grok-4's hidden system prompt, Claude's tool-use
+instructions in a short request).
 
 Where the unseen tokens sit, the provider's own figures tell. What a request read plus what it wrote
 ends where a read can end (on a breakpoint; for an automatic prefix cache, only a read past all of our
@@ -212,7 +215,8 @@ def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, .
 
     def single(row: tuple[int, ...]) -> float:
         ours = sum(row[k] for k in free)
-        return min(bound, max(1 / bound, (row[-1] - sum(row[k] for k in fixed)) / ours))
+        v = (row[-1] - sum(row[k] for k in fixed)) / ours
+        return 1.0 if v > bound else max(1 / bound, v)  # beyond any tokenizer: hidden text, our count kept
 
     priors = [single(next((row for row in reversed(seen) if row[k] > 0), seen[-1])) for k in free]
     n = len(free)
@@ -253,11 +257,13 @@ def _levelled(
     """The free kinds' ratios set together so that the latest request comes out at its bill, as far as a
     tokenizer explains it. Where it explains the text, what is left is content the provider renders its
     own way (tools, calls: within MAX_KIND_RATIO); else the free kinds together stay within MAX_RATIO of
-    our count. Beyond, tokens are unseen. Only the kinds the latest request holds are set."""
+    our count. A bill beyond that keeps our count (the excess is hidden text, not a tokenizer's), and the
+    tokens past it are unseen. Only the kinds the latest request holds are set."""
     bound = MAX_KIND_RATIO if text_exact else MAX_RATIO
     fit = sum(v * x[k] for v, k in zip(r, free, strict=False))
     if fit > 0:
-        level = min(bound * free_ours, max(free_ours / bound, rest)) / fit
+        target = free_ours if rest > bound * free_ours else max(free_ours / bound, rest)
+        level = target / fit
         r = [
             min(MAX_KIND_RATIO, max(1 / MAX_KIND_RATIO, v * level)) if x[k] else v
             for v, k in zip(r, free, strict=False)

@@ -22,11 +22,10 @@ from typing import Any, NamedTuple
 from xxhash import xxh3_64_intdigest
 
 from prefixguard.contracts.providers import provider_for
-from prefixguard.judge.classify import messages
+from prefixguard.judge.classify import messages, same_message
 from prefixguard.judge.compare import Comparison, compare
 from prefixguard.judge.index import LocalSessions, SessionIndex, TenantView
 from prefixguard.model.prompt import Prompt
-from prefixguard.model.volatile import find_volatile
 
 KEEP_PER_TENANT = 64  # earlier requests searched by prefix per tenant
 KEEP_TENANTS = 256  # tenants (and providers) whose history is kept
@@ -162,14 +161,6 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
     if at == newest:
         return True
     ma, mb = messages(a, "canon"), messages(b, "canon")
-    if not ma or not mb or at != mb[0][0] or _masked(ma[0][1]) == _masked(mb[0][1]):
+    if not ma or not mb or at != mb[0][0] or same_message(ma[0][1], mb[0][1]):
         return False
     return len(ma) == 1 or len(mb) == 1 or ma[1][1] != mb[1][1]
-
-
-def _masked(parts: tuple[bytes, ...]) -> str:
-    """A message's canon with its volatile values blanked: equal for the same message re-rendered."""
-    text = b"".join(parts).decode("utf-8", "replace")
-    for m in reversed(find_volatile(text)):
-        text = text[: m.start] + "\x00" + text[m.end :]
-    return text
