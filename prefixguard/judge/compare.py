@@ -14,7 +14,7 @@ from itertools import accumulate, islice
 from typing import Any, NamedTuple
 
 from prefixguard.contracts.providers import Contract, invalidated_levels, model_contract, provider_for, providers
-from prefixguard.judge.causes import FIXES
+from prefixguard.judge.causes import FIXES, Cause
 from prefixguard.judge.classify import FALLBACK, another_conversation, classify, too_deep
 from prefixguard.judge.jsondiff import common_start, excerpts, short
 from prefixguard.judge.policies import make_policy, policy_name
@@ -104,7 +104,9 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     at = [f for f in breaking if f.segment == first.segment]
     causes = list(dict.fromkeys(f.cause for f in at))
     d = first.segment
-    reprefill = _rewritten(a, b, d, reused, cached)
+    # B's messages another conversation, not A's history shortened or summarized: new, never cached
+    fresh = not {Cause.HISTORY_TRUNCATED, Cause.HISTORY_COMPACTED} & set(causes) and another_conversation(a, b)
+    reprefill = _rewritten(a, b, d, reused, cached, fresh)
     seg = b.segments[d] if d < len(b.segments) else None
     char = (seg.start + first.offset) if seg else len(b.text)
     level = _level_at(a, b, d)
@@ -157,11 +159,11 @@ def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[
     return (policy.lookup(b, now).cache_read if cached else 0), cached
 
 
-def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
+def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int, fresh: bool) -> int:
     """B's tokens past what it reuses, up to where A's cached prefix ends as B renders it: found by the
     block A's cache ended on, where B still has it after the divergence; else A's own count, as far as B
-    goes (B cannot prefill again more than it holds), and of B's messages none where they are another
-    conversation (new content, never cached: a request without A's tools asking something else)."""
+    goes (B cannot prefill again more than it holds), and none of B's messages where they are `fresh`,
+    another conversation (a request without A's tools asking something else)."""
     if cached <= reused:
         return 0
     ends = list(accumulate(s.tokens for s in a.segments))
@@ -169,7 +171,7 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int) -> int:
     key = a.segments[w].key
     j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
     if j is None:
-        held = [s for s in b.segments if s.level != "messages"] if another_conversation(a, b) else b.segments
+        held = [s for s in b.segments if s.level != "messages"] if fresh else b.segments
         return max(0, min(cached, sum(s.tokens for s in held)) - reused)
     return max(0, sum(s.tokens for s in b.segments[: j + 1]) - reused)
 
