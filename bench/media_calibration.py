@@ -39,7 +39,7 @@ from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 SETS = ("recorded/crewai", "recorded/pydantic-ai", "recorded/openllmetry", "recorded/pydantic-ai-bedrock",
         "recorded/pydantic-ai-gemini")
-MARKS = ('"type": "image"', '"type": "document"', '"image_url"', '"input_image"', '"input_file"',
+MARKS = ('"type": "image"', '"type": "document"', '"image_url"', '"input_image"', '"input_file"', '"type": "file"',
          '"image": {', '"format": "pdf"', '"mimeType": "image/', '"mimeType": "application/pdf"')
 
 

@@ -268,3 +268,20 @@ def test_a_claude_model_behind_databricks_costs_claudes_images() -> None:
     rules = media.rules_for("openai-chat", "databricks-claude-3-7-sonnet")
     assert rules.provider == "anthropic" and rules.image == media.rules_for("anthropic", "claude-3-7-sonnet").image
     assert media.image_tokens(60, 30, rules.image) < 10 < media.image_tokens(60, 30, media.rules_for("openai-chat", "gpt-4o").image)
+
+
+@pytest.mark.parametrize("folder, billed", [
+    ("crewai_sdist/llms_TestBedrockMultimodalIntegration.test_analyze_pdf", 1606),  # the text layer gave 64
+    ("chatlas/openai_pdf", 68),  # GPT-4o's 4 a file gave 59
+])
+def test_what_a_model_bills_apart_on_one_api(folder: str, billed: int) -> None:
+    """A model's own row says what one API bills differently for it (rules/media.toml, `by_api` in a model row):
+    Bedrock Converse bills Claude Sonnet 4.6's PDF pages as images (where Claude 3.7 there is billed the text
+    layer), and Responses bills GPT-5.4's PDF ~11 tokens more than GPT-4o's."""
+    path = Path(__file__).resolve().parent / "data" / "public" / folder
+    prompt = parse_request((path / "0001.request.json").read_bytes(), path=cassette_uris(path)["0001"])
+    answer = next(path.glob("0001.response.*"))
+    assert parse_response(answer.read_bytes(), prompt.api).prompt_total == billed
+    assert abs(prompt.total_tokens - billed) <= 0.05 * billed, prompt.total_tokens
+    assert media.rules_for("bedrock-converse", "claude-3-7-sonnet-20250219").document["page_image"] is False
+    assert media.rules_for("openai-responses", "gpt-4o").document["per_file_tokens"] == 4

@@ -79,7 +79,8 @@ def rules_for(api: str, model: str | None) -> Rules:
     """The image and document rules for a request: by the model's family where the table knows it
     (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape; then the model's
     own row; then what that API bills differently, whatever the model (`[P.by_api.API]`: OpenAI's Chat
-    and Responses bill one PDF differently, Bedrock bills Claude's PDF by its text layer)."""
+    and Responses bill one PDF differently, Bedrock bills Claude's PDF by its text layer), and for the model
+    (its row's `by_api`: Bedrock bills Claude Sonnet 4.6's PDF pages as images, as the Messages API does)."""
     tables = _tables()
     bare = own_id(model)
     name = (
@@ -95,7 +96,8 @@ def rules_for(api: str, model: str | None) -> Rules:
         default=None,
     )
     by_api = table.get("by_api", {}).get(api, {})
-    for row in (best or {}, by_api):
+    own_api = (best or {}).get("by_api", {}).get(api, {})  # what that API bills differently for this model
+    for row in (best or {}, by_api, own_api):
         image.update(row.get("image", {}))
         document.update(row.get("document", {}))
     key = repr((name, sorted(image.items()), sorted(document.items()))).encode()
