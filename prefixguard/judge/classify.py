@@ -195,8 +195,23 @@ def same_message(x: tuple[bytes, ...], y: tuple[bytes, ...]) -> bool:
 def another_conversation(a: Prompt, b: Prompt) -> bool:
     """B's first message is not A's (nor A's with a new timestamp): its messages are a conversation of
     their own, which nothing A cached holds."""
-    ma, mb = messages(a, "canon"), messages(b, "canon")
-    return bool(ma and mb) and not same_message(ma[0][1], mb[0][1])
+    first_a, first_b = _first_message(a), _first_message(b)
+    return bool(first_a and first_b) and not same_message(first_a, first_b)
+
+
+def _first_message(p: Prompt) -> tuple[bytes, ...]:
+    """The canon of each part of the first message of the messages level (read no further: a body can hold
+    millions)."""
+    parts: list[bytes] = []
+    index = None
+    for s in p.segments:
+        if s.level != "messages" or s.message_index is None:
+            continue
+        if parts and s.message_index != index:
+            break
+        index = s.message_index
+        parts.append(s.canon)
+    return tuple(parts)
 
 
 def _masked(parts: tuple[bytes, ...]) -> str:

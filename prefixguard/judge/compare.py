@@ -104,9 +104,7 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     at = [f for f in breaking if f.segment == first.segment]
     causes = list(dict.fromkeys(f.cause for f in at))
     d = first.segment
-    # B's messages another conversation, not A's history shortened or summarized: new, never cached
-    fresh = not {Cause.HISTORY_TRUNCATED, Cause.HISTORY_COMPACTED} & set(causes) and another_conversation(a, b)
-    reprefill = _rewritten(a, b, d, reused, cached, fresh)
+    reprefill = _rewritten(a, b, d, reused, cached, causes)
     seg = b.segments[d] if d < len(b.segments) else None
     char = (seg.start + first.offset) if seg else len(b.text)
     level = _level_at(a, b, d)
@@ -159,11 +157,12 @@ def contract_reads(a: Prompt, b: Prompt, elapsed: float | None = None) -> tuple[
     return (policy.lookup(b, now).cache_read if cached else 0), cached
 
 
-def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int, fresh: bool) -> int:
+def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int, causes: Sequence[str]) -> int:
     """B's tokens past what it reuses, up to where A's cached prefix ends as B renders it: found by the
     block A's cache ended on, where B still has it after the divergence; else A's own count, as far as B
-    goes (B cannot prefill again more than it holds), and none of B's messages where they are `fresh`,
-    another conversation (a request without A's tools asking something else)."""
+    goes (B cannot prefill again more than it holds), and none of B's messages where they are another
+    conversation (a request without A's tools asking something else), not A's history shortened or
+    summarized (`causes`)."""
     if cached <= reused:
         return 0
     ends = list(accumulate(s.tokens for s in a.segments))
@@ -171,6 +170,8 @@ def _rewritten(a: Prompt, b: Prompt, d: int, reused: int, cached: int, fresh: bo
     key = a.segments[w].key
     j = next((j for j in range(len(b.segments) - 1, d - 1, -1) if b.segments[j].key == key), None)
     if j is None:
+        history = {Cause.HISTORY_TRUNCATED, Cause.HISTORY_COMPACTED} & set(causes)
+        fresh = not history and another_conversation(a, b)  # new content, never cached
         held = [s for s in b.segments if s.level != "messages"] if fresh else b.segments
         return max(0, min(cached, sum(s.tokens for s in held)) - reused)
     return max(0, sum(s.tokens for s in b.segments[: j + 1]) - reused)
