@@ -105,8 +105,8 @@ def test_the_scale_places_unseen_tokens_by_what_was_read_and_written() -> None:
 def test_a_bill_beyond_any_tokenizer_keeps_our_count_and_the_rest_unseen() -> None:
     """A bill over MAX_RATIO times our tokens holds text the body does not show, and says nothing of the
     tokenizer: our tokens are taken at our count, not stretched to the bound, and the rest is unseen. (At
-    the bound, grok-4's hidden system prompt came out 626 where it reads 680, and the next request of
-    every small Claude request with tools was scaled 1.5x over.)"""
+    the bound, grok-4's hidden system prompt came out 626 where it reads 680, and what the next requests
+    of a short Claude request with tools added was scaled 1.5x: bench/scale_fit.py.)"""
     body = {"model": "grok-4", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
             "tools": [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]}
     prompt = parse_request(json.dumps(body), path="/v1/chat/completions")
