@@ -172,9 +172,12 @@ def _message_start(a: Prompt, b: Prompt, at: int) -> int:
     return start if opens and sa[start].level == sb[start].level == "messages" else 0
 
 
-def messages(p: Prompt, attr: str = "key", start: int = 0) -> list[tuple[int, tuple[bytes, ...]]]:
+def messages(
+    p: Prompt, attr: str = "key", start: int = 0, count: int | None = None
+) -> list[tuple[int, tuple[bytes, ...]]]:
     """(message index, the `attr` of each of its parts: fingerprint key or canon) for each message of
-    the messages level, in order; from segment `start` on (the first of a message)."""
+    the messages level, in order; from segment `start` on (the first of a message); the first `count`
+    only, where given (read no further: a body can hold millions)."""
     out: list[tuple[int, list[bytes]]] = []
     for s in islice(p.segments, start, None):
         index = s.message_index
@@ -182,6 +185,8 @@ def messages(p: Prompt, attr: str = "key", start: int = 0) -> list[tuple[int, tu
             continue
         if out and out[-1][0] == index:
             out[-1][1].append(getattr(s, attr))
+        elif len(out) == count:
+            break
         else:
             out.append((index, [getattr(s, attr)]))
     return [(idx, tuple(parts)) for idx, parts in out]
@@ -195,23 +200,8 @@ def same_message(x: tuple[bytes, ...], y: tuple[bytes, ...]) -> bool:
 def another_conversation(a: Prompt, b: Prompt) -> bool:
     """B's first message is not A's (nor A's with a new timestamp): its messages are a conversation of
     their own, which nothing A cached holds."""
-    first_a, first_b = _first_message(a), _first_message(b)
-    return bool(first_a and first_b) and not same_message(first_a, first_b)
-
-
-def _first_message(p: Prompt) -> tuple[bytes, ...]:
-    """The canon of each part of the first message of the messages level (read no further: a body can hold
-    millions)."""
-    parts: list[bytes] = []
-    index = None
-    for s in p.segments:
-        if s.level != "messages" or s.message_index is None:
-            continue
-        if parts and s.message_index != index:
-            break
-        index = s.message_index
-        parts.append(s.canon)
-    return tuple(parts)
+    ma, mb = messages(a, "canon", count=1), messages(b, "canon", count=1)
+    return bool(ma and mb) and not same_message(ma[0][1], mb[0][1])
 
 
 def _masked(parts: tuple[bytes, ...]) -> str:

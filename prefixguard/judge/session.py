@@ -160,7 +160,7 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
     )
     if at == newest:
         return True
-    ma, mb = messages(a, "canon"), messages(b, "canon")
+    ma, mb = messages(a, "canon", count=2), messages(b, "canon", count=2)  # the first two say it
     if not ma or not mb or at != mb[0][0] or same_message(ma[0][1], mb[0][1]):
         return False
     return len(ma) == 1 or len(mb) == 1 or ma[1][1] != mb[1][1]
