@@ -30,11 +30,11 @@ from prefixguard.wire import parse_request, parse_response  # noqa: E402
 
 
 def one_ratio(scale: TokenScale, prompt, usage) -> None:
-    media = sum(s.media_tokens for s in prompt.segments)
-    ours, theirs = prompt.total_tokens - media, usage.prompt_total - media
+    media = sum(s.media_tokens for s in prompt.segments)  # and no tool-use prompt: the method before it was known
+    ours, theirs = prompt.total_tokens - media - prompt.front, usage.prompt_total - media
     if ours > 0 and theirs > 0:
         ratio = min(MAX_RATIO, max(1 / MAX_RATIO, theirs / ours))
-        scale._fit.put(fit_key(prompt), Fit(ratio, max(0, round(theirs - ratio * ours))), 0.0)
+        scale._fit.put(fit_key(prompt), Fit(ratio=ratio, unseen=max(0, round(theirs - ratio * ours)), ruled=0.0), 0.0)
 
 
 def exact_counts(data: Path) -> tuple[int, int, int]:
@@ -79,7 +79,9 @@ def main() -> None:
                 prompt = parse_request(json.dumps(r.body), path=r.path)
             except InputError:
                 continue
-            heavy = 2 * sum(s.tokens for s in prompt.segments if s.level == "tools") > prompt.total_tokens
+            # tool schemas over half of our tokens (the tool-use prompt in front of them is none)
+            tools = sum(s.tokens for s in prompt.segments if s.level == "tools") - prompt.front
+            heavy = 2 * tools > prompt.total_tokens - prompt.front
             policy = make_policy(policy_name(prompt.api, prompt.model))
             for name, scale in scales.items():
                 held = policy.rendered(stored[name].filled(prompt))

@@ -105,6 +105,7 @@ def encode_seen(seen: Any) -> bytes:
         "chain": [_b64(c) for c in p.chain],
         "parts": [_b64(h.to_bytes(8, "big")) for h in seen.parts],
         "counts_only": p.counts_only,
+        "front": p.front,  # the tool-use prompt a rule put in front of the first part
         "item": seen.item,
         "ts": seen.ts,
     }
@@ -149,6 +150,7 @@ def decode_seen(blob: bytes) -> Any:
         tokens_estimated=doc["estimated"],
         chain=Chain.of(base64.b64decode(c) for c in doc["chain"]),
         counts_only=doc["counts_only"],
+        front=doc.get("front", 0),
     )
     parts = sorted({int.from_bytes(base64.b64decode(h), "big") for h in doc["parts"]})
     return Seen(prompt=prompt, item=doc["item"], ts=doc["ts"], parts=array("Q", parts))

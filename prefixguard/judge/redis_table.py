@@ -24,7 +24,7 @@ def _encode_value(value: Any) -> bytes:
     if isinstance(value, Fit):
         kinds = ",".join(repr(k) for k in value.kinds) or "-"  # the scale's fit by kind, and what it was fitted on
         seen = ";".join(":".join(map(str, row)) for row in value.seen) or "-"
-        return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen}".encode()
+        return f"s{value.ratio!r} {value.unseen} {value.front} {kinds} {seen} {value.ruled!r}".encode()
     return b"f" + repr(float(value)).encode()
 
 
@@ -45,14 +45,15 @@ def _decode_value(raw: bytes | None) -> Any:
         at, tokens, *rest = text.split(" ")  # one written before reasoning (or calls) was kept has none
         return Output(at=float(at), tokens=int(tokens), reasoning=int(rest[0]) if rest else 0, calls=rest[1:2] == ["1"])
     if kind == b"s":
-        ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds) were kept has none
+        ratio, unseen, *rest = text.split(" ")  # a fit written before fronts (or kinds, ...) were kept has none
         kinds = tuple(map(float, rest[1].split(","))) if len(rest) > 1 and rest[1] != "-" else ()
         seen = (
             tuple(tuple(map(int, row.split(":"))) for row in rest[2].split(";"))
             if len(rest) > 2 and rest[2] != "-"
             else ()
         )
-        return Fit(ratio=float(ratio), unseen=int(unseen), front=int(rest[0]) if rest else -1, kinds=kinds, seen=seen)
+        front, ruled = int(rest[0]) if rest else -1, float(rest[3]) if len(rest) > 3 else 1.0
+        return Fit(ratio=float(ratio), unseen=int(unseen), front=front, kinds=kinds, seen=seen, ruled=ruled)
     return float(text)
 
 

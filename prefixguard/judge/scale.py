@@ -40,6 +40,11 @@ it holds tokens the provider adds after every breakpoint (Claude's tool-use inst
 definitions), so the ratios are lowered until it fits and the rest of the bill is unseen after the prefix.
 A request declaring tools the provider runs itself keeps a fit of its own (fit_key).
 
+The tool-use prompt Claude's API puts in front of a request's tools is known by a rule (Prompt.front, set
+where the request is read: prefixguard/wire/tool_prompt.py), a figure per model that a source's own bills
+show ~10% either way. It is fitted apart: a bill takes it as far as the bill holds it beyond our count
+(Fit.ruled, the share taken), and the rest is fitted as above; a request without tools gets none of it.
+
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
 """
@@ -71,6 +76,7 @@ class Fit(NamedTuple):
     front: int = -1  # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
     kinds: tuple[float, ...] = ()  # the ratio per kind (KINDS); () where only `ratio` is known
     seen: tuple[tuple[int, ...], ...] = ()  # the latest requests' (tools, text, calls, provider's), oldest first
+    ruled: float = 1.0  # of the tool-use prompt a rule puts in front (Prompt.front), the share the bills bear out
 
 
 FIT_LIFETIME = 86_400.0  # a fit kept in a shared index outlives a day of silence from its model: refit then
@@ -133,6 +139,7 @@ class TokenScale:
         the one this request sent (usage.first_pass), which held all of itself but what was not cached (the
         later passes leave a few tokens each uncached at most); without that, as about one pass of them,
         telling nothing of where hidden tokens sit."""
+        rule, prompt = prompt.front, _fitted_part(prompt)
         if usage.server_calls and usage.first_pass:
             held = max(0, usage.first_pass - usage.uncached)
             usage = Usage(prompt_total=usage.first_pass, cache_write_5m=held, reported=usage.reported)
@@ -141,13 +148,18 @@ class TokenScale:
         media = sum(s.media_tokens for s in prompt.segments)
         x = _by_kind(prompt)
         ours, theirs = sum(x), usage.prompt_total - media
+        # the rule's tool-use prompt, in front of all of it, as far as the bill holds it beyond our count (a
+        # provider's tokenizer counts about as many tokens as ours or more): the rest is fitted as ever
+        taken = min(rule, max(0, theirs - ours))
+        theirs -= taken
         if ours <= 0 or theirs <= 0:
             return
         key = fit_key(prompt)
         before = self._fit.get(key)
         before = before if isinstance(before, Fit) else None
+        ruled = taken / rule if rule else before.ruled if before else 1.0
         seen = ((before.seen if before else ()) + ((*x, theirs),))[-WINDOW:]
-        held, exact = usage.cache_read + usage.cache_write, _explained(prompt)
+        held, exact = max(0, usage.cache_read + usage.cache_write - taken), _explained(prompt)
         kinds = _fitted(seen, exact)
         front: int | None = None
         shown: tuple[int, int] | None = None
@@ -159,7 +171,7 @@ class TokenScale:
         elif held == 0 and minimum and held_end is not None and 0 <= held_end < len(prompt.segments):
             # nothing held at the breakpoint: what the bill holds beyond our tokens would have taken the
             # prefix there over the minimum in front, so it sits after
-            through = sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
+            through = taken + sum(_in_theirs(s, kinds) for s in prompt.segments[: held_end + 1])
             beyond = theirs + media - sum(_in_theirs(s, kinds) for s in prompt.segments)
             front = 0 if through < minimum <= through + beyond else None
         else:
@@ -172,7 +184,9 @@ class TokenScale:
         if front is None:  # this read says nothing of where they sit: as the last read said
             front = before.front if before else -1
         self._fit.put(
-            key, Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen), FIT_LIFETIME
+            key,
+            Fit(ratio=ratio, unseen=unseen, front=min(front, unseen), kinds=kinds, seen=seen, ruled=ruled),
+            FIT_LIFETIME,
         )
         self._fit.save()
 
@@ -183,19 +197,29 @@ class TokenScale:
         self._fit.load(lambda: [key], 0.0)  # fits count their lifetime from 0: they need no clock
         fit = self._fit.get(key)
         if fit is None or not prompt.segments:
-            return prompt
+            return prompt  # a rule's front (the tool-use prompt) stands as it is until a bill says
+        ruled, prompt = round(prompt.front * fit.ruled), _fitted_part(prompt)
         kinds = fit.kinds or (fit.ratio,) * len(KINDS)
         segments = [s.with_tokens(_in_theirs(s, kinds)) for s in prompt.segments]
         # Until a read shows where they sit, they are put in front, where every read starts; but what the
         # provider's own tools add is mostly their results, after the parts that called them.
         front = fit.front if fit.front >= 0 else 0 if tools else fit.unseen
-        if front:
-            segments[0] = segments[0].with_tokens(segments[0].tokens + front)
+        if front + ruled:
+            segments[0] = segments[0].with_tokens(segments[0].tokens + front + ruled)
         # Where a read has shown them in front, they are the provider's own text before every request of the
         # model, read with it (grok-4's hidden system prompt is read by a first request whatever it says). The
         # rest follows every part: a breakpoint on the last part holds none of it (Claude's reply opening: a
         # write at the last user block is the bill less 4).
-        return prompt.with_segments(segments, front=max(0, fit.front), after=fit.unseen - front)
+        return prompt.with_segments(segments, front=max(0, fit.front) + ruled, after=fit.unseen - front)
+
+
+def _fitted_part(prompt: Prompt) -> Prompt:
+    """The prompt without what a rule put in front (the tool-use prompt), which is fitted apart: how much of
+    it the bills bear out (Fit.ruled)."""
+    if not prompt.front or not prompt.segments:
+        return prompt
+    first = prompt.segments[0]
+    return prompt.with_segments([first.with_tokens(first.tokens - prompt.front), *prompt.segments[1:]], front=0)
 
 
 def _fitted(seen: Sequence[tuple[int, ...]], text_exact: bool) -> tuple[float, ...]:

@@ -122,6 +122,23 @@ def message_framing(api: str, model: str | None) -> Framing:
     return NO_FRAMING
 
 
+@cache
+def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
+    """The tokens of the tool-use system prompt a provider adds for this API and model when a request
+    declares tools of its own, with this tool_choice ("auto", "none", "any", "tool"): rules/encodings.toml
+    [tool_prompt]; 0 where no row applies or nothing is counted."""
+    rows = _rules()["tool_prompt"]
+    if api not in rows["apis"] or not model or encoding_for(model) == ESTIMATE:
+        return 0
+    bare = own_id(model).replace(".", "-")  # a gateway's claude-sonnet-4.6 is claude-sonnet-4-6
+    if not bare.startswith(tuple(rows["model_prefixes"])):
+        return 0
+    best = max((p for p in rows["models"] if bare.startswith(p)), key=len, default=None)
+    row = rows["models"][best] if best is not None else rows["default"]
+    order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
+    return int(next((row[k] for k in order if k in row), row["auto"]))
+
+
 class ChatReasoning(NamedTuple):
     """How a Chat assistant message's own reasoning renders (rules/encodings.toml [chat_reasoning])."""
 
@@ -296,7 +313,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    for cached in (_default, encoding_for, message_framing, _encoding, _data_file, _seed):
+    for cached in (_default, encoding_for, message_framing, tool_prompt, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from prefixguard.lint import catalog
 from prefixguard.lint.checks.base import check, model_unknown, quote
 from prefixguard.lint.context import Breakpoint, Context, block_text
 from prefixguard.lint.finding import Hit
@@ -108,8 +109,9 @@ def no_breakpoint(ctx: Context) -> Iterator[Hit]:
     minimum = ctx.contract.min_cacheable_tokens
     if model_unknown(ctx):
         return
-    # over the minimum without the media of unknown size (by URL or file id: a documented estimate), or no evidence
-    unknown = sum(s.media_tokens for s in ctx.segments if s.estimated)
+    # over the minimum without the media of unknown size (by URL or file id: a documented estimate) and with
+    # the tool-use prompt at its figure less the catalog's margin (a provider's median, not a count), or no evidence
+    unknown = sum(s.media_tokens for s in ctx.segments if s.estimated) + ctx.prompt.front * catalog.count_margin()
     if not ctx.breakpoints and ctx.total - unknown >= minimum:
         yield Hit(
             rule="no-breakpoint",

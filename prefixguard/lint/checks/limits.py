@@ -34,11 +34,13 @@ def too_many_breakpoints(ctx: Context) -> Iterator[Hit]:
     )
 
 
-def _clearly_below(tokens: int, minimum: int, tools: int = 0) -> bool:
+def _clearly_below(tokens: int, minimum: int, tools: int = 0, front: int = 0) -> bool:
     """Our tokenizer is not the provider's (which counts more, and adds its template): a count within the
     catalog's margin under a minimum is no evidence of being under it. `tools`: of the count, tool
-    definitions, whose margin is wider."""
-    return (tokens - tools) * (1 + catalog.count_margin()) + tools * (1 + catalog.count_margin(tools=True)) < minimum
+    definitions, whose margin is wider; `front`: of those, the tool-use prompt the provider puts before
+    them (a figure of its rules, not a count: the text's margin)."""
+    margins = (tokens - tools + front) * catalog.count_margin() + (tools - front) * catalog.count_margin(tools=True)
+    return tokens + margins < minimum
 
 
 def _versioned_tool(value: Any) -> bool:
@@ -56,7 +58,7 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
         return
     tools = list(accumulate((s.tokens if s.level == "tools" else 0 for s in ctx.segments), initial=0))
     if not ctx.breakpointed:
-        if _clearly_below(ctx.total, minimum, tools[-1]):
+        if _clearly_below(ctx.total, minimum, tools[-1], ctx.prompt.front):
             yield Hit(
                 rule="below-minimum",
                 pointer="",
@@ -71,11 +73,12 @@ def below_minimum(ctx: Context) -> Iterator[Hit]:
     # A breakpoint under the minimum costs money only when no breakpoint of the request reaches it (then
     # nothing is cached at all); under a later one that does, it is a slot spent for nothing (info).
     covered = any(
-        not _clearly_below(ctx.before[bp.segment + 1], minimum, tools[bp.segment + 1]) for bp in ctx.breakpoints
+        not _clearly_below(ctx.before[bp.segment + 1], minimum, tools[bp.segment + 1], ctx.prompt.front)
+        for bp in ctx.breakpoints
     )
     for bp in ctx.breakpoints:
         upto = ctx.before[bp.segment + 1]
-        if _clearly_below(upto, minimum, tools[bp.segment + 1]):
+        if _clearly_below(upto, minimum, tools[bp.segment + 1], ctx.prompt.front):
             tail = "this breakpoint caches nothing (a later one does)" if covered else "nothing is cached"
             yield Hit(
                 rule="below-minimum",
