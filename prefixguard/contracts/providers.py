@@ -43,7 +43,7 @@ def provider_for(api: str, model: str | None = None, host: str | None = None) ->
     if model and maker:
         for name, table in tables.items():
             if maker in table.gateway_makers and not any(
-                _same_family(model, excluded) for excluded in table.gateway_excluded
+                same_family(model, excluded) for excluded in table.gateway_excluded
             ):
                 return name
     if model and "/" not in model:  # a provider's own API names its models without an owner
@@ -109,14 +109,14 @@ def seller(model: str | None) -> Contract | None:
 def _known(table: Contract, model: str) -> bool:
     """Whether the table lists the model's family, or the model is a later version of a versioned family it
     lists (gpt-6-astra after gpt-5.6): a maker's new model is its own before any table here names it."""
-    if any(_same_family(model, m.prefix) for m in table.models):
+    if any(same_family(model, m.prefix) for m in table.models):
         return True
     have = _version(model)
     listed = [v[1] for m in table.models if have and (v := _version(m.prefix)) and v[0] == have[0]]
     return bool(listed) and have is not None and have[1] > max(listed)
 
 
-def _same_family(model: str, prefix: str) -> bool:
+def same_family(model: str, prefix: str) -> bool:
     """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
     dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
     region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too."""
@@ -268,7 +268,7 @@ def _model_row(table: Contract, model: str | None) -> ModelRow:
     """A provider table's default_model row with the longest matching model row over it."""
     row = table.default_model
     best = max(
-        (m for m in table.models if model and _same_family(model, m.prefix)), key=lambda m: len(m.prefix), default=None
+        (m for m in table.models if model and same_family(model, m.prefix)), key=lambda m: len(m.prefix), default=None
     )
     return (
         replace(best, confirmed=True if best.confirmed is None else best.confirmed).over(row)

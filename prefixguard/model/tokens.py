@@ -127,13 +127,14 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
     """The tokens of the tool-use system prompt a provider adds for this API and model when a request
     declares tools of its own, with this tool_choice ("auto", "none", "any", "tool"): rules/encodings.toml
     [tool_prompt]; 0 where no row applies or nothing is counted."""
+    from prefixguard.contracts.providers import same_family  # a gateway's claude-sonnet-4.6 is claude-sonnet-4-6
+
     rows = _rules()["tool_prompt"]
     if api not in rows["apis"] or not model or encoding_for(model) == ESTIMATE:
         return 0
-    bare = own_id(model).replace(".", "-")  # a gateway's claude-sonnet-4.6 is claude-sonnet-4-6
-    if not bare.startswith(tuple(rows["model_prefixes"])):
+    if not any(same_family(model, p) for p in rows["model_prefixes"]):
         return 0
-    best = max((p for p in rows["models"] if bare.startswith(p)), key=len, default=None)
+    best = max((p for p in rows["models"] if same_family(model, p)), key=len, default=None)
     row = rows["models"][best] if best is not None else rows["default"]
     order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
     return int(next((row[k] for k in order if k in row), row["auto"]))
