@@ -1,11 +1,13 @@
-"""Claude's tool-use system prompt (rules/encodings.toml [tool_prompt]) against recorded bills.
+"""The tool-use prompt (rules/encodings.toml [tool_prompt]) and OpenAI's rendering of function tools
+([tool_render]) against recorded bills.
 
-For every recorded Claude request that declares tools of the client's own and holds no tool call or result,
-no image or document, no provider-run tool and no thinking, its billed input less our count without the
-tool-use prompt is what the provider added. Per model family and tool_choice: how many requests, the
-median of that over requests under SMALL of our tokens (where a tokenizer's difference is small beside it),
-the table's figure, and over every such request the median error of our total against the bill without
-the prompt and with it, side by side.
+For every recorded request that declares function tools of the client's own and holds no tool call or result,
+no image or document, no response schema, no provider-run tool and no thinking, on a model the tables name:
+its billed input less our count without the tool-use prompt is what the provider added. Per model family and
+tool_choice: how many requests, the median of that (over all of them where our count of the text is exact, a
+model counted in its own encoding; else over those under SMALL of our tokens, where a tokenizer's difference is
+small beside it), the table's figure, and the median error of our total against the bill: as counted before
+(the tools' JSON, no prompt) and now, side by side.
 
     .venv/bin/python bench/tool_prompt.py [--data ../shared/data/recorded] [--data <folder>] ...
 """
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from prefixguard.model import tokens  # noqa: E402
+from prefixguard.model.prompt import compact_json  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
 from prefixguard.utils.errors import InputError  # noqa: E402
 from prefixguard.wire import parse_request, tool_prompt  # noqa: E402
@@ -42,9 +45,11 @@ def family(model: str) -> str:
     return re.sub(r"-4-0$", "-4", bare)
 
 
-def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
-    """(family, tool_choice) -> [(bill, ours without the tool-use prompt, the prompt's tokens)]."""
-    out: dict[tuple[str, str], list[tuple[int, int, int]]] = defaultdict(list)
+def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int, int, bool]]]:
+    """(family, tool_choice) -> [(bill, ours without the tool-use prompt, the prompt's tokens, the count before
+    (tools as JSON, no prompt), whether our text is exact)]."""
+    out: dict[tuple[str, str], list[tuple[int, int, int, int, bool]]] = defaultdict(list)
+    seen: set[str] = set()
     for root in folders:
         for meta in sorted(root.rglob("meta.json")):
             try:
@@ -53,25 +58,32 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int]
                 continue
             for req in trace.requests:
                 usage = req.reported
-                if usage is None or not usage.reported or usage.server_calls or not usage.prompt_total:
+                body = json.dumps(req.body, sort_keys=True)
+                if usage is None or not usage.reported or usage.server_calls or not usage.prompt_total or body in seen:
                     continue
+                seen.add(body)  # a body recorded again (a test's parametrizations, copies) counts once
                 try:
                     prompt = parse_request(json.dumps(req.body), path=req.path or "/v1/messages")
                 except InputError:
                     continue
                 segs = prompt.segments
                 tools = [s for s in segs if s.level == "tools" and s.kind == "tool"]
-                if not tools or any(provider_tool(s.value) for s in tools):
+                rendered = tokens.renders_tools(prompt.api, prompt.model)
+                if not tools or any(provider_tool(s.value) for s in tools) or not (prompt.front or rendered):
                     continue
-                added = prompt.front  # the tool-use prompt, by the table
                 extra = req.body.get("additionalModelRequestFields") or {}
                 thinking = req.body.get("thinking") or extra.get("thinking")
-                if (not added or any(s.kind in _CALLS for s in segs) or any(s.media_tokens for s in segs)
+                if (any(s.kind in _CALLS or s.kind == "schema" or s.media_tokens for s in segs)
                         or (isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"))):
                     continue
-                choice = tool_prompt.choice(req.body)
-                row = (usage.prompt_total, prompt.total_tokens - added, added)
-                out[(family(prompt.model or ""), choice)].append(row)
+                encoding = tokens.encoding_for(prompt.model)
+                ours = prompt.total_tokens - prompt.front
+                json_tools = sum(tokens.count(compact_json(s.value), encoding) for s in tools)
+                before = ours - (sum(s.tokens for s in tools) - prompt.front) + json_tools if rendered else ours
+                exact = tokens.message_framing(prompt.api, prompt.model).exact
+                group = family(prompt.model or "") + ("" if prompt.api == "anthropic" else f" ({prompt.api})")
+                out[(group, tool_prompt.choice(req.body))].append(
+                    (usage.prompt_total, ours, prompt.front, before, exact))
     return out
 
 
@@ -80,23 +92,23 @@ def main() -> None:
     ap.add_argument("--data", type=Path, action="append", help="a folder of cassettes (repeatable)")
     folders = ap.parse_args().data or [DATA]
     found = rows(folders)
-    print(f"{'model':24s} {'choice':6s} {'n':>4s} {'small':>5s} {'measured':>8s} {'table':>5s} "
-          f"{'err without':>11s} {'err with':>8s}")
+    print(f"{'model (API)':40s} {'choice':6s} {'n':>4s} {'used':>4s} {'measured':>8s} {'table':>5s} "
+          f"{'err before':>10s} {'err now':>8s}")
     before, after = [], []
     for (fam, choice), rs in sorted(found.items()):
-        small = [bill - ours for bill, ours, _ in rs if ours < SMALL]
-        without = [(ours - bill) / bill for bill, ours, _ in rs]
-        with_ = [(ours + added - bill) / bill for bill, ours, added in rs]
-        before += without
-        after += with_
-        measured = f"{statistics.median(small):8.0f}" if small else f"{'-':>8s}"
-        print(f"{fam:24s} {choice:6s} {len(rs):4d} {len(small):5d} {measured} {rs[0][2]:5d} "
-              f"{100 * statistics.median(without):+10.1f}% {100 * statistics.median(with_):+7.1f}%")
+        used = [bill - ours for bill, ours, _, _, exact in rs if exact or ours < SMALL]
+        old = [(count - bill) / bill for bill, _, _, count, _ in rs]
+        now = [(ours + added - bill) / bill for bill, ours, added, _, _ in rs]
+        before += old
+        after += now
+        measured = f"{statistics.median(used):8.0f}" if used else f"{'-':>8s}"
+        print(f"{fam:40s} {choice:6s} {len(rs):4d} {len(used):4d} {measured} {rs[0][2]:5d} "
+              f"{100 * statistics.median(old):+9.1f}% {100 * statistics.median(now):+7.1f}%")
     if before:
-        within = sum(abs(e) <= 0.05 for e in after), sum(abs(e) <= 0.05 for e in before)
+        within = [sum(abs(e) <= limit for e in errors) for errors in (before, after) for limit in (0.01, 0.05)]
         error = [100 * statistics.median(map(abs, errors)) for errors in (before, after)]
-        print(f"\n{len(before)} requests: total within 5% of the bill {within[1]} without the prompt, {within[0]} "
-              f"with it; median |error| {error[0]:.1f}% -> {error[1]:.1f}%")
+        print(f"\n{len(before)} requests: total within 1% / 5% of the bill {within[0]} / {within[1]} before, "
+              f"{within[2]} / {within[3]} now; median |error| {error[0]:.1f}% -> {error[1]:.1f}%")
 
 
 if __name__ == "__main__":

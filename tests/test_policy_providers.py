@@ -420,6 +420,8 @@ def test_openai_caches_gpt_4o_and_later_and_names_its_own_hosts() -> None:
     assert provider_for("openai-chat", "openllmetry-testing") == "compatible"  # no host: a server one runs
     assert [provider_contract("openai", m).prefix_caching for m in ("gpt-3.5-turbo", "gpt-4-turbo", "gpt-4o", "gpt-4.1", "gpt-4.5-preview")] \
         == [False, False, True, True, True]
+    # a prefix ending in a number ends there: gpt-4-1106-preview is a GPT-4 Turbo, not a gpt-4.1 (4.1 reads 4-1)
+    assert not provider_contract("openai", "gpt-4-1106-preview").prefix_caching
     # above the minimum too: a model before gpt-4o reads nothing, and says why
     request = {"model": "gpt-4-turbo", "messages": [{"role": "user", "content": "The same long question. " * 300}]}
     prompt = parse_request(json.dumps(request).encode(), path="/v1/chat/completions")

@@ -16,7 +16,8 @@ from prefixguard.lint.linter import check_prompt
 from prefixguard.model import tokens
 from prefixguard.replay import sources
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import parse_request, parse_response, tool_prompt
+from prefixguard.model.prompt import compact_json
+from prefixguard.wire import openai_tools, parse_request, parse_response, tool_prompt
 from prefixguard.wire.fields import provider_tool
 
 RECORDED = "recorded/crewai"
@@ -39,7 +40,10 @@ def test_looked_up_by_model_and_tool_choice() -> None:
     # the same model behind a gateway or a cloud; no other model, no other API
     assert tokens.tool_prompt("openai-chat", "anthropic/claude-sonnet-4.6") == claude("claude-sonnet-4-6") == 527
     assert tokens.tool_prompt("bedrock-converse", "us.anthropic.claude-sonnet-4-5-20250929-v1:0") == 548
-    assert tokens.tool_prompt("openai-chat", "gpt-4.1") == tokens.tool_prompt("gemini", "claude-sonnet-4-5") == 0
+    assert tokens.tool_prompt("openai-chat", "gpt-3.5-turbo") == tokens.tool_prompt("gemini", "claude-sonnet-4-5") == 0
+    # OpenAI's namespace, by API: GPT-5's Chat Completions preamble is longer than its Responses one
+    assert (tokens.tool_prompt("openai-chat", "gpt-5-mini"), tokens.tool_prompt("openai-responses", "gpt-5.4")) == (96, 13)
+    assert tokens.tool_prompt("anthropic", "gpt-4o") == 0 and tokens.tool_prompt("openai-chat", "gpt-4o", "tool") == 25
 
 
 @pytest.mark.parametrize(("body", "choice"), [
@@ -86,7 +90,7 @@ def test_a_first_request_comes_out_near_its_bill(shared_data: Path) -> None:
             except InputError:  # a call that is no generation (a Gemini cache's creation)
                 continue
             usage, tools = req.reported, [s.value for s in prompt.segments if s.level == "tools"]
-            if (not prompt.front or usage is None or not usage.reported or req.body.get("thinking")
+            if ("claude" not in (prompt.model or "") or not prompt.front or usage is None or not usage.reported or req.body.get("thinking")
                     or any(s.kind in ("tool_use", "tool_result") or s.media_tokens for s in prompt.segments)
                     or any(provider_tool(t) or t.get("defer_loading") for t in tools)):  # their own hidden text
                 continue
@@ -146,3 +150,74 @@ def test_lint_counts_it_against_the_minimum() -> None:
     short = [{"type": "text", "text": "You answer questions about the weather. " * 90}]
     assert _findings(_claude(system=short, tools=[TOOL]), "no-breakpoint")
     assert _findings(_claude(system=short), "no-breakpoint") == []
+
+
+# ---- OpenAI: function tools as the model reads them (prefixguard/wire/openai_tools.py)
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather.\nIn a city.", "strict": True,
+    "parameters": {"type": "object", "required": ["city", "days"], "$defs": {"Place": {
+        "type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}}},
+        "properties": {
+            "city": {"type": "string", "title": "City", "description": "Which one."},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+            "days": {"type": "array", "items": {"type": "integer"}},
+            "near": {"anyOf": [{"$ref": "#/$defs/Place"}, {"type": "null"}]}}}}}
+
+
+def test_a_function_reads_as_a_typed_declaration() -> None:
+    assert openai_tools.rendered(WEATHER, "openai-chat", "gpt-4o") == (
+        "// The weather.\n// In a city.\ntype get_weather = (_: {\n// City\n// Which one.\ncity: string,\n"
+        '// default: "c"\nunit?: "c" | "f",\ndays: number[],\nnear?: {\n  lat?: number,\n  lon?: number,\n} | null,\n'
+        "}) => any;\n\n")
+    flat = {"type": "function", **WEATHER["function"]}  # Responses' form, and the legacy `functions` entry
+    assert openai_tools.rendered(flat, "openai-responses", "gpt-5.4") == openai_tools.rendered(WEATHER, "openai-chat", "gpt-4o")
+    assert openai_tools.rendered(WEATHER["function"], "openai-chat", "gpt-4.1-mini") is not None
+    bare = {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}
+    assert openai_tools.rendered(bare, "openai-chat", "gpt-4o") == "type ping = () => any;\n\n"
+    # a hosted tool, a model whose rendering is not measured (nor gpt-4-1106's, a gpt-4.1 look-alike), Claude
+    assert openai_tools.rendered({"type": "web_search"}, "openai-responses", "gpt-5") is None
+    for api, model in (("openai-chat", "gpt-4-1106-preview"), ("openai-chat", "gpt-3.5-turbo"),
+                       ("openai-chat", "anthropic/claude-sonnet-4.6"), ("anthropic", "gpt-4o")):
+        assert openai_tools.rendered(WEATHER, api, model) is None
+
+
+def test_a_schema_that_refers_to_itself_ends() -> None:
+    tree = {"type": "function", "function": {"name": "walk", "parameters": {
+        "type": "object", "$defs": {"Node": {"type": "object", "properties": {"kids": {
+            "type": "array", "items": {"$ref": "#/$defs/Node"}}}}},
+        "properties": {"root": {"$ref": "#/$defs/Node"}}}}}
+    text = openai_tools.rendered(tree, "openai-chat", "gpt-4o")
+    assert text is not None and text.count("kids?:") == openai_tools.MAX_DEPTH // 2 and "any" in text
+
+
+def test_openai_requests_with_tools_come_out_at_their_bill(shared_data: Path) -> None:
+    """Recorded OpenAI requests with function tools and nothing else hidden (no tool calls, media or response
+    schema): counted from the body alone, with the tools rendered and the namespace's own tokens in front,
+    against counting their JSON."""
+    before, now = [], []
+    for folder in sorted((shared_data / "recorded").glob("*/*")):
+        try:
+            trace = sources.load(folder)
+        except InputError:
+            continue
+        for req in trace.requests:
+            try:
+                prompt = parse_request(json.dumps(req.body), path=req.path or "/v1/chat/completions")
+            except InputError:
+                continue
+            tools = [s for s in prompt.segments if s.level == "tools" and s.kind == "tool"]
+            usage = req.reported
+            if (not tools or not prompt.front or not prompt.api.startswith("openai") or usage is None
+                    or not usage.reported or any(s.kind in ("tool_use", "tool_result", "schema") or s.media_tokens
+                                                 for s in prompt.segments)):
+                continue
+            json_tools = sum(tokens.count(compact_json(s.value), tokens.encoding_for(prompt.model)) for s in tools)
+            old = prompt.total_tokens - sum(s.tokens for s in tools) + json_tools
+            before.append(abs(old - usage.prompt_total) / usage.prompt_total)
+            now.append(abs(prompt.total_tokens - usage.prompt_total) / usage.prompt_total)
+    assert len(now) >= 50
+    # measured (2026-12-05), 54 requests: within 1% of the bill 4 -> 21, within 5% 8 -> 30, within 11% 50 (the
+    # rest: a hosted tool search's own text, and GPT-5.5 and later on Responses, ~20 where the table says 13)
+    assert sum(e <= 0.01 for e in before) <= 5 and sum(e <= 0.01 for e in now) >= 20
+    assert sum(e <= 0.05 for e in now) >= 3 * sum(e <= 0.05 for e in before) and sum(e <= 0.11 for e in now) >= 48

@@ -132,12 +132,22 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
     rows = _rules()["tool_prompt"]
     if api not in rows["apis"] or not model or encoding_for(model) == ESTIMATE:
         return 0
-    if not any(same_family(model, p) for p in rows["model_prefixes"]):
-        return 0
     best = max((p for p in rows["models"] if same_family(model, p)), key=len, default=None)
-    row = rows["models"][best] if best is not None else rows["default"]
+    if best is None or api not in rows["models"][best].get("apis", rows["apis"]):
+        return 0
+    row = {**rows["models"][best], **rows["models"][best].get("by_api", {}).get(api, {})}
     order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
     return int(next((row[k] for k in order if k in row), row["auto"]))
+
+
+@cache
+def renders_tools(api: str, model: str | None) -> bool:
+    """Whether this API and model read function tools as a typed namespace, not as their JSON
+    (rules/encodings.toml [tool_render]: prefixguard/wire/openai_tools.py renders them)."""
+    from prefixguard.contracts.providers import same_family  # gpt-4.1 is not gpt-4-1106-preview
+
+    rows = _rules()["tool_render"]
+    return api in rows["apis"] and bool(model) and any(same_family(model or "", p) for p in rows["models"])
 
 
 class ChatReasoning(NamedTuple):
@@ -314,7 +324,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    for cached in (_default, encoding_for, message_framing, tool_prompt, _encoding, _data_file, _seed):
+    for cached in (_default, encoding_for, message_framing, tool_prompt, renders_tools, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

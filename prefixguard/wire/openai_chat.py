@@ -18,7 +18,7 @@ from prefixguard.model.media import DOCUMENT, IMAGE, PDF, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, anthropic
+from prefixguard.wire import adapter, anthropic, openai_tools
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
@@ -55,10 +55,8 @@ PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "fil
 
 
 def breakpoint_of(value: Any, options: Any) -> str | None:
-    """The TTL of an explicit breakpoint marker on a part ("default" when no TTL is given).
-
-    Also Anthropic-style `cache_control`, which OpenAI-compatible gateways (OpenRouter) pass through.
-    """
+    """The TTL of an explicit breakpoint marker on a part ("default" when no TTL is given); also Anthropic-style
+    `cache_control`, which OpenAI-compatible gateways (OpenRouter) pass through."""
     if not isinstance(value, dict):
         return None
     if isinstance(value.get("cache_control"), dict):
@@ -81,7 +79,8 @@ def add_tools(root: Node, out: Builder) -> None:
     for key in ("tools", "functions"):  # "functions": the legacy form of tools
         tools = expect(root.get(key), list, f"'{key}'")
         for i, tool in enumerate(tools.elements if tools else ()):
-            out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options))
+            text = openai_tools.rendered(tool.value, out.api, out.model)  # None: counted as its JSON
+            out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options), text=text)
 
 
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
@@ -193,6 +192,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     role=role,
                     message_index=mi,
                     header=header,
+                    text=openai_tools.rendered_call(call.value, out.api, out.model),
                 )
                 header = None
         if header is not None:  # no content at all (null content, refusal, legacy function_call)

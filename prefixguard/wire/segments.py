@@ -25,6 +25,7 @@ from prefixguard.wire.jsonspan import Elements, Node, Run
 
 # The pointer of a message's string content (Anthropic, Chat): one string for every such part.
 MESSAGE_CONTENT = PointerForm("/messages/{}/content")
+RENDERED = frozenset(("tool", "tool_use", "tool_result"))  # kinds whose text may be a rendering of their JSON
 
 
 class Builder:
@@ -89,8 +90,9 @@ class Builder:
             count, media_tokens, estimated = tokens_by_rule, tokens_by_rule, True
         elif media:
             count, media_tokens, estimated = self._media(key, media, text)
-        else:
-            count, estimated = self._count(key, text, value)
+        else:  # a tool's or a call's text may be the provider's rendering of it (openai_tools): a key of its own
+            rendered = text is not None and kind in RENDERED
+            count, estimated = self._count(key + b"\x00rendered" if rendered else key, text, value)
         if tokens_by_rule is None:
             count += self._opening(level, whole or header is not None)
         elif self.framing.reply and not self.segments:

@@ -1,0 +1,107 @@
+"""OpenAI's function tools as the model reads them: not their JSON, a TypeScript-like declaration each, inside a
+namespace (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of
+rules/encodings.toml [tool_prompt]. Applies to the models [tool_render] names (measured: bench/tool_prompt.py);
+any other tool, or model, is counted as its JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prefixguard.model import tokens
+
+MAX_DEPTH = 16  # nested schemas rendered; deeper (a schema that refers to itself) is `any`
+
+
+def rendered(tool: Any, api: str, model: str | None) -> str | None:
+    """The declaration of one function tool (Chat's {"type": "function", "function": {...}}, the legacy
+    `functions` entry, Responses' flat {"type": "function", "name": ...}), or None where the model's rendering
+    is not known or the tool is none of these; "" for one deferred to a tool search."""
+    if not isinstance(tool, dict) or not tokens.renders_tools(api, model):
+        return None
+    fn = tool.get("function") if tool.get("type") == "function" and "function" in tool else tool
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or tool.get("type", "function") != "function":
+        return None
+    if tool.get("defer_loading") or fn.get("defer_loading"):  # left to a tool search: not read until found
+        return ""
+    params = fn.get("parameters")
+    params = params if isinstance(params, dict) else {}
+    lines = [_comment(fn["description"], 0)] if fn.get("description") else []
+    if isinstance(params.get("properties"), dict) and params["properties"]:
+        lines += [f"type {fn['name']} = (_: {{", _properties(params, 0, params, 0), "}) => any;"]
+    else:
+        lines.append(f"type {fn['name']} = () => any;")
+    return "\n".join(lines) + "\n\n"
+
+
+def rendered_call(item: Any, api: str, model: str | None) -> str | None:
+    """A tool call (Chat's {"id", "function": {"name", "arguments"}}, Responses' function_call item) as the model
+    reads it, its name and arguments, without the ids and the wrapper; a Responses function_call_output item, its
+    output. None where the model's rendering is not known or the item is none of these."""
+    if not isinstance(item, dict) or not tokens.renders_tools(api, model):
+        return None
+    call: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
+    if isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):
+        return f"{call['name']}\n{call['arguments']}"
+    output = item.get("output") if item.get("type") == "function_call_output" else None
+    return output if isinstance(output, str) else None
+
+
+def _comment(text: Any, indent: int) -> str:
+    """A comment line per line of the text."""
+    return "\n".join(" " * indent + "// " + line for line in str(text).split("\n"))
+
+
+def _properties(schema: dict[str, Any], indent: int, root: dict[str, Any], depth: int) -> str:
+    """An object's properties, one a line: its title, description and default as comments, then
+    `name?: type,` (no `?` where it is required)."""
+    required: list[Any] = schema["required"] if isinstance(schema.get("required"), list) else []
+    lines = []
+    for name, prop in schema["properties"].items():
+        prop = _resolved(prop, root)
+        for key in ("title", "description"):
+            if isinstance(prop, dict) and prop.get(key):
+                lines.append(_comment(prop[key], indent))
+        if isinstance(prop, dict) and "default" in prop:
+            lines.append(" " * indent + f"// default: {json.dumps(prop['default'], ensure_ascii=False)}")
+        lines.append(" " * indent + f"{name}{'' if name in required else '?'}: {_type(prop, indent, root, depth)},")
+    return "\n".join(lines)
+
+
+def _type(schema: Any, indent: int, root: dict[str, Any], depth: int) -> str:
+    schema, depth = _resolved(schema, root), depth + 1
+    if not isinstance(schema, dict) or depth > MAX_DEPTH:  # a schema that refers to itself ends here
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_type(s, indent, root, depth) for s in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_type({**schema, "type": k}, indent, root, depth) for k in kind)
+    if kind == "array":
+        inner = _type(schema.get("items", {}), indent, root, depth)
+        return f"({inner})[]" if " | " in inner else f"{inner}[]"
+    if kind == "object" or "properties" in schema:
+        if not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+            return "object"
+        return "{\n" + _properties(schema, indent + 2, root, depth) + "\n" + " " * indent + "}"
+    return {"integer": "number", "string": "string", "number": "number", "boolean": "boolean", "null": "null"}.get(
+        kind if isinstance(kind, str) else "", "any"
+    )
+
+
+def _resolved(schema: Any, root: dict[str, Any]) -> Any:
+    """A local reference (`{"$ref": "#/$defs/Entity"}`) as the schema it names, with its own other keys."""
+    ref = schema.get("$ref") if isinstance(schema, dict) else None
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return schema
+    node: Any = root
+    for part in ref[2:].split("/"):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or node is schema:
+        return {k: v for k, v in schema.items() if k != "$ref"}
+    return {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
