@@ -150,6 +150,17 @@ def renders_tools(api: str, model: str | None) -> bool:
     return api in rows["apis"] and bool(model) and any(same_family(model or "", p) for p in rows["models"])
 
 
+@cache
+def call_tokens(api: str, model: str | None) -> int:
+    """What the model's format adds to a tool call it reads rendered (name and arguments), with its output:
+    rules/encodings.toml [tool_render] per_call; 0 where its calls are not rendered."""
+    from prefixguard.contracts.providers import same_family
+
+    per_call = _rules()["tool_render"]["per_call"]
+    best = max((p for p in per_call if same_family(model or "", p)), key=len, default=None)
+    return int(per_call[best]) if best is not None and renders_tools(api, model) else 0
+
+
 class ChatReasoning(NamedTuple):
     """How a Chat assistant message's own reasoning renders (rules/encodings.toml [chat_reasoning])."""
 
@@ -324,7 +335,8 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    for cached in (_default, encoding_for, message_framing, tool_prompt, renders_tools, _encoding, _data_file, _seed):
+    rules = (message_framing, tool_prompt, renders_tools, call_tokens)
+    for cached in (_default, encoding_for, *rules, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

@@ -37,8 +37,8 @@ class Builder:
         self.chain = Chain()  # fingerprint chain of the segments (model/fingerprint.py)
         self._prev = b""
         self.estimated = not count_tokens or tokens.is_estimated()
-        self.api = api
-        self.model = model if isinstance(model, str) else None
+        self.api, self.model = api, model if isinstance(model, str) else None
+        self.per_call = 0 if self.estimated else tokens.call_tokens(api, self.model)  # a rendered call's format
         # the model's own encoding (o200k_base for gpt-4o and later); no rules read where nothing is counted
         self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)
         # the chat format's tokens around each message and before the reply: prompt tokens too
@@ -93,6 +93,7 @@ class Builder:
         else:  # a tool's or a call's text may be the provider's rendering of it (openai_tools): a key of its own
             rendered = text is not None and kind in RENDERED
             count, estimated = self._count(key + b"\x00rendered" if rendered else key, text, value)
+            count += self.per_call if rendered and kind == "tool_use" else 0
         if tokens_by_rule is None:
             count += self._opening(level, whole or header is not None)
         elif self.framing.reply and not self.segments:
@@ -257,10 +258,9 @@ class Builder:
 
     def _opening(self, level: str, opens: bool) -> int:
         """Tokens of the chat format around a part: its message's role and delimiters where the message
-        opens here; the reply's start on the first part. The reply's start (<|im_start|>assistant)
-        follows the prompt; the next request has the same tokens opening that reply right after this
-        prompt, so a read of this prompt covers them: they count in every prefix of it, as if on its
-        first part."""
+        opens here; the reply's start on the first part. The reply's start (<|im_start|>assistant) follows
+        the prompt; the next request has the same tokens opening that reply right after this prompt, so a
+        read of this prompt covers them: they count in every prefix of it, as if on its first part."""
         framing = self.framing
         extra = framing.per_message if opens and level in framing.levels else 0
         return extra + framing.reply if not self.segments else extra
