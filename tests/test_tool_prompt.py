@@ -6,6 +6,7 @@ bear it out once they are seen (judge/scale.py)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ from prefixguard.judge.scale import TokenScale
 from prefixguard.lint import catalog
 from prefixguard.lint.linter import check_prompt
 from prefixguard.model import tokens
-from prefixguard.model.prompt import compact_json
+from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.replay import sources
+from prefixguard.replay.sources import Request
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import openai_tools, parse_request, parse_response, tool_prompt
 from prefixguard.wire.fields import provider_tool
@@ -27,6 +29,21 @@ TOOL = {"name": "get_weather", "description": "The weather in a city.",
 
 def _claude(model: str = "claude-sonnet-4-5", **body: object) -> dict:
     return {"model": model, "max_tokens": 256, "messages": [{"role": "user", "content": "Weather in Oslo?"}], **body}
+
+
+def _recorded(shared_data: Path) -> Iterator[tuple[Request, Prompt]]:
+    """Every recorded request that parses, with its prompt (a folder that is no cassette, or a call that is no
+    generation such as a Gemini cache's creation, is left out)."""
+    for folder in sorted((shared_data / "recorded").glob("*/*")):
+        try:
+            trace = sources.load(folder)
+        except InputError:
+            continue
+        for req in trace.requests:
+            try:
+                yield req, parse_request(json.dumps(req.body), path=req.path or "/v1/messages")
+            except InputError:
+                continue
 
 
 def test_looked_up_by_model_and_tool_choice() -> None:
@@ -80,23 +97,14 @@ def test_a_first_request_comes_out_near_its_bill(shared_data: Path) -> None:
     tools or tools deferred to a search), on the Messages API, Bedrock and OpenRouter: their totals from the
     body alone."""
     found = []
-    for folder in sorted((shared_data / "recorded").glob("*/*")):
-        try:
-            trace = sources.load(folder)
-        except InputError:  # not every folder is a cassette
+    for req, prompt in _recorded(shared_data):
+        usage, tools = req.reported, [s.value for s in prompt.segments if s.level == "tools"]
+        if ("claude" not in (prompt.model or "") or not prompt.front or usage is None or not usage.reported
+                or req.body.get("thinking")
+                or any(s.kind in ("tool_use", "tool_result") or s.media_tokens for s in prompt.segments)
+                or any(provider_tool(t) or t.get("defer_loading") for t in tools)):  # their own hidden text
             continue
-        for req in trace.requests:
-            try:
-                prompt = parse_request(json.dumps(req.body), path=req.path or "/v1/messages")
-            except InputError:  # a call that is no generation (a Gemini cache's creation)
-                continue
-            usage, tools = req.reported, [s.value for s in prompt.segments if s.level == "tools"]
-            if ("claude" not in (prompt.model or "") or not prompt.front or usage is None or not usage.reported
-                    or req.body.get("thinking")
-                    or any(s.kind in ("tool_use", "tool_result") or s.media_tokens for s in prompt.segments)
-                    or any(provider_tool(t) or t.get("defer_loading") for t in tools)):  # their own hidden text
-                continue
-            found.append((prompt.total_tokens - prompt.front, prompt.total_tokens, usage.prompt_total))
+        found.append((prompt.total_tokens - prompt.front, prompt.total_tokens, usage.prompt_total))
     assert len(found) >= 30
     without = sum(abs(ours - bill) <= 0.1 * bill for ours, _, bill in found)
     within = sum(abs(ours - bill) <= 0.1 * bill for _, ours, bill in found)
@@ -199,26 +207,17 @@ def test_openai_requests_with_tools_come_out_at_their_bill(shared_data: Path) ->
     schema): counted from the body alone, with the tools rendered and the namespace's own tokens in front,
     against counting their JSON."""
     before, now = [], []
-    for folder in sorted((shared_data / "recorded").glob("*/*")):
-        try:
-            trace = sources.load(folder)
-        except InputError:
+    for req, prompt in _recorded(shared_data):
+        tools = [s for s in prompt.segments if s.level == "tools" and s.kind == "tool"]
+        usage = req.reported
+        if (not tools or not prompt.front or not prompt.api.startswith("openai") or usage is None
+                or not usage.reported or any(s.kind in ("tool_use", "tool_result", "schema") or s.media_tokens
+                                             for s in prompt.segments)):
             continue
-        for req in trace.requests:
-            try:
-                prompt = parse_request(json.dumps(req.body), path=req.path or "/v1/chat/completions")
-            except InputError:
-                continue
-            tools = [s for s in prompt.segments if s.level == "tools" and s.kind == "tool"]
-            usage = req.reported
-            if (not tools or not prompt.front or not prompt.api.startswith("openai") or usage is None
-                    or not usage.reported or any(s.kind in ("tool_use", "tool_result", "schema") or s.media_tokens
-                                                 for s in prompt.segments)):
-                continue
-            json_tools = sum(tokens.count(compact_json(s.value), tokens.encoding_for(prompt.model)) for s in tools)
-            old = prompt.total_tokens - sum(s.tokens for s in tools) + json_tools
-            before.append(abs(old - usage.prompt_total) / usage.prompt_total)
-            now.append(abs(prompt.total_tokens - usage.prompt_total) / usage.prompt_total)
+        json_tools = sum(tokens.count(compact_json(s.value), tokens.encoding_for(prompt.model)) for s in tools)
+        old = prompt.total_tokens - sum(s.tokens for s in tools) + json_tools
+        before.append(abs(old - usage.prompt_total) / usage.prompt_total)
+        now.append(abs(prompt.total_tokens - usage.prompt_total) / usage.prompt_total)
     assert len(now) >= 50
     # measured (2026-12-05), 54 requests: within 1% of the bill 4 -> 21, within 5% 8 -> 30, within 11% 50 (the
     # rest: a hosted tool search's own text, and GPT-5.5 and later on Responses, ~20 where the table says 13)
@@ -240,25 +239,16 @@ def test_openai_tool_calls_count_as_name_and_arguments(shared_data: Path) -> Non
     output = {"type": "function_call_output", "call_id": "call_1", "output": "12 degrees"}
     assert openai_tools.rendered_call(output, "openai-responses", "gpt-5") == "12 degrees"
     before, now = [], []
-    for folder in sorted((shared_data / "recorded").glob("*/*")):
-        try:
-            trace = sources.load(folder)
-        except InputError:
+    for req, prompt in _recorded(shared_data):
+        calls, usage = [s for s in prompt.segments if s.kind == "tool_use"], req.reported
+        if (not calls or not tokens.renders_tools(prompt.api, prompt.model) or usage is None or not usage.reported
+                or usage.server_calls
+                or any(s.kind in ("schema", "thinking") or s.media_tokens for s in prompt.segments)):
             continue
-        for req in trace.requests:
-            try:
-                prompt = parse_request(json.dumps(req.body), path=req.path or "/v1/chat/completions")
-            except InputError:
-                continue
-            calls, usage = [s for s in prompt.segments if s.kind == "tool_use"], req.reported
-            if (not calls or not tokens.renders_tools(prompt.api, prompt.model) or usage is None or not usage.reported
-                    or usage.server_calls
-                    or any(s.kind in ("schema", "thinking") or s.media_tokens for s in prompt.segments)):
-                continue
-            encoding = tokens.encoding_for(prompt.model)
-            json_calls = sum(tokens.count(compact_json(s.value), encoding) for s in calls)
-            old = prompt.total_tokens - sum(s.tokens for s in calls) + json_calls
-            before.append(abs(old - usage.prompt_total) / usage.prompt_total)
-            now.append(abs(prompt.total_tokens - usage.prompt_total) / usage.prompt_total)
+        encoding = tokens.encoding_for(prompt.model)
+        json_calls = sum(tokens.count(compact_json(s.value), encoding) for s in calls)
+        old = prompt.total_tokens - sum(s.tokens for s in calls) + json_calls
+        before.append(abs(old - usage.prompt_total) / usage.prompt_total)
+        now.append(abs(prompt.total_tokens - usage.prompt_total) / usage.prompt_total)
     # measured (2026-12-05), 97 requests: within 1% of the bill 0 -> 18, within 5% 5 -> 77
     assert len(now) >= 90 and sum(e <= 0.05 for e in before) <= 6 and sum(e <= 0.05 for e in now) >= 75
