@@ -127,15 +127,13 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
     """The tokens of the tool-use system prompt a provider adds for this API and model when a request
     declares tools of its own, with this tool_choice ("auto", "none", "any", "tool"): rules/encodings.toml
     [tool_prompt]; 0 where no row applies or nothing is counted."""
-    from prefixguard.contracts.providers import same_family  # a gateway's claude-sonnet-4.6 is claude-sonnet-4-6
-
     rows = _rules()["tool_prompt"]
     if api not in rows["apis"] or not model or encoding_for(model) == ESTIMATE:
         return 0
-    best = max((p for p in rows["models"] if same_family(model, p)), key=len, default=None)
-    if best is None or api not in rows["models"][best].get("apis", rows["apis"]):
+    best = _family_row(rows["models"], model)
+    if best is None or api not in best.get("apis", rows["apis"]):
         return 0
-    row = {**rows["models"][best], **rows["models"][best].get("by_api", {}).get(api, {})}
+    row = {**best, **best.get("by_api", {}).get(api, {})}
     order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
     return int(next((row[k] for k in order if k in row), row["auto"]))
 
@@ -144,21 +142,25 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
 def renders_tools(api: str, model: str | None) -> bool:
     """Whether this API and model read function tools as a typed namespace, not as their JSON
     (rules/encodings.toml [tool_render]: prefixguard/wire/openai_tools.py renders them)."""
-    from prefixguard.contracts.providers import same_family  # gpt-4.1 is not gpt-4-1106-preview
-
     rows = _rules()["tool_render"]
-    return api in rows["apis"] and bool(model) and any(same_family(model or "", p) for p in rows["models"])
+    return api in rows["apis"] and _family_row(dict.fromkeys(rows["models"], True), model) is not None
 
 
 @cache
 def call_tokens(api: str, model: str | None) -> int:
     """What the model's format adds to a tool call it reads rendered (name and arguments), with its output:
     rules/encodings.toml [tool_render] per_call; 0 where its calls are not rendered."""
+    per_call = _family_row(_rules()["tool_render"]["per_call"], model)
+    return int(per_call) if per_call is not None and renders_tools(api, model) else 0
+
+
+def _family_row(table: dict[str, Any], model: str | None) -> Any:
+    """The value of the longest of the table's model prefixes this model falls under, by the contracts' match
+    (a gateway's claude-sonnet-4.6 is claude-sonnet-4-6; gpt-4.1 is not gpt-4-1106-preview); None for none."""
     from prefixguard.contracts.providers import same_family
 
-    per_call = _rules()["tool_render"]["per_call"]
-    best = max((p for p in per_call if same_family(model or "", p)), key=len, default=None)
-    return int(per_call[best]) if best is not None and renders_tools(api, model) else 0
+    best = max((p for p in table if model and same_family(model, p)), key=len, default=None)
+    return None if best is None else table[best]
 
 
 class ChatReasoning(NamedTuple):

@@ -79,7 +79,7 @@ def add_tools(root: Node, out: Builder) -> None:
     for key in ("tools", "functions"):  # "functions": the legacy form of tools
         tools = expect(root.get(key), list, f"'{key}'")
         for i, tool in enumerate(tools.elements if tools else ()):
-            text = openai_tools.rendered(tool.value, out.api, out.model)  # None: counted as its JSON
+            text = openai_tools.renderer(tool.value, out.api, out.model)  # None: counted as its JSON
             out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options), text=text)
 
 

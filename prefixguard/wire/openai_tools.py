@@ -6,24 +6,38 @@ any other tool, or model, is counted as its JSON."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from prefixguard.model import tokens
 
 MAX_DEPTH = 16  # nested schemas rendered; deeper (a schema that refers to itself) is `any`
+_PRIMITIVES = {"integer": "number", "string": "string", "number": "number", "boolean": "boolean", "null": "null"}
 
 
 def rendered(tool: Any, api: str, model: str | None) -> str | None:
     """The declaration of one function tool (Chat's {"type": "function", "function": {...}}, the legacy
     `functions` entry, Responses' flat {"type": "function", "name": ...}), or None where the model's rendering
     is not known or the tool is none of these; "" for one deferred to a tool search."""
+    make = renderer(tool, api, model)
+    return make() if make is not None else None
+
+
+def renderer(tool: Any, api: str, model: str | None) -> Callable[[], str] | None:
+    """What makes `rendered`'s text, made only when called: a segment's count already known (the same tool as
+    in the last request) needs none, and a request's analysis renders no tool twice."""
     if not isinstance(tool, dict) or not tokens.renders_tools(api, model):
         return None
     fn = tool.get("function") if tool.get("type") == "function" and "function" in tool else tool
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or tool.get("type", "function") != "function":
         return None
     if tool.get("defer_loading") or fn.get("defer_loading"):  # left to a tool search: not read until found
-        return ""
+        return str  # str() is ""
+    return partial(_declaration, fn)
+
+
+def _declaration(fn: dict[str, Any]) -> str:
     params = fn.get("parameters")
     params = params if isinstance(params, dict) else {}
     lines = [_comment(fn["description"], 0)] if fn.get("description") else []
@@ -89,9 +103,7 @@ def _type(schema: Any, indent: int, root: dict[str, Any], depth: int) -> str:
         if not isinstance(schema.get("properties"), dict) or not schema["properties"]:
             return "object"
         return "{\n" + _properties(schema, indent + 2, root, depth) + "\n" + " " * indent + "}"
-    return {"integer": "number", "string": "string", "number": "number", "boolean": "boolean", "null": "null"}.get(
-        kind if isinstance(kind, str) else "", "any"
-    )
+    return _PRIMITIVES.get(kind, "any") if isinstance(kind, str) else "any"
 
 
 def _resolved(schema: Any, root: dict[str, Any]) -> Any:

@@ -3,6 +3,7 @@ read the fields every shape has (the model, token counts in usage)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
@@ -69,15 +70,15 @@ class Builder:
         message_index: int | None = None,
         header: dict[str, Any] | None = None,
         breakpoint: str | None = None,
-        text: str | None = None,
+        text: str | Callable[[], str] | None = None,
         whole: bool = False,
         media: list[Media] | None = None,
         tokens_by_rule: int | None = None,
     ) -> Segment:
         """header: the message's own fields (role, name, ids...) when this part starts a message;
         whole: this part is the whole message (its value holds those fields already);
-        media: the images and documents in this part; `text` is then the rest of it (None: nothing
-        else), counted by the tokenizer, while the media cost what the provider's formula says;
+        text: what the tokenizer counts (a function: made only where its count is not known); media: the
+        images and documents in this part, `text` the rest of it, while the media cost the provider's formula;
         tokens_by_rule: what the part costs by a rule of the provider's, in its tokens."""
         value = node.value
         if type(value) is dict:
@@ -89,7 +90,7 @@ class Builder:
         if tokens_by_rule is not None:  # the provider's own count, by its rule: not scaled, as media
             count, media_tokens, estimated = tokens_by_rule, tokens_by_rule, True
         elif media:
-            count, media_tokens, estimated = self._media(key, media, text)
+            count, media_tokens, estimated = self._media(key, media, text if isinstance(text, str) else None)
         else:  # a tool's or a call's text may be the provider's rendering of it (openai_tools): a key of its own
             rendered = text is not None and kind in RENDERED
             count, estimated = self._count(key + b"\x00rendered" if rendered else key, text, value)
@@ -247,14 +248,13 @@ class Builder:
             self._like_headers[id(ours)] = (ours, theirs)
         return True
 
-    def _count(self, key: bytes, text: str | None, value: Any) -> tuple[int, bool]:
+    def _count(self, key: bytes, text: str | Callable[[], str] | None, value: Any) -> tuple[int, bool]:
         """(tokens of a part with no media, whether that is an estimate)."""
+        made = text if callable(text) else lambda: text if isinstance(text, str) else compact_json(value)
         if self.estimated or len(key) > tokens.MAX_EXACT:  # sizes only: no need to serialize the value
             # one part too long to tokenize in time: say it is estimated
-            return (tokens.estimate(text) if isinstance(text, str) else len(key) // 4), not self.estimated
-        return tokens.count_once(
-            key, lambda: text if isinstance(text, str) else compact_json(value), self.encoding
-        ), False
+            return (tokens.estimate(made()) if text is not None else len(key) // 4), not self.estimated
+        return tokens.count_once(key, made, self.encoding), False
 
     def _opening(self, level: str, opens: bool) -> int:
         """Tokens of the chat format around a part: its message's role and delimiters where the message
