@@ -28,7 +28,7 @@ from prefixguard.model import tokens  # noqa: E402
 from prefixguard.model.prompt import compact_json  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
 from prefixguard.utils.errors import InputError  # noqa: E402
-from prefixguard.wire import parse_request, tool_prompt  # noqa: E402
+from prefixguard.wire import front, parse_request  # noqa: E402
 from prefixguard.wire.fields import provider_tool  # noqa: E402
 
 SMALL = 400
@@ -59,7 +59,7 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
             for req in trace.requests:
                 usage = req.reported
                 body = json.dumps(req.body, sort_keys=True)
-                if usage is None or not usage.reported or usage.server_calls or not usage.prompt_total or body in seen:
+                if usage is None or usage.server_calls or not usage.prompt_total or body in seen:
                     continue
                 seen.add(body)  # a body recorded again (a test's parametrizations, copies) counts once
                 try:
@@ -68,7 +68,7 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                     continue
                 segs = prompt.segments
                 tools = [s for s in segs if s.level == "tools" and s.kind == "tool"]
-                rendered = tokens.renders_tools(prompt.api, prompt.model)
+                rendered = tokens.tool_style(prompt.api, prompt.model)
                 if not tools or any(provider_tool(s.value) for s in tools) or not (prompt.front or rendered):
                     continue
                 extra = req.body.get("additionalModelRequestFields") or {}
@@ -82,7 +82,7 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                 before = ours - (sum(s.tokens for s in tools) - prompt.front) + json_tools if rendered else ours
                 exact = tokens.message_framing(prompt.api, prompt.model).exact
                 group = family(prompt.model or "") + ("" if prompt.api == "anthropic" else f" ({prompt.api})")
-                out[(group, tool_prompt.choice(req.body))].append(
+                out[(group, front.choice(req.body))].append(
                     (usage.prompt_total, ours, prompt.front, before, exact))
     return out
 

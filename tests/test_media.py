@@ -17,7 +17,7 @@ from helpers.cli import CliRunner
 from PIL import Image
 
 from prefixguard.cli import main as cli
-from prefixguard.model import media
+from prefixguard.model import media, media_files
 from prefixguard.model.media import Media
 from prefixguard.wire import parse_request, parse_response
 
@@ -54,7 +54,7 @@ def _recorded_images(shared_data: Path) -> list[str]:
                 if src.get("type") == "base64" and src["media_type"].startswith("image/"):
                     found.append(src["data"])
                 elif block.get("type") == "image_url":
-                    found.append(media.data_url(block["image_url"]["url"])[1])
+                    found.append(media_files.data_url(block["image_url"]["url"])[1])
     return list(dict.fromkeys(found))
 
 
@@ -64,7 +64,7 @@ def test_sizes_of_recorded_images_match_a_full_decode(shared_data: Path) -> None
     images = _recorded_images(shared_data)
     assert len(images) >= 2  # crewAI's PNG and pydantic-ai's JPEG
     for data in images:
-        assert media.image_size(data) == Image.open(io.BytesIO(base64.b64decode(data))).size
+        assert media_files.image_size(data) == Image.open(io.BytesIO(base64.b64decode(data))).size
 
 
 @pytest.mark.parametrize("fmt,kw", [("PNG", {}), ("GIF", {}), ("WEBP", {"lossless": True}),
@@ -74,14 +74,14 @@ def test_sizes_of_every_format_match_pillow(fmt: str, kw: dict) -> None:
     rng = random.Random(7)
     for w, h in ((1, 1), (333, 77), (1920, 1080)):
         img = Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3))
-        assert media.image_size(_encoded(img, fmt, **kw)) == (w, h), (fmt, w, h)
+        assert media_files.image_size(_encoded(img, fmt, **kw)) == (w, h), (fmt, w, h)
 
 
 def test_webp_extended_header() -> None:
     img = Image.new("RGBA", (640, 360), (10, 20, 30, 128))  # alpha: a VP8X header
     data = _encoded(img, "WEBP", quality=80, exif=b"Exif\x00\x00" + b"\x00" * 64)
     assert base64.b64decode(data)[12:16] == b"VP8X"
-    assert media.image_size(data) == (640, 360)
+    assert media_files.image_size(data) == (640, 360)
 
 
 def test_jpeg_size_is_read_past_a_large_exif_block_decoding_few_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,8 +100,8 @@ def test_jpeg_size_is_read_past_a_large_exif_block_decoding_few_bytes(monkeypatc
             decoded.append(len(s))
             return real(s)
 
-    monkeypatch.setattr(media, "binascii", Spy)
-    assert media.image_size(data) == (400, 300)
+    monkeypatch.setattr(media_files, "binascii", Spy)
+    assert media_files.image_size(data) == (400, 300)
     assert len(data) > 200_000 and sum(decoded) < 200  # a few markers, not the 250 KB of base64
 
 
@@ -109,11 +109,11 @@ def test_wrapped_base64_and_junk() -> None:
     img = Image.new("RGB", (50, 40))
     data = _encoded(img, "PNG")
     wrapped = "\n".join(data[i:i + 76] for i in range(0, len(data), 76))
-    assert media.image_size(wrapped) == (50, 40)
-    assert media.image_size("not base64 at all!") is None
-    assert media.image_size(_b64(b"\xff\xd8\xff\xda" + b"\x00" * 20)) is None  # scan before any frame
-    assert media.data_url("data:image/png;base64," + data) == ("image/png", data)
-    assert media.data_url("https://example.com/x.png") is None
+    assert media_files.image_size(wrapped) == (50, 40)
+    assert media_files.image_size("not base64 at all!") is None
+    assert media_files.image_size(_b64(b"\xff\xd8\xff\xda" + b"\x00" * 20)) is None  # scan before any frame
+    assert media_files.data_url("data:image/png;base64," + data) == ("image/png", data)
+    assert media_files.data_url("https://example.com/x.png") is None
 
 
 # ---- formulas against the providers' worked examples
@@ -174,7 +174,7 @@ def test_pdf_pages_and_estimates(shared_data: Path) -> None:
     body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
                        / "0001.request.json").read_text())
     pdf = body["messages"][0]["content"][1]["source"]["data"]
-    assert media.pdf_pages(pdf) == [(612.0, 792.0, "")]
+    assert media_files.pdf_pages(pdf) == [(612.0, 792.0, "")]
     rules = media.rules_for("anthropic", "claude-3-5-haiku-20241022")
     one = media.document_cost(Media("document", pdf, "application/pdf"), rules, len)
     assert not one.estimated and 1500 < one.tokens < 1700
@@ -453,7 +453,7 @@ def test_a_pdf_page_image_is_billed_per_page_on_chat_only(shared_data: Path) -> 
     body = json.loads((shared_data / CREWAI / "llms_TestAnthropicMultimodalIntegration.test_analyze_pdf"
                        / "0001.request.json").read_text())
     pdf = body["messages"][0]["content"][1]["source"]["data"]
-    pages = len(media.pdf_pages(pdf))
+    pages = len(media_files.pdf_pages(pdf))
     chat, responses = (media.rules_for(api, "gpt-4.1") for api in ("openai-chat", "openai-responses"))
     item = Media("document", pdf, "application/pdf")
     on_chat, on_responses = (media.document_cost(item, rules, len).tokens for rules in (chat, responses))

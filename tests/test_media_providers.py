@@ -15,7 +15,7 @@ import pytest
 from helpers.bench import load_bench
 from PIL import Image
 
-from prefixguard.model import media
+from prefixguard.model import media, media_files
 from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire import parse_request, parse_response
 
@@ -163,7 +163,7 @@ def test_url_safe_base64_is_sized() -> None:
     Image.new("RGB", (333, 251)).save(buf, "JPEG", quality=95)
     standard = base64.b64encode(buf.getvalue()).decode()
     safe = base64.urlsafe_b64encode(buf.getvalue()).decode()
-    assert media.image_size(standard) == media.image_size(safe) == (333, 251)
+    assert media_files.image_size(standard) == media_files.image_size(safe) == (333, 251)
 
 
 def _modality(response: dict, name: str) -> int:
@@ -273,11 +273,15 @@ def test_a_claude_model_behind_databricks_costs_claudes_images() -> None:
 @pytest.mark.parametrize("folder, billed", [
     ("crewai_sdist/llms_TestBedrockMultimodalIntegration.test_analyze_pdf", 1606),  # the text layer gave 64
     ("chatlas/openai_pdf", 68),  # GPT-4o's 4 a file gave 59
+    ("chatlas/openai_completions_pdf", 1047),  # GPT-4o's 212 a page gave 267
+    ("langchain/aws_pdf_citations", 5582),  # cited: the text layer gave 63
 ])
 def test_what_a_model_bills_apart_on_one_api(folder: str, billed: int) -> None:
     """A model's own row says what one API bills differently for it (rules/media.toml, `by_api` in a model row):
     Bedrock Converse bills Claude Sonnet 4.6's PDF pages as images (where Claude 3.7 there is billed the text
-    layer), and Responses bills GPT-5.4's PDF ~11 tokens more than GPT-4o's."""
+    layer), Responses bills GPT-5.4's PDF ~11 tokens more than GPT-4o's and Chat its page's image at 991 where
+    GPT-4o's is 212. A PDF with citations enabled Converse bills as the Messages API does, Claude Sonnet 5 at its
+    higher resolution (`cited_as`), with the citations prompt in front (rules/encodings.toml)."""
     path = Path(__file__).resolve().parent / "data" / "public" / folder
     prompt = parse_request((path / "0001.request.json").read_bytes(), path=cassette_uris(path)["0001"])
     answer = next(path.glob("0001.response.*"))

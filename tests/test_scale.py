@@ -72,9 +72,9 @@ def test_a_growing_session_tells_tool_schemas_from_text(shared_data: Path) -> No
     assert 1.0 < kinds[CALLS] < 1.15 and min(kinds[TOOLS], kinds[TEXT]) > kinds[CALLS]
 
 
-def test_openai_tools_count_as_the_model_reads_them(shared_data: Path) -> None:
+def test_tool_render_count_as_the_model_reads_them(shared_data: Path) -> None:
     """gpt-4o with 19 function tools, counted in its own encoding with the tools as OpenAI renders them (a typed
-    namespace, prefixguard/wire/openai_tools.py; their JSON is 2.4x the bill): the body alone comes within 11%
+    namespace, prefixguard/wire/tool_render.py; their JSON is 2.4x the bill): the body alone comes within 11%
     of each bill (the first, whose docstring descriptions we render ~40 tokens long, the most). The text is
     exact, so the fit scales only the tools and the calls, and only a little."""
     session = _session(shared_data, OPENAI_AGENT)

@@ -1,5 +1,5 @@
 """The tool-use system prompt a provider adds in front of a request's tools (rules/encodings.toml
-[tool_prompt], prefixguard/wire/tool_prompt.py): looked up by model and tool_choice, counted in front of the
+[tool_prompt], prefixguard/wire/front.py): looked up by model and tool_choice, counted in front of the
 first tool, in every total a body alone gives (lint, diff, a first request), and taken as far as the bills
 bear it out once they are seen (judge/scale.py)."""
 
@@ -19,7 +19,7 @@ from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.replay import sources
 from prefixguard.replay.sources import Request
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import openai_tools, parse_request, parse_response, tool_prompt
+from prefixguard.wire import front, parse_request, parse_response, tool_render
 from prefixguard.wire.fields import provider_tool
 
 RECORDED = "recorded/crewai"
@@ -73,7 +73,7 @@ def test_looked_up_by_model_and_tool_choice() -> None:
     ({}, "auto"),
 ])
 def test_tool_choice_in_each_api_form(body: dict, choice: str) -> None:
-    assert tool_prompt.choice(body) == choice
+    assert front.choice(body) == choice
 
 
 def test_counted_in_front_of_the_first_tool_the_model_sees() -> None:
@@ -162,7 +162,7 @@ def test_lint_counts_it_against_the_minimum() -> None:
     assert _findings(_claude(system=short), "no-breakpoint") == []
 
 
-# ---- OpenAI: function tools as the model reads them (prefixguard/wire/openai_tools.py)
+# ---- OpenAI: function tools as the model reads them (prefixguard/wire/tool_render.py)
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather.\nIn a city.", "strict": True,
@@ -176,21 +176,21 @@ WEATHER = {"type": "function", "function": {
 
 
 def test_a_function_reads_as_a_typed_declaration() -> None:
-    assert openai_tools.rendered(WEATHER, "openai-chat", "gpt-4o") == (
+    assert tool_render.rendered(WEATHER, "openai-chat", "gpt-4o") == (
         "// The weather.\n// In a city.\ntype get_weather = (_: {\n// City\n// Which one.\ncity: string,\n"
         '// default: "c"\nunit?: "c" | "f",\ndays: number[],\nnear?: {\n  lat?: number,\n  lon?: number,\n} | null,\n'
         "}) => any;\n\n")
     flat = {"type": "function", **WEATHER["function"]}  # Responses' form, and the legacy `functions` entry
-    chat = openai_tools.rendered(WEATHER, "openai-chat", "gpt-4o")
-    assert openai_tools.rendered(flat, "openai-responses", "gpt-5.4") == chat
-    assert openai_tools.rendered(WEATHER["function"], "openai-chat", "gpt-4.1-mini") is not None
+    chat = tool_render.rendered(WEATHER, "openai-chat", "gpt-4o")
+    assert tool_render.rendered(flat, "openai-responses", "gpt-5.4") == chat
+    assert tool_render.rendered(WEATHER["function"], "openai-chat", "gpt-4.1-mini") is not None
     bare = {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}
-    assert openai_tools.rendered(bare, "openai-chat", "gpt-4o") == "type ping = () => any;\n\n"
+    assert tool_render.rendered(bare, "openai-chat", "gpt-4o") == "type ping = () => any;\n\n"
     # a hosted tool, a model whose rendering is not measured (nor gpt-4-1106's, a gpt-4.1 look-alike), Claude
-    assert openai_tools.rendered({"type": "web_search"}, "openai-responses", "gpt-5") is None
+    assert tool_render.rendered({"type": "web_search"}, "openai-responses", "gpt-5") is None
     for api, model in (("openai-chat", "gpt-4-1106-preview"), ("openai-chat", "gpt-3.5-turbo"),
                        ("openai-chat", "anthropic/claude-sonnet-4.6"), ("anthropic", "gpt-4o")):
-        assert openai_tools.rendered(WEATHER, api, model) is None
+        assert tool_render.rendered(WEATHER, api, model) is None
 
 
 def test_a_schema_that_refers_to_itself_ends() -> None:
@@ -198,8 +198,8 @@ def test_a_schema_that_refers_to_itself_ends() -> None:
         "type": "object", "$defs": {"Node": {"type": "object", "properties": {"kids": {
             "type": "array", "items": {"$ref": "#/$defs/Node"}}}}},
         "properties": {"root": {"$ref": "#/$defs/Node"}}}}}
-    text = openai_tools.rendered(tree, "openai-chat", "gpt-4o")
-    assert text is not None and text.count("kids?:") == openai_tools.MAX_DEPTH // 2 and "any" in text
+    text = tool_render.rendered(tree, "openai-chat", "gpt-4o")
+    assert text is not None and text.count("kids?:") == tool_render.MAX_DEPTH // 2 and "any" in text
 
 
 def test_openai_requests_with_tools_come_out_at_their_bill(shared_data: Path) -> None:
@@ -233,15 +233,15 @@ def test_openai_tool_calls_count_as_name_and_arguments(shared_data: Path) -> Non
     assert tokens.call_tokens("openai-chat", "gpt-3.5-turbo") == tokens.call_tokens("anthropic", "claude-sonnet-4") == 0
     call = {"id": "call_8Qk2mZx7Lp0aB", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}
-    assert openai_tools.rendered_call(call, "openai-chat", "gpt-4o") == 'get_weather\n{"city":"Oslo"}'
+    assert tool_render.rendered_call(call, "openai-chat", "gpt-4o") == 'get_weather\n{"city":"Oslo"}'
     item = {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}", "id": "fc_1"}
-    assert openai_tools.rendered_call(item, "openai-responses", "gpt-5") == "get_weather\n{}"
+    assert tool_render.rendered_call(item, "openai-responses", "gpt-5") == "get_weather\n{}"
     output = {"type": "function_call_output", "call_id": "call_1", "output": "12 degrees"}
-    assert openai_tools.rendered_call(output, "openai-responses", "gpt-5") == "12 degrees"
+    assert tool_render.rendered_call(output, "openai-responses", "gpt-5") == "12 degrees"
     before, now = [], []
     for req, prompt in _recorded(shared_data):
         calls, usage = [s for s in prompt.segments if s.kind == "tool_use"], req.reported
-        if (not calls or not tokens.renders_tools(prompt.api, prompt.model) or usage is None or not usage.reported
+        if (not calls or tokens.tool_style(prompt.api, prompt.model) != "namespace" or usage is None or not usage.reported
                 or usage.server_calls
                 or any(s.kind in ("schema", "thinking") or s.media_tokens for s in prompt.segments)):
             continue

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from prefixguard.contracts import ruleset
 from prefixguard.contracts.prices import from_package
 from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, ModelRow, providers
+from prefixguard.model.ids import same_family
 from prefixguard.utils.errors import InputError
 
 __all__ = [
@@ -114,23 +115,6 @@ def _known(table: Contract, model: str) -> bool:
     have = _version(model)
     listed = [v[1] for m in table.models if have and (v := _version(m.prefix)) and v[0] == have[0]]
     return bool(listed) and have is not None and have[1] > max(listed)
-
-
-def same_family(model: str, prefix: str) -> bool:
-    """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
-    dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
-    region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too. A prefix ending in
-    a number ends there: gpt-4.1 is not gpt-4-1106-preview."""
-    bare, want = model.rpartition("/")[2].lower(), prefix.replace(".", "-").lower()
-    names = (name.replace(".", "-") for name in (bare, *_unqualified(bare)))
-    ends = want[-1:].isdigit()
-    return any(name.startswith(want) and not (ends and name[len(want) : len(want) + 1].isdigit()) for name in names)
-
-
-def _unqualified(model: str) -> list[str]:
-    """The id after each leading dotted qualifier: us.anthropic.claude-x -> anthropic.claude-x, claude-x."""
-    parts = model.split(".")
-    return [".".join(parts[k:]) for k in range(1, min(len(parts), 3))]
 
 
 _VERSION = re.compile(r"([a-z]+)-(\d+)(?:\.(\d+))?")

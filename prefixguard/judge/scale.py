@@ -41,7 +41,7 @@ definitions), so the ratios are lowered until it fits and the rest of the bill i
 A request declaring tools the provider runs itself keeps a fit of its own (fit_key).
 
 The tool-use prompt Claude's API puts in front of a request's tools is known by a rule (Prompt.front, set
-where the request is read: prefixguard/wire/tool_prompt.py), a figure per model that a source's own bills
+where the request is read: prefixguard/wire/front.py), a figure per model that a source's own bills
 show ~10% either way. It is fitted apart: a bill takes it as far as the bill holds it beyond our count
 (Fit.ruled, the share taken), and the rest is fitted as above; a request without tools gets none of it.
 

@@ -2,24 +2,21 @@
 length of their base64: a 400 KB screenshot is a few hundred tokens at the provider.
 
 The wire adapters find the media in a request and hand them here as `Media` (no field names of any
-provider in this module). Sizes are read from the file's header, decoding only the few bytes of base64
-it needs (a JPEG is walked marker by marker): this runs in the proxy's analysis of every request.
-PDFs are decoded whole (page count, page boxes and text need it); their cost is remembered per segment.
+provider in this module). Sizes and pages are read from the bytes by media_files.py: this runs in the
+proxy's analysis of every request. A PDF's cost is remembered per segment.
 """
 
 from __future__ import annotations
 
-import binascii
-import io
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefixguard.contracts import ruleset
-from prefixguard.model.ids import own_id
+from prefixguard.model.ids import same_family
+from prefixguard.model.media_files import image_size, pdf_pages
 
 if TYPE_CHECKING:
     from prefixguard.model.prompt import Prompt
@@ -27,10 +24,6 @@ if TYPE_CHECKING:
 IMAGE, DOCUMENT = "image", "document"
 UNCOSTED = "audio or video"  # no cost rule known (rules/media.toml has none): counted as nothing, an estimate
 PDF = "application/pdf"
-_HEAD = 32  # bytes that hold the size of a PNG, GIF or WebP
-_JPEG_MARKERS = 512  # markers walked before a JPEG is given up (a real one has a dozen)
-_DATA_URL = re.compile(r"data:([^;,]*)((?:;[^;,]*)*),")
-_URLSAFE = str.maketrans("-_", "+/")  # Gemini's SDKs send bytes in the URL-safe base64 alphabet
 
 
 class Media(NamedTuple):
@@ -42,21 +35,12 @@ class Media(NamedTuple):
     detail: str | None = None  # OpenAI's "low" | "high" | "auto"
     text: str | None = None  # a plain-text document's text: counted by the tokenizer
     file_id: str | None = None  # sent by a file id: its size is known if its upload was seen
+    cited: bool = False  # a document with citations enabled (an API may bill it otherwise: `cited_as`)
 
 
 class Cost(NamedTuple):
     tokens: int
     estimated: bool  # the size or page count could not be read: a documented estimate
-
-
-def data_url(url: Any) -> tuple[str, str] | None:
-    """(media type, base64 payload) of a base64 data URL, else None (an http URL, a file id)."""
-    if not isinstance(url, str) or not url.startswith("data:"):
-        return None
-    found = _DATA_URL.match(url)
-    if found is None or ";base64" not in found.group(2):
-        return None
-    return found.group(1), url[found.end() :]
 
 
 # ---- rules
@@ -72,6 +56,7 @@ class Rules(NamedTuple):
     image: dict[str, Any]
     document: dict[str, Any]
     key: bytes  # names these rules in a remembered count (the same bytes cost differently per model)
+    cited: Rules | None = None  # a cited document's, where the API bills it as another API does
 
 
 @cache
@@ -80,18 +65,19 @@ def rules_for(api: str, model: str | None) -> Rules:
     (an OpenAI-shaped request to a Claude model costs Claude's), else by the API shape; then the model's
     own row; then what that API bills differently, whatever the model (`[P.by_api.API]`: OpenAI's Chat
     and Responses bill one PDF differently, Bedrock bills Claude's PDF by its text layer), and for the model
-    (its row's `by_api`: Bedrock bills Claude Sonnet 4.6's PDF pages as images, as the Messages API does)."""
+    (its row's `by_api`: Bedrock bills Claude Sonnet 4.6's PDF pages as images, as the Messages API does); a
+    document with citations enabled as on the API `cited_as` names (Bedrock: as the Messages API)."""
     tables = _tables()
-    bare = own_id(model)
+    bare = model or ""
     name = (
-        next((n for n, t in tables.items() if any(bare.startswith(p) for p in t.get("model_prefixes", ()))), None)
+        next((n for n, t in tables.items() if any(same_family(bare, p) for p in t.get("model_prefixes", ()))), None)
         or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
         or next(n for n, t in tables.items() if t.get("fallback"))
     )
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
     best = max(
-        (m for m in table.get("models", ()) if bare.startswith(m["prefix"])),
+        (m for m in table.get("models", ()) if same_family(bare, m["prefix"])),
         key=lambda m: len(m["prefix"]),
         default=None,
     )
@@ -100,8 +86,9 @@ def rules_for(api: str, model: str | None) -> Rules:
     for row in (best or {}, by_api, own_api):
         image.update(row.get("image", {}))
         document.update(row.get("document", {}))
-    key = repr((name, sorted(image.items()), sorted(document.items()))).encode()
-    return Rules(provider=name, image=image, document=document, key=key)
+    cited = rules_for(by_api["cited_as"], model) if "cited_as" in by_api else None
+    key = repr((name, sorted(image.items()), sorted(document.items()), cited and cited.key)).encode()
+    return Rules(provider=name, image=image, document=document, key=key, cited=cited)
 
 
 # ---- cost
@@ -146,7 +133,7 @@ def resolved(item: Media) -> Media:
     return (
         item
         if upload is None
-        else Media(kind=item.kind, data=upload.data, media_type=upload.media_type, detail=item.detail)
+        else Media(kind=item.kind, data=upload.data, media_type=upload.media_type, detail=item.detail, cited=item.cited)
     )
 
 
@@ -179,6 +166,7 @@ def image_cost(item: Media, rules: Rules) -> Cost:
 
 def document_cost(item: Media, rules: Rules, count_text: Any) -> Cost:
     item = resolved(item)
+    rules = rules.cited if item.cited and rules.cited else rules
     if item.text is not None:
         return Cost(tokens=count_text(item.text), estimated=False)
     pages = pdf_pages(item.data) if item.data and (item.media_type or PDF) == PDF else None
@@ -224,6 +212,8 @@ def image_tokens(w: int, h: int, rule: dict[str, Any], detail: str | None = None
         return _crop_tiles(w, h, rule)
     if method == "canvas_tiles":
         return _canvas_tiles(w, h, rule)
+    if method == "smart_resize":
+        return _smart_resize(w, h, rule)
     if method == "levels":
         return _level(rule["levels"], detail, rule["default_level"])
     if method == "fixed":
@@ -293,105 +283,22 @@ def _canvas_tiles(w: int, h: int, rule: dict[str, Any]) -> int:
     return each if n == 1 else n * (each + rule.get("separator_tokens", 0)) + each
 
 
+def _smart_resize(w: int, h: int, rule: dict[str, Any]) -> int:
+    """Qwen-VL: both sides rounded to whole units of `factor` px (a patch times the 2x2 merge), the image
+    then scaled, keeping its shape, into min_pixels..max_pixels (down to whole units, or up to them); a
+    token a unit."""
+    f, low, high = rule["factor"], rule["min_pixels"], rule["max_pixels"]
+    rw, rh = max(f, round(w / f) * f), max(f, round(h / f) * f)
+    if rw * rh > high:
+        s = math.sqrt(w * h / high)
+        rw, rh = max(f, math.floor(w / s / f) * f), max(f, math.floor(h / s / f) * f)
+    elif rw * rh < low:
+        s = math.sqrt(low / (w * h))
+        rw, rh = math.ceil(w * s / f) * f, math.ceil(h * s / f) * f
+    return (rw // f) * (rh // f)
+
+
 def _level(levels: dict[str, int], detail: str | None, default: str) -> int:
     """A fixed budget by resolution level (Gemini 3's media_resolution); an unknown or unset level
     costs the default one."""
     return levels.get(detail or default, levels[default])
-
-
-# ---- sizes from the bytes
-
-
-def b64_bytes(data: str, start: int, end: int) -> bytes:
-    """Bytes [start, end) of a base64 payload, decoding only the characters that hold them
-    (4 characters per 3 bytes). Fewer bytes when the payload ends first."""
-    q0, q1 = start // 3, -(-end // 3)
-    chunk = data[4 * q0 : 4 * q1].rstrip("=").translate(_URLSAFE)
-    chunk = chunk[: len(chunk) - (len(chunk) % 4 == 1)]  # a lone trailing character holds no byte
-    try:
-        raw = binascii.a2b_base64(chunk + "=" * (-len(chunk) % 4))
-    except binascii.Error:
-        return b""
-    return raw[start - 3 * q0 : end - 3 * q0]
-
-
-def image_size(data: str) -> tuple[int, int] | None:
-    """(width, height) from a PNG, GIF, WebP or JPEG header in base64, else None."""
-    if any(c in data[:80] for c in " \r\n\t"):  # wrapped base64 (MIME style): offsets need it unwrapped
-        data = re.sub(r"\s+", "", data)
-    head = b64_bytes(data, 0, _HEAD)
-    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
-        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    if head[:6] in (b"GIF87a", b"GIF89a"):
-        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return _webp(head)
-    if head[:2] == b"\xff\xd8":
-        return _jpeg(data)
-    return None
-
-
-def _webp(head: bytes) -> tuple[int, int] | None:
-    chunk = head[12:16]
-    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
-        return (int.from_bytes(head[26:28], "little") & 0x3FFF, int.from_bytes(head[28:30], "little") & 0x3FFF)
-    if chunk == b"VP8L" and head[20] == 0x2F:
-        bits = int.from_bytes(head[21:25], "little")
-        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    if chunk == b"VP8X":
-        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
-    return None
-
-
-# Start-of-frame markers (baseline, progressive, lossless...): not DHT (C4), JPG (C8) or DAC (CC).
-_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-
-
-def _jpeg(data: str) -> tuple[int, int] | None:
-    """Walk the markers from the start, decoding 9 bytes at each: EXIF and ICC blocks (often tens of
-    KB) are skipped by their length, never decoded."""
-    pos = 2
-    for _ in range(_JPEG_MARKERS):
-        seg = b64_bytes(data, pos, pos + 9)
-        if len(seg) < 4 or seg[0] != 0xFF:
-            return None
-        marker = seg[1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in _SOF:
-            return (int.from_bytes(seg[7:9], "big"), int.from_bytes(seg[5:7], "big")) if len(seg) == 9 else None
-        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
-            pos += 2
-            continue
-        if marker == 0xDA:  # start of scan before any frame header: not a JPEG we can read
-            return None
-        pos += 2 + int.from_bytes(seg[2:4], "big")
-    return None
-
-
-def pdf_pages(data: str) -> list[tuple[float, float, str]] | None:
-    """(width, height in points, text) of each page of a base64 PDF, else None (not a PDF we can read)."""
-    try:
-        raw = binascii.a2b_base64(data.translate(_URLSAFE))
-    except binascii.Error:
-        return None
-    if not raw.startswith(b"%PDF"):
-        return None
-    try:
-        import logging
-
-        from pypdf import PdfReader
-    except ImportError:  # without pypdf: the page objects, letter-sized, without their text
-        count = len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", raw))
-        return [(612.0, 792.0, "")] * count if count else None
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its repair notes are not the user's concern
-    try:
-        reader = PdfReader(io.BytesIO(raw))
-        out = []
-        for page in reader.pages:
-            box = page.mediabox
-            out.append((abs(float(box.width)), abs(float(box.height)), page.extract_text() or ""))
-        return out
-    except Exception:  # a damaged or encrypted PDF: pypdf raises many kinds; the estimate stands in
-        return None

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
-from prefixguard.model.ids import own_id
+from prefixguard.model.ids import own_id, same_family
 from prefixguard.utils import disk_cache
 
 ESTIMATE = "estimate"
@@ -111,7 +111,7 @@ def message_framing(api: str, model: str | None) -> Framing:
     bare = own_id(model)
     own = any(bare.startswith(p) for p in _rules()["models"])
     for row in _rules()["framing"]:
-        of_model = own if row["own_encoding"] else any(bare.startswith(p) for p in row["model_prefixes"])
+        of_model = own if row["own_encoding"] else any(same_family(model, p) for p in row["model_prefixes"])
         if api in row["apis"] and of_model:
             return Framing(
                 per_message=row["per_message"],
@@ -120,6 +120,15 @@ def message_framing(api: str, model: str | None) -> Framing:
                 exact=row["own_encoding"],
             )
     return NO_FRAMING
+
+
+@cache
+def default_system(api: str, model: str | None) -> int:
+    """The tokens of the system message the model's chat template writes when a request sends none
+    (rules/encodings.toml [default_system]), with the format's framing; 0 where it writes none."""
+    framing = message_framing(api, model)
+    text = _family_row(_rules()["default_system"], model) if "system" in framing.levels else None
+    return count(text, encoding_for(model)) + framing.per_message if text else 0
 
 
 @cache
@@ -139,11 +148,21 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
 
 
 @cache
-def renders_tools(api: str, model: str | None) -> bool:
-    """Whether this API and model read function tools as a typed namespace, not as their JSON
-    (rules/encodings.toml [tool_render]: prefixguard/wire/openai_tools.py renders them)."""
+def citations_prompt(api: str, model: str | None) -> int:
+    """The tokens Claude's API adds in front of a request with a document whose citations are enabled
+    (rules/encodings.toml [citations_prompt], by model); 0 where no row applies."""
+    rows = _rules()["citations_prompt"]
+    found = _family_row(rows["models"], model) if api in rows["apis"] else None
+    return int(found or 0)
+
+
+@cache
+def tool_style(api: str, model: str | None) -> str | None:
+    """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
+    prefixguard/wire/tool_render.py renders them): "namespace" (OpenAI's typed declarations), "json" (a
+    template's json.dumps); None where they are read as sent."""
     rows = _rules()["tool_render"]
-    return api in rows["apis"] and _family_row(dict.fromkeys(rows["models"], True), model) is not None
+    return _family_row(rows["styles"], model) if api in rows["apis"] else None
 
 
 @cache
@@ -151,14 +170,12 @@ def call_tokens(api: str, model: str | None) -> int:
     """What the model's format adds to a tool call it reads rendered (name and arguments), with its output:
     rules/encodings.toml [tool_render] per_call; 0 where its calls are not rendered."""
     per_call = _family_row(_rules()["tool_render"]["per_call"], model)
-    return int(per_call) if per_call is not None and renders_tools(api, model) else 0
+    return int(per_call) if per_call is not None and tool_style(api, model) == "namespace" else 0
 
 
 def _family_row(table: dict[str, Any], model: str | None) -> Any:
     """The value of the longest of the table's model prefixes this model falls under, by the contracts' match
     (a gateway's claude-sonnet-4.6 is claude-sonnet-4-6; gpt-4.1 is not gpt-4-1106-preview); None for none."""
-    from prefixguard.contracts.providers import same_family
-
     best = max((p for p in table if model and same_family(model, p)), key=len, default=None)
     return None if best is None else table[best]
 
@@ -337,7 +354,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    rules = (message_framing, tool_prompt, renders_tools, call_tokens)
+    rules = (message_framing, default_system, tool_prompt, citations_prompt, tool_style, call_tokens)
     for cached in (_default, encoding_for, *rules, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()

@@ -20,7 +20,7 @@ from prefixguard.model.diagnosis import Diagnosis
 from prefixguard.model.prompt import PausedGc, Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, TooLarge, describe
-from prefixguard.wire import jsonspan, openai_chat, openai_responses, routes, tool_prompt
+from prefixguard.wire import front, jsonspan, openai_chat, openai_responses, routes
 from prefixguard.wire.adapter import NO_SERVER_WORK, Adapter
 from prefixguard.wire.adapters import ADAPTERS, APIS, adapter_for
 from prefixguard.wire.detect import analysable, counts_only, detect, detect_api
@@ -109,7 +109,7 @@ def _parse_request(
     if path_model and not (api in (openai_chat.API, openai_responses.API) and prompt.model):
         prompt.model = path_model  # on the wire the path names the model (a body's own is not sent; Azure: when none)
     if not out.estimated:  # the provider's own text before the tools: the model is known by now
-        tool_prompt.count(prompt, root.value)
+        front.count(prompt, root.value)
     prompt.text, prompt.source, prompt.tokens_estimated = text, source, out.estimated
     prompt.chain = out.chain_for(prompt.segments)
     prompt.counts_only = counts_only(api, root.value, routed)

@@ -26,6 +26,7 @@ from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
+from prefixguard.wire.anthropic_media import cites
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -95,18 +96,26 @@ def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
     source = inner.get("source")
     data = source.get("bytes") if isinstance(source, dict) else None
     mime = _FORMATS.get(str(inner.get("format", "")).lower())
-    if kind == "document" and isinstance(source, dict) and isinstance(source.get("text"), str):
-        return [Media(kind=DOCUMENT, media_type="text/plain", text=source["text"])]
+    if kind == "image":
+        return [Media(kind=IMAGE, data=data if isinstance(data, str) else None, media_type=mime)]
+    text, cited = _text(source, data, mime), cites(inner)
+    if text is not None:
+        return [Media(kind=DOCUMENT, media_type="text/plain", text=text, cited=cited)]
+    return [Media(kind=DOCUMENT, data=data if isinstance(data, str) else None, media_type=mime, cited=cited)]
+
+
+def _text(source: Any, data: Any, mime: str | None) -> str | None:
+    """A plain-text document's text: sent as text, as chunks of content, or as the bytes of a text file."""
+    if isinstance(source, dict) and isinstance(source.get("text"), str):
+        return source["text"]
+    if isinstance(source, dict) and isinstance(chunks := source.get("content"), list):
+        return "\n".join(c["text"] for c in chunks if isinstance(c, dict) and isinstance(c.get("text"), str))
     if isinstance(data, str) and mime == "text/plain":
         try:
-            return [Media(kind=DOCUMENT, media_type=mime, text=binascii.a2b_base64(data).decode("utf-8", "replace"))]
+            return binascii.a2b_base64(data).decode("utf-8", "replace")
         except ValueError:
-            pass
-    return [
-        Media(
-            kind=IMAGE if kind == "image" else DOCUMENT, data=data if isinstance(data, str) else None, media_type=mime
-        )
-    ]
+            return None
+    return None
 
 
 def _blocks(
@@ -118,10 +127,10 @@ def _blocks(
     role: str | None = None,
     message_index: int | None = None,
     header: dict[str, Any] | None = None,
-) -> bool:
+) -> tuple[bool, bool]:
     """Add each content block of a list as a segment; a cachePoint marks the segment before it.
-    Returns whether any block was images."""
-    images = False
+    Returns whether any block was images, and whether any cites (a document with citations enabled)."""
+    images = cites = False
     for bi, block in enumerate(node.elements):
         value, at = block.value, f"{where}/{bi}"
         ttl = _ttl(value)
@@ -142,7 +151,8 @@ def _blocks(
         seg.breakpoint = ttl  # a cachePoint inside the block it closes (Nova's InvokeModel body)
         header = None
         images = images or kind == "image" or bool(nested and any(m.kind == IMAGE for m in nested[0]))
-    return images
+        cites = cites or any(m.cited for m in media or ())
+    return images, cites
 
 
 def _result_media(block: dict[str, Any]) -> tuple[list[Media], str] | None:
@@ -173,7 +183,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     messages = expect(root.get("messages"), list, "'messages'")
     if messages is None and system is None:
         raise InputError("no 'messages' list")
-    images = False
+    images = cites = False
     for mi, msg in enumerate(messages.elements if messages else ()):
         if not isinstance(msg.value, dict):
             raise InputError(f"/messages/{mi} must be an object")
@@ -183,10 +193,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         if content is None or not isinstance(content.value, list):
             raise wrong_type(f"/messages/{mi}/content", list, None if content is None else content.value)
         before = len(out.segments)
-        images = (
-            _blocks(out, content, "messages", f"/messages/{mi}/content", role=role, message_index=mi, header=header)
-            or images
-        )
+        found = _blocks(out, content, "messages", f"/messages/{mi}/content", role=role, message_index=mi, header=header)
+        images, cites = images or found[0], cites or found[1]
         if len(out.segments) == before:
             out.add("messages", f"/messages/{mi}/content", "empty", content, role=role, message_index=mi, header=header)
 
@@ -202,6 +210,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "speed": perf.get("latency") if isinstance(perf, dict) else None,
         "guardrail": body.get("guardrailConfig"),
         "images": images,
+        "citations": cites,
     }
     model = body.get("modelId")  # in the path on the wire; an SDK call's arguments dumped to a file hold it
     return Prompt(API, model if isinstance(model, str) else None, out.segments, settings)

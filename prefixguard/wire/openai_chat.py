@@ -13,12 +13,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.contracts.providers import cloud_of, providers
-from prefixguard.model import media, tokens
+from prefixguard.model import media_files, tokens
 from prefixguard.model.media import DOCUMENT, IMAGE, PDF, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, anthropic, openai_tools
+from prefixguard.wire import adapter, anthropic, tool_render
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.segments import (
@@ -79,7 +79,7 @@ def add_tools(root: Node, out: Builder) -> None:
     for key in ("tools", "functions"):  # "functions": the legacy form of tools
         tools = expect(root.get(key), list, f"'{key}'")
         for i, tool in enumerate(tools.elements if tools else ()):
-            text = openai_tools.renderer(tool.value, out.api, out.model)  # None: counted as its JSON
+            text = tool_render.renderer(tool.value, out.api, out.model)  # None: counted as its JSON
             out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options), text=text)
 
 
@@ -192,7 +192,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     role=role,
                     message_index=mi,
                     header=header,
-                    text=openai_tools.rendered_call(call.value, out.api, out.model),
+                    text=tool_render.rendered_call(call.value, out.api, out.model),
                 )
                 header = None
         if header is not None:  # no content at all (null content, refusal, legacy function_call)
@@ -230,7 +230,7 @@ def part_media(part: Any) -> Media | None:
         if isinstance(ref, dict):  # Chat: {"url": ..., "detail": ...}; Responses: a string
             detail = ref.get("detail", detail)
             ref = ref.get("url")
-        found = media.data_url(ref)
+        found = media_files.data_url(ref)
         return Media(
             kind=IMAGE,
             data=found[1] if found else None,
@@ -241,7 +241,7 @@ def part_media(part: Any) -> Media | None:
     if kind in ("file", "input_file"):
         ref = part.get("file") if kind == "file" else part
         data = ref.get("file_data") if isinstance(ref, dict) else None
-        found = media.data_url(data)
+        found = media_files.data_url(data)
         if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
             found = (PDF, data)
         return Media(

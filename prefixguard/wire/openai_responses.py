@@ -17,7 +17,7 @@ from prefixguard.model.media import Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, openai_chat, openai_tools
+from prefixguard.wire import adapter, openai_chat, tool_render
 from prefixguard.wire.jsonspan import ABSENT, Node, Spec
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
@@ -134,7 +134,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     header=header,
                     whole=True,
                     media=found[0] if found else None,
-                    text=found[1] if found else openai_tools.rendered_call(fields, out.api, out.model),
+                    text=found[1] if found else tool_render.rendered_call(fields, out.api, out.model),
                     tokens_by_rule=encrypted_tokens(kind, fields, ii < last_user),
                 )
             elif isinstance(parts, str):

@@ -40,8 +40,8 @@ class Builder:
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api, self.model = api, model if isinstance(model, str) else None
         self.per_call = 0 if self.estimated else tokens.call_tokens(api, self.model)  # a rendered call's format
-        # the model's own encoding (o200k_base for gpt-4o and later); no rules read where nothing is counted
-        self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)
+        self.rendering = b"\x00" + (tokens.tool_style(api, self.model) or "").encode()  # a rendering's count key
+        self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)  # the model's own
         # the chat format's tokens around each message and before the reply: prompt tokens too
         self.framing = tokens.NO_FRAMING if self.estimated else tokens.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
@@ -91,9 +91,9 @@ class Builder:
             count, media_tokens, estimated = tokens_by_rule, tokens_by_rule, True
         elif media:
             count, media_tokens, estimated = self._media(key, media, text if isinstance(text, str) else None)
-        else:  # a tool's or a call's text may be the provider's rendering of it (openai_tools): a key of its own
+        else:  # a tool's or a call's text may be the provider's rendering of it (tool_render): a key of its own
             rendered = text is not None and kind in RENDERED
-            count, estimated = self._count(key + b"\x00rendered" if rendered else key, text, value)
+            count, estimated = self._count(key + self.rendering if rendered else key, text, value)
             count += self.per_call if rendered and kind == "tool_use" else 0
         if tokens_by_rule is None:
             count += self._opening(level, whole or header is not None)

@@ -1,7 +1,8 @@
-"""OpenAI's function tools as the model reads them: not their JSON, a TypeScript-like declaration each, inside a
-namespace (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of
-rules/encodings.toml [tool_prompt]. Applies to the models [tool_render] names (measured: bench/tool_prompt.py);
-any other tool, or model, is counted as its JSON."""
+"""Function tools as the model reads them, not as the JSON sent (rules/encodings.toml [tool_render] names the
+models, measured: bench/tool_prompt.py). OpenAI's: a TypeScript-like declaration each, inside a namespace
+(`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of [tool_prompt],
+and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Any other
+tool, or model, is counted as its JSON."""
 
 from __future__ import annotations
 
@@ -27,8 +28,11 @@ def rendered(tool: Any, api: str, model: str | None) -> str | None:
 def renderer(tool: Any, api: str, model: str | None) -> Callable[[], str] | None:
     """What makes `rendered`'s text, made only when called: a segment's count already known (the same tool as
     in the last request) needs none, and a request's analysis renders no tool twice."""
-    if not isinstance(tool, dict) or not tokens.renders_tools(api, model):
+    style = tokens.tool_style(api, model)
+    if not isinstance(tool, dict) or style is None:
         return None
+    if style == "json":
+        return partial(json.dumps, tool, ensure_ascii=False)
     fn = tool.get("function") if tool.get("type") == "function" and "function" in tool else tool
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or tool.get("type", "function") != "function":
         return None
@@ -52,7 +56,7 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     """A tool call (Chat's {"id", "function": {"name", "arguments"}}, Responses' function_call item) as the model
     reads it, its name and arguments, without the ids and the wrapper; a Responses function_call_output item, its
     output. None where the model's rendering is not known or the item is none of these."""
-    if not isinstance(item, dict) or not tokens.renders_tools(api, model):
+    if not isinstance(item, dict) or tokens.tool_style(api, model) != "namespace":
         return None
     call: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
     if isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):

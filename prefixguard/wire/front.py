@@ -1,0 +1,49 @@
+"""What a provider puts in front of a request's first part, unseen in its body yet billed and read with every
+prefix: the tool-use system prompt whenever a request declares tools of the client's own (rules/encodings.toml
+[tool_prompt], by API, model and tool_choice), the citations prompt where a document has citations enabled
+([citations_prompt]), and the system message a chat template writes itself where a request sends none
+([default_system])."""
+
+from __future__ import annotations
+
+from itertools import takewhile
+from typing import Any
+
+from prefixguard.model import tokens
+from prefixguard.model.prompt import Prompt
+from prefixguard.wire.fields import provider_tool
+
+
+def count(prompt: Prompt, body: dict[str, Any]) -> None:
+    """Count what the provider puts in front of the request (Prompt.front, on its first part): the tool-use
+    prompt where it declares a tool of the client's own that the model sees (not one deferred to a tool
+    search), the citations prompt where a document cites, the template's system message where it sends none.
+    Once a bill is seen, the scale takes it as far as the bill bears it out (judge/scale.py)."""
+    tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
+    own = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
+    n = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own else 0
+    unsent = tokens.default_system(prompt.api, prompt.model)
+    if unsent and not any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments)):
+        n += unsent
+    if prompt.settings.get("citations"):
+        n += tokens.citations_prompt(prompt.api, prompt.model)
+    if n and prompt.segments:
+        prompt.segments[0].tokens += n
+        prompt.front = n
+
+
+def _rendered_own(tool: Any) -> bool:
+    return provider_tool(tool) is None and not (isinstance(tool, dict) and tool.get("defer_loading"))
+
+
+def choice(body: dict[str, Any]) -> str:
+    """A request's tool_choice as one word: "auto" (also none and absent), "any" (some tool is required),
+    "tool" (a named one); from Anthropic's, OpenAI Chat's or Bedrock Converse's form."""
+    chosen = body.get("tool_choice")
+    config = body.get("toolConfig")
+    if chosen is None and isinstance(config, dict):
+        chosen = config.get("toolChoice")  # Converse: {"auto": {}}, {"any": {}}, {"tool": {"name": ...}}
+    if isinstance(chosen, dict):
+        kind = chosen.get("type", next(iter(chosen), None))
+        return "any" if kind == "any" else "tool" if kind in ("tool", "function") else "auto"
+    return "any" if chosen == "required" else "auto"

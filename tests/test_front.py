@@ -1,0 +1,114 @@
+"""Text a provider bills that the body does not show, and how a model reads what the body does show
+(prefixguard/wire/front.py, rules/encodings.toml, rules/media.toml): a chat template's own framing and system
+message (Qwen's ChatML), Qwen's tools as its template writes them, Qwen-VL's images by its processor's
+resize, and Claude's citations prompt. Each is checked against public recordings' bills
+(tests/data/public: llama-stack's Qwen3 on vLLM, chatlas's Qwen2.5-VL on the Hugging Face router, magentic's
+Qwen3-VL on OpenRouter, langchain's citations on the Messages API and Bedrock Converse)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from prefixguard.model import media, tokens
+from prefixguard.model.prompt import Prompt
+from prefixguard.replay.sources import cassette_uris
+from prefixguard.wire import parse_request, parse_response, tool_render
+
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
+
+
+def _recorded(folder: str, n: str = "0001") -> tuple[Prompt, int, dict]:
+    """The prompt of one recorded request, its billed prompt total and its body."""
+    path = PUBLIC / folder
+    body = json.loads((path / f"{n}.request.json").read_text())
+    prompt = parse_request(json.dumps(body), path=cassette_uris(path)[n])
+    answer = next(path.glob(f"{n}.response.*"))
+    return prompt, parse_response(answer.read_bytes(), prompt.api).prompt_total, body
+
+
+@pytest.mark.parametrize(("folder", "off"), [
+    ("llama_stack/qwen3_simple_tool_call", 0),  # a tool and a question: 161 billed (77 over before the rendering)
+    ("llama_stack/qwen3_tools_with_system", 5),  # the tools share the request's own system message
+    ("llama_stack/qwen3_multiple_tools", 16),  # three small tools: cl100k reads their JSON shorter than Qwen does
+    ("chatlas/huggingface_images", 0),  # Qwen2.5-VL, a 60x30 PNG: 33 billed (261 by OpenAI's tiles)
+    ("magentic/openrouter_qwen3_vl_image", 0),  # Qwen3-VL, a 50x65 PNG raised to 256x320: 97 billed
+])
+def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
+    """ChatML's 5 tokens a message and 3 priming the reply, Qwen2.5's own system message where none is sent,
+    the tool text of Qwen's template (83 with the first tool) and each tool's json.dumps, and a Qwen-VL image in
+    28 or 32 px units with its two vision tokens: each request's body alone comes within `off` of its bill."""
+    prompt, billed, _ = _recorded(folder)
+    assert abs(prompt.total_tokens - billed) <= off, (prompt.total_tokens, billed)
+
+
+def test_a_template_writes_its_system_message_only_where_none_is_sent() -> None:
+    """Qwen2.5's template writes "You are a helpful assistant." (Qwen2.5-VL) where the request sends no system
+    message; one that sends its own gets none, and Qwen3's template writes none."""
+    def ask(model: str, *messages: dict) -> Prompt:
+        body = {"model": model, "messages": [*messages, {"role": "user", "content": "Hi"}]}
+        return parse_request(json.dumps(body), path="/v1/chat/completions")
+
+    bare = ask("Qwen/Qwen2.5-VL-7B-Instruct")
+    told = ask("Qwen/Qwen2.5-VL-7B-Instruct", {"role": "system", "content": "Be brief."})
+    assert bare.front == tokens.count("You are a helpful assistant.") + 5 == 11 and told.front == 0
+    assert ask("Qwen/Qwen2.5-72B-Instruct").front == tokens.count("You are Qwen, created by Alibaba Cloud. You are a "
+                                                                  "helpful assistant.") + 5
+    assert ask("Qwen/Qwen3-0.6B").front == ask("gpt-4o").front == 0
+    # the framing is Qwen's own, not OpenAI's, and only on the API the template serves
+    assert tokens.message_framing("openai-chat", "qwen/qwen3-vl-8b-instruct").per_message == 5
+    assert tokens.message_framing("anthropic", "Qwen/Qwen3-0.6B").per_message == 0
+
+
+def test_qwen_reads_a_tool_as_its_json() -> None:
+    """Qwen's template writes each tool through `tojson` (", " and ": " between items), not OpenAI's typed
+    namespace, and its calls as sent."""
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    assert tool_render.rendered(tool, "openai-chat", "Qwen/Qwen3-0.6B") == json.dumps(tool)
+    assert tool_render.rendered(tool, "openai-chat", "gpt-4o") == "type get_weather = () => any;\n\n"
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    assert tool_render.rendered_call(call, "openai-chat", "Qwen/Qwen3-0.6B") is None
+    assert tokens.tool_prompt("openai-chat", "Qwen/Qwen3-0.6B") == 83 and tokens.call_tokens("openai-chat", "qwen3") == 0
+
+
+def test_qwen_vl_images_by_its_processor() -> None:
+    """Qwen-VL resizes an image to whole units (28 px for Qwen2.5-VL, 32 px for Qwen3-VL) within its pixel budget,
+    a token a unit: a small image is raised to the minimum, a large one lowered to the maximum; Model Studio's
+    qwen-vl-max stops at 1,280 by default."""
+    qwen25 = media.rules_for("openai-chat", "Qwen/Qwen2.5-VL-7B-Instruct")
+    qwen3 = media.rules_for("openai-chat", "qwen/qwen3-vl-8b-instruct")
+    assert qwen25.provider == qwen3.provider == "qwen"
+    assert media.image_tokens(60, 30, qwen25.image) == 6  # 84 x 56 after the raise to 3,136 px
+    assert media.image_tokens(50, 65, qwen3.image) == 80  # 256 x 320 after the raise to 65,536 px
+    assert media.image_tokens(1000, 1000, qwen25.image) == 36 * 36  # rounded to 1,008 x 1,008
+    assert media.image_tokens(8000, 6000, qwen25.image) <= 12845056 // 28**2
+    assert media.image_tokens(4000, 3000, media.rules_for("openai-chat", "qwen-vl-max").image) <= 1280
+
+
+def test_citations_bring_a_prompt_of_their_own() -> None:
+    """Claude's API adds a prompt when a document has citations enabled: Haiku 4.5 on the Messages API 566 billed
+    for a 2-chunk document and a question (24 of ours), Sonnet 5 on Bedrock Converse 887 (36). The same body
+    without citations gets none of it."""
+    for folder, front in (("langchain/anthropic_citations", 542), ("langchain/aws_citations_document", 851)):
+        prompt, billed, body = _recorded(folder)
+        assert prompt.settings["citations"] and prompt.front == front and prompt.total_tokens == billed
+        plain = copy.deepcopy(body)
+        for message in plain["messages"]:
+            for block in message["content"]:
+                (block.get("document") or block).pop("citations", None)
+        uncited = parse_request(json.dumps(plain), path=cassette_uris(PUBLIC / folder)["0001"])
+        assert uncited.front == 0 and uncited.total_tokens == billed - front
+
+
+def test_bedrock_bills_a_cited_pdf_as_the_messages_api() -> None:
+    """Converse bills a PDF by its text layer unless citations are enabled; then each page is an image beside
+    its text, as the Messages API bills it (Claude Sonnet 5 at its higher resolution): langchain-aws's recording
+    billed 5,582 for a one-page PDF and a question."""
+    prompt, billed, body = _recorded("langchain/aws_pdf_citations")
+    assert billed == 5582 and abs(prompt.total_tokens - billed) <= 0.05 * billed
+    body["messages"][0]["content"][1]["document"].pop("citations")
+    text_only = parse_request(json.dumps(body), path=cassette_uris(PUBLIC / "langchain/aws_pdf_citations")["0001"])
+    assert text_only.total_tokens < 200
