@@ -1,9 +1,10 @@
 """Text a provider bills that the body does not show, and how a model reads what the body does show
 (prefixguard/wire/front.py, rules/encodings.toml, rules/media.toml): a chat template's own framing and system
-message (Qwen's ChatML), Qwen's tools as its template writes them, Qwen-VL's images by its processor's
-resize, and Claude's citations prompt. Each is checked against public recordings' bills
-(tests/data/public: llama-stack's Qwen3 on vLLM, chatlas's Qwen2.5-VL on the Hugging Face router, magentic's
-Qwen3-VL on OpenRouter, langchain's citations on the Messages API and Bedrock Converse)."""
+text (Qwen's ChatML, Llama 3's headers), Qwen's tools as its template writes them, Qwen-VL's images by its
+processor's resize, Llama 3.2 Vision's one image token, and Claude's citations prompt. Each is checked against
+public recordings' bills (tests/data/public: llama-stack's Qwen3 on vLLM and Llama 3.2 on Ollama, chatlas's
+Qwen2.5-VL on the Hugging Face router and Llama 3.3 on Cloudflare, magentic's Qwen3-VL on OpenRouter,
+langchain's citations on the Messages API and Bedrock Converse)."""
 
 from __future__ import annotations
 
@@ -45,19 +46,49 @@ def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
     assert abs(prompt.total_tokens - billed) <= off, (prompt.total_tokens, billed)
 
 
-def test_a_template_writes_its_system_message_only_where_none_is_sent() -> None:
+@pytest.mark.parametrize(("folder", "billed"), [
+    ("chatlas/cloudflare_llama_simple", [43]),  # a question: 25 for the system header, 5 + 5 the framing
+    ("chatlas/cloudflare_llama_turns", [62, 62, 64]),  # a system prompt goes inside the header: one header for both
+    ("llama_stack/ollama_llama32_batch", [27]),  # Ollama's template: a shorter header
+])
+def test_llama_requests_come_out_at_their_bill(folder: str, billed: list[int]) -> None:
+    """Llama 3's headers (5 tokens a message, 5 priming the reply) and the system text its template always writes
+    (Llama 3.1 and later: the knowledge cut-off and a date; Ollama's Llama 3.2: the cut-off alone), in front of
+    the request's own system prompt: each recorded request to the token."""
+    path = PUBLIC / folder
+    uris = cassette_uris(path)
+    for n, bill in enumerate(billed, 1):
+        prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path=uris[f"{n:04d}"])
+        assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
+        assert prompt.total_tokens == bill, (n, prompt.total_tokens, bill)
+
+
+def test_llama_vision_reads_an_image_as_one_token() -> None:
+    """Llama 3.2 Vision reads an image by cross-attention: one <|image|> token in the prompt (llama-stack's
+    recording on Ollama: 18 billed for an image and a 7-token question), where OpenAI's tiles would give 765."""
+    rules = media.rules_for("openai-chat", "llama3.2-vision:11b")
+    assert rules.provider == "mllama" and media.image_tokens(1024, 768, rules.image) == 1
+    assert media.rules_for("openai-chat", "meta-llama/Llama-3.2-90B-Vision-Instruct").provider == "mllama"
+    assert tokens.template_system("openai-chat", "llama3.2-vision:11b", own=False) == 0
+
+
+def test_a_template_writes_its_own_system_text() -> None:
     """Qwen2.5's template writes "You are a helpful assistant." (Qwen2.5-VL) where the request sends no system
-    message; one that sends its own gets none, and Qwen3's template writes none."""
+    message, Llama 3.1's its knowledge cut-off and a date in front of any; Qwen3's and Llama 3.0's write none."""
     def ask(model: str, *messages: dict) -> Prompt:
         body = {"model": model, "messages": [*messages, {"role": "user", "content": "Hi"}]}
         return parse_request(json.dumps(body), path="/v1/chat/completions")
 
-    bare = ask("Qwen/Qwen2.5-VL-7B-Instruct")
+    bare = ask("Qwen/Qwen2.5-VL-7B-Instruct")  # 6 tokens of text in its own message
     told = ask("Qwen/Qwen2.5-VL-7B-Instruct", {"role": "system", "content": "Be brief."})
     assert bare.front == tokens.count("You are a helpful assistant.") + 5 == 11 and told.front == 0
     assert ask("Qwen/Qwen2.5-72B-Instruct").front == tokens.count("You are Qwen, created by Alibaba Cloud. You are a "
                                                                   "helpful assistant.") + 5
-    assert ask("Qwen/Qwen3-0.6B").front == ask("gpt-4o").front == 0
+    assert ask("Qwen/Qwen3-0.6B").front == ask("gpt-4o").front == ask("llama3-8b-8192").front == 0
+    # Llama 3.1's is written in front of the request's own too, whose message then opens no header of its own
+    header = tokens.count("Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n")
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    assert ask(llama).front == header + 5 and ask(llama, {"role": "system", "content": "Be brief."}).front == header
     # the framing is Qwen's own, not OpenAI's, and only on the API the template serves
     assert tokens.message_framing("openai-chat", "qwen/qwen3-vl-8b-instruct").per_message == 5
     assert tokens.message_framing("anthropic", "Qwen/Qwen3-0.6B").per_message == 0

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
 from prefixguard.contracts.prices import from_package
+from prefixguard.contracts.ruleset import same_family
 from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, ModelRow, providers
-from prefixguard.model.ids import same_family
 from prefixguard.utils.errors import InputError
 
 __all__ = [

@@ -15,7 +15,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefixguard.contracts import ruleset
-from prefixguard.model.ids import same_family
 from prefixguard.model.media_files import image_size, pdf_pages
 
 if TYPE_CHECKING:
@@ -69,17 +68,16 @@ def rules_for(api: str, model: str | None) -> Rules:
     document with citations enabled as on the API `cited_as` names (Bedrock: as the Messages API)."""
     tables = _tables()
     bare = model or ""
+    family = ruleset.same_family
     name = (
-        next((n for n, t in tables.items() if any(same_family(bare, p) for p in t.get("model_prefixes", ()))), None)
+        next((n for n, t in tables.items() if any(family(bare, p) for p in t.get("model_prefixes", ()))), None)
         or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
         or next(n for n, t in tables.items() if t.get("fallback"))
     )
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
     best = max(
-        (m for m in table.get("models", ()) if same_family(bare, m["prefix"])),
-        key=lambda m: len(m["prefix"]),
-        default=None,
+        (m for m in table.get("models", ()) if family(bare, m["prefix"])), key=lambda m: len(m["prefix"]), default=None
     )
     by_api = table.get("by_api", {}).get(api, {})
     own_api = (best or {}).get("by_api", {}).get(api, {})  # what that API bills differently for this model

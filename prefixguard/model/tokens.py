@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
-from prefixguard.model.ids import own_id, same_family
+from prefixguard.contracts import ruleset
+from prefixguard.model.ids import own_id
 from prefixguard.utils import disk_cache
 
 ESTIMATE = "estimate"
@@ -41,8 +42,6 @@ _made: dict[str, dict[bytes, int]] = {}  # per encoding: counts this process mad
 
 @cache
 def _rules() -> dict[str, Any]:
-    from prefixguard.contracts import ruleset
-
     return ruleset.load("encodings.toml")
 
 
@@ -111,7 +110,7 @@ def message_framing(api: str, model: str | None) -> Framing:
     bare = own_id(model)
     own = any(bare.startswith(p) for p in _rules()["models"])
     for row in _rules()["framing"]:
-        of_model = own if row["own_encoding"] else any(same_family(model, p) for p in row["model_prefixes"])
+        of_model = own if row["own_encoding"] else any(ruleset.same_family(model, p) for p in row["model_prefixes"])
         if api in row["apis"] and of_model:
             return Framing(
                 per_message=row["per_message"],
@@ -123,12 +122,16 @@ def message_framing(api: str, model: str | None) -> Framing:
 
 
 @cache
-def default_system(api: str, model: str | None) -> int:
-    """The tokens of the system message the model's chat template writes when a request sends none
-    (rules/encodings.toml [default_system]), with the format's framing; 0 where it writes none."""
+def template_system(api: str, model: str | None, own: bool) -> int:
+    """The tokens of the system text the model's chat template writes itself (rules/encodings.toml
+    [template_system]), for a request that sends a system message of its own (`own`) or none: in front of the
+    request's own where the template always writes it, with the format's framing where it opens the message;
+    0 where it writes none."""
     framing = message_framing(api, model)
-    text = _family_row(_rules()["default_system"], model) if "system" in framing.levels else None
-    return count(text, encoding_for(model)) + framing.per_message if text else 0
+    row = _family_row(_rules()["template_system"], model) if "system" in framing.levels else None
+    if not row or not row["text"] or (own and not row.get("with_own")):
+        return 0
+    return count(row["text"], encoding_for(model)) + (0 if own else framing.per_message)
 
 
 @cache
@@ -176,7 +179,7 @@ def call_tokens(api: str, model: str | None) -> int:
 def _family_row(table: dict[str, Any], model: str | None) -> Any:
     """The value of the longest of the table's model prefixes this model falls under, by the contracts' match
     (a gateway's claude-sonnet-4.6 is claude-sonnet-4-6; gpt-4.1 is not gpt-4-1106-preview); None for none."""
-    best = max((p for p in table if model and same_family(model, p)), key=len, default=None)
+    best = max((p for p in table if model and ruleset.same_family(model, p)), key=len, default=None)
     return None if best is None else table[best]
 
 
@@ -354,7 +357,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    rules = (message_framing, default_system, tool_prompt, citations_prompt, tool_style, call_tokens)
+    rules = (message_framing, template_system, tool_prompt, citations_prompt, tool_style, call_tokens)
     for cached in (_default, encoding_for, *rules, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()

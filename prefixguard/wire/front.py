@@ -1,8 +1,8 @@
 """What a provider puts in front of a request's first part, unseen in its body yet billed and read with every
 prefix: the tool-use system prompt whenever a request declares tools of the client's own (rules/encodings.toml
 [tool_prompt], by API, model and tool_choice), the citations prompt where a document has citations enabled
-([citations_prompt]), and the system message a chat template writes itself where a request sends none
-([default_system])."""
+([citations_prompt]), and the system text a chat template writes itself ([template_system]: where a request
+sends none, or always)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from prefixguard.wire.fields import provider_tool
 def count(prompt: Prompt, body: dict[str, Any]) -> None:
     """Count what the provider puts in front of the request (Prompt.front, on its first part): the tool-use
     prompt where it declares a tool of the client's own that the model sees (not one deferred to a tool
-    search), the citations prompt where a document cites, the template's system message where it sends none.
+    search), the citations prompt where a document cites, the template's own system text.
     Once a bill is seen, the scale takes it as far as the bill bears it out (judge/scale.py)."""
     tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
     own = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
     n = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own else 0
-    unsent = tokens.default_system(prompt.api, prompt.model)
-    if unsent and not any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments)):
-        n += unsent
+    if tokens.message_framing(prompt.api, prompt.model).per_message:  # a chat template's: its own system text
+        own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
+        n += tokens.template_system(prompt.api, prompt.model, own)
     if prompt.settings.get("citations"):
         n += tokens.citations_prompt(prompt.api, prompt.model)
     if n and prompt.segments:
