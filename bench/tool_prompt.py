@@ -69,7 +69,8 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                 segs = prompt.segments
                 tools = [s for s in segs if s.level == "tools" and s.kind == "tool"]
                 rendered = tokens.tool_style(prompt.api, prompt.model)
-                if not tools or any(provider_tool(s.value) for s in tools) or not (prompt.front or rendered):
+                added = tokens.tool_prompt(prompt.api, prompt.model, front.choice(req.body))  # in front, or the template's
+                if not tools or any(provider_tool(s.value) for s in tools) or not (added or rendered):
                     continue
                 extra = req.body.get("additionalModelRequestFields") or {}
                 thinking = req.body.get("thinking") or extra.get("thinking")
@@ -77,13 +78,12 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                         or (isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"))):
                     continue
                 encoding = tokens.encoding_for(prompt.model)
-                ours = prompt.total_tokens - prompt.front
+                ours = prompt.total_tokens - added
                 json_tools = sum(tokens.count(compact_json(s.value), encoding) for s in tools)
-                before = ours - (sum(s.tokens for s in tools) - prompt.front) + json_tools if rendered else ours
+                before = ours - (sum(s.tokens for s in tools) - added) + json_tools if rendered else ours
                 exact = tokens.message_framing(prompt.api, prompt.model).exact
                 group = family(prompt.model or "") + ("" if prompt.api == "anthropic" else f" ({prompt.api})")
-                out[(group, front.choice(req.body))].append(
-                    (usage.prompt_total, ours, prompt.front, before, exact))
+                out[(group, front.choice(req.body))].append((usage.prompt_total, ours, added, before, exact))
     return out
 
 

@@ -1,7 +1,8 @@
 """Text a provider bills that the body does not show, and how a model reads what the body does show
 (prefixguard/wire/front.py, rules/encodings.toml, rules/media.toml): a chat template's own framing and system
 text (Qwen's ChatML, Llama 3's headers), Qwen's tools as its template writes them, Qwen-VL's images by its
-processor's resize, Llama 3.2 Vision's one image token, and Claude's citations prompt. Each is checked against
+processor's resize, Llama 3.2 Vision's one image token, a response schema a server enforces by decoding (not in
+the prompt), and Claude's citations prompt. Each is checked against
 public recordings' bills (tests/data/public: llama-stack's Qwen3 on vLLM and Llama 3.2 on Ollama, chatlas's
 Qwen2.5-VL on the Hugging Face router and Llama 3.3 on Cloudflare, magentic's Qwen3-VL on OpenRouter,
 langchain's citations on the Messages API and Bedrock Converse)."""
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from prefixguard.judge.compare import compare
 from prefixguard.model import media, tokens
 from prefixguard.model.prompt import Prompt
 from prefixguard.replay.sources import cassette_uris
@@ -75,20 +77,23 @@ def test_llama_vision_reads_an_image_as_one_token() -> None:
 def test_a_template_writes_its_own_system_text() -> None:
     """Qwen2.5's template writes "You are a helpful assistant." (Qwen2.5-VL) where the request sends no system
     message, Llama 3.1's its knowledge cut-off and a date in front of any; Qwen3's and Llama 3.0's write none."""
-    def ask(model: str, *messages: dict) -> Prompt:
-        body = {"model": model, "messages": [*messages, {"role": "user", "content": "Hi"}]}
-        return parse_request(json.dumps(body), path="/v1/chat/completions")
+    def written(model: str, *system: str) -> int:
+        """The tokens the template writes beyond the request's own messages and their framing."""
+        messages = [*({"role": "system", "content": text} for text in system), {"role": "user", "content": "Hi"}]
+        prompt = parse_request(json.dumps({"model": model, "messages": messages}), path="/v1/chat/completions")
+        framing = tokens.message_framing("openai-chat", model)
+        assert prompt.front == 0  # the template's text is the request's own, counted and scaled with it
+        return prompt.total_tokens - sum(tokens.count(m["content"]) + framing.per_message for m in messages) - framing.reply
 
-    bare = ask("Qwen/Qwen2.5-VL-7B-Instruct")  # 6 tokens of text in its own message
-    told = ask("Qwen/Qwen2.5-VL-7B-Instruct", {"role": "system", "content": "Be brief."})
-    assert bare.front == tokens.count("You are a helpful assistant.") + 5 == 11 and told.front == 0
-    assert ask("Qwen/Qwen2.5-72B-Instruct").front == tokens.count("You are Qwen, created by Alibaba Cloud. You are a "
-                                                                  "helpful assistant.") + 5
-    assert ask("Qwen/Qwen3-0.6B").front == ask("gpt-4o").front == ask("llama3-8b-8192").front == 0
+    assert written("Qwen/Qwen2.5-VL-7B-Instruct") == tokens.count("You are a helpful assistant.") + 5 == 11
+    assert written("Qwen/Qwen2.5-VL-7B-Instruct", "Be brief.") == 0
+    assert written("Qwen/Qwen2.5-72B-Instruct") == tokens.count("You are Qwen, created by Alibaba Cloud. You are a "
+                                                                "helpful assistant.") + 5
+    assert written("Qwen/Qwen3-0.6B") == written("llama3-8b-8192") == 0
     # Llama 3.1's is written in front of the request's own too, whose message then opens no header of its own
     header = tokens.count("Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n")
     llama = "meta-llama/Llama-3.1-8B-Instruct"
-    assert ask(llama).front == header + 5 and ask(llama, {"role": "system", "content": "Be brief."}).front == header
+    assert written(llama) == header + 5 and written(llama, "Be brief.") == header
     # the framing is Qwen's own, not OpenAI's, and only on the API the template serves
     assert tokens.message_framing("openai-chat", "qwen/qwen3-vl-8b-instruct").per_message == 5
     assert tokens.message_framing("anthropic", "Qwen/Qwen3-0.6B").per_message == 0
@@ -143,3 +148,19 @@ def test_bedrock_bills_a_cited_pdf_as_the_messages_api() -> None:
     body["messages"][0]["content"][1]["document"].pop("citations")
     text_only = parse_request(json.dumps(body), path=cassette_uris(PUBLIC / "langchain/aws_pdf_citations")["0001"])
     assert text_only.total_tokens < 200
+
+
+@pytest.mark.parametrize(("folder", "off"), [
+    ("llama_stack/qwen3_structured_output", 5),  # 66 billed; its 130-token JSON schema counted in would give 140
+    ("llama_stack/ollama_llama32_structured_output", 0),  # 73 billed; 153 with the schema
+])
+def test_a_server_that_constrains_decoding_keeps_the_schema_out_of_the_prompt(folder: str, off: int) -> None:
+    """vLLM, SGLang and Ollama hold a request to its response_format by constrained decoding: the schema is not
+    in the prompt the template writes, so it is not counted, and a request that changes it keeps the prefix (on
+    OpenAI's own models it is in front of the messages: a change there re-prefills all of them)."""
+    prompt, billed, body = _recorded(folder)
+    assert abs(prompt.total_tokens - billed) <= off and not any(s.kind == "schema" for s in prompt.segments)
+    other = {**body, "response_format": {"type": "json_schema", "json_schema": {"name": "Other", "schema": {}}}}
+    for model, broken in ((body["model"], False), ("gpt-4o", True)):
+        a, b = (parse_request(json.dumps({**x, "model": model}), path="/v1/chat/completions") for x in (body, other))
+        assert compare(a, b).broken is broken

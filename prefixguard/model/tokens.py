@@ -95,6 +95,7 @@ class Framing(NamedTuple):
     levels: frozenset[str]
     reply: int  # once, priming the reply
     exact: bool  # the text is counted in the model's own encoding: nothing to fit to it
+    schema: bool = True  # a response_format's schema is in the prompt (not where a server constrains decoding)
 
 
 NO_FRAMING = Framing(per_message=0, levels=frozenset(), reply=0, exact=False)
@@ -117,6 +118,7 @@ def message_framing(api: str, model: str | None) -> Framing:
                 levels=frozenset(row["levels"]),
                 reply=row["reply"],
                 exact=row["own_encoding"],
+                schema=row.get("response_schema", True),
             )
     return NO_FRAMING
 
@@ -132,6 +134,14 @@ def template_system(api: str, model: str | None, own: bool) -> int:
     if not row or not row["text"] or (own and not row.get("with_own")):
         return 0
     return count(row["text"], encoding_for(model)) + (0 if own else framing.per_message)
+
+
+@cache
+def template_tools(model: str | None) -> bool:
+    """Whether the model's tool-use prompt is its chat template's own text, the request's like its messages
+    (rules/encodings.toml [tool_prompt] `template`), not a provider's."""
+    row = _family_row(_rules()["tool_prompt"]["models"], model)
+    return bool(row and row.get("template"))
 
 
 @cache
@@ -357,7 +367,7 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    rules = (message_framing, template_system, tool_prompt, citations_prompt, tool_style, call_tokens)
+    rules = (message_framing, template_system, template_tools, tool_prompt, citations_prompt, tool_style, call_tokens)
     for cached in (_default, encoding_for, *rules, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()

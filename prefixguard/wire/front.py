@@ -15,21 +15,23 @@ from prefixguard.wire.fields import provider_tool
 
 
 def count(prompt: Prompt, body: dict[str, Any]) -> None:
-    """Count what the provider puts in front of the request (Prompt.front, on its first part): the tool-use
-    prompt where it declares a tool of the client's own that the model sees (not one deferred to a tool
-    search), the citations prompt where a document cites, the template's own system text.
-    Once a bill is seen, the scale takes it as far as the bill bears it out (judge/scale.py)."""
+    """Count, on the request's first part, what the provider puts in front of it: the tool-use prompt where it
+    declares a tool of the client's own that the model sees (not one deferred to a tool search) and the
+    citations prompt where a document cites, in the provider's tokens by its figures (Prompt.front: once a bill
+    is seen, the scale takes them as far as the bill bears them out, judge/scale.py); and what the chat template
+    writes itself (its system text, Qwen's tool text), text like the body's own, counted and scaled with it."""
     tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
-    own = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
-    n = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own else 0
+    own_tool = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
+    tool_text = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
+    ruled, written = (0, tool_text) if tokens.template_tools(prompt.model) else (tool_text, 0)
+    if prompt.settings.get("citations"):
+        ruled += tokens.citations_prompt(prompt.api, prompt.model)
     if tokens.message_framing(prompt.api, prompt.model).per_message:  # a chat template's: its own system text
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
-        n += tokens.template_system(prompt.api, prompt.model, own)
-    if prompt.settings.get("citations"):
-        n += tokens.citations_prompt(prompt.api, prompt.model)
-    if n and prompt.segments:
-        prompt.segments[0].tokens += n
-        prompt.front = n
+        written += tokens.template_system(prompt.api, prompt.model, own)
+    if (ruled or written) and prompt.segments:
+        prompt.segments[0].tokens += ruled + written
+        prompt.front = ruled
 
 
 def _rendered_own(tool: Any) -> bool:

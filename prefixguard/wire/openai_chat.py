@@ -88,7 +88,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     options = body.get("prompt_cache_options")
     add_tools(root, out)
     fmt = expect(root.get("response_format"), dict, "'response_format'")
-    if fmt is not None and fmt.value.get("type") != "text":
+    if fmt is not None and fmt.value.get("type") != "text" and out.framing.schema:
         out.add("tools", "/response_format", "schema", fmt)
 
     messages = expect(root.get("messages"), list, "'messages'")
