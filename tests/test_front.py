@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from prefixguard.cli import main
 from prefixguard.judge.compare import compare
 from prefixguard.model import media, tokens
 from prefixguard.model.prompt import Prompt
@@ -137,6 +139,18 @@ def test_citations_bring_a_prompt_of_their_own() -> None:
                 (block.get("document") or block).pop("citations", None)
         uncited = parse_request(json.dumps(plain), path=cassette_uris(PUBLIC / folder)["0001"])
         assert uncited.front == 0 and uncited.total_tokens == billed - front
+
+
+def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
+    """`prefixguard diff` counts the citations prompt in B's total and says how many of its tokens it is."""
+    a = (PUBLIC / "langchain/anthropic_citations/0001.request.json").read_text()
+    b = json.loads(a)
+    b["messages"] += [{"role": "assistant", "content": "Green and blue."}, {"role": "user", "content": "Sure?"}]
+    (tmp_path / "a.json").write_text(a)
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    result = CliRunner().invoke(main, ["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert result.exit_code in (0, 1), result.output
+    assert "542 of them the prompt the provider adds (tool use, citations)" in result.output
 
 
 def test_bedrock_bills_a_cited_pdf_as_the_messages_api() -> None:

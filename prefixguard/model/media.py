@@ -67,17 +67,18 @@ def rules_for(api: str, model: str | None) -> Rules:
     (its row's `by_api`: Bedrock bills Claude Sonnet 4.6's PDF pages as images, as the Messages API does); a
     document with citations enabled as on the API `cited_as` names (Bedrock: as the Messages API)."""
     tables = _tables()
-    bare = model or ""
-    family = ruleset.same_family
+    model_id, family = model or "", ruleset.same_family
     name = (
-        next((n for n, t in tables.items() if any(family(bare, p) for p in t.get("model_prefixes", ()))), None)
+        next((n for n, t in tables.items() if any(family(model_id, p) for p in t.get("model_prefixes", ()))), None)
         or next((n for n, t in tables.items() if api in t.get("apis", ())), None)
         or next(n for n, t in tables.items() if t.get("fallback"))
     )
     table = tables[name]
     image, document = dict(table["image"]), dict(table["document"])
     best = max(
-        (m for m in table.get("models", ()) if family(bare, m["prefix"])), key=lambda m: len(m["prefix"]), default=None
+        (m for m in table.get("models", ()) if family(model_id, m["prefix"])),
+        key=lambda m: len(m["prefix"]),
+        default=None,
     )
     by_api = table.get("by_api", {}).get(api, {})
     own_api = (best or {}).get("by_api", {}).get(api, {})  # what that API bills differently for this model

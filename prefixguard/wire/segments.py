@@ -40,7 +40,7 @@ class Builder:
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api, self.model = api, model if isinstance(model, str) else None
         self.per_call = 0 if self.estimated else tokens.call_tokens(api, self.model)  # a rendered call's format
-        self.rendering = b"\x00" + (tokens.tool_style(api, self.model) or "").encode()  # a rendering's count key
+        self.rendering = b"\x00" + ("" if self.estimated else tokens.tool_style(api, self.model) or "").encode()
         self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)  # the model's own
         # the chat format's tokens around each message and before the reply: prompt tokens too
         self.framing = tokens.NO_FRAMING if self.estimated else tokens.message_framing(api, self.model)
