@@ -124,6 +124,7 @@ def test_qwen_vl_images_by_its_processor() -> None:
     assert media.image_tokens(1000, 1000, qwen25.image) == 36 * 36  # rounded to 1,008 x 1,008
     assert media.image_tokens(8000, 6000, qwen25.image) <= 12845056 // 28**2
     assert media.image_tokens(4000, 3000, media.rules_for("openai-chat", "qwen-vl-max").image) <= 1280
+    assert media.image_tokens(0, 0, qwen3.image) == 64  # a damaged header: the minimum, not an error
 
 
 def test_citations_bring_a_prompt_of_their_own() -> None:

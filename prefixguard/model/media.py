@@ -287,6 +287,7 @@ def _smart_resize(w: int, h: int, rule: dict[str, Any]) -> int:
     then scaled, keeping its shape, into min_pixels..max_pixels (down to whole units, or up to them); a
     token a unit."""
     f, low, high = rule["factor"], rule["min_pixels"], rule["max_pixels"]
+    w, h = max(1, w), max(1, h)  # a header that says 0 (a damaged file) is no division by zero
     rw, rh = max(f, round(w / f) * f), max(f, round(h / f) * f)
     if rw * rh > high:
         s = math.sqrt(w * h / high)
