@@ -105,7 +105,7 @@ def encode_seen(seen: Any) -> bytes:
         "chain": [_b64(c) for c in p.chain],
         "parts": [_b64(h.to_bytes(8, "big")) for h in seen.parts],
         "counts_only": p.counts_only,
-        "front": p.front,  # the tool-use prompt a rule put in front of the first part
+        "front": p.front,  # what a rule put in front of the first part (the tool-use, citations prompt)
         "item": seen.item,
         "ts": seen.ts,
     }

@@ -40,10 +40,10 @@ it holds tokens the provider adds after every breakpoint (Claude's tool-use inst
 definitions), so the ratios are lowered until it fits and the rest of the bill is unseen after the prefix.
 A request declaring tools the provider runs itself keeps a fit of its own (fit_key).
 
-The tool-use prompt Claude's API puts in front of a request's tools is known by a rule (Prompt.front, set
-where the request is read: prefixguard/wire/front.py), a figure per model that a source's own bills
-show ~10% either way. It is fitted apart: a bill takes it as far as the bill holds it beyond our count
-(Fit.ruled, the share taken), and the rest is fitted as above; a request without tools gets none of it.
+The tool-use prompt Claude's API puts in front of a request's tools (and its citations prompt) is known by a
+rule (Prompt.front, set where the request is read: prefixguard/wire/front.py), a figure per model that a
+source's own bills show ~10% either way. It is fitted apart: a bill takes it as far as the bill holds it beyond
+our count (Fit.ruled, the share taken), and the rest is fitted as above; a request without it gets none of it.
 
 Later prompts of that model are scaled by it before a contract judges them, so minimums and expected
 reads are in the provider's tokens. The proxy and replay's sim target both learn it this way.
@@ -76,7 +76,7 @@ class Fit(NamedTuple):
     front: int = -1  # of them, those in front of the prefix, as a read showed (-1: no read has shown it)
     kinds: tuple[float, ...] = ()  # the ratio per kind (KINDS); () where only `ratio` is known
     seen: tuple[tuple[int, ...], ...] = ()  # the latest requests' (tools, text, calls, provider's), oldest first
-    ruled: float = 1.0  # of the tool-use prompt a rule puts in front (Prompt.front), the share the bills bear out
+    ruled: float = 1.0  # of what a rule puts in front (Prompt.front), the share the bills bear out
 
 
 FIT_LIFETIME = 86_400.0  # a fit kept in a shared index outlives a day of silence from its model: refit then

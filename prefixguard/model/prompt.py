@@ -226,8 +226,8 @@ class Prompt:
     chain: Chain  # fingerprint chain: chain[i] covers segments 0..i
     counts_only: bool  # a token-counting request (count_tokens): nothing generated or cached
     # of the first part's tokens, those the provider puts before every request of the model (its own system
-    # text), as a read has shown (prefixguard/judge/scale.py), or before any tools, by rule (its tool-use
-    # prompt: prefixguard/wire/front.py); 0 where neither says
+    # text), as a read has shown (prefixguard/judge/scale.py), or by rule (its tool-use or citations prompt:
+    # prefixguard/wire/front.py); 0 where neither says
     front: int
     # tokens the provider adds after every part (the reply's opening, a tool-choice instruction), as the scale
     # places them: in the total, on no part, so no breakpoint's read covers them

@@ -40,11 +40,18 @@ def _source(kind: str, source: Any) -> Media:
     if form == "text" and isinstance(source.get("data"), str):
         return Media(kind=DOCUMENT, media_type=source.get("media_type"), text=source["data"])
     if form == "content" and isinstance(source.get("content"), list):
-        parts = source["content"]
-        return Media(kind=DOCUMENT, text="\n".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in parts))
+        return Media(kind=DOCUMENT, text=chunks_text(source["content"]))
     # by URL or file id: the size is unknown (an estimate) unless the file's upload was seen
     file_id = source.get("file_id") if form == "file" and isinstance(source.get("file_id"), str) else None
     return Media(kind=kind, media_type=source.get("media_type"), file_id=file_id)
+
+
+def chunks_text(chunks: list[Any]) -> str:
+    """The text of a document sent as chunks of content (Anthropic's `content` source, Bedrock Converse's): a
+    line a chunk."""
+    return "\n".join(
+        (c["text"] if isinstance(c.get("text"), str) else "") if isinstance(c, dict) else str(c) for c in chunks
+    )
 
 
 def has_image(block: Any) -> bool:

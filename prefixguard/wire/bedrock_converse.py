@@ -26,7 +26,7 @@ from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
-from prefixguard.wire.anthropic_media import cites
+from prefixguard.wire.anthropic_media import chunks_text, cites
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -95,22 +95,23 @@ def _media(block: dict[str, Any], kind: str) -> list[Media] | None:
         return None
     source = inner.get("source")
     data = source.get("bytes") if isinstance(source, dict) else None
+    data = data if isinstance(data, str) else None
     mime = _FORMATS.get(str(inner.get("format", "")).lower())
     if kind == "image":
-        return [Media(kind=IMAGE, data=data if isinstance(data, str) else None, media_type=mime)]
+        return [Media(kind=IMAGE, data=data, media_type=mime)]
     text, cited = _text(source, data, mime), cites(inner)
     if text is not None:
         return [Media(kind=DOCUMENT, media_type="text/plain", text=text, cited=cited)]
-    return [Media(kind=DOCUMENT, data=data if isinstance(data, str) else None, media_type=mime, cited=cited)]
+    return [Media(kind=DOCUMENT, data=data, media_type=mime, cited=cited)]
 
 
-def _text(source: Any, data: Any, mime: str | None) -> str | None:
+def _text(source: Any, data: str | None, mime: str | None) -> str | None:
     """A plain-text document's text: sent as text, as chunks of content, or as the bytes of a text file."""
     if isinstance(source, dict) and isinstance(source.get("text"), str):
         return source["text"]
-    if isinstance(source, dict) and isinstance(chunks := source.get("content"), list):
-        return "\n".join(c["text"] for c in chunks if isinstance(c, dict) and isinstance(c.get("text"), str))
-    if isinstance(data, str) and mime == "text/plain":
+    if isinstance(source, dict) and isinstance(source.get("content"), list):
+        return chunks_text(source["content"])
+    if data is not None and mime == "text/plain":
         try:
             return binascii.a2b_base64(data).decode("utf-8", "replace")
         except ValueError:

@@ -26,7 +26,7 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
     ruled, written = (0, tool_text) if tokens.template_tools(prompt.model) else (tool_text, 0)
     if prompt.settings.get("citations"):
         ruled += tokens.citations_prompt(prompt.api, prompt.model)
-    if tokens.message_framing(prompt.api, prompt.model).per_message:  # a chat template's: its own system text
+    if tokens.template_system(prompt.api, prompt.model, own=False):  # the template writes system text of its own
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
         written += tokens.template_system(prompt.api, prompt.model, own)
     if (ruled or written) and prompt.segments:
