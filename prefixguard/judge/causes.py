@@ -19,6 +19,7 @@ class Cause(StrEnum):
     TOOLS_REORDERED = "tools_reordered"
     TOOLS_CHANGED = "tools_changed"
     TOOL_SCHEMA_CHANGED = "tool_schema_changed"
+    TOOLS_MOVED = "tools_moved"
     KEY_ORDER_CHANGED = "key_order_changed"
     WHITESPACE_CHANGED = "whitespace_changed"
     SYSTEM_CHANGED = "system_changed"

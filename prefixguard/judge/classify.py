@@ -10,6 +10,7 @@ from itertools import islice
 from typing import Any
 
 from prefixguard.judge.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
+from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt, Segment, compact_json
 from prefixguard.model.volatile import find_volatile
 from prefixguard.wire.fields import COMPACTION_KINDS
@@ -69,6 +70,9 @@ def _image_detail(sa: Segment, sb: Segment) -> str:
 
 
 def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str, str]:
+    wa, wb = _tools_written(a), _tools_written(b)
+    if wa != wb and tokens.tool_placement(b.api, b.model) is not None:
+        return "tools_moved", f"{b.model}'s chat template wrote them {_written(wa)} in A, {_written(wb)} in B"
     na, nb = _tool_names(a), _tool_names(b)
     ca, cb = Counter(na), Counter(nb)
     if na != nb and ca == cb:
@@ -80,6 +84,19 @@ def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: st
         return "tools_changed", "; ".join(x for x in parts if x)
     cause, detail = _within(sa, sb, ta, tb, p)
     return (cause, detail) if cause else ("tool_schema_changed", f"{_tool_name(sb.value)}: {explain_change(sa, sb)}")
+
+
+def _tools_written(p: Prompt) -> int | None:
+    """The message a template that writes the tools into one wrote them into (the first message after them);
+    None where it wrote none."""
+    at = next((i for i, s in enumerate(p.segments) if s.level == "tools"), None)
+    if at is None:
+        return None
+    return next((s.message_index for s in islice(p.segments, at, None) if s.level != "tools"), None)
+
+
+def _written(message: int | None) -> str:
+    return "into no message" if message is None else f"into message {message}"
 
 
 def _tool_names(p: Prompt) -> list[str]:

@@ -136,6 +136,29 @@ def template_system(api: str, model: str | None, own: bool) -> int:
     return count(row["text"], encoding_for(model)) + (0 if own else framing.per_message)
 
 
+class ToolPlacement(NamedTuple):
+    """Where a chat template writes function tools when not in front of the messages, and the tokens of its own
+    text around them (rules/encodings.toml [tool_placement])."""
+
+    at: str  # "last_user": in the last message, only where it is the user's
+    system: int  # added to its system message whenever the request declares tools
+    intro: int  # in front of the tools
+    each: int  # after each tool
+
+
+@cache
+def tool_placement(api: str, model: str | None) -> ToolPlacement | None:
+    """Where this API's model's chat template writes function tools, if not in front of the messages; None
+    where it writes them there, or nothing is counted."""
+    rows = _rules()["tool_placement"]
+    row = _family_row(rows["models"], model) if api in rows["apis"] else None
+    if row is None or encoding_for(model) == ESTIMATE:
+        return None
+    encoding = encoding_for(model)
+    texts = {k: count(row[k], encoding) if row.get(k) else 0 for k in ("system", "intro", "each")}
+    return ToolPlacement(at=row["at"], **texts)
+
+
 @cache
 def template_tools(model: str | None) -> bool:
     """Whether the model's tool-use prompt is its chat template's own text, the request's like its messages
@@ -173,7 +196,8 @@ def citations_prompt(api: str, model: str | None) -> int:
 def tool_style(api: str, model: str | None) -> str | None:
     """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
     prefixguard/wire/tool_render.py renders them): "namespace" (OpenAI's typed declarations), "json" (a
-    template's json.dumps); None where they are read as sent."""
+    template's json.dumps), "llama" (tools as Ollama's struct, calls as their name and parameters); None where
+    they are read as sent."""
     rows = _rules()["tool_render"]
     return _family_row(rows["styles"], model) if api in rows["apis"] else None
 
@@ -367,8 +391,8 @@ def forget() -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    rules = (message_framing, template_system, template_tools, tool_prompt, citations_prompt, tool_style, call_tokens)
-    for cached in (_default, encoding_for, *rules, _encoding, _data_file, _seed):
+    rules = (message_framing, template_system, template_tools, tool_placement, tool_prompt, citations_prompt)
+    for cached in (_default, encoding_for, *rules, tool_style, call_tokens, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

@@ -2,7 +2,7 @@
 prefix: the tool-use system prompt whenever a request declares tools of the client's own (rules/encodings.toml
 [tool_prompt], by API, model and tool_choice), the citations prompt where a document has citations enabled
 ([citations_prompt]), and the system text a chat template writes itself ([template_system]: where a request
-sends none, or always)."""
+sends none, or always; [tool_placement]: around the tools, where it writes them elsewhere)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
     citations prompt where a document cites, in the provider's tokens by its figures (Prompt.front: once a bill
     is seen, the scale takes them as far as the bill bears them out, judge/scale.py); and what the chat template
     writes itself (its system text, Qwen's tool text), text like the body's own, counted and scaled with it."""
+    placed = tokens.tool_placement(prompt.api, prompt.model)
+    if placed is not None:  # the template writes its text around the tools where it writes them
+        _around_tools(prompt, placed, declared=bool(body.get("tools") or body.get("functions")))
     tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
     own_tool = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
     tool_text = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
@@ -30,8 +33,25 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
         written += tokens.template_system(prompt.api, prompt.model, own)
     if (ruled or written) and prompt.segments:
-        prompt.segments[0].tokens += ruled + written
+        _add(prompt, 0, ruled + written)
         prompt.front = ruled
+
+
+def _around_tools(prompt: Prompt, placed: tokens.ToolPlacement, declared: bool) -> None:
+    """A template's own text where it writes the tools elsewhere than in front (rules/encodings.toml
+    [tool_placement]): in its system message whenever the request declares tools, in front of the tools and
+    after each where it writes them."""
+    tools = [i for i, s in enumerate(prompt.segments) if s.level == "tools" and s.kind == "tool"]
+    for i in tools:
+        _add(prompt, i, placed.each + (placed.intro if i == tools[0] else 0))
+    if declared and prompt.segments:
+        _add(prompt, 0, placed.system)
+
+
+def _add(prompt: Prompt, i: int, tokens: int) -> None:
+    """Tokens onto a part, as a copy of it: the part may be an earlier prompt's (a diff's B takes A's parts)."""
+    if tokens:
+        prompt.segments[i] = prompt.segments[i].with_tokens(prompt.segments[i].tokens + tokens)
 
 
 def _rendered_own(tool: Any) -> bool:

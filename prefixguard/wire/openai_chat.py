@@ -13,14 +13,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.contracts.providers import cloud_of, providers
-from prefixguard.model import media_files, tokens
-from prefixguard.model.media import DOCUMENT, IMAGE, PDF, UNCOSTED, Media
+from prefixguard.model import tokens
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic, tool_render
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
+from prefixguard.wire.openai_media import part_media
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
     Builder,
@@ -86,7 +86,9 @@ def add_tools(root: Node, out: Builder) -> None:
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
     body = root.value
     options = body.get("prompt_cache_options")
-    add_tools(root, out)
+    placed = tokens.tool_placement(API, out.model)  # a chat template that writes the tools elsewhere
+    if placed is None:
+        add_tools(root, out)
     fmt = expect(root.get("response_format"), dict, "'response_format'")
     if fmt is not None and fmt.value.get("type") != "text" and out.framing.schema:
         out.add("tools", "/response_format", "schema", fmt)
@@ -100,7 +102,11 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     header_of = MessageHeaders("content", "tool_calls", *thinking.fields)
     elements = messages.elements
     last_user = next((mi for mi in range(len(elements) - 1, -1, -1) if _role(elements[mi]) == "user"), -1)
+    # "last_user": in the last message where it is the user's, else nowhere (rules/encodings.toml [tool_placement])
+    tools_at = last_user if placed and last_user == len(elements) - 1 else None
     for mi, msg in enumerate(messages.elements):
+        if mi == tools_at:
+            add_tools(root, out)
         if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
             role: Any = msg.role
             leading = leading and role in SYSTEM_ROLES
@@ -216,46 +222,6 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
 def cache_mode(options: Any) -> str | None:
     """ "explicit" when prompt_cache_options asks for explicit breakpoints (GPT-5.6+), else None."""
     return "explicit" if isinstance(options, dict) and options.get("mode") == "explicit" else None
-
-
-def part_media(part: Any) -> Media | None:
-    """The image or file in a content part (Chat's image_url / file, Responses' input_image /
-    input_file), by its base64 data URL or, without one, by reference (an estimate); audio, uncosted."""
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind == "input_audio":  # billed by its length, which no rule here knows
-        return Media(kind=UNCOSTED)
-    if kind in ("image_url", "input_image"):
-        ref = part.get("image_url")
-        detail = part.get("detail")
-        if isinstance(ref, dict):  # Chat: {"url": ..., "detail": ...}; Responses: a string
-            detail = ref.get("detail", detail)
-            ref = ref.get("url")
-        found = media_files.data_url(ref)
-        return Media(
-            kind=IMAGE,
-            data=found[1] if found else None,
-            media_type=found[0] if found else None,
-            detail=detail,
-            file_id=_file_id(part),
-        )
-    if kind in ("file", "input_file"):
-        ref = part.get("file") if kind == "file" else part
-        data = ref.get("file_data") if isinstance(ref, dict) else None
-        found = media_files.data_url(data)
-        if found is None and isinstance(data, str):  # bare base64 (some clients send it so)
-            found = (PDF, data)
-        return Media(
-            kind=DOCUMENT,
-            data=found[1] if found else None,
-            media_type=found[0] if found else None,
-            file_id=_file_id(ref),
-        )
-    return None
-
-
-def _file_id(ref: Any) -> str | None:
-    file_id = ref.get("file_id") if isinstance(ref, dict) else None
-    return file_id if isinstance(file_id, str) else None
 
 
 def _part_kind(part: Any, where: str) -> str:

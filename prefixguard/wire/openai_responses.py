@@ -19,6 +19,7 @@ from prefixguard.model.usage import ResponseMeta
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, openai_chat, tool_render
 from prefixguard.wire.jsonspan import ABSENT, Node, Spec
+from prefixguard.wire.openai_media import part_media
 from prefixguard.wire.segments import Builder, MessageHeaders, as_int, expect, model_of, wrong_type
 
 API = "openai-responses"
@@ -155,7 +156,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                         raise InputError(f"/input/{ii}/content/{pi} must be an object with a 'type'")
                     named: str = pv["type"]
                     part_kind = PART_KINDS.get(named, named)
-                    medium = openai_chat.part_media(pv) if part_kind in ("image", "document", "audio") else None
+                    medium = part_media(pv) if part_kind in ("image", "document", "audio") else None
                     out.add(
                         level,
                         f"/input/{ii}/content/{pi}",
@@ -209,7 +210,7 @@ def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:
     output = fields.get("output")
     if not isinstance(output, list):
         return None
-    found = [(p, m) for p in output if (m := openai_chat.part_media(p)) is not None]
+    found = [(p, m) for p in output if (m := part_media(p)) is not None]
     if not found:
         return None
     kept = [p for p in output if all(p is not q for q, _ in found)]

@@ -174,7 +174,7 @@ class Builder:
         assert self._like is not None  # the caller checks
         segments, chain = self._like
         j = len(self.segments)
-        if j >= len(segments):
+        if not 0 < j < len(segments):  # the first part holds what front.py added to `like`'s: made anew
             return False
         seg = segments[j]
         if not (
@@ -220,7 +220,7 @@ class Builder:
             return False
         segments, chain = self._like
         j, n = len(self.segments), run.count
-        if j + n > len(segments) or not self._follows(chain, j):
+        if not j or j + n > len(segments) or not self._follows(chain, j):  # the first part: as _take_like
             return False
         first, last = segments[j], segments[j + n - 1]
         if not (

@@ -1,8 +1,8 @@
 """Function tools as the model reads them, not as the JSON sent (rules/encodings.toml [tool_render] names the
 models, measured: bench/tool_prompt.py). OpenAI's: a TypeScript-like declaration each, inside a namespace
 (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of [tool_prompt],
-and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Any other
-tool, or model, is counted as its JSON."""
+and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Ollama's Llama
+3.2 template: a call as its name and parameters. Any other tool, or model, is counted as its JSON."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def renderer(tool: Any, api: str, model: str | None) -> Callable[[], str] | None
         return None
     if style == "json":
         return partial(json.dumps, tool, ensure_ascii=False)
+    if style == "llama":
+        return partial(_ollama_tool, tool)
     fn = tool.get("function") if tool.get("type") == "function" and "function" in tool else tool
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or tool.get("type", "function") != "function":
         return None
@@ -52,17 +54,57 @@ def _declaration(fn: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _ollama_tool(tool: dict[str, Any]) -> str:
+    """A tool as Ollama's template reads it: its api.Tool struct as Go's JSON encoder writes it (the fields the
+    struct keeps, in its order, "description" and "required" even where empty, a map's keys sorted; other schema
+    keywords, such as "title", "default" and "$ref", dropped)."""
+    fn = tool["function"] if isinstance(tool.get("function"), dict) else tool  # Responses' flat tool: its own
+    params: dict[str, Any] = fn["parameters"] if isinstance(fn.get("parameters"), dict) else {}
+    props: dict[str, Any] = params["properties"] if isinstance(params.get("properties"), dict) else {}
+    kept: dict[str, Any] = {"type": params.get("type", "")}
+    kept |= {k: _sorted(params[k]) for k in ("$defs", "items") if params.get(k)}
+    kept |= {"required": params.get("required"), "properties": {k: _ollama_property(props[k]) for k in sorted(props)}}
+    described = {"name": fn.get("name", ""), "description": fn.get("description", ""), "parameters": kept}
+    return _go_json({"type": tool.get("type", "function"), "function": described})
+
+
+def _ollama_property(prop: Any) -> dict[str, Any]:
+    prop = prop if isinstance(prop, dict) else {}
+    kind = prop.get("type")
+    out: dict[str, Any] = {"type": kind[0] if isinstance(kind, list) and len(kind) == 1 else kind}
+    out |= {"items": _sorted(prop["items"])} if prop.get("items") else {}
+    out["description"] = prop.get("description", "")
+    return out | ({"enum": prop["enum"]} if prop.get("enum") else {})
+
+
+def _sorted(value: Any) -> Any:
+    """A schema Ollama keeps as a Go map: its keys sorted, as Go writes a map."""
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    return [_sorted(v) for v in value] if isinstance(value, list) else value
+
+
+def _go_json(value: Any) -> str:
+    """Go's encoding/json: compact, <, > and & escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     """A tool call (Chat's {"id", "function": {"name", "arguments"}}, Responses' function_call item) as the model
-    reads it, its name and arguments, without the ids and the wrapper; a Responses function_call_output item, its
-    output. None where the model's rendering is not known or the item is none of these."""
-    if not isinstance(item, dict) or tokens.tool_style(api, model) != "namespace":
+    reads it, its name and arguments, without the ids and the wrapper (OpenAI's: one a line; Llama's template:
+    {"name": ..., "parameters": ...}); a Responses function_call_output item, its output. None where the model's
+    rendering is not known or the item is none of these."""
+    style = tokens.tool_style(api, model)
+    if not isinstance(item, dict) or style not in ("namespace", "llama"):
         return None
     call: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
     if isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):
+        if style == "llama":
+            return f'{{"name": {json.dumps(call["name"], ensure_ascii=False)}, "parameters": {call["arguments"]}}}'
         return f"{call['name']}\n{call['arguments']}"
     output = item.get("output") if item.get("type") == "function_call_output" else None
-    return output if isinstance(output, str) else None
+    return output if isinstance(output, str) and style == "namespace" else None
 
 
 def _comment(text: Any, indent: int) -> str:

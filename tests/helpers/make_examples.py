@@ -473,6 +473,13 @@ def tool_schema_changed(shape: str) -> Pair:
     return a, b, "tools", tool_pointer(shape, 4)
 
 
+def tools_moved(shape: str) -> Pair:
+    # Ollama's Llama 3.2 writes the tools into the last user message: the next turn's user message takes them,
+    # and the one before is rendered without them.
+    a, b = request(shape, model="llama3.2"), request(shape, model="llama3.2", history=next_history())
+    return a, b, "tools", "/tools"
+
+
 def key_order_changed(shape: str) -> Pair:
     # The history is re-serialized from a decoded dict: the tool call's arguments come back in another
     # key order (what Go maps and some JSON libraries do), so the same call renders other bytes.
@@ -598,7 +605,7 @@ def breakpoint_changed(shape: str) -> Pair:
 
 CAUSES: dict[str, Callable[[str], Pair]] = {
     f.__name__: f for f in (append_only, volatile_content, tools_reordered, tools_changed, tool_schema_changed,
-                            key_order_changed, whitespace_changed, system_changed, history_rewritten,
+                            tools_moved, key_order_changed, whitespace_changed, system_changed, history_rewritten,
                             history_truncated, history_compacted, model_changed, setting_changed,
                             images_changed, breakpoint_changed)}
 
@@ -622,6 +629,7 @@ def image_in_new_message(shape: str) -> Pair:
 EQUIVALENT: dict[str, Callable[[str], Pair]] = {f.__name__: f for f in (text_block_is_string, image_in_new_message)}
 PAIRS = CAUSES | EQUIVALENT
 ONLY = {"breakpoint_changed": ("anthropic", "bedrock-converse"),  # the others have no per-block breakpoint here
+        "tools_moved": ("openai-chat",),  # a chat template's doing: a model served on Ollama's Chat endpoint
         "text_block_is_string": ("anthropic", "openai-chat")}  # Responses has no string content of this kind
 
 
