@@ -150,6 +150,14 @@ class Segment:
         out._rare = self._rare
         return out
 
+    def plus(self, tokens: int) -> Segment:
+        """The same part with tokens a rule adds beyond its content's count (a template's or a provider's text:
+        prefixguard/wire/front.py). It carries its key: a later request never takes it for a part of the same
+        text alone (segments.Builder's `like`)."""
+        out = self.with_tokens(self.tokens + tokens)
+        out._key = self.key
+        return out
+
     @property
     def canon(self) -> bytes:
         """What the provider's renderer sees: compact JSON with key order as sent, after level/role/message

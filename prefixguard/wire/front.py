@@ -51,7 +51,7 @@ def _around_tools(prompt: Prompt, placed: tokens.ToolPlacement, declared: bool) 
 def _add(prompt: Prompt, i: int, tokens: int) -> None:
     """Tokens onto a part, as a copy of it: the part may be an earlier prompt's (a diff's B takes A's parts)."""
     if tokens:
-        prompt.segments[i] = prompt.segments[i].with_tokens(prompt.segments[i].tokens + tokens)
+        prompt.segments[i] = prompt.segments[i].plus(tokens)
 
 
 def _rendered_own(tool: Any) -> bool:

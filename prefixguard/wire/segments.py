@@ -174,7 +174,7 @@ class Builder:
         assert self._like is not None  # the caller checks
         segments, chain = self._like
         j = len(self.segments)
-        if not 0 < j < len(segments):  # the first part holds what front.py added to `like`'s: made anew
+        if j >= len(segments):
             return False
         seg = segments[j]
         if not (
@@ -206,9 +206,8 @@ class Builder:
         """A breakpoint marker that is a block of its own (Converse's cachePoint, a block the model never sees)
         marks the part added before it. A copy: that part may be an earlier prompt's (take_run)."""
         if self.segments:
-            marked = self.segments[-1].with_tokens(self.segments[-1].tokens)
+            self.segments[-1] = marked = self.segments[-1].with_tokens(self.segments[-1].tokens)
             marked.breakpoint = ttl
-            self.segments[-1] = marked
 
     def take_run(self, run: Run) -> bool:
         """Append the parts of `like` for a run of plain messages (jsonspan.Run): its characters are
@@ -220,7 +219,7 @@ class Builder:
             return False
         segments, chain = self._like
         j, n = len(self.segments), run.count
-        if not j or j + n > len(segments) or not self._follows(chain, j):  # the first part: as _take_like
+        if j + n > len(segments) or not self._follows(chain, j):
             return False
         first, last = segments[j], segments[j + n - 1]
         if not (
@@ -229,6 +228,7 @@ class Builder:
             and run.start < first.start <= last.start < run.end
             and first._end is None
             and last._end is None
+            and first._key is None  # not made with tokens front.py added (Segment.plus)
         ):
             return False
         self.segments.extend(islice(segments, j, j + n))  # no slice: a million parts' list is not made twice
