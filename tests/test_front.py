@@ -54,11 +54,12 @@ def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
     ("chatlas/cloudflare_llama_simple", [43]),  # a question: 25 for the system header, 5 + 5 the framing
     ("chatlas/cloudflare_llama_turns", [62, 62, 64]),  # a system prompt goes inside the header: one header for both
     ("llama_stack/ollama_llama32_batch", [27]),  # Ollama's template: a shorter header
+    ("llama_stack/ollama_llama_guard3", [384, 417]),  # Llama Guard 3: its safety prompt around the message (~190)
 ])
 def test_llama_requests_come_out_at_their_bill(folder: str, billed: list[int]) -> None:
     """Llama 3's headers (5 tokens a message, 5 priming the reply) and the system text its template always writes
-    (Llama 3.1 and later: the knowledge cut-off and a date; Ollama's Llama 3.2: the cut-off alone), in front of
-    the request's own system prompt: each recorded request to the token."""
+    (Llama 3.1 and later: the knowledge cut-off and a date; Ollama's Llama 3.2: the cut-off alone; Llama Guard 3:
+    its safety prompt), in front of the request's own system prompt: each recorded request to the token."""
     path = PUBLIC / folder
     uris = cassette_uris(path)
     for n, bill in enumerate(billed, 1):
