@@ -87,8 +87,8 @@ def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: st
 
 
 def _tools_written(p: Prompt) -> int | None:
-    """The message a template that writes the tools into one wrote them into (the first message after them);
-    None where it wrote none."""
+    """The index of the message the tools are written into (the first message after them); None where the
+    prompt holds none."""
     at = next((i for i, s in enumerate(p.segments) if s.level == "tools"), None)
     if at is None:
         return None

@@ -152,9 +152,9 @@ def tool_placement(api: str, model: str | None) -> ToolPlacement | None:
     where it writes them there, or nothing is counted."""
     rows = _rules()["tool_placement"]
     row = _family_row(rows["models"], model) if api in rows["apis"] else None
-    if row is None or encoding_for(model) == ESTIMATE:
-        return None
     encoding = encoding_for(model)
+    if row is None or encoding == ESTIMATE:
+        return None
     texts = {k: count(row[k], encoding) if row.get(k) else 0 for k in ("system", "intro", "each")}
     return ToolPlacement(at=row["at"], **texts)
 

@@ -2,7 +2,8 @@
 models, measured: bench/tool_prompt.py). OpenAI's: a TypeScript-like declaration each, inside a namespace
 (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of [tool_prompt],
 and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Ollama's Llama
-3.2 template: a call as its name and parameters. Any other tool, or model, is counted as its JSON."""
+3.2: each tool as Ollama's own struct of it, a call as its name and parameters. Any other tool, or model, is
+counted as its JSON."""
 
 from __future__ import annotations
 
