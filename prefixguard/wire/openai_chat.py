@@ -295,13 +295,31 @@ def _zero_omitting_usages() -> tuple[tuple[str, ...], ...]:
     )
 
 
+# Ollama's own chat endpoint (/api/chat) counts at the top level of its answer and of its stream's last line: the
+# whole prompt, the output and, where its server says it, the prompt's tokens read from its cache (left out when 0).
+# Source: https://github.com/ollama/ollama/blob/main/docs/api.md (prompt_eval_count, eval_count) and api.Metrics
+# (prompt_eval_cached_count), read 2026-12-06.
+_OLLAMA_COUNTS = {"prompt_eval_count": "prompt_tokens", "eval_count": "completion_tokens"}
+
+
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The include_usage final chunk (choices: []) carries usage; some servers send it on every chunk."""
+    """The include_usage final chunk (choices: []) carries usage; some servers send it on every chunk; Ollama's
+    /api/chat, its counts at the top level (its usage in Chat's names)."""
     raw = event.get("usage")
-    return dict(raw) if isinstance(raw, Mapping) else current
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if "prompt_eval_count" not in event:
+        return current
+    counts: dict[str, Any] = {name: event[k] for k, name in _OLLAMA_COUNTS.items() if k in event}
+    if "prompt_eval_cached_count" in event:
+        counts["prompt_tokens_details"] = {"cached_tokens": event["prompt_eval_cached_count"]}
+    return counts
 
 
 def is_content(event: Mapping[str, Any]) -> bool:
+    message = event.get("message")  # Ollama's /api/chat stream: a message each line
+    if isinstance(message, Mapping) and any(message.get(k) for k in ("content", "tool_calls", "thinking")):
+        return True
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, Mapping) else None
         if isinstance(delta, Mapping) and any(
@@ -317,11 +335,12 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     reasons = (
         tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
     )
+    reasons += (obj["done_reason"],) if isinstance(obj.get("done_reason"), str) else ()  # Ollama's /api/chat
     return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"))
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
-    return False  # `data: [DONE]` ends a stream
+    return event.get("done") is True  # Ollama's /api/chat stream's last line (Chat's ends with `data: [DONE]`)
 
 
 # this provider gives no account of its misses

@@ -110,6 +110,8 @@ class Upstream:
             gzip_it = bool(h.headers.get("x-upstream-gzip"))  # a compressed answer, as providers may send
             return self._send(h, test_id, 200, gzip.compress(data) if gzip_it else data, "application/json",
                               "gzip" if gzip_it else None)
+        if data.lstrip()[:1] == b"{":  # JSON lines (Ollama's /api/chat): a line a chunk, as Ollama sends them
+            return self._stream(h, test_id, data, 0, 0.0, "application/x-ndjson", b"\n")
         self._stream(h, test_id, data, int(h.headers.get("x-upstream-cut") or 0),
                      float(h.headers.get("x-upstream-gap") or 0))
 
@@ -125,12 +127,12 @@ class Upstream:
         h.wfile.write(data)
 
     def _stream(self, h: http.server.BaseHTTPRequestHandler, test_id: str, data: bytes, cut: int,
-                gap: float) -> None:
-        events = [e + b"\n\n" for e in data.split(b"\n\n") if e.strip()]
+                gap: float, ctype: str = "text/event-stream; charset=utf-8", end: bytes = b"\n\n") -> None:
+        events = [e + end for e in data.split(end) if e.strip()]
         sent = events[:cut] if cut else events
         self.seen[test_id]["response_sha"] = hashlib.sha256(b"".join(sent)).hexdigest()
         h.send_response(200)
-        h.send_header("content-type", "text/event-stream; charset=utf-8")
+        h.send_header("content-type", ctype)
         h.send_header("transfer-encoding", "chunked")
         h.end_headers()
         for event in sent:
