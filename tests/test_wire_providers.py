@@ -155,6 +155,20 @@ def test_a_gemini_thought_signature_is_no_prompt_text():
     assert signed.chain[-1] != plain.chain[-1]  # still part of what was sent: another signature is another prefix
 
 
+def test_a_gemini_call_id_is_no_prompt_text(shared_data):
+    """A functionCall's and a functionResponse's `id` pairs them for the client; the model is not shown it, nor
+    billed for it: pydantic-ai's gemini-2.5-flash tool loop (37-character ids) bills 122 and 162, counted 175 and
+    262 with the ids."""
+    cassette = "test_output_test_google_default_tools_use_validated_mode"
+    folder = shared_data / "recorded" / "pydantic-ai-gemini" / cassette
+    path = "/v1beta/models/gemini-2.5-flash:generateContent"
+    for n, billed in ((2, 122), (3, 162)):
+        prompt = parse_request((folder / f"{n:04d}.request.json").read_bytes(), path=path)
+        answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
+        assert parse_response(answer, "gemini").prompt_total == billed
+        assert abs(prompt.total_tokens - billed) <= 1, (n, prompt.total_tokens, billed)
+
+
 def test_gemini_sse_chunk_by_chunk(shared_data):
     sse = recorded(shared_data, "test_code_execution_test_code_execution_stream", 1, "response.sse").read_bytes()
     last = [json.loads(line[6:]) for line in sse.decode().splitlines() if line.startswith("data: ")][-1]

@@ -93,6 +93,11 @@ def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, st
         if kind == "media":
             own = _resolution(part.get("mediaResolution", part.get("media_resolution")))
             return inline_media(value, own or resolution)
+        if kind in ("tool_use", "tool_result") and isinstance(value, dict) and "id" in value:
+            # the id pairs a call with its result for the client; the model is not shown it, nor billed for it
+            # (pydantic-ai's recordings: gemini-2.5-flash's tool loop to the token without its 37-character ids)
+            rest = {k: v for k, v in part.items() if k not in _SIGNATURES}
+            return kind, compact_json({**rest, key: {k: v for k, v in value.items() if k != "id"}}), None
         if kind:
             return kind, None, None
     return "part", None, None
