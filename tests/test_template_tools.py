@@ -31,9 +31,9 @@ def _recorded(folder: Path, n: str) -> tuple[Prompt, int, dict]:
 
 
 @pytest.mark.parametrize(("folder", "n", "off"), [
-    (LOOP, "0001", 13),  # two tools and a question: 267 billed (84 over before, the tools' JSON and no text)
+    (LOOP, "0001", 13),  # two tools and a question: 267 billed (counted 84 under before: no template text)
     (LOOP, "0002", 2),  # the same prompt recorded again: 278 billed
-    (LOOP, "0003", 0),  # the call and its result last: no tools written at all, 106 billed (162 under before)
+    (LOOP, "0003", 0),  # the call and its result last: no tools written, 106 billed (counted 162 over before)
     (LOOP, "0004", 1),  # the next question: the tools in front of it, 414 billed
     (LOOP, "0005", 1),  # a second call's result last: 248 billed
     (PUBLIC / "llama_stack" / "ollama_llama32_tool_schemas", "0001", 3),  # three tools, a $ref the struct drops
@@ -77,7 +77,7 @@ def test_ollama_reads_a_tool_as_its_struct_and_a_call_as_name_and_parameters() -
 def test_each_new_turn_moves_the_tools_and_the_server_prefills_again() -> None:
     """The next user turn takes the tools: everything from the earlier user message on is prefilled again, told
     as the template's doing (not as tools the client removed); a template that writes them in front appends."""
-    first, _, body = _recorded(LOOP, "0002")
+    _, _, body = _recorded(LOOP, "0002")
     later = {**body, "messages": [*body["messages"], {"role": "assistant", "content": "Hello, world!"},
                                   {"role": "user", "content": "And the boiling point of water?"}]}
     a, b = (parse_request(json.dumps(x), path="/v1/chat/completions") for x in (body, later))
