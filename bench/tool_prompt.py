@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prefixguard.model import tokens  # noqa: E402
+from prefixguard.model import templates, tokens  # noqa: E402
 from prefixguard.model.prompt import compact_json  # noqa: E402
 from prefixguard.replay import sources  # noqa: E402
 from prefixguard.utils.errors import InputError  # noqa: E402
@@ -68,8 +68,8 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                     continue
                 segs = prompt.segments
                 tools = [s for s in segs if s.level == "tools" and s.kind == "tool"]
-                rendered = tokens.tool_style(prompt.api, prompt.model)
-                added = tokens.tool_prompt(prompt.api, prompt.model, front.choice(req.body))  # in front, or the template's
+                rendered = templates.tool_style(prompt.api, prompt.model)
+                added = templates.tool_prompt(prompt.api, prompt.model, front.choice(req.body))  # in front, or the template's
                 if not tools or any(provider_tool(s.value) for s in tools) or not (added or rendered):
                     continue
                 extra = req.body.get("additionalModelRequestFields") or {}
@@ -81,7 +81,7 @@ def rows(folders: list[Path]) -> dict[tuple[str, str], list[tuple[int, int, int,
                 ours = prompt.total_tokens - added
                 json_tools = sum(tokens.count(compact_json(s.value), encoding) for s in tools)
                 before = ours - (sum(s.tokens for s in tools) - added) + json_tools if rendered else ours
-                exact = tokens.message_framing(prompt.api, prompt.model).exact
+                exact = templates.message_framing(prompt.api, prompt.model).exact
                 group = family(prompt.model or "") + ("" if prompt.api == "anthropic" else f" ({prompt.api})")
                 out[(group, front.choice(req.body))].append((usage.prompt_total, ours, added, before, exact))
     return out

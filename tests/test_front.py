@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.judge.compare import compare
-from prefixguard.model import media, tokens
+from prefixguard.model import media, templates, tokens
 from prefixguard.model.prompt import Prompt
 from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire import parse_request, parse_response, tool_render
@@ -74,7 +74,7 @@ def test_llama_vision_reads_an_image_as_one_token() -> None:
     rules = media.rules_for("openai-chat", "llama3.2-vision:11b")
     assert rules.provider == "mllama" and media.image_tokens(1024, 768, rules.image) == 1
     assert media.rules_for("openai-chat", "meta-llama/Llama-3.2-90B-Vision-Instruct").provider == "mllama"
-    assert tokens.template_system("openai-chat", "llama3.2-vision:11b", own=False) == 0
+    assert templates.template_system("openai-chat", "llama3.2-vision:11b", own=False) == 0
 
 
 def test_a_template_writes_its_own_system_text() -> None:
@@ -84,7 +84,7 @@ def test_a_template_writes_its_own_system_text() -> None:
         """The tokens the template writes beyond the request's own messages and their framing."""
         messages = [*({"role": "system", "content": text} for text in system), {"role": "user", "content": "Hi"}]
         prompt = parse_request(json.dumps({"model": model, "messages": messages}), path="/v1/chat/completions")
-        framing = tokens.message_framing("openai-chat", model)
+        framing = templates.message_framing("openai-chat", model)
         assert prompt.front == 0  # the template's text is the request's own, counted and scaled with it
         return prompt.total_tokens - sum(tokens.count(m["content"]) + framing.per_message for m in messages) - framing.reply
 
@@ -98,8 +98,8 @@ def test_a_template_writes_its_own_system_text() -> None:
     llama = "meta-llama/Llama-3.1-8B-Instruct"
     assert written(llama) == header + 5 and written(llama, "Be brief.") == header
     # the framing is Qwen's own, not OpenAI's, and only on the API the template serves
-    assert tokens.message_framing("openai-chat", "qwen/qwen3-vl-8b-instruct").per_message == 5
-    assert tokens.message_framing("anthropic", "Qwen/Qwen3-0.6B").per_message == 0
+    assert templates.message_framing("openai-chat", "qwen/qwen3-vl-8b-instruct").per_message == 5
+    assert templates.message_framing("anthropic", "Qwen/Qwen3-0.6B").per_message == 0
 
 
 def test_qwen_reads_a_tool_as_its_json() -> None:
@@ -110,7 +110,8 @@ def test_qwen_reads_a_tool_as_its_json() -> None:
     assert tool_render.rendered(tool, "openai-chat", "gpt-4o") == "type get_weather = () => any;\n\n"
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
     assert tool_render.rendered_call(call, "openai-chat", "Qwen/Qwen3-0.6B") is None
-    assert tokens.tool_prompt("openai-chat", "Qwen/Qwen3-0.6B") == 83 and tokens.call_tokens("openai-chat", "qwen3") == 0
+    assert templates.tool_prompt("openai-chat", "Qwen/Qwen3-0.6B") == 83
+    assert templates.call_tokens("openai-chat", "qwen3") == 0
 
 
 def test_qwen_vl_images_by_its_processor() -> None:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from prefixguard.cli import main
 from prefixguard.judge.compare import compare
-from prefixguard.model import tokens
+from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt
 from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire import parse_request, parse_response, tool_render
@@ -48,7 +48,7 @@ def test_ollama_llama_tool_requests_come_out_at_their_bill(folder: Path, n: str,
 
 
 def test_the_tools_go_into_the_last_message_where_it_is_the_users() -> None:
-    placed = tokens.tool_placement("openai-chat", "llama3.2:3b-instruct-fp16")
+    placed = templates.tool_placement("openai-chat", "llama3.2:3b-instruct-fp16")
     assert placed is not None and (placed.at, placed.system, placed.intro, placed.each) == ("last_user", 32, 52, 1)
     asked, _, body = _recorded(LOOP, "0004")
     levels = [(s.level, s.message_index) for s in asked.segments]
@@ -103,3 +103,18 @@ def test_diff_counts_the_templates_text_once(tmp_path: Path) -> None:
     got = json.loads(result.output)
     alone = parse_request(json.dumps(later), path="/v1/chat/completions")
     assert got["causes"] == ["tools_moved"] and got["reused_tokens"] == alone.segments[0].tokens == 58
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "llama3.2", "tools": [{"type": "function", "function": {"name": "a"}}],
+     "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"},
+                  {"role": "user", "content": "go on"}]},
+    {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}],
+     "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
+])
+def test_a_template_shapes_the_prompt_whether_or_not_it_is_counted(body: dict) -> None:
+    """Where the tools go and whether a schema is in the prompt are the template's, not the counting's: `lint
+    --no-tokens` and `diff --no-tokens` see the parts a counted read sees (the schema was in their prompt)."""
+    counted, sized = (parse_request(json.dumps(body), path="/v1/chat/completions", count_tokens=c) for c in (True, False))
+    assert sized.tokens_estimated and not counted.tokens_estimated
+    assert [(s.level, s.kind, s.pointer) for s in sized.segments] == [(s.level, s.kind, s.pointer) for s in counted.segments]

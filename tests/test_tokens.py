@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from xxhash import xxh3_128_digest
 
-from prefixguard.model import tokens
+from prefixguard.model import templates, tokens
 from prefixguard.utils import disk_cache
 from prefixguard.wire import parse_request
 
@@ -58,7 +58,7 @@ def test_segment_counts(shared_data):
     # the provider said 1532 prompt tokens; cl100k is not Claude's tokenizer but lands near it
     assert 0.7 * 1532 < counted.total_tokens < 1.3 * 1532
     text_block = next(s for s in counted.segments if s.kind == "text" and isinstance(s.value, dict))
-    framing = tokens.message_framing(counted.api, counted.model)  # Claude's format: 3 a message, 4 once
+    framing = templates.message_framing(counted.api, counted.model)  # Claude's format: 3 a message, 4 once
     assert (framing.per_message, framing.reply) == (3, 4)
     # text counts its text, not its JSON (and the format's tokens where it opens a message)
     assert text_block.tokens - tokens.count(text_block.value["text"]) in (0, 3, 3 + 4)

@@ -14,7 +14,7 @@ import pytest
 from prefixguard.judge.scale import TokenScale
 from prefixguard.lint import catalog
 from prefixguard.lint.linter import check_prompt
-from prefixguard.model import tokens
+from prefixguard.model import templates, tokens
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.replay import sources
 from prefixguard.replay.sources import Request
@@ -47,7 +47,7 @@ def _recorded(shared_data: Path) -> Iterator[tuple[Request, Prompt]]:
 
 
 def test_looked_up_by_model_and_tool_choice() -> None:
-    claude = lambda model, choice="auto": tokens.tool_prompt("anthropic", model, choice)  # noqa: E731
+    claude = lambda model, choice="auto": templates.tool_prompt("anthropic", model, choice)  # noqa: E731
     sonnet = "claude-sonnet-4-0"
     assert (claude("claude-sonnet-4-20250514"), claude(sonnet, "any"), claude(sonnet, "tool")) == (347, 393, 318)
     # a choice a row leaves out: the row's other forced one, then auto; a model no row names: the default
@@ -55,13 +55,15 @@ def test_looked_up_by_model_and_tool_choice() -> None:
     assert claude("claude-opus-5", "tool") == claude("claude-opus-5") == 422
     assert claude("claude-opus-4-7") == 346
     # the same model behind a gateway or a cloud; no other model, no other API
-    assert tokens.tool_prompt("openai-chat", "anthropic/claude-sonnet-4.6") == claude("claude-sonnet-4-6") == 527
-    assert tokens.tool_prompt("bedrock-converse", "us.anthropic.claude-sonnet-4-5-20250929-v1:0") == 548
-    assert tokens.tool_prompt("openai-chat", "gpt-3.5-turbo") == tokens.tool_prompt("gemini", "claude-sonnet-4-5") == 0
+    assert templates.tool_prompt("openai-chat", "anthropic/claude-sonnet-4.6") == claude("claude-sonnet-4-6") == 527
+    assert templates.tool_prompt("bedrock-converse", "us.anthropic.claude-sonnet-4-5-20250929-v1:0") == 548
+    assert (templates.tool_prompt("openai-chat", "gpt-3.5-turbo")
+            == templates.tool_prompt("gemini", "claude-sonnet-4-5") == 0)
     # OpenAI's namespace, by API: GPT-5's Chat Completions preamble is longer than its Responses one
-    assert tokens.tool_prompt("openai-chat", "gpt-5-mini") == 96
-    assert tokens.tool_prompt("openai-responses", "gpt-5.4") == 13
-    assert tokens.tool_prompt("anthropic", "gpt-4o") == 0 and tokens.tool_prompt("openai-chat", "gpt-4o", "tool") == 25
+    assert templates.tool_prompt("openai-chat", "gpt-5-mini") == 96
+    assert templates.tool_prompt("openai-responses", "gpt-5.4") == 13
+    assert templates.tool_prompt("anthropic", "gpt-4o") == 0
+    assert templates.tool_prompt("openai-chat", "gpt-4o", "tool") == 25
 
 
 @pytest.mark.parametrize(("body", "choice"), [
@@ -228,9 +230,10 @@ def test_openai_requests_with_tools_come_out_at_their_bill(shared_data: Path) ->
 def test_openai_tool_calls_count_as_name_and_arguments(shared_data: Path) -> None:
     """A call reads as its name and arguments and the format's own tokens around it (`per_call`), not its
     id and wrapper: recorded OpenAI requests carrying tool calls, against counting the calls' JSON."""
-    assert tokens.call_tokens("openai-chat", "gpt-4o-mini") == 7
-    assert tokens.call_tokens("openai-responses", "gpt-5.4") == 13
-    assert tokens.call_tokens("openai-chat", "gpt-3.5-turbo") == tokens.call_tokens("anthropic", "claude-sonnet-4") == 0
+    assert templates.call_tokens("openai-chat", "gpt-4o-mini") == 7
+    assert templates.call_tokens("openai-responses", "gpt-5.4") == 13
+    assert (templates.call_tokens("openai-chat", "gpt-3.5-turbo")
+            == templates.call_tokens("anthropic", "claude-sonnet-4") == 0)
     call = {"id": "call_8Qk2mZx7Lp0aB", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}
     assert tool_render.rendered_call(call, "openai-chat", "gpt-4o") == 'get_weather\n{"city":"Oslo"}'
@@ -241,7 +244,8 @@ def test_openai_tool_calls_count_as_name_and_arguments(shared_data: Path) -> Non
     before, now = [], []
     for req, prompt in _recorded(shared_data):
         calls, usage = [s for s in prompt.segments if s.kind == "tool_use"], req.reported
-        if (not calls or tokens.tool_style(prompt.api, prompt.model) != "namespace" or usage is None or not usage.reported
+        if (not calls or templates.tool_style(prompt.api, prompt.model) != "namespace" or usage is None
+                or not usage.reported
                 or usage.server_calls
                 or any(s.kind in ("schema", "thinking") or s.media_tokens for s in prompt.segments)):
             continue

@@ -10,7 +10,7 @@ from itertools import islice
 from typing import Any
 
 from prefixguard.judge.jsondiff import explain_change, json_data, key_orders, short, spaceless, text_of, unmarked
-from prefixguard.model import tokens
+from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt, Segment, compact_json
 from prefixguard.model.volatile import find_volatile
 from prefixguard.wire.fields import COMPACTION_KINDS
@@ -71,7 +71,7 @@ def _image_detail(sa: Segment, sb: Segment) -> str:
 
 def _tools_cause(a: Prompt, b: Prompt, sa: Segment, sb: Segment, ta: str, tb: str, p: int) -> tuple[str, str]:
     wa, wb = _tools_written(a), _tools_written(b)
-    if wa != wb and tokens.tool_placement(b.api, b.model) is not None:
+    if wa != wb and templates.tools_at(b.api, b.model) is not None:
         return "tools_moved", f"{b.model}'s chat template wrote them {_written(wa)} in A, {_written(wb)} in B"
     na, nb = _tool_names(a), _tool_names(b)
     ca, cb = Counter(na), Counter(nb)

@@ -56,7 +56,7 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from prefixguard.judge.index import LocalTable, Table
-from prefixguard.model import tokens
+from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt, Segment
 from prefixguard.model.usage import Usage
 from prefixguard.wire.fields import provider_tool
@@ -112,7 +112,7 @@ def _by_kind(prompt: Prompt) -> list[int]:
 
 def _explained(prompt: Prompt) -> bool:
     """The model's text is counted in its own encoding with its chat format's framing: text is exact."""
-    return not prompt.tokens_estimated and tokens.message_framing(prompt.api, prompt.model).exact
+    return not prompt.tokens_estimated and templates.message_framing(prompt.api, prompt.model).exact
 
 
 class TokenScale:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
@@ -86,150 +86,6 @@ def encoding_for(model: str | None) -> str:
     best = max((p for p in table if bare.startswith(p)), key=len, default=None)
     name = table[best] if best is not None else default
     return name if _shipped(name) else default  # its data not installed: the default, scaled like any
-
-
-class Framing(NamedTuple):
-    """What a chat format adds to a prompt (rules/encodings.toml [[framing]])."""
-
-    per_message: int  # on the part that opens a message, at these levels
-    levels: frozenset[str]
-    reply: int  # once, priming the reply
-    exact: bool  # the text is counted in the model's own encoding: nothing to fit to it
-    schema: bool = True  # a response_format's schema is in the prompt (not where a server constrains decoding)
-
-
-NO_FRAMING = Framing(per_message=0, levels=frozenset(), reply=0, exact=False)
-
-
-@cache
-def message_framing(api: str, model: str | None) -> Framing:
-    """The chat format's tokens for this API and model: the first row naming the API whose models this
-    one is (its prefixes, or with `own_encoding` any model counted in its own encoding); none where the
-    model is unknown, nothing is counted or no row applies."""
-    if not model or encoding_for(model) == ESTIMATE:
-        return NO_FRAMING
-    bare = own_id(model)
-    own = any(bare.startswith(p) for p in _rules()["models"])
-    for row in _rules()["framing"]:
-        of_model = own if row["own_encoding"] else any(ruleset.same_family(model, p) for p in row["model_prefixes"])
-        if api in row["apis"] and of_model:
-            return Framing(
-                per_message=row["per_message"],
-                levels=frozenset(row["levels"]),
-                reply=row["reply"],
-                exact=row["own_encoding"],
-                schema=row.get("response_schema", True),
-            )
-    return NO_FRAMING
-
-
-@cache
-def template_system(api: str, model: str | None, own: bool) -> int:
-    """The tokens of the system text the model's chat template writes itself (rules/encodings.toml
-    [template_system]), for a request that sends a system message of its own (`own`) or none: in front of the
-    request's own where the template always writes it, with the format's framing where it opens the message;
-    0 where it writes none."""
-    framing = message_framing(api, model)
-    row = _family_row(_rules()["template_system"], model) if "system" in framing.levels else None
-    if not row or not row["text"] or (own and not row.get("with_own")):
-        return 0
-    return count(row["text"], encoding_for(model)) + (0 if own else framing.per_message)
-
-
-class ToolPlacement(NamedTuple):
-    """Where a chat template writes function tools when not in front of the messages, and the tokens of its own
-    text around them (rules/encodings.toml [tool_placement])."""
-
-    at: str  # "last_user": in the last message, only where it is the user's
-    system: int  # added to its system message whenever the request declares tools
-    intro: int  # in front of the tools
-    each: int  # after each tool
-
-
-@cache
-def tool_placement(api: str, model: str | None) -> ToolPlacement | None:
-    """Where this API's model's chat template writes function tools, if not in front of the messages; None
-    where it writes them there, or nothing is counted."""
-    rows = _rules()["tool_placement"]
-    row = _family_row(rows["models"], model) if api in rows["apis"] else None
-    encoding = encoding_for(model)
-    if row is None or encoding == ESTIMATE:
-        return None
-    texts = {k: count(row[k], encoding) if row.get(k) else 0 for k in ("system", "intro", "each")}
-    return ToolPlacement(at=row["at"], **texts)
-
-
-@cache
-def template_tools(model: str | None) -> bool:
-    """Whether the model's tool-use prompt is its chat template's own text, the request's like its messages
-    (rules/encodings.toml [tool_prompt] `template`), not a provider's."""
-    row = _family_row(_rules()["tool_prompt"]["models"], model)
-    return bool(row and row.get("template"))
-
-
-@cache
-def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
-    """The tokens of the tool-use system prompt a provider adds for this API and model when a request
-    declares tools of its own, with this tool_choice ("auto", "none", "any", "tool"): rules/encodings.toml
-    [tool_prompt]; 0 where no row applies or nothing is counted."""
-    rows = _rules()["tool_prompt"]
-    if api not in rows["apis"] or not model or encoding_for(model) == ESTIMATE:
-        return 0
-    best = _family_row(rows["models"], model)
-    if best is None or api not in best.get("apis", rows["apis"]):
-        return 0
-    row = {**best, **best.get("by_api", {}).get(api, {})}
-    order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
-    return int(next((row[k] for k in order if k in row), row["auto"]))
-
-
-@cache
-def citations_prompt(api: str, model: str | None) -> int:
-    """The tokens Claude's API adds in front of a request with a document whose citations are enabled
-    (rules/encodings.toml [citations_prompt], by model); 0 where no row applies."""
-    rows = _rules()["citations_prompt"]
-    found = _family_row(rows["models"], model) if api in rows["apis"] else None
-    return int(found or 0)
-
-
-@cache
-def tool_style(api: str, model: str | None) -> str | None:
-    """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
-    prefixguard/wire/tool_render.py renders them): "namespace" (OpenAI's typed declarations), "json" (a
-    template's json.dumps), "llama" (tools as Ollama's struct, calls as their name and parameters); None where
-    they are read as sent."""
-    rows = _rules()["tool_render"]
-    return _family_row(rows["styles"], model) if api in rows["apis"] else None
-
-
-@cache
-def call_tokens(api: str, model: str | None) -> int:
-    """What the model's format adds to a tool call it reads rendered (name and arguments), with its output:
-    rules/encodings.toml [tool_render] per_call; 0 where its calls are not rendered."""
-    per_call = _family_row(_rules()["tool_render"]["per_call"], model)
-    return int(per_call) if per_call is not None and tool_style(api, model) == "namespace" else 0
-
-
-def _family_row(table: dict[str, Any], model: str | None) -> Any:
-    """The value of the longest of the table's model prefixes this model falls under, by the contracts' match
-    (a gateway's claude-sonnet-4.6 is claude-sonnet-4-6; gpt-4.1 is not gpt-4-1106-preview); None for none."""
-    best = max((p for p in table if model and ruleset.same_family(model, p)), key=len, default=None)
-    return None if best is None else table[best]
-
-
-class ChatReasoning(NamedTuple):
-    """How a Chat assistant message's own reasoning renders (rules/encodings.toml [chat_reasoning])."""
-
-    fields: tuple[str, ...]  # where a message carries it
-    dropped_before_last_user_message: bool  # an earlier turn's is not rendered
-
-
-@cache
-def chat_reasoning() -> ChatReasoning:
-    row = _rules()["chat_reasoning"]
-    return ChatReasoning(
-        fields=tuple(row["fields"]), dropped_before_last_user_message=row["dropped_before_last_user_message"]
-    )
 
 
 def _load_shipped(name: str) -> Any:
@@ -388,11 +244,18 @@ def forget() -> None:
     _kept.update({name: disk_cache.CountTable(None) for name in _rules()["encodings"]})
 
 
+_DEPENDENT: list[Any] = []  # cached answers that depend on the encodings (model/templates.py's: depends_on)
+
+
+def depends_on(*cached: Any) -> None:
+    """Cached functions whose answers depend on the encodings read here: reset() clears them too."""
+    _DEPENDENT.extend(cached)
+
+
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    rules = (message_framing, template_system, template_tools, tool_placement, tool_prompt, citations_prompt)
-    for cached in (_default, encoding_for, *rules, tool_style, call_tokens, _encoding, _data_file, _seed):
+    for cached in (_default, encoding_for, *_DEPENDENT, _encoding, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import takewhile
 from typing import Any
 
-from prefixguard.model import tokens
+from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt
 from prefixguard.wire.fields import provider_tool
 
@@ -20,24 +20,24 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
     citations prompt where a document cites, in the provider's tokens by its figures (Prompt.front: once a bill
     is seen, the scale takes them as far as the bill bears them out, judge/scale.py); and what the chat template
     writes itself (its system text, Qwen's tool text), text like the body's own, counted and scaled with it."""
-    placed = tokens.tool_placement(prompt.api, prompt.model)
+    placed = templates.tool_placement(prompt.api, prompt.model)
     if placed is not None:  # the template writes its text around the tools where it writes them
         _around_tools(prompt, placed, declared=bool(body.get("tools") or body.get("functions")))
     tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
     own_tool = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
-    tool_text = tokens.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
-    ruled, written = (0, tool_text) if tokens.template_tools(prompt.model) else (tool_text, 0)
+    tool_text = templates.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
+    ruled, written = (0, tool_text) if templates.template_tools(prompt.model) else (tool_text, 0)
     if prompt.settings.get("citations"):
-        ruled += tokens.citations_prompt(prompt.api, prompt.model)
-    if tokens.template_system(prompt.api, prompt.model, own=False):  # the template writes system text of its own
+        ruled += templates.citations_prompt(prompt.api, prompt.model)
+    if templates.template_system(prompt.api, prompt.model, own=False):  # the template writes system text of its own
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
-        written += tokens.template_system(prompt.api, prompt.model, own)
+        written += templates.template_system(prompt.api, prompt.model, own)
     if (ruled or written) and prompt.segments:
         _add(prompt, 0, ruled + written)
         prompt.front = ruled
 
 
-def _around_tools(prompt: Prompt, placed: tokens.ToolPlacement, declared: bool) -> None:
+def _around_tools(prompt: Prompt, placed: templates.ToolPlacement, declared: bool) -> None:
     """A template's own text where it writes the tools elsewhere than in front (rules/encodings.toml
     [tool_placement]): in its system message whenever the request declares tools, in front of the tools and
     after each where it writes them."""

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prefixguard.contracts.providers import cloud_of, providers
-from prefixguard.model import tokens
+from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
@@ -86,11 +86,11 @@ def add_tools(root: Node, out: Builder) -> None:
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
     body = root.value
     options = body.get("prompt_cache_options")
-    placed = tokens.tool_placement(API, out.model)  # a chat template that writes the tools elsewhere
+    placed = templates.tools_at(API, out.model)  # a chat template that writes the tools elsewhere
     if placed is None:
         add_tools(root, out)
     fmt = expect(root.get("response_format"), dict, "'response_format'")
-    if fmt is not None and fmt.value.get("type") != "text" and out.framing.schema:
+    if fmt is not None and fmt.value.get("type") != "text" and templates.message_framing(API, out.model).schema:
         out.add("tools", "/response_format", "schema", fmt)
 
     messages = expect(root.get("messages"), list, "'messages'")
@@ -98,7 +98,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         raise InputError("no 'messages' list")
     images = False
     leading = True
-    thinking = tokens.chat_reasoning()
+    thinking = templates.chat_reasoning()
     header_of = MessageHeaders("content", "tool_calls", *thinking.fields)
     elements = messages.elements
     last_user = next((mi for mi in range(len(elements) - 1, -1, -1) if _role(elements[mi]) == "user"), -1)

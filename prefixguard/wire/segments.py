@@ -9,7 +9,7 @@ from typing import Any
 
 from prefixguard.contracts.providers import equivalences
 from prefixguard.model import media as media_cost
-from prefixguard.model import tokens
+from prefixguard.model import templates, tokens
 from prefixguard.model.fingerprint import Chain, chain, link
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import (
@@ -39,11 +39,11 @@ class Builder:
         self._prev = b""
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api, self.model = api, model if isinstance(model, str) else None
-        self.per_call = 0 if self.estimated else tokens.call_tokens(api, self.model)  # a rendered call's format
-        self.rendering = b"\x00" + ("" if self.estimated else tokens.tool_style(api, self.model) or "").encode()
+        self.per_call = 0 if self.estimated else templates.call_tokens(api, self.model)  # a rendered call's format
+        self.rendering = b"\x00" + ("" if self.estimated else templates.tool_style(api, self.model) or "").encode()
         self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)  # the model's own
         # the chat format's tokens around each message and before the reply: prompt tokens too
-        self.framing = tokens.NO_FRAMING if self.estimated else tokens.message_framing(api, self.model)
+        self.framing = templates.NO_FRAMING if self.estimated else templates.message_framing(api, self.model)
         self.text_is_string = api in equivalences()["text-block-is-string"]["apis"]
         # `like`: a request read before in the same context (API, model, counting), whose plain message
         # parts are taken where this one's would be made the same (`add_text`): a diff's second body

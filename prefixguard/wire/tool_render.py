@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from prefixguard.model import tokens
+from prefixguard.model import templates
 
 MAX_DEPTH = 16  # nested schemas rendered; deeper (a schema that refers to itself) is `any`
 _PRIMITIVES = {"integer": "number", "string": "string", "number": "number", "boolean": "boolean", "null": "null"}
@@ -29,7 +29,7 @@ def rendered(tool: Any, api: str, model: str | None) -> str | None:
 def renderer(tool: Any, api: str, model: str | None) -> Callable[[], str] | None:
     """What makes `rendered`'s text, made only when called: a segment's count already known (the same tool as
     in the last request) needs none, and a request's analysis renders no tool twice."""
-    style = tokens.tool_style(api, model)
+    style = templates.tool_style(api, model)
     if not isinstance(tool, dict) or style is None:
         return None
     if style == "json":
@@ -96,7 +96,7 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     reads it, its name and arguments, without the ids and the wrapper (OpenAI's: one a line; Llama's template:
     {"name": ..., "parameters": ...}); a Responses function_call_output item, its output. None where the model's
     rendering is not known or the item is none of these."""
-    style = tokens.tool_style(api, model)
+    style = templates.tool_style(api, model)
     if not isinstance(item, dict) or style not in ("namespace", "llama"):
         return None
     call: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
