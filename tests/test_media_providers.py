@@ -261,6 +261,18 @@ def test_gpt_5_4_and_later_bill_images_in_patches() -> None:
     assert media.image_tokens(1245, 1395, media.rules_for("openai-chat", "gpt-5.4-mini").image) == 1821
 
 
+def test_a_responses_tool_output_of_parts_is_read_as_its_parts() -> None:
+    """A function_call_output whose output is a list of parts (langchain-openai's Codex cassette: gpt-5.5, one PDF
+    file) is read as those parts, as a string output is read as itself: the file at its cost, no JSON around it.
+    Billed 105; with the item's JSON counted around the file, 121 (+15.2%)."""
+    folder = Path(__file__).resolve().parent / "data" / "public" / "langchain" / "openai_codex_pdf_tool_message"
+    prompt = parse_request((folder / "0001.request.json").read_bytes(), path="/v1/responses")
+    billed = parse_response((folder / "0001.response.sse").read_bytes(), prompt.api).prompt_total
+    result = next(s for s in prompt.segments if s.kind == "tool_result")
+    assert billed == 105 and result.media_tokens > 0 and result.tokens - result.media_tokens < 8
+    assert abs(prompt.total_tokens - billed) <= 0.02 * billed, prompt.total_tokens
+
+
 def test_a_claude_model_behind_databricks_costs_claudes_images() -> None:
     """Databricks names its Claude endpoints databricks-claude-*, on an OpenAI-shaped API: chatlas's recording
     of a 60x30 PNG to databricks-claude-3-7-sonnet billed 22 tokens in all. By OpenAI's tiles (the fallback

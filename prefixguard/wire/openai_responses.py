@@ -124,7 +124,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             if parts is not None and not isinstance(parts, (str, list)):
                 raise wrong_type(f"/input/{ii}/content", (str, list), parts)
             if parts is None or kind != "message":
-                found = _output_media(fields) if kind == "tool_result" else None
+                found = _output_media(fields, out.api, out.model) if kind == "tool_result" else None
                 out.add(
                     level,
                     f"/input/{ii}",
@@ -205,8 +205,9 @@ def encrypted_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int
     return max(0, round((len(encrypted) - rule.chars_per_item) / rule.chars_per_token))
 
 
-def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:
-    """A function call's output given as a list of parts: its images and files, and the rest as JSON."""
+def _output_media(fields: dict[str, Any], api: str, model: str | None) -> tuple[list[Media], str] | None:
+    """A function call's output given as a list of parts: its images and files, and the rest as the model reads
+    it (its text parts), or as JSON where that rendering is not known."""
     output = fields.get("output")
     if not isinstance(output, list):
         return None
@@ -214,7 +215,9 @@ def _output_media(fields: dict[str, Any]) -> tuple[list[Media], str] | None:
     if not found:
         return None
     kept = [p for p in output if all(p is not q for q, _ in found)]
-    return [m for _, m in found], compact_json({**fields, "output": kept})
+    rest = {**fields, "output": kept}
+    text = tool_render.rendered_call(rest, api, model)
+    return [m for _, m in found], compact_json(rest) if text is None else text
 
 
 def stream_usage(event: Mapping[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -94,8 +94,9 @@ def _go_json(value: Any) -> str:
 def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     """A tool call (Chat's {"id", "function": {"name", "arguments"}}, Responses' function_call item) as the model
     reads it, its name and arguments, without the ids and the wrapper (OpenAI's: one a line; Llama's template:
-    {"name": ..., "parameters": ...}); a Responses function_call_output item, its output. None where the model's
-    rendering is not known or the item is none of these."""
+    {"name": ..., "parameters": ...}); a Responses function_call_output item, its output (of a list of parts, their
+    texts: the images and files in it are media). None where the model's rendering is not known or the item is
+    none of these."""
     style = templates.tool_style(api, model)
     if not isinstance(item, dict) or style not in ("namespace", "llama"):
         return None
@@ -104,8 +105,10 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
         if style == "llama":
             return f'{{"name": {json.dumps(call["name"], ensure_ascii=False)}, "parameters": {call["arguments"]}}}'
         return f"{call['name']}\n{call['arguments']}"
-    output = item.get("output") if item.get("type") == "function_call_output" else None
-    return output if isinstance(output, str) and style == "namespace" else None
+    output = item.get("output") if item.get("type") == "function_call_output" and style == "namespace" else None
+    if isinstance(output, list):
+        return "".join(p["text"] for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return output if isinstance(output, str) else None
 
 
 def _comment(text: Any, indent: int) -> str:
