@@ -13,11 +13,15 @@ are set against the provider's reported cache read:
 - false breaks: miss_prefix_changed where the provider read at least 95% of what it owed had the
   prefix not changed (must be none).
 
+--one-proxy measures a source's cassettes that say when they were recorded (their responses' Date headers, kept
+in meta.json) as the traffic of one proxy in front of the test suite's runs, in that order: a cassette's request
+may then read what another cassette's wrote minutes before, as the provider let it.
+
 --warm-first measures the other assumption side by side: each model's first request in a cassette as
 if it had been sent once just before (a warm cache). It shows what that first request's read depends
 on: a cache the recordings do not hold, warm in some cassettes and cold in others.
 
-    .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses] [--by-source] [--warm-first]
+    .venv/bin/python bench/real_traffic.py [--data ../shared/data/recorded] [--show-misses] [--by-source] [--warm-first] [--one-proxy]
 
 --data may also be one source (a folder of cassettes) or one cassette; other sources under it are
 measured as a third group.
@@ -114,39 +118,78 @@ def _response(folder: Path, ref: str) -> tuple[bytes | None, list[tuple[float, b
     return (found.read_bytes(), None) if found.suffix == ".json" else (None, [(0.0, found.read_bytes())])
 
 
-def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: bool = False) -> Figures:
+@dataclass
+class Call:
+    """One recorded request in a stream through one proxy: where it came from and when (seconds)."""
+    source: str
+    folder: Path
+    req: sources.Request
+    at: float
+
+
+def streams(data: Path, names: tuple[str, ...], one_proxy: bool = False) -> list[list[Call]]:
+    """What one proxy saw: each cassette alone, or (one_proxy) each source's cassettes that say when they were
+    recorded merged in that order, as one proxy in front of the test suite's runs would have seen them (a
+    cassette that says nothing of its times stays alone)."""
+    alone: list[list[Call]] = []
+    merged: dict[str, list[Call]] = {}
+    for source, folder in cassettes(data, names):
+        try:
+            trace = sources.load(folder)
+        except InputError:
+            continue
+        calls = [Call(source, folder, r, (trace.started or 0.0) + r.ts) for r in trace.requests]
+        if one_proxy and trace.started is not None:
+            merged.setdefault(source, []).extend(calls)
+        else:
+            alone.append(calls)
+    return alone + [_once(sorted(calls, key=lambda c: c.at)) for calls in merged.values()]
+
+
+def _once(calls: list[Call]) -> list[Call]:
+    """The calls without copies: a test suite may keep one recording under several cassettes' names (a test per
+    variant), and the same request answered at the same moment was sent once."""
+    seen: set[tuple[float, str, bytes | None]] = set()
+    out = []
+    for c in calls:
+        found = sources.response_file(c.folder, c.req.ref.removesuffix(".request.json"))
+        key = (c.at, json.dumps(c.req.body, sort_keys=True), found.read_bytes() if found else None)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: bool = False,
+            one_proxy: bool = False) -> Figures:
     figures = Figures()
     with tempfile.TemporaryDirectory() as tmp:
-        for n, (source, folder) in enumerate(cassettes(data, names)):
-            try:
-                trace = sources.load(folder)
-            except InputError:
-                continue
+        for n, stream in enumerate(streams(data, names, one_proxy)):
             # numbered: two cassettes whose names share their first 80 characters get a store each
-            store = Path(tmp) / f"{n:04d}-{source}-{folder.name[:80]}.db"
+            store = Path(tmp) / f"{n:04d}-{stream[0].source}-{stream[0].folder.name[:80]}.db"
             analyzer, sim = Analyzer(store=str(store)), SimTarget("auto")
+            t0 = stream[0].at
             done: dict[str, int | None] = {}
             warmed: set[str | None] = set()
-            for i, req in enumerate(trace.requests):
-                body, chunks = _response(folder, req.ref)
-                model = req.body.get("model") if isinstance(req.body, dict) else None
+            for i, call in enumerate(stream):
+                body, chunks = _response(call.folder, call.req.ref)
+                model = call.req.body.get("model") if isinstance(call.req.body, dict) else None
                 # the warm-up copy goes first, a second earlier; its row is left out below
                 copies = ["warm-up", f"{i}"] if warm_first and model not in warmed else [f"{i}"]
                 warmed.add(model)
                 for k, flow_id in enumerate(copies):
                     # replay's sim's clock (the gaps the answers say they were made at, else none), in order
-                    t = req.ts + i * 1e-3 - len(copies) + 1 + k
-                    analyzer.request(FlowState(id=flow_id, ts=t, sent=t, path=req.path or "/v1/messages",
-                                               upstream=req.upstream, body=json.dumps(req.body).encode()))
+                    t = call.at - t0 + i * 1e-3 - len(copies) + 1 + k
+                    analyzer.request(FlowState(id=flow_id, ts=t, sent=t, path=call.req.path or "/v1/messages",
+                                               upstream=call.req.upstream, body=json.dumps(call.req.body).encode()))
                     analyzer.finish(Response(id=flow_id, status=200, headers_at=t, ended_at=t, body=body, chunks=chunks))
                     try:
-                        done[flow_id] = sim.run(req, req.ts).cache_read
+                        done[flow_id] = sim.run(call.req, call.at - t0).cache_read
                     except InputError:
                         done[flow_id] = None
             analyzer.close()
             # a cassette recorded again later: each recording is a session of its own
-            restarts = {i for i, (a, b) in enumerate(zip(trace.requests, trace.requests[1:]), 1)
-                        if b.ts - a.ts > SESSION_GAP}
+            restarts = {i for i, (a, b) in enumerate(zip(stream, stream[1:]), 1) if b.at - a.at > SESSION_GAP}
             with open_store(store) as db:
                 models: set[str | None] = set()
                 for i, row in enumerate(r for r in db.rows() if r["id"] != "warm-up"):
@@ -157,10 +200,11 @@ def measure(data: Path = DATA, names: tuple[str, ...] = SOURCES, warm_first: boo
                     models.add(model)
                     if not usage.get("reported"):
                         continue
-                    figures.rows.append(Row(source, folder.name, i + 1, model, first, usage.get("cache_read", 0),
-                                            usage.get("prompt_total", 0), row.get("expected_cached"),
-                                            done.get(row["id"]), row.get("verdict"), row.get("cause"),
-                                            row.get("reprefill_tokens") or 0))
+                    call = stream[int(row["id"])]
+                    figures.rows.append(Row(call.source, call.folder.name, call.req.index + 1, model, first,
+                                            usage.get("cache_read", 0), usage.get("prompt_total", 0),
+                                            row.get("expected_cached"), done.get(row["id"]), row.get("verdict"),
+                                            row.get("cause"), row.get("reprefill_tokens") or 0))
     return figures
 
 
@@ -170,6 +214,8 @@ def main() -> None:
     ap.add_argument("--show-misses", action="store_true", help="list the requests whose read (or read of nothing) was predicted wrong")
     ap.add_argument("--by-source", action="store_true",
                     help="a line per source: reads after each first request, zeros (issue 27's acceptance is per source)")
+    ap.add_argument("--one-proxy", action="store_true",
+                    help="each source's timed cassettes through one proxy, in the order they were recorded")
     ap.add_argument("--warm-first", action="store_true",
                     help="also measure each model's first request as if sent once just before (a warm cache)")
     args = ap.parse_args()
@@ -178,7 +224,7 @@ def main() -> None:
     for warm in (False, True) if args.warm_first else (False,):
         for names in groups(args.data):
             print(f"== {', '.join(names)}{' (first requests warm)' * warm}")
-            figures = measure(args.data, names, warm)
+            figures = measure(args.data, names, warm, args.one_proxy)
             _table(figures, args.show_misses)
             if args.by_source:
                 _by_source(figures)

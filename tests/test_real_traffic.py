@@ -4,6 +4,7 @@ recorded traffic (crewAI, OpenLLMetry, pydantic-ai) through the proxy's analysis
 asks for 90% on reads, which first requests that read a cache left by unrecorded runs rule out."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,36 @@ def test_held_out_recordings_in_another_layout_are_measured(bench, shared_data: 
     # requests 3 and 4 were recorded a year after 1 and 2 (their answers' `created`): the cache had expired
     assert rows[1].proxy_expected == 1024 and rows[2].verdict == "miss_ttl_expired" and rows[2].proxy_expected == 0
     assert bench.groups(shared_data / "recorded")[:2] == [bench.SOURCES, bench.PROVIDER_SOURCES]
+
+
+def test_one_proxy_sees_what_another_cassette_wrote_when_they_say_when(bench, shared_data: Path, tmp_path: Path) -> None:
+    """Two cassettes of one test run, each with one request, their answers' Date headers kept: alone, the second's
+    read is its own first request's (nothing seen wrote it); through one proxy in the order they were recorded,
+    it reads what the first cassette's request wrote a minute before, and is predicted so. A source whose
+    cassettes say nothing of when stays one session each."""
+    import shutil
+    recorded = shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
+    for n, name, when in ((1, "b_writes", "Fri, 20 Feb 2026 01:16:47 GMT"), (2, "a_reads", "Fri, 20 Feb 2026 01:17:47 GMT")):
+        folder = tmp_path / "suite" / "run" / name
+        folder.mkdir(parents=True)
+        for kind in ("request", "response"):
+            shutil.copy(recorded / f"{n:04d}.{kind}.json", folder / f"0001.{kind}.json")
+        meta = json.loads((recorded / "meta.json").read_text())
+        call = {**meta["interactions"][n - 1], "n": 1, "date": when}
+        (folder / "meta.json").write_text(json.dumps({**meta, "interactions": [call]}))
+    alone, merged = (bench.measure(tmp_path / "suite", ("run",), one_proxy=one) for one in (False, True))
+    read = next(r for r in alone.rows if r.reported_read)
+    assert read.reported_read > 1000 and read.first and read.proxy_expected == 0
+    assert [r.cassette for r in merged.rows] == ["b_writes", "a_reads"]
+    later = merged.rows[1]
+    assert not later.first and abs(later.proxy_expected - later.reported_read) <= 0.05 * later.reported_read
+    assert merged.share("proxy_expected", True, True) == (1, 1) and alone.share("proxy_expected", True, True) == (0, 0)
+    for folder in (tmp_path / "suite" / "run").iterdir():
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "interactions": [
+            {k: v for k, v in c.items() if k != "date"} for c in meta["interactions"]]}))
+    untimed = bench.measure(tmp_path / "suite", ("run",), one_proxy=True)
+    assert [(r.cassette, r.first) for r in untimed.rows] == [("a_reads", True), ("b_writes", True)]
 
 
 PUBLIC = Path(__file__).resolve().parent / "data" / "public"

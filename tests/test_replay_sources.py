@@ -3,8 +3,10 @@ one-line errors with exit 2 on bad input."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -278,3 +280,33 @@ def test_estimated_counts_are_said_in_replay_output(shared_data: Path, tmp_path:
     doc = json.loads(CliRunner().invoke(main, ["replay", str(db), "--format", "json"]).output)
     assert doc["tokens_estimated"] is False
     assert "estimate" not in CliRunner().invoke(main, ["replay", str(db)]).output
+
+
+def _timed_copy(src: Path, dst: Path, times: dict[int, str], key: str = "date") -> Path:
+    """A copy of a recorded cassette whose meta.json keeps each answer's time as a recorder would."""
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "meta.json").read_text())
+    for call in meta["interactions"]:
+        if call["n"] in times:
+            call[key] = times[call["n"]]
+    (dst / "meta.json").write_text(json.dumps(meta))
+    return dst
+
+
+@pytest.mark.parametrize(("key", "times"), [
+    ("date", {1: "Fri, 20 Feb 2026 01:16:47 GMT", 2: "Fri, 20 Feb 2026 01:22:47 GMT"}),
+    ("recorded_at", {1: "2026-02-20T01:16:47Z", 2: "2026-02-20T01:22:47"}),
+])
+def test_a_cassette_that_kept_its_answers_times_replays_with_their_gaps(
+    shared_data: Path, tmp_path: Path, key: str, times: dict[int, str]
+) -> None:
+    """Claude's answers say nothing of when they were made, but a recorder that keeps the response's Date header
+    (or its own recorded_at) does: the requests keep those gaps, and the trace says when it started (an
+    ISO time without a zone is UTC). A call without a time, or with one that is none, leaves it untimed."""
+    src = shared_data / "recorded" / "openllmetry" / "test_prompt_caching_test_anthropic_prompt_caching_legacy"
+    trace = sources.load(_timed_copy(src, tmp_path / "timed", times, key))
+    assert [r.ts for r in trace.requests] == [0.0, 360.0]
+    assert trace.started == datetime(2026, 2, 20, 1, 16, 47, tzinfo=UTC).timestamp()
+    for n, broken in enumerate(({1: times[1]}, {1: times[1], 2: "last Friday"})):
+        trace = sources.load(_timed_copy(src, tmp_path / f"half{n}", broken, key))
+        assert [r.ts for r in trace.requests] == [0.0, 0.0] and trace.started is None

@@ -12,7 +12,10 @@ Formats (detected from the path and the first record):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -58,6 +61,7 @@ class Trace:
     requests: list[Request]
     skipped: int = 0  # records that cannot be replayed (e.g. captured without bodies)
     tokens_estimated: bool = False  # some counts in it are prefixguard's estimates (no tokenizer loaded)
+    started: float | None = None  # when its first request was made (seconds since the epoch), where the source says
 
 
 def load(path: str | Path) -> Trace:
@@ -167,6 +171,7 @@ def _folder(p: Path) -> Trace:
         raise InputError("no request files (*.json) in the folder", str(p))
     uris = cassette_uris(p)
     upstreams = cassette_upstreams(p)
+    made = cassette_times(p)
     remember_uploads(p, uris)
     out: list[Request] = []
     skipped = 0
@@ -182,7 +187,7 @@ def _folder(p: Path) -> Trace:
         out.append(
             Request(
                 index=len(out),
-                ts=said.created or 0.0,
+                ts=made.get(stem) or said.created or 0.0,
                 model=body.get("model"),
                 path=uris.get(stem),
                 body=body,
@@ -192,14 +197,16 @@ def _folder(p: Path) -> Trace:
                 upstream=upstreams.get(stem),
             )
         )
-    # When each recorded answer says when it was made, the requests keep those gaps (a cassette recorded again
-    # a year later holds two sessions, openllmetry's OpenAI one); else none is told, and all are at 0.
-    if not all(r.said.created for r in out):
-        for r in out:
-            r.ts = 0.0
     if not out:
         raise InputError(f"all {skipped} requests are token counts: nothing to replay", str(p))
-    return Trace(kind="folder", source=str(p), requests=_rebased(out), skipped=skipped)
+    # When each recorded answer says when it was made (the Date header the cassette kept, else the body's own
+    # time), the requests keep those gaps (a cassette recorded again a year later holds two sessions,
+    # openllmetry's OpenAI one); else none is told, and all are at 0.
+    started = min(r.ts for r in out) if all(r.ts for r in out) else None
+    if started is None:
+        for r in out:
+            r.ts = 0.0
+    return Trace(kind="folder", source=str(p), requests=_rebased(out), skipped=skipped, started=started)
 
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:
@@ -223,8 +230,43 @@ def cassette_upstreams(p: Path) -> dict[str, str]:
     return {stem: f"{url.scheme}://{url.netloc}" for stem, url in _cassette_calls(p).items() if url.netloc}
 
 
+def cassette_times(p: Path) -> dict[str, float]:
+    """Recorded cassettes: call number -> when its answer was made (seconds since the epoch), from meta.json:
+    the response's `date` header as the recorder kept it, else a `recorded_at` time; calls with neither are
+    left out."""
+    out = {}
+    for stem, call in _cassette_index(p).items():
+        when = _moment(call.get("date"), parsedate_to_datetime) or _moment(call.get("recorded_at"), _iso)
+        if when is not None:
+            out[stem] = when
+    return out
+
+
+def _iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _moment(value: Any, parse: Callable[[str], datetime]) -> float | None:
+    """Seconds since the epoch of a recorded time (UTC where it names no zone); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = parse(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def _cassette_calls(p: Path) -> dict[str, Any]:
     """Recorded cassettes: call number -> its parsed URL, from meta.json."""
+    try:
+        return {stem: urlparse(c["uri"]) for stem, c in _cassette_index(p).items() if "uri" in c}
+    except (TypeError, ValueError, AttributeError):
+        raise InputError("meta.json is not a cassette index ('uri' a URL)", str(p / "meta.json")) from None
+
+
+def _cassette_index(p: Path) -> dict[str, dict[str, Any]]:
+    """Recorded cassettes: call number (0001 ...) -> what meta.json says of that call."""
     meta = p / "meta.json"
     if not meta.exists():
         return {}
@@ -233,9 +275,9 @@ def _cassette_calls(p: Path) -> dict[str, Any]:
     if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
         raise InputError("meta.json is not a cassette index", str(meta))
     try:
-        return {f"{c['n']:04d}": urlparse(c["uri"]) for c in calls if "n" in c and "uri" in c}
-    except (TypeError, ValueError, AttributeError):
-        raise InputError("meta.json is not a cassette index ('n' a number, 'uri' a URL)", str(meta)) from None
+        return {f"{c['n']:04d}": c for c in calls if "n" in c}
+    except (TypeError, ValueError):
+        raise InputError("meta.json is not a cassette index ('n' a number)", str(meta)) from None
 
 
 def response_file(p: Path, stem: str) -> Path | None:
