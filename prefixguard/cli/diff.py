@@ -134,7 +134,9 @@ def render_text(r: Comparison, v: Verdict, a: Prompt, b: Prompt) -> str:
         "estimated at ~4 bytes a token, no tokenizer loaded"
         if r.tokens_estimated
         else f"counted with {printable(tokenizer_name(r, b.model))}"
-    ) + (f"; {b.front:,} of them the prompt the provider adds (tool use, citations), by its figure" if b.front else "")
+    )
+    if b.front:
+        counted += f"; {b.front:,} of them the prompt the provider adds (tool use, citations, thinking), by its figure"
     total = b.total_tokens
     if v.verdict is not VerdictName.MISS_PREFIX_CHANGED:
         how = "whole" if not r.broken else "as far as it was cached"

@@ -133,6 +133,16 @@ def citations_prompt(api: str, model: str | None) -> int:
     return int(found or 0)
 
 
+def thinking_prompt(api: str, model: str | None, thinking: Any) -> int:
+    """The tokens Claude's API adds in front of a request whose extended thinking is on (`thinking`: the body's
+    setting, {"type": "enabled", ...}) and that declares no tools of its own: rules/encodings.toml
+    [thinking_prompt], by model; 0 where no row applies."""
+    rows = _rules()["thinking_prompt"]
+    on = isinstance(thinking, dict) and thinking.get("type") in rows["types"]
+    found = _family_row(rows["models"], model) if on and api in rows["apis"] else None
+    return int(found or 0)
+
+
 @cache
 def tool_style(api: str, model: str | None) -> str | None:
     """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
