@@ -162,6 +162,27 @@ def test_thinking_brings_a_prompt_of_its_own(shared_data: Path) -> None:
         assert tooled.front == templates.tool_prompt("anthropic", body["model"])
 
 
+@pytest.mark.parametrize(("folder", "front"), [
+    ("mirascope/test_structured_output_anthropic_claude_sonnet_4_5", 83),  # Sonnet 4.5: 414 billed, 18 ours before
+    ("chatlas/anthropic_nested_data_model_extraction", 86),  # Haiku 4.5: 424 billed, 27 ours before
+])
+def test_a_json_output_brings_its_schema_and_a_prompt(folder: str, front: int) -> None:
+    """Claude's JSON outputs (`output_config.format`, or the beta's `output_format`): the schema is in the prompt,
+    after the tools and indented, with the API's own prompt in front. Each body comes within 15% of its bill (the
+    rest: Claude's tokens for indented JSON, ~1.2 of ours, which the scale learns as it does for tool schemas),
+    where it was counted at a tenth of it; a changed schema breaks the prefix at the tools, and says where."""
+    prompt, billed, body = _recorded(folder)
+    schema = next(s for s in prompt.segments if s.kind == "schema")
+    assert schema.level == "tools" and prompt.front == front
+    assert abs(prompt.total_tokens - billed) <= 0.15 * billed, (prompt.total_tokens, billed)
+    beta = {k: v for k, v in body.items() if k != "output_config"} | {"output_format": body["output_config"]["format"]}
+    assert parse_request(json.dumps(beta), path="/v1/messages").total_tokens == prompt.total_tokens
+    changed = copy.deepcopy(body)
+    changed["output_config"]["format"]["schema"]["properties"]["extra"] = {"type": "string"}
+    cmp = compare(prompt, parse_request(json.dumps(changed), path="/v1/messages"))
+    assert cmp.broken and cmp.causes == ["tool_schema_changed"] and "/schema/properties/extra" in cmp.detail
+
+
 def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
     """`prefixguard diff` counts the citations prompt in B's total and says how many of its tokens it is."""
     a = (PUBLIC / "langchain/anthropic_citations/0001.request.json").read_text()

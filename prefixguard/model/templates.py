@@ -144,6 +144,16 @@ def thinking_prompt(api: str, model: str | None, thinking: Any) -> int:
 
 
 @cache
+def json_output_prompt(api: str, model: str | None, with_tools: bool) -> int:
+    """The tokens Claude's API adds in front of a request asking for a JSON output (a response schema), beyond
+    the schema itself: rules/encodings.toml [json_output_prompt], by model and whether the request declares
+    tools of its own; 0 where no row applies."""
+    rows = _rules()["json_output_prompt"]
+    found = _family_row(rows["models"], model) if api in rows["apis"] else None
+    return int(found.get("with_tools" if with_tools else "alone", 0)) if found else 0
+
+
+@cache
 def tool_style(api: str, model: str | None) -> str | None:
     """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
     prefixguard/wire/tool_render.py renders them): "namespace" (OpenAI's typed declarations), "json" (a

@@ -42,7 +42,13 @@ ENDPOINT = "/v1/messages"
 HEADER = "anthropic-version"  # every Anthropic client sends it
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
-_SPANS: Spec = {"tools": {"[]": None}, "system": {"[]": None}, "messages": {"[]": {"content": {"[]": None}}}}
+_SPANS: Spec = {
+    "tools": {"[]": None},
+    "output_config": {"format": None},
+    "output_format": None,
+    "system": {"[]": None},
+    "messages": {"[]": {"content": {"[]": None}}},
+}
 DEFAULT_TTL = "5m"
 
 
@@ -77,6 +83,9 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None) -> Prom
         out.add("tools", f"/tools/{i}", "tool", tool, breakpoint=ttl(tool.value))
         if isinstance(tool.value, dict):
             tool_types.append(str(tool.value.get("type", "")))
+    found = turns.output_schema(root)
+    if found is not None:  # JSON outputs: the schema is in the prompt, after the tools (rules/encodings.toml)
+        out.add("tools", found[0], "schema", found[1], text=found[2])
 
     system = expect(root.get("system"), (str, list), "'system'")
     if system is not None and isinstance(system.value, str):

@@ -2,8 +2,9 @@
 prefix: the tool-use system prompt whenever a request declares tools of the client's own (rules/encodings.toml
 [tool_prompt], by API, model and tool_choice), the citations prompt where a document has citations enabled
 ([citations_prompt]), the thinking prompt where extended thinking is on and no tool is declared ([thinking_prompt]),
-and the system text a chat template writes itself ([template_system]: where a request
-sends none, or always; [tool_placement]: around the tools, where it writes them elsewhere)."""
+the JSON-output prompt where a response schema is ([json_output_prompt]), and the system text a chat template
+writes itself ([template_system]: where a request sends none, or always; [tool_placement]: around the tools, where
+it writes them elsewhere)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ from prefixguard.wire.fields import provider_tool
 def count(prompt: Prompt, body: dict[str, Any]) -> None:
     """Count, on the request's first part, what the provider puts in front of it: the tool-use prompt where it
     declares a tool of the client's own that the model sees (not one deferred to a tool search), the citations
-    prompt where a document cites and the thinking prompt where a request without tools thinks, in the provider's
+    prompt where a document cites, the thinking prompt where a request without tools thinks and the JSON-output
+    prompt with a response schema, in the provider's
     tokens by its figures (Prompt.front: once a bill is seen, the scale takes them as far as the bill bears them
     out, judge/scale.py); and what the chat template writes itself (its system text, Qwen's tool text), text like
     the body's own, counted and scaled with it."""
     placed = templates.tool_placement(prompt.api, prompt.model)
     if placed is not None:  # the template writes its text around the tools where it writes them
         _around_tools(prompt, placed, declared=bool(body.get("tools") or body.get("functions")))
-    tools = takewhile(lambda s: s.level == "tools", prompt.segments)  # the first parts: not a body's every part
+    tools = list(takewhile(lambda s: s.level == "tools", prompt.segments))  # the first parts: not a body's every part
     own_tool = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
     tool_text = templates.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
     ruled, written = (0, tool_text) if templates.template_tools(prompt.model) else (tool_text, 0)
@@ -33,6 +35,8 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
         ruled += templates.citations_prompt(prompt.api, prompt.model)
     if not own_tool:
         ruled += templates.thinking_prompt(prompt.api, prompt.model, prompt.settings.get("thinking"))
+    if any(s.kind == "schema" for s in tools):
+        ruled += templates.json_output_prompt(prompt.api, prompt.model, own_tool)
     if templates.template_system(prompt.api, prompt.model, own=False):  # the template writes system text of its own
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
         written += templates.template_system(prompt.api, prompt.model, own)
