@@ -183,6 +183,31 @@ def test_a_json_output_brings_its_schema_and_a_prompt(folder: str, front: int) -
     assert cmp.broken and cmp.causes == ["tool_schema_changed"] and "/schema/properties/extra" in cmp.detail
 
 
+def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None:
+    """OpenAI's models read a JSON-schema response format as the schema alone, not the request's wrapper around it
+    (type, name, strict): crewAI's recorded gpt-4.1-mini request bills 2,927, counted 2,949 with the wrapper and
+    2,929 without. The same schema sent flat, as the Responses API takes it, counts the same; a model whose
+    rendering is not known keeps the JSON as sent."""
+    path = shared_data / "recorded" / "crewai" / "test_crew_train_success" / "0007.request.json"
+    body = json.loads(path.read_text())
+    prompt = parse_request(json.dumps(body), path="/v1/chat/completions")
+    billed = parse_response((path.parent / "0007.response.json").read_bytes(), prompt.api).prompt_total
+    assert billed == 2927 and abs(prompt.total_tokens - billed) <= 2, prompt.total_tokens
+    fmt = body["response_format"]
+    schema = next(s for s in prompt.segments if s.kind == "schema")
+    whole, alone = (tool_render_count(v, body["model"]) for v in (fmt, fmt["json_schema"]["schema"]))
+    assert 0 <= schema.tokens - alone <= 3 < whole - alone  # (and the part's framing)
+    flat = {"type": "json_schema", **fmt["json_schema"]}
+    assert tool_render.rendered_format(flat, "openai-responses", body["model"]) == tool_render.rendered_format(
+        fmt, "openai-chat", body["model"]
+    )
+    assert tool_render.rendered_format(fmt, "openai-chat", "deepseek-chat") is None
+
+
+def tool_render_count(schema: dict, model: str) -> int:
+    return tokens.count(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), tokens.encoding_for(model))
+
+
 def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
     """`prefixguard diff` counts the citations prompt in B's total and says how many of its tokens it is."""
     a = (PUBLIC / "langchain/anthropic_citations/0001.request.json").read_text()

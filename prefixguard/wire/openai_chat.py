@@ -91,7 +91,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         add_tools(root, out)
     fmt = expect(root.get("response_format"), dict, "'response_format'")
     if fmt is not None and fmt.value.get("type") != "text" and templates.message_framing(API, out.model).schema:
-        out.add("tools", "/response_format", "schema", fmt)
+        out.add("tools", "/response_format", "schema", fmt, text=tool_render.rendered_format(fmt.value, API, out.model))
 
     messages = expect(root.get("messages"), list, "'messages'")
     if messages is None:

@@ -2,8 +2,8 @@
 models, measured: bench/tool_prompt.py). OpenAI's: a TypeScript-like declaration each, inside a namespace
 (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of [tool_prompt],
 and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Ollama's Llama
-3.2: each tool as Ollama's own struct of it, a call as its name and parameters. Any other tool, or model, is
-counted as its JSON."""
+3.2: each tool as Ollama's own struct of it, a call as its name and parameters. OpenAI's response format: its
+schema alone. Any other tool, or model, is counted as its JSON."""
 
 from __future__ import annotations
 
@@ -109,6 +109,17 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     if isinstance(output, list):
         return "".join(p["text"] for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
     return output if isinstance(output, str) else None
+
+
+def rendered_format(fmt: Any, api: str, model: str | None) -> str | None:
+    """A response format as the model reads it: a JSON schema's own compact JSON, without the request's wrapper
+    around it (type, name, strict: Chat's {"type": "json_schema", "json_schema": {...}}, Responses' flat one);
+    None where the model's rendering is not known or the format holds no schema."""
+    if templates.tool_style(api, model) != "namespace" or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt["json_schema"] if isinstance(fmt.get("json_schema"), dict) else fmt
+    schema = spec.get("schema")
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False) if isinstance(schema, dict) else None
 
 
 def _comment(text: Any, indent: int) -> str:
