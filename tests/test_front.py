@@ -146,20 +146,21 @@ def test_citations_bring_a_prompt_of_their_own() -> None:
 
 def test_thinking_brings_a_prompt_of_its_own(shared_data: Path) -> None:
     """Claude's API adds ~29 tokens when extended thinking is on (crewAI's recorded Sonnet 4.5 turns: 43 billed,
-    14 of ours, and the second turn 67): counted in front, gone with thinking off, and not ruled where the request
-    declares tools of its own (with the tool-use prompt it adds less)."""
+    14 of ours, and the second turn 67): counted after every part (a change of thinking keeps the system's cache,
+    tests/test_policy.py), gone with thinking off, and not ruled where the request declares tools of its own (with
+    the tool-use prompt it adds less)."""
     path = shared_data / "recorded" / "crewai" / "test_anthropic_thinking_blocks_preserved_across_turns"
     for n in ("0001", "0002"):
         body = json.loads((path / f"{n}.request.json").read_text())
         prompt = parse_request(json.dumps(body), path="/v1/messages")
         billed = parse_response((path / f"{n}.response.json").read_bytes(), prompt.api).prompt_total
-        assert prompt.front == 29 and abs(prompt.total_tokens - billed) <= 3, (prompt.total_tokens, billed)
+        assert prompt.after == 29 and prompt.front == 0 and abs(prompt.total_tokens - billed) <= 3, prompt.total_tokens
         for off in ({"type": "disabled"}, None):
             plain = {**body, "thinking": off} if off else {k: v for k, v in body.items() if k != "thinking"}
             assert parse_request(json.dumps(plain), path="/v1/messages").total_tokens == prompt.total_tokens - 29
         tool = {"name": "look", "description": "Look it up.", "input_schema": {"type": "object", "properties": {}}}
         tooled = parse_request(json.dumps({**body, "tools": [tool]}), path="/v1/messages")
-        assert tooled.front == templates.tool_prompt("anthropic", body["model"])
+        assert tooled.after == 0 and tooled.front == templates.tool_prompt("anthropic", body["model"])
 
 
 @pytest.mark.parametrize(("folder", "front"), [
@@ -217,7 +218,7 @@ def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text(json.dumps(b))
     result = CliRunner().invoke(main, ["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert result.exit_code in (0, 1), result.output
-    assert "542 of them the prompt the provider adds (tool use, citations, thinking)" in result.output
+    assert "542 of them the prompt the provider adds (tool use, citations, JSON output), its figure" in result.output
 
 
 def test_bedrock_bills_a_cited_pdf_as_the_messages_api() -> None:
