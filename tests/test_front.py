@@ -196,7 +196,7 @@ def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None
     assert billed == 2927 and abs(prompt.total_tokens - billed) <= 2, prompt.total_tokens
     fmt = body["response_format"]
     schema = next(s for s in prompt.segments if s.kind == "schema")
-    whole, alone = (tool_render_count(v, body["model"]) for v in (fmt, fmt["json_schema"]["schema"]))
+    whole, alone = (_compact_tokens(v, body["model"]) for v in (fmt, fmt["json_schema"]["schema"]))
     assert 0 <= schema.tokens - alone <= 3 < whole - alone  # (and the part's framing)
     flat = {"type": "json_schema", **fmt["json_schema"]}
     assert tool_render.rendered_format(flat, "openai-responses", body["model"]) == tool_render.rendered_format(
@@ -205,7 +205,7 @@ def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None
     assert tool_render.rendered_format(fmt, "openai-chat", "deepseek-chat") is None
 
 
-def tool_render_count(schema: dict, model: str) -> int:
+def _compact_tokens(schema: dict, model: str) -> int:
     return tokens.count(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), tokens.encoding_for(model))
 
 
@@ -218,7 +218,7 @@ def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text(json.dumps(b))
     result = CliRunner().invoke(main, ["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert result.exit_code in (0, 1), result.output
-    assert "542 of them the prompt the provider adds (tool use, citations, JSON output), its figure" in result.output
+    assert "542 of them the prompt the provider adds (tool use, citations, JSON output), by its figure" in result.output
 
 
 def test_bedrock_bills_a_cited_pdf_as_the_messages_api() -> None:

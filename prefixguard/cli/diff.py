@@ -136,7 +136,8 @@ def render_text(r: Comparison, v: Verdict, a: Prompt, b: Prompt) -> str:
         else f"counted with {printable(tokenizer_name(r, b.model))}"
     )
     if b.front:
-        counted += f"; {b.front:,} of them the prompt the provider adds (tool use, citations, JSON output), its figure"
+        counted += f"; {b.front:,} of them the prompt the provider adds (tool use, citations, JSON output)"
+        counted += ", by its figure"
     total = b.total_tokens
     if v.verdict is not VerdictName.MISS_PREFIX_CHANGED:
         how = "whole" if not r.broken else "as far as it was cached"

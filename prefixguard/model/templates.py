@@ -134,9 +134,9 @@ def citations_prompt(api: str, model: str | None) -> int:
 
 
 def thinking_prompt(api: str, model: str | None, thinking: Any) -> int:
-    """The tokens Claude's API adds in front of a request whose extended thinking is on (`thinking`: the body's
-    setting, {"type": "enabled", ...}) and that declares no tools of its own: rules/encodings.toml
-    [thinking_prompt], by model; 0 where no row applies."""
+    """The tokens Claude's API adds to a request whose extended thinking is on (`thinking`: the body's setting,
+    {"type": "enabled", ...}) and that declares no tools of its own, after every part (wire/front.py):
+    rules/encodings.toml [thinking_prompt], by model; 0 where no row applies."""
     rows = _rules()["thinking_prompt"]
     on = isinstance(thinking, dict) and thinking.get("type") in rows["types"]
     found = _family_row(rows["models"], model) if on and api in rows["apis"] else None

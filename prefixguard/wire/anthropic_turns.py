@@ -3,7 +3,7 @@ compaction block (its summary stands for what came before it), and an assistant 
 the latest turn (an earlier turn's is stripped: a turn starts at a user message that is not tool results
 alone, so a tool loop keeps its own); and the schema of a JSON output, as it writes it.
 
-Both read the messages array's decoded elements (`values`: a plain message's role object, a run's
+The first two read the messages array's decoded elements (`values`: a plain message's role object, a run's
 RUN_VALUE, every other message's dict), in which an element's slot keeps its order."""
 
 from __future__ import annotations
