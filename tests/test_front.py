@@ -209,6 +209,20 @@ def _compact_tokens(schema: dict, model: str) -> int:
     return tokens.count(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), tokens.encoding_for(model))
 
 
+def test_openais_web_search_preview_brings_a_prompt_of_its_own() -> None:
+    """OpenAI's web search preview on the Responses API bills 287 tokens beyond its JSON, searched or not (it bills
+    no search content): langchain-openai's gpt-4o-mini requests with a function tool and the preview, 341-343
+    billed, each to the token with the function's tool-use prompt beside it. Without the preview, neither."""
+    folder = PUBLIC / "langchain" / "openai_test_function_calling_web_search"
+    for n in ("0001", "0002", "0003"):
+        prompt, billed, body = _recorded("langchain/openai_test_function_calling_web_search", n)
+        own = templates.tool_prompt("openai-responses", body["model"])
+        assert prompt.front == 287 + own and prompt.total_tokens == billed, (prompt.total_tokens, billed)
+        plain = {**body, "tools": [t for t in body["tools"] if t["type"] == "function"]}
+        without = parse_request(json.dumps(plain), path=cassette_uris(folder)[n])
+        assert without.front == own and without.total_tokens < billed - 287
+
+
 def test_diff_says_how_much_is_the_providers_own(tmp_path: Path) -> None:
     """`prefixguard diff` counts the citations prompt in B's total and says how many of its tokens it is."""
     a = (PUBLIC / "langchain/anthropic_citations/0001.request.json").read_text()

@@ -154,6 +154,16 @@ def json_output_prompt(api: str, model: str | None, with_tools: bool) -> int:
 
 
 @cache
+def provider_tool_prompt(api: str, model: str | None, tool: str) -> int:
+    """The tokens a provider adds in front of a request declaring one of its own tools (`tool`: its type, such as
+    OpenAI's web_search_preview), beyond the tool's JSON: rules/encodings.toml [provider_tool_prompt], by API,
+    tool and model; 0 where no row applies."""
+    rows = _rules()["provider_tool_prompt"]
+    models = rows["tools"].get(tool) if api in rows["apis"] else None
+    return int(_family_row(models, model) or 0) if models else 0
+
+
+@cache
 def tool_style(api: str, model: str | None) -> str | None:
     """How this API and model read function tools, not as the JSON sent (rules/encodings.toml [tool_render]:
     prefixguard/wire/tool_render.py renders them): "namespace" (OpenAI's typed declarations), "json" (a

@@ -1,10 +1,11 @@
 """What a provider puts in front of a request's first part, unseen in its body yet billed and read with every
 prefix: the tool-use system prompt whenever a request declares tools of the client's own (rules/encodings.toml
 [tool_prompt], by API, model and tool_choice), the citations prompt where a document has citations enabled
-([citations_prompt]), the JSON-output prompt where a response schema is ([json_output_prompt]), and the system
-text a chat template writes itself ([template_system]: where a request sends none, or always; [tool_placement]:
-around the tools, where it writes them elsewhere); and what it adds after every part where extended thinking is on
-and no tool is declared ([thinking_prompt])."""
+([citations_prompt]), the JSON-output prompt where a response schema is ([json_output_prompt]), the prompt of a
+tool the provider runs itself ([provider_tool_prompt]: OpenAI's web search preview), and the system text a chat
+template writes itself ([template_system]: where a request sends none, or always; [tool_placement]: around the
+tools, where it writes them elsewhere); and what it adds after every part where extended thinking is on and no tool
+is declared ([thinking_prompt])."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from prefixguard.wire.fields import provider_tool
 def count(prompt: Prompt, body: dict[str, Any]) -> None:
     """Count, on the request's first part, what the provider puts in front of it: the tool-use prompt where it
     declares a tool of the client's own that the model sees (not one deferred to a tool search), the citations
-    prompt where a document cites and the JSON-output prompt with a response schema, in the provider's tokens by
-    its figures (Prompt.front: once a bill is seen, the scale takes them as far as the bill bears them out,
-    judge/scale.py); and what the chat template writes itself (its system text, Qwen's tool text), text like the
-    body's own, counted and scaled with it. The thinking prompt of a request without tools follows every part
-    (Prompt.after): a change of thinking keeps the tools' and the system's caches (rules/providers.toml)."""
+    prompt where a document cites, the JSON-output prompt with a response schema and the prompt of a tool the
+    provider runs itself, in the provider's tokens by its figures (Prompt.front: once a bill is seen, the scale
+    takes them as far as the bill bears them out, judge/scale.py); and what the chat template writes itself (its
+    system text, Qwen's tool text), text like the body's own, counted and scaled with it. The thinking prompt of a
+    request without tools follows every part (Prompt.after): a change of thinking keeps the tools' and the system's
+    caches (rules/providers.toml)."""
     placed = templates.tool_placement(prompt.api, prompt.model)
     if placed is not None:  # the template writes its text around the tools where it writes them
         _around_tools(prompt, placed, declared=bool(body.get("tools") or body.get("functions")))
@@ -37,6 +39,8 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
         prompt.after += templates.thinking_prompt(prompt.api, prompt.model, prompt.settings.get("thinking"))
     if any(s.kind == "schema" for s in tools):
         ruled += templates.json_output_prompt(prompt.api, prompt.model, own_tool)
+    for kind in {provider_tool(s.value) for s in tools if s.kind == "tool"} - {None}:
+        ruled += templates.provider_tool_prompt(prompt.api, prompt.model, str(kind))
     if templates.template_system(prompt.api, prompt.model, own=False):  # the template writes system text of its own
         own = any(s.level == "system" for s in takewhile(lambda s: s.level != "messages", prompt.segments))
         written += templates.template_system(prompt.api, prompt.model, own)
