@@ -184,6 +184,23 @@ def test_a_json_output_brings_its_schema_and_a_prompt(folder: str, front: int) -
     assert cmp.broken and cmp.causes == ["tool_schema_changed"] and "/schema/properties/extra" in cmp.detail
 
 
+def test_a_json_output_on_bedrock_converse_is_billed_as_on_the_messages_api(shared_data: Path) -> None:
+    """Converse's `outputConfig.textFormat` (the schema a JSON string): the same schema, indented, after the tools,
+    and the same prompt of Claude's (with a tool of the client's own: 50). pydantic-ai's recorded Sonnet 4.5 turns
+    bill 747 and 816: within 2%, where counted without the schema they were 604 and 685."""
+    folder = shared_data / "recorded" / "pydantic-ai-bedrock" / "test_strict_tool_calls_test_bedrock_strict_tool_with_native_output"
+    uris = cassette_uris(folder)
+    for n, bill in (("0001", 747), ("0002", 816)):
+        body = json.loads((folder / f"{n}.request.json").read_text())
+        prompt = parse_request(json.dumps(body), path=uris[n])
+        assert parse_response((folder / f"{n}.response.json").read_bytes(), prompt.api).prompt_total == bill
+        schema = next(s for s in prompt.segments if s.kind == "schema")
+        assert schema.level == "tools" and abs(prompt.total_tokens - bill) <= 0.02 * bill, prompt.total_tokens
+        plain = {k: v for k, v in body.items() if k != "outputConfig"}
+        without = parse_request(json.dumps(plain), path=uris[n])
+        assert prompt.total_tokens - without.total_tokens == schema.tokens + 50
+
+
 def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None:
     """OpenAI's models read a JSON-schema response format as the schema alone, not the request's wrapper around it
     (type, name, strict): crewAI's recorded gpt-4.1-mini request bills 2,927, counted 2,949 with the wrapper and

@@ -14,6 +14,7 @@ the cachePoint a key of the block it closes and the usage named ...InputTokenCou
 from __future__ import annotations
 
 import binascii
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +42,7 @@ _SPANS: Spec = {
     "system": {"[]": None},
     "messages": {"[]": {"content": {"[]": None}}},
     "toolConfig": {"tools": {"[]": None}},
+    "outputConfig": {"textFormat": None},
 }
 MARKER = "cachePoint"
 KINDS = {
@@ -170,12 +172,32 @@ def _result_media(block: dict[str, Any]) -> tuple[list[Media], str] | None:
     return items, compact_json(rest)
 
 
+def _output_schema(root: Node) -> tuple[Node, str] | None:
+    """A JSON output's format (`outputConfig.textFormat`, its schema a JSON string in structure.jsonSchema) and
+    the schema as the model reads it, indented (wire/anthropic_turns.py); None where it holds none."""
+    config = root.get("outputConfig")
+    fmt = config.get("textFormat") if config is not None else None
+    spec = fmt.value.get("structure") if fmt is not None and isinstance(fmt.value, dict) else None
+    named = spec.get("jsonSchema") if isinstance(spec, dict) else None
+    schema = named.get("schema") if isinstance(named, dict) else None
+    try:
+        parsed = json.loads(schema) if isinstance(schema, str) else schema
+    except ValueError:
+        return None
+    if fmt is None or not isinstance(parsed, dict):
+        return None
+    return fmt, json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
     body = root.value
     config = expect(root.get("toolConfig"), dict, "'toolConfig'")
     tools = expect(config.get("tools"), list, "/toolConfig/tools") if config is not None else None
     if tools is not None:
         _blocks(out, tools, "tools", "/toolConfig/tools")
+    output = _output_schema(root)
+    if output is not None:  # JSON outputs: the schema is in the prompt after the tools, as on the Messages API
+        out.add("tools", "/outputConfig/textFormat", "schema", output[0], text=output[1])
 
     system = expect(root.get("system"), list, "'system'")
     if system is not None:
