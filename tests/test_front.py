@@ -50,6 +50,25 @@ def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
     assert abs(prompt.total_tokens - billed) <= off, (prompt.total_tokens, billed)
 
 
+@pytest.mark.parametrize(("folder", "billed", "off"), [
+    ("llama_stack/ollama_gpt_oss_reasoning_turns", [80, 225], 0),  # Ollama's gpt-oss:20b: a question, a second turn
+    ("llama_stack/mantle_question_twice", [72, 72], 2),  # Bedrock's openai.gpt-oss-20b: its system text 2 shorter
+    ("llama_stack/mantle_tool_loop", [229], 2),  # and a tool: the harmony text around it (32)
+])
+def test_gpt_oss_requests_come_out_at_their_bill(folder: str, billed: list[int], off: int) -> None:
+    """OpenAI's open-weight models read the harmony format: its own system message (the model, a cut-off, a date,
+    the reasoning level, the channels), 4 tokens a message and 2 more on an assistant's answer (its channel), the
+    reply primed with 2, o200k tokens, tools as OpenAI's namespace with the harmony text around them. Each request
+    within `off` of its bill, where the OpenAI framing alone and cl100k left 64-83 unexplained."""
+    path = PUBLIC / folder
+    uris = cassette_uris(path)
+    for n, bill in enumerate(billed, 1):
+        prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path=uris[f"{n:04d}"])
+        assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
+        assert abs(prompt.total_tokens - bill) <= off, (n, prompt.total_tokens, bill)
+    assert tokens.encoding_for("gpt-oss:20b") == tokens.encoding_for("openai.gpt-oss-20b-1:0") == "o200k_base"
+
+
 @pytest.mark.parametrize(("folder", "billed"), [
     ("chatlas/cloudflare_llama_simple", [43]),  # a question: 25 for the system header, 5 + 5 the framing
     ("chatlas/cloudflare_llama_turns", [62, 62, 64]),  # a system prompt goes inside the header: one header for both

@@ -29,6 +29,7 @@ class Framing(NamedTuple):
     reply: int  # once, priming the reply
     exact: bool  # the text is counted in the model's own encoding: nothing to fit to it
     schema: bool = True  # a response_format's schema is in the prompt (not where a server constrains decoding)
+    per_assistant: int = 0  # more on an assistant's message (harmony's channel: <|channel|>final)
 
 
 NO_FRAMING = Framing(per_message=0, levels=frozenset(), reply=0, exact=False)
@@ -52,6 +53,7 @@ def message_framing(api: str, model: str | None) -> Framing:
                 reply=row["reply"],
                 exact=row["own_encoding"],
                 schema=row.get("response_schema", True),
+                per_assistant=row.get("per_assistant", 0),
             )
     return NO_FRAMING
 
@@ -60,13 +62,17 @@ def message_framing(api: str, model: str | None) -> Framing:
 def template_system(api: str, model: str | None, own: bool) -> int:
     """The tokens of the system text the model's chat template writes itself (rules/encodings.toml
     [template_system]), for a request that sends a system message of its own (`own`) or none: in front of the
-    request's own where the template always writes it, with the format's framing where it opens the message;
+    request's own where the template always writes it, with the format's framing where it opens the message (and
+    the prefix it writes the request's own after, in a message of their own: harmony's developer message);
     0 where it writes none."""
     framing = message_framing(api, model)
     row = _family_row(_rules()["template_system"], model) if "system" in framing.levels else None
     if not row or not row["text"] or (own and not row.get("with_own")):
         return 0
-    return tokens.count(row["text"], tokens.encoding_for(model)) + (0 if own else framing.per_message)
+    encoding = tokens.encoding_for(model)
+    if own and "own_prefix" in row:  # a message of its own, and the request's after this prefix in the next
+        return tokens.count(row["text"], encoding) + framing.per_message + tokens.count(row["own_prefix"], encoding)
+    return tokens.count(row["text"], encoding) + (0 if own else framing.per_message)
 
 
 class ToolPlacement(NamedTuple):

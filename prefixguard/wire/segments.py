@@ -96,7 +96,7 @@ class Builder:
             count, estimated = self._count(key + self.rendering if rendered else key, text, value)
             count += self.per_call if rendered and kind == "tool_use" else 0
         if tokens_by_rule is None:
-            count += self._opening(level, whole or header is not None)
+            count += self._opening(level, whole or header is not None, role)
         elif self.framing.reply and not self.segments:
             count += self.framing.reply
         # the key is left for the part to make again when it is the plain encoding of what the part holds
@@ -147,7 +147,7 @@ class Builder:
                 start,
                 None,
                 None,
-                count + self._opening(level, True),
+                count + self._opening(level, True, role),
                 None,
                 message_index,
                 header,
@@ -256,13 +256,13 @@ class Builder:
             return (tokens.estimate(made()) if text is not None else len(key) // 4), not self.estimated
         return tokens.count_once(key, made, self.encoding), False
 
-    def _opening(self, level: str, opens: bool) -> int:
-        """Tokens of the chat format around a part: its message's role and delimiters where the message
-        opens here; the reply's start on the first part. The reply's start (<|im_start|>assistant) follows
-        the prompt; the next request has the same tokens opening that reply right after this prompt, so a
-        read of this prompt covers them: they count in every prefix of it, as if on its first part."""
-        framing = self.framing
-        extra = framing.per_message if opens and level in framing.levels else 0
+    def _opening(self, level: str, opens: bool, role: str | None) -> int:
+        """Tokens of the chat format around a part: its message's role and delimiters where the message opens
+        here; the reply's start on the first part. The reply's start (<|im_start|>assistant) follows the prompt;
+        the next request has the same tokens opening that reply right after this prompt, so a read of this
+        prompt covers them: they count in every prefix of it, as if on its first part."""
+        framing, framed = self.framing, opens and level in self.framing.levels
+        extra = framing.per_message + framing.per_assistant * (role == "assistant") if framed else 0
         return extra + framing.reply if not self.segments else extra
 
     def _append(self, seg: Segment, key: bytes) -> None:
