@@ -134,19 +134,15 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
 def citations_prompt(api: str, model: str | None) -> int:
     """The tokens Claude's API adds in front of a request with a document whose citations are enabled
     (rules/encodings.toml [citations_prompt], by model); 0 where no row applies."""
-    rows = _rules()["citations_prompt"]
-    found = _family_row(rows["models"], model) if api in rows["apis"] else None
-    return int(found or 0)
+    return int(_prompt_row("citations_prompt", api, model) or 0)
 
 
 def thinking_prompt(api: str, model: str | None, thinking: Any) -> int:
     """The tokens Claude's API adds to a request whose extended thinking is on (`thinking`: the body's setting,
     {"type": "enabled", ...}) and that declares no tools of its own, after every part (wire/front.py):
     rules/encodings.toml [thinking_prompt], by model; 0 where no row applies."""
-    rows = _rules()["thinking_prompt"]
-    on = isinstance(thinking, dict) and thinking.get("type") in rows["types"]
-    found = _family_row(rows["models"], model) if on and api in rows["apis"] else None
-    return int(found or 0)
+    on = isinstance(thinking, dict) and thinking.get("type") in _rules()["thinking_prompt"]["types"]
+    return int(_prompt_row("thinking_prompt", api, model) or 0) if on else 0
 
 
 @cache
@@ -154,8 +150,7 @@ def json_output_prompt(api: str, model: str | None, with_tools: bool) -> int:
     """The tokens Claude's API adds in front of a request asking for a JSON output (a response schema), beyond
     the schema itself: rules/encodings.toml [json_output_prompt], by model and whether the request declares
     tools of its own; 0 where no row applies."""
-    rows = _rules()["json_output_prompt"]
-    found = _family_row(rows["models"], model) if api in rows["apis"] else None
+    found = _prompt_row("json_output_prompt", api, model)
     return int(found.get("with_tools" if with_tools else "alone", 0)) if found else 0
 
 
@@ -164,9 +159,7 @@ def provider_tool_prompt(api: str, model: str | None, tool: str) -> int:
     """The tokens a provider adds in front of a request declaring one of its own tools (`tool`: its type, such as
     OpenAI's web_search_preview), beyond the tool's JSON: rules/encodings.toml [provider_tool_prompt], by API,
     tool and model; 0 where no row applies."""
-    rows = _rules()["provider_tool_prompt"]
-    models = rows["tools"].get(tool) if api in rows["apis"] else None
-    return int(_family_row(models, model) or 0) if models else 0
+    return int(_prompt_row("provider_tool_prompt", api, model, tool) or 0)
 
 
 @cache
@@ -185,6 +178,14 @@ def call_tokens(api: str, model: str | None) -> int:
     rules/encodings.toml [tool_render] per_call; 0 where its calls are not rendered."""
     per_call = _family_row(_rules()["tool_render"]["per_call"], model)
     return int(per_call) if per_call is not None and tool_style(api, model) == "namespace" else 0
+
+
+def _prompt_row(section: str, api: str, model: str | None, tool: str | None = None) -> Any:
+    """A section of prompts a provider adds ([citations_prompt], ...): the value of its `models` table (of its
+    `tools` table's row for `tool`) for this model, where the section names the API; None where none applies."""
+    rows = _rules()[section]
+    table = rows["models"] if tool is None else rows["tools"].get(tool)
+    return _family_row(table, model) if table and api in rows["apis"] else None
 
 
 def _family_row(table: dict[str, Any], model: str | None) -> Any:

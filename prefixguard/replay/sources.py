@@ -169,9 +169,11 @@ def _folder(p: Path) -> Trace:
     bodies = sorted(f for f in p.glob("*.json") if f.name != "meta.json" and not f.name.endswith(".response.json"))
     if not bodies:
         raise InputError("no request files (*.json) in the folder", str(p))
-    uris = cassette_uris(p)
-    upstreams = cassette_upstreams(p)
-    made = cassette_times(p)
+    index = _cassette_index(p)  # meta.json, read once
+    calls = _cassette_calls(p, index)
+    uris = {stem: url.path for stem, url in calls.items()}
+    upstreams = {stem: f"{url.scheme}://{url.netloc}" for stem, url in calls.items() if url.netloc}
+    made = _cassette_times(index)
     remember_uploads(p, uris)
     out: list[Request] = []
     skipped = 0
@@ -222,20 +224,15 @@ def remember_uploads(p: Path, uris: dict[str, str]) -> None:
 
 def cassette_uris(p: Path) -> dict[str, str]:
     """Recorded cassettes: call number -> URL path, from meta.json."""
-    return {stem: url.path for stem, url in _cassette_calls(p).items()}
+    return {stem: url.path for stem, url in _cassette_calls(p, _cassette_index(p)).items()}
 
 
-def cassette_upstreams(p: Path) -> dict[str, str]:
-    """Recorded cassettes: call number -> where it went (scheme://host[:port]), from meta.json."""
-    return {stem: f"{url.scheme}://{url.netloc}" for stem, url in _cassette_calls(p).items() if url.netloc}
-
-
-def cassette_times(p: Path) -> dict[str, float]:
+def _cassette_times(index: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Recorded cassettes: call number -> when its answer was made (seconds since the epoch), from meta.json:
     the response's `date` header as the recorder kept it, else a `recorded_at` time; calls with neither are
     left out."""
     out = {}
-    for stem, call in _cassette_index(p).items():
+    for stem, call in index.items():
         when = _moment(call.get("date"), parsedate_to_datetime) or _moment(call.get("recorded_at"), _iso)
         if when is not None:
             out[stem] = when
@@ -257,10 +254,10 @@ def _moment(value: Any, parse: Callable[[str], datetime]) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
-def _cassette_calls(p: Path) -> dict[str, Any]:
-    """Recorded cassettes: call number -> its parsed URL, from meta.json."""
+def _cassette_calls(p: Path, index: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Recorded cassettes: call number -> its parsed URL, from meta.json (its `index`)."""
     try:
-        return {stem: urlparse(c["uri"]) for stem, c in _cassette_index(p).items() if "uri" in c}
+        return {stem: urlparse(c["uri"]) for stem, c in index.items() if "uri" in c}
     except (TypeError, ValueError, AttributeError):
         raise InputError("meta.json is not a cassette index ('uri' a URL)", str(p / "meta.json")) from None
 

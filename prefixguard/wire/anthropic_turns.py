@@ -57,8 +57,7 @@ def slot(elements: Sequence[Any], i: int) -> int:
 
 def output_schema(root: Node) -> tuple[str, Node, str] | None:
     """A JSON output's format (`output_config.format`, or the beta's `output_format`) where it holds a schema:
-    its pointer, its node, and the schema as the model reads it (indented JSON: the bills of Sonnet and Haiku
-    4.5 grow with its indented length, not its compact one; bench/RESULTS.md)."""
+    its pointer, its node, and the schema as the model reads it (schema_text)."""
     config = root.get("output_config")
     for pointer, node in (
         ("/output_config/format", config and config.get("format")),
@@ -66,5 +65,11 @@ def output_schema(root: Node) -> tuple[str, Node, str] | None:
     ):
         schema = node.value.get("schema") if node is not None and type(node.value) is dict else None
         if node is not None and type(schema) is dict:
-            return pointer, node, json.dumps(schema, indent=2, ensure_ascii=False)
+            return pointer, node, schema_text(schema)
     return None
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """A JSON output's schema as Claude reads it: indented JSON (the bills of Sonnet and Haiku 4.5 grow with its
+    indented length, not its compact one; bench/RESULTS.md)."""
+    return json.dumps(schema, indent=2, ensure_ascii=False)

@@ -28,6 +28,7 @@ from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.anthropic_media import chunks_text, cites
+from prefixguard.wire.anthropic_turns import schema_text
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
 
@@ -174,7 +175,7 @@ def _result_media(block: dict[str, Any]) -> tuple[list[Media], str] | None:
 
 def _output_schema(root: Node) -> tuple[Node, str] | None:
     """A JSON output's format (`outputConfig.textFormat`, its schema a JSON string in structure.jsonSchema) and
-    the schema as the model reads it, indented (wire/anthropic_turns.py); None where it holds none."""
+    the schema as Claude reads it (anthropic_turns.schema_text); None where it holds none."""
     config = root.get("outputConfig")
     fmt = config.get("textFormat") if config is not None else None
     spec = fmt.value.get("structure") if fmt is not None and isinstance(fmt.value, dict) else None
@@ -186,7 +187,7 @@ def _output_schema(root: Node) -> tuple[Node, str] | None:
         return None
     if fmt is None or not isinstance(parsed, dict):
         return None
-    return fmt, json.dumps(parsed, indent=2, ensure_ascii=False)
+    return fmt, schema_text(parsed)
 
 
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
