@@ -53,7 +53,7 @@ def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
 @pytest.mark.parametrize(("folder", "billed", "off"), [
     ("llama_stack/ollama_gpt_oss_reasoning_turns", [80, 225], 0),  # Ollama's gpt-oss:20b: a question, a second turn
     ("llama_stack/mantle_question_twice", [72, 72], 2),  # Bedrock's openai.gpt-oss-20b: its system text 2 shorter
-    ("llama_stack/mantle_tool_loop", [229], 2),  # and a tool: the harmony text around it (32)
+    ("llama_stack/mantle_tool_loop", [229, 271], 2),  # tools: the harmony text around them (32); a call, its output
 ])
 def test_gpt_oss_requests_come_out_at_their_bill(folder: str, billed: list[int], off: int) -> None:
     """OpenAI's open-weight models read the harmony format: its own system message (the model, a cut-off, a date,
@@ -67,6 +67,23 @@ def test_gpt_oss_requests_come_out_at_their_bill(folder: str, billed: list[int],
         assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
         assert abs(prompt.total_tokens - bill) <= off, (n, prompt.total_tokens, bill)
     assert tokens.encoding_for("gpt-oss:20b") == tokens.encoding_for("openai.gpt-oss-20b-1:0") == "o200k_base"
+
+
+@pytest.mark.parametrize(("model", "reads"), [("openai.gpt-oss-20b", 2), ("gpt-4o", 1)])
+def test_a_call_is_named_as_often_as_the_format_reads_its_name(model: str, reads: int) -> None:
+    """Harmony reads a call's function name on the call and again on its output's message (`functions.NAME
+    to=assistant`); OpenAI's own format reads it on the call only: a longer name costs its extra tokens that often."""
+    def total(name: str) -> int:
+        call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": '{"x":1}'}}
+        body = {"model": model, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        ]}
+        return parse_request(json.dumps(body).encode(), path="/v1/chat/completions").total_tokens
+
+    longer = tokens.count("get_boiling_point_of_a_liquid", "o200k_base") - tokens.count("get", "o200k_base")
+    assert total("get_boiling_point_of_a_liquid") - total("get") == reads * longer
 
 
 @pytest.mark.parametrize(("folder", "billed"), [

@@ -180,6 +180,19 @@ def call_tokens(api: str, model: str | None) -> int:
     return int(per_call) if per_call is not None and tool_style(api, model) == "namespace" else 0
 
 
+def rendering(api: str, model: str | None) -> str:
+    """What decides how the model reads tools and calls (a part's counted text under it is remembered apart)."""
+    return (tool_style(api, model) or "") + ("+name_again" if call_name_again(api, model) else "")
+
+
+@cache
+def call_name_again(api: str, model: str | None) -> bool:
+    """Whether the model's format names a call's function again on its output's message (rules/encodings.toml
+    [tool_render] name_again: harmony's output is the function's own message)."""
+    rows = _rules()["tool_render"]
+    return tool_style(api, model) == "namespace" and _family_row(dict.fromkeys(rows["name_again"], True), model) is True
+
+
 def _prompt_row(section: str, api: str, model: str | None, tool: str | None = None) -> Any:
     """A section of prompts a provider adds ([citations_prompt], ...): the value of its `models` table (of its
     `tools` table's row for `tool`) for this model, where the section names the API; None where none applies."""
@@ -212,4 +225,4 @@ def chat_reasoning() -> ChatReasoning:
 
 # each answer depends on the encodings tokens.py reads: tokens.reset() forgets them with those
 tokens.depends_on(message_framing, template_system, tools_at, tool_placement, template_tools, tool_prompt)
-tokens.depends_on(citations_prompt, tool_style, call_tokens, chat_reasoning)
+tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning)

@@ -40,7 +40,7 @@ class Builder:
         self.estimated = not count_tokens or tokens.is_estimated()
         self.api, self.model = api, model if isinstance(model, str) else None
         self.per_call = 0 if self.estimated else templates.call_tokens(api, self.model)  # a rendered call's format
-        self.rendering = b"\x00" + ("" if self.estimated else templates.tool_style(api, self.model) or "").encode()
+        self.rendering = b"\x00" + ("" if self.estimated else templates.rendering(api, self.model)).encode()
         self.encoding = tokens.ESTIMATE if self.estimated else tokens.encoding_for(self.model)  # the model's own
         # the chat format's tokens around each message and before the reply: prompt tokens too
         self.framing = templates.NO_FRAMING if self.estimated else templates.message_framing(api, self.model)

@@ -104,7 +104,8 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     if isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):
         if style == "llama":
             return f'{{"name": {json.dumps(call["name"], ensure_ascii=False)}, "parameters": {call["arguments"]}}}'
-        return f"{call['name']}\n{call['arguments']}"
+        again = f"\n{call['name']}" if templates.call_name_again(api, model) else ""  # the output's author
+        return f"{call['name']}\n{call['arguments']}{again}"
     output = item.get("output") if item.get("type") == "function_call_output" and style == "namespace" else None
     if isinstance(output, list):
         return "".join(p["text"] for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
