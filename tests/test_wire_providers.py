@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from prefixguard.model.usage import Usage
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import UsageStream, detect_api, parse_request, parse_response, routes
+from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire.eventstream import EventStreamDecoder, encode
 
 SOURCES = ("pydantic-ai-bedrock", "pydantic-ai-gemini")
@@ -141,18 +142,44 @@ def test_unknown_shape_names_the_known_ones():
 def test_a_gemini_thought_signature_is_no_prompt_text():
     """lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite tool loop: the turn that adds two calls (one with a
     128-character thoughtSignature, 92 cl100k tokens) and their results bills 78 more tokens; counting the
-    signature, prefixguard's count ran 34% over the bill (353 for 263), 261 without it."""
+    signature's characters, prefixguard's count ran 34% over the bill (353 for 263). Gemini 3 bills a signature as
+    the thoughts it holds, by its size (rules/providers.toml): (128 - 80) / 5.2, 9 tokens, not 92."""
     signature = "El4KXAERTTIPkAVVPJ10j9NxewtCtcRmcrP2kjH-kq-3AhNz0HPRPcO3E0w0oZiuie9-FM1NmkXHw8NRqA14Mq2d5SqL8EZlrh_" \
                 "Bad5A10ygM5LIOjXub506wobG6946"
     call = {"functionCall": {"id": "call_608362", "args": {"city": "Almaty"}, "name": "get_weather"}}
-    path = "/v1beta/models/gemini-3.5-flash-lite:generateContent"
 
     def body(part: dict) -> str:
         return json.dumps({"contents": [{"role": "user", "parts": [{"text": "Weather in Almaty?"}]},
                                         {"role": "model", "parts": [part]}]})
-    signed, plain = parse_request(body({**call, "thoughtSignature": signature}), path=path), parse_request(body(call), path=path)
-    assert signed.segments[-1].tokens == plain.segments[-1].tokens
-    assert signed.chain[-1] != plain.chain[-1]  # still part of what was sent: another signature is another prefix
+
+    for model, thoughts in (("gemini-3.5-flash-lite", 9), ("gemini-2.5-flash", 0)):  # 2.5 bills most of them none
+        path = f"/v1beta/models/{model}:generateContent"
+        signed = parse_request(body({**call, "thoughtSignature": signature}), path=path)
+        plain = parse_request(body(call), path=path)
+        assert signed.segments[-1].tokens - plain.segments[-1].tokens == thoughts
+        assert signed.segments[-1].media_tokens == thoughts  # the provider's tokens by its rule: never scaled
+        assert signed.chain[-1] != plain.chain[-1]  # still part of what was sent: another signature is another prefix
+
+
+@pytest.mark.parametrize(("cassette", "billed", "within"), [
+    # gemini-3-flash-preview's tool loop: each request sends back the signatures of the calls before it
+    ("test_google_test_google_instructions_only_with_tool_calls", [None, 348, 415, 546, 679], 0.025),
+    # gemini-3-pro-preview: a turn whose thoughts are sent as text, its answer signed: the text holds them
+    ("test_google_test_google_model_thinking_part", [None, 1280], 0.05),
+])
+def test_a_gemini_3_signature_is_billed_as_its_thoughts(shared_data, cassette: str, billed: list, within: float):
+    """Gemini 3 reads a signature sent back as the thoughts it holds, and bills them: pydantic-ai's recorded tool
+    loop bills the thoughtsTokenCount of each answer whose signature it sends back beyond its text (+177 for 190,
+    +213 for 230, +314 for 335, +416 for 441), 51-61% over our count of the rest; counted by the signatures'
+    sizes, each within 2.5%. A turn that sends its thoughts as text is billed them once."""
+    folder = shared_data / "recorded" / "pydantic-ai-gemini" / cassette
+    uris = cassette_uris(folder)
+    for n, bill in enumerate(billed, 1):
+        if bill is None:
+            continue
+        prompt = parse_request((folder / f"{n:04d}.request.json").read_bytes(), path=uris[f"{n:04d}"])
+        assert parse_response(next(folder.glob(f"{n:04d}.response.*")).read_bytes(), "gemini").prompt_total == bill
+        assert abs(prompt.total_tokens - bill) <= within * bill, (n, prompt.total_tokens, bill)
 
 
 def test_a_gemini_call_id_is_no_prompt_text(shared_data):

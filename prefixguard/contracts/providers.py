@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from prefixguard.contracts import ruleset
 from prefixguard.contracts.prices import from_package
 from prefixguard.contracts.ruleset import same_family
-from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, ModelRow, providers
+from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, EncryptedItem, ModelRow, providers
 from prefixguard.utils.errors import InputError
 
 __all__ = [
@@ -270,6 +270,11 @@ def invalidated_levels(name: str, model: str | None) -> dict[str, str]:
     provider's table, with the model's own row over it where its family keys the cache otherwise."""
     table = providers()[name]
     return {**table.invalidates, **(_model_row(table, model).invalidates or {})}
+
+
+def thought_signature(name: str, model: str | None) -> EncryptedItem | None:
+    """How the model bills a thought signature sent back (its row's `thought_signature`); None: not at all."""
+    return _model_row(providers()[name], model).thought_signature
 
 
 @cache

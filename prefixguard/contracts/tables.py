@@ -24,6 +24,15 @@ UNITS = "units"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EncryptedItem:
+    """How an encrypted item is billed: chars_per_item + chars_per_token x its tokens (reasoning, compaction)."""
+
+    chars_per_item: int
+    chars_per_token: float
+    dropped_before_last_user_message: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRow:
     """A model row (`[[P.models]]`) or the table's `default_model`; None: the row does not say."""
 
@@ -37,6 +46,7 @@ class ModelRow:
     invalidates: Mapping[str, str] | None = None
     prefix_caching: bool | None = None  # False: the provider caches no prompt of this model
     token_step: int | None = None  # a read ends on a whole step of this many tokens (the table's unless said)
+    thought_signature: EncryptedItem | None = None  # a thought signature sent back: billed as the thoughts it holds
 
     def over(self, base: ModelRow) -> ModelRow:
         """This row's values over `base`'s where this row says them (a model row over default_model)."""
@@ -70,15 +80,6 @@ class Server:
     server_info: str = ""  # SGLang: the path of the JSON that holds them
     source: str
     read: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EncryptedItem:
-    """How an encrypted item is billed: chars_per_item + chars_per_token x its tokens (reasoning, compaction)."""
-
-    chars_per_item: int
-    chars_per_token: float
-    dropped_before_last_user_message: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +155,8 @@ class Contract:
 def _row(raw: Mapping[str, Any]) -> ModelRow:
     keys = {f.name for f in fields(ModelRow)}
     values: dict[str, Any] = {k: dict(v) if k == "invalidates" else v for k, v in raw.items() if k in keys}
+    if "thought_signature" in values:
+        values["thought_signature"] = EncryptedItem(**values["thought_signature"])
     return ModelRow(**values)
 
 

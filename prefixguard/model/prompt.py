@@ -103,6 +103,10 @@ class Segment:
         rare = self._rare
         return 0 if rare is None else rare[1]
 
+    @media_tokens.setter
+    def media_tokens(self, value: int) -> None:
+        self._rare = _rare(self.breakpoint, value, self.estimated)
+
     @property
     def estimated(self) -> bool:
         """A media size or page count could not be read (URL, file id), or the part was too long to

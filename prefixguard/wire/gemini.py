@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from prefixguard.contracts.providers import providers
+from prefixguard.contracts.providers import providers, thought_signature
 from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
@@ -72,10 +72,21 @@ _SNAKE = {
 }
 
 
-# A part's thought signature is an opaque reference to the model's reasoning, not text it is shown: a tool
-# loop's turn that adds a 128-character one (92 cl100k tokens) and two calls with their results bills 78
-# tokens (lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run); counted without it, 261 of 263.
+# A part's thought signature is the model's reasoning encrypted, not text it is shown: never counted as its
+# characters (a tool loop's turn that adds a 128-character one, 92 cl100k tokens, and two calls with their
+# results bills 78: lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run). Where the model's row says so
+# (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds, by its size.
 _SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
+SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
+
+
+def signature_tokens(part: dict[str, Any], model: str | None) -> int:
+    """The thoughts a part's signature holds, where the model's row bills them (0 elsewhere)."""
+    rule = thought_signature("gemini", model)
+    sign = next((part[k] for k in _SIGNATURES if isinstance(part.get(k), str)), None)
+    if rule is None or sign is None:
+        return 0
+    return max(0, round((len(sign) - rule.chars_per_item) / rule.chars_per_token))
 
 
 def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
@@ -151,13 +162,19 @@ def _parts(
 ) -> bool:
     images = False
     parts = expect(node.get("parts"), list, f"{where}/parts")
-    for pi, part in enumerate(parts.elements if parts else ()):
+    # a turn that sends its thoughts as text has them there: its signatures add none
+    elements = parts.elements if parts else ()
+    thought_text = any(isinstance(p.value, dict) and p.value.get("thought") is True for p in elements)
+    for pi, part in enumerate(elements):
         kind, text, media = _kind(part.value, f"{where}/parts/{pi}", resolution)
         if text is None and media is None and not _SIGNATURES.isdisjoint(part.value):
             text = compact_json({k: v for k, v in part.value.items() if k not in _SIGNATURES})
-        out.add(
+        seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
+        thoughts = signature_tokens(part.value, out.model) if kind in SIGNED and not thought_text else 0
+        if thoughts:  # by the provider's rule, not scaled: as media
+            seg.tokens, seg.media_tokens, seg.estimated = seg.tokens + thoughts, seg.media_tokens + thoughts, True
         header = None
         images = images or kind == IMAGE
     if header is not None:  # no parts: the whole entry is one segment
