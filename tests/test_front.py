@@ -238,8 +238,8 @@ def test_a_json_output_on_bedrock_converse_is_billed_as_on_the_messages_api(shar
 
 
 def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None:
-    """OpenAI's models read a JSON-schema response format as the schema alone, not the request's wrapper around it
-    (type, name, strict): crewAI's recorded gpt-4.1-mini request bills 2,927, counted 2,949 with the wrapper and
+    """OpenAI's models read a JSON-schema response format as its schema, not the request's wrapper around it
+    (type, strict): crewAI's recorded gpt-4.1-mini request bills 2,927, counted 2,949 with the wrapper and
     2,929 without. The same schema sent flat, as the Responses API takes it, counts the same; a model whose
     rendering is not known keeps the JSON as sent."""
     path = shared_data / "recorded" / "crewai" / "test_crew_train_success" / "0007.request.json"
@@ -256,6 +256,36 @@ def test_openai_reads_a_response_format_as_its_schema(shared_data: Path) -> None
         fmt, "openai-chat", body["model"]
     )
     assert tool_render.rendered_format(fmt, "openai-chat", "deepseek-chat") is None
+
+
+@pytest.mark.parametrize(("folder", "n", "bill", "off"), [
+    ("llama_stack/gpt4o_json_schema_mixed_types", 1, 140, 2),  # nested objects, all required: 19 over before
+    ("llama_stack/gpt4o_text_format_capitals", 1, 43, 2),  # one property, no keywords to drop: 15 under before
+    ("crewai_sdist/test_using_memory_recall_and_save", 2, 919, 2),  # titles and descriptions
+    ("crewai_sdist/test_using_memory_recall_and_save", 3, 543, 22),  # $defs: 54 over before
+])
+def test_openai_reads_a_response_format_as_its_name_and_schema(folder: str, n: int, bill: int, off: int) -> None:
+    """OpenAI's models read a response format as its name, its description and its schema without `required` and
+    `additionalProperties` (all properties are required and no others allowed under strict mode: the model is not
+    told), with the API's own tokens around them (12 on Chat). llama-stack's and crewAI's recorded gpt-4o and
+    gpt-4o-mini requests come out at their bills."""
+    path = PUBLIC / folder
+    uri = cassette_uris(path)[f"{n:04d}"]
+    prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path=uri)
+    assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
+    assert abs(prompt.total_tokens - bill) <= off, prompt.total_tokens
+
+
+def test_a_response_format_keeps_a_property_named_as_a_dropped_keyword() -> None:
+    """The keywords go at every depth; a property called "required" is a name, not a keyword, and stays."""
+    schema = {"type": "object", "properties": {"required": {"type": "boolean"}, "inner": {
+        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"], "additionalProperties": False}},
+        "required": ["required", "inner"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "Flags", "description": "Some flags.", "schema": schema}}
+    text = tool_render.rendered_format(fmt, "openai-chat", "gpt-4o")
+    shown = {"type": "object", "properties": {"required": {"type": "boolean"}, "inner": {
+        "type": "object", "properties": {"x": {"type": "string"}}}}}
+    assert text == "Flags\nSome flags.\n" + json.dumps(shown, separators=(",", ":"))
 
 
 def _compact_tokens(schema: dict, model: str) -> int:

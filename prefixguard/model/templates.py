@@ -180,6 +180,18 @@ def call_tokens(api: str, model: str | None) -> int:
     return int(per_call) if per_call is not None and tool_style(api, model) == "namespace" else 0
 
 
+@cache
+def format_dropped() -> tuple[str, ...]:
+    """The schema keywords a response format's model is not shown (rules/encodings.toml [tool_render])."""
+    return tuple(_rules()["tool_render"]["format_dropped"])
+
+
+def format_tokens(api: str, model: str | None) -> int:
+    """What the API adds around a response format the model reads rendered (name, description, schema):
+    rules/encodings.toml [tool_render] per_format; 0 where its formats are not rendered."""
+    return int(_rules()["tool_render"]["per_format"].get(api, 0)) if tool_style(api, model) == "namespace" else 0
+
+
 def rendering(api: str, model: str | None) -> str:
     """What decides how the model reads tools and calls (a part's counted text under it is remembered apart)."""
     return (tool_style(api, model) or "") + ("+name_again" if call_name_again(api, model) else "")
@@ -225,4 +237,4 @@ def chat_reasoning() -> ChatReasoning:
 
 # each answer depends on the encodings tokens.py reads: tokens.reset() forgets them with those
 tokens.depends_on(message_framing, template_system, tools_at, tool_placement, template_tools, tool_prompt)
-tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning)
+tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning, format_dropped)

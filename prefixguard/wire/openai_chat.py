@@ -83,6 +83,15 @@ def add_tools(root: Node, out: Builder) -> None:
             out.add("tools", f"/{key}/{i}", "tool", tool, breakpoint=breakpoint_of(tool.value, options), text=text)
 
 
+def add_format(out: Builder, pointer: str, fmt: Node) -> None:
+    """A response format, in the prompt after the tools: as the model reads it where that is known, with the
+    API's own tokens around it; else as its JSON."""
+    text = tool_render.rendered_format(fmt.value, out.api, out.model)
+    seg = out.add("tools", pointer, "schema", fmt, text=text)
+    if text is not None and not out.estimated:
+        seg.tokens += templates.format_tokens(out.api, out.model)
+
+
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
     body = root.value
     options = body.get("prompt_cache_options")
@@ -91,7 +100,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         add_tools(root, out)
     fmt = expect(root.get("response_format"), dict, "'response_format'")
     if fmt is not None and fmt.value.get("type") != "text" and templates.message_framing(API, out.model).schema:
-        out.add("tools", "/response_format", "schema", fmt, text=tool_render.rendered_format(fmt.value, API, out.model))
+        add_format(out, "/response_format", fmt)
 
     messages = expect(root.get("messages"), list, "'messages'")
     if messages is None:

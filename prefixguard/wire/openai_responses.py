@@ -69,7 +69,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     text = expect(root.get("text"), dict, "'text'")
     fmt = expect(text.get("format"), dict, "/text/format") if text is not None else None
     if fmt is not None and fmt.value.get("type") != "text":
-        out.add("tools", "/text/format", "schema", fmt, text=tool_render.rendered_format(fmt.value, out.api, out.model))
+        openai_chat.add_format(out, "/text/format", fmt)
 
     instructions = expect(root.get("instructions"), (str, list), "'instructions'")
     if instructions is not None:

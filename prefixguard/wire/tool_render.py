@@ -15,6 +15,7 @@ from typing import Any
 from prefixguard.model import templates
 
 MAX_DEPTH = 16  # nested schemas rendered; deeper (a schema that refers to itself) is `any`
+_NAMED = frozenset(("properties", "$defs", "definitions"))  # maps of names to schemas, not keywords
 _PRIMITIVES = {"integer": "number", "string": "string", "number": "number", "boolean": "boolean", "null": "null"}
 
 
@@ -113,14 +114,33 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
 
 
 def rendered_format(fmt: Any, api: str, model: str | None) -> str | None:
-    """A response format as the model reads it: a JSON schema's own compact JSON, without the request's wrapper
-    around it (type, name, strict: Chat's {"type": "json_schema", "json_schema": {...}}, Responses' flat one);
-    None where the model's rendering is not known or the format holds no schema."""
+    """A response format as the model reads it (rules/encodings.toml [tool_render] format_dropped): its name, its
+    description, its JSON schema compact without the keywords the model is not shown, a line each, not the
+    request's wrapper around them (type, strict: Chat's {"type": "json_schema", "json_schema": {...}}, Responses'
+    flat one); None where the model's rendering is not known or the format holds no schema."""
     if templates.tool_style(api, model) != "namespace" or not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
         return None
     spec = fmt["json_schema"] if isinstance(fmt.get("json_schema"), dict) else fmt
     schema = spec.get("schema")
-    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False) if isinstance(schema, dict) else None
+    if not isinstance(schema, dict):
+        return None
+    shown = _without(schema, frozenset(templates.format_dropped()))
+    lines = [spec.get("name"), spec.get("description"), json.dumps(shown, separators=(",", ":"), ensure_ascii=False)]
+    return "\n".join(line for line in lines if isinstance(line, str) and line)
+
+
+def _without(value: Any, dropped: frozenset[str]) -> Any:
+    """A schema without the keywords `dropped`, at every depth (a property, or a definition, of that name stays)."""
+    if isinstance(value, list):
+        return [_without(v, dropped) for v in value]
+    if not isinstance(value, dict):
+        return value
+    named = {k for k, v in value.items() if k in _NAMED and isinstance(v, dict)}
+    return {
+        k: {name: _without(s, dropped) for name, s in v.items()} if k in named else _without(v, dropped)
+        for k, v in value.items()
+        if k not in dropped
+    }
 
 
 def _comment(text: Any, indent: int) -> str:
