@@ -17,12 +17,13 @@ from prefixguard.lint.linter import check_prompt
 from prefixguard.model import templates, tokens
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.replay import sources
-from prefixguard.replay.sources import Request
+from prefixguard.replay.sources import Request, cassette_uris
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import front, parse_request, parse_response, tool_render
 from prefixguard.wire.fields import provider_tool
 
 RECORDED = "recorded/crewai"
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
 TOOL = {"name": "get_weather", "description": "The weather in a city.",
         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
@@ -68,7 +69,7 @@ def test_looked_up_by_model_and_tool_choice() -> None:
 
 @pytest.mark.parametrize(("body", "choice"), [
     ({"tool_choice": {"type": "tool", "name": "x"}}, "tool"), ({"tool_choice": {"type": "any"}}, "any"),
-    ({"tool_choice": {"type": "none"}}, "auto"), ({"tool_choice": "required"}, "any"),
+    ({"tool_choice": {"type": "none"}}, "none"), ({"tool_choice": "none"}, "none"), ({"tool_choice": "required"}, "any"),
     ({"tool_choice": "auto"}, "auto"), ({"tool_choice": {"type": "function", "function": {"name": "x"}}}, "tool"),
     ({"toolConfig": {"tools": [], "toolChoice": {"any": {}}}}, "any"),
     ({"toolConfig": {"toolChoice": {"tool": {"name": "x"}}}}, "tool"),
@@ -76,6 +77,24 @@ def test_looked_up_by_model_and_tool_choice() -> None:
 ])
 def test_tool_choice_in_each_api_form(body: dict, choice: str) -> None:
     assert front.choice(body) == choice
+
+
+@pytest.mark.parametrize(("folder", "billed"), [
+    ("chatlas/deepseek_tool_variations", 297),  # deepseek-v4-flash on DeepSeek's API, a tool, no call yet: 65 before
+    ("genai/deepseek_v4_pro_tools_sync_then_stream", 337),  # deepseek-v4-pro, tool_choice required: 98 before
+    ("magentic/openrouter_deepseek_v3_function_call", 205),  # deepseek-chat-v3-0324 behind OpenRouter: 76 before
+])
+def test_deepseek_writes_its_tools_into_a_prompt_of_its_own(folder: str, billed: int) -> None:
+    """DeepSeek's chat templates write declared tools into a system text of their own: ~232 tokens on V4, ~117-135
+    on V3, in its tokens; each first request with a tool within 3% of its bill, where the tools' JSON alone came to
+    a third of it. Under tool_choice "none" no tool is written, nor their prompt."""
+    path = PUBLIC / folder
+    body = (path / "0001.request.json").read_bytes()
+    prompt = parse_request(body, path=cassette_uris(path)["0001"])
+    assert parse_response(next(path.glob("0001.response.*")).read_bytes(), prompt.api).prompt_total == billed
+    assert abs(prompt.total_tokens - billed) <= 0.03 * billed, prompt.total_tokens
+    assert prompt.front == templates.tool_prompt("openai-chat", prompt.model, front.choice(json.loads(body))) > 100
+    assert templates.tool_prompt("openai-chat", prompt.model, "none") == 0
 
 
 def test_counted_in_front_of_the_first_tool_the_model_sees() -> None:

@@ -126,7 +126,7 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
     if best is None or api not in best.get("apis", rows["apis"]):
         return 0
     row = {**best, **best.get("by_api", {}).get(api, {})}
-    order = {"any": ("any", "tool"), "tool": ("tool", "any")}.get(choice, ())
+    order = {"any": ("any", "tool"), "tool": ("tool", "any"), "none": ("none",)}.get(choice, ())
     return int(next((row[k] for k in order if k in row), row["auto"]))
 
 

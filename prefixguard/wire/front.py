@@ -71,13 +71,15 @@ def _rendered_own(tool: Any) -> bool:
 
 
 def choice(body: dict[str, Any]) -> str:
-    """A request's tool_choice as one word: "auto" (also none and absent), "any" (some tool is required),
-    "tool" (a named one); from Anthropic's, OpenAI Chat's or Bedrock Converse's form."""
+    """A request's tool_choice as one word: "auto" (also absent), "none", "any" (some tool is required), "tool" (a
+    named one); from Anthropic's, OpenAI Chat's or Bedrock Converse's form."""
     chosen = body.get("tool_choice")
     config = body.get("toolConfig")
     if chosen is None and isinstance(config, dict):
         chosen = config.get("toolChoice")  # Converse: {"auto": {}}, {"any": {}}, {"tool": {"name": ...}}
     if isinstance(chosen, dict):
         kind = chosen.get("type", next(iter(chosen), None))
-        return "any" if kind == "any" else "tool" if kind in ("tool", "function") else "auto"
-    return "any" if chosen == "required" else "auto"
+        return (
+            "any" if kind == "any" else "tool" if kind in ("tool", "function") else "none" if kind == "none" else "auto"
+        )
+    return "any" if chosen == "required" else "none" if chosen == "none" else "auto"
