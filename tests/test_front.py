@@ -103,6 +103,18 @@ def test_llama_requests_come_out_at_their_bill(folder: str, billed: list[int]) -
         assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
         assert prompt.total_tokens == bill, (n, prompt.total_tokens, bill)
 
+def test_mistral_holds_a_response_format_by_decoding_not_by_prompt() -> None:
+    """Mistral's API writes no response schema into the prompt (constrained decoding) and frames each message with
+    [INST] and [/INST]: chatlas's mistral-large-latest data extraction, three turns with a JSON schema and one
+    without, within 5% of each bill, where counting the schema made the first three 28-134% over."""
+    path = PUBLIC / "chatlas" / "mistral_data_extraction"
+    uris = cassette_uris(path)
+    for n, bill in enumerate([44, 104, 133, 155], 1):
+        prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path=uris[f"{n:04d}"])
+        assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
+        assert not any(s.kind == "schema" for s in prompt.segments)
+        assert abs(prompt.total_tokens - bill) <= 0.05 * bill, (n, prompt.total_tokens, bill)
+
 
 def test_llama_vision_reads_an_image_as_one_token() -> None:
     """Llama 3.2 Vision reads an image by cross-attention: one <|image|> token in the prompt (llama-stack's

@@ -100,16 +100,17 @@ def test_deepseek_writes_its_tools_into_a_prompt_of_its_own(folder: str, billed:
 def test_mistral_reads_its_tools_as_json_with_spaces() -> None:
     """Mistral's tokenizer writes the tools as JSON with spaces between its [AVAILABLE_TOOLS] markers: magentic's
     recorded mistral-large-latest request with two tools bills 187; their compact JSON made it 127 (-32%), as
-    written and with the markers, within 5% (the rest is the format around each message, scaled by the bill)."""
+    written, with the markers and the format around each message, within 5%."""
     path = PUBLIC / "magentic" / "mistral_parallel_function_call"
     body = json.loads((path / "0001.request.json").read_text())
     prompt = parse_request(json.dumps(body), path=cassette_uris(path)["0001"])
     assert parse_response(next(path.glob("0001.response.*")).read_bytes(), prompt.api).prompt_total == 187
     assert abs(prompt.total_tokens - 187) <= 0.05 * 187, prompt.total_tokens
     tools = [s for s in prompt.segments if s.kind == "tool"]
-    written = [tokens.count(json.dumps(t, ensure_ascii=False)) for t in body["tools"]]  # the prompt on the first
-    assert [s.tokens for s in tools] == [written[0] + prompt.front, *written[1:]]
-    assert prompt.front == templates.tool_prompt("openai-chat", "mistral-large-latest") == 9
+    written = [tokens.count(json.dumps(t, ensure_ascii=False)) for t in body["tools"]]
+    reply = templates.message_framing("openai-chat", "mistral-large-latest").reply  # on the first part, as the prompt
+    assert [s.tokens for s in tools] == [written[0] + prompt.front + reply, *written[1:]]
+    assert prompt.front == templates.tool_prompt("openai-chat", "mistral-large-latest") == 11
 
 
 def test_counted_in_front_of_the_first_tool_the_model_sees() -> None:
