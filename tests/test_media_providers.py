@@ -301,3 +301,24 @@ def test_what_a_model_bills_apart_on_one_api(folder: str, billed: int) -> None:
     assert abs(prompt.total_tokens - billed) <= 0.05 * billed, prompt.total_tokens
     assert media.rules_for("bedrock-converse", "claude-3-7-sonnet-20250219").document["page_image"] is False
     assert media.rules_for("openai-responses", "gpt-4o").document["per_file_tokens"] == 4
+
+
+def test_a_file_written_into_the_text_as_a_data_url_is_a_file_not_text() -> None:
+    """NVIDIA's NIM takes a page image inside the message's text (`<img src="data:image/png;base64,...">`).
+    paper-qa's recorded nemotron-parse request bills 5 tokens; its 498 KB of base64 counted as text were
+    hundreds of thousands. The image is a file: costed by the model's image rule (nemotron-parse's prompt
+    leaves it out: rules/media.toml), the rest of the text counted."""
+    path = Path(__file__).resolve().parent / "data" / "public" / "paperqa" / "nemotron_parse_equation"
+    prompt = parse_request((path / "0001.request.json").read_bytes(), path=cassette_uris(path)["0001"])
+    assert parse_response((path / "0001.response.json").read_bytes(), prompt.api).prompt_total == 5
+    message = next(s for s in prompt.segments if s.level == "messages")
+    assert message.media_tokens == 0 and 0 < prompt.total_tokens <= 20, prompt.total_tokens
+
+    buf = io.BytesIO()
+    Image.new("RGB", (1024, 1024), "white").save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f'What is this? <img src="{url}">'}]}
+    on_gpt = parse_request(json.dumps(body), path="/v1/chat/completions")
+    part = on_gpt.segments[0]
+    assert part.media_tokens == 765  # the tile rule of a 1024 x 1024 image, as if sent as an image part
+    assert part.tokens - part.media_tokens < 20  # the question and the tag around the file

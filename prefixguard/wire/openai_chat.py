@@ -20,7 +20,7 @@ from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, anthropic, tool_render
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
-from prefixguard.wire.openai_media import part_media
+from prefixguard.wire.openai_media import embedded_media, part_media
 from prefixguard.wire.segments import (
     MESSAGE_CONTENT,
     Builder,
@@ -116,7 +116,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     for mi, msg in enumerate(messages.elements):
         if mi == tools_at:
             add_tools(root, out)
-        if type(msg) is PlainMessage:  # {"role": "...", "content": "..."}: one string part, no marker
+        # {"role": "...", "content": "..."}: one string part, no marker (a file in its text: the general path)
+        if type(msg) is PlainMessage and ";base64," not in msg.content:
             role: Any = msg.role
             leading = leading and role in SYSTEM_ROLES
             kind = "tool_result" if role == "tool" else "text"
@@ -161,6 +162,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         content = msg.get("content") or ABSENT
         parts = content.value
         if isinstance(parts, str):
+            embedded = embedded_media(parts)
             out.add(
                 level,
                 MESSAGE_CONTENT,
@@ -169,7 +171,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 role=role,
                 message_index=mi,
                 header=header,
-                text=parts,
+                text=embedded[1] if embedded else parts,
+                media=embedded[0] if embedded else None,
                 breakpoint=breakpoint_of(fields, options),
             )
             header = None
