@@ -36,10 +36,12 @@ def load(name: str) -> dict[str, Any]:
 def same_family(model: str, prefix: str) -> bool:
     """Whether a model id falls under a table's prefix; a gateway's `maker/` is dropped, and dots and
     dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
-    region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too. A prefix ending in
-    a number ends there: gpt-4.1 is not gpt-4-1106-preview."""
+    region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too, and a host's own
+    prefix (rules/encodings.toml host_model_prefixes). A prefix ending in a number ends there: gpt-4.1 is not
+    gpt-4-1106-preview."""
     bare, want = model.rpartition("/")[2].lower(), prefix.replace(".", "-").lower()
-    names = (name.replace(".", "-") for name in (bare, *_unqualified(bare)))
+    hosted = [bare[len(p) :] for p in load("encodings.toml")["host_model_prefixes"] if bare.startswith(p)]
+    names = (name.replace(".", "-") for name in (bare, *_unqualified(bare), *hosted))
     ends = want[-1:].isdigit()
     return any(name.startswith(want) and not (ends and name[len(want) : len(want) + 1].isdigit()) for name in names)
 
