@@ -103,6 +103,24 @@ def test_llama_requests_come_out_at_their_bill(folder: str, billed: list[int]) -
         assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
         assert prompt.total_tokens == bill, (n, prompt.total_tokens, bill)
 
+@pytest.mark.parametrize("folder", [
+    "mirascope/test_caching_multi_turn_conversation_openai_gpt_5_mini_completions",  # Chat Completions
+    "mirascope/test_caching_multi_turn_conversation_openai_gpt_5_mini",  # Responses (reasoning items sent back)
+])
+def test_gpt_5_frames_an_answer_with_its_channel(folder: str) -> None:
+    """OpenAI's reasoning models prime the reply with 2 tokens, not GPT-4o's 3, and an assistant's answer costs 2
+    more (its channel): Mirascope's recorded gpt-5-mini conversation of one, three and five messages to the token on
+    both APIs (GPT-4o's framing made them +1, -1, -3)."""
+    path = PUBLIC / folder
+    uris = cassette_uris(path)
+    for n, bill in enumerate([3651, None, 5013], 1):
+        prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path=uris[f"{n:04d}"])
+        billed = parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total
+        assert bill is None or billed == bill
+        assert prompt.total_tokens == billed, (n, prompt.total_tokens, billed)
+    assert templates.message_framing("openai-chat", "o1-mini").reply == 3  # o1 keeps GPT-4o's
+
+
 def test_mistral_holds_a_response_format_by_decoding_not_by_prompt() -> None:
     """Mistral's API writes no response schema into the prompt (constrained decoding) and frames each message with
     [INST] and [/INST]: chatlas's mistral-large-latest data extraction, three turns with a JSON schema and one

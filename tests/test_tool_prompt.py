@@ -62,7 +62,7 @@ def test_looked_up_by_model_and_tool_choice() -> None:
             == templates.tool_prompt("gemini", "claude-sonnet-4-5") == 0)
     # OpenAI's namespace, by API: GPT-5's Chat Completions preamble is longer than its Responses one
     assert templates.tool_prompt("openai-chat", "gpt-5-mini") == 96
-    assert templates.tool_prompt("openai-responses", "gpt-5.4") == 13
+    assert templates.tool_prompt("openai-responses", "gpt-5.4") == 14
     assert templates.tool_prompt("anthropic", "gpt-4o") == 0
     assert templates.tool_prompt("openai-chat", "gpt-4o", "tool") == 25
 
@@ -282,7 +282,7 @@ def test_openai_tool_calls_count_as_name_and_arguments(shared_data: Path) -> Non
     """A call reads as its name and arguments and the format's own tokens around it (`per_call`), not its
     id and wrapper: recorded OpenAI requests carrying tool calls, against counting the calls' JSON."""
     assert templates.call_tokens("openai-chat", "gpt-4o-mini") == 7
-    assert templates.call_tokens("openai-responses", "gpt-5.4") == 13
+    assert templates.call_tokens("openai-responses", "gpt-5.4") == 11  # with the answer's 2 of the reasoning models' framing
     assert (templates.call_tokens("openai-chat", "gpt-3.5-turbo")
             == templates.call_tokens("anthropic", "claude-sonnet-4") == 0)
     call = {"id": "call_8Qk2mZx7Lp0aB", "type": "function",

@@ -51,7 +51,7 @@ def message_framing(api: str, model: str | None) -> Framing:
                 per_message=row["per_message"],
                 levels=frozenset(row["levels"]),
                 reply=row["reply"],
-                exact=row["own_encoding"],
+                exact=row.get("exact", row["own_encoding"]),
                 schema=row.get("response_schema", True),
                 per_assistant=row.get("per_assistant", 0),
             )
