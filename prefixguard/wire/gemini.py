@@ -77,7 +77,7 @@ _SNAKE = {
 # results bills 78: lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run). Where the model's row says so
 # (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds, by its size.
 _SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
-SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
+_SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
 
 
 def signature_tokens(part: dict[str, Any], model: str | None) -> int:
@@ -172,7 +172,7 @@ def _parts(
         seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
-        thoughts = signature_tokens(part.value, out.model) if kind in SIGNED and not thought_text else 0
+        thoughts = signature_tokens(part.value, out.model) if kind in _SIGNED and not thought_text else 0
         if thoughts:  # by the provider's rule, not scaled: as media
             seg.tokens, seg.media_tokens, seg.estimated = seg.tokens + thoughts, seg.media_tokens + thoughts, True
         header = None

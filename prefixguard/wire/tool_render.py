@@ -1,9 +1,10 @@
 """Function tools as the model reads them, not as the JSON sent (rules/encodings.toml [tool_render] names the
 models, measured: bench/tool_prompt.py). OpenAI's: a TypeScript-like declaration each, inside a namespace
 (`namespace functions { ... }`) whose opening, closing and heading are the tool-use prompt of [tool_prompt],
-and a call as its name and arguments. Qwen's template: each tool as Python's json.dumps writes it. Ollama's Llama
-3.2: each tool as Ollama's own struct of it, a call as its name and parameters. OpenAI's response format: its
-schema alone. Any other tool, or model, is counted as its JSON."""
+and a call as its name and arguments (harmony's: and its name again, on its output). Qwen's template and Mistral's
+tokenizer: each tool as Python's json.dumps writes it. Ollama's Llama 3.2: each tool as Ollama's own struct of
+it, a call as its name and parameters. OpenAI's response format: its name, description and schema without the
+keywords its model is not shown. Any other tool, or model, is counted as its JSON."""
 
 from __future__ import annotations
 
