@@ -213,13 +213,16 @@ def _folder(p: Path) -> Trace:
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:
     """Files a cassette uploads (its requests to /v1/files): later requests that send their ids are
-    costed by what the files hold."""
+    costed by what the files hold; so are the Gemini explicit caches it creates, and the thought
+    signatures its Gemini answers hold."""
     for stem, uri in uris.items():
         body, response = p / f"{stem}.request.txt", p / f"{stem}.response.json"
         if files.is_upload(uri) and body.exists() and response.exists():
             files.remember(read_input(body), read_input(response))
         elif gemini.is_cache_creation(uri) and response.exists():  # an explicit cache later requests name
             gemini.remember_cached(read_input(response))
+        elif gemini.is_generation(uri) and (answer := response_file(p, stem)) is not None:
+            gemini.remember_thoughts(read_input(answer))
 
 
 def cassette_uris(p: Path) -> dict[str, str]:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from xxhash import xxh3_64_hexdigest
+
 from prefixguard.contracts.providers import providers, thought_signature
 from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
@@ -80,13 +82,47 @@ _SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
 _SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
 
 
-def signature_tokens(part: dict[str, Any], model: str | None) -> int:
-    """The thoughts a part's signature holds, where the model's row bills them (0 elsewhere)."""
+def signature_tokens(part: dict[str, Any], model: str | None) -> tuple[int, bool]:
+    """(the thoughts a part's signature holds, whether that is an estimate), where the model's row bills them
+    ((0, False) elsewhere): as its answer billed them where that answer was seen (remember_thoughts), else by its
+    size."""
     rule = thought_signature("gemini", model)
     sign = next((part[k] for k in _SIGNATURES if isinstance(part.get(k), str)), None)
     if rule is None or sign is None:
-        return 0
-    return max(0, round((len(sign) - rule.chars_per_item) / rule.chars_per_token))
+        return 0, False
+    known = _THOUGHTS.get(_signature_key(sign))
+    if known is not None:
+        return known, False
+    return max(0, round((len(sign) - rule.chars_per_item) / rule.chars_per_token)), True
+
+
+# The thought signature of each answer seen (the proxy's, a recording's) -> the thoughts that answer billed.
+_THOUGHTS: OrderedDict[str, int] = OrderedDict()
+_SIGNED_IN = re.compile(rb'"thought_?[sS]ignature"\s*:\s*"([A-Za-z0-9+/_=-]+)"')
+_THOUGHT_COUNT = re.compile(rb'"thoughts_?[tT]oken_?[cC]ount"\s*:\s*(\d+)')
+
+
+def _signature_key(sign: str) -> str:
+    """One key for a signature in base64 and in its URL-safe form (a client may send back either)."""
+    return xxh3_64_hexdigest(sign.rstrip("=").replace("-", "+").replace("_", "/").encode())
+
+
+def remember_thoughts(answer: bytes) -> bool:
+    """Remember what an answer's thought signature holds: the thoughts it billed (its usage's last
+    thoughtsTokenCount), for the request that sends the signature back. Whole JSON, SSE or a JSON array of
+    chunks alike; False where it holds no signature, or several (whose shares its count does not tell)."""
+    signs = {_signature_key(m.decode()) for m in _SIGNED_IN.findall(answer)}
+    counts = _THOUGHT_COUNT.findall(answer)
+    if len(signs) != 1 or not counts:
+        return False
+    _THOUGHTS[signs.pop()] = int(counts[-1])
+    while len(_THOUGHTS) > KEEP_CACHED:
+        _THOUGHTS.popitem(last=False)
+    return True
+
+
+def is_generation(path: str | None) -> bool:
+    return path is not None and _PATH.search(urlsplit(path).path) is not None
 
 
 def _kind(part: Any, where: str, resolution: str | None = None) -> tuple[str, str | None, list[Media] | None]:
@@ -172,9 +208,10 @@ def _parts(
         seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
-        thoughts = signature_tokens(part.value, out.model) if kind in _SIGNED and not thought_text else 0
-        if thoughts:  # by the provider's rule, not scaled: as media
-            seg.tokens, seg.media_tokens, seg.estimated = seg.tokens + thoughts, seg.media_tokens + thoughts, True
+        thoughts, guessed = signature_tokens(part.value, out.model) if kind in _SIGNED and not thought_text else (0, 0)
+        if thoughts:  # the provider's count, not scaled: as media
+            seg.tokens, seg.media_tokens = seg.tokens + thoughts, seg.media_tokens + thoughts
+            seg.estimated = seg.estimated or bool(guessed)
         header = None
         images = images or kind == IMAGE
     if header is not None:  # no parts: the whole entry is one segment
