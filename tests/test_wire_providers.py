@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from prefixguard.model.usage import Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import UsageStream, detect_api, gemini, parse_request, parse_response, routes
+from prefixguard.wire import UsageStream, detect_api, gemini_thoughts, parse_request, parse_response, routes
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay.sources import cassette_uris
 from prefixguard.wire.eventstream import EventStreamDecoder, encode
@@ -201,7 +201,7 @@ def test_a_gemini_3_signature_counts_what_its_answer_billed_once_that_answer_is_
         part = next(s for s in prompt.segments if isinstance(s.value, dict) and "thoughtSignature" in s.value)
         return part.media_tokens, part.estimated
 
-    monkeypatch.setattr(gemini, "_THOUGHTS", OrderedDict())  # no answer seen yet in this process
+    monkeypatch.setattr(gemini_thoughts, "_THOUGHTS", OrderedDict())  # no answer seen yet in this process
     assert thoughts_sent_back()[1] is True  # an estimate by its size
     analyzer = Analyzer(store=str(tmp_path / "rows.db"))
     try:
@@ -210,13 +210,13 @@ def test_a_gemini_3_signature_counts_what_its_answer_billed_once_that_answer_is_
     finally:
         analyzer.close()
     assert thoughts_sent_back() == (190, False)  # the answer's thoughtsTokenCount
-    urlsafe = {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": sign.replace("+", "-").replace("/", "_")}
-    assert gemini.signature_tokens(urlsafe, "gemini-3-flash-preview") == (190, False)
+    urlsafe = sign.replace("+", "-").replace("/", "_")
+    assert gemini_thoughts.held(urlsafe, "gemini-3-flash-preview") == (190, False)
     other = "Q" * 600  # never seen: by its size, (600 - 80) / 5.2
-    assert not gemini.remember_thoughts(json.dumps({"candidates": [{"content": {"parts": [
+    assert not gemini_thoughts.remember(json.dumps({"candidates": [{"content": {"parts": [
         {"text": "a", "thoughtSignature": other}, {"text": "b", "thoughtSignature": other[::-1] + "A"}]}}],
         "usageMetadata": {"thoughtsTokenCount": 50}}).encode())
-    assert gemini.signature_tokens({"text": "a", "thoughtSignature": other}, "gemini-3-flash-preview") == (100, True)
+    assert gemini_thoughts.held(other, "gemini-3-flash-preview") == (100, True)
 
 
 def test_a_gemini_call_id_is_no_prompt_text(shared_data):

@@ -37,6 +37,7 @@ from prefixguard.wire import (
     MAX_BYTES,
     files,
     gemini,
+    gemini_thoughts,
     parse_diagnosis,
     parse_request,
     parse_response,
@@ -306,7 +307,7 @@ class Analyzer:
         elif prompt is None and ok and resp.body and files.is_upload(flow.path, flow.method):
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
         if api == gemini.API and ok:  # what its thought signature holds, for the request that sends it back
-            gemini.remember_thoughts(_answer(resp))
+            gemini_thoughts.remember(_answer(resp))
         rec = Record(
             id=flow.id,
             ts=flow.ts,

@@ -18,14 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from xxhash import xxh3_64_hexdigest
-
-from prefixguard.contracts.providers import providers, thought_signature
+from prefixguard.contracts.providers import providers
 from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter
+from prefixguard.wire import adapter, gemini_thoughts
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
@@ -77,48 +75,9 @@ _SNAKE = {
 # A part's thought signature is the model's reasoning encrypted, not text it is shown: never counted as its
 # characters (a tool loop's turn that adds a 128-character one, 92 cl100k tokens, and two calls with their
 # results bills 78: lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run). Where the model's row says so
-# (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds, by its size.
+# (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds (gemini_thoughts.py).
 _SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
 _SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
-
-
-def signature_tokens(part: dict[str, Any], model: str | None) -> tuple[int, bool]:
-    """(the thoughts a part's signature holds, whether that is an estimate), where the model's row bills them
-    ((0, False) elsewhere): as its answer billed them where that answer was seen (remember_thoughts), else by its
-    size."""
-    rule = thought_signature("gemini", model)
-    sign = next((part[k] for k in _SIGNATURES if isinstance(part.get(k), str)), None)
-    if rule is None or sign is None:
-        return 0, False
-    known = _THOUGHTS.get(_signature_key(sign))
-    if known is not None:
-        return known, False
-    return max(0, round((len(sign) - rule.chars_per_item) / rule.chars_per_token)), True
-
-
-# The thought signature of each answer seen (the proxy's, a recording's) -> the thoughts that answer billed.
-_THOUGHTS: OrderedDict[str, int] = OrderedDict()
-_SIGNED_IN = re.compile(rb'"thought_?[sS]ignature"\s*:\s*"([A-Za-z0-9+/_=-]+)"')
-_THOUGHT_COUNT = re.compile(rb'"thoughts_?[tT]oken_?[cC]ount"\s*:\s*(\d+)')
-
-
-def _signature_key(sign: str) -> str:
-    """One key for a signature in base64 and in its URL-safe form (a client may send back either)."""
-    return xxh3_64_hexdigest(sign.rstrip("=").replace("-", "+").replace("_", "/").encode())
-
-
-def remember_thoughts(answer: bytes) -> bool:
-    """Remember what an answer's thought signature holds: the thoughts it billed (its usage's last
-    thoughtsTokenCount), for the request that sends the signature back. Whole JSON, SSE or a JSON array of
-    chunks alike; False where it holds no signature, or several (whose shares its count does not tell)."""
-    signs = {_signature_key(m.decode()) for m in _SIGNED_IN.findall(answer)}
-    counts = _THOUGHT_COUNT.findall(answer)
-    if len(signs) != 1 or not counts:
-        return False
-    _THOUGHTS[signs.pop()] = int(counts[-1])
-    while len(_THOUGHTS) > KEEP_CACHED:
-        _THOUGHTS.popitem(last=False)
-    return True
 
 
 def is_generation(path: str | None) -> bool:
@@ -208,7 +167,8 @@ def _parts(
         seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
-        thoughts, guessed = signature_tokens(part.value, out.model) if kind in _SIGNED and not thought_text else (0, 0)
+        sign = next((part.value[k] for k in _SIGNATURES if isinstance(part.value.get(k), str)), None)
+        thoughts, guessed = gemini_thoughts.held(sign, out.model) if kind in _SIGNED and not thought_text else (0, 0)
         if thoughts:  # the provider's count, not scaled: as media
             seg.tokens, seg.media_tokens = seg.tokens + thoughts, seg.media_tokens + thoughts
             seg.estimated = seg.estimated or bool(guessed)
