@@ -103,6 +103,7 @@ def test_llama_requests_come_out_at_their_bill(folder: str, billed: list[int]) -
         assert parse_response(next(path.glob(f"{n:04d}.response.*")).read_bytes(), prompt.api).prompt_total == bill
         assert prompt.total_tokens == bill, (n, prompt.total_tokens, bill)
 
+
 @pytest.mark.parametrize("folder", [
     "mirascope/test_caching_multi_turn_conversation_openai_gpt_5_mini_completions",  # Chat Completions
     "mirascope/test_caching_multi_turn_conversation_openai_gpt_5_mini",  # Responses (reasoning items sent back)
