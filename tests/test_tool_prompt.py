@@ -113,6 +113,17 @@ def test_a_hosts_name_for_claude_is_claude() -> None:
         assert abs(prompt.total_tokens - billed) <= 0.04 * billed, (n, prompt.total_tokens, billed)
 
 
+def test_nova_bills_a_prompt_of_its_own_for_tools() -> None:
+    """Amazon Nova: openinference's recorded nova-micro request with one tool bills 408, 351 beyond the body as
+    counted; its request without tools comes out to the token (13). The tool prompt (350) puts the first within a
+    token."""
+    for folder, billed, prompt_tokens in (("nova_micro_tool_use", 408, 350), ("nova_micro_text", 13, 0)):
+        path = PUBLIC / "openinference" / folder
+        prompt = parse_request((path / "0001.request.json").read_bytes(), path=cassette_uris(path)["0001"])
+        assert parse_response((path / "0001.response.json").read_bytes(), prompt.api).prompt_total == billed
+        assert prompt.front == prompt_tokens and abs(prompt.total_tokens - billed) <= 1, prompt.total_tokens
+
+
 def test_mistral_reads_its_tools_as_json_with_spaces() -> None:
     """Mistral's tokenizer writes the tools as JSON with spaces between its [AVAILABLE_TOOLS] markers: magentic's
     recorded mistral-large-latest request with two tools bills 187; their compact JSON made it 127 (-32%), as
