@@ -306,8 +306,8 @@ class Analyzer:
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         elif prompt is None and ok and resp.body and files.is_upload(flow.path, flow.method):
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
-        if api == gemini.API and ok:  # what its thought signature holds, for the request that sends it back
-            gemini_thoughts.remember(_answer(resp))
+        if ok and prompt is not None and api == gemini.API and gemini_thoughts.billed(prompt.model):
+            gemini_thoughts.remember(_answer(resp))  # what its signature holds, for the request that sends it back
         rec = Record(
             id=flow.id,
             ts=flow.ts,

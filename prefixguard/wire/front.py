@@ -79,7 +79,9 @@ def choice(body: dict[str, Any]) -> str:
         chosen = config.get("toolChoice")  # Converse: {"auto": {}}, {"any": {}}, {"tool": {"name": ...}}
     if isinstance(chosen, dict):
         kind = chosen.get("type", next(iter(chosen), None))
-        return (
-            "any" if kind == "any" else "tool" if kind in ("tool", "function") else "none" if kind == "none" else "auto"
-        )
-    return "any" if chosen == "required" else "none" if chosen == "none" else "auto"
+        return _CHOSEN_KINDS.get(kind, "auto") if isinstance(kind, str) else "auto"
+    return _CHOSEN_WORDS.get(chosen, "auto") if isinstance(chosen, str) else "auto"
+
+
+_CHOSEN_KINDS = {"any": "any", "tool": "tool", "function": "tool", "none": "none"}  # {"type": ...} / Converse's key
+_CHOSEN_WORDS = {"required": "any", "none": "none"}  # OpenAI's strings

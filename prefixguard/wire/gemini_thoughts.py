@@ -18,6 +18,11 @@ _SIGNED_IN = re.compile(rb'"thought_?[sS]ignature"\s*:\s*"([A-Za-z0-9+/_=-]+)"')
 _THOUGHT_COUNT = re.compile(rb'"thoughts_?[tT]oken_?[cC]ount"\s*:\s*(\d+)')
 
 
+def billed(model: str | None) -> bool:
+    """Whether the model bills a signature sent back (its row says how): its answers' are worth remembering."""
+    return thought_signature("gemini", model) is not None
+
+
 def held(sign: str | None, model: str | None) -> tuple[int, bool]:
     """(the thoughts a signature holds, whether that is an estimate), where the model's row bills them ((0, False)
     elsewhere, or for no signature)."""
