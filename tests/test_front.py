@@ -122,6 +122,26 @@ def test_gpt_5_frames_an_answer_with_its_channel(folder: str) -> None:
     assert templates.message_framing("openai-chat", "o1-mini").reply == 3  # o1 keeps GPT-4o's
 
 
+def test_a_later_gpt_is_read_as_the_latest_one_the_tables_name() -> None:
+    """gpt-6-astra, which no table names (langchain-openai's cassette, its URL scrubbed), bills its text as GPT-5.6's:
+    o200k_base with the reasoning models' framing, to the token (cl100k without a chat format counted 3, 21 and 39);
+    the `configuration_update` item the third request sends between its turns is billed nothing."""
+    from prefixguard.contracts.ruleset import as_named
+
+    path = PUBLIC / "langchain/openai_test_configuration_update_block"
+    prompts = []
+    for n, bill in enumerate([9, 37, 37], 1):
+        prompt = parse_request((path / f"{n:04d}.request.json").read_bytes(), path="/v1/responses")
+        assert parse_response((path / f"{n:04d}.response.json").read_bytes(), prompt.api).prompt_total == bill
+        assert (prompt.total_tokens, prompt.tokens_estimated) == (bill, False), n
+        prompts.append(prompt)
+    update = [s for s in prompts[2].segments if s.kind == "configuration_update"]
+    assert len(update) == 1 and update[0].tokens == 0  # still a part: a change of it is a change of the prompt
+    assert [as_named(m) for m in ("gpt-6-astra", "openai/gpt-6.1-mini", "gpt-5.4", "gpt-4o", "claude-opus-6")] == \
+        ["gpt-5.6-astra", "openai/gpt-5.6-mini", "gpt-5.4", "gpt-4o", "claude-opus-6"]
+    assert tokens.encoding_for("gpt-7") == "o200k_base" and tokens.encoding_for("gpt-3.5-turbo") == "cl100k_base"
+
+
 def test_mistral_holds_a_response_format_by_decoding_not_by_prompt() -> None:
     """Mistral's API writes no response schema into the prompt (constrained decoding) and frames each message with
     [INST] and [/INST]: chatlas's mistral-large-latest data extraction, three turns with a JSON schema and one

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple
 
 from prefixguard.contracts import ruleset
 from prefixguard.contracts.prices import from_package
-from prefixguard.contracts.ruleset import same_family
+from prefixguard.contracts.ruleset import same_family, version
 from prefixguard.contracts.tables import COMPATIBLE, BreakpointCaching, Contract, EncryptedItem, ModelRow, providers
 from prefixguard.utils.errors import InputError
 
@@ -112,18 +111,9 @@ def _known(table: Contract, model: str) -> bool:
     lists (gpt-6-astra after gpt-5.6): a maker's new model is its own before any table here names it."""
     if any(same_family(model, m.prefix) for m in table.models):
         return True
-    have = _version(model)
-    listed = [v[1] for m in table.models if have and (v := _version(m.prefix)) and v[0] == have[0]]
+    have = version(model)
+    listed = [v[1] for m in table.models if have and (v := version(m.prefix)) and v[0] == have[0]]
     return bool(listed) and have is not None and have[1] > max(listed)
-
-
-_VERSION = re.compile(r"([a-z]+)-(\d+)(?:\.(\d+))?")
-
-
-def _version(model: str) -> tuple[str, tuple[int, int]] | None:
-    """("gpt", (5, 6)) for gpt-5.6-mini-2026-07-01 (a gateway's maker/ dropped); None for another form."""
-    found = _VERSION.match(model.rpartition("/")[2].lower())
-    return (found[1], (int(found[2]), int(found[3] or 0))) if found else None
 
 
 @cache
@@ -133,7 +123,7 @@ def breakpoint_caching(name: str, model: str | None) -> BreakpointCaching | None
     rules = providers()[name].breakpoint_caching
     if not rules or not model:
         return None
-    have, since = _version(model), _version(rules.since)
+    have, since = version(model), version(rules.since)
     return rules if have and since and have[0] == since[0] and have[1] >= since[1] else None
 
 

@@ -1,5 +1,5 @@
 """The data files of rules/ (installed as prefixguard.rules), read once per process, and which of a table's rows
-a model falls under (`same_family`).
+a model falls under (`same_family`, `version`, `as_named`).
 
 Every rule about what breaks or keeps a cache is data there; this is the one reader. A parse is kept in
 the disk cache (disk_cache.py) by the file's bytes, so a command that needs the rules does not spend
@@ -9,6 +9,7 @@ the disk cache (disk_cache.py) by the file's bytes, so a command that needs the 
 from __future__ import annotations
 
 import importlib
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,10 @@ def same_family(model: str, prefix: str) -> bool:
     dashes in version numbers match each other (claude-sonnet-4.6 is claude-sonnet-4-6). Bedrock's
     region and maker qualifiers (us.anthropic.claude-..., amazon.nova-...) are dropped too, and a host's own
     prefix (rules/encodings.toml host_model_prefixes). A prefix ending in a number ends there: gpt-4.1 is not
-    gpt-4-1106-preview."""
+    gpt-4-1106-preview. A later version than the rows name is read as the latest they name (`as_named`)."""
     bare, want = model.rpartition("/")[2].lower(), prefix.replace(".", "-").lower()
     hosted = [bare[len(p) :] for p in load("encodings.toml")["host_model_prefixes"] if bare.startswith(p)]
-    names = (name.replace(".", "-") for name in (bare, *_unqualified(bare), *hosted))
+    names = (as_named(name).replace(".", "-") for name in (bare, *_unqualified(bare), *hosted))
     ends = want[-1:].isdigit()
     return any(name.startswith(want) and not (ends and name[len(want) : len(want) + 1].isdigit()) for name in names)
 
@@ -50,3 +51,26 @@ def _unqualified(model: str) -> list[str]:
     """The id after each leading dotted qualifier: us.anthropic.claude-x -> anthropic.claude-x, claude-x."""
     parts = model.split(".")
     return [".".join(parts[k:]) for k in range(1, min(len(parts), 3))]
+
+
+_VERSION = re.compile(r"([a-z]+)-(\d+)(?:\.(\d+))?")
+
+
+def version(model: str) -> tuple[str, tuple[int, int]] | None:
+    """("gpt", (5, 6)) for gpt-5.6-mini-2026-07-01 (a gateway's maker/ dropped); None for another form."""
+    found = _VERSION.match(model.rpartition("/")[2].lower())
+    return (found[1], (int(found[2]), int(found[3] or 0))) if found else None
+
+
+@cache
+def as_named(model: str) -> str:
+    """The id the rows read a model as: a later version of a family than any of them names (rules/encodings.toml
+    latest_versions) as the latest they name, the rest of its id kept (gpt-6-astra -> gpt-5.6-astra); else the
+    id itself. A gateway's maker/ is kept."""
+    maker, slash, bare = model.rpartition("/")
+    found = _VERSION.match(bare.lower())
+    latest: str = load("encodings.toml")["latest_versions"].get(found[1], "") if found else ""
+    have, named = version(bare), version(latest)
+    if found is None or not (have and named and have[1] > named[1]):
+        return model
+    return maker + slash + latest + bare[found.end() :]

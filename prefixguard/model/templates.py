@@ -42,7 +42,7 @@ def message_framing(api: str, model: str | None) -> Framing:
     model is unknown or no row applies. Read whether or not counts are made (`schema` shapes the prompt)."""
     if not model:
         return NO_FRAMING
-    bare = own_id(model)
+    bare = ruleset.as_named(own_id(model))
     own = any(bare.startswith(p) for p in _rules()["models"])
     for row in _rules()["framing"]:
         of_model = own if row["own_encoding"] else any(ruleset.same_family(model, p) for p in row["model_prefixes"])
@@ -235,6 +235,15 @@ def chat_reasoning() -> ChatReasoning:
     )
 
 
+@cache
+def setting_item(api: str, kind: str) -> bool:
+    """Whether an input item of this type sets how the model goes on and is read as nothing (rules/encodings.toml
+    [setting_items]): a Responses `configuration_update`."""
+    row = _rules()["setting_items"]
+    return api in row["apis"] and kind in row["types"]
+
+
 # each answer depends on the encodings tokens.py reads: tokens.reset() forgets them with those
 tokens.depends_on(message_framing, template_system, tools_at, tool_placement, template_tools, tool_prompt)
 tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning, format_dropped)
+tokens.depends_on(setting_item)

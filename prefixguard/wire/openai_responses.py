@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixguard.contracts.providers import providers
+from prefixguard.model import templates
 from prefixguard.model.diagnosis import MISS, NO_MISS, NOT_FOUND, UNAVAILABLE, Diagnosis
 from prefixguard.model.media import Media
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, compact_json
@@ -136,7 +137,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     whole=True,
                     media=found[0] if found else None,
                     text=found[1] if found else tool_render.rendered_call(fields, out.api, out.model),
-                    tokens_by_rule=encrypted_tokens(kind, fields, ii < last_user),
+                    tokens_by_rule=_ruled_tokens(kind, fields, ii < last_user),
                 )
             elif isinstance(parts, str):
                 out.add(
@@ -185,6 +186,12 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         "images": images,
     }
     return Prompt(API, model_of(body), out.segments, settings)
+
+
+def _ruled_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int | None:
+    """What an item costs by a rule, not by its text: nothing for a setting (rules/encodings.toml [setting_items]),
+    else encrypted_tokens()."""
+    return 0 if templates.setting_item(API, kind) else encrypted_tokens(kind, item, earlier_turn)
 
 
 def encrypted_tokens(kind: str, item: dict[str, Any], earlier_turn: bool) -> int | None:
