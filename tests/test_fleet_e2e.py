@@ -78,16 +78,17 @@ def stored_count(store: str) -> int:
 
 
 def warm(store: str, up: Upstream, proxies: list[str]) -> None:
-    """One request through each proxy, stored: their analysis processes are up (a proxy judges in the
-    order its analysis runs, and one still starting would judge a session's first request last)."""
+    """One request through each proxy, each stored before the next is sent: their analysis processes are up (a
+    proxy judges in the order its analysis runs, and one still starting would judge a session's first request
+    last), and the shared token scale learnt from them in the order one proxy would learn it."""
     key = f"sk-ant-api03-warmup-{'x' * 24}"
     tenant = tenant_of({"x-api-key": key})
     before = len(rows_of(store, tenant, 0))  # an earlier test's warm-ups, in the module's shared store
-    for url in proxies:
+    for n, url in enumerate(proxies, before + 1):
         assert httpx.post(url + "/v1/messages", json={"model": "claude-sonnet-4-5", "max_tokens": 1,
                                                       "messages": [{"role": "user", "content": "hi"}]},
                           headers={"x-api-key": key}, timeout=30).status_code == 200
-    assert len(rows_of(store, tenant, before + len(proxies))) == before + len(proxies)
+        assert len(rows_of(store, tenant, n)) == n
 
 
 def agent(base_url: str, key: str, fixed: bool) -> None:

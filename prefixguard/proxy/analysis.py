@@ -142,6 +142,7 @@ class Analyzer:
         self._state = State(open_index(index) if index else None, policy)
         self._local: State | None = None  # the fallback while the shared index is down
         self._flows: OrderedDict[str, FlowState] = OrderedDict()  # requests waiting for their response
+        self._answers = 0  # answers learnt from so far
 
     def warm(self, _: object = None) -> None:
         """Load the tokenizer before the first request needs it."""
@@ -218,7 +219,7 @@ class Analyzer:
                 why = flow.skip.removeprefix(f"{flow.id}: ").removeprefix("too large to analyse: ")
                 flow.skip, flow.unread = f"{NOT_ANALYSED}too large ({why})", True
             return None
-        flow.prompt = prompt
+        flow.prompt, flow.answers = prompt, self._answers
         flow.secrets += system_secrets(prompt)  # random-looking values of its system prompt: kept nowhere either
 
         def judge(state: State) -> None:
@@ -342,9 +343,10 @@ class Analyzer:
             last = resp.chunks[-1][0] if resp.chunks else None
             if output and last is not None and last > first:
                 rec.decode_tps = output / (last - first)
-        if prompt is not None and self._state.shared is not None:
-            # In a fleet the request before this one may have ended on another proxy after this one
-            # began: the final verdict reads the shared index now, when it holds what ended before.
+        if prompt is not None and (self._state.shared is not None or flow.answers != self._answers):
+            # The answer before this request may have been learnt from after this one was read (a stream's end
+            # reaches the analysis after the client's next request; in a fleet, another proxy's): the final
+            # verdict reads the state now, when it holds what ended before.
             def relook(state: State) -> None:
                 flow.expected = predicted(
                     state.policy_for(prompt, _upstream(flow)), state.scale, prompt, flow.ts, flow.tenant
@@ -376,6 +378,7 @@ class Analyzer:
                 state.stored.answered(said.id, held, usage, policy, flow.ts, flow.tenant, state.sessions, flow.id)
 
             self._judged(flow, learn)
+            self._answers += 1
         rec.degraded = flow.degraded
         redact_fields(rec, flow.secrets)  # every text field, whatever put a key or a lone surrogate there
         if self.store is not None:

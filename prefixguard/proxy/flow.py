@@ -44,6 +44,7 @@ class FlowState:
     skip: str | None = None  # why the request was not analysed
     unread: bool = False  # its body was not read at all (too large): not analysed, not stored
     expected: Expected | None = None
+    answers: int = 0  # answers the analysis had learnt from when it read this request
     comparison: Comparison | None = None
     previous_id: str | None = None
     degraded: bool = False  # judged by this process's index: the fleet's shared one was down
