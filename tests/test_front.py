@@ -142,6 +142,24 @@ def test_a_later_gpt_is_read_as_the_latest_one_the_tables_name() -> None:
     assert tokens.encoding_for("gpt-7") == "o200k_base" and tokens.encoding_for("gpt-3.5-turbo") == "cl100k_base"
 
 
+@pytest.mark.parametrize("test", ["compact_messages", "compact_messages_direct"])
+def test_a_compaction_endpoint_bills_its_own_prompt_after_the_input(shared_data: Path, test: str) -> None:
+    """pydantic-ai's recorded /v1/responses/compact calls (gpt-4o-mini) bill 93 beyond the input they compact:
+    counted after it, the call comes out at its bill, and the scale it teaches takes nothing for hidden text in
+    front of the model's next request (it took 93 there)."""
+    from prefixguard.judge.scale import TokenScale
+
+    path = shared_data / "recorded" / "pydantic-ai" / f"test_openai_responses_test_openai_responses_{test}"
+    compact = parse_request((path / "0003.request.json").read_bytes(), path="/v1/responses/compact")
+    usage = parse_response((path / "0003.response.json").read_bytes(), compact.api)
+    plain = parse_request((path / "0003.request.json").read_bytes(), path="/v1/responses")
+    assert (compact.total_tokens, compact.after) == (usage.prompt_total, plain.after + 93)
+    scale = TokenScale()
+    scale.learn(compact, usage)
+    following = parse_request((path / "0002.request.json").read_bytes(), path="/v1/responses")
+    assert scale.scaled(following).total_tokens == following.total_tokens
+
+
 def test_mistral_holds_a_response_format_by_decoding_not_by_prompt() -> None:
     """Mistral's API writes no response schema into the prompt (constrained decoding) and frames each message with
     [INST] and [/INST]: chatlas's mistral-large-latest data extraction, three turns with a JSON schema and one

@@ -139,7 +139,7 @@ class TokenScale:
         the one this request sent (usage.first_pass), which held all of itself but what was not cached (the
         later passes leave a few tokens each uncached at most); without that, as about one pass of them,
         telling nothing of where hidden tokens sit."""
-        rule, prompt = prompt.front, _fitted_part(prompt)
+        rule, after, prompt = prompt.front, prompt.after, _fitted_part(prompt)
         if usage.server_calls and usage.first_pass:
             held = max(0, usage.first_pass - usage.uncached)
             usage = Usage(prompt_total=usage.first_pass, cache_write_5m=held, reported=usage.reported)
@@ -151,7 +151,7 @@ class TokenScale:
         # the rule's tool-use prompt, in front of all of it, as far as the bill holds it beyond our count (a
         # provider's tokenizer counts about as many tokens as ours or more): the rest is fitted as ever
         taken = min(rule, max(0, theirs - ours))
-        theirs -= taken
+        theirs -= taken + min(after, max(0, theirs - taken - ours))  # and a rule's text after every part, known
         if ours <= 0 or theirs <= 0:
             return
         key = fit_key(prompt)
@@ -210,7 +210,7 @@ class TokenScale:
         # model, read with it (grok-4's hidden system prompt is read by a first request whatever it says). The
         # rest follows every part: a breakpoint on the last part holds none of it (Claude's reply opening: a
         # write at the last user block is the bill less 4).
-        return prompt.with_segments(segments, front=max(0, fit.front) + ruled, after=fit.unseen - front)
+        return prompt.with_segments(segments, front=max(0, fit.front) + ruled, after=prompt.after + fit.unseen - front)
 
 
 def _fitted_part(prompt: Prompt) -> Prompt:

@@ -109,7 +109,7 @@ def _parse_request(
     if path_model and not (api in (openai_chat.API, openai_responses.API) and prompt.model):
         prompt.model = path_model  # on the wire the path names the model (a body's own is not sent; Azure: when none)
     if not out.estimated:  # the provider's own text before the tools: the model is known by now
-        front.count(prompt, root.value)
+        front.count(prompt, root.value, routes.compacts(routed.path))
     prompt.text, prompt.source, prompt.tokens_estimated = text, source, out.estimated
     prompt.chain = out.chain_for(prompt.segments)
     prompt.counts_only = counts_only(api, root.value, routed)

@@ -5,7 +5,8 @@ prefix: the tool-use system prompt whenever a request declares tools of the clie
 tool the provider runs itself ([provider_tool_prompt]: OpenAI's web search preview), and the system text a chat
 template writes itself ([template_system]: where a request sends none, or always; [tool_placement]: around the
 tools, where it writes them elsewhere); and what it adds after every part where extended thinking is on and no tool
-is declared ([thinking_prompt])."""
+is declared ([thinking_prompt]), or a compaction endpoint's own prompt after the input it compacts
+([compaction_prompt])."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from prefixguard.model.prompt import Prompt
 from prefixguard.wire.fields import provider_tool
 
 
-def count(prompt: Prompt, body: dict[str, Any]) -> None:
+def count(prompt: Prompt, body: dict[str, Any], compacting: bool = False) -> None:
     """Count, on the request's first part, what the provider puts in front of it: the tool-use prompt where it
     declares a tool of the client's own that the model sees (not one deferred to a tool search), the citations
     prompt where a document cites, the JSON-output prompt with a response schema and the prompt of a tool the
@@ -25,7 +26,7 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
     takes them as far as the bill bears them out, judge/scale.py); and what the chat template writes itself (its
     system text, Qwen's tool text), text like the body's own, counted and scaled with it. The thinking prompt of a
     request without tools follows every part (Prompt.after): a change of thinking keeps the tools' and the system's
-    caches (rules/providers.toml)."""
+    caches (rules/providers.toml); so does a compaction endpoint's own prompt (`compacting`)."""
     placed = templates.tool_placement(prompt.api, prompt.model)
     if placed is not None:  # the template writes its text around the tools where it writes them
         _around_tools(prompt, placed, declared=bool(body.get("tools") or body.get("functions")))
@@ -37,6 +38,8 @@ def count(prompt: Prompt, body: dict[str, Any]) -> None:
         ruled += templates.citations_prompt(prompt.api, prompt.model)
     if not own_tool:
         prompt.after += templates.thinking_prompt(prompt.api, prompt.model, prompt.settings.get("thinking"))
+    if compacting:
+        prompt.after += templates.compaction_prompt(prompt.api, prompt.model)
     if any(s.kind == "schema" for s in tools):
         ruled += templates.json_output_prompt(prompt.api, prompt.model, own_tool)
     for kind in {provider_tool(s.value) for s in tools if s.kind == "tool"} - {None}:

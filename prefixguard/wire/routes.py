@@ -79,6 +79,11 @@ def counts_tokens(path: str | None) -> bool:
     return path is not None and _TOKEN_COUNT.search(urlsplit(path).path) is not None
 
 
+def compacts(path: str | None) -> bool:
+    """Whether a request path is a compaction endpoint (/v1/responses/compact, /v1/messages/compact)."""
+    return path is not None and urlsplit(path).path.rstrip("/").endswith("/compact")
+
+
 def known_shapes() -> str:
     return "known shapes: " + "; ".join(a.SHAPE for a in ADAPTERS)
 
