@@ -59,7 +59,11 @@ _VERSION = re.compile(r"([a-z]+)-(\d+)(?:\.(\d+))?")
 def version(model: str) -> tuple[str, tuple[int, int]] | None:
     """("gpt", (5, 6)) for gpt-5.6-mini-2026-07-01 (a gateway's maker/ dropped); None for another form."""
     found = _VERSION.match(model.rpartition("/")[2].lower())
-    return (found[1], (int(found[2]), int(found[3] or 0))) if found else None
+    return _version_of(found) if found else None
+
+
+def _version_of(found: re.Match[str]) -> tuple[str, tuple[int, int]]:
+    return found[1], (int(found[2]), int(found[3] or 0))
 
 
 @cache
@@ -69,8 +73,9 @@ def as_named(model: str) -> str:
     id itself. A gateway's maker/ is kept."""
     maker, slash, bare = model.rpartition("/")
     found = _VERSION.match(bare.lower())
-    latest: str = load("encodings.toml")["latest_versions"].get(found[1], "") if found else ""
-    have, named = version(bare), version(latest)
-    if found is None or not (have and named and have[1] > named[1]):
+    have = _version_of(found) if found else None
+    latest = load("encodings.toml")["latest_versions"].get(have[0], "") if have else ""
+    named = version(latest)
+    if not (found and have and named and have[1] > named[1]):
         return model
     return maker + slash + latest + bare[found.end() :]

@@ -148,10 +148,11 @@ class TokenScale:
         media = sum(s.media_tokens for s in prompt.segments)
         x = _by_kind(prompt)
         ours, theirs = sum(x), usage.prompt_total - media
-        # the rule's tool-use prompt, in front of all of it, as far as the bill holds it beyond our count (a
-        # provider's tokenizer counts about as many tokens as ours or more): the rest is fitted as ever
+        # the rule's tool-use prompt, in front of all of it, and a rule's text after every part (the thinking and
+        # compaction prompts), as far as the bill holds them beyond our count (a provider's tokenizer counts about
+        # as many tokens as ours or more): the rest is fitted as ever
         taken = min(rule, max(0, theirs - ours))
-        theirs -= taken + min(after, max(0, theirs - taken - ours))  # and a rule's text after every part, known
+        theirs -= taken + min(after, max(0, theirs - taken - ours))
         if ours <= 0 or theirs <= 0:
             return
         key = fit_key(prompt)
