@@ -142,6 +142,28 @@ def test_a_later_gpt_is_read_as_the_latest_one_the_tables_name() -> None:
     assert tokens.encoding_for("gpt-7") == "o200k_base" and tokens.encoding_for("gpt-3.5-turbo") == "cl100k_base"
 
 
+def test_tools_added_mid_conversation_cost_their_declarations_and_a_section(shared_data: Path) -> None:
+    """A Responses additional_tools item is read as its tools' declarations in a tools section of their own:
+    langchain-openai's gpt-6-astra question with one tool added so bills 122, to the token (its JSON counted 56); in
+    pydantic-ai's recorded tool search loops the bill's step to the request that adds one is ours within 3 tokens
+    (it was 65-70 under)."""
+    public = PUBLIC / "langchain" / "openai_test_system_additional_tools"
+    prompt = parse_request((public / "0001.request.json").read_bytes(), path="/v1/responses")
+    assert prompt.total_tokens == parse_response((public / "0001.response.json").read_bytes(), prompt.api).prompt_total == 122
+    recorded = shared_data / "recorded" / "pydantic-ai"
+    for test, n in (("openai_native_tool_search_with_deferred_capability", 3),
+                    ("cross_provider_capability_replay_openai-responses-gpt-5.4-anthropic-claude-sonnet-4-5_", 2)):
+        path = recorded / f"test_tool_search_test_{test}"
+        step = []
+        for k in (n - 1, n):
+            counted = parse_request((path / f"{k:04d}.request.json").read_bytes(), path="/v1/responses")
+            billed = parse_response((path / f"{k:04d}.response.json").read_bytes(), counted.api).prompt_total
+            step.append((counted.total_tokens, billed))
+        (ours_before, bill_before), (ours, bill) = step
+        assert any(s.kind == "additional_tools" for s in counted.segments)
+        assert abs((ours - ours_before) - (bill - bill_before)) <= 3, test
+
+
 @pytest.mark.parametrize("test", ["compact_messages", "compact_messages_direct"])
 def test_a_compaction_endpoint_bills_its_own_prompt_after_the_input(shared_data: Path, test: str) -> None:
     """pydantic-ai's recorded /v1/responses/compact calls (gpt-4o-mini) bill 93 beyond the input they compact:

@@ -146,6 +146,13 @@ def thinking_prompt(api: str, model: str | None, thinking: Any) -> int:
 
 
 @cache
+def added_tools_prompt(api: str, model: str | None) -> int:
+    """The tokens an input item adding tools mid-conversation (Responses' additional_tools) costs beyond its tools'
+    declarations and its message's framing (rules/encodings.toml [added_tools_prompt]); 0 where no row applies."""
+    return int(_prompt_row("added_tools_prompt", api, model) or 0)
+
+
+@cache
 def compaction_prompt(api: str, model: str | None) -> int:
     """The tokens a compaction endpoint adds after the input it compacts (rules/encodings.toml [compaction_prompt]);
     0 where no row applies."""
@@ -253,4 +260,4 @@ def setting_item(api: str, kind: str) -> bool:
 # each answer depends on the encodings tokens.py reads: tokens.reset() forgets them with those
 tokens.depends_on(message_framing, template_system, tools_at, tool_placement, template_tools, tool_prompt)
 tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning, format_dropped)
-tokens.depends_on(setting_item, compaction_prompt)
+tokens.depends_on(setting_item, compaction_prompt, added_tools_prompt)

@@ -126,7 +126,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 raise wrong_type(f"/input/{ii}/content", (str, list), parts)
             if parts is None or kind != "message":
                 found = _output_media(fields, out.api, out.model) if kind == "tool_result" else None
-                out.add(
+                added = out.add(
                     level,
                     f"/input/{ii}",
                     kind,
@@ -139,6 +139,8 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     text=found[1] if found else tool_render.rendered_call(fields, out.api, out.model),
                     tokens_by_rule=_ruled_tokens(kind, fields, ii < last_user),
                 )
+                if kind == "additional_tools" and not out.estimated:  # the tools' section their declarations open
+                    out.segments[-1] = added.plus(templates.added_tools_prompt(API, out.model))
             elif isinstance(parts, str):
                 out.add(
                     level,

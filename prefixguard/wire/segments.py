@@ -26,7 +26,7 @@ from prefixguard.wire.jsonspan import Elements, Node, Run
 
 # The pointer of a message's string content (Anthropic, Chat): one string for every such part.
 MESSAGE_CONTENT = PointerForm("/messages/{}/content")
-RENDERED = frozenset(("tool", "tool_use", "tool_result"))  # kinds whose text may be a rendering of their JSON
+RENDERED = frozenset(("tool", "tool_use", "tool_result", "additional_tools"))  # text: maybe a rendering of the JSON
 
 
 class Builder:

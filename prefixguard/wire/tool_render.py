@@ -97,8 +97,8 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     """A tool call (Chat's {"id", "function": {"name", "arguments"}}, Responses' function_call item) as the model
     reads it, its name and arguments, without the ids and the wrapper (OpenAI's: one a line; Llama's template:
     {"name": ..., "parameters": ...}); a Responses function_call_output item, its output (of a list of parts, their
-    texts: the images and files in it are media). None where the model's rendering is not known or the item is
-    none of these."""
+    texts: the images and files in it are media); an additional_tools item, its tools' declarations. None where the
+    model's rendering is not known or the item is none of these."""
     style = templates.tool_style(api, model)
     if not isinstance(item, dict) or style not in ("namespace", "llama"):
         return None
@@ -108,6 +108,10 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
             return f'{{"name": {json.dumps(call["name"], ensure_ascii=False)}, "parameters": {call["arguments"]}}}'
         again = f"\n{call['name']}" if templates.call_name_again(api, model) else ""  # the output's author
         return f"{call['name']}\n{call['arguments']}{again}"
+    added = item.get("tools") if item.get("type") == "additional_tools" and style == "namespace" else None
+    if isinstance(added, list):
+        declared = [rendered(tool, api, model) for tool in added]
+        return None if None in declared else "".join(d for d in declared if d is not None)
     output = item.get("output") if item.get("type") == "function_call_output" and style == "namespace" else None
     if isinstance(output, list):
         return "".join(p["text"] for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
