@@ -50,7 +50,7 @@ def capture(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
                 client.messages.create(**body, extra_headers={"x-replay": replay, "x-test-id": f"{agent}-{turn}"})
                 clock.now += 7
             client.close()
-        rows = {agent: tenant_rows(db, key, 3, 10.0) for agent, key in keys.items()}
+        rows = {agent: tenant_rows(db, key, 3, 30.0) for agent, key in keys.items()}
         seen = dict(up.seen)
     return {"db": db, "rows": rows, "seen": seen}
 

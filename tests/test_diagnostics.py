@@ -92,7 +92,7 @@ def test_agreement_rules():
 
 # ---- end to end: the engine under the anthropic policy, the real proxy, the report
 
-def rows(db: Path, n: int, timeout: float = 20.0) -> list[dict]:
+def rows(db: Path, n: int, timeout: float = 30.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         found = []

@@ -45,7 +45,7 @@ class Env:
     def anthropic(self, key: str, **kw: Any) -> anthropic.Anthropic:
         return anthropic.Anthropic(base_url=self.proxy.url, api_key=key, max_retries=0, **kw)
 
-    def rows(self, key: str, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    def rows(self, key: str, n: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         return tenant_rows(self.db, key, n, timeout)
 
 
