@@ -139,7 +139,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                     text=found[1] if found else tool_render.rendered_call(fields, out.api, out.model),
                     tokens_by_rule=_ruled_tokens(kind, fields, ii < last_user),
                 )
-                if kind == "additional_tools" and not out.estimated:  # the tools' section their declarations open
+                if kind == "additional_tools" and not out.estimated:  # the tools section they are declared in
                     out.segments[-1] = added.plus(templates.added_tools_prompt(API, out.model))
             elif isinstance(parts, str):
                 out.add(

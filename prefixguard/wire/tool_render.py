@@ -111,7 +111,7 @@ def rendered_call(item: Any, api: str, model: str | None) -> str | None:
     added = item.get("tools") if item.get("type") == "additional_tools" and style == "namespace" else None
     if isinstance(added, list):
         declared = [rendered(tool, api, model) for tool in added]
-        return None if None in declared else "".join(d for d in declared if d is not None)
+        return None if None in declared else "".join(filter(None, declared))
     output = item.get("output") if item.get("type") == "function_call_output" and style == "namespace" else None
     if isinstance(output, list):
         return "".join(p["text"] for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
