@@ -42,7 +42,7 @@ def message_framing(api: str, model: str | None) -> Framing:
     model is unknown or no row applies. Read whether or not counts are made (`schema` shapes the prompt)."""
     if not model:
         return NO_FRAMING
-    bare = ruleset.as_named(own_id(model))
+    bare = own_id(model)
     own = any(bare.startswith(p) for p in _rules()["models"])
     for row in _rules()["framing"]:
         of_model = own if row["own_encoding"] else any(ruleset.same_family(model, p) for p in row["model_prefixes"])

@@ -82,7 +82,7 @@ def encoding_for(model: str | None) -> str:
     if default == ESTIMATE or os.environ.get("PREFIXGUARD_ENCODING") or not model:
         return default
     table: dict[str, str] = _rules()["models"]
-    bare = ruleset.as_named(own_id(model))
+    bare = own_id(model)
     best = max((p for p in table if bare.startswith(p)), key=len, default=None)
     name = table[best] if best is not None else default
     return name if _shipped(name) else default  # its data not installed: the default, scaled like any
