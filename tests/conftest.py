@@ -19,6 +19,10 @@ SHARED_DATA = ROOT.parent / "shared" / "data"   # in CI a copy of shared/ sits b
 # Tests count with the tokenizer itself, never with counts an earlier run kept in the user's cache
 # (tests/test_tokens.py turns the disk store on in a temporary directory).
 os.environ["PREFIXGUARD_CACHE_DIR"] = "off"
+# Two workers share the cores (pytest-xdist): the proxies' analysis runs at the traffic's priority, so that a row
+# a test waits for never waits on the other worker's load (its default, SCHED_IDLE, is tested in
+# test_hardening_proxy.py).
+os.environ["PREFIXGUARD_ANALYSIS_NICE"] = "0"
 # The CLI and server processes the tests start import prefixguard from bytecode, as an
 # installed copy does, even where PYTHONDONTWRITEBYTECODE keeps Python from writing it (these CI machines
 # set it): each start would compile the package again, a tenth of a second of CPU.

@@ -302,6 +302,36 @@ def test_proxy_start_up_failure_is_one_line_exit_2(args: list[str]) -> None:
     assert line.startswith("prefixguard: error: ") and ("in use" in line or "no address" in line)
 
 
+def test_a_bad_analysis_priority_is_one_line_exit_2() -> None:
+    import subprocess
+    import sys
+    exe = Path(sys.executable).with_name("prefixguard")
+    env = {**os.environ, "PREFIXGUARD_ANALYSIS_NICE": "-5"}
+    done = subprocess.run([str(exe), "proxy", "--upstream", "http://127.0.0.1:9", "--port", "0"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "prefixguard: error: PREFIXGUARD_ANALYSIS_NICE must be a whole number from 0 to 19, not '-5'"]
+
+
+@pytest.mark.parametrize("setting, policy, nice", [(None, os.SCHED_IDLE, 0), ("4", os.SCHED_BATCH, 4)])
+def test_the_analysis_runs_on_the_cpu_time_the_traffic_leaves(monkeypatch: pytest.MonkeyPatch, setting: str | None,
+                                                             policy: int, nice: int) -> None:
+    # Idle by default; a batch job at the nice value PREFIXGUARD_ANALYSIS_NICE gives where rows must keep up.
+    if setting is None:
+        monkeypatch.delenv("PREFIXGUARD_ANALYSIS_NICE", raising=False)
+    else:
+        monkeypatch.setenv("PREFIXGUARD_ANALYSIS_NICE", setting)
+    addon = PrefixGuard(console=lambda _: None)
+    with ProxyThread(["http://127.0.0.1:9"], addon=addon):
+        pid = addon._worker.pid
+        deadline = time.monotonic() + 30
+        while os.sched_getscheduler(pid) != policy:
+            assert time.monotonic() < deadline, os.sched_getscheduler(pid)  # the process lowers itself as it starts
+            time.sleep(0.05)
+        assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]) == nice
+
+
 def test_not_modified_is_not_an_error(tmp_path: Path) -> None:
     from prefixguard.capture.store import open_store
     from prefixguard.proxy.analysis import Analyzer, FlowState, Response

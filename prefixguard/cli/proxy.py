@@ -75,6 +75,7 @@ def proxy(
     byte for byte and streams chunk by chunk; the analysis runs beside the traffic, never in its way.
     """
     from prefixguard.proxy.addon import PrefixGuard
+    from prefixguard.proxy.process import analysis_nice
     from prefixguard.proxy.route import Route
     from prefixguard.proxy.serve import check_listen, serve
 
@@ -84,6 +85,7 @@ def proxy(
         except ValueError as err:
             fail(f"--upstream: {err}")
     check_listen(host, port)  # a port in use or a bad --host: one line, exit 2, before anything starts
+    analysis_nice()  # and a bad PREFIXGUARD_ANALYSIS_NICE
     if metrics_port is not None:
         import prometheus_client  # noqa: F401 - a missing extra fails here, in one line
 

@@ -30,8 +30,10 @@ from typing import Any, BinaryIO
 
 from prefixguard.proxy.frames import HEADER, PRINT, REPLY, REPORT, flow_id, frame, read_frame
 from prefixguard.proxy.spool import SpoolKeeper
+from prefixguard.utils.errors import InputError
 
 NICE = 10  # where SCHED_IDLE is not available
+NICE_SETTING = "PREFIXGUARD_ANALYSIS_NICE"
 
 
 def main() -> None:
@@ -122,14 +124,34 @@ def _answer(out: BinaryIO, message: tuple[Any, ...]) -> None:
 
 
 def _lower_priority() -> None:
-    """Run only on CPU time the traffic leaves over (Linux SCHED_IDLE), else at a high nice value."""
+    """Run only on CPU time the traffic leaves over (Linux SCHED_IDLE), else at a high nice value. With
+    PREFIXGUARD_ANALYSIS_NICE, a batch job at that nice value instead (SCHED_BATCH: it never preempts the
+    proxy when it wakes), for a machine whose cores are all busy where the rows must keep up: an idle
+    process barely runs there, and a proxy started beside a test suite on every core waits for its rows."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(NICE)
-        except OSError:
-            pass
+        nice = analysis_nice()
+    except InputError:  # the CLI said so before the proxy started
+        nice = None
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE if nice is None else os.SCHED_BATCH, os.sched_param(0))
+        if nice is None:
+            return
+    except (AttributeError, OSError):  # not Linux
+        nice = NICE if nice is None else nice
+    try:
+        os.nice(nice - os.nice(0))
+    except OSError:  # a priority above ours needs a privilege we lack: ours stays
+        pass
+
+
+def analysis_nice() -> int | None:
+    """PREFIXGUARD_ANALYSIS_NICE (0-19): the analysis process's nice value, as a batch job; None when unset."""
+    value = os.environ.get(NICE_SETTING, "").strip()
+    if not value:
+        return None
+    if not (value.isdigit() and int(value) <= 19):
+        raise InputError(f"{NICE_SETTING} must be a whole number from 0 to 19, not {value!r}")
+    return int(value)
 
 
 if __name__ == "__main__":
