@@ -209,8 +209,9 @@ def test_encoding_by_model_is_data(fresh_tokenizer):
     o200k = ("gpt-4o", "gpt-4o-mini-2024-07-18", "gpt-4.1-mini", "gpt-5", "gpt-5.6-sol", "o3-mini", "o4-mini",
              "openai/gpt-4o")   # OpenRouter's id: the model's own encoding
     assert {tokens.encoding_for(m) for m in o200k} == {"o200k_base"}
-    cl100k = ("gpt-4", "gpt-4-turbo", "gpt-3.5-turbo-0125", "claude-sonnet-4-5", "gemini-2.5-flash", None)
+    cl100k = ("gpt-4", "gpt-4-turbo", "gpt-3.5-turbo-0125", "claude-sonnet-4-5", None)
     assert {tokens.encoding_for(m) for m in cl100k} == {"cl100k_base"}
+    assert tokens.encoding_for("gemini-2.5-flash") == "cl100k_digits"  # estimated: the default, digits apart
     assert tokens.encoding_name("gpt-4.1") == "o200k_base" and tokens.encoding_name() == "cl100k_base"
 
 
@@ -270,3 +271,23 @@ def test_o200k_counts_kept_on_disk_need_neither_tokenizer_nor_its_package(fresh_
     assert first[0] == second[0]
     kept = {p.name for p in tmp_path.iterdir() if not p.name.startswith("rules-")}
     assert kept == {f"counts-o200k_base-v{disk_cache.VERSION}.tab", "ranks-o200k_base.marshal"}
+
+
+def test_gemini_and_gemma_count_every_digit_as_a_token() -> None:
+    """Their tokenizer splits digits (rules/encodings.toml [estimated_as]); cl100k joins up to three. Mirascope's
+    Fibonacci table in a Gemini 2.5 Flash history (tests/data/public) bills 427: counted 341 as cl100k did, 415 now."""
+    from prefixguard.replay.sources import cassette_uris
+    from prefixguard.wire import parse_request, parse_response
+
+    words = "There we have it! The first fibonacci number ending in 57, and it is prime."
+    for model in ("gemini-2.5-flash", "google/gemini-3-pro-preview", "gemma-3-27b-it"):
+        encoding = tokens.encoding_for(model)
+        assert [tokens.count(n, encoding) for n in ("28657", "1597", "7")] == [5, 4, 1]
+        assert tokens.count(words.replace("57", ""), encoding) == tokens.count(words.replace("57", ""), "cl100k_base")
+    assert [tokens.count(n, "cl100k_base") for n in ("28657", "1597", "7")] == [2, 2, 1]
+    assert tokens.encoding_for("claude-sonnet-4-5") == tokens.encoding_for(None)  # the default, unsplit
+    folder = Path(__file__).parent / "data" / "public" / "mirascope" / "test_call_with_text_encoded_thoughts_google_gemini_2_5_flash"
+    for n in ("0001", "0002"):
+        prompt = parse_request((folder / f"{n}.request.json").read_text(), path=cassette_uris(folder)[n])
+        billed = parse_response((folder / f"{n}.response.json").read_bytes(), prompt.api).prompt_total
+        assert billed == 427 and abs(prompt.total_tokens - billed) <= 0.05 * billed, prompt.total_tokens

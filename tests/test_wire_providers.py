@@ -230,7 +230,7 @@ def test_a_gemini_call_id_is_no_prompt_text(shared_data):
         prompt = parse_request((folder / f"{n:04d}.request.json").read_bytes(), path=path)
         answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
         assert parse_response(answer, "gemini").prompt_total == billed
-        assert abs(prompt.total_tokens - billed) <= 1, (n, prompt.total_tokens, billed)
+        assert abs(prompt.total_tokens - billed) <= 2, (n, prompt.total_tokens, billed)  # its digits one by one: 24C
 
 
 def test_gemini_sse_chunk_by_chunk(shared_data):

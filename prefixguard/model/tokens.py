@@ -81,11 +81,13 @@ def encoding_for(model: str | None) -> str:
     default = _default()
     if default == ESTIMATE or os.environ.get("PREFIXGUARD_ENCODING") or not model:
         return default
-    table: dict[str, str] = _rules()["models"]
     bare = own_id(model)
-    best = max((p for p in table if bare.startswith(p)), key=len, default=None)
-    name = table[best] if best is not None else default
-    return name if _shipped(name) else default  # its data not installed: the default, scaled like any
+    for table in (_rules()["models"], _rules()["estimated_as"]):  # its own encoding, else a variant of the default
+        best = max((p for p in table if bare.startswith(p)), key=len, default=None)
+        if best is not None:
+            name = table[best]
+            return name if _shipped(name) else default  # its data not installed: the default, scaled like any
+    return default
 
 
 def _load_shipped(name: str) -> Any:
