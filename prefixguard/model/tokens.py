@@ -46,9 +46,16 @@ def _rules() -> dict[str, Any]:
 
 
 @cache
+def _spec(name: str) -> dict[str, Any] | None:
+    """An encoding's entry in rules/encodings.toml; one `like` another has that one's data and special tokens."""
+    spec = _rules()["encodings"].get(name)
+    return {**_rules()["encodings"][spec["like"]], **spec} if spec and "like" in spec else spec
+
+
+@cache
 def _data_file(name: str) -> Path | None:
     """The installed data file of a shipped encoding (rules/encodings.toml), else None."""
-    spec = _rules()["encodings"].get(name)
+    spec = _spec(name)
     for entry in spec["files"] if spec else ():
         found = find_spec(entry["package"])  # finds the package without importing it (bpe_openai's own
         for folder in (found.submodule_search_locations or ()) if found else ():  # import is slow)
@@ -93,13 +100,14 @@ def encoding_for(model: str | None) -> str:
 def _load_shipped(name: str) -> Any:
     import tiktoken
 
-    source = _data_file(name)
-    assert source is not None
-    params = disk_cache.load_params(name, source)
+    source, spec = _data_file(name), _spec(name)
+    assert source is not None and spec is not None
+    data = spec.get("like", name)  # its ranks, parsed and kept once for every encoding of that data
+    params = disk_cache.load_params(data, source)
     if params is None:  # the first run: parse the BPE file (slow), keep it as marshal (fast to load)
-        params = _parse(name, source)
-        disk_cache.save_params(name, source, params)
-    return tiktoken.Encoding(**params)
+        params = _parse(data, source)
+        disk_cache.save_params(data, source, params)
+    return tiktoken.Encoding(**{**params, "name": name, "pat_str": spec["pat_str"]})
 
 
 def _parse(name: str, source: Path) -> dict[str, Any]:
@@ -257,7 +265,7 @@ def depends_on(*cached: Any) -> None:
 def reset() -> None:
     """Forget the loaded encodings so the environment is read again (tests, long-lived processes)."""
     save()
-    for cached in (_default, encoding_for, *_DEPENDENT, _encoding, _data_file, _seed):
+    for cached in (_default, encoding_for, *_DEPENDENT, _encoding, _spec, _data_file, _seed):
         cached.cache_clear()
     _seen.clear()
     _made.clear()

@@ -34,6 +34,7 @@ from prefixguard.utils.errors import InputError
 
 NICE = 10  # where SCHED_IDLE is not available
 NICE_SETTING = "PREFIXGUARD_ANALYSIS_NICE"
+LOWEST = 19  # the highest nice value: the lowest priority
 
 
 def main() -> None:
@@ -149,8 +150,8 @@ def analysis_nice() -> int | None:
     value = os.environ.get(NICE_SETTING, "").strip()
     if not value:
         return None
-    if not (value.isdigit() and int(value) <= 19):
-        raise InputError(f"{NICE_SETTING} must be a whole number from 0 to 19, not {value!r}")
+    if not (value.isdigit() and int(value) <= LOWEST):
+        raise InputError(f"{NICE_SETTING} must be a whole number from 0 to {LOWEST}, not {value!r}")
     return int(value)
 
 
