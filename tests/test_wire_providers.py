@@ -105,6 +105,21 @@ def test_bedrock_cache_points_mark_the_block_before_them(shared_data):
         parse_request(json.dumps(json.loads(body)), path=path).chain
 
 
+def test_converse_reasoning_renders_its_text_not_its_signature(shared_data):
+    """A reasoningContent block is read as the Messages API reads a thinking block: its reasoning text, not the
+    signature beside it. pydantic-ai's Claude 3.7 tool loop on Converse sends its turn's reasoning back with the
+    tool result: 539 billed, counted 745 with the signature's base64 as text."""
+    cassette = "test_bedrock_test_bedrock_anthropic_tool_with_thinking"
+    path = "/model/us.anthropic.claude-3-7-sonnet-20250219-v1:0/converse"
+    body = json.loads(recorded(shared_data, cassette, 2, "request.json").read_text())
+    prompt = parse_request(json.dumps(body), path=path)
+    billed = parse_response(recorded(shared_data, cassette, 2, "response.json").read_bytes(), prompt.api).prompt_total
+    assert billed == 539 and abs(prompt.total_tokens - billed) <= 0.05 * billed, prompt.total_tokens
+    [said] = [b["reasoningContent"]["reasoningText"] for m in body["messages"] for b in m["content"]
+              if "reasoningContent" in b]
+    said["signature"] = said["signature"][:8]
+    assert parse_request(json.dumps(body), path=path).total_tokens == prompt.total_tokens
+
 def test_converse_body_without_path_is_not_taken_for_anthropic():
     body = {"system": [{"text": "You are terse."}, {"cachePoint": {"type": "default", "ttl": "1h"}}],
             "messages": [{"role": "user", "content": [{"text": "hi"}]}]}

@@ -24,7 +24,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-VERSION = 10  # bump when the text a segment's bytes stand for is derived differently, or the table's layout
+VERSION = 11  # bump when the text a segment's bytes stand for is derived differently, or the table's layout
 SLOTS = 1 << 20  # a power of two: a digest's low bits are its slot
 _SLOT = struct.Struct("<16sII")  # digest, count, check
 _TABLE_BYTES = SLOTS * _SLOT.size

@@ -143,6 +143,8 @@ def _blocks(
             continue
         kind = _kind(value, at)
         text = value.get("text") if kind == "text" and isinstance(value.get("text"), str) else None
+        if kind == "thinking":
+            text = _reasoning_text(value)
         media = _media(value, kind) if kind in (IMAGE, DOCUMENT) else None
         if kind == "video":  # no rule here costs it: nothing, as an estimate (never its base64)
             media = [Media(kind=UNCOSTED)]
@@ -157,6 +159,15 @@ def _blocks(
         images = images or kind == "image" or bool(nested and any(m.kind == IMAGE for m in nested[0]))
         cites = cites or any(m.cited for m in media or ())
     return images, cites
+
+
+def _reasoning_text(block: dict[str, Any]) -> str | None:
+    """The text a reasoningContent block renders: its reasoning, as the Messages API's thinking block renders
+    its `thinking` (the signature beside it is not read); None (its JSON counted) for redacted reasoning."""
+    reasoning = block.get("reasoningContent")
+    said = reasoning.get("reasoningText") if isinstance(reasoning, dict) else None
+    text = said.get("text") if isinstance(said, dict) else None
+    return text if isinstance(text, str) else None
 
 
 def _result_media(block: dict[str, Any]) -> tuple[list[Media], str] | None:
