@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import compileall
+import fcntl
 import json
 import os
 import subprocess
@@ -50,13 +51,24 @@ class DemoRun:
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """`prefixguard demo -o json --store capture.db`, the README's main command, run once for the tests
-    that read its output or its capture (about 30 s each time)."""
-    store = tmp_path_factory.mktemp("demo") / "capture.db"
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", "from prefixguard.cli import main; main()", "demo", "-o", "json",
-                           "--store", str(store)], capture_output=True, text=True, timeout=300, cwd=store.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return DemoRun(json.loads(done.stdout), store, time.monotonic() - started)
+    that read its output or its capture (about 30 s each time): once for the run, whichever pytest-xdist worker
+    asks first (the others wait for it, and read the same capture)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this run's folder, above each worker's own
+    folder, out = shared / "demo", shared / "demo" / "run.json"
+    folder.mkdir(exist_ok=True)
+    with open(shared / "demo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-c", "from prefixguard.cli import main; main()", "demo", "-o",
+                                   "json", "--store", str(folder / "capture.db")],
+                                  capture_output=True, text=True, timeout=300, cwd=folder)
+            assert done.returncode == 0, done.stderr[-2000:]
+            out.write_text(json.dumps({"result": json.loads(done.stdout), "seconds": time.monotonic() - started}))
+    run = json.loads(out.read_text())
+    return DemoRun(run["result"], folder / "capture.db", run["seconds"])
 
 
 
@@ -66,7 +78,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     last = [item for item in items if item.nodeid == MYPY_TEST]
     if last:
         items[:] = [item for item in items if item.nodeid != MYPY_TEST] + last
-        config.stash[MYPY] = start_mypy()
+        # in one process only: under pytest-xdist every worker collects and no core is idle (the test runs it)
+        if not hasattr(config, "workerinput"):
+            config.stash[MYPY] = start_mypy()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,6 +1,7 @@
 """mypy started in the background: on a cold cache (a fresh clone) it takes a minute of one core, which
-the rest of the suite, mostly one process, leaves idle. conftest.py starts it once the tests are collected
-and moves its test last; the test reads the result."""
+a suite in one process (`pytest -n 0`) leaves idle. conftest.py starts it once the tests are collected
+and moves its test last; the test reads the result. With two workers (pyproject's addopts) no core is idle
+and each worker collects every test: the test runs mypy itself, once."""
 from __future__ import annotations
 
 import subprocess
