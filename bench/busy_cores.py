@@ -38,11 +38,11 @@ def one(limit: float, busy: int, started_busy: bool) -> float | None:
     db = Path(tempfile.mkdtemp()) / "capture.db"
     spinners: list[subprocess.Popen] = []
     spin = ([sys.executable, "-c", "while True: pass"],) * busy
-    if started_busy:
-        spinners = [subprocess.Popen(cmd) for cmd in spin]
-    with Upstream(CASSETTE.parent.parent) as up, \
-            ProxyThread([up.url], addon=PrefixGuard(console=lambda _: None), store=str(db)) as px:
-        try:
+    try:
+        if started_busy:
+            spinners = [subprocess.Popen(cmd) for cmd in spin]
+        with Upstream(CASSETTE.parent.parent) as up, \
+                ProxyThread([up.url], addon=PrefixGuard(console=lambda _: None), store=str(db)) as px:
             if not started_busy:
                 time.sleep(1.0)  # the analysis process started and warm, as a proxy that has run a while
                 spinners = [subprocess.Popen(cmd) for cmd in spin]
@@ -54,10 +54,9 @@ def one(limit: float, busy: int, started_busy: bool) -> float | None:
             answered = time.monotonic()
             rows = tenant_rows(db, KEY, 1, limit)
             return time.monotonic() - answered if rows else None
-        finally:
-            for p in spinners:
-                p.kill()
-
+    finally:
+        for p in spinners:
+            p.kill()
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
