@@ -73,9 +73,9 @@ def as_named(model: str) -> str:
     id itself. A gateway's maker/ is kept."""
     maker, slash, bare = model.rpartition("/")
     found = _VERSION.match(bare.lower())
-    have = _version_of(found) if found else None
-    latest = load("encodings.toml")["latest_versions"].get(have[0], "") if have else ""
-    named = version(latest)
-    if not (found and have and named and have[1] > named[1]):
+    if found is None:
         return model
-    return maker + slash + latest + bare[found.end() :]
+    family, have = _version_of(found)
+    latest = load("encodings.toml")["latest_versions"].get(family, "")
+    named = version(latest)
+    return maker + slash + latest + bare[found.end() :] if named and have > named[1] else model

@@ -135,14 +135,13 @@ def _lower_priority() -> None:
         nice = None
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE if nice is None else os.SCHED_BATCH, os.sched_param(0))
-        if nice is None:
-            return
-    except (AttributeError, OSError):  # not Linux
+    except (AttributeError, OSError):  # not Linux: a high nice value stands for idle
         nice = NICE if nice is None else nice
-    try:
-        os.nice(nice - os.nice(0))
-    except OSError:  # a priority above ours needs a privilege we lack: ours stays
-        pass
+    if nice is not None:
+        try:
+            os.nice(nice - os.nice(0))
+        except OSError:  # a priority above ours needs a privilege we lack: ours stays
+            pass
 
 
 def analysis_nice() -> int | None:
