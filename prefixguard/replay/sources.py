@@ -280,10 +280,13 @@ def _cassette_index(p: Path) -> dict[str, dict[str, Any]]:
         raise InputError("meta.json is not a cassette index ('n' a number)", str(meta)) from None
 
 
+RESPONSE_EXTENSIONS = ("json", "sse", "txt", "bin")
+
+
 def response_file(p: Path, stem: str) -> Path | None:
     """A recorded call's response beside its request: JSON, or a stream (.sse, or .txt as some
-    recorders keep it)."""
-    return next((f for f in (p / f"{stem}.response.{ext}" for ext in ("json", "sse", "txt")) if f.exists()), None)
+    recorders keep it, or .bin: Bedrock's binary EventStream)."""
+    return next((f for f in (p / f"{stem}.response.{ext}" for ext in RESPONSE_EXTENSIONS) if f.exists()), None)
 
 
 def _recorded_answer(p: Path, stem: str, body: dict[str, Any], path: str | None) -> tuple[Usage | None, ResponseMeta]:
