@@ -252,4 +252,4 @@ def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> 
 def test_each_wire_adapter_reads_the_response_id_model_and_finish_reasons(shared_data: Path, recording: str, api: str,
                                                                            said: tuple[Any, ...]) -> None:
     from prefixguard.wire import parse_response_meta
-    assert tuple(parse_response_meta((shared_data / "recorded" / recording).read_bytes(), api)) == said
+    assert tuple(parse_response_meta((shared_data / "recorded" / recording).read_bytes(), api))[:4] == said

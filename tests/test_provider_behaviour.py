@@ -18,7 +18,7 @@ from prefixguard.judge.policies import Output
 from prefixguard.judge.redis_table import _decode_value, _encode_value
 from prefixguard.judge.scale import Fit, TokenScale, fit_key
 from prefixguard.model import tokens
-from prefixguard.model.usage import Usage
+from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
 from prefixguard.replay import sources
 from prefixguard.wire import parse_request
@@ -453,12 +453,12 @@ def test_an_interaction_named_by_id_holds_its_input_and_visible_output_not_its_t
         path="/v1beta/interactions")
     stored, policy = StoredResponses(), make_policy("gemini")
     answered = Usage(prompt_total=10, uncached=10, output=172, reported=True, reasoning=160)
-    stored.answered("v1_1", first, answered, policy, 0.0)
+    stored.answered(ResponseMeta(id="v1_1"), first, answered, policy, 0.0)
     part = stored.filled(then).segments[0]
     assert part.kind == "stored_context" and part.tokens - then.segments[0].tokens == 10 + 12
     held = StoredResponses()
-    held.answered("resp_1", parse_request(json.dumps({"model": "gpt-5", "input": "Hi"}), path="/v1/responses"),
-                  answered, make_policy("openai"), 0.0)  # OpenAI's: as before, its output whole
+    held.answered(ResponseMeta(id="resp_1"), parse_request(json.dumps({"model": "gpt-5", "input": "Hi"}),
+                  path="/v1/responses"), answered, make_policy("openai"), 0.0)  # OpenAI's: as before, its output whole
     named = parse_request(json.dumps({"model": "gpt-5", "previous_response_id": "resp_1", "input": "Again"}),
                           path="/v1/responses")
     assert held.filled(named).segments[0].tokens - named.segments[0].tokens == 10 + 172

@@ -45,7 +45,9 @@ class State:
         self.sessions = Sessions(index=shared.sessions() if shared else None)
         self.scale = TokenScale(shared.table("scale", FIT_LIFETIME) if shared else None)
         self._policies = Policies(shared.table if shared else None)
-        self.stored = StoredResponses(shared.table("stored", STORED_LIFETIME) if shared else None)
+        self.stored = StoredResponses(
+            *(shared.table(n, STORED_LIFETIME) for n in ("stored", "answers")) if shared else ()
+        )
 
     def policy_for(self, prompt: Prompt, upstream: str | None = None) -> CachePolicy:
         """The request's contract: by its upstream's host where that names a provider (api.groq.com)."""

@@ -1,4 +1,6 @@
-"""A provider's stored context (OpenAI Responses' `previous_response_id`, a Gemini interaction's
+"""What a provider bills of an earlier answer that a request names or sends back, known from that answer.
+
+A stored context (OpenAI Responses' `previous_response_id`, a Gemini interaction's
 `previous_interaction_id`): the provider bills the named response's whole context, the input it answered
 and what it generated, before the request's own input, and reads its cache there as if the request had
 sent all of it.
@@ -9,6 +11,13 @@ part is counted as what it left, in the provider's tokens; and that response's t
 part itself are kept as a prompt the cache and the session model have seen, so the request that names it
 reads and continues it. What each response left is kept where the fits are (a fleet's shared index, else
 here: the latest KEEP), a day.
+
+An answer sent back (prefixguard/wire/sent_back.py: the keys it and the request carry) is billed the reasoning
+it generated. Signed (Claude's thinking, Converse's reasoningContent), a summary (Claude 4 and later) or no
+text stands for it: an assistant message whose signed blocks were all answered here is counted as the output
+those answers were billed, where that is more than its parts. Not sent at all (Chat has no field for it), a
+provider that puts it back (`restores_reasoning`: xAI) reads and bills it: it is counted as a reasoning part
+before the message's answer, as long as that answer generated it.
 """
 
 from __future__ import annotations
@@ -20,38 +29,95 @@ from prefixguard.judge.policies import CachePolicy
 from prefixguard.judge.session import Sessions
 from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, Segment
-from prefixguard.model.usage import Usage
+from prefixguard.model.usage import ResponseMeta, Usage
+from prefixguard.wire import sent_back
 
 KEEP = 4096  # responses remembered here (an id and a count each)
 # the APIs whose requests may name one, and where
 STATEFUL = {"openai-responses": "/previous_response_id", "gemini-interactions": "/previous_interaction_id"}
 STORED_LIFETIME = 86_400.0  # how long a shared index keeps what a response left
+REASONING = "thinking"  # the kind of a reasoning part, and of the parts a signed block is read as
+SIGNED_KINDS = frozenset((REASONING, "redacted_thinking"))
+SIGNED_APIS = frozenset(("anthropic", "bedrock-converse"))  # whose answers sign their reasoning (wire/sent_back.py)
 
 
 class StoredResponses:
-    """left: response id -> the context it left, in the provider's tokens (a fleet's shared table, else here)."""
+    """left: response id -> the context it left; answers: an answer's key -> the output it was billed ("o",
+    on its first key only: an answer counts once) and its reasoning ("r"); in the provider's tokens, in a
+    fleet's shared tables, else here."""
 
-    def __init__(self, left: Table | None = None) -> None:
+    def __init__(self, left: Table | None = None, answers: Table | None = None) -> None:
         self._left: Table = left if left is not None else LocalTable(KEEP)
+        self._answers: Table = answers if answers is not None else LocalTable(KEEP)
 
-    def filled(self, prompt: Prompt) -> Prompt:
-        """The prompt with its stored-context part counted as what the named response left (as it was,
-        where that response was not answered here)."""
-        i = next((i for i, seg in enumerate(prompt.segments) if seg.kind == STORED_CONTEXT), None)
-        if i is None:
+    def filled(self, prompt: Prompt, restores: bool = False) -> Prompt:
+        """The prompt with its stored-context part counted as what the named response left, and the answers
+        it sends back counted as billed (their reasoning put back where `restores`); each as it was, where that
+        answer was not seen here."""
+        segments = self._sent_back(prompt.segments, restores)
+        i = next((i for i, seg in enumerate(segments) if seg.kind == STORED_CONTEXT), None)
+        if i is not None:
+            named = segments[i].value
+            self._left.load(lambda: [named], 0.0)
+            if left := int(self._left.get(named) or 0):
+                segments = list(segments)
+                segments[i] = _counted(segments[i], left)
+        if segments is prompt.segments:
             return prompt
-        named = prompt.segments[i].value
-        self._left.load(lambda: [named], 0.0)
-        left = int(self._left.get(named) or 0)
-        if not left:
-            return prompt
-        segments = list(prompt.segments)
-        segments[i] = _counted(segments[i], left)
-        return prompt.with_segments(segments)
+        return prompt.with_segments(segments, chain=None if len(segments) == len(prompt.segments) else chain(segments))
+
+    def _sent_back(self, segments: list[Segment], restores: bool) -> list[Segment]:
+        """The parts with each answer sent back counted as billed (the same list where none is known here)."""
+        keyed: dict[int, str] = {}  # part -> the key it carries
+        for i, seg in enumerate(segments):
+            mark = sent_back.signature(seg.value) if seg.kind in SIGNED_KINDS else None
+            if mark is None and restores and seg.kind == "tool_use" and isinstance(seg.value, dict):
+                mark = seg.value.get("id") if isinstance(seg.value.get("id"), str) else None
+            if mark:
+                keyed[i] = sent_back.key(mark)
+        if not keyed:
+            return segments
+        self._answers.load(lambda: [k + kind for k in keyed.values() for kind in "or"], 0.0)
+        sent = {segments[i].message_index for i in keyed} - {None}
+        messages: dict[int, list[int]] = {}  # each assistant message that carries a key -> its parts
+        for i, seg in enumerate(segments):
+            if seg.message_index is not None and seg.message_index in sent and seg.role == "assistant":
+                messages.setdefault(seg.message_index, []).append(i)
+        out = segments
+        for parts in reversed(messages.values()):  # from the last: an inserted part moves none before it
+            signed = [i for i in parts if segments[i].kind in SIGNED_KINDS and i in keyed]
+            if signed:
+                billed = [self._answers.get(keyed[i] + "o") for i in signed]
+                more = int(sum(b or 0 for b in billed)) - sum(segments[i].tokens for i in parts)
+                if all(b is not None for b in billed) and more > 0:
+                    out = list(out) if out is segments else out
+                    for i in parts:
+                        out[i] = _counted(segments[i], more if i == signed[0] else 0, whole=True)
+                continue
+            called = [keyed[i] for i in parts if i in keyed]
+            reasoning = int(self._answers.get(called[0] + "r") or 0) if called else 0
+            if reasoning and not any(segments[i].kind == REASONING and segments[i].tokens for i in parts):
+                first = segments[parts[0]]
+                part = Segment(
+                    level=first.level,
+                    pointer=f"/messages/{first.message_index}",
+                    kind=REASONING,
+                    role="assistant",
+                    value=called[0],
+                    start=first.start,
+                    end=first.start,
+                    key=None,
+                    tokens=reasoning,
+                    message_index=first.message_index,
+                    media_tokens=reasoning,  # in the provider's tokens: a scale leaves them
+                )
+                out = list(out) if out is segments else out
+                out.insert(parts[0], part)
+        return out
 
     def answered(
         self,
-        response_id: str | None,
+        said: ResponseMeta,
         prompt: Prompt,
         usage: Usage,
         policy: CachePolicy,
@@ -63,7 +129,15 @@ class StoredResponses:
         """A request (`prompt`, in the provider's tokens) was answered as `response_id`: what it left is its
         billed prompt past its tools and instructions (its input, and any context it named), and its output
         (without its reasoning where the provider keeps none: Gemini's). That context, after the same tools
-        and instructions, is what a later request naming the id holds: cached, and continued."""
+        and instructions, is what a later request naming the id holds: cached, and continued. What it
+        generated is kept by the keys it carries."""
+        if said.keys and usage.output and (prompt.api in SIGNED_APIS or policy.contract.restores_reasoning):
+            self._answers.load(list, now)
+            for n, key in enumerate(said.keys):
+                self._answers.put(key + "o", float(usage.output if n == 0 else 0), now)
+                self._answers.put(key + "r", float(usage.reasoning), now)
+            self._answers.save()
+        response_id = said.id
         if not response_id or not usage.prompt_total or prompt.api not in STATEFUL:
             return
         head = list(takewhile(_before_input, prompt.segments))
@@ -85,8 +159,9 @@ def _before_input(seg: Segment) -> bool:
     return seg.kind != STORED_CONTEXT and not seg.pointer.startswith("/input")
 
 
-def _counted(part: Segment, left: int) -> Segment:
-    """The part counted as `left` tokens more, in the provider's tokens already (a scale leaves them)."""
+def _counted(part: Segment, left: int, whole: bool = False) -> Segment:
+    """The part counted as `left` tokens more, in the provider's tokens already (a scale leaves them); with
+    `whole`, all of the part is (as counted)."""
     return Segment(
         part.level,
         part.pointer,
@@ -100,6 +175,6 @@ def _counted(part: Segment, left: int) -> Segment:
         part.breakpoint,
         part.message_index,
         part.header,
-        part.media_tokens + left,
+        (part.tokens if whole else part.media_tokens) + left,
         False,
     )

@@ -64,6 +64,7 @@ USAGE_FIELDS = Usage._fields  # the keys of a usage in the export shape, in orde
 
 
 MAX_META = 256  # a response's own text, kept in every row: an upstream gets no more room than this per value
+MAX_KEYS = 64  # what marks an answer (ResponseMeta.keys): its reasoning blocks and tool calls, the first kept
 
 
 _CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use", "requires_action"))
@@ -72,12 +73,14 @@ _CALL_REASONS = frozenset(("tool_calls", "function_call", "tool_use", "requires_
 class ResponseMeta(NamedTuple):
     """What a response says of itself (OTel's gen_ai.response.*): its id, the model that answered (may name
     a snapshot of the model asked for), why each choice stopped, and when it was made (unix seconds, where
-    the API says: OpenAI's `created`, the Responses API's `created_at`)."""
+    the API says: OpenAI's `created`, the Responses API's `created_at`), and the keys of what a later request
+    that sends it back carries of it: its reasoning's signatures, its tool calls' ids (wire/sent_back.py)."""
 
     id: str | None = None
     model: str | None = None
     finish_reasons: tuple[str, ...] = ()
     created: float | None = None
+    keys: tuple[str, ...] = ()
 
     @property
     def made_calls(self) -> bool:
@@ -86,7 +89,12 @@ class ResponseMeta(NamedTuple):
         return any(r in _CALL_REASONS for r in self.finish_reasons)
 
     def merged(
-        self, id: object = None, model: object = None, reasons: tuple[object, ...] = (), created: object = None
+        self,
+        id: object = None,
+        model: object = None,
+        reasons: tuple[object, ...] = (),
+        created: object = None,
+        keys: tuple[str, ...] = (),
     ) -> ResponseMeta:
         """This with what one more object (a whole body, or a stream's event) says; values of another type
         ignored, and the first time said kept."""
@@ -97,6 +105,7 @@ class ResponseMeta(NamedTuple):
             model=model[:MAX_META] if isinstance(model, str) and model else self.model,
             finish_reasons=said or self.finish_reasons,
             created=self.created if self.created is not None else made,
+            keys=(self.keys + keys)[:MAX_KEYS] if keys else self.keys,
         )
 
 

@@ -225,7 +225,7 @@ class Analyzer:
         def judge(state: State) -> None:
             policy = state.policy_for(prompt, _upstream(flow))
             # a stored context it names, as that was left; as the provider renders it
-            held = flow.prompt = policy.rendered(state.stored.filled(prompt))
+            held = flow.prompt = policy.rendered(state.stored.filled(prompt, policy.contract.restores_reasoning))
             theirs = state.scale.scaled(held)  # scaled once: for the comparison and the prediction
 
             def scaled(p: Prompt) -> Prompt:
@@ -375,7 +375,7 @@ class Analyzer:
             def learn(state: State) -> None:
                 policy = state.policy_for(prompt, _upstream(flow))
                 held = answered(policy, state.scale, prompt, usage, flow.ts, flow.tenant, said)
-                state.stored.answered(said.id, held, usage, policy, flow.ts, flow.tenant, state.sessions, flow.id)
+                state.stored.answered(said, held, usage, policy, flow.ts, flow.tenant, state.sessions, flow.id)
 
             self._judged(flow, learn)
             self._answers += 1

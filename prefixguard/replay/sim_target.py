@@ -166,12 +166,13 @@ class SimTarget:
     def _contract(self, req: Request, now: float, prompt: Prompt, policy: CachePolicy) -> Outcome:
         # As the proxy judges a request: in the provider's tokens as learned from the usage reported
         # before it, then its own reported usage teaches the scale before its reads and writes are kept.
-        prompt = policy.rendered(self._stored.filled(prompt))  # a stored context it names, as that was left
+        # a stored context it names, the answers it sends back: as the provider bills them
+        prompt = policy.rendered(self._stored.filled(prompt, policy.contract.restores_reasoning))
         ahead = predicted(policy, self._scale, prompt, now, req.tenant)
         usage = req.reported or Usage()  # none reported: nothing learned, only this request's writes kept
         exp = policy.billed(ahead, prompt, usage)
         held = answered(policy, self._scale, prompt, usage, now, req.tenant, req.said)
-        self._stored.answered(req.said.id, held, usage, policy, now, req.tenant)
+        self._stored.answered(req.said, held, usage, policy, now, req.tenant)
         total = ahead.cache_read + ahead.cache_write + ahead.uncached  # in the provider's tokens
         o = outcome(
             req,

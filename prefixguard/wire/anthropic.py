@@ -17,9 +17,9 @@ from prefixguard.model.diagnosis import MISS, NO_MISS, Diagnosis
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, anthropic_server
+from prefixguard.wire import adapter, anthropic_server, sent_back
 from prefixguard.wire import anthropic_turns as turns
-from prefixguard.wire.anthropic_detect import score
+from prefixguard.wire.anthropic_detect import role_messages, score
 from prefixguard.wire.anthropic_media import MEDIA_KINDS, block_media, cites, has_image
 from prefixguard.wire.anthropic_server import result_tokens
 from prefixguard.wire.fields import is_server_result
@@ -291,12 +291,17 @@ def is_content(event: Mapping[str, Any]) -> bool:
 
 
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
-    """A whole message, or a stream's message_start (the message) and message_delta (its stop_reason)."""
+    """A whole message, or a stream's message_start (the message), message_delta (its stop_reason) and the
+    events that sign its thinking (a signature_delta, a redacted block's start)."""
     message = obj.get("message") if obj.get("type") == "message_start" else obj
     if isinstance(message, Mapping):
-        current = current.merged(message.get("id"), message.get("model"), (message.get("stop_reason"),))
-    delta = obj.get("delta") if obj.get("type") == "message_delta" else None
-    return current.merged(reasons=(delta.get("stop_reason"),)) if isinstance(delta, Mapping) else current
+        keys = sent_back.signed(message.get("content"))
+        current = current.merged(message.get("id"), message.get("model"), (message.get("stop_reason"),), None, keys)
+    delta = obj.get("delta")
+    if obj.get("type") == "message_delta" and isinstance(delta, Mapping):
+        return current.merged(reasons=(delta.get("stop_reason"),))
+    keys = sent_back.streamed(delta or obj.get("content_block"))
+    return current.merged(keys=keys) if keys else current
 
 
 # ---- cache diagnostics (asked with diagnostics.previous_message_id)
@@ -369,17 +374,6 @@ def foreign(body: dict[str, Any] | None, path: str) -> str | None:
     if isinstance(body, dict) and body.get("type") == "message" and body.get("role") == "assistant":
         return "an API response"
     return None
-
-
-def role_messages(body: dict[str, Any]) -> bool:
-    """Whether the body's messages are a non-empty list of role objects (Anthropic's and Chat's)."""
-    messages = body.get("messages")
-    return (
-        isinstance(messages, list)
-        and bool(messages)
-        and all(isinstance(m, dict) and "role" in m for m in messages)
-        and "contents" not in body
-    )
 
 
 def claims(body: dict[str, Any]) -> bool:

@@ -74,3 +74,14 @@ def score(body: dict[str, Any]) -> int:
         if total:
             return total
     return 1 if str(body.get("model", "")).startswith("claude") else 0
+
+
+def role_messages(body: dict[str, Any]) -> bool:
+    """Whether the body's messages are a non-empty list of role objects (Anthropic's and Chat's)."""
+    messages = body.get("messages")
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and all(isinstance(m, dict) and "role" in m for m in messages)
+        and "contents" not in body
+    )

@@ -25,7 +25,7 @@ from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter
+from prefixguard.wire import adapter, sent_back
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.anthropic_media import chunks_text, cites
 from prefixguard.wire.anthropic_turns import schema_text
@@ -301,9 +301,14 @@ def is_content(event: Mapping[str, Any]) -> bool:
 
 
 def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
-    """Converse names no id or model in its body (the id is the x-amzn-requestid header): its stopReason
-    only, on the whole body or the stream's messageStop event."""
-    return current.merged(reasons=(obj.get("stopReason"),))
+    """Converse names no id or model in its body (the id is the x-amzn-requestid header): its stopReason, on
+    the whole body or the stream's messageStop event, and the signatures of its reasoning (the body's message,
+    or a contentBlockDelta)."""
+    output = obj.get("output")
+    message = output.get("message") if isinstance(output, Mapping) else None
+    content = message.get("content") if isinstance(message, Mapping) else None
+    keys = sent_back.signed(content) or sent_back.streamed(obj.get("delta"))
+    return current.merged(reasons=(obj.get("stopReason"),), keys=keys)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

@@ -48,3 +48,12 @@ def is_id(key: str) -> bool:
     """An id member (`id`, `tool_use_id`, Converse's `toolUseId`): random-looking, yet the same for the
     same item."""
     return key == "id" or key.endswith("_id") or key.endswith("Id")
+
+
+def reasoning_text(value: object) -> str:
+    """The text a Chat message's reasoning field holds: the string itself, or (OpenRouter's `reasoning_details`)
+    its items' text and summaries; an encrypted item's data is no text of it."""
+    if isinstance(value, str):
+        return value
+    items = value if isinstance(value, list) else ()
+    return "".join(str(i.get("text") or i.get("summary") or "") for i in items if isinstance(i, dict))

@@ -17,8 +17,9 @@ from prefixguard.model import templates
 from prefixguard.model.prompt import Prompt
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, anthropic, tool_render
+from prefixguard.wire import adapter, anthropic, anthropic_detect, sent_back, tool_render
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
+from prefixguard.wire.fields import reasoning_text
 from prefixguard.wire.jsonspan import ABSENT, Node, PlainMessage, Spec
 from prefixguard.wire.openai_media import embedded_media, part_media
 from prefixguard.wire.segments import (
@@ -42,13 +43,12 @@ HEADER = None
 JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
 RESPONSE_ID = None  # Chat answers carry no diagnostics to ask for
+_REASONING: Spec = dict.fromkeys(("reasoning_content", "reasoning", "reasoning_details"))  # [chat_reasoning]
 _SPANS: Spec = {
     "tools": {"[]": None},
     "functions": {"[]": None},
     "response_format": None,
-    "messages": {
-        "[]": {"content": {"[]": None}, "tool_calls": {"[]": None}, "reasoning_content": None, "reasoning": None}
-    },
+    "messages": {"[]": {"content": {"[]": None}, "tool_calls": {"[]": None}, **_REASONING}},
 }
 SYSTEM_ROLES = ("system", "developer")
 PART_KINDS = {"text": "text", "image_url": "image", "input_audio": "audio", "file": "document", "refusal": "text"}
@@ -141,7 +141,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
         level = "system" if leading else "messages"
         # the header goes on the message's first part only: None once a part has taken it
         header: dict[str, Any] | None = header_of(fields)
-        said = next((f for f in thinking.fields if isinstance(fields.get(f), str) and fields[f]), None)
+        said = next((f for f in thinking.fields if fields.get(f) and isinstance(fields[f], str | list)), None)
         # generated first, it renders before the answer; an earlier turn's is not rendered at all
         if (
             said is not None
@@ -156,7 +156,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
                 role=role,
                 message_index=mi,
                 header=header,
-                text=fields[said],
+                text=reasoning_text(fields[said]),
             )
             header = None
         content = msg.get("content") or ABSENT
@@ -348,7 +348,10 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
         tuple(c.get("finish_reason") for c in choices if isinstance(c, Mapping)) if isinstance(choices, list) else ()
     )
     reasons += (obj["done_reason"],) if isinstance(obj.get("done_reason"), str) else ()  # Ollama's /api/chat
-    return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"))
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
+    said = first.get("message") or first.get("delta")  # a completion's message, a chunk's delta
+    keys = sent_back.called(said.get("tool_calls")) if isinstance(said, Mapping) else ()
+    return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"), keys)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:
@@ -387,7 +390,7 @@ def claims(body: dict[str, Any]) -> bool:
 
 
 def fits(body: dict[str, Any]) -> bool:
-    return anthropic.role_messages(body)
+    return anthropic_detect.role_messages(body)
 
 
 counts_only = adapter.never_counts

@@ -138,7 +138,9 @@ class PrefixPolicy(BreakpointModes):
             # Its last token was sampled and never run through the model: no cache holds it (z.ai's tool
             # loop reads 12,049 + 61 - 1; OpenAI's entry of 7,529 + 23 ends one short of a 128 step).
             kept = output.tokens - 1
-            reached += kept if same else min(ours, kept)
+            # It followed all of that request's prompt, what the provider put after its parts too (the reply's
+            # opening: the assistant message's header that carries it back), as the provider ran it.
+            reached += prompt.after + (kept if same else min(ours, kept))
         elif self.unit_roles:  # whole units only: back to the last unit end inside the match
             # (a message end of the unit roles, or a common prefix an earlier request made a unit)
             ends = [i for i in message_ends(prompt, self.unit_roles) if i < n_alive]
