@@ -84,7 +84,7 @@ def main() -> None:
             heavy = 2 * tools > prompt.total_tokens - prompt.front
             policy = make_policy(policy_name(prompt.api, prompt.model))
             for name, scale in scales.items():
-                held = policy.rendered(stored[name].filled(prompt))
+                held = policy.rendered(stored[name].filled(prompt, policy.contract.restores_reasoning))
                 if prompt.model in seen:
                     # (a server tool's counts sum its passes: the scale learns, and is held to, one pass)
                     err = scale.scaled(held).total_tokens / (r.reported.prompt_total / r.reported.passes) - 1
@@ -94,7 +94,7 @@ def main() -> None:
                 scale.learn(held, r.reported, [len(held.segments) - 1])
                 if name == "one ratio":
                     one_ratio(scale, held, r.reported)
-                stored[name].answered(r.said.id, scale.scaled(held), r.reported, policy, 0.0)
+                stored[name].answered(r.said, scale.scaled(held), r.reported, policy, 0.0)
             seen.add(prompt.model)
     print(f"{'next request total':<24} {'n':>4}   {'one ratio: within 2% / 5%':>26}   {'by kind: within 2% / 5%':>24}")
     for group in sorted(errors["by kind"]):
