@@ -7,13 +7,14 @@ prefixguard/judge/stored.py counts what the provider bills of it: the reasoning 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from hashlib import blake2b
 from typing import Any
+
+from xxhash import xxh3_128_hexdigest
 
 
 def key(mark: str) -> str:
     """A short key for a mark (a signature runs to kilobytes): the same in the answer and the request."""
-    return blake2b(mark.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    return xxh3_128_hexdigest(mark.encode("utf-8", "surrogatepass"))
 
 
 def signature(block: Any) -> str | None:
