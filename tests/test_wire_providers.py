@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import OrderedDict
 import struct
 import zlib
 from pathlib import Path
@@ -200,38 +199,47 @@ def test_a_gemini_3_signature_is_billed_as_its_thoughts(shared_data, cassette: s
         assert abs(prompt.total_tokens - bill) <= within * bill, (n, prompt.total_tokens, bill)
 
 
-def test_a_gemini_3_signature_counts_what_its_answer_billed_once_that_answer_is_seen(shared_data, tmp_path,
-                                                                                    monkeypatch):
+def test_a_gemini_3_signature_counts_what_its_answer_billed_once_that_answer_is_seen(shared_data, tmp_path):
     """The proxy reads each Gemini answer's thought signature and the thoughts it billed (thoughtsTokenCount); the
-    request that sends the signature back (in base64 or its URL-safe form) counts exactly those, not the estimate
-    by its size. An answer with several signatures says nothing of each one's share: they stay estimates."""
+    request that sends the signature back (in base64 or its URL-safe form) is judged with exactly those, not the
+    estimate by its size (prefixguard/judge/stored.py). An answer with several signatures says nothing of each one's
+    share: they stay estimates."""
+    from prefixguard.capture.store import open_store
+    from prefixguard.judge.policies import make_policy
+    from prefixguard.judge.stored import StoredResponses
+    from prefixguard.model.usage import ResponseMeta
+    from prefixguard.wire import sent_back
+
     folder = shared_data / "recorded" / "pydantic-ai-gemini" / "test_google_test_google_instructions_only_with_tool_calls"
     path = cassette_uris(folder)["0001"]
     answer = (folder / "0001.response.json").read_bytes()
     sign = json.loads(answer)["candidates"][0]["content"]["parts"][0]["thoughtSignature"]
     second = (folder / "0002.request.json").read_bytes()
-
-    def thoughts_sent_back() -> tuple[int, bool]:
-        prompt = parse_request(second, path=path)
-        part = next(s for s in prompt.segments if isinstance(s.value, dict) and "thoughtSignature" in s.value)
-        return part.media_tokens, part.estimated
-
-    monkeypatch.setattr(gemini_thoughts, "_THOUGHTS", OrderedDict())  # no answer seen yet in this process
-    assert thoughts_sent_back()[1] is True  # an estimate by its size
+    prompt = parse_request(second, path=path)
+    signed = next(i for i, s in enumerate(prompt.segments) if isinstance(s.value, dict) and "thoughtSignature" in s.value)
+    estimate = prompt.segments[signed].media_tokens
+    assert prompt.segments[signed].estimated and estimate == gemini_thoughts.held(sign, "gemini-3-flash-preview") > 0
     analyzer = Analyzer(store=str(tmp_path / "rows.db"))
     try:
-        analyzer.request(FlowState(id="1", ts=0.0, sent=0.0, path=path, body=(folder / "0001.request.json").read_bytes()))
-        analyzer.finish(Response(id="1", status=200, headers_at=0.0, ended_at=0.0, body=answer))
+        for n, body in ((1, (folder / "0001.request.json").read_bytes()), (2, second)):
+            analyzer.request(FlowState(id=str(n), ts=float(n), sent=float(n), path=path, body=body))
+            analyzer.finish(Response(id=str(n), status=200, headers_at=float(n), ended_at=float(n),
+                                     body=(folder / f"{n:04d}.response.json").read_bytes()))
     finally:
         analyzer.close()
-    assert thoughts_sent_back() == (190, False)  # the answer's thoughtsTokenCount
+    with open_store(tmp_path / "rows.db") as db:
+        judged = {r.id: r for r in db.records()}["2"].segments[signed][2]
+    assert judged - prompt.segments[signed].tokens == 190 - estimate  # the answer's thoughtsTokenCount
     urlsafe = sign.replace("+", "-").replace("/", "_")
-    assert gemini_thoughts.held(urlsafe, "gemini-3-flash-preview") == (190, False)
+    assert sent_back.key(urlsafe) == sent_back.key(sign)
     other = "Q" * 600  # never seen: by its size, (600 - 80) / 5.2
-    assert not gemini_thoughts.remember(json.dumps({"candidates": [{"content": {"parts": [
-        {"text": "a", "thoughtSignature": other}, {"text": "b", "thoughtSignature": other[::-1] + "A"}]}}],
-        "usageMetadata": {"thoughtsTokenCount": 50}}).encode())
-    assert gemini_thoughts.held(other, "gemini-3-flash-preview") == (100, True)
+    assert gemini_thoughts.held(other, "gemini-3-flash-preview") == 100
+    stored, policy = StoredResponses(), make_policy("gemini")
+    body = {"contents": [{"role": "model", "parts": [{"text": "a", "thoughtSignature": other}]}]}
+    sent = parse_request(json.dumps(body), path=path)
+    stored.answered(ResponseMeta(keys=(sent_back.key(other), sent_back.key(other[::-1] + "A"))), sent,
+                    Usage(prompt_total=10, output=60, reasoning=50, reported=True), policy, 0.0)
+    assert stored.filled(sent).segments[0].tokens == sent.segments[0].tokens  # several: each one's share untold
 
 
 def test_a_gemini_call_id_is_no_prompt_text(shared_data):

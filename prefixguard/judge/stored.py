@@ -30,7 +30,7 @@ from prefixguard.judge.session import Sessions
 from prefixguard.model.fingerprint import chain
 from prefixguard.model.prompt import STORED_CONTEXT, Prompt, Segment
 from prefixguard.model.usage import ResponseMeta, Usage
-from prefixguard.wire import sent_back
+from prefixguard.wire import gemini_thoughts, sent_back
 
 KEEP = 4096  # responses remembered here (an id and a count each)
 # the APIs whose requests may name one, and where
@@ -38,7 +38,7 @@ STATEFUL = {"openai-responses": "/previous_response_id", "gemini-interactions": 
 STORED_LIFETIME = 86_400.0  # how long a shared index keeps what a response left
 REASONING = "thinking"  # the kind of a reasoning part, and of the parts a signed block is read as
 SIGNED_KINDS = frozenset((REASONING, "redacted_thinking"))
-SIGNED_APIS = frozenset(("anthropic", "bedrock-converse"))  # whose answers sign their reasoning (wire/sent_back.py)
+SIGNED_APIS = frozenset(("anthropic", "bedrock-converse", "gemini"))  # whose answers sign their reasoning
 
 
 class StoredResponses:
@@ -54,7 +54,7 @@ class StoredResponses:
         """The prompt with its stored-context part counted as what the named response left, and the answers
         it sends back counted as billed (their reasoning put back where `restores`); each as it was, where that
         answer was not seen here."""
-        segments = self._sent_back(prompt.segments, restores)
+        segments = self._sent_back(prompt.segments, restores, prompt.model)
         i = next((i for i, seg in enumerate(segments) if seg.kind == STORED_CONTEXT), None)
         if i is not None:
             named = segments[i].value
@@ -66,24 +66,32 @@ class StoredResponses:
             return prompt
         return prompt.with_segments(segments, chain=None if len(segments) == len(prompt.segments) else chain(segments))
 
-    def _sent_back(self, segments: list[Segment], restores: bool) -> list[Segment]:
+    def _sent_back(self, segments: list[Segment], restores: bool, model: str | None) -> list[Segment]:
         """The parts with each answer sent back counted as billed (the same list where none is known here)."""
         keyed: dict[int, str] = {}  # part -> the key it carries
+        thoughts: dict[int, int] = {}  # a Gemini part whose signature's thoughts are estimated -> the estimate
         for i, seg in enumerate(segments):
             mark = sent_back.signature(seg.value) if seg.kind in SIGNED_KINDS else None
             if mark is None and restores and seg.kind == "tool_use" and isinstance(seg.value, dict):
                 mark = seg.value.get("id") if isinstance(seg.value.get("id"), str) else None
+            if mark is None and seg.estimated and (sign := gemini_thoughts.signature(seg.value)):
+                estimate = gemini_thoughts.held(sign, model)
+                mark, thoughts[i] = (sign, estimate) if estimate and seg.media_tokens >= estimate else (None, 0)
             if mark:
                 keyed[i] = sent_back.key(mark)
         if not keyed:
             return segments
         self._answers.load(lambda: [k + kind for k in keyed.values() for kind in "or"], 0.0)
-        sent = {segments[i].message_index for i in keyed} - {None}
+        out = segments
+        for i, estimate in thoughts.items():  # as the answer that made it billed them (its thoughts)
+            if (billed := self._answers.get(keyed[i] + "r")) is not None:
+                out = list(out) if out is segments else out
+                out[i] = _counted(segments[i], int(billed) - estimate)
+        sent = {segments[i].message_index for i in keyed if i not in thoughts} - {None}
         messages: dict[int, list[int]] = {}  # each assistant message that carries a key -> its parts
         for i, seg in enumerate(segments):
             if seg.message_index is not None and seg.message_index in sent and seg.role == "assistant":
                 messages.setdefault(seg.message_index, []).append(i)
-        out = segments
         for parts in reversed(messages.values()):  # from the last: an inserted part moves none before it
             signed = [i for i in parts if segments[i].kind in SIGNED_KINDS and i in keyed]
             if signed:
@@ -131,9 +139,12 @@ class StoredResponses:
         (without its reasoning where the provider keeps none: Gemini's). That context, after the same tools
         and instructions, is what a later request naming the id holds: cached, and continued. What it
         generated is kept by the keys it carries."""
-        if said.keys and usage.output and (prompt.api in SIGNED_APIS or policy.contract.restores_reasoning):
+        keys = tuple(dict.fromkeys(said.keys))  # a stream may tell a signature twice
+        several = len(keys) > 1 and prompt.api == "gemini"  # its thoughts' count tells no signature's share
+        wanted = prompt.api in SIGNED_APIS or policy.contract.restores_reasoning
+        if keys and usage.output and wanted and not several:
             self._answers.load(list, now)
-            for n, key in enumerate(said.keys):
+            for n, key in enumerate(keys):
                 self._answers.put(key + "o", float(usage.output if n == 0 else 0), now)
                 self._answers.put(key + "r", float(usage.reasoning), now)
             self._answers.save()

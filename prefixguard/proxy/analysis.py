@@ -37,7 +37,6 @@ from prefixguard.wire import (
     MAX_BYTES,
     files,
     gemini,
-    gemini_thoughts,
     parse_diagnosis,
     parse_request,
     parse_response,
@@ -307,8 +306,6 @@ class Analyzer:
             first = resp.headers_at  # a whole JSON body: its first token arrives with the last
         elif prompt is None and ok and resp.body and files.is_upload(flow.path, flow.method):
             files.remember(flow.body, decoded(resp.body, resp.encoding)[0])  # later ids cost what it holds
-        if ok and prompt is not None and api == gemini.API and gemini_thoughts.billed(prompt.model):
-            gemini_thoughts.remember(_answer(resp))  # what its signature holds, for the request that sends it back
         rec = Record(
             id=flow.id,
             ts=flow.ts,
@@ -391,9 +388,3 @@ class Analyzer:
         if prompt is None and rec.cause and rec.cause.startswith("not analysed: "):  # said, not silent
             return printable(f"prefixguard warning: {rec.id} {rec.path}: {rec.cause}")
         return printable(_line(rec)) if prompt is not None else None  # a model name may hold an escape sequence
-
-
-def _answer(resp: Response) -> bytes:
-    """A whole answer's bytes, its content-encoding undone: its body, or its stream's chunks."""
-    raw = resp.body if resp.chunks is None else b"".join(chunk for _, chunk in resp.chunks)
-    return decoded(raw, resp.encoding)[0] if raw else b""

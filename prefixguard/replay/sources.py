@@ -25,7 +25,7 @@ from prefixguard.capture.store import is_capture_url, json_lines
 from prefixguard.model import tokens
 from prefixguard.model.usage import NO_META, USAGE_FIELDS, ResponseMeta, Usage
 from prefixguard.utils.errors import InputError, check_regular_file, parse_json, read_input, reading
-from prefixguard.wire import detect_api, files, gemini, gemini_thoughts, parse_response, parse_response_meta, routes
+from prefixguard.wire import detect_api, files, gemini, parse_response, parse_response_meta, routes
 
 MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake release hashes prompts in blocks of 512 tokens
 TEXT_MODEL = "tiny"  # model name sent for traces that name none: the one `engine serve` answers
@@ -213,16 +213,13 @@ def _folder(p: Path) -> Trace:
 
 def remember_uploads(p: Path, uris: dict[str, str]) -> None:
     """Files a cassette uploads (its requests to /v1/files): later requests that send their ids are
-    costed by what the files hold; so are the Gemini explicit caches it creates, and the thought
-    signatures its Gemini answers hold."""
+    costed by what the files hold; so are the Gemini explicit caches it creates."""
     for stem, uri in uris.items():
         body, response = p / f"{stem}.request.txt", p / f"{stem}.response.json"
         if files.is_upload(uri) and body.exists() and response.exists():
             files.remember(read_input(body), read_input(response))
         elif gemini.is_cache_creation(uri) and response.exists():  # an explicit cache later requests name
             gemini.remember_cached(read_input(response))
-        elif gemini.is_generation(uri) and (answer := response_file(p, stem)) is not None:
-            gemini_thoughts.remember(read_input(answer))
 
 
 def cassette_uris(p: Path) -> dict[str, str]:

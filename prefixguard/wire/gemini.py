@@ -23,7 +23,7 @@ from prefixguard.model.media import DOCUMENT, IMAGE, UNCOSTED, Media
 from prefixguard.model.prompt import Prompt, compact_json
 from prefixguard.model.usage import ResponseMeta, Usage
 from prefixguard.utils.errors import InputError
-from prefixguard.wire import adapter, gemini_thoughts
+from prefixguard.wire import adapter, gemini_thoughts, sent_back
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
 from prefixguard.wire.segments import Builder, as_int, expect, message_header, wrong_type
@@ -76,7 +76,7 @@ _SNAKE = {
 # characters (a tool loop's turn that adds a 128-character one, 92 cl100k tokens, and two calls with their
 # results bills 78: lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run). Where the model's row says so
 # (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds (gemini_thoughts.py).
-_SIGNATURES = frozenset(("thoughtSignature", "thought_signature"))
+_SIGNATURES = frozenset(gemini_thoughts.SIGNATURES)
 _SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
 
 
@@ -167,11 +167,10 @@ def _parts(
         seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
-        sign = next((part.value[k] for k in _SIGNATURES if isinstance(part.value.get(k), str)), None)
-        thoughts, guessed = gemini_thoughts.held(sign, out.model) if kind in _SIGNED and not thought_text else (0, 0)
-        if thoughts:  # the provider's count, not scaled: as media
-            seg.tokens, seg.media_tokens = seg.tokens + thoughts, seg.media_tokens + thoughts
-            seg.estimated = seg.estimated or bool(guessed)
+        sign = gemini_thoughts.signature(part.value)
+        thoughts = gemini_thoughts.held(sign, out.model) if kind in _SIGNED and not thought_text else 0
+        if thoughts:  # the provider's count, not scaled: as media; an estimate until its answer is seen
+            seg.tokens, seg.media_tokens, seg.estimated = seg.tokens + thoughts, seg.media_tokens + thoughts, True
         header = None
         images = images or kind == IMAGE
     if header is not None:  # no parts: the whole entry is one segment
@@ -318,7 +317,12 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     """A whole response or a stream chunk: responseId, modelVersion, each candidate's finishReason (last chunk)."""
     cands = obj.get("candidates")
     reasons = tuple(c.get("finishReason") for c in cands if isinstance(c, Mapping)) if isinstance(cands, list) else ()
-    return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons)
+    first = cands[0] if isinstance(cands, list) and cands else None  # its thoughts' signature is in its parts
+    content = first.get("content") if isinstance(first, Mapping) else None
+    parts = content.get("parts") if isinstance(content, Mapping) else None
+    signs = map(gemini_thoughts.signature, parts if isinstance(parts, list) else ())
+    keys = tuple(sent_back.key(sign) for sign in signs if sign)
+    return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons, None, keys)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

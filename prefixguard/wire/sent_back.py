@@ -1,5 +1,6 @@
 """What marks an answer when a later request sends it back: the signature of its reasoning (a Claude thinking
-block on the Messages API, a reasoningContent block on Converse) and the ids of its tool calls (Chat). The
+block on the Messages API, a reasoningContent block on Converse, a Gemini part's thought signature) and the ids
+of its tool calls (Chat). The
 answer carries them (ResponseMeta.keys) and so does the request that sends it back, where
 prefixguard/judge/stored.py counts what the provider bills of it: the reasoning it generated.
 """
@@ -13,8 +14,10 @@ from xxhash import xxh3_128_hexdigest
 
 
 def key(mark: str) -> str:
-    """A short key for a mark (a signature runs to kilobytes): the same in the answer and the request."""
-    return xxh3_128_hexdigest(mark.encode("utf-8", "surrogatepass"))
+    """A short key for a mark (a signature runs to kilobytes): the same in the answer and the request, and for a
+    signature in base64 and in its URL-safe form (a client may send back either)."""
+    plain = mark.rstrip("=").replace("-", "+").replace("_", "/")
+    return xxh3_128_hexdigest(plain.encode("utf-8", "surrogatepass"))
 
 
 def signature(block: Any) -> str | None:
