@@ -15,9 +15,10 @@ here: the latest KEEP), a day.
 An answer sent back (prefixguard/wire/sent_back.py: the keys it and the request carry) is billed the reasoning
 it generated. Signed (Claude's thinking, Converse's reasoningContent), a summary (Claude 4 and later) or no
 text stands for it: an assistant message whose signed blocks were all answered here is counted as the output
-those answers were billed, where that is more than its parts. Not sent at all (Chat has no field for it), a
-provider that puts it back (`restores_reasoning`: xAI) reads and bills it: it is counted as a reasoning part
-before the message's answer, as long as that answer generated it.
+those answers were billed, where that is more than its parts. A Gemini 3 thought signature holds its answer's
+thoughts (estimated by its size where the wire reads it): counted as that answer billed them. Not sent at all
+(Chat has no field for it), a provider that puts it back (`restores_reasoning`: xAI) reads and bills it: it is
+counted as a reasoning part before the message's answer, as long as that answer generated it.
 """
 
 from __future__ import annotations
@@ -68,33 +69,23 @@ class StoredResponses:
 
     def _sent_back(self, segments: list[Segment], restores: bool, model: str | None) -> list[Segment]:
         """The parts with each answer sent back counted as billed (the same list where none is known here)."""
-        keyed: dict[int, str] = {}  # part -> the key it carries
-        thoughts: dict[int, int] = {}  # a Gemini part whose signature's thoughts are estimated -> the estimate
-        for i, seg in enumerate(segments):
-            mark = sent_back.signature(seg.value) if seg.kind in SIGNED_KINDS else None
-            if mark is None and restores and seg.kind == "tool_use" and isinstance(seg.value, dict):
-                mark = seg.value.get("id") if isinstance(seg.value.get("id"), str) else None
-            if mark is None and seg.estimated and (sign := gemini_thoughts.signature(seg.value)):
-                estimate = gemini_thoughts.held(sign, model)
-                mark, thoughts[i] = (sign, estimate) if estimate and seg.media_tokens >= estimate else (None, 0)
-            if mark:
-                keyed[i] = sent_back.key(mark)
+        keyed, estimates = _keyed(segments, restores, model)
         if not keyed:
             return segments
         self._answers.load(lambda: [k + kind for k in keyed.values() for kind in "or"], 0.0)
         out = segments
-        for i, estimate in thoughts.items():  # as the answer that made it billed them (its thoughts)
+        for i, estimate in estimates.items():  # a Gemini signature: the thoughts its answer billed
             if (billed := self._answers.get(keyed[i] + "r")) is not None:
                 out = list(out) if out is segments else out
                 out[i] = _counted(segments[i], int(billed) - estimate)
-        sent = {segments[i].message_index for i in keyed if i not in thoughts} - {None}
         messages: dict[int, list[int]] = {}  # each assistant message that carries a key -> its parts
+        sent = {segments[i].message_index for i in keyed if i not in estimates}
         for i, seg in enumerate(segments):
             if seg.message_index is not None and seg.message_index in sent and seg.role == "assistant":
                 messages.setdefault(seg.message_index, []).append(i)
         for parts in reversed(messages.values()):  # from the last: an inserted part moves none before it
             signed = [i for i in parts if segments[i].kind in SIGNED_KINDS and i in keyed]
-            if signed:
+            if signed:  # counted as generated: the output its answers were billed, where more than its parts
                 billed = [self._answers.get(keyed[i] + "o") for i in signed]
                 more = int(sum(b or 0 for b in billed)) - sum(segments[i].tokens for i in parts)
                 if all(b is not None for b in billed) and more > 0:
@@ -102,25 +93,11 @@ class StoredResponses:
                     for i in parts:
                         out[i] = _counted(segments[i], more if i == signed[0] else 0, whole=True)
                 continue
-            called = [keyed[i] for i in parts if i in keyed]
-            reasoning = int(self._answers.get(called[0] + "r") or 0) if called else 0
+            called = [keyed[i] for i in parts if i in keyed]  # its reasoning put back, where its answer had one
+            reasoning = int(self._answers.get(called[0] + "r") or 0)
             if reasoning and not any(segments[i].kind == REASONING and segments[i].tokens for i in parts):
-                first = segments[parts[0]]
-                part = Segment(
-                    level=first.level,
-                    pointer=f"/messages/{first.message_index}",
-                    kind=REASONING,
-                    role="assistant",
-                    value=called[0],
-                    start=first.start,
-                    end=first.start,
-                    key=None,
-                    tokens=reasoning,
-                    message_index=first.message_index,
-                    media_tokens=reasoning,  # in the provider's tokens: a scale leaves them
-                )
                 out = list(out) if out is segments else out
-                out.insert(parts[0], part)
+                out.insert(parts[0], _restored(segments[parts[0]], called[0], reasoning))
         return out
 
     def answered(
@@ -188,4 +165,41 @@ def _counted(part: Segment, left: int, whole: bool = False) -> Segment:
         part.header,
         (part.tokens if whole else part.media_tokens) + left,
         False,
+    )
+
+
+def _keyed(segments: list[Segment], restores: bool, model: str | None) -> tuple[dict[int, str], dict[int, int]]:
+    """(part -> the key of the answer it sends back, a Gemini part -> its signature's thoughts as estimated): a
+    signed reasoning block's signature, a tool call's id where the provider restores reasoning, a Gemini
+    signature whose thoughts the part holds by its size."""
+    keyed: dict[int, str] = {}
+    estimates: dict[int, int] = {}
+    for i, seg in enumerate(segments):
+        mark = sent_back.signature(seg.value) if seg.kind in SIGNED_KINDS else None
+        if mark is None and restores and seg.kind == "tool_use" and isinstance(seg.value, dict):
+            mark = seg.value.get("id") if isinstance(seg.value.get("id"), str) else None
+        if mark is None and seg.estimated and (sign := gemini_thoughts.signature(seg.value)):
+            estimate = gemini_thoughts.held(sign, model)
+            if estimate and seg.media_tokens >= estimate:
+                mark, estimates[i] = sign, estimate
+        if mark:
+            keyed[i] = sent_back.key(mark)
+    return keyed, estimates
+
+
+def _restored(first: Segment, key: str, reasoning: int) -> Segment:
+    """The reasoning a provider puts back before an answer sent back without it: a part of its own (the
+    message's first), in the provider's tokens."""
+    return Segment(
+        level=first.level,
+        pointer=f"/messages/{first.message_index}",
+        kind=REASONING,
+        role="assistant",
+        value=key,
+        start=first.start,
+        end=first.start,
+        key=None,
+        tokens=reasoning,
+        message_index=first.message_index,
+        media_tokens=reasoning,  # a scale leaves them
     )
