@@ -108,6 +108,7 @@ class Contract:
     ready_seconds: float = 0.0  # what a request wrote is read only this long after it
     stored_reasoning: bool = True  # a stored response's context (previous_*_id) holds its reasoning
     restores_reasoning: bool = False  # an answer sent back without its reasoning gets it back, read and billed
+    output_calls_cached: int = 0  # of the tool calls an answer made at once, how many its cached output holds (0: all)
     tools_unrendered_under_tool_choice: tuple[str, ...] = ()  # tool_choice values that render no tools
     unrendered_blocks: tuple[str, ...] = ()  # content block types kept out of the model's prompt
     compaction_blocks: tuple[str, ...] = ()  # block types that stand for all the conversation before them

@@ -61,6 +61,7 @@ class PrefixPolicy(BreakpointModes):
         # DeepSeek V4: reads end on whole "prefix units" (message ends of these roles), never inside one
         self.unit_roles: frozenset[str] = frozenset(table.unit_end_roles) if table.policy == UNITS else frozenset()
         self.prefix_caching: bool = table.prefix_caching  # a server may reuse no prefix at all
+        self.calls_cached: int = table.output_calls_cached
         modes = self.breakpoint_rules.ttl_seconds if self.breakpoint_rules else {}
         self._longest_ttl = max([*self.retention.values(), *modes.values()], default=float("inf"))
 
@@ -116,7 +117,7 @@ class PrefixPolicy(BreakpointModes):
         output = (
             self._get((*owner, b"o" + chain[n_alive - 1])) if self.caches_output and 0 < n_alive < len(chain) else None
         )
-        carried = n_alive
+        carried, cut = n_alive, False
         if output is not None and self.ready <= now - output.at <= ttl:
             # A request ended here: what it generated, carried back as the parts that follow, was cached with it.
             while carried < len(chain) and prompt.segments[carried].role == "assistant":
@@ -130,11 +131,15 @@ class PrefixPolicy(BreakpointModes):
             # continuation is no longer what it generated.
             if output.calls and not any(s.kind == "tool_use" for s in back):
                 carried = n_alive
+            # Of several calls made at once, some providers hold only the first as generated (xAI).
+            calls = [n_alive + k for k, s in enumerate(back) if s.kind == "tool_use"]
+            if cut := 0 < self.calls_cached < len(calls):
+                carried = calls[self.calls_cached - 1] + 1
         if carried > n_alive and output is not None:
             ours = cum[carried - 1] - reached
             # About its size: it is that output, which the provider counted exactly (a reasoning item's size
             # is an estimate); else it is some of it, or more than it (the client added to it).
-            same = abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
+            same = not cut and abs(ours - output.tokens) <= SAME_OUTPUT * output.tokens
             # Its last token was sampled and never run through the model: no cache holds it (z.ai's tool
             # loop reads 12,049 + 61 - 1; OpenAI's entry of 7,529 + 23 ends one short of a 128 step).
             kept = output.tokens - 1
