@@ -95,7 +95,7 @@ class StoredResponses:
                 continue
             called = [keyed[i] for i in parts if i in keyed]  # its reasoning put back, where its answer had one
             reasoning = int(self._answers.get(called[0] + "r") or 0)
-            if reasoning and not any(segments[i].kind == REASONING and segments[i].tokens for i in parts):
+            if reasoning and not any(segments[i].kind == REASONING for i in parts):  # sent back, even empty: none
                 out = list(out) if out is segments else out
                 out.insert(parts[0], _restored(segments[parts[0]], called[0], reasoning))
         return out
