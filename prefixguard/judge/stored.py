@@ -178,7 +178,7 @@ def _keyed(segments: list[Segment], restores: bool, model: str | None) -> tuple[
         mark = sent_back.signature(seg.value) if seg.kind in SIGNED_KINDS else None
         if mark is None and restores and seg.kind == "tool_use" and isinstance(seg.value, dict):
             mark = seg.value.get("id") if isinstance(seg.value.get("id"), str) else None
-        if mark is None and seg.estimated and (sign := gemini_thoughts.signature(seg.value)):
+        if mark is None and seg.estimated and (sign := sent_back.thought_signature(seg.value)):
             estimate = gemini_thoughts.held(sign, model)
             if estimate and seg.media_tokens >= estimate:
                 mark, estimates[i] = sign, estimate

@@ -76,7 +76,7 @@ _SNAKE = {
 # characters (a tool loop's turn that adds a 128-character one, 92 cl100k tokens, and two calls with their
 # results bills 78: lmnr-ai/lmnr-python's recorded gemini-3.5-flash-lite run). Where the model's row says so
 # (rules/providers.toml thought_signature: Gemini 3), it is billed as the thoughts it holds (gemini_thoughts.py).
-_SIGNATURES = frozenset(gemini_thoughts.SIGNATURES)
+_SIGNATURES = frozenset(sent_back.THOUGHT_SIGNATURES)
 _SIGNED = frozenset(("text", "tool_use"))  # the model's own parts: a built-in tool's signature holds no thoughts
 
 
@@ -167,7 +167,7 @@ def _parts(
         seg = out.add(
             level, f"{where}/parts/{pi}", kind, part, role=role, message_index=mi, header=header, text=text, media=media
         )
-        sign = gemini_thoughts.signature(part.value)
+        sign = sent_back.thought_signature(part.value)
         thoughts = gemini_thoughts.held(sign, out.model) if kind in _SIGNED and not thought_text else 0
         if thoughts:  # the provider's count, not scaled: as media; an estimate until its answer is seen
             seg.tokens, seg.media_tokens, seg.estimated = seg.tokens + thoughts, seg.media_tokens + thoughts, True
@@ -320,7 +320,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     first = cands[0] if isinstance(cands, list) and cands else None  # its thoughts' signature is in its parts
     content = first.get("content") if isinstance(first, Mapping) else None
     parts = content.get("parts") if isinstance(content, Mapping) else None
-    signs = map(gemini_thoughts.signature, parts if isinstance(parts, list) else ())
+    signs = map(sent_back.thought_signature, parts if isinstance(parts, list) else ())
     keys = tuple(sent_back.key(sign) for sign in signs if sign)
     return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons, None, keys)
 

@@ -5,12 +5,7 @@ billed instead."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from prefixguard.contracts.providers import thought_signature
-
-SIGNATURES = ("thoughtSignature", "thought_signature")  # as the API and as the Python SDK write it
 
 
 def held(sign: str | None, model: str | None) -> int:
@@ -20,10 +15,3 @@ def held(sign: str | None, model: str | None) -> int:
     if rule is None or sign is None:
         return 0
     return max(0, round((len(sign) - rule.chars_per_item) / rule.chars_per_token))
-
-
-def signature(part: Any) -> str | None:
-    """A part's thought signature, if it carries one."""
-    if not isinstance(part, Mapping):
-        return None
-    return next((part[k] for k in SIGNATURES if isinstance(part.get(k), str) and part[k]), None)

@@ -37,6 +37,19 @@ def signature(block: Any) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
+THOUGHT_SIGNATURES = (
+    "thoughtSignature",
+    "thought_signature",
+)  # a Gemini part's, as the API and the Python SDK write it
+
+
+def thought_signature(part: Any) -> str | None:
+    """A Gemini part's thought signature, if it carries one."""
+    if not isinstance(part, Mapping):
+        return None
+    return next((part[k] for k in THOUGHT_SIGNATURES if isinstance(part.get(k), str) and part[k]), None)
+
+
 def signed(blocks: Any) -> tuple[str, ...]:
     """The keys of the reasoning blocks in an answer's content, in order."""
     if not isinstance(blocks, list):
