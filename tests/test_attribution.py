@@ -234,7 +234,8 @@ def test_a_postgresql_store_of_schema_4_gets_the_new_columns(tmp_path: Path) -> 
         rows = {r["id"]: r for r in pg_rows(url)}
     assert rows["old"]["client"] is None and rows["old"]["response"]["finish_reasons"] == []
     assert (rows["new"]["client"], rows["new"]["site"]) == ("claude-cli 2.0.14", "tests/a.py::t")
-    assert rows["new"]["response"] == {"id": "msg_1", "model": "claude-x-1", "finish_reasons": ["end_turn", "max_tokens"]}
+    assert rows["new"]["response"] == {"id": "msg_1", "model": "claude-x-1", "finish_reasons": ["end_turn", "max_tokens"],
+                                       "keys": []}
 
 
 @pytest.mark.parametrize("recording, api, said", [

@@ -136,3 +136,34 @@ def test_reasoning_an_answer_generated_is_read_where_it_is_sent_back(bench) -> N
         assert r.proxy_expected == r.sim_predicted and abs(r.proxy_expected - r.reported_read) <= 0.05 * r.reported_read
     assert later["xai_grok_code_fast_tool"].proxy_expected % 64 == 0
     assert f.false_breaks() == []
+
+
+def test_a_capture_replayed_holds_what_its_answers_said(tmp_path: Path) -> None:
+    """The proxy's capture keeps what each response said of itself, the keys that mark it included (the export's
+    `response`), and replay reads them back: replaying the capture of langchain_aws/thinking_summarized counts the
+    summarized reasoning sent back as its answer generated it, as the proxy did (849 without the keys), and a
+    Responses id or a finish reason is no longer lost on the way (replay read none of them from a capture)."""
+    from prefixguard.capture.reader import read_capture
+    from prefixguard.replay.sim_target import SimTarget
+
+    folder = PUBLIC / "langchain_aws" / "thinking_summarized"
+    trace = sources.load(folder)
+    store = tmp_path / "rows.db"
+    analyzer = Analyzer(store=str(store))
+    try:
+        for n, req in enumerate(trace.requests, 1):
+            answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
+            whole = answer if answer[:1] == b"{" else None
+            analyzer.request(FlowState(id=str(n), ts=float(n), sent=float(n), path=req.path, upstream=req.upstream,
+                                       body=json.dumps(req.body).encode()))
+            analyzer.finish(Response(id=str(n), status=200, headers_at=float(n), ended_at=float(n), body=whole,
+                                     chunks=None if whole else [(float(n), answer)]))
+    finally:
+        analyzer.close()
+    rows = read_capture(store)
+    assert [r["response"]["keys"] for r in rows] == [list(r.said.keys) for r in trace.requests] != [[], []]
+    replayed = sources.load(store)
+    assert [r.said.finish_reasons for r in replayed.requests] == [("end_turn",), ("end_turn",)]
+    sim = SimTarget("auto")
+    counted = [sim.run(r, r.ts).prompt_tokens for r in replayed.requests][1]
+    assert abs(counted - 1276) <= 0.02 * 1276, counted

@@ -281,6 +281,7 @@ def test_a_version_4_capture_gets_the_attribution_columns_from_the_writer(tmp_pa
         rec = record(1)
         rec.client, rec.route, rec.site = "claude-cli 2.0.14", "/v1/messages", "tests/test_x.py::test_y"
         rec.response_id, rec.response_model, rec.finish_reasons = "msg_1", "claude-x-20250101", ["end_turn"]
+        rec.response_keys = ["5f0c9a1e0b7d4c2a"]  # what marks the answer when sent back: a column since added too
         store.add(rec)
         assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     with open_store(db) as store:
@@ -288,7 +289,9 @@ def test_a_version_4_capture_gets_the_attribution_columns_from_the_writer(tmp_pa
     assert [(r["id"], r["client"], r["site"]) for r in rows] == [("old", None, None),
                                                                 ("f1", "claude-cli 2.0.14", "tests/test_x.py::test_y")]
     assert rows[1]["route"] == "/v1/messages"
-    assert rows[1]["response"] == {"id": "msg_1", "model": "claude-x-20250101", "finish_reasons": ["end_turn"]}
+    assert rows[1]["response"] == {"id": "msg_1", "model": "claude-x-20250101", "finish_reasons": ["end_turn"],
+                                   "keys": ["5f0c9a1e0b7d4c2a"]}
+    assert rows[0]["response"]["keys"] == []
 
 
 def test_read_jsonl_names_the_line_of_binary_or_non_json(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ The version-1 columns `cause` and `diagnosis` stay in the table for older reader
 a writer moves an old row's text into the new columns (`legacy_updates`), a read-only reader converts it
 as it reads (capture/legacy.py). A column added since (`reasoning`: how many of a response's output tokens
 were reasoning, in the usage; `server_calls`: the tools the provider ran itself between passes, with
-`server_added` and `first_pass`: what their results added and the first pass's prompt) is added by
-the writer, and read as 0 from a file without it; adding a field is not a new version.
+`server_added` and `first_pass`: what their results added and the first pass's prompt; `response_keys`: what
+marks the answer when a later request sends it back) is added by the writer, and read as 0 (or none) from a file
+without it; adding a field is not a new version.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ COLUMNS = """
     response_model TEXT, finish_reasons TEXT, causes TEXT, pointer TEXT, note TEXT, diag_status TEXT,
     diag_level TEXT, diag_label TEXT, diag_missed_tokens INTEGER, diag_reusable_tokens INTEGER, diag_reason TEXT,
     agreement TEXT, analysed INTEGER NOT NULL DEFAULT 1, reasoning INTEGER, server_calls INTEGER,
-    server_added INTEGER, first_pass INTEGER
+    server_added INTEGER, first_pass INTEGER, response_keys TEXT
 """
 # (name, SQLite type, the rest of its definition) of each column
 DEFINITIONS = tuple(
@@ -75,6 +76,7 @@ ADDED = {
         "server_calls",
         "server_added",
         "first_pass",
+        "response_keys",
     )
 }
 REQUIRED = frozenset(NAMES) - set(ADDED)  # what any capture's table has had since version 1
@@ -94,6 +96,7 @@ def flat(rec: Record) -> dict[str, Any]:
     out["degraded"] = int(rec.degraded)
     out["analysed"] = int(rec.analysed)
     out["finish_reasons"] = json.dumps(list(rec.finish_reasons)) if rec.finish_reasons else None
+    out["response_keys"] = json.dumps(list(rec.response_keys)) if rec.response_keys else None
     out["verdict"] = None if rec.verdict is None else str(rec.verdict)  # the name, whatever enum adapter a driver has
     out["causes"] = json.dumps([str(c) for c in rec.causes]) if rec.causes else None
     out["cause"] = out["diagnosis"] = None
@@ -121,6 +124,8 @@ def record_of(row: Mapping[str, Any]) -> Record:
     analysed = data.pop("analysed", None)
     reasons = _json(data, "finish_reasons", "null", (list, type(None)), strict=False)
     data["finish_reasons"] = [r for r in reasons if isinstance(r, str)] if reasons else None
+    keys = _json(data, "response_keys", "null", (list, type(None)), strict=False)
+    data["response_keys"] = [k for k in keys if isinstance(k, str)] if keys else None
     cause, diagnosis = data.pop("cause", None), data.pop("diagnosis", None)  # version 5's text, if any
     verdict = data.get("verdict")
     if verdict is not None:

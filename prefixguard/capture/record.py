@@ -69,6 +69,7 @@ class Record:
     response_id: str | None = None  # what the response says of itself (OTel gen_ai.response.*)
     response_model: str | None = None
     finish_reasons: list[str] | None = None
+    response_keys: list[str] | None = None  # what marks it when sent back (wire/sent_back.py): replay's sim reads them
 
     def __init__(self, id: str, ts: float, path: str, **fields: Any) -> None:
         self.id, self.ts, self.path, self.segments = id, ts, path, []
@@ -160,6 +161,7 @@ class Record:
                 "id": self.response_id,
                 "model": self.response_model,
                 "finish_reasons": list(self.finish_reasons or ()),
+                "keys": list(self.response_keys or ()),
             },
         }
 

@@ -325,6 +325,7 @@ class Analyzer:
             response_id=said.id,
             response_model=said.model,
             finish_reasons=list(said.finish_reasons) or None,
+            response_keys=list(said.keys) or None,
         )
         if self.bodies and not flow.unread:  # a body too large to read is not kept
             sent = flow.body.decode("utf-8", "replace") if prompt is None or flow.body else prompt.text

@@ -301,6 +301,18 @@ def _recorded_answer(p: Path, stem: str, body: dict[str, Any], path: str | None)
     return (usage if usage.reported or usage.prompt_total else None), said  # no cache field: it still teaches the scale
 
 
+def _said(response: Any) -> ResponseMeta:
+    """What a captured row's response said of itself (the export's `response`): its id, model, finish reasons,
+    and the keys that mark it when sent back."""
+    if not isinstance(response, dict):
+        return NO_META
+    reasons, keys = response.get("finish_reasons"), response.get("keys")
+    marks = tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
+    return NO_META.merged(
+        response.get("id"), response.get("model"), tuple(reasons) if isinstance(reasons, list) else (), None, marks
+    )
+
+
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
     out: list[Request] = []
     skipped = 0
@@ -323,9 +335,7 @@ def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:
                 body=body,
                 output_tokens=usage.get("output") or None,
                 reported=_usage(usage),
-                said=NO_META.merged(
-                    row.get("response_id"), row.get("response_model"), tuple(row.get("finish_reasons") or ())
-                ),
+                said=_said(row.get("response")),
                 expected_cached=row.get("expected_cached"),
                 ref=str(row.get("id", "")),
                 upstream=row.get("upstream") if isinstance(row.get("upstream"), str) else None,
