@@ -23,6 +23,21 @@ def bench():
     return load_bench("real_traffic")
 
 
+def _through_the_proxy(folder: Path, trace: sources.Trace, store: Path) -> None:
+    """Each recorded request and its answer (a whole body, or a stream) through the proxy's analysis, into `store`."""
+    analyzer = Analyzer(store=str(store))
+    try:
+        for n, req in enumerate(trace.requests, 1):
+            answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
+            whole = answer if answer[:1] == b"{" else None
+            analyzer.request(FlowState(id=str(n), ts=float(n), sent=float(n), path=req.path, upstream=req.upstream,
+                                       body=json.dumps(req.body).encode()))
+            analyzer.finish(Response(id=str(n), status=200, headers_at=float(n), ended_at=float(n), body=whole,
+                                     chunks=None if whole else [(float(n), answer)]))
+    finally:
+        analyzer.close()
+
+
 def _sse(*events: dict) -> bytes:
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
 
@@ -96,17 +111,7 @@ def test_summarized_thinking_sent_back_is_billed_as_generated(tmp_path: Path) ->
     first, second = trace.requests
     assert second.reported.prompt_total == 1276 and parse_request(json.dumps(second.body), path=second.path
                                                                   ).total_tokens < 0.7 * 1276
-    analyzer = Analyzer(store=str(tmp_path / "rows.db"))
-    try:
-        for n, req in enumerate(trace.requests, 1):
-            answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
-            whole = answer if answer[:1] == b"{" else None
-            analyzer.request(FlowState(id=str(n), ts=float(n), sent=float(n), path=req.path, upstream=req.upstream,
-                                       body=json.dumps(req.body).encode()))
-            analyzer.finish(Response(id=str(n), status=200, headers_at=float(n), ended_at=float(n), body=whole,
-                                     chunks=None if whole else [(float(n), answer)]))
-    finally:
-        analyzer.close()
+    _through_the_proxy(folder, trace, tmp_path / "rows.db")
     from prefixguard.capture.store import open_store
     with open_store(tmp_path / "rows.db") as db:
         records = {r.id: r for r in db.records()}
@@ -149,17 +154,7 @@ def test_a_capture_replayed_holds_what_its_answers_said(tmp_path: Path) -> None:
     folder = PUBLIC / "langchain_aws" / "thinking_summarized"
     trace = sources.load(folder)
     store = tmp_path / "rows.db"
-    analyzer = Analyzer(store=str(store))
-    try:
-        for n, req in enumerate(trace.requests, 1):
-            answer = next(folder.glob(f"{n:04d}.response.*")).read_bytes()
-            whole = answer if answer[:1] == b"{" else None
-            analyzer.request(FlowState(id=str(n), ts=float(n), sent=float(n), path=req.path, upstream=req.upstream,
-                                       body=json.dumps(req.body).encode()))
-            analyzer.finish(Response(id=str(n), status=200, headers_at=float(n), ended_at=float(n), body=whole,
-                                     chunks=None if whole else [(float(n), answer)]))
-    finally:
-        analyzer.close()
+    _through_the_proxy(folder, trace, store)
     rows = read_capture(store)
     assert [r["response"]["keys"] for r in rows] == [list(r.said.keys) for r in trace.requests] != [[], []]
     replayed = sources.load(store)
