@@ -308,9 +308,8 @@ def _said(response: Any) -> ResponseMeta:
         return NO_META
     reasons, keys = response.get("finish_reasons"), response.get("keys")
     marks = tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
-    return NO_META.merged(
-        response.get("id"), response.get("model"), tuple(reasons) if isinstance(reasons, list) else (), None, marks
-    )
+    said = tuple(reasons) if isinstance(reasons, list) else ()
+    return NO_META.merged(response.get("id"), response.get("model"), said, keys=marks)
 
 
 def _capture(p: Path, rows: list[dict[str, Any]]) -> Trace:

@@ -296,7 +296,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     message = obj.get("message") if obj.get("type") == "message_start" else obj
     if isinstance(message, Mapping):
         keys = sent_back.signed(message.get("content"))
-        current = current.merged(message.get("id"), message.get("model"), (message.get("stop_reason"),), None, keys)
+        current = current.merged(message.get("id"), message.get("model"), (message.get("stop_reason"),), keys=keys)
     delta = obj.get("delta")
     if obj.get("type") == "message_delta" and isinstance(delta, Mapping):
         return current.merged(reasons=(delta.get("stop_reason"),))

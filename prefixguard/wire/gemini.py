@@ -322,7 +322,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     parts = content.get("parts") if isinstance(content, Mapping) else None
     signs = map(sent_back.thought_signature, parts if isinstance(parts, list) else ())
     keys = tuple(sent_back.key(sign) for sign in signs if sign)
-    return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons, None, keys)
+    return current.merged(obj.get("responseId"), obj.get("modelVersion"), reasons, keys=keys)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

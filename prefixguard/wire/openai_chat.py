@@ -351,7 +351,7 @@ def meta(obj: Mapping[str, Any], current: ResponseMeta) -> ResponseMeta:
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
     said = first.get("message") or first.get("delta")  # a completion's message, a chunk's delta
     keys = sent_back.called(said.get("tool_calls")) if isinstance(said, Mapping) else ()
-    return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"), keys)
+    return current.merged(obj.get("id"), obj.get("model"), reasons, obj.get("created"), keys=keys)
 
 
 def is_final(event: Mapping[str, Any]) -> bool:

@@ -1,8 +1,7 @@
 """What marks an answer when a later request sends it back: the signature of its reasoning (a Claude thinking
 block on the Messages API, a reasoningContent block on Converse, a Gemini part's thought signature) and the ids
-of its tool calls (Chat). The
-answer carries them (ResponseMeta.keys) and so does the request that sends it back, where
-prefixguard/judge/stored.py counts what the provider bills of it: the reasoning it generated.
+of its tool calls (Chat). The answer carries them (ResponseMeta.keys) and so does the request that sends it back,
+where prefixguard/judge/stored.py counts what the provider bills of it: the reasoning it generated.
 """
 
 from __future__ import annotations
@@ -37,10 +36,8 @@ def signature(block: Any) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-THOUGHT_SIGNATURES = (
-    "thoughtSignature",
-    "thought_signature",
-)  # a Gemini part's, as the API and the Python SDK write it
+# a Gemini part's thought signature, as the API and as the Python SDK write it
+THOUGHT_SIGNATURES = ("thoughtSignature", "thought_signature")
 
 
 def thought_signature(part: Any) -> str | None:
