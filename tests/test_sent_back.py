@@ -133,7 +133,7 @@ def test_reasoning_an_answer_generated_is_read_where_it_is_sent_back(bench) -> N
     billed 433 for a 395-token prompt and its call, read 192 (predicted 433 with the reasoning put back). The proxy
     and the sim alike."""
     f = bench.measure(PUBLIC, ("fantasy",))
-    later = {r.cassette: r for r in f.rows if not r.first}
+    later = {r.cassette: r for r in f.rows if not r.first and "glm_4_6" not in r.cassette}
     assert sorted(later) == ["openrouter_glm_4_5_multi_tool", "openrouter_grok_code_fast_tool", "xai_grok_4_fast_tool",
                              "xai_grok_4_fast_two_calls", "xai_grok_code_fast_tool"]
     assert [later[c].reported_read for c in sorted(later)] == [419, 192, 561, 546, 448]
@@ -141,6 +141,22 @@ def test_reasoning_an_answer_generated_is_read_where_it_is_sent_back(bench) -> N
         assert r.proxy_expected == r.sim_predicted and abs(r.proxy_expected - r.reported_read) <= 0.05 * r.reported_read
     assert later["xai_grok_code_fast_tool"].proxy_expected % 64 == 0
     assert f.false_breaks() == []
+
+
+def test_glms_tool_preamble_is_read_by_every_request_with_tools(bench) -> None:
+    """GLM's chat template writes a preamble in front of the tool list ("# Tools ... <tools>"), the same for every
+    request that declares tools: a cache in front of every such request, which a first request reads too (43 of 179
+    on z.ai's own API, 43 of 284 through OpenRouter's Z.AI, 42 of 173 on Novita: predicted 0 before). The preamble
+    only: what follows it is the request's own. A request that sends the call back then reads all of the earlier
+    prompt through OpenRouter (245 of 253); z.ai's own API read the preamble alone (43 of 207, predicted 207: a row
+    bench/real_traffic.py shows as a miss)."""
+    rows = {(r.cassette, r.n): r for r in bench.measure(PUBLIC, ("fantasy",)).rows if "glm" in r.cassette}
+    first = {c: (r.reported_read, r.proxy_expected, r.sim_predicted) for (c, n), r in rows.items() if n == 1}
+    assert first == {"openrouter_glm_4_5_multi_tool": (43, 43, 43), "openrouter_glm_4_6_tool": (42, 43, 43),
+                     "zai_glm_4_6_tool": (43, 43, 43)}
+    later = rows[("openrouter_glm_4_6_tool", 2)]
+    assert later.reported_read == 245 and abs(later.proxy_expected - 245) <= 0.05 * 245
+    assert rows[("zai_glm_4_6_tool", 2)].reported_read == 43
 
 
 def test_a_capture_replayed_holds_what_its_answers_said(tmp_path: Path) -> None:
