@@ -1,11 +1,11 @@
 """Text a provider bills that the body does not show, and how a model reads what the body does show
 (prefixguard/wire/front.py, rules/encodings.toml, rules/media.toml): a chat template's own framing and system
-text (Qwen's ChatML, Llama 3's headers), Qwen's tools as its template writes them, Qwen-VL's images by its
+text (Qwen's ChatML, Llama 3's headers), Qwen's and GLM's tools as their templates write them, Qwen-VL's images by its
 processor's resize, Llama 3.2 Vision's one image token, a response schema a server enforces by decoding (not in
 the prompt), and Claude's citations prompt. Each is checked against
 public recordings' bills (tests/data/public: llama-stack's Qwen3 on vLLM and Llama 3.2 on Ollama, chatlas's
 Qwen2.5-VL on the Hugging Face router and Llama 3.3 on Cloudflare, magentic's Qwen3-VL on OpenRouter,
-langchain's citations on the Messages API and Bedrock Converse)."""
+langchain's citations on the Messages API and Bedrock Converse, fantasy's GLM on z.ai and OpenRouter)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,19 @@ def test_qwen_requests_come_out_at_their_bill(folder: str, off: int) -> None:
     28 or 32 px units with its two vision tokens: each request's body alone comes within `off` of its bill."""
     prompt, billed, _ = _recorded(folder)
     assert abs(prompt.total_tokens - billed) <= off, (prompt.total_tokens, billed)
+
+
+@pytest.mark.parametrize(("folder", "billed"), [
+    ("fantasy/zai_glm_4_6_tool", 179),  # one tool, on z.ai's own API
+    ("fantasy/openrouter_glm_4_6_tool", 173),  # the same through OpenRouter (Novita)
+    ("fantasy/openrouter_glm_4_5_multi_tool", 284),  # two tools (Z.AI): 192 counted without the template's text
+])
+def test_glm_requests_come_out_at_their_bill(folder: str, billed: int) -> None:
+    """GLM's chat template writes a preamble in front of the tools (43, in front: Prompt.front), each tool through
+    `tojson`, and its format instructions after them (51): each request's body alone within 3% of its bill."""
+    prompt, bill, _ = _recorded(folder)
+    assert bill == billed and prompt.front == 43
+    assert abs(prompt.total_tokens - billed) <= 0.03 * billed, prompt.total_tokens
 
 
 @pytest.mark.parametrize(("folder", "billed", "off"), [

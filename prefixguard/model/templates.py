@@ -131,6 +131,15 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
 
 
 @cache
+def tool_prompt_after(api: str, model: str | None) -> int:
+    """The tokens a chat template writes after the tool list it puts in front (GLM's format instructions): the
+    [tool_prompt] row's `after`; 0 where no row applies."""
+    if not tool_prompt(api, model):  # no row applies (another API, no tokenizer)
+        return 0
+    return int(_family_row(_rules()["tool_prompt"]["models"], model).get("after", 0))
+
+
+@cache
 def citations_prompt(api: str, model: str | None) -> int:
     """The tokens Claude's API adds in front of a request with a document whose citations are enabled
     (rules/encodings.toml [citations_prompt], by model); 0 where no row applies."""
@@ -260,4 +269,4 @@ def setting_item(api: str, kind: str) -> bool:
 # each answer depends on the encodings tokens.py reads: tokens.reset() forgets them with those
 tokens.depends_on(message_framing, template_system, tools_at, tool_placement, template_tools, tool_prompt)
 tokens.depends_on(citations_prompt, tool_style, call_tokens, call_name_again, chat_reasoning, format_dropped)
-tokens.depends_on(setting_item, compaction_prompt, added_tools_prompt)
+tokens.depends_on(setting_item, compaction_prompt, added_tools_prompt, tool_prompt_after)

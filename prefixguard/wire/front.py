@@ -33,6 +33,8 @@ def count(prompt: Prompt, body: dict[str, Any], compacting: bool = False) -> Non
     tools = list(takewhile(lambda s: s.level == "tools", prompt.segments))  # the first parts: not a body's every part
     own_tool = any(s.kind == "tool" and _rendered_own(s.value) for s in tools)
     tool_text = templates.tool_prompt(prompt.api, prompt.model, choice(body)) if own_tool else 0
+    if own_tool:  # what the template writes after the tool list: a part of the last tool's, changing with the tools
+        _add(prompt, len(tools) - 1, templates.tool_prompt_after(prompt.api, prompt.model))
     ruled, written = (0, tool_text) if templates.template_tools(prompt.model) else (tool_text, 0)
     if prompt.settings.get("citations"):
         ruled += templates.citations_prompt(prompt.api, prompt.model)
