@@ -119,13 +119,9 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
     """The tokens of the tool-use system prompt a provider adds for this API and model when a request
     declares tools of its own, with this tool_choice ("auto", "none", "any", "tool"): rules/encodings.toml
     [tool_prompt]; 0 where no row applies or nothing is counted."""
-    rows = _rules()["tool_prompt"]
-    if api not in rows["apis"] or not model or tokens.encoding_for(model) == tokens.ESTIMATE:
+    row = _tool_row(api, model)
+    if row is None:
         return 0
-    best = _family_row(rows["models"], model)
-    if best is None or api not in best.get("apis", rows["apis"]):
-        return 0
-    row = {**best, **best.get("by_api", {}).get(api, {})}
     order = {"any": ("any", "tool"), "tool": ("tool", "any"), "none": ("none",)}.get(choice, ())
     return int(next((row[k] for k in order if k in row), row["auto"]))
 
@@ -134,9 +130,20 @@ def tool_prompt(api: str, model: str | None, choice: str = "auto") -> int:
 def tool_prompt_after(api: str, model: str | None) -> int:
     """The tokens a chat template writes after the tool list it puts in front (GLM's format instructions): the
     [tool_prompt] row's `after`; 0 where no row applies."""
-    if not tool_prompt(api, model):  # no row applies (another API, no tokenizer)
-        return 0
-    return int(_family_row(_rules()["tool_prompt"]["models"], model).get("after", 0))
+    row = _tool_row(api, model)
+    return int(row.get("after", 0)) if row is not None else 0
+
+
+def _tool_row(api: str, model: str | None) -> dict[str, Any] | None:
+    """The [tool_prompt] row for this API and model, with what it says for that API (`by_api`); None where none
+    applies or nothing is counted (no tokenizer)."""
+    rows = _rules()["tool_prompt"]
+    if api not in rows["apis"] or not model or tokens.encoding_for(model) == tokens.ESTIMATE:
+        return None
+    best = _family_row(rows["models"], model)
+    if best is None or api not in best.get("apis", rows["apis"]):
+        return None
+    return {**best, **best.get("by_api", {}).get(api, {})}
 
 
 @cache
