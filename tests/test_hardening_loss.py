@@ -37,7 +37,14 @@ def start_proxy(upstream: str, db: Path) -> subprocess.Popen:
 
 
 def children(pid: int) -> list[int]:
-    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in t.joinpath("children").read_text().split()]
+    """The child processes of pid, by each of its threads (a thread that ends while they are read has none)."""
+    found = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in thread.joinpath("children").read_text().split()]
+        except FileNotFoundError:  # the thread ended after it was listed
+            continue
+    return found
 
 
 def the_worker(pid: int, seconds: float = 30.0, killed: tuple[int, ...] = ()) -> int:
