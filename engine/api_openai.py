@@ -1,5 +1,5 @@
-"""OpenAI Chat Completions (POST /v1/chat/completions) and Responses (POST /v1/responses): request
-options, response bodies, SSE events, error bodies.
+"""OpenAI Chat Completions (POST /v1/chat/completions), Responses (POST /v1/responses) and the text
+Completions (POST /v1/completions): request options, response bodies, SSE events, error bodies.
 
 Usage follows OpenAI's subset convention: cached_tokens is a part of prompt_tokens / input_tokens.
 """
@@ -145,6 +145,60 @@ class Chat:
             frames.append(sse({**self._head("chat.completion.chunk"), "choices": [], "usage": self.usage_json(usage)}))
         frames.append("data: [DONE]\n\n")
         return frames
+
+
+class Completions(Chat):
+    """The text API: the prompt is continued as it is (no chat template); a choice holds `text`."""
+
+    API = "openai-completions"
+
+    @staticmethod
+    def options(body: dict[str, Any], default_max_tokens: int) -> Options:
+        kinds(body, {"prompt": (str, list), "stream_options": (dict,), "suffix": (str,)})
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) and not (isinstance(prompt, list) and len(prompt) == 1):
+            raise InputError("'prompt' must be a string: this server makes one completion per request")
+        if body.get("echo") or body.get("suffix"):
+            raise InputError("'echo' and 'suffix' are not supported: this server continues the prompt as it is")
+        if integer(body, "n", 1, minimum=1) != 1 or integer(body, "best_of", 1, minimum=1) != 1:
+            raise InputError("'n' and 'best_of' must be 1: this server makes one choice per request")
+        stream_options = body.get("stream_options") or {}
+        return Options(
+            model=model_of(body),
+            max_tokens=integer(body, "max_tokens", default_max_tokens, minimum=1) or default_max_tokens,
+            temperature=number(body, "temperature", 1.0, low=0.0, high=2.0),
+            stream=flag(body, "stream"),
+            include_usage=flag(stream_options, "include_usage"),
+            seed=integer(body, "seed", None, minimum=-(2**63)),
+            stop=strings(body, "stop", most=4),
+        )
+
+    def __init__(self, opts: Options) -> None:
+        super().__init__(opts)
+        self.id = new_id("cmpl-")
+
+    def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
+        return {"text": text, "index": 0, "logprobs": None, "finish_reason": finish}
+
+    def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
+        choice = self._choice(text, FINISH.get(finish, "stop"))
+        return {**self._head("text_completion"), "choices": [choice], "usage": self.usage_json(usage)}
+
+    def _text_chunk(self, text: str, finish: str | None = None) -> str:
+        chunk = {**self._head("text_completion"), "choices": [self._choice(text, finish)]}
+        return sse({**chunk, "usage": None} if self.opts.include_usage else chunk)
+
+    def start(self, usage: Usage) -> list[str]:
+        return []
+
+    def delta(self, text: str) -> str:
+        return self._text_chunk(text)
+
+    def end(self, usage: Usage, finish: str) -> list[str]:
+        frames = [self._text_chunk("", FINISH.get(finish, "stop"))]
+        if self.opts.include_usage:
+            frames.append(sse({**self._head("text_completion"), "choices": [], "usage": self.usage_json(usage)}))
+        return [*frames, "data: [DONE]\n\n"]
 
 
 class Responses:

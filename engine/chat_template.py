@@ -67,6 +67,18 @@ def render(segments: list[Any]) -> list[int]:
     return ids
 
 
+def text(segments: list[Any], encode: Callable[[str], list[int]]) -> list[int]:
+    """Token ids of a text prompt's pieces (a text completion's: no turns, no reply header), each tokenized on
+    its own as the chat template's blocks are; sets each piece's `tokens`. The pieces end where a word starts
+    (prefixguard/wire/openai_completions.py), so their ids are those of the whole text."""
+    ids: list[int] = []
+    for segment in segments:
+        part = encode(segment.value)
+        segment.tokens = len(part)
+        ids.extend(part)
+    return ids
+
+
 def stop_ids() -> tuple[int, ...]:
     """Ids that end a generation: the template's end and cl100k_base's end of text."""
     return (END_ID, encoding().eot_token)
@@ -104,6 +116,8 @@ class Template(Protocol):
 
     def render(self, segments: list[Any]) -> list[int]: ...
 
+    def text(self, segments: list[Any]) -> list[int]: ...
+
     def stop_ids(self) -> tuple[int, ...]: ...
 
     def detokenizer(self) -> Detokenizer: ...
@@ -114,6 +128,9 @@ class Cl100kTemplate:
 
     def render(self, segments: list[Any]) -> list[int]:
         return render(segments)
+
+    def text(self, segments: list[Any]) -> list[int]:
+        return text(segments, encoding().encode_ordinary)
 
     def stop_ids(self) -> tuple[int, ...]:
         return stop_ids()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from prefixguard.engine import chat_template
 from prefixguard.engine.chat_template import Detokenizer
 from prefixguard.engine.config import GGUF_MODELS, ModelConfig
 from prefixguard.model.prompt import compact_json, without_markers
@@ -225,6 +226,9 @@ class ChatMLTemplate:
             segment.tokens = len(part)
             ids.extend(part)
         return ids + [self.start, *self.encode("assistant\n")]
+
+    def text(self, segments: list[Any]) -> list[int]:
+        return chat_template.text(segments, self.encode)
 
     def stop_ids(self) -> tuple[int, ...]:
         return self._stops

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from prefixguard.engine import api_anthropic
+from prefixguard.engine import api_anthropic, api_openai
 from prefixguard.engine.served import Served
 from prefixguard.model.prompt import Prompt
 from prefixguard.utils.errors import InputError
@@ -49,7 +49,12 @@ def read_request(
             api_anthropic.check(prompt)
         if not isinstance(prompt.model, str):
             raise InputError("'model' must be a string")
-        ids = served.template.render(prompt.segments) if any(s.level == "messages" for s in prompt.segments) else []
+        if not any(s.level == "messages" for s in prompt.segments):
+            ids = []
+        elif prompt.api == api_openai.Completions.API:  # a text prompt: continued as it is, no chat template
+            ids = served.template.text(prompt.segments)
+        else:
+            ids = served.template.render(prompt.segments)
     except READ_ERRORS as e:
         raise Unreadable(reason(e)) from None
     return prompt, data, opts, ids

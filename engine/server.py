@@ -36,6 +36,7 @@ SHAPES = {
     "/v1/messages": (api_anthropic.Messages, api_anthropic.error),
     "/v1/chat/completions": (api_openai.Chat, api_openai.error),
     "/v1/responses": (api_openai.Responses, api_openai.error),
+    "/v1/completions": (api_openai.Completions, api_openai.error),
 }
 
 

@@ -104,7 +104,7 @@ BAD = {
     "empty.json": (b"", "empty"),
     "blank.json": (b"  \n\t\n", "empty"),
     "array.json": (b"[1, 2, 3]", "JSON object"),
-    "unknown.json": (b'{"model": "x", "prompt": "hello"}', "unknown API shape"),
+    "unknown.json": (b'{"model": "x", "inputText": "hello"}', "unknown API shape"),
     "wrong_type.json": (b'{"model": "claude-sonnet-4-5", "system": "s", "messages": "hi"}', "list"),
     "binary.json": (bytes(range(256)) * 4, "binary"),
     "nul.json": (b'{"messages": []}\x00\x00', "binary"),

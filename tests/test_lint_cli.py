@@ -97,8 +97,8 @@ def test_not_a_request_body_is_skipped_with_one_warning(project: Path):
     write(project / "reqs" / "dirty.json", DIRTY)
     code, out, err = run("reqs")
     assert code == 1 and err.count("\n") == 1
-    write(project / "unknown-shape.json", {"prompt": "Hi", "model": "davinci"})   # named on its own: the same
-    code, _, err = run("unknown-shape.json")
+    write(project / "unknown-shape.json", {"inputText": "Hi", "textGenerationConfig": {}})  # Titan's own body
+    code, _, err = run("unknown-shape.json")   # named on its own: the same
     assert code == 0 and "skipped 1 file that is not a request body" in err
     assert "or source file prefixguard reads (*.json, " in err and "*.ts" in err   # the kinds it does read
 

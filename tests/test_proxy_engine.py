@@ -115,3 +115,23 @@ def test_openai_chat_and_responses_hit_through_the_proxy(env: Env) -> None:
     assert [r["verdict"] for r in rows] == ["cold", "hit"]
     assert response.usage.input_tokens_details.cached_tokens == 0
     assert rows[1]["usage"]["cache_read"] == final.response.usage.input_tokens_details.cached_tokens >= 1024
+
+
+
+def test_text_completions_through_the_proxy_with_the_trees_numbers(env: Env) -> None:
+    """A text prompt (vLLM's and SGLang's /v1/completions): extended, it reads what the tree matched and the proxy
+    expects it within 5%; a timestamp changed in front is a break naming it, though the tree reads the few tokens
+    before the change."""
+    key = env.key()
+    client = openai.OpenAI(base_url=env.url + "/v1", api_key=key, max_retries=0)
+    text = HANDBOOK.replace("carrier", "warehouse")  # cached by no other test
+    prompts = [text, text + "\nQ: where is order 7?\nA:", "Now: 2026-12-06T17:00:01\n" + text,
+               "Now: 2026-12-06T17:05:09\n" + text]
+    reads = [client.completions.create(model="Qwen/Qwen3-0.6B", prompt=p, max_tokens=4).usage
+             .prompt_tokens_details.cached_tokens for p in prompts]
+    rows = env.rows(key, 4)
+    assert [r["verdict"] for r in rows] == ["cold", "hit", "miss_prefix_changed", "miss_prefix_changed"]
+    assert rows[1]["usage"]["cache_read"] == reads[1] > 1000
+    assert abs(rows[1]["expected_cached"] - reads[1]) <= 0.05 * reads[1]
+    assert rows[3]["cause"].startswith("volatile_content at /prompt") and 0 < reads[3] < 20
+

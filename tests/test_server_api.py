@@ -132,6 +132,29 @@ def test_chat_stream_without_include_usage_has_no_usage_chunk(gpt):
     assert all(c.usage is None for c in chunks)
 
 
+def test_text_completions_continue_the_prompt_plain_and_streamed(server, gpt):
+    """A text prompt is continued as it is: its ids are the whole text's (read in pieces, each tokenized on its
+    own), and a prompt that extends it reads the tree's match."""
+    _, engine = server
+    text = SYSTEM.replace("Rule", "Clause")  # cached by no other test
+    plain = gpt.completions.create(model="Qwen/Qwen3-0.6B", prompt=text, max_tokens=4)
+    assert plain.object == "text_completion" and plain.choices[0].finish_reason == "length"
+    assert plain.usage.prompt_tokens == len(chat_template.encoding().encode_ordinary(text))
+    longer = text + " Now answer about order 7."
+    ids = chat_template.text(parse_request(json.dumps({"model": "m", "prompt": longer}),
+                                           path="/v1/completions").segments, chat_template.encoding().encode_ordinary)
+    assert ids == chat_template.encoding().encode_ordinary(longer)
+    in_tree = engine.cached_prefix_len(ids)
+    chunks = list(gpt.completions.create(model="Qwen/Qwen3-0.6B", prompt=longer, max_tokens=4, stream=True,
+                                         stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].text for c in chunks[:-1]) and chunks[-2].choices[0].finish_reason == "length"
+    last = chunks[-1]
+    assert last.choices == [] and last.usage.prompt_tokens == len(ids)
+    assert last.usage.prompt_tokens_details.cached_tokens == in_tree > 300
+    with pytest.raises(openai.BadRequestError, match="a batch of 2 prompts"):
+        gpt.completions.create(model="Qwen/Qwen3-0.6B", prompt=["one", "two"], max_tokens=2)
+
+
 def test_responses_plain_and_streamed(server, gpt, shared_data):
     url, engine = server
     plain = gpt.responses.create(model="gpt-4o", instructions=SYSTEM, input="Order 5?", max_output_tokens=4)

@@ -159,8 +159,18 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
         (s.message_index for s in b.segments if s.level == "messages" and s.message_index is not None), default=None
     )
     if at == newest:
-        return True
+        return not _edited_text(a, b, d.segment_index)
     ma, mb = messages(a, "canon", count=2), messages(b, "canon", count=2)  # the first two say it
     if not ma or not mb or at != mb[0][0] or same_message(ma[0][1], mb[0][1]):
         return False
     return len(ma) == 1 or len(mb) == 1 or ma[1][1] != mb[1][1]
+
+
+def _edited_text(a: Prompt, b: Prompt, at: int) -> bool:
+    """Whether B's part `at` is a piece of one text whose later pieces are mostly A's, wherever they stand (a
+    text prompt is read in pieces: prefixguard/wire/openai_completions.py): text put in or changed inside A's,
+    not a new text."""
+    pointer = b.segments[at].pointer
+    later = [s.key for s in b.segments[at + 1 :] if s.pointer == pointer]
+    theirs = {s.key for s in a.segments}
+    return 2 * sum(k in theirs for k in later) > len(later) > 0

@@ -109,6 +109,8 @@ def judge(
     tol = rules["read_tolerance"]
     want = expected.cache_read
     as_predicted = abs(read - want) <= tol * max(read, want)
+    # a few tokens read where none were predicted (a server matching per token or block, inside the changed part)
+    negligible = not want and read < rules["negligible_read"] * max(usage.prompt_total, 1)
     changed = _prefix_changed(cmp)
     cost_nothing = False
     if changed:
@@ -121,7 +123,7 @@ def judge(
         rewritten = read > want and usage.cache_write > rules["rewrite_over_read"] * read
         # A read short of a prediction that the change did not lower (it came from an entry the change
         # left whole) is the provider's partial read, not the change's loss.
-        if not cost_nothing and lost and (as_predicted or read < want or rewritten):
+        if not cost_nothing and lost and (as_predicted or negligible or read < want or rewritten):
             cost = cmp.cost_usd * lost / cmp.reprefill_tokens
             return Verdict(
                 verdict=VerdictName.MISS_PREFIX_CHANGED,
@@ -144,7 +146,7 @@ def judge(
             change=kept,
         )
     if read > want:
-        if not want and read < rules["negligible_read"] * max(usage.prompt_total, 1):
+        if negligible:
             return Verdict(
                 verdict=VerdictName.COLD,
                 cause=f"read {read} of {usage.prompt_total}: too little to count",
