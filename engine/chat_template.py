@@ -18,6 +18,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
+from prefixguard.model.prompt import Prompt
+from prefixguard.wire import openai_completions
+
 FIRST_SPECIAL = 100277  # cl100k_base has 100277 ids (ordinary and its own specials)
 SPECIALS = ("tool_def", "system", "developer", "user", "assistant", "tool", "end")
 SPECIAL_ID = {name: FIRST_SPECIAL + i for i, name in enumerate(SPECIALS)}
@@ -77,6 +80,12 @@ def text(segments: list[Any], encode: Callable[[str], list[int]]) -> list[int]:
         segment.tokens = len(part)
         ids.extend(part)
     return ids
+
+
+def prompt_ids(template: Template, prompt: Prompt) -> list[int]:
+    """A parsed request's token ids under a template: a text completion's prompt as it is, else the chat render;
+    sets each segment's `tokens`."""
+    return template.text(prompt.segments) if prompt.api == openai_completions.API else template.render(prompt.segments)
 
 
 def stop_ids() -> tuple[int, ...]:

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from prefixguard.engine import api_anthropic, api_openai
+from prefixguard.engine import api_anthropic, chat_template
 from prefixguard.engine.served import Served
 from prefixguard.model.prompt import Prompt
 from prefixguard.utils.errors import InputError
@@ -49,12 +49,8 @@ def read_request(
             api_anthropic.check(prompt)
         if not isinstance(prompt.model, str):
             raise InputError("'model' must be a string")
-        if not any(s.level == "messages" for s in prompt.segments):
-            ids = []
-        elif prompt.api == api_openai.Completions.API:  # a text prompt: continued as it is, no chat template
-            ids = served.template.text(prompt.segments)
-        else:
-            ids = served.template.render(prompt.segments)
+        messages = any(s.level == "messages" for s in prompt.segments)
+        ids = chat_template.prompt_ids(served.template, prompt) if messages else []
     except READ_ERRORS as e:
         raise Unreadable(reason(e)) from None
     return prompt, data, opts, ids

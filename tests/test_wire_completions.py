@@ -86,8 +86,9 @@ def test_a_prompt_extended_edited_in_front_or_new() -> None:
     other = HANDBOOK.replace("Quote the carrier status of order", "Check the refund ledger entry")
     sequence = [(HANDBOOK, 0, "cold"), (HANDBOOK + "\nQ: where is order 7?\nA:", 1600, "hit"),
                 ("Now: 2026-12-06T17:00:01\n" + HANDBOOK, 0, "miss_prefix_changed"), (other, 0, "cold"),
-                ("Now: 2026-12-06T17:00:01\n" + other, 0, "miss_prefix_changed"),
-                ("Now: 2026-12-06T17:05:09\n" + other, 0, "miss_prefix_changed")]
+                ("Now: 2026-12-06T18:00:01\n" + other, 0, "miss_prefix_changed"),
+                ("Now: 2026-12-06T18:05:09\n" + other, 0, "miss_prefix_changed"),
+                ("Now: 2026-12-06T18:05:09\n" + other + "\nQ: and order 8?", 1700, "hit")]
     with tempfile.TemporaryDirectory() as tmp:
         analyzer = Analyzer(store=str(Path(tmp) / "capture.db"))
         for i, (text, read, _) in enumerate(sequence):
@@ -105,3 +106,14 @@ def test_a_prompt_extended_edited_in_front_or_new() -> None:
     assert 0.95 * whole <= rows[1]["expected_cached"] <= whole  # every piece of the earlier prompt but its last
     assert rows[2]["cause"].startswith("history_rewritten at /prompt")
     assert rows[5]["cause"].startswith("volatile_content at /prompt")
+
+
+def test_replay_renders_a_text_prompt_as_it_is() -> None:
+    """Replay's engine and sim targets see a text prompt's own ids (no turns, no reply header), as the engine does."""
+    from prefixguard.engine import chat_template
+    from prefixguard.replay.rendering import rendered
+    from prefixguard.replay.sources import Request
+
+    req = Request(index=0, ts=0.0, path="/v1/completions", body={"model": "Qwen/Qwen3-0.6B", "prompt": HANDBOOK})
+    prompt, ids = rendered(req, None)
+    assert ids == chat_template.encoding().encode_ordinary(HANDBOOK) and prompt.total_tokens == len(ids)

@@ -21,7 +21,7 @@ from prefixguard.judge.policies import make_policy, policy_name
 from prefixguard.model.breakpoints import breakpoints
 from prefixguard.model.fingerprint import chain as make_chain
 from prefixguard.model.fingerprint import common_prefix
-from prefixguard.model.prompt import LEVELS, Prompt
+from prefixguard.model.prompt import LEVELS, TEXT_PIECES, Prompt
 
 
 class Divergence(NamedTuple):
@@ -79,7 +79,8 @@ def compare(a: Prompt, b: Prompt, elapsed: float | None = None) -> Comparison:
     bp = _breakpoint_finding(a, b, shared)
     if bp is not None:
         findings.append(bp)
-    if shared < min(len(a.segments), len(b.segments)) and a.api == b.api:  # another API: nothing to align
+    # another API: nothing to align; a text read in pieces that B goes on with: A's text stands whole in B's
+    if shared < min(len(a.segments), len(b.segments)) and a.api == b.api and not _goes_on(a, b, shared):
         findings.append(_content_finding(a, b, shared))
     findings.sort(key=lambda f: f.segment)
     # A finding at or past A's end leaves all of A's prefix in place: B still reuses it whole.
@@ -275,6 +276,20 @@ def _ttl_text(ttl: str | None) -> str:
 
 
 # ---- content
+
+
+def _goes_on(a: Prompt, b: Prompt, i: int) -> bool:
+    """Whether B's part i goes on from A's last part, both pieces of one text prompt: B's piece holds all of A's
+    and more, as a longer prompt's piece there does (it ends where its next piece starts)."""
+    if i != len(a.segments) - 1:
+        return False
+    mine, theirs = a.segments[i], b.segments[i]
+    return (
+        mine.pointer == theirs.pointer == TEXT_PIECES
+        and isinstance(mine.value, str)
+        and isinstance(theirs.value, str)
+        and theirs.value.startswith(mine.value)
+    )
 
 
 def _content_finding(a: Prompt, b: Prompt, i: int) -> _Finding:

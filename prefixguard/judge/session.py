@@ -25,7 +25,7 @@ from prefixguard.contracts.providers import provider_for
 from prefixguard.judge.classify import messages, same_message
 from prefixguard.judge.compare import Comparison, compare
 from prefixguard.judge.index import LocalSessions, SessionIndex, TenantView
-from prefixguard.model.prompt import Prompt
+from prefixguard.model.prompt import TEXT_PIECES, Prompt
 
 KEEP_PER_TENANT = 64  # earlier requests searched by prefix per tenant
 KEEP_TENANTS = 256  # tenants (and providers) whose history is kept
@@ -167,10 +167,10 @@ def new_conversation(a: Prompt, b: Prompt, cmp: Comparison) -> bool:
 
 
 def _edited_text(a: Prompt, b: Prompt, at: int) -> bool:
-    """Whether B's part `at` is a piece of one text whose later pieces are mostly A's, wherever they stand (a
-    text prompt is read in pieces: prefixguard/wire/openai_completions.py): text put in or changed inside A's,
-    not a new text."""
-    pointer = b.segments[at].pointer
-    later = [s.key for s in b.segments[at + 1 :] if s.pointer == pointer]
+    """Whether B's part `at` is a piece of a text prompt whose later pieces are mostly A's, wherever they stand:
+    text put in or changed inside A's, not a new text."""
+    if b.segments[at].pointer != TEXT_PIECES:
+        return False
+    later = [s.key for s in b.segments[at + 1 :]]
     theirs = {s.key for s in a.segments}
     return 2 * sum(k in theirs for k in later) > len(later) > 0

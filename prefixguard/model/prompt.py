@@ -184,6 +184,12 @@ class PointerForm(str):
     __slots__ = ()
 
 
+# The pointer of a text prompt's pieces (the text Completions API: one string read in pieces, each cut where the
+# next one starts, prefixguard/wire/openai_completions.py): a piece that holds all of an earlier one and more
+# goes on from it, and text put inside one is an edit of that text.
+TEXT_PIECES = "/prompt"
+
+
 def encode_key(level: str, role: str | None, header: dict[str, Any] | bool | None, value: Any) -> bytes:
     """A part's key (Segment.key): header True for a part that is a whole message."""
     return marshal.dumps((level, role, header, value), 2)

@@ -29,6 +29,7 @@ KEY_ENV = {
     "anthropic": ("ANTHROPIC_API_KEY", "x-api-key", "{}"),
     "openai-chat": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
     "openai-responses": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
+    "openai-completions": ("OPENAI_API_KEY", "authorization", "Bearer {}"),
 }
 
 

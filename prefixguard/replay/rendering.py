@@ -38,7 +38,7 @@ def rendered(
     if req.body is None:
         raise InputError(NO_BODIES, req.ref)
     prompt = parse_request(json.dumps(req.body, ensure_ascii=False), path=req.path, source=req.ref, count_tokens=False)
-    ids = template.render(prompt.segments)  # also sets each segment's tokens as the template counts them
+    ids = chat_template.prompt_ids(template, prompt)  # also sets each segment's tokens as the template counts them
     if model:
         prompt.model = model
     return prompt, ids

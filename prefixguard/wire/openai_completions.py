@@ -2,9 +2,10 @@
 `prompt` the model continues, with no chat template around it. Its answer counts as a Chat answer does.
 
 The prompt is its own prefix, so a request that extends an earlier prompt shares all of it but its last words.
-It is read in pieces, each ending where a word starts: at each line that opens with a letter, and before one word
-in eight or so after a space (those whose CRC-32 ends in three zero bits). Byte-level BPE pre-tokenizers split
-there too, so a piece's tokens are those of the same characters in the whole prompt. The cuts depend on the text
+It is read in pieces, each ending where the pre-tokenizers of byte-level BPE (cl100k_base, o200k_base) split too:
+at each line that opens with neither a space nor a slash (o200k_base takes a slash after a line break with it), and
+before one word in eight or so after a space (those whose CRC-32 ends in three zero bits). A piece's tokens are then
+those of the same characters in the whole prompt. The cuts depend on the text
 around them alone: an extended prompt keeps every piece of the earlier one but its last, and after text put in
 front (a timestamp) the pieces fall in step again within a few words, so the change is found where it is.
 A list of several prompts (a batch of requests) and a prompt of token ids are not analysed.
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from zlib import crc32
 
-from prefixguard.model.prompt import Prompt
+from prefixguard.model.prompt import TEXT_PIECES, Prompt
 from prefixguard.utils.errors import InputError
 from prefixguard.wire import adapter, openai_chat
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
@@ -33,7 +34,7 @@ JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
 RESPONSE_ID = None
 _SPANS: Spec = {"prompt": None}
-_WORD_STARTS = re.compile(r"(?<=\n)[^\W\d_]| [^\W\d_]\w*")
+_WORD_STARTS = re.compile(r"(?<=\n)[^\s/]| [^\W\d_]\w*")
 
 
 def pieces(text: str) -> list[tuple[int, int]]:
@@ -60,7 +61,7 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
             header = {"role": "user"} if i == 0 else None  # one message, the user's: its header on the first piece
             out.add(
                 "messages",
-                "/prompt",
+                TEXT_PIECES,
                 "text",
                 Node(value[a:b], *at),
                 role="user",
