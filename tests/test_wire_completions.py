@@ -12,7 +12,7 @@ import pytest
 from prefixguard.capture.store import open_store
 from prefixguard.model import tokens
 from prefixguard.proxy.analysis import Analyzer, FlowState, Response
-from prefixguard.utils.errors import InputError
+from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.wire import parse_request, parse_response, routes
 from prefixguard.wire.openai_completions import pieces
 
@@ -78,6 +78,15 @@ def test_paths_and_answers() -> None:
 def test_what_is_not_analysed_says_why(prompt: object, says: str) -> None:
     with pytest.raises(InputError, match=says):
         parse_request(completion(prompt), path="/v1/completions")
+
+
+def test_a_prompt_of_more_pieces_than_the_ceiling_is_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefixguard.wire as wire
+
+    monkeypatch.setattr(wire, "MAX_PARTS", 100)
+    with pytest.raises(TooLarge, match="too large to analyse: .* pieces of text, over the ceiling of 100"):
+        parse_request(completion(README), path="/v1/completions")
+    assert parse_request(completion(HANDBOOK[:400]), path="/v1/completions").api == "openai-completions"
 
 
 def test_a_prompt_extended_edited_in_front_or_new() -> None:

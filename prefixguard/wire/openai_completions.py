@@ -19,7 +19,7 @@ from typing import Any
 from zlib import crc32
 
 from prefixguard.model.prompt import TEXT_PIECES, Prompt
-from prefixguard.utils.errors import InputError
+from prefixguard.utils.errors import InputError, TooLarge
 from prefixguard.wire import adapter, openai_chat
 from prefixguard.wire.adapter import no_diagnosis, no_diagnostics_field, no_server_calls, same_diagnosis
 from prefixguard.wire.jsonspan import Node, Spec
@@ -34,12 +34,12 @@ JSON_ARRAY_STREAM = False
 FINAL_EVENTS = adapter.FINAL_EVENTS
 RESPONSE_ID = None
 _SPANS: Spec = {"prompt": None}
-_WORD_STARTS = re.compile(r"(?<=\n)[^\s/]| [^\W\d_]\w*")
+_CUTS = re.compile(r"(?<=\n)[^\s/]| [^\W\d_]\w*")  # where a piece may start: a line, a word after a space
 
 
 def pieces(text: str) -> list[tuple[int, int]]:
     """(start, end) of the prompt's pieces, in order."""
-    cuts = [m.start() for m in _WORD_STARTS.finditer(text) if m.start() and (text[m.start()] != " " or _cut(m[0]))]
+    cuts = [m.start() for m in _CUTS.finditer(text) if m.start() and (text[m.start()] != " " or _cut(m[0]))]
     return list(zip([0, *cuts], [*cuts, len(text)], strict=True))
 
 
@@ -48,6 +48,8 @@ def _cut(word: str) -> bool:
 
 
 def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) -> Prompt:
+    from prefixguard import wire  # the package's ceiling, read when asked (its import reads this module)
+
     body = root.value
     prompt = root.get("prompt") or Node(None, 0, 0)
     value = prompt.value
@@ -56,7 +58,14 @@ def request(root: Node, out: Builder, headers: Mapping[str, str] | None = None) 
     if isinstance(value, str):
         # a string with no escapes spans its characters between two quotes: each piece its own span
         plain = prompt.end - prompt.start == len(value) + 2
-        for i, (a, b) in enumerate(pieces(value)):
+        spans = pieces(value)
+        ceiling = wire.MAX_PARTS  # the analysis's ceiling on parts, a text prompt's pieces counted too
+        if ceiling and len(spans) > ceiling:
+            raise TooLarge(
+                f"too large to analyse: {len(spans)} pieces of text, over the ceiling of {ceiling} "
+                "(PREFIXGUARD_MAX_PARTS sets it)"
+            )
+        for i, (a, b) in enumerate(spans):
             at = (prompt.start + 1 + a, prompt.start + 1 + b) if plain else (prompt.start, prompt.end)
             header = {"role": "user"} if i == 0 else None  # one message, the user's: its header on the first piece
             out.add(
