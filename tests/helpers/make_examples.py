@@ -22,7 +22,8 @@ MODELS = {"anthropic": ("claude-sonnet-4-5", "claude-opus-4-1"),
           "openai-chat": ("gpt-4.1", "gpt-4.1-mini"),
           "openai-responses": ("gpt-5", "gpt-5-mini"),
           "bedrock-converse": ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-3-7-sonnet-20250219-v1:0"),
-          "gemini": ("gemini-2.5-pro", "gemini-2.5-flash")}
+          "gemini": ("gemini-2.5-pro", "gemini-2.5-flash"),
+          "openai-completions": ("Qwen/Qwen2.5-Coder-32B", "Qwen/Qwen2.5-Coder-7B")}
 TIME_A, TIME_B = "2026-12-02T16:11:31Z", "2026-12-02T16:14:02Z"
 
 SYSTEM = f"""You are Atlas, the engineering agent for the Ledgerline billing platform. You work inside a \
@@ -412,8 +413,23 @@ def gemini(model: str, system: str, tools: list, history: list) -> dict:
     }
 
 
+def openai_completions(model: str, system: str, tools: list, history: list) -> dict:
+    # A model one serves (vLLM, SGLang) continuing the whole session written out as one transcript.
+    lines = [system, "", "# Tools", *(json.dumps({"name": n, "description": d, "parameters": p}) for n, d, p in tools)]
+    for turn in history:
+        if turn[0] == "user":
+            lines += ["", "## User", turn[1]]
+        elif turn[0] == "assistant":
+            calls = [f"call {c}: {name}({json.dumps(args)})" for c, name, args in turn[2]]
+            lines += ["", "## Assistant", turn[1], *calls]
+        else:
+            lines += ["", f"## Result of {turn[1]}", turn[2]]
+    return {"model": model, "prompt": "\n".join([*lines, "", "## Assistant", ""]), "max_tokens": 1024,
+            "temperature": 0.2, "stop": ["## User"]}
+
+
 RENDER = {"anthropic": anthropic, "openai-chat": openai_chat, "openai-responses": openai_responses,
-          "bedrock-converse": bedrock_converse, "gemini": gemini}
+          "bedrock-converse": bedrock_converse, "gemini": gemini, "openai-completions": openai_completions}
 
 
 def request(shape: str, *, model: str | None = None, now: str = TIME_A, tools: list | None = None,
@@ -426,12 +442,13 @@ def request(shape: str, *, model: str | None = None, now: str = TIME_A, tools: l
 
 def system_pointer(shape: str) -> str:
     return {"anthropic": "/system/0", "openai-chat": "/messages/0/content", "openai-responses": "/instructions",
-            "bedrock-converse": "/system/0", "gemini": "/systemInstruction/parts/0"}[shape]
+            "bedrock-converse": "/system/0", "gemini": "/systemInstruction/parts/0",
+            "openai-completions": "/prompt"}[shape]
 
 
 def tool_pointer(shape: str, i: int) -> str:
-    return {"bedrock-converse": f"/toolConfig/tools/{i}", "gemini": f"/tools/0/functionDeclarations/{i}"}.get(
-        shape, f"/tools/{i}")
+    return {"bedrock-converse": f"/toolConfig/tools/{i}", "gemini": f"/tools/0/functionDeclarations/{i}",
+            "openai-completions": "/prompt"}.get(shape, f"/tools/{i}")
 
 
 # ---- the pairs: each returns (a, b, level, pointer); b is the session's next request with the change
@@ -515,7 +532,7 @@ def history_rewritten(shape: str) -> Pair:
     a, b = request(shape), request(shape, history=history)
     pointer = {"anthropic": "/messages/2/content/0", "openai-chat": "/messages/3/content",
                "openai-responses": "/input/4", "bedrock-converse": "/messages/2/content/0",
-               "gemini": "/contents/2/parts/0"}[shape]
+               "gemini": "/contents/2/parts/0", "openai-completions": "/prompt"}[shape]
     return a, b, "messages", pointer
 
 
@@ -638,12 +655,19 @@ def write(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+# The text Completions API: the session as one transcript, so every change is in its one text (/prompt).
+TEXT = "openai-completions"
+TEXT_PAIRS = ("append_only", "volatile_content", "whitespace_changed", "history_rewritten", "model_changed")
+
+
 def main() -> None:
-    for shape in SHAPES:
+    for shape in (*SHAPES, TEXT):
         for name, make in PAIRS.items():
-            if shape not in ONLY.get(name, SHAPES):
+            if shape not in ONLY.get(name, SHAPES) and not (shape == TEXT and name in TEXT_PAIRS):
                 continue
             a, b, level, pointer = make(shape)
+            if shape == TEXT and level:
+                level = "messages"
             folder = HERE / shape / name
             write(folder / "a.json", a)
             write(folder / "b.json", b)
