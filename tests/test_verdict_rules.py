@@ -123,6 +123,25 @@ def test_a_change_that_cost_nothing_is_a_hit_with_a_note_and_no_reprefill(tmp_pa
     assert report.causes == [] and report.fields["verdicts"] == {"cold": 1, "hit": 1}
 
 
+def _served_chat(stamp: str) -> bytes:
+    return json.dumps({"model": "Qwen/Qwen3-0.6B",
+                       "messages": [{"role": "system", "content": f"Now: {stamp}. " + "You answer briefly. " * 400},
+                                    {"role": "user", "content": "Hello"}]}).encode()
+
+
+@pytest.mark.parametrize("read", [0, 16, 40])
+def test_a_few_tokens_read_before_a_change_still_name_it(tmp_path: Path, read: int) -> None:
+    """A server one runs (vLLM: any prefix, whole blocks) reads the block or two before a timestamp changed at the
+    start of the system prompt: under 5% of the prompt, where nothing was predicted. The change cost the rest, so
+    the request is a miss naming it (it was `cold`, "too little to count", with the change unsaid)."""
+    a, b = _served_chat("2026-12-04T10:00:00Z"), _served_chat("2026-12-04T10:00:07Z")
+    n = parse_request(a, path="/v1/chat/completions").total_tokens
+    exchanges = [(a, _openai_answer(0, n)), (b, _openai_answer(read, n))]
+    rows, _ = _through_proxy(tmp_path, "/v1/chat/completions", exchanges)
+    assert rows[1]["verdict"] == "miss_prefix_changed"
+    assert rows[1]["cause"].startswith("volatile_content at /messages/0/content")
+    assert rows[1]["reprefill_tokens"] == n - read
+
 def _contracted(prompts: list[Any]) -> list[Expected]:
     policy = make_policy(policy_name(prompts[0].api, prompts[0].model))
     return [policy.commit(p, T0 + 10 * i) for i, p in enumerate(prompts)]
