@@ -88,7 +88,7 @@ def main() -> None:
         gaps = [(p - t) / t for t, p in reads]
         verdicts = Counter(v for *_, v in rows)
         print(f"{block:>5} {len(reads):>6} {ok:>4}/{len(reads):<5} {zeros:>4}/{len(rows) - len(reads):<4} "
-              f"{statistics.median(gaps):>+10.2%} {min(gaps, key=abs) if not gaps else max(gaps, key=abs):>+9.2%}  "
+              f"{statistics.median(gaps or [0.0]):>+10.2%} {max(gaps, key=abs, default=0.0):>+9.2%}  "
               f"{dict(verdicts.most_common())}")
 
 

@@ -46,6 +46,7 @@ def error(status: int, message: str) -> dict[str, Any]:
 
 class Chat:
     API = "openai-chat"
+    CHUNK = "chat.completion.chunk"  # a stream's chunk object
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
@@ -68,8 +69,11 @@ class Chat:
         if integer(body, "n", 1, minimum=1) != 1:
             raise InputError("'n' must be 1: this server makes one choice per request")
         max_tokens = integer(body, "max_completion_tokens", None, minimum=1)
-        if max_tokens is None:
-            max_tokens = integer(body, "max_tokens", default_max_tokens, minimum=1)
+        return Chat.generation(body, max_tokens or integer(body, "max_tokens", default_max_tokens, minimum=1))
+
+    @staticmethod
+    def generation(body: dict[str, Any], max_tokens: int | None) -> Options:
+        """The options both of OpenAI's completion APIs take alike (the text one's too)."""
         stream_options = body.get("stream_options") or {}
         if not isinstance(stream_options, dict):
             raise InputError("'stream_options' must be an object")
@@ -124,11 +128,11 @@ class Chat:
             "usage": self.usage_json(usage),
         }
 
+    def _choice(self, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        chunk = {
-            **self._head("chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
+        chunk = {**self._head(self.CHUNK), "choices": [self._choice(delta, finish)]}
         if self.opts.include_usage:
             chunk["usage"] = None  # every chunk but the last carries a null usage, as OpenAI sends
         return sse(chunk)
@@ -142,7 +146,7 @@ class Chat:
     def end(self, usage: Usage, finish: str) -> list[str]:
         frames = [self._chunk({}, FINISH.get(finish, "stop"))]
         if self.opts.include_usage:
-            frames.append(sse({**self._head("chat.completion.chunk"), "choices": [], "usage": self.usage_json(usage)}))
+            frames.append(sse({**self._head(self.CHUNK), "choices": [], "usage": self.usage_json(usage)}))
         frames.append("data: [DONE]\n\n")
         return frames
 
@@ -151,6 +155,7 @@ class Completions(Chat):
     """The text API: the prompt is continued as it is (no chat template); a choice holds `text`."""
 
     API = "openai-completions"
+    CHUNK = "text_completion"  # the object of an answer and of each chunk of its stream
 
     @staticmethod
     def options(body: dict[str, Any], default_max_tokens: int) -> Options:
@@ -162,43 +167,21 @@ class Completions(Chat):
             raise InputError("'echo' and 'suffix' are not supported: this server continues the prompt as it is")
         if integer(body, "n", 1, minimum=1) != 1 or integer(body, "best_of", 1, minimum=1) != 1:
             raise InputError("'n' and 'best_of' must be 1: this server makes one choice per request")
-        stream_options = body.get("stream_options") or {}
-        return Options(
-            model=model_of(body),
-            max_tokens=integer(body, "max_tokens", default_max_tokens, minimum=1) or default_max_tokens,
-            temperature=number(body, "temperature", 1.0, low=0.0, high=2.0),
-            stream=flag(body, "stream"),
-            include_usage=flag(stream_options, "include_usage"),
-            seed=integer(body, "seed", None, minimum=-(2**63)),
-            stop=strings(body, "stop", most=4),
-        )
+        return Chat.generation(body, integer(body, "max_tokens", default_max_tokens, minimum=1))
 
     def __init__(self, opts: Options) -> None:
         super().__init__(opts)
         self.id = new_id("cmpl-")
 
-    def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
-        return {"text": text, "index": 0, "logprobs": None, "finish_reason": finish}
+    def _choice(self, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        return {"text": delta.get("content", ""), "index": 0, "logprobs": None, "finish_reason": finish}
 
     def body(self, text: str, usage: Usage, finish: str) -> dict[str, Any]:
-        choice = self._choice(text, FINISH.get(finish, "stop"))
-        return {**self._head("text_completion"), "choices": [choice], "usage": self.usage_json(usage)}
-
-    def _text_chunk(self, text: str, finish: str | None = None) -> str:
-        chunk = {**self._head("text_completion"), "choices": [self._choice(text, finish)]}
-        return sse({**chunk, "usage": None} if self.opts.include_usage else chunk)
+        choice = self._choice({"content": text}, FINISH.get(finish, "stop"))
+        return {**self._head(self.CHUNK), "choices": [choice], "usage": self.usage_json(usage)}
 
     def start(self, usage: Usage) -> list[str]:
-        return []
-
-    def delta(self, text: str) -> str:
-        return self._text_chunk(text)
-
-    def end(self, usage: Usage, finish: str) -> list[str]:
-        frames = [self._text_chunk("", FINISH.get(finish, "stop"))]
-        if self.opts.include_usage:
-            frames.append(sse({**self._head("text_completion"), "choices": [], "usage": self.usage_json(usage)}))
-        return [*frames, "data: [DONE]\n\n"]
+        return []  # no role chunk: a text completion streams its text alone
 
 
 class Responses:
